@@ -1,0 +1,78 @@
+"""The shared lifecycle of every sans-I/O machine: open, finalized or broken.
+
+As in h11 and trio, one small enum per machine: any failure leaves it broken, a call
+after ``finalize()`` raises :class:`AlreadyFinalizedError`, and a call after a failure
+raises :class:`BrokenTransformError` whose ``__cause__`` is the first failure.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol, TypeAlias, runtime_checkable
+
+from .errors import AlreadyFinalizedError, BrokenTransformError
+
+__all__ = ["Buffer", "Lifecycle", "State", "Tap", "Transform"]
+
+#: Every input buffer type a transform accepts.
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+
+class State(enum.Enum):
+    OPEN = "open"
+    FINALIZED = "finalized"
+    BROKEN = "broken"
+
+
+class Lifecycle:
+    """Mixin holding the state; subclasses call ``_check()`` first in every public call."""
+
+    __slots__ = ("_failure", "_state")
+
+    _state: State
+    _failure: BaseException | None
+
+    def _init_lifecycle(self) -> None:
+        self._state = State.OPEN
+        self._failure = None
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def _check(self) -> None:
+        if self._state is State.OPEN:
+            return
+        if self._state is State.FINALIZED:
+            raise AlreadyFinalizedError(f"{type(self).__name__} was already finalized")
+        raise BrokenTransformError(
+            f"{type(self).__name__} is unusable after an earlier failure: {self._failure!r}"
+        ) from self._failure
+
+    def _break(self, exc: BaseException) -> BaseException:
+        """Mark broken by ``exc`` (the first failure wins) and return it for raising."""
+        if self._state is not State.BROKEN:
+            self._state = State.BROKEN
+            self._failure = exc
+        return exc
+
+    def _finish(self) -> None:
+        self._state = State.FINALIZED
+
+
+@runtime_checkable
+class Transform(Protocol):
+    """A sans-I/O byte transform: bytes in, bytes out, no I/O."""
+
+    def update(self, data: Buffer, /) -> bytes: ...
+
+    def finalize(self) -> bytes: ...
+
+
+@runtime_checkable
+class Tap(Transform, Protocol):
+    """A transform that passes data through unchanged and digests it."""
+
+    def digest(self) -> bytes: ...
+
+    def hexdigest(self) -> str: ...

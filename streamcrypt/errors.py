@@ -1,0 +1,117 @@
+"""The error hierarchy: one root, typed leaves, builtin bases where callers expect them.
+
+Every class carries ``http_status`` so HTTP adapters map an error with one attribute
+lookup. Messages say what failed and what to check; they never contain key bytes or
+plaintext.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyFinalizedError",
+    "AuthenticationError",
+    "BrokenTransformError",
+    "FormatError",
+    "HandshakeError",
+    "InvalidKeySizeError",
+    "InvalidNonceSizeError",
+    "InvalidPaddingError",
+    "InvalidParameterError",
+    "InvalidPublicKeyError",
+    "InvalidSignatureError",
+    "InvalidTagSizeError",
+    "LimitExceededError",
+    "PeerRejectedError",
+    "StreamCryptError",
+    "TruncatedStreamError",
+    "UnknownKeyError",
+    "UnsupportedFormatError",
+]
+
+
+class StreamCryptError(Exception):
+    """Root of every error streamcrypt raises on purpose."""
+
+    http_status: int = 400
+
+
+class AuthenticationError(StreamCryptError):
+    """A tag, header MAC or signature did not verify.
+
+    This is the single authentication failure: wrong key, wrong associated data,
+    tampering, reordering and duplication all end here, deliberately indistinguishable.
+    """
+
+
+class InvalidSignatureError(AuthenticationError):
+    """A signature did not verify under the given public key."""
+
+
+class TruncatedStreamError(StreamCryptError):
+    """The input ended before the authenticated end of the stream."""
+
+
+class FormatError(StreamCryptError):
+    """Malformed header, framing or encoding."""
+
+
+class UnsupportedFormatError(FormatError):
+    """Well-formed but not supported here: unknown version, suite or content encoding."""
+
+    http_status = 415
+
+
+class InvalidPaddingError(FormatError):
+    """Block-cipher padding is malformed (unauthenticated modes only)."""
+
+
+class UnknownKeyError(StreamCryptError, KeyError):
+    """No key (or identity) known here matches what the input names."""
+
+    def __str__(self) -> str:  # KeyError.__str__ would repr() the message
+        return str(self.args[0]) if self.args else "unknown key"
+
+
+class HandshakeError(StreamCryptError):
+    """A key-exchange handshake failed or was refused."""
+
+
+class PeerRejectedError(HandshakeError):
+    """The peer's static key was refused by the caller's policy."""
+
+
+class LimitExceededError(StreamCryptError, OverflowError):
+    """A size or counter limit was reached (segment counter, record size, work factor)."""
+
+    http_status = 413
+
+
+class InvalidParameterError(StreamCryptError, ValueError):
+    """An argument is out of range or of the wrong kind."""
+
+
+class InvalidKeySizeError(InvalidParameterError):
+    """A key has the wrong length; the message names the expected length."""
+
+
+class InvalidNonceSizeError(InvalidParameterError):
+    """A nonce or IV has the wrong length; the message names the expected length."""
+
+
+class InvalidTagSizeError(InvalidParameterError):
+    """A tag has the wrong length; the message names the expected length."""
+
+
+class InvalidPublicKeyError(InvalidParameterError):
+    """A public key is malformed, not on the curve, or of low order."""
+
+
+class AlreadyFinalizedError(StreamCryptError, RuntimeError):
+    """The transform was already finalized; create a new one."""
+
+
+class BrokenTransformError(StreamCryptError, RuntimeError):
+    """A previous call failed and left the transform unusable.
+
+    ``__cause__`` holds the first failure.
+    """

@@ -1,0 +1,102 @@
+"""Secret key objects whose repr never shows the bytes, and small byte utilities."""
+
+from __future__ import annotations
+
+import hmac
+import os
+from typing import NoReturn
+
+from .._state import Buffer
+from ..errors import InvalidKeySizeError, InvalidParameterError
+
+__all__ = ["SecretKey", "as_secret_key", "constant_time_equal", "random_bytes", "wipe"]
+
+
+def random_bytes(n: int) -> bytes:
+    """``n`` bytes from the operating system's CSPRNG."""
+    if n < 0:
+        raise InvalidParameterError(f"random_bytes needs a non-negative size, got {n}")
+    return os.urandom(n)
+
+
+def constant_time_equal(a: Buffer, b: Buffer) -> bool:
+    """Compare two byte strings in time independent of where they differ."""
+    return hmac.compare_digest(bytes(a), bytes(b))
+
+
+def wipe(buf: bytearray | memoryview | SecretKey) -> None:
+    """Best-effort overwrite with zeros (Python may hold other copies; see SECURITY notes)."""
+    if isinstance(buf, SecretKey):
+        buf.wipe()
+        return
+    view = memoryview(buf).cast("B")
+    if view.readonly:
+        raise InvalidParameterError("wipe needs a writable buffer (bytearray), not bytes")
+    view[:] = bytes(len(view))
+
+
+class SecretKey:
+    """Symmetric key material with an optional key id.
+
+    ``repr`` and ``str`` show the size and the id, never the bytes. The bytes come out
+    only through :meth:`secret_bytes`, so each place that touches them is greppable.
+    """
+
+    __slots__ = ("_material", "key_id")
+
+    def __init__(self, material: Buffer, *, key_id: str = "") -> None:
+        if len(material) == 0:
+            raise InvalidKeySizeError("a secret key cannot be empty")
+        if len(key_id.encode()) > 255:
+            raise InvalidParameterError("a key id is at most 255 bytes of UTF-8")
+        self._material = bytearray(material)
+        self.key_id = key_id
+
+    @classmethod
+    def generate(cls, size: int = 32, *, key_id: str = "") -> SecretKey:
+        """A fresh random key of ``size`` bytes."""
+        return cls(random_bytes(size), key_id=key_id)
+
+    def secret_bytes(self) -> bytes:
+        """The raw key bytes. Handle with care."""
+        return bytes(self._material)
+
+    def wipe(self) -> None:
+        """Overwrite the key material in place; the key is unusable afterwards."""
+        self._material[:] = bytes(len(self._material))
+        self._material = bytearray()
+
+    def __len__(self) -> int:
+        return len(self._material)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SecretKey):
+            return NotImplemented
+        return self.key_id == other.key_id and hmac.compare_digest(
+            bytes(self._material), bytes(other._material)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        kid = f", key_id={self.key_id!r}" if self.key_id else ""
+        return f"SecretKey(<{len(self._material)} bytes hidden>{kid})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("SecretKey is not picklable; serialize a KeyRing with a password")
+
+
+def as_secret_key(
+    key: Buffer | SecretKey, size: int | None = 32, *, what: str = "key"
+) -> SecretKey:
+    """Accept raw bytes or a :class:`SecretKey`; check the size when ``size`` is given.
+
+    Raises :class:`InvalidKeySizeError` naming the expected size.
+    """
+    sk = key if isinstance(key, SecretKey) else SecretKey(key) if len(key) else None
+    actual = len(sk) if sk is not None else 0
+    if sk is None or (size is not None and actual != size):
+        raise InvalidKeySizeError(f"{what} must be {size} bytes, got {actual}")
+    return sk

@@ -1,0 +1,40 @@
+"""Test configuration: the anyio backend matrix and the vector-count summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import VECTOR_COUNTS
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - platforms without uvloop
+    uvloop = None
+
+_BACKENDS: list[Any] = [
+    pytest.param(("asyncio", {}), id="asyncio"),
+    pytest.param(("trio", {}), id="trio"),
+]
+if uvloop is not None:
+    _BACKENDS.insert(
+        1, pytest.param(("asyncio", {"loop_factory": uvloop.new_event_loop}), id="uvloop")
+    )
+
+
+@pytest.fixture(params=_BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    """Every ``@pytest.mark.anyio`` test runs on asyncio, asyncio+uvloop and trio."""
+    return request.param
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not VECTOR_COUNTS:
+        return
+    terminalreporter.section("official vectors run")
+    total = 0
+    for name, ran, expected in sorted(VECTOR_COUNTS):
+        total += ran
+        mark = "ok" if ran == expected else "SHORT"
+        terminalreporter.write_line(f"{name:<60} {ran:>6} / {expected:<6} {mark}")
+    terminalreporter.write_line(f"{'total':<60} {total:>6}")

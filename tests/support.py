@@ -1,0 +1,55 @@
+"""Shared test helpers: official vector files, vector counting, chunked feeding."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+VECTORS = REPO.parent / "shared" / "vectors"
+
+#: (file, ran, expected) triples, printed at the end of the run by conftest.
+VECTOR_COUNTS: list[tuple[str, int, int]] = []
+
+
+def vector_path(*parts: str) -> Path:
+    path = VECTORS.joinpath(*parts)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"official vectors missing: {path} (see ../shared/vectors/README.md)"
+        )
+    return path
+
+
+def wycheproof(name: str) -> dict[str, Any]:
+    """A Wycheproof v1 file from ../shared/vectors/wycheproof."""
+    data: dict[str, Any] = json.loads(vector_path("wycheproof", name).read_text())
+    return data
+
+
+def wycheproof_cases(data: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(group, test) pairs of a Wycheproof file."""
+    for group in data["testGroups"]:
+        for test in group["tests"]:
+            yield group, test
+
+
+def record_vectors(name: str, ran: int, expected: int) -> None:
+    """Record a vector count for the summary and fail if fewer ran than the file holds."""
+    VECTOR_COUNTS.append((name, ran, expected))
+    assert ran == expected, f"{name}: ran {ran} vectors, the file holds {expected}"
+
+
+def random_splits(data: bytes, rng: random.Random, max_piece: int = 97) -> list[bytes]:
+    """Cut ``data`` into random pieces, empty pieces included."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(data):
+        n = rng.randint(0, max_piece)
+        out.append(data[i : i + n])
+        i += n
+    out.append(b"")
+    return out
