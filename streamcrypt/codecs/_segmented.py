@@ -1,0 +1,405 @@
+"""Segmented streaming AEAD: the sans-I/O machinery every segmented format shares.
+
+Theory of operation
+-------------------
+A segmented format (the STREAM construction of Hoang-Reyhanitabar-Rogaway-Vizar: the
+native container, age, Tink streaming AEAD, C2SP chunked encryption, RFC 8188) is a
+header followed by segments. Segment *i* is sealed on its own under a per-stream key with
+a nonce derived from *i* and, in most formats, a last-segment flag. What differs between
+formats is small and lives in a :class:`SegmentCodec`: the geometry (plaintext bytes per
+full segment, bytes of overhead, whether the final segment may be full-size) and pure
+``seal_segment`` / ``open_segment`` functions of one segment. Everything else lives here
+once: buffering and re-chunking, deciding which segment is final, the segment limit, and
+the rule that plaintext is released only after its segment verified.
+
+Which segment is final? If the format keeps the final segment shorter than a full one
+(``final_may_be_full = False``: native container, C2SP), a full segment is never final,
+so it can be sealed or opened the moment it is complete. Otherwise (age, Tink, RFC 8188)
+a complete full segment is held back until at least one more byte arrives or the input
+ends: one segment of read-ahead.
+
+The work is split as h11 splits protocol from I/O: :meth:`SegmentedEncryptor.feed` and
+:meth:`SegmentedDecryptor.feed` do the bookkeeping (indices, finality, limits) on the
+caller's thread and return :class:`SegmentJob` objects, pure functions of their inputs,
+which may run inline (``update``) or on worker threads (the engine) in any order as long
+as their outputs are emitted in order. A failed job must be reported back with ``fail()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .._state import Buffer, Lifecycle
+from ..errors import FormatError, LimitExceededError, TruncatedStreamError
+
+__all__ = [
+    "HeaderReader",
+    "SegmentCodec",
+    "SegmentJob",
+    "SegmentLayout",
+    "SegmentedDecryptor",
+    "SegmentedEncryptor",
+]
+
+
+class SegmentCodec:
+    """A keyed, per-stream segment format. Subclasses set the geometry and the two pure functions.
+
+    ``seal_segment`` writes exactly ``len(plaintext) + overhead`` bytes into ``out`` and
+    returns that count. ``open_segment`` writes the plaintext into ``out`` (at least
+    ``len(ciphertext) - overhead`` bytes long), returns its length, and raises
+    :class:`AuthenticationError` (or :class:`FormatError` for a format rule) on failure;
+    on failure nothing in ``out`` may be used.
+    """
+
+    segment_size: int  # plaintext bytes of a full segment (index >= 1)
+    first_segment_size: int  # plaintext bytes of a full segment 0 (Tink's is shorter)
+    overhead: ClassVar[int] = 16  # ciphertext bytes added to each segment
+    final_may_be_full: ClassVar[bool] = False
+    max_segments: int = 1 << 32
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        raise NotImplementedError
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        raise NotImplementedError
+
+    def full_plaintext(self, index: int) -> int:
+        return self.first_segment_size if index == 0 else self.segment_size
+
+    def full_ciphertext(self, index: int) -> int:
+        return self.full_plaintext(index) + self.overhead
+
+
+@dataclass(slots=True, eq=False)
+class SegmentJob:
+    """Seal or open ``count`` consecutive segments: a pure function, safe on any thread.
+
+    ``data`` holds the segments' input back to back; the last one is the stream's final
+    segment when ``final`` is true. :meth:`run` returns a view of the output.
+    """
+
+    codec: SegmentCodec
+    sealing: bool
+    first_index: int
+    count: int
+    data: Buffer
+    final: bool
+
+    @property
+    def out_size(self) -> int:
+        """An upper bound of the output length (exact when sealing)."""
+        extra = self.count * self.codec.overhead
+        return len(self.data) + extra if self.sealing else max(len(self.data) - extra, 0)
+
+    def run(self, out: bytearray | memoryview | None = None) -> memoryview:
+        """Run the job into ``out`` (allocated when None); return the written part."""
+        codec = self.codec
+        src = memoryview(self.data)
+        dst = memoryview(out if out is not None else bytearray(self.out_size))
+        size = len(src)
+        pos = written = 0
+        last = self.first_index + self.count - 1
+        step = codec.overhead if self.sealing else -codec.overhead
+        for index in range(self.first_index, last + 1):
+            full = codec.full_plaintext(index) if self.sealing else codec.full_ciphertext(index)
+            end = size if index == last else pos + full
+            final = self.final and index == last
+            n = end - pos
+            if self.sealing:
+                written += codec.seal_segment(
+                    index, src[pos:end], final, dst[written : written + n + step]
+                )
+            else:
+                written += codec.open_segment(
+                    index, src[pos:end], final, dst[written : written + n + step]
+                )
+            pos = end
+        return dst[:written]
+
+
+class _Segmenter(Lifecycle):
+    """The bookkeeping both directions share: cut input into segments, assign indices."""
+
+    __slots__ = ("_codec", "_index", "_pending", "_sealing")
+
+    _codec: SegmentCodec | None
+
+    def __init__(self, codec: SegmentCodec | None, *, sealing: bool) -> None:
+        self._init_lifecycle()
+        self._codec = codec
+        self._sealing = sealing
+        self._pending = bytearray()
+        self._index = 0
+
+    def _full(self, codec: SegmentCodec, index: int) -> int:
+        return codec.full_plaintext(index) if self._sealing else codec.full_ciphertext(index)
+
+    def _claim(self, codec: SegmentCodec, count: int) -> int:
+        first = self._index
+        if first + count > codec.max_segments:
+            raise LimitExceededError(
+                f"the stream would exceed {codec.max_segments} segments; "
+                "split the data into several streams or use a larger segment size"
+            )
+        self._index = first + count
+        return first
+
+    def _cut(self, data: Buffer) -> list[SegmentJob]:
+        """Turn pending bytes plus ``data`` into jobs for every segment known to be non-final."""
+        codec = self._codec
+        assert codec is not None
+        jobs: list[SegmentJob] = []
+        hold = codec.final_may_be_full
+        view = memoryview(data).cast("B")
+        pending = self._pending
+        if pending:
+            need = self._full(codec, self._index) - len(pending)
+            if len(view) < need or (hold and len(view) == need):
+                pending += view
+                return jobs
+            pending += view[:need]
+            view = view[need:]
+            jobs.append(self._job(codec, bytes(pending), 1))
+            pending.clear()
+        # Whole segments straight from the caller's buffer, no copy.
+        start = pos = count = 0
+        while True:
+            full = self._full(codec, self._index + count)
+            if len(view) - pos < full or (hold and len(view) - pos == full):
+                break
+            pos += full
+            count += 1
+        if count:
+            jobs.append(self._job(codec, view[start:pos], count))
+        pending += view[pos:]
+        return jobs
+
+    def _job(
+        self, codec: SegmentCodec, data: Buffer, count: int, final: bool = False
+    ) -> SegmentJob:
+        first = self._claim(codec, count)
+        return SegmentJob(codec, self._sealing, first, count, data, final)
+
+    def fail(self, exc: BaseException) -> BaseException:
+        """Record that a job of this stream failed; the stream is broken from now on."""
+        return self._break(exc)
+
+    @staticmethod
+    def run_all(jobs: list[SegmentJob]) -> bytes:
+        if not jobs:
+            return b""
+        if len(jobs) == 1:
+            return bytes(jobs[0].run())
+        return b"".join([job.run() for job in jobs])
+
+
+class SegmentedEncryptor(_Segmenter):
+    """Seal a stream segment by segment: ``header`` first, then the sealed segments.
+
+    As a transform: ``update(data) -> bytes`` and ``finalize() -> bytes``. The engine uses
+    ``take_header()``, ``feed()`` and ``finish()`` to run the jobs elsewhere.
+    """
+
+    __slots__ = ("_header",)
+
+    def __init__(self, codec: SegmentCodec, header: bytes = b"") -> None:
+        super().__init__(codec, sealing=True)
+        self._header = header
+
+    def take_header(self) -> bytes:
+        """The header bytes, once; ``b""`` afterwards."""
+        header, self._header = self._header, b""
+        return header
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        """Jobs for every segment that is now complete. Do not modify ``data`` until they ran."""
+        self._check()
+        try:
+            return self._cut(data)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def finish(self) -> list[SegmentJob]:
+        """The job sealing the final segment; the encryptor is finalized."""
+        self._check()
+        codec = self._codec
+        assert codec is not None
+        try:
+            job = self._job(codec, bytes(self._pending), 1, final=True)
+        except Exception as exc:
+            raise self._break(exc) from None
+        self._pending.clear()
+        self._finish()
+        return [job]
+
+    def update(self, data: Buffer) -> bytes:
+        """Seal what is complete; returns the header on the first call."""
+        jobs = self.feed(data)
+        header = self.take_header()
+        body = self.run_all(jobs)
+        return header + body if header else body
+
+    def finalize(self) -> bytes:
+        """Seal the final segment (possibly empty)."""
+        jobs = self.finish()
+        return self.take_header() + self.run_all(jobs)
+
+
+#: Parses a header from the start of a stream: ``None`` while more bytes are needed, else
+#: the keyed codec and the header length. Raises FormatError, AuthenticationError,
+#: UnknownKeyError; it must raise FormatError itself past its maximum header size.
+HeaderReader = Callable[[bytes], "tuple[SegmentCodec, int] | None"]
+
+
+class SegmentedDecryptor(_Segmenter):
+    """Open a stream segment by segment, releasing only verified plaintext.
+
+    ``update`` returns ``b""`` until a whole segment verified; ``finalize`` opens the final
+    segment and raises :class:`TruncatedStreamError` if the stream ended early.
+    """
+
+    __slots__ = ("_read_header",)
+
+    def __init__(self, read_header: HeaderReader) -> None:
+        super().__init__(None, sealing=False)
+        self._read_header = read_header
+
+    @property
+    def codec(self) -> SegmentCodec | None:
+        """The keyed codec, once the header has been read and verified."""
+        return self._codec
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        """Jobs for every segment now known complete and non-final."""
+        self._check()
+        try:
+            if self._codec is None:
+                self._pending += data
+                parsed = self._read_header(bytes(self._pending))
+                if parsed is None:
+                    return []
+                self._codec, used = parsed
+                rest = bytes(self._pending[used:])
+                self._pending.clear()
+                return self._cut(rest)
+            return self._cut(data)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def finish(self) -> list[SegmentJob]:
+        """The job opening the final segment; raises TruncatedStreamError if there is none."""
+        self._check()
+        try:
+            codec = self._codec
+            if codec is None:
+                raise TruncatedStreamError("the stream ended inside its header")
+            if len(self._pending) < codec.overhead:
+                raise TruncatedStreamError(
+                    f"the stream ended after {self._index} segment(s) without its final segment"
+                )
+            job = self._job(codec, bytes(self._pending), 1, final=True)
+        except Exception as exc:
+            raise self._break(exc) from None
+        self._pending.clear()
+        self._finish()
+        return [job]
+
+    def update(self, data: Buffer) -> bytes:
+        jobs = self.feed(data)
+        try:
+            return self.run_all(jobs)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def finalize(self) -> bytes:
+        jobs = self.finish()
+        try:
+            return self.run_all(jobs)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentLayout:
+    """Where segments lie in a stream of known length: the basis of random access."""
+
+    codec: SegmentCodec
+    header_size: int
+    stream_size: int
+
+    @property
+    def segment_count(self) -> int:
+        payload = self.stream_size - self.header_size
+        c = self.codec
+        first = c.full_ciphertext(0)
+        if payload < c.overhead:
+            raise TruncatedStreamError("the stream is too short to hold its final segment")
+        if payload < first or (c.final_may_be_full and payload == first):
+            return 1
+        rest = payload - first
+        full = c.full_ciphertext(1)
+        n, tail = divmod(rest, full)
+        if c.final_may_be_full and tail == 0:
+            return 1 + n
+        if tail < c.overhead:
+            raise FormatError(
+                "the stream length does not match its segment size: truncated or extended"
+            )
+        return 2 + n
+
+    def ciphertext_offset(self, index: int) -> int:
+        c = self.codec
+        if index == 0:
+            return self.header_size
+        return self.header_size + c.full_ciphertext(0) + (index - 1) * c.full_ciphertext(1)
+
+    def plaintext_offset(self, index: int) -> int:
+        c = self.codec
+        return 0 if index == 0 else c.full_plaintext(0) + (index - 1) * c.full_plaintext(1)
+
+    @property
+    def plaintext_size(self) -> int:
+        last = self.segment_count - 1
+        tail = self.stream_size - self.ciphertext_offset(last) - self.codec.overhead
+        return self.plaintext_offset(last) + tail
+
+    def segment_of(self, plaintext_pos: int) -> int:
+        c = self.codec
+        if plaintext_pos < c.full_plaintext(0):
+            return 0
+        return 1 + (plaintext_pos - c.full_plaintext(0)) // c.full_plaintext(1)
+
+    def plan(self, start: int, stop: int) -> tuple[SegmentJob, int, int, int] | None:
+        """For plaintext ``[start, stop)``: a job template, ciphertext offset and length, skip.
+
+        Returns ``None`` for an empty range. The job's ``data`` is empty: fill it with the
+        ciphertext bytes ``[offset, offset + length)`` via :meth:`job_for`.
+        """
+        size = self.plaintext_size
+        start, stop = max(0, start), min(stop, size)
+        if start >= stop:
+            return None
+        first = self.segment_of(start)
+        last = min(self.segment_of(stop - 1), self.segment_count - 1)
+        offset = self.ciphertext_offset(first)
+        end = (
+            self.stream_size if last == self.segment_count - 1 else self.ciphertext_offset(last + 1)
+        )
+        final = last == self.segment_count - 1
+        job = SegmentJob(self.codec, False, first, last - first + 1, b"", final)
+        return job, offset, end - offset, start - self.plaintext_offset(first)
+
+    def read(self, read_at: Callable[[int, int], bytes], start: int, stop: int) -> bytes:
+        """Decrypt plaintext ``[start, stop)`` reading only the segments that cover it."""
+        planned = self.plan(start, stop)
+        if planned is None:
+            return b""
+        job, offset, length, skip = planned
+        job.data = read_at(offset, length)
+        if len(job.data) != length:
+            raise TruncatedStreamError("the stream is shorter than its layout says")
+        plain = job.run()
+        return bytes(plain[skip : skip + (min(stop, self.plaintext_size) - max(start, 0))])

@@ -1,0 +1,277 @@
+"""The native streamcrypt container, version 1 (specified in docs/FORMAT.md).
+
+Theory of operation
+-------------------
+``header || segment_0 || ... || segment_n``. The header names the suite, the plaintext
+segment size, a random salt and nonce prefix, and the id of the master key; it ends with
+an HMAC-SHA256 tag over itself and the stream's associated data. HKDF-SHA256 over the
+master key, with the salt and the whole header body as context, gives two keys: one for
+the header tag (so the tag commits to the master key and is checked before any segment is
+opened) and one for the segments. Segment *i* is sealed with nonce
+``prefix || uint32_be(i) || last_flag``. The final segment is always shorter than a full
+one (possibly empty), so neither side needs read-ahead: a full segment is never final.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+from .._state import Buffer
+from ..errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
+from ..primitives import (
+    AES256GCM,
+    Aead,
+    ChaCha20Poly1305Suite,
+    XChaCha20Poly1305,
+)
+from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+
+__all__ = [
+    "DEFAULT_SEGMENT_SIZE",
+    "MAGIC",
+    "MAX_SEGMENT_SIZE",
+    "MIN_SEGMENT_SIZE",
+    "SUITE_IDS",
+    "ContainerCodec",
+    "ContainerHeader",
+    "KeyLike",
+    "StreamDecryptor",
+    "StreamEncryptor",
+    "layout",
+    "read_header",
+]
+
+MAGIC = b"SCRY"
+VERSION = 1
+DEFAULT_SEGMENT_SIZE = 65536
+MIN_SEGMENT_SIZE = 256
+MAX_SEGMENT_SIZE = 1 << 24
+SALT_SIZE = 32
+TAG_SIZE = 32
+_INFO = b"streamcrypt container v1"
+
+#: Suite ids on the wire.
+SUITE_IDS: dict[str, int] = {
+    "aes-256-gcm": 1,
+    "chacha20-poly1305": 2,
+    "xchacha20-poly1305": 3,
+}
+_SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XChaCha20Poly1305}
+_FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
+
+KeyLike = Buffer | SecretKey | KeyRing
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerHeader:
+    """A parsed (not yet authenticated) container header."""
+
+    suite: str
+    segment_size: int
+    salt: bytes
+    nonce_prefix: bytes
+    key_id: str
+
+    def body(self) -> bytes:
+        """The header bytes that precede the tag."""
+        kid = self.key_id.encode()
+        return (
+            _FIXED.pack(MAGIC, VERSION, SUITE_IDS[self.suite], self.segment_size)
+            + self.salt
+            + self.nonce_prefix
+            + bytes([len(kid)])
+            + kid
+        )
+
+
+def _check_segment_size(size: int) -> None:
+    if not MIN_SEGMENT_SIZE <= size <= MAX_SEGMENT_SIZE:
+        raise InvalidParameterError(
+            f"segment size must be {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, got {size}"
+        )
+
+
+class ContainerCodec(SegmentCodec):
+    """Seals and opens the segments of one container stream."""
+
+    __slots__ = ("_aead", "_prefix", "first_segment_size", "segment_size")
+
+    def __init__(self, aead: Aead, prefix: bytes, segment_size: int) -> None:
+        self._aead = aead
+        self._prefix = prefix
+        self.segment_size = self.first_segment_size = segment_size
+
+    def _nonce(self, index: int, final: bool) -> bytes:
+        return self._prefix + struct.pack(">IB", index, final)
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        return self._aead.seal_into(self._nonce(index, final), plaintext, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        return self._aead.open_into(self._nonce(index, final), ciphertext, out)
+
+
+def _derive(master: SecretKey, header: ContainerHeader, body: bytes) -> tuple[bytes, bytes]:
+    okm = hkdf(master.secret_bytes(), salt=header.salt, info=_INFO + body, length=64)
+    return okm[:32], okm[32:]
+
+
+def _header_tag(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
+    return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
+
+
+def _encryption_key(key: KeyLike) -> SecretKey:
+    if isinstance(key, KeyRing):
+        return key.active
+    return as_secret_key(key, 32)
+
+
+def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
+    if isinstance(key, KeyRing):
+        if not key_id:
+            raise UnknownKeyError("the stream names no key id, so a KeyRing cannot pick a key")
+        return key.get(key_id)
+    return as_secret_key(key, 32)
+
+
+def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
+    """Parse a header from the start of ``data``: ``None`` if more bytes are needed.
+
+    Returns the header and the offset of its tag. Raises :class:`FormatError` for bad
+    magic, :class:`UnsupportedFormatError` for an unknown version or suite.
+    """
+    if len(data) < _FIXED.size:
+        if not MAGIC.startswith(data[:4]):
+            raise FormatError("not a streamcrypt container (bad magic)")
+        return None
+    magic, version, suite_id, segment_size = _FIXED.unpack_from(data)
+    if magic != MAGIC:
+        raise FormatError("not a streamcrypt container (bad magic)")
+    if version != VERSION:
+        raise UnsupportedFormatError(f"unsupported container version {version}; this reads 1")
+    suite = _SUITES.get(suite_id)
+    if suite is None:
+        raise UnsupportedFormatError(f"unknown container suite id {suite_id}")
+    if not MIN_SEGMENT_SIZE <= segment_size <= MAX_SEGMENT_SIZE:
+        raise FormatError(
+            f"header segment size {segment_size} is outside "
+            f"{MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE}: corrupt or hostile header"
+        )
+    pos = _FIXED.size
+    prefix_len = suite.nonce_size - 5
+    if len(data) < pos + SALT_SIZE + prefix_len + 1:
+        return None
+    salt = data[pos : pos + SALT_SIZE]
+    pos += SALT_SIZE
+    prefix = data[pos : pos + prefix_len]
+    pos += prefix_len
+    kid_len = data[pos]
+    pos += 1
+    if len(data) < pos + kid_len:
+        return None
+    try:
+        key_id = data[pos : pos + kid_len].decode()
+    except UnicodeDecodeError:
+        raise FormatError("header key id is not valid UTF-8") from None
+    pos += kid_len
+    return ContainerHeader(suite.name, segment_size, salt, prefix, key_id), pos
+
+
+def _open_header(key: KeyLike, aad: Buffer, data: bytes) -> tuple[ContainerCodec, int] | None:
+    parsed = read_header(data)
+    if parsed is None or len(data) < parsed[1] + TAG_SIZE:
+        return None
+    header, pos = parsed
+    body = data[:pos]
+    master = _decryption_key(key, header.key_id)
+    seg_key, mac_key = _derive(master, header, body)
+    if not hmac.compare_digest(_header_tag(mac_key, body, aad), data[pos : pos + TAG_SIZE]):
+        raise AuthenticationError(
+            "container header did not authenticate: wrong key, wrong associated data, "
+            "or a tampered header"
+        )
+    aead = _SUITES[SUITE_IDS[header.suite]](seg_key)
+    return ContainerCodec(aead, header.nonce_prefix, header.segment_size), pos + TAG_SIZE
+
+
+class StreamEncryptor(SegmentedEncryptor):
+    """Encrypt a stream into the native container (sans-I/O transform).
+
+    ``key`` is 32 raw bytes, a :class:`SecretKey` (its ``key_id`` goes into the header) or
+    a :class:`KeyRing` (its active key). Raises :class:`InvalidKeySizeError`,
+    :class:`InvalidParameterError`, :class:`UnsupportedFormatError`.
+    """
+
+    __slots__ = ("header",)
+
+    def __init__(
+        self,
+        key: KeyLike,
+        *,
+        suite: str = "aes-256-gcm",
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        aad: Buffer = b"",
+        salt: bytes | None = None,
+        nonce_prefix: bytes | None = None,
+    ) -> None:
+        if suite not in SUITE_IDS:
+            raise UnsupportedFormatError(
+                f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
+            )
+        _check_segment_size(segment_size)
+        master = _encryption_key(key)
+        aead_cls = _SUITES[SUITE_IDS[suite]]
+        prefix_len = aead_cls.nonce_size - 5
+        salt = random_bytes(SALT_SIZE) if salt is None else salt
+        prefix = random_bytes(prefix_len) if nonce_prefix is None else nonce_prefix
+        if len(salt) != SALT_SIZE or len(prefix) != prefix_len:
+            raise InvalidParameterError(
+                f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
+            )
+        self.header = ContainerHeader(suite, segment_size, salt, prefix, master.key_id)
+        body = self.header.body()
+        seg_key, mac_key = _derive(master, self.header, body)
+        codec = ContainerCodec(aead_cls(seg_key), prefix, segment_size)
+        super().__init__(codec, body + _header_tag(mac_key, body, aad))
+
+
+class StreamDecryptor(SegmentedDecryptor):
+    """Decrypt a native container stream, releasing only verified segments.
+
+    The header tag is checked before any segment is opened. Raises
+    :class:`AuthenticationError`, :class:`TruncatedStreamError`, :class:`FormatError`,
+    :class:`UnsupportedFormatError`, :class:`UnknownKeyError`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, key: KeyLike, *, aad: Buffer = b"") -> None:
+        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+            if len(data) > MAX_HEADER_SIZE and read_header(data[:MAX_HEADER_SIZE]) is None:
+                raise FormatError("container header is longer than any valid header")
+            return _open_header(key, aad, data)
+
+        super().__init__(reader)
+
+
+def layout(key: KeyLike, head: bytes, stream_size: int, *, aad: Buffer = b"") -> SegmentLayout:
+    """Authenticate the header at the start of ``head`` and map a stream of ``stream_size`` bytes.
+
+    ``head`` must hold at least the whole header (:data:`MAX_HEADER_SIZE` bytes suffice).
+    """
+    opened = _open_header(key, aad, head[:MAX_HEADER_SIZE])
+    if opened is None:
+        raise FormatError("the data is shorter than a container header")
+    codec, size = opened
+    return SegmentLayout(codec, size, stream_size)
