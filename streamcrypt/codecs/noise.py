@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -154,7 +154,7 @@ class CipherState(Lifecycle):
             )
         self._init_lifecycle()
         self._cipher = cipher
-        self._nonce_order: Any = "little" if cipher == "ChaChaPoly" else "big"
+        self._nonce_order: Literal["little", "big"] = "little" if cipher == "ChaChaPoly" else "big"
         self._aead: Aead | None = None
         self._key: bytes | None = None
         self._n = 0
@@ -209,8 +209,7 @@ class CipherState(Lifecycle):
                     "start a new handshake"
                 )
             )
-        nonce = self._nonce_bytes(self._n)
-        return nonce
+        return self._nonce_bytes(self._n)
 
     def encrypt(self, ad: Buffer, plaintext: Buffer) -> bytes:
         """Seal ``plaintext`` with associated data ``ad`` under the next nonce.
