@@ -1,7 +1,7 @@
 """Noise handshake state machine: cacophony and snow vectors, then the edges by hand.
 
 Vector files: ../shared/vectors/noise/cacophony.txt and snow.txt (JSON, ``vectors[]``).
-Every vector whose DH is 25519 is applicable: all 59 patterns in them (fundamental,
+Every vector whose DH is 25519 is applicable: every pattern named in them (fundamental,
 one-way, deferred, PSK variants including multi-PSK names) are implemented here.
 
 Explicit exclusions: DH 448 (cacophony holds 472 such vectors; X448 is not implemented,
