@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast, get_args
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, get_args
 
 from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -81,6 +81,8 @@ __all__ = [
     "Curve",
     "EciesConfig",
     "NonceLength",
+    "PrivateKeyInput",
+    "PublicKeyInput",
     "decapsulate",
     "decrypt",
     "ecdh",
@@ -99,8 +101,10 @@ _TAG = 16
 _XCHACHA_NONCE = 24
 _CIPHER_ALIASES = {"xchacha20-poly1305": "xchacha20"}
 
-PublicKeyInput = Buffer | str
-PrivateKeyInput = Buffer | str | SecretKey
+#: A public key: raw bytes, or hex text with an optional ``0x`` prefix.
+PublicKeyInput: TypeAlias = Buffer | str
+#: A private key: raw bytes, hex text with an optional ``0x`` prefix, or a SecretKey.
+PrivateKeyInput: TypeAlias = Buffer | str | SecretKey
 
 
 # --------------------------------------------------------------------------- key input

@@ -153,9 +153,9 @@ def test_interop_every_eciespy_config(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_key_agreement_matches_eciespy_sender() -> None:
     """decapsulate() gives the key eciespy's sender derived, for every curve and flag."""
     rng = random.Random(7)
-    for curve, ce, ch in itertools.product(
-        ("secp256k1", "x25519", "ed25519"), *[(False, True)] * 2
-    ):
+    curves: tuple[ecies.Curve, ...] = ("secp256k1", "x25519", "ed25519")
+    flags = (False, True)
+    for curve, ce, ch in itertools.product(curves, flags, flags):
         recipient = EciesPrivateKey(curve, rng.randbytes(32))
         sender = EciesPrivateKey(curve, rng.randbytes(32))
         expected = sender.encapsulate(recipient.public_key, ch)
