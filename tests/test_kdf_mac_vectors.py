@@ -1,0 +1,224 @@
+"""HKDF, HMAC, BLAKE3, Poly1305, SHA-2/3 and BLAKE2 against official vectors.
+
+HKDF runs through :func:`streamcrypt.keys.hkdf`; everything else through the taps, fed in
+random chunks (empty ones included), so each vector also checks the pass-through. Expected
+counts come from the files themselves, counted apart from the parsers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable
+
+import cryptography_vectors
+import pytest
+from support import random_splits, record_vectors, vector_path, wycheproof, wycheproof_cases
+
+from streamcrypt.errors import AuthenticationError, InvalidParameterError
+from streamcrypt.keys import hkdf
+from streamcrypt.primitives import (
+    Blake2bTap,
+    Blake2sTap,
+    Blake3Tap,
+    HashTap,
+    HmacTap,
+    Poly1305Tap,
+    Sha3_256Tap,
+    Sha3_512Tap,
+    Sha256Tap,
+    Sha384Tap,
+    Sha512Tap,
+)
+
+RNG = random.Random(8439)
+
+
+def _run(tap: HashTap, data: bytes) -> bytes:
+    """Feed ``data`` in random pieces; check it passes through; return the digest."""
+    through = b"".join(tap.update(piece) for piece in random_splits(data, RNG, 300))
+    assert tap.finalize() == b""
+    assert through == data
+    return tap.digest()
+
+
+# -------------------------------------------------------------------------- HKDF
+
+
+@pytest.mark.parametrize("hash_name", ["sha256", "sha512"])
+def test_wycheproof_hkdf(hash_name: str) -> None:
+    name = f"hkdf_{hash_name}_test.json"
+    data = wycheproof(name)
+    ran = 0
+    for _group, test in wycheproof_cases(data):
+        ikm, salt, info = (bytes.fromhex(test[k]) for k in ("ikm", "salt", "info"))
+        if test["result"] == "valid":
+            okm = hkdf(ikm, salt=salt, info=info, length=test["size"], algorithm=hash_name)  # type: ignore[arg-type]
+            assert okm == bytes.fromhex(test["okm"]), test["tcId"]
+        else:
+            assert test["flags"] == ["SizeTooLarge"], test["tcId"]
+            with pytest.raises(InvalidParameterError, match="output must be"):
+                hkdf(ikm, salt=salt, info=info, length=test["size"], algorithm=hash_name)  # type: ignore[arg-type]
+        ran += 1
+    record_vectors(f"wycheproof/{name}", ran, data["numberOfTests"])
+
+
+# -------------------------------------------------------------------------- HMAC
+
+
+@pytest.mark.parametrize("hash_name,full", [("sha256", 32), ("sha512", 64)])
+def test_wycheproof_hmac(hash_name: str, full: int) -> None:
+    """Truncated groups state their tag length up front (``tag_length``); a tap built for
+    full tags must refuse the same truncated tag."""
+    name = f"hmac_{hash_name}_test.json"
+    data = wycheproof(name)
+    ran = truncated = 0
+    for group, test in wycheproof_cases(data):
+        tag_len = group["tagSize"] // 8
+        key, msg, tag = (bytes.fromhex(test[k]) for k in ("key", "msg", "tag"))
+        assert len(tag) == tag_len
+        tap = HmacTap(key, hash_name, tag_length=None if tag_len == full else tag_len)
+        digest = _run(tap, msg)
+        if test["result"] == "valid":
+            assert digest == tag, test["tcId"]
+            tap.verify(tag)
+            if tag_len < full:
+                untruncated = HmacTap(key, hash_name)
+                _run(untruncated, msg)
+                with pytest.raises(AuthenticationError):
+                    untruncated.verify(tag)
+                truncated += 1
+        else:
+            assert test["flags"] == ["ModifiedTag"], test["tcId"]
+            assert digest != tag
+            with pytest.raises(AuthenticationError):
+                tap.verify(tag)
+        ran += 1
+    record_vectors(f"wycheproof/{name}", ran, data["numberOfTests"])
+    assert truncated > 0
+
+
+# -------------------------------------------------------------------------- BLAKE3
+
+
+def test_blake3_official_vectors() -> None:
+    path = vector_path("blake3", "test_vectors.json")
+    data = json.loads(path.read_text())
+    key = data["key"].encode()
+    context = data["context_string"]
+    assert len(key) == 32
+    modes: dict[str, Callable[[], Blake3Tap]] = {
+        "hash": Blake3Tap,
+        "keyed_hash": lambda: Blake3Tap(key=key),
+        "derive_key": lambda: Blake3Tap(derive_key_context=context),
+    }
+    ran = 0
+    for case in data["cases"]:
+        message = bytes(i % 251 for i in range(case["input_len"]))
+        for mode, make in modes.items():
+            expected = bytes.fromhex(case[mode])
+            tap = make()
+            assert _run(tap, message) == expected[:32]
+            assert tap.digest(len(expected)) == expected  # extended output
+            assert tap.hexdigest(len(expected) // 2) == expected[: len(expected) // 2].hex()
+            ran += 1
+    record_vectors(
+        "blake3/test_vectors.json (hash, keyed, derive-key)", ran, 3 * len(data["cases"])
+    )
+
+
+# -------------------------------------------------------------------------- NIST-form files
+
+
+def _nist_blocks(path: str, fields: tuple[str, ...]) -> tuple[list[dict[str, str]], int]:
+    """Records of a NIST-form vector file holding every name in ``fields``, and the number
+    of records the file holds (counted from its last field's lines, apart from the parser)."""
+    with cryptography_vectors.open_vector_file(path, "r") as f:
+        text = f.read()
+    expected = len(re.findall(rf"^{fields[-1]}\s*=", text, re.M))
+    records: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "[")) or "=" not in line:
+            continue
+        name, _, value = (part.strip() for part in line.partition("="))
+        if name in fields:
+            current[name] = value
+            if all(k in current for k in fields):
+                records.append(current)
+                current = {}
+    return records, expected
+
+
+def _msg(record: dict[str, str]) -> bytes:
+    bits = int(record["Len"])
+    assert bits % 8 == 0
+    return bytes.fromhex(record["Msg"])[: bits // 8]  # Len = 0 comes with "Msg = 00"
+
+
+def test_poly1305_rfc8439_vectors() -> None:
+    """The RFC 7539/8439 Poly1305 vectors (section 2.5.2 and appendix A.3)."""
+    path = "poly1305/rfc7539.txt"
+    records, expected = _nist_blocks(path, ("KEY", "MSG", "TAG"))
+    ran = 0
+    for record in records:
+        key, msg, tag = (bytes.fromhex(record[k]) for k in ("KEY", "MSG", "TAG"))
+        tap = Poly1305Tap(key)
+        assert _run(tap, msg) == tag
+        tap.verify(tag)
+        bad = bytearray(tag)
+        bad[0] ^= 1
+        with pytest.raises(AuthenticationError):
+            tap.verify(bytes(bad))
+        ran += 1
+    record_vectors(f"cryptography_vectors/{path}", ran, expected)
+
+
+SHA_FILES: dict[str, Callable[[], HashTap]] = {
+    "hashes/SHA2/SHA256ShortMsg.rsp": Sha256Tap,
+    "hashes/SHA2/SHA384ShortMsg.rsp": Sha384Tap,
+    "hashes/SHA2/SHA512ShortMsg.rsp": Sha512Tap,
+    "hashes/SHA3/SHA3_256ShortMsg.rsp": Sha3_256Tap,
+    "hashes/SHA3/SHA3_512ShortMsg.rsp": Sha3_512Tap,
+    "hashes/blake2/blake2b.txt": Blake2bTap,
+    "hashes/blake2/blake2s.txt": Blake2sTap,
+}
+
+
+@pytest.mark.parametrize("path", list(SHA_FILES))
+def test_hash_known_answers(path: str) -> None:
+    """NIST CAVP byte-oriented ShortMsg files for SHA-2/SHA-3; the BLAKE2 reference vectors."""
+    records, expected = _nist_blocks(path, ("Len", "Msg", "MD"))
+    ran = 0
+    for record in records:
+        assert _run(SHA_FILES[path](), _msg(record)) == bytes.fromhex(record["MD"])
+        ran += 1
+    record_vectors(f"cryptography_vectors/{path}", ran, expected)
+
+
+def test_a_few_known_answers_against_hashlib() -> None:
+    """Fixed answers, and the same through hashlib, for keyed and parameterised BLAKE2."""
+    abc = b"abc"
+    sha = Sha256Tap()
+    assert _run(sha, abc).hex() == (
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
+    # RFC 7693 appendix A: BLAKE2b-512("abc")
+    assert _run(Blake2bTap(), abc).hex().startswith("ba80a53f981c4d0d6a2797b69f12f6e9")
+    # RFC 7693 appendix B: BLAKE2s-256("abc")
+    assert _run(Blake2sTap(), abc).hex().startswith("508c5e8c327c14e2e1a72ba34eeb452f")
+    long = bytes(range(256)) * 40
+    for key, size, salt, person in ((b"k" * 64, 64, b"s" * 16, b"p" * 16), (b"key", 7, b"", b"x")):
+        tap = Blake2bTap(key=key, digest_size=size, salt=salt, person=person)
+        ref = hashlib.blake2b(long, key=key, digest_size=size, salt=salt, person=person)
+        assert _run(tap, long) == ref.digest()
+        tap_s = Blake2sTap(
+            key=key[:32], digest_size=min(size, 32), salt=salt[:8], person=person[:8]
+        )
+        ref_s = hashlib.blake2s(
+            long, key=key[:32], digest_size=min(size, 32), salt=salt[:8], person=person[:8]
+        )
+        assert _run(tap_s, long) == ref_s.digest()
