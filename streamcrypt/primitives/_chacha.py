@@ -20,6 +20,7 @@ XOR, so one class serves both directions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms
@@ -121,17 +122,20 @@ class ChaCha20(Lifecycle):
             )
         self._left -= n
 
-    def _pieces(self, n: int) -> list[tuple[int, int]]:
-        """(start, stop) slices of an ``n``-byte input, one per kernel run, opening runs."""
-        out: list[tuple[int, int]] = []
+    def _pieces(self, n: int) -> Iterator[tuple[int, int]]:
+        """(start, stop) slices of an ``n``-byte input, one per kernel run.
+
+        A generator on purpose: the caller runs each slice through ``self._ctx`` before the
+        next run's context replaces it.
+        """
         start = 0
         while True:
             take = min(n - start, self._run_left)
-            out.append((start, start + take))
+            yield start, start + take
             self._run_left -= take
             start += take
             if start == n:
-                return out
+                return
             # Finish this run with the carry into word 13 (64-bit variants only: the
             # 32-bit variant's limit equals its single run, so _reserve stopped it).
             self._ctx.finalize()
@@ -146,10 +150,7 @@ class ChaCha20(Lifecycle):
                 self._run_left -= len(data)
                 return self._ctx.update(data)
             view = memoryview(data)
-            parts = []
-            for start, stop in self._pieces(len(data)):
-                parts.append(self._ctx.update(view[start:stop]))
-            return b"".join(parts)
+            return b"".join(self._ctx.update(view[a:b]) for a, b in self._pieces(len(data)))
         except Exception as exc:
             raise self._fail(exc) from exc
 
