@@ -1,0 +1,448 @@
+"""RFC 8188 "Encrypted Content-Encoding for HTTP": the ``aes128gcm`` content coding.
+
+Theory of operation
+-------------------
+A body is ``header || record_0 || ... || record_n``. The header is
+``salt (16) || rs (uint32 BE) || idlen (1) || keyid (idlen)``. From the 16-byte salt and
+the input keying material (IKM), HKDF-SHA256 derives the content-encryption key
+(info ``"Content-Encoding: aes128gcm" || 0x00``, 16 bytes) and a nonce base (info
+``"Content-Encoding: nonce" || 0x00``, 12 bytes); record *i* is sealed with
+AEAD_AES_128_GCM, empty associated data, under ``nonce_base XOR uint96_be(i)``.
+
+``rs`` is the ciphertext size of every record but the last. A record's plaintext is
+``data || delimiter || 0x00 * k``: the delimiter is 0x02 in the last record and 0x01 in
+every other, so each record is at most ``rs - 17`` data bytes plus 17 bytes of overhead
+(delimiter and tag). The last record may be shorter than ``rs`` or exactly ``rs`` long,
+so the decoder reads one record ahead (``final_may_be_full``) and learns that a record is
+the last from the end of the input; the authenticated delimiter then confirms it. The
+decoder strips padding by finding the last non-zero octet of each record.
+
+Which typed error for which fault (decoding):
+
+* the body ends inside the header, right after it (no record), at a record boundary
+  (the last record received carries delimiter 0x01), or with fewer than 17 bytes of a
+  record left: :class:`TruncatedStreamError`;
+* the body ends inside a record with 17 or more of its bytes left (the partial record
+  cannot authenticate), a record was altered, reordered or sealed under another key:
+  :class:`AuthenticationError`;
+* a record holds no delimiter, a wrong one (0x02 before the end, i.e. data after the
+  last record, or any value other than 0x01 and 0x02), or ``rs`` is below 18:
+  :class:`FormatError`;
+* ``rs`` above the decoder's ``max_record_size``: :class:`LimitExceededError`;
+* the key id names no known key: :class:`UnknownKeyError`.
+
+The encoder writes no padding unless asked; ``padding`` zero octets go into the first
+record (the RFC 8188 section 3.2 example is ``padding=1``), which keeps the geometry the
+shared segmented core needs: the padding is fed as leading plaintext and moved behind the
+delimiter by :meth:`EceCodec.seal_segment`.
+
+``http_ece`` (the Python reference) encodes an empty body as a header with no record at
+all; such a body cannot be told apart from one whose records were all cut off, so the
+decoder refuses it unless ``allow_no_records=True``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from math import isqrt
+from typing import Any, TypeAlias
+
+from .._state import Buffer
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+)
+from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
+from ..primitives import AES128GCM
+from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
+
+__all__ = [
+    "CONTENT_ENCODING",
+    "DEFAULT_MAX_RECORD_SIZE",
+    "DEFAULT_RECORD_SIZE",
+    "HEADER_SIZE",
+    "KEY_SIZE",
+    "MAX_HEADER_SIZE",
+    "MAX_RECORD_SIZE",
+    "MIN_RECORD_SIZE",
+    "OVERHEAD",
+    "SALT_SIZE",
+    "EceCodec",
+    "EceDecryptor",
+    "EceEncryptor",
+    "EceHeader",
+    "EceKey",
+    "EceKeySource",
+    "decrypt_bytes",
+    "encrypt_bytes",
+    "encrypted_length",
+    "read_header",
+]
+
+#: The HTTP ``Content-Encoding`` token.
+CONTENT_ENCODING = "aes128gcm"
+SALT_SIZE = 16
+#: Size of the input keying material this codec takes.
+KEY_SIZE = 16
+TAG_SIZE = 16
+#: Ciphertext bytes each record adds: the padding delimiter and the GCM tag.
+OVERHEAD = TAG_SIZE + 1
+#: RFC 8188 section 2.1: "Values smaller than 18 are invalid."
+MIN_RECORD_SIZE = OVERHEAD + 1
+#: ``rs`` is an unsigned 32-bit field.
+MAX_RECORD_SIZE = (1 << 32) - 1
+DEFAULT_RECORD_SIZE = 4096
+#: What a decoder buffers at most for one record unless told otherwise (hostile ``rs``).
+DEFAULT_MAX_RECORD_SIZE = 1 << 24
+_FIXED = struct.Struct(">16sIB")  # salt, rs, idlen
+#: Size of a header without key id; with one it is longer by ``len(keyid)``.
+HEADER_SIZE = _FIXED.size
+MAX_HEADER_SIZE = HEADER_SIZE + 255
+_CEK_INFO = b"Content-Encoding: aes128gcm\x00"
+_NONCE_INFO = b"Content-Encoding: nonce\x00"
+#: RFC 8188 section 4.4: less than 2^44.5 blocks of 16 octets under one key and salt.
+_MAX_BLOCKS = isqrt(1 << 89)
+
+#: The input keying material: 16 raw bytes or a :class:`SecretKey`.
+EceKey: TypeAlias = Buffer | SecretKey
+#: How a decoder finds the IKM: one key (the header's key id is ignored), a KeyRing
+#: (looked up by the key id as UTF-8), a mapping (by the key id bytes, then as UTF-8), or
+#: a callable given the key id bytes that returns the key or None.
+EceKeySource: TypeAlias = (
+    EceKey
+    | KeyRing
+    | Mapping[bytes, EceKey]
+    | Mapping[str, EceKey]
+    | Callable[[bytes], EceKey | None]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EceHeader:
+    """A parsed ``aes128gcm`` header: salt, record size ``rs`` and key id."""
+
+    salt: bytes
+    record_size: int
+    keyid: bytes = b""
+
+    @property
+    def size(self) -> int:
+        """Length of the encoded header in bytes."""
+        return HEADER_SIZE + len(self.keyid)
+
+    def to_bytes(self) -> bytes:
+        """The header as it goes on the wire."""
+        return _FIXED.pack(self.salt, self.record_size, len(self.keyid)) + self.keyid
+
+
+def read_header(data: Buffer) -> EceHeader | None:
+    """Parse the header at the start of ``data``; ``None`` while more bytes are needed.
+
+    Raises :class:`FormatError` for a record size below 18.
+    """
+    if len(data) < HEADER_SIZE:
+        return None
+    salt, rs, idlen = _FIXED.unpack_from(data)
+    if rs < MIN_RECORD_SIZE:
+        raise FormatError(
+            f"aes128gcm header has record size {rs}; values below {MIN_RECORD_SIZE} are "
+            "invalid (RFC 8188 section 2.1): not an aes128gcm body, or a corrupt header"
+        )
+    if len(data) < HEADER_SIZE + idlen:
+        return None
+    return EceHeader(salt, rs, bytes(data[HEADER_SIZE : HEADER_SIZE + idlen]))
+
+
+def _check_record_size(record_size: int) -> None:
+    if not isinstance(record_size, int) or not MIN_RECORD_SIZE <= record_size <= MAX_RECORD_SIZE:
+        raise InvalidParameterError(
+            f"record size must be an integer in {MIN_RECORD_SIZE}..{MAX_RECORD_SIZE}, "
+            f"got {record_size!r}"
+        )
+
+
+def _keyid_bytes(keyid: bytes | str) -> bytes:
+    raw = keyid.encode() if isinstance(keyid, str) else bytes(keyid)
+    if len(raw) > 255:
+        raise InvalidParameterError(f"a key id is at most 255 bytes, got {len(raw)}")
+    return raw
+
+
+def _ikm(key: EceKey) -> bytes:
+    return as_secret_key(key, KEY_SIZE, what="aes128gcm input keying material").secret_bytes()
+
+
+def _derive(ikm: bytes, salt: bytes) -> tuple[bytes, bytes]:
+    """The content-encryption key and nonce base (RFC 8188 sections 2.2 and 2.3)."""
+    cek = hkdf(ikm, salt=salt, info=_CEK_INFO, length=16)
+    nonce = hkdf(ikm, salt=salt, info=_NONCE_INFO, length=12)
+    return cek, nonce
+
+
+class EceCodec(SegmentCodec):
+    """Seals and opens the records of one ``aes128gcm`` body (a pure, keyed object).
+
+    ``segment_size`` is ``rs - 17``, the data bytes of a full record. ``first_padding``
+    (encoding only) is the number of leading plaintext bytes of record 0 that are
+    padding: they are written behind the delimiter instead of before it.
+    ``open_segment`` raises :class:`AuthenticationError`, :class:`FormatError` (no
+    delimiter, or the wrong one) and :class:`TruncatedStreamError` (the final record
+    says more records follow).
+    """
+
+    overhead = OVERHEAD
+    final_may_be_full = True
+
+    __slots__ = ("_aead", "_first_padding", "_nonce_base", "first_segment_size", "segment_size")
+
+    def __init__(
+        self, ikm: EceKey, salt: bytes, record_size: int, *, first_padding: int = 0
+    ) -> None:
+        _check_record_size(record_size)
+        if len(salt) != SALT_SIZE:
+            raise InvalidParameterError(f"salt must be {SALT_SIZE} bytes, got {len(salt)}")
+        cek, nonce = _derive(_ikm(ikm), bytes(salt))
+        self._aead = AES128GCM(cek)
+        self._nonce_base = int.from_bytes(nonce, "big")
+        self._first_padding = first_padding
+        self.segment_size = self.first_segment_size = record_size - OVERHEAD
+        self.max_segments = _MAX_BLOCKS // -(-(record_size - TAG_SIZE) // 16)
+
+    def _nonce(self, index: int) -> bytes:
+        return (self._nonce_base ^ index).to_bytes(12, "big")
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        n = len(plaintext)
+        pad = self._first_padding if index == 0 else 0
+        record = bytearray(n + 1)  # data || delimiter || pad zero octets
+        record[: n - pad] = memoryview(plaintext)[pad:]
+        record[n - pad] = 2 if final else 1
+        return self._aead.seal_into(self._nonce(index), record, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        if len(ciphertext) < OVERHEAD:
+            raise TruncatedStreamError(
+                f"aes128gcm record {index} is {len(ciphertext)} bytes, shorter than a "
+                f"delimiter and a tag ({OVERHEAD}): the body was truncated"
+            )
+        record = bytearray(len(ciphertext) - TAG_SIZE)
+        self._aead.open_into(self._nonce(index), ciphertext, record)
+        end = len(record) if record and record[-1] else len(record.rstrip(b"\x00"))
+        if end == 0:
+            raise FormatError(
+                f"aes128gcm record {index} holds no padding delimiter (all zero octets): "
+                "the sender is broken"
+            )
+        delimiter = record[end - 1]
+        if final and delimiter == 1:
+            raise TruncatedStreamError(
+                f"the aes128gcm body ended after record {index}, which says more records "
+                "follow: the body was truncated"
+            )
+        if delimiter != (2 if final else 1):
+            what = (
+                "a record follows the last record (delimiter 2 before the end)"
+                if delimiter == 2
+                else f"padding delimiter {delimiter} (must be 1, or 2 in the last record)"
+            )
+            raise FormatError(f"aes128gcm record {index}: {what}")
+        size = end - 1
+        out[:size] = memoryview(record)[:size]
+        return size
+
+
+def encrypted_length(
+    plaintext_length: int,
+    record_size: int = DEFAULT_RECORD_SIZE,
+    *,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+) -> int:
+    """The exact length of the body :class:`EceEncryptor` writes for this much plaintext.
+
+    Use it for ``Content-Length`` when the plaintext length is known. Raises
+    :class:`InvalidParameterError`.
+    """
+    _check_record_size(record_size)
+    _check_padding(padding, record_size)
+    if plaintext_length < 0:
+        raise InvalidParameterError(f"plaintext length cannot be negative: {plaintext_length}")
+    units = plaintext_length + padding
+    records = max(1, -(-units // (record_size - OVERHEAD)))
+    return HEADER_SIZE + len(_keyid_bytes(keyid)) + units + OVERHEAD * records
+
+
+def _check_padding(padding: int, record_size: int) -> None:
+    limit = record_size - MIN_RECORD_SIZE
+    if not isinstance(padding, int) or not 0 <= padding <= limit:
+        raise InvalidParameterError(
+            f"padding goes into the first record and must be 0..{limit} bytes for record "
+            f"size {record_size}, got {padding!r}"
+        )
+
+
+class EceEncryptor(SegmentedEncryptor):
+    """Encrypt a body into the ``aes128gcm`` coding (sans-I/O transform).
+
+    ``key`` is the 16-byte input keying material (bytes or :class:`SecretKey`) or a
+    :class:`KeyRing` (its active key; the key id then defaults to that key's id).
+    ``salt`` defaults to 16 random bytes and must never repeat under one key.
+    ``padding`` zero octets are added to the first record. The first ``update`` returns
+    the header. Raises :class:`InvalidKeySizeError`, :class:`InvalidParameterError`,
+    :class:`LimitExceededError`.
+    """
+
+    __slots__ = ("header",)
+
+    def __init__(
+        self,
+        key: EceKey | KeyRing,
+        *,
+        salt: bytes | None = None,
+        record_size: int = DEFAULT_RECORD_SIZE,
+        keyid: bytes | str = b"",
+        padding: int = 0,
+    ) -> None:
+        _check_record_size(record_size)
+        _check_padding(padding, record_size)
+        kid = _keyid_bytes(keyid)
+        if isinstance(key, KeyRing):
+            ikm: EceKey = key.active
+            kid = kid or _keyid_bytes(key.active.key_id)
+        else:
+            ikm = key
+        salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
+        codec = EceCodec(ikm, salt, record_size, first_padding=padding)
+        self.header = EceHeader(salt, record_size, kid)
+        super().__init__(codec, self.header.to_bytes())
+        if padding:
+            jobs = self.feed(bytes(padding))  # moved behind the delimiter by the codec
+            assert not jobs
+
+
+def _lookup(source: EceKeySource, keyid: bytes) -> EceKey:
+    """The IKM for ``keyid``; raises :class:`UnknownKeyError`."""
+    if isinstance(source, bytes | bytearray | memoryview | SecretKey):
+        return source
+    shown = keyid.decode("utf-8", "replace")[:64]
+    try:
+        text: str | None = keyid.decode()
+    except UnicodeDecodeError:
+        text = None
+    found: EceKey | None = None
+    if isinstance(source, KeyRing):
+        if not keyid:
+            raise UnknownKeyError("the aes128gcm body names no key id, so a KeyRing cannot pick")
+        if text is None:
+            raise UnknownKeyError("the aes128gcm key id is not UTF-8, so no KeyRing id matches")
+        return source.get(text)
+    if isinstance(source, Mapping):
+        table: Mapping[Any, EceKey] = source
+        found = table.get(keyid)
+        if found is None and text is not None:
+            found = table.get(text)
+    elif callable(source):
+        try:
+            found = source(keyid)
+        except UnknownKeyError:
+            raise
+        except KeyError:
+            found = None
+    else:
+        raise InvalidParameterError(
+            "key must be bytes, a SecretKey, a KeyRing, a mapping or a callable, "
+            f"not {type(source).__name__}"
+        )
+    if found is None:
+        raise UnknownKeyError(f"no key for aes128gcm key id {shown!r}")
+    return found
+
+
+class EceDecryptor(SegmentedDecryptor):
+    """Decrypt an ``aes128gcm`` body, releasing each record only after it verified.
+
+    ``key`` is the IKM itself (the header's key id is then ignored) or picks it by key
+    id: a :class:`KeyRing`, a mapping, or a callable (see :data:`EceKeySource`).
+    ``max_record_size`` bounds the memory a hostile header can demand. A record is
+    released once the first byte after it arrives (the last record may be full-size).
+    Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
+    :class:`FormatError`, :class:`UnknownKeyError`, :class:`InvalidKeySizeError`,
+    :class:`LimitExceededError` (see the module docstring for which fault gives which).
+    """
+
+    __slots__ = ("_allow_no_records", "_header")
+
+    def __init__(
+        self,
+        key: EceKeySource,
+        *,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        allow_no_records: bool = False,
+    ) -> None:
+        self._header: EceHeader | None = None
+        self._allow_no_records = allow_no_records
+
+        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+            header = read_header(data)
+            if header is None:
+                return None
+            if header.record_size > max_record_size:
+                raise LimitExceededError(
+                    f"aes128gcm record size {header.record_size} exceeds this decoder's "
+                    f"limit of {max_record_size} bytes; raise max_record_size if the "
+                    "sender is trusted"
+                )
+            codec = EceCodec(_lookup(key, header.keyid), header.salt, header.record_size)
+            self._header = header
+            return codec, header.size
+
+        super().__init__(reader)
+
+    @property
+    def header(self) -> EceHeader | None:
+        """The parsed header once it has arrived (not yet authenticated by a record)."""
+        return self._header
+
+    def finish(self) -> list[SegmentJob]:
+        """The job opening the last record; raises :class:`TruncatedStreamError` if none."""
+        if (
+            self._allow_no_records
+            and self._header is not None
+            and self._index == 0
+            and not self._pending
+        ):
+            self._check()
+            self._finish()
+            return []
+        return super().finish()
+
+
+def encrypt_bytes(
+    body: Buffer,
+    key: EceKey | KeyRing,
+    *,
+    salt: bytes | None = None,
+    record_size: int = DEFAULT_RECORD_SIZE,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+) -> bytes:
+    """Encrypt a whole body into the ``aes128gcm`` coding (see :class:`EceEncryptor`)."""
+    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
+    return enc.update(body) + enc.finalize()
+
+
+def decrypt_bytes(
+    body: Buffer,
+    key: EceKeySource,
+    *,
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    allow_no_records: bool = False,
+) -> bytes:
+    """Decrypt a whole ``aes128gcm`` body (see :class:`EceDecryptor` for the errors)."""
+    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
+    return dec.update(body) + dec.finalize()

@@ -1,0 +1,556 @@
+"""RFC 8188 ``aes128gcm``: the RFC's examples, interop with http_ece, streaming, bad input."""
+
+from __future__ import annotations
+
+import base64
+import random
+from collections.abc import Callable
+
+import http_ece
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import random_splits, record_vectors
+
+from streamcrypt.codecs import ece
+from streamcrypt.codecs.ece import (
+    EceDecryptor,
+    EceEncryptor,
+    EceHeader,
+    decrypt_bytes,
+    encrypt_bytes,
+    encrypted_length,
+    read_header,
+)
+from streamcrypt.errors import (
+    AlreadyFinalizedError,
+    AuthenticationError,
+    BrokenTransformError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+)
+from streamcrypt.keys import KeyRing, SecretKey, hkdf_extract
+
+
+def b64u(text: str) -> bytes:
+    text = "".join(text.split())
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+# RFC 8188 section 3.1 (values transcribed from the RFC text, base64url).
+RFC_3_1_IKM = b64u("yqdlZ-tYemfogSmv7Ws5PQ")
+RFC_3_1_BODY = b64u(
+    """I1BsxtFttlv3u_Oo94xnmwAAEAAA-NAVub2qFgBEuQKRapoZu-IxkIva3MEB1PD-
+       ly8Thjg"""
+)
+RFC_3_1_SALT = b64u("I1BsxtFttlv3u_Oo94xnmw")
+RFC_3_1_PRK = b64u("zyeH5phsIsgUyd4oiSEIy35x-gIi4aM7y0hCF8mwn9g")
+RFC_3_1_CEK = b64u("_wniytB-ofscZDh4tbSjHw")
+RFC_3_1_NONCE = b64u("Bcs8gkIRKLI8GeI8")
+RFC_3_1_RECORD_PLAINTEXT = b64u("SSBhbSB0aGUgd2FscnVzAg")
+# RFC 8188 section 3.2.
+RFC_3_2_IKM = b64u("BO3ZVPxUlnLORbVGMpbT1Q")
+RFC_3_2_BODY = b64u(
+    """uNCkWiNYzKTnBN9ji3-qWAAAABkCYTHOG8chz_gnvgOqdGYovxyjuqRyJFjEDyoF
+       1Fvkj6hQPdPHI51OEUKEpgz3SsLWIqS_uA"""
+)
+WALRUS = b"I am the walrus"
+
+KEY = bytes(range(16))
+SALT = bytes(range(100, 116))
+
+
+# --- RFC 8188 section 3 ------------------------------------------------------------------
+
+
+def test_rfc8188_examples() -> None:
+    ran = 0
+    # 3.1: one record, rs 4096, empty key id. The text says "Content-Length: 54" and "54
+    # octet content body", but the 71 base64url characters decode to 53 bytes:
+    # 21 (header) + 15 (data) + 1 (delimiter) + 16 (tag).
+    assert len(RFC_3_1_BODY) == 53 == encrypted_length(len(WALRUS), 4096)
+    assert read_header(RFC_3_1_BODY) == EceHeader(RFC_3_1_SALT, 4096, b"")
+    assert decrypt_bytes(RFC_3_1_BODY, RFC_3_1_IKM) == WALRUS
+    assert encrypt_bytes(WALRUS, RFC_3_1_IKM, salt=RFC_3_1_SALT) == RFC_3_1_BODY
+    # The intermediate values the RFC lists, checked independently of our record code.
+    assert hkdf_extract(RFC_3_1_IKM, RFC_3_1_SALT) == RFC_3_1_PRK
+    assert ece._derive(RFC_3_1_IKM, RFC_3_1_SALT) == (RFC_3_1_CEK, RFC_3_1_NONCE)
+    assert RFC_3_1_RECORD_PLAINTEXT == WALRUS + b"\x02"
+    record = AESGCM(RFC_3_1_CEK).encrypt(RFC_3_1_NONCE, RFC_3_1_RECORD_PLAINTEXT, None)
+    assert RFC_3_1_BODY[21:] == record
+    ran += 1
+
+    # 3.2: rs 25, key id "a1", one padding octet in the first record: 7 + 8 data bytes.
+    assert len(RFC_3_2_BODY) == 73 == encrypted_length(15, 25, keyid=b"a1", padding=1)
+    header = read_header(RFC_3_2_BODY)
+    assert header == EceHeader(RFC_3_2_BODY[:16], 25, b"a1")
+    assert header is not None and header.size == 23
+    assert decrypt_bytes(RFC_3_2_BODY, RFC_3_2_IKM) == WALRUS
+    assert decrypt_bytes(RFC_3_2_BODY, {b"a1": RFC_3_2_IKM}) == WALRUS
+    salt = RFC_3_2_BODY[:16]
+    assert (
+        encrypt_bytes(WALRUS, RFC_3_2_IKM, salt=salt, record_size=25, keyid="a1", padding=1)
+        == RFC_3_2_BODY
+    )
+    # Streamed in the RFC's two pieces, too.
+    enc = EceEncryptor(RFC_3_2_IKM, salt=salt, record_size=25, keyid=b"a1", padding=1)
+    assert enc.update(b"I am th") + enc.update(b"e walrus") + enc.finalize() == RFC_3_2_BODY
+    ran += 1
+    record_vectors("RFC 8188 section 3 examples", ran, 2)
+
+
+def test_rfc8188_examples_decode_with_http_ece() -> None:
+    assert http_ece.decrypt(RFC_3_1_BODY, key=RFC_3_1_IKM) == WALRUS
+    assert http_ece.decrypt(RFC_3_2_BODY, key=RFC_3_2_IKM) == WALRUS
+
+
+# --- interop with http_ece ----------------------------------------------------------------
+
+RECORD_SIZES = [18, 19, 25, 32, 100, 4096]
+
+
+def boundary_sizes(rs: int) -> list[int]:
+    chunk = rs - ece.OVERHEAD
+    sizes = {0, 1}
+    for k in (1, 2, 3):
+        sizes.update({k * chunk - 1, k * chunk, k * chunk + 1})
+    return sorted(s for s in sizes if s >= 0)
+
+
+def interop_cases() -> list[tuple[int, int, str]]:
+    return [
+        (rs, n, keyid) for rs in RECORD_SIZES for n in boundary_sizes(rs) for keyid in ("", "key-7")
+    ]
+
+
+def test_interop_with_http_ece_both_directions() -> None:
+    rng = random.Random(8188)
+    cases = interop_cases()
+    for rs, n, keyid in cases:
+        body = rng.randbytes(n)
+        ours = encrypt_bytes(body, KEY, salt=SALT, record_size=rs, keyid=keyid)
+        assert len(ours) == encrypted_length(n, rs, keyid=keyid), (rs, n)
+        assert http_ece.decrypt(ours, key=KEY) == body, (rs, n, keyid)
+        theirs = http_ece.encrypt(body, salt=SALT, key=KEY, rs=rs, keyid=keyid)
+        if n:
+            # Same salt, same bytes: the record split and the last-record rule agree.
+            assert theirs == ours, (rs, n, keyid)
+            assert decrypt_bytes(theirs, KEY) == body
+        else:
+            # http_ece writes an empty body as a header with no record (see below).
+            assert len(theirs) == ece.HEADER_SIZE + len(keyid)
+            assert decrypt_bytes(theirs, KEY, allow_no_records=True) == b""
+    assert len(cases) == 2 * sum(len(boundary_sizes(rs)) for rs in RECORD_SIZES) > 100
+
+
+def test_interop_large_record_size_and_body() -> None:
+    rng = random.Random(5)
+    rs = 65536
+    for n in (0, rs - 17, rs - 16, 3 * (rs - 17) + 5):
+        body = rng.randbytes(n)
+        ours = encrypt_bytes(body, KEY, record_size=rs)
+        assert http_ece.decrypt(ours, key=KEY) == body
+        if n:
+            theirs = http_ece.encrypt(body, key=KEY, rs=rs)
+            assert decrypt_bytes(theirs, KEY) == body
+
+
+def test_http_ece_empty_body_has_no_record_and_is_refused_by_default() -> None:
+    theirs = http_ece.encrypt(b"", salt=SALT, key=KEY, rs=4096)
+    assert theirs == SALT + (4096).to_bytes(4, "big") + b"\x00"
+    # A header alone is also what an attacker leaves after cutting every record off.
+    with pytest.raises(TruncatedStreamError):
+        decrypt_bytes(theirs, KEY)
+    assert decrypt_bytes(theirs, KEY, allow_no_records=True) == b""
+    # Ours always carries the last record, which http_ece reads as empty.
+    ours = encrypt_bytes(b"", KEY, salt=SALT)
+    assert len(ours) == ece.HEADER_SIZE + ece.OVERHEAD == encrypted_length(0)
+    assert http_ece.decrypt(ours, key=KEY) == b""
+    # allow_no_records does not excuse a body cut inside its header.
+    with pytest.raises(TruncatedStreamError):
+        decrypt_bytes(theirs[:-1], KEY, allow_no_records=True)
+
+
+def test_padding_is_read_by_http_ece_and_by_us() -> None:
+    rng = random.Random(3)
+    for rs in (18, 25, 100):
+        for padding in sorted({0, min(1, rs - 18), rs - 18}):
+            for n in (0, 1, rs - 17 - padding, rs - 17, 2 * (rs - 17) + 3):
+                body = rng.randbytes(n)
+                ours = encrypt_bytes(body, KEY, record_size=rs, padding=padding)
+                assert len(ours) == encrypted_length(n, rs, padding=padding)
+                assert http_ece.decrypt(ours, key=KEY) == body
+                assert decrypt_bytes(ours, KEY) == body
+
+
+def test_encrypted_length_matches_output() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        rs = rng.choice([18, 19, 20, 33, 64, 257])
+        n = rng.randrange(0, 5 * rs)
+        keyid = rng.choice([b"", b"k", b"x" * 255])
+        padding = rng.randrange(0, rs - 17)
+        out = encrypt_bytes(bytes(n), KEY, record_size=rs, keyid=keyid, padding=padding)
+        assert len(out) == encrypted_length(n, rs, keyid=keyid, padding=padding)
+    assert encrypted_length(0) == 38
+    assert encrypted_length(4079) == 21 + 4096  # exactly one full record
+    assert encrypted_length(4080) == 21 + 4096 + 18
+    with pytest.raises(InvalidParameterError):
+        encrypted_length(-1)
+    with pytest.raises(InvalidParameterError):
+        encrypted_length(10, 17)
+
+
+# --- key selection ----------------------------------------------------------------------
+
+
+def test_keys_chosen_by_key_id() -> None:
+    body = encrypt_bytes(WALRUS, KEY, keyid="kid-2")
+    other = bytes(16)
+    sources: list[object] = [
+        KEY,
+        SecretKey(KEY),
+        {b"kid-2": KEY, b"kid-1": other},
+        {"kid-2": KEY, "kid-1": other},
+        lambda kid: KEY if kid == b"kid-2" else None,
+        KeyRing([SecretKey(other, key_id="kid-1"), SecretKey(KEY, key_id="kid-2")]),
+    ]
+    for source in sources:
+        assert decrypt_bytes(body, source) == WALRUS  # type: ignore[arg-type]
+
+
+def test_keyring_encrypts_with_active_key_and_names_it() -> None:
+    ring = KeyRing([SecretKey(bytes(16), key_id="old"), SecretKey(KEY, key_id="new")])
+    enc = EceEncryptor(ring, salt=SALT)
+    body = enc.update(WALRUS) + enc.finalize()
+    assert enc.header == EceHeader(SALT, 4096, b"new")
+    assert read_header(body) == enc.header
+    assert decrypt_bytes(body, ring) == WALRUS
+    assert decrypt_bytes(body, KEY) == WALRUS
+    # An explicit key id wins over the ring's.
+    named = read_header(encrypt_bytes(b"", ring, keyid=b"x"))
+    assert named is not None and named.keyid == b"x"
+
+
+def _raise_key_error(kid: bytes) -> bytes:
+    raise KeyError(kid)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {b"other": KEY},
+        {"other": KEY},
+        lambda kid: None,
+        _raise_key_error,
+        KeyRing([SecretKey(KEY, key_id="other")]),
+    ],
+    ids=["bytes-map", "str-map", "callable-none", "callable-keyerror", "keyring"],
+)
+def test_unknown_key_id(source: object) -> None:
+    body = encrypt_bytes(WALRUS, KEY, keyid="missing")
+    dec = EceDecryptor(source)  # type: ignore[arg-type]
+    with pytest.raises(UnknownKeyError, match="missing"):
+        dec.update(body)
+    with pytest.raises(BrokenTransformError):
+        dec.update(b"")
+
+
+def test_unknown_key_when_body_names_no_key_id() -> None:
+    body = encrypt_bytes(WALRUS, KEY)
+    with pytest.raises(UnknownKeyError):
+        decrypt_bytes(body, KeyRing([SecretKey(KEY, key_id="a")]))
+    with pytest.raises(UnknownKeyError):
+        decrypt_bytes(body, {b"a": KEY})
+    # Non-UTF-8 key ids work with bytes-keyed maps and callables, not with a KeyRing.
+    raw = encrypt_bytes(WALRUS, KEY, keyid=b"\xff\xfe")
+    assert decrypt_bytes(raw, {b"\xff\xfe": KEY}) == WALRUS
+    with pytest.raises(UnknownKeyError):
+        decrypt_bytes(raw, KeyRing([SecretKey(KEY, key_id="a")]))
+
+
+def test_wrong_key_size() -> None:
+    for bad in (bytes(15), bytes(32), b""):
+        with pytest.raises(InvalidKeySizeError):
+            encrypt_bytes(WALRUS, bad)
+        with pytest.raises(InvalidKeySizeError):
+            EceEncryptor(bad)
+        with pytest.raises(InvalidKeySizeError):
+            decrypt_bytes(RFC_3_1_BODY, bad)
+    with pytest.raises(InvalidKeySizeError):
+        decrypt_bytes(RFC_3_2_BODY, {b"a1": bytes(32)})
+    with pytest.raises(InvalidKeySizeError):
+        decrypt_bytes(RFC_3_2_BODY, KeyRing([SecretKey(bytes(32), key_id="a1")]))
+    with pytest.raises(InvalidParameterError):
+        decrypt_bytes(RFC_3_2_BODY, 42)  # type: ignore[arg-type]
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    body=st.binary(max_size=700),
+    rs=st.integers(min_value=18, max_value=90),
+    padding=st.integers(min_value=0, max_value=72),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_any_chunking_gives_the_same_bytes(body: bytes, rs: int, padding: int, seed: int) -> None:
+    padding = min(padding, rs - 18)
+    rng = random.Random(seed)
+    whole = encrypt_bytes(body, KEY, salt=SALT, record_size=rs, keyid=b"k", padding=padding)
+    enc = EceEncryptor(KEY, salt=SALT, record_size=rs, keyid=b"k", padding=padding)
+    streamed = b"".join(enc.update(piece) for piece in random_splits(body, rng, rs * 2))
+    assert streamed + enc.finalize() == whole
+    dec = EceDecryptor(KEY)
+    pieces = random_splits(whole, rng, rs * 2)
+    plain = b"".join(dec.update(memoryview(piece)) for piece in pieces)
+    assert plain + dec.finalize() == body
+
+
+def test_decryptor_releases_each_record_when_the_next_byte_arrives() -> None:
+    rs, chunk = 25, 8
+    body = bytes(range(5 * chunk + 3))  # 6 records, the last one short
+    wire = encrypt_bytes(body, KEY, record_size=rs)
+    header = ece.HEADER_SIZE
+    dec = EceDecryptor(KEY)
+    assert dec.update(wire[: header + rs]) == b""  # record 0 complete, but maybe the last
+    assert dec.header == EceHeader(wire[:16], rs, b"")
+    assert dec.update(wire[header + rs : header + rs + 1]) == body[:chunk]
+    released = bytearray(body[:chunk])
+    # Byte by byte: record i comes out exactly when the first byte of record i+1 arrives.
+    for pos in range(header + rs + 1, len(wire)):
+        out = dec.update(wire[pos : pos + 1])
+        start = pos - header
+        if start % rs == 0:
+            i = start // rs - 1
+            assert out == body[i * chunk : (i + 1) * chunk]
+        else:
+            assert out == b""
+        released += out
+    assert bytes(released) == body[: 5 * chunk]
+    assert dec.finalize() == body[5 * chunk :]
+
+
+def test_full_last_record_is_held_until_the_end() -> None:
+    rs, chunk = 25, 8
+    body = bytes(2 * chunk)  # exactly two full records, the second is the last
+    wire = encrypt_bytes(body, KEY, record_size=rs)
+    assert len(wire) == ece.HEADER_SIZE + 2 * rs
+    dec = EceDecryptor(KEY)
+    assert dec.update(wire) == body[:chunk]
+    assert dec.finalize() == body[chunk:]
+    enc = EceEncryptor(KEY, record_size=rs)
+    first = enc.update(bytes(chunk))
+    assert len(first) == ece.HEADER_SIZE  # the record might be the last: held back
+    assert len(enc.update(b"\x00")) == rs  # now it is not
+    assert len(enc.finalize()) == 1 + ece.OVERHEAD
+
+
+def test_jobs_may_run_in_any_order() -> None:
+    rng = random.Random(9)
+    body = rng.randbytes(10_000)
+    enc = EceEncryptor(KEY, salt=SALT, record_size=100)
+    jobs = enc.feed(body[:6000]) + enc.feed(body[6000:]) + enc.finish()
+    outputs = {id(job): bytes(job.run()) for job in reversed(jobs)}
+    wire = enc.take_header() + b"".join(outputs[id(job)] for job in jobs)
+    assert wire == encrypt_bytes(body, KEY, salt=SALT, record_size=100)
+    dec = EceDecryptor(KEY)
+    djobs = dec.feed(wire) + dec.finish()
+    douts = {id(job): bytes(job.run()) for job in reversed(djobs)}
+    assert b"".join(douts[id(job)] for job in djobs) == body
+
+
+def test_lifecycle() -> None:
+    enc = EceEncryptor(KEY)
+    enc.finalize()
+    with pytest.raises(AlreadyFinalizedError):
+        enc.update(b"x")
+    dec = EceDecryptor(RFC_3_1_IKM)
+    assert dec.update(RFC_3_1_BODY) == b""
+    assert dec.finalize() == WALRUS
+    with pytest.raises(AlreadyFinalizedError):
+        dec.update(b"")
+    dec = EceDecryptor(RFC_3_1_IKM)
+    tampered = RFC_3_1_BODY[:-1] + bytes([RFC_3_1_BODY[-1] ^ 1])
+    assert dec.update(tampered) == b""
+    with pytest.raises(AuthenticationError):
+        dec.finalize()
+    with pytest.raises(BrokenTransformError):
+        dec.finalize()
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def _body(n: int = 50, rs: int = 25, **kw: object) -> bytes:
+    return encrypt_bytes(bytes(range(n)), KEY, salt=SALT, record_size=rs, **kw)  # type: ignore[arg-type]
+
+
+def _seal_records(records: list[bytes], rs: int = 25) -> bytes:
+    """A body whose record plaintexts (data, delimiter, padding) are given verbatim."""
+    cek, nonce = ece._derive(KEY, SALT)
+    base = int.from_bytes(nonce, "big")
+    aead = AESGCM(cek)
+    out = EceHeader(SALT, rs).to_bytes()
+    for i, record in enumerate(records):
+        out += aead.encrypt((base ^ i).to_bytes(12, "big"), record, None)
+    return out
+
+
+def test_truncation() -> None:
+    wire = _body(50)  # 7 records of 25 bytes (6 full + one of 2 data bytes)
+    h = ece.HEADER_SIZE
+    assert decrypt_bytes(wire, KEY) == bytes(range(50))
+    # Inside the header, or a header shorter than 21 bytes: TruncatedStreamError.
+    for cut in (0, 1, 20, h - 1):
+        with pytest.raises(TruncatedStreamError, match="header"):
+            decrypt_bytes(wire[:cut], KEY)
+    keyed = _body(5, keyid=b"abc")
+    with pytest.raises(TruncatedStreamError):
+        decrypt_bytes(keyed[: h + 2], KEY)  # inside the key id
+    # Right after the header: no record at all.
+    with pytest.raises(TruncatedStreamError):
+        decrypt_bytes(wire[:h], KEY)
+    # At a record boundary: the last record received says more follow.
+    for k in (1, 3, 6):
+        with pytest.raises(TruncatedStreamError, match="truncated"):
+            decrypt_bytes(wire[: h + k * 25], KEY)
+    # Inside a record, fewer than 17 of its bytes left: TruncatedStreamError.
+    for left in (1, 16):
+        with pytest.raises(TruncatedStreamError):
+            decrypt_bytes(wire[: h + 2 * 25 + left], KEY)
+    # Inside a record, 17 or more bytes left: the partial record fails its tag.
+    for left in (17, 24):
+        with pytest.raises(AuthenticationError):
+            decrypt_bytes(wire[: h + 2 * 25 + left], KEY)
+    with pytest.raises(AuthenticationError):
+        decrypt_bytes(wire[:-1], KEY)  # the last record, one byte short
+
+
+def test_tampering_fails_authentication() -> None:
+    wire = bytearray(_body(50))
+    h = ece.HEADER_SIZE
+    for pos in (0, 15, h, h + 24, h + 25, len(wire) - 1):  # salt bytes and record bytes
+        bad = bytearray(wire)
+        bad[pos] ^= 0x01
+        with pytest.raises(AuthenticationError):
+            decrypt_bytes(bytes(bad), KEY)
+    swapped = wire[:h] + wire[h + 25 : h + 50] + wire[h : h + 25] + wire[h + 50 :]
+    with pytest.raises(AuthenticationError):
+        decrypt_bytes(bytes(swapped), KEY)
+    dropped = wire[:h] + wire[h + 25 :]
+    with pytest.raises(AuthenticationError):
+        decrypt_bytes(bytes(dropped), KEY)
+    with pytest.raises(AuthenticationError):
+        decrypt_bytes(bytes(wire), bytes(16))
+    # Another record size in the header shifts every record boundary.
+    resized = bytearray(wire)
+    resized[16:20] = (26).to_bytes(4, "big")
+    with pytest.raises(AuthenticationError):
+        decrypt_bytes(bytes(resized), KEY)
+
+
+def test_wrong_delimiters() -> None:
+    data = b"abcdefgh"
+    assert decrypt_bytes(_seal_records([data + b"\x01", b"xy\x02"]), KEY) == data + b"xy"
+    assert decrypt_bytes(_seal_records([b"\x01" + bytes(8), b"\x02\x00"]), KEY) == b""
+    cases: list[tuple[list[bytes], type[Exception]]] = [
+        ([data + b"\x03"], FormatError),  # a value other than 1 or 2
+        ([data + b"\x00"], FormatError),  # the last non-zero octet is 'h' (0x68)
+        ([bytes(9)], FormatError),  # no delimiter at all
+        ([data + b"\x01", bytes(3)], FormatError),  # last record all zero
+        ([data + b"\x02", b"xy\x02"], FormatError),  # a record after the last record
+        ([data + b"\x01", b"xy\x03"], FormatError),
+        ([data + b"\x00", b"xy\x02"], FormatError),  # 'h' (0x68) again, in record 0
+        ([data + b"\x01", b"xy\x01"], TruncatedStreamError),  # last says more follow
+    ]
+    for records, error in cases:
+        with pytest.raises(error):
+            decrypt_bytes(_seal_records(records), KEY)
+        with pytest.raises(http_ece.ECEException):  # the reference agrees it is bad
+            http_ece.decrypt(_seal_records(records), key=KEY)
+
+
+def test_record_after_last_record() -> None:
+    full = _body(16)  # two full records, the second one is the last
+    cek, nonce = ece._derive(KEY, SALT)
+    extra = AESGCM(cek).encrypt(
+        (int.from_bytes(nonce, "big") ^ 2).to_bytes(12, "big"), b"more\x02", None
+    )
+    for tail in (extra, b"\x00"):
+        with pytest.raises(FormatError, match="follows the last record"):
+            decrypt_bytes(full + tail, KEY)
+    # Bytes appended to a short last record merge with it, and it fails its tag.
+    short = _body(10)  # records of 25 and 19 bytes
+    for tail in (b"\x00" * 3, extra, bytes(40)):
+        with pytest.raises(AuthenticationError):
+            decrypt_bytes(short + tail, KEY)
+
+
+def test_record_size_limits() -> None:
+    for rs in (0, 1, 17):
+        header = SALT + rs.to_bytes(4, "big") + b"\x00"
+        with pytest.raises(FormatError, match="record size"):
+            read_header(header)
+        with pytest.raises(FormatError):
+            decrypt_bytes(header + bytes(40), KEY)
+        with pytest.raises(InvalidParameterError):
+            encrypt_bytes(b"x", KEY, record_size=rs)
+    with pytest.raises(InvalidParameterError):
+        EceEncryptor(KEY, record_size=1 << 32)
+    big = encrypt_bytes(b"x", KEY, record_size=1 << 20)
+    with pytest.raises(LimitExceededError):
+        decrypt_bytes(big, KEY, max_record_size=1 << 16)
+    assert decrypt_bytes(big, KEY, max_record_size=1 << 20) == b"x"
+    huge = SALT + ece.MAX_RECORD_SIZE.to_bytes(4, "big") + b"\x00"
+    with pytest.raises(LimitExceededError):
+        EceDecryptor(KEY).update(huge)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: EceEncryptor(KEY, salt=bytes(15)),
+        lambda: EceEncryptor(KEY, keyid=b"x" * 256),
+        lambda: EceEncryptor(KEY, record_size=25, padding=8),
+        lambda: EceEncryptor(KEY, padding=-1),
+        lambda: EceEncryptor(KEY, record_size=25.0),  # type: ignore[arg-type]
+    ],
+    ids=["salt", "keyid", "padding-too-big", "padding-negative", "rs-float"],
+)
+def test_bad_encoder_parameters(make: Callable[[], object]) -> None:
+    with pytest.raises(InvalidParameterError):
+        make()
+
+
+def test_no_secret_in_reprs_or_errors() -> None:
+    enc = EceEncryptor(KEY, salt=SALT)
+    cek, _ = ece._derive(KEY, SALT)
+    aead = enc._codec._aead  # type: ignore[union-attr]
+    assert repr(aead) == "AES128GCM(<key hidden>)"
+    for text in (repr(enc), repr(enc._codec), repr(enc.header), repr(aead)):
+        assert KEY.hex() not in text and cek.hex() not in text and repr(cek) not in text
+    try:
+        decrypt_bytes(_seal_records([b"secret!!\x03"]), KEY)
+    except FormatError as exc:
+        assert "secret" not in str(exc)
+    else:
+        pytest.fail("wrong delimiter not detected")
+
+
+def test_random_salt_and_default_geometry() -> None:
+    a, b = encrypt_bytes(WALRUS, KEY), encrypt_bytes(WALRUS, KEY)
+    assert a[:16] != b[:16] and a != b
+    header = read_header(a)
+    assert header is not None and header.record_size == ece.DEFAULT_RECORD_SIZE
+    assert decrypt_bytes(a, SecretKey(KEY)) == decrypt_bytes(b, KEY) == WALRUS
+    codec = EceEncryptor(KEY, record_size=4096)._codec
+    assert codec is not None
+    assert codec.segment_size == 4079 and codec.overhead == 17 and codec.final_may_be_full
+    assert codec.max_segments == ece._MAX_BLOCKS // 255  # RFC 8188 section 4.4
