@@ -302,7 +302,7 @@ class _Blake2Tap(HashTap):
         name = self._tap_name
         raw = _key_bytes(key, name)
         size = self._max_digest if digest_size is None else digest_size
-        if not isinstance(size, int) or not 1 <= size <= self._max_digest:
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= self._max_digest:
             raise InvalidParameterError(
                 f"{name} digest_size must be 1..{self._max_digest} bytes, got {size!r}"
             )
