@@ -12,7 +12,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 from .errors import AlreadyFinalizedError, BrokenTransformError
 
-__all__ = ["Buffer", "Lifecycle", "State", "Tap", "Transform"]
+__all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform"]
 
 #: Every input buffer type a transform accepts.
 Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -59,6 +59,10 @@ class Lifecycle:
     def _finish(self) -> None:
         self._state = State.FINALIZED
 
+    def __or__(self, other: Transform) -> Chain:
+        """``a | b``: a transform feeding ``b`` (see :class:`Chain`)."""
+        return Chain(self, other)  # type: ignore[arg-type]
+
 
 @runtime_checkable
 class Transform(Protocol):
@@ -76,3 +80,37 @@ class Tap(Transform, Protocol):
     def digest(self) -> bytes: ...
 
     def hexdigest(self) -> str: ...
+
+
+class Chain:
+    """Transforms in sequence, itself a transform: ``Chain(a, b)`` is ``a | b``.
+
+    Sans-I/O and synchronous; the engine flattens a chain into its stages so that each
+    runs where it runs best (segmented stages in parallel on worker threads).
+    """
+
+    __slots__ = ("stages",)
+
+    def __init__(self, *stages: Transform) -> None:
+        flat: list[Transform] = []
+        for stage in stages:
+            flat.extend(stage.stages if isinstance(stage, Chain) else (stage,))
+        self.stages: tuple[Transform, ...] = tuple(flat)
+
+    def update(self, data: Buffer, /) -> bytes:
+        out: Buffer = data
+        for stage in self.stages:
+            out = stage.update(out)
+        return bytes(out)
+
+    def finalize(self) -> bytes:
+        out = b""
+        for stage in self.stages:
+            out = (stage.update(out) if out else b"") + stage.finalize()
+        return out
+
+    def __or__(self, other: Transform) -> Chain:
+        return Chain(self, other)
+
+    def __repr__(self) -> str:
+        return " | ".join(type(s).__name__ for s in self.stages)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
 from .._state import Buffer, Lifecycle
 from ..errors import FormatError, LimitExceededError, TruncatedStreamError
@@ -41,6 +41,7 @@ __all__ = [
     "SegmentLayout",
     "SegmentedDecryptor",
     "SegmentedEncryptor",
+    "SegmentedTransform",
 ]
 
 
@@ -96,6 +97,16 @@ class SegmentJob:
 
     def run(self, out: bytearray | memoryview | None = None) -> memoryview:
         """Run the job into ``out`` (allocated when None); return the written part."""
+        done, error = self.run_partial(out)
+        if error is not None:
+            raise error
+        return done
+
+    def run_partial(
+        self, out: bytearray | memoryview | None = None
+    ) -> tuple[memoryview, Exception | None]:
+        """Like :meth:`run`, but stop at the first failing segment and return the output
+        of the segments before it (all verified) together with the failure."""
         codec = self.codec
         src = memoryview(self.data)
         dst = memoryview(out if out is not None else bytearray(self.out_size))
@@ -108,16 +119,29 @@ class SegmentJob:
             end = size if index == last else pos + full
             final = self.final and index == last
             n = end - pos
-            if self.sealing:
-                written += codec.seal_segment(
-                    index, src[pos:end], final, dst[written : written + n + step]
-                )
-            else:
-                written += codec.open_segment(
-                    index, src[pos:end], final, dst[written : written + n + step]
-                )
+            try:
+                if self.sealing:
+                    written += codec.seal_segment(
+                        index, src[pos:end], final, dst[written : written + n + step]
+                    )
+                else:
+                    written += codec.open_segment(
+                        index, src[pos:end], final, dst[written : written + n + step]
+                    )
+            except Exception as exc:
+                return dst[:written], exc
             pos = end
-        return dst[:written]
+        return dst[:written], None
+
+
+@runtime_checkable
+class SegmentedTransform(Protocol):
+    """What the engine needs of a segmented transform (both directions provide it)."""
+
+    def take_header(self) -> bytes: ...
+    def feed(self, data: Buffer) -> list[SegmentJob]: ...
+    def finish(self) -> list[SegmentJob]: ...
+    def fail(self, exc: BaseException) -> BaseException: ...
 
 
 class _Segmenter(Lifecycle):
@@ -186,6 +210,10 @@ class _Segmenter(Lifecycle):
     def fail(self, exc: BaseException) -> BaseException:
         """Record that a job of this stream failed; the stream is broken from now on."""
         return self._break(exc)
+
+    def take_header(self) -> bytes:
+        """Bytes to emit before the first segment's output (``b""`` when there are none)."""
+        return b""
 
     @staticmethod
     def run_all(jobs: list[SegmentJob]) -> bytes:

@@ -1,0 +1,284 @@
+"""The native container: vectors, round trips, random access, and every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from container_vectors import PATH, build
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streamcrypt as sc
+from streamcrypt.codecs import container
+from streamcrypt.codecs.container import StreamDecryptor, StreamEncryptor, layout
+from streamcrypt.errors import (
+    AlreadyFinalizedError,
+    AuthenticationError,
+    BrokenTransformError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.keys import KeyRing, SecretKey
+
+KEY = bytes(range(32))
+SEG = 256
+SUITES = list(container.SUITE_IDS)
+
+
+def seal(data: bytes, key: object = KEY, **kw: object) -> bytes:
+    enc = StreamEncryptor(key, segment_size=kw.pop("segment_size", SEG), **kw)  # type: ignore[arg-type]
+    return enc.update(data) + enc.finalize()
+
+
+def open_all(ct: bytes, key: object = KEY, **kw: object) -> bytes:
+    dec = StreamDecryptor(key, **kw)  # type: ignore[arg-type]
+    return dec.update(ct) + dec.finalize()
+
+
+def released_before_error(ct: bytes, key: object = KEY, step: int = 1) -> tuple[bytes, Exception]:
+    """Feed ``ct`` in small pieces; return what was released and the error raised."""
+    dec = StreamDecryptor(key)  # type: ignore[arg-type]
+    out = b""
+    try:
+        for i in range(0, len(ct), step):
+            out += dec.update(ct[i : i + step])
+        out += dec.finalize()
+    except Exception as exc:
+        return out, exc
+    raise AssertionError("no error raised")
+
+
+def test_committed_vectors_regenerate_exactly() -> None:
+    committed = json.loads(PATH.read_text())
+    assert committed == build()
+    for v in committed:
+        key = SecretKey(bytes.fromhex(v["key"]), key_id=v["key_id"])
+        pt = open_all(bytes.fromhex(v["ciphertext"]), key, aad=bytes.fromhex(v["aad"]))
+        assert pt.hex() == v["plaintext"]
+
+
+@pytest.mark.parametrize("suite", SUITES)
+@pytest.mark.parametrize("n", [0, 1, SEG - 1, SEG, SEG + 1, 3 * SEG, 3 * SEG + 7])
+def test_round_trip_sizes(suite: str, n: int) -> None:
+    data = random.Random(n).randbytes(n)
+    ct = seal(data, suite=suite)
+    assert open_all(ct) == data
+    # the final segment is always short: n full segments mean one more (empty) final one
+    header = len(ct) - (n // SEG + 1) * 16 - n
+    assert (
+        header == StreamEncryptor(KEY, suite=suite, segment_size=SEG).header.body().__len__() + 32
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=2000), cuts=st.lists(st.integers(0, 700), max_size=12))
+def test_any_chunking_gives_the_same_bytes(data: bytes, cuts: list[int]) -> None:
+    salt, prefix = b"s" * 32, b"p" * 7
+    one = StreamEncryptor(KEY, segment_size=SEG, salt=salt, nonce_prefix=prefix)
+    expected = one.update(data) + one.finalize()
+    enc = StreamEncryptor(KEY, segment_size=SEG, salt=salt, nonce_prefix=prefix)
+    out, pos = b"", 0
+    for c in cuts:
+        out += enc.update(data[pos : pos + c])
+        pos += c
+    out += enc.update(data[pos:]) + enc.finalize()
+    assert out == expected
+    dec, plain, pos = StreamDecryptor(KEY), b"", 0
+    for c in cuts:
+        plain += dec.update(out[pos : pos + c])
+        pos += c
+    assert plain + dec.update(out[pos:]) + dec.finalize() == data
+
+
+def test_nothing_released_before_its_tag_verified() -> None:
+    data = bytes(range(256)) * 3
+    ct = seal(data)
+    dec = StreamDecryptor(KEY)
+    header = len(ct) - 3 * (SEG + 16) - 16
+    released = []
+    for i in range(len(ct)):
+        out = dec.update(ct[i : i + 1])
+        if out:
+            released.append((i + 1, out))
+    # each segment comes out exactly when its last ciphertext byte (its tag) arrived
+    ends = [header + (k + 1) * (SEG + 16) for k in range(3)]
+    assert [pos for pos, _ in released] == ends
+    assert b"".join(o for _, o in released) == data
+    assert dec.finalize() == b""
+
+
+def test_flipped_bit_at_every_byte_position() -> None:
+    data = random.Random(1).randbytes(2 * SEG + 100)  # three segments
+    ct = seal(data, aad=b"")
+    header = len(ct) - 2 * (SEG + 16) - 116
+    for pos in range(len(ct)):
+        bad = bytearray(ct)
+        bad[pos] ^= 0x01 << (pos % 8)
+        out, exc = released_before_error(bytes(bad), step=37)
+        assert isinstance(exc, AuthenticationError | FormatError | TruncatedStreamError), (pos, exc)
+        if pos >= header:
+            segment = (pos - header) // (SEG + 16)
+            assert out == data[: segment * SEG], pos  # only segments before the flip
+        else:
+            assert out == b""
+
+
+def test_truncation_at_every_boundary_and_inside_segments() -> None:
+    data = random.Random(2).randbytes(3 * SEG + 50)
+    ct = seal(data)
+    for cut in range(len(ct)):
+        out, exc = released_before_error(ct[:cut], step=64)
+        assert isinstance(exc, TruncatedStreamError | AuthenticationError | FormatError), cut
+        assert data.startswith(out) and len(out) % SEG == 0
+    header = len(ct) - 3 * (SEG + 16) - 66
+    for k in range(4):  # exactly at a segment boundary: always TruncatedStreamError
+        _, exc = released_before_error(ct[: header + k * (SEG + 16)], step=500)
+        assert isinstance(exc, TruncatedStreamError), k
+
+
+def _segments(ct: bytes) -> tuple[bytes, list[bytes]]:
+    lay = layout(KEY, ct, len(ct))
+    segs = [
+        ct[
+            lay.ciphertext_offset(i) : lay.ciphertext_offset(i + 1)
+            if i + 1 < lay.segment_count
+            else len(ct)
+        ]
+        for i in range(lay.segment_count)
+    ]
+    return ct[: lay.header_size], segs
+
+
+def test_reordered_duplicated_dropped_and_extended_segments_fail() -> None:
+    data = random.Random(3).randbytes(3 * SEG + 10)
+    ct = seal(data)
+    head, segs = _segments(ct)
+    assert len(segs) == 4
+    variants = {
+        "swap": [segs[1], segs[0], segs[2], segs[3]],
+        "duplicate": [segs[0], segs[0], segs[1], segs[2], segs[3]],
+        "drop": [segs[0], segs[2], segs[3]],
+        "drop-final": segs[:3],
+        "extend": [*segs, segs[3]],
+        "extend-bytes": [*segs, b"\x00" * 20],
+    }
+    for name, order in variants.items():
+        out, exc = released_before_error(head + b"".join(order), step=1000)
+        assert isinstance(exc, AuthenticationError | TruncatedStreamError), name
+        assert data.startswith(out), name
+
+
+def test_wrong_key_aad_and_key_ids() -> None:
+    ct = seal(b"hello" * 100, aad=b"ctx")
+    with pytest.raises(AuthenticationError, match="header did not authenticate"):
+        open_all(ct, bytes(32), aad=b"ctx")
+    with pytest.raises(AuthenticationError):
+        open_all(ct, KEY, aad=b"other")
+    ring = KeyRing()
+    old = ring.rotate()
+    ct_old = seal(b"x" * 600, ring)
+    new = ring.rotate()
+    ct_new = seal(b"y" * 600, ring)
+    assert open_all(ct_old, ring) == b"x" * 600 and open_all(ct_new, ring) == b"y" * 600
+    assert old.key_id != new.key_id
+    with pytest.raises(UnknownKeyError):
+        open_all(ct_old, KeyRing([new]))
+    with pytest.raises(UnknownKeyError):
+        open_all(seal(b"z"), ring)  # no key id in the header
+
+
+def test_header_garbage_versions_suites_and_segment_sizes() -> None:
+    ct = seal(b"abc")
+    cases = {
+        b"NOPE" + ct[4:]: FormatError,
+        ct[:4] + b"\x02" + ct[5:]: UnsupportedFormatError,
+        ct[:5] + b"\x09" + ct[6:]: UnsupportedFormatError,
+        ct[:6] + (0).to_bytes(4, "big") + ct[10:]: FormatError,
+        ct[:6] + (1 << 30).to_bytes(4, "big") + ct[10:]: FormatError,
+        b"garbage that is not a header at all, long enough to parse": FormatError,
+    }
+    for bad, err in cases.items():
+        with pytest.raises(err):
+            open_all(bad)
+    for size in (0, 255, (1 << 24) + 1):
+        with pytest.raises(InvalidParameterError):
+            StreamEncryptor(KEY, segment_size=size)
+    with pytest.raises(UnsupportedFormatError):
+        StreamEncryptor(KEY, suite="rot13")
+    with pytest.raises(InvalidKeySizeError, match="32 bytes"):
+        StreamEncryptor(bytes(16))
+    with pytest.raises(TruncatedStreamError):
+        open_all(ct[:20])
+
+
+def test_lifecycle_after_finalize_and_failure() -> None:
+    enc = StreamEncryptor(KEY, segment_size=SEG)
+    enc.finalize()
+    with pytest.raises(AlreadyFinalizedError):
+        enc.update(b"x")
+    dec = StreamDecryptor(bytes(32))
+    with pytest.raises(AuthenticationError):
+        dec.update(seal(b"x"))
+    with pytest.raises(BrokenTransformError) as info:
+        dec.update(b"more")
+    assert isinstance(info.value.__cause__, AuthenticationError)
+
+
+def test_segment_limit() -> None:
+    enc = StreamEncryptor(KEY, segment_size=SEG)
+    assert enc._codec is not None
+    enc._codec.max_segments = 3
+    enc.update(b"a" * (3 * SEG - 1))
+    enc.update(b"a")  # segments 0..2 are full; the final one would be a fourth
+    with pytest.raises(LimitExceededError, match="3 segments"):
+        enc.finalize()
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_random_access_reads_only_covering_segments(suite: str) -> None:
+    data = random.Random(4).randbytes(10 * SEG + 33)
+    ct = seal(data, suite=suite)
+    lay = layout(KEY, ct, len(ct))
+    assert lay.plaintext_size == len(data) and lay.segment_count == 11
+    reads: list[tuple[int, int]] = []
+
+    def read_at(off: int, n: int) -> bytes:
+        reads.append((off, n))
+        return ct[off : off + n]
+
+    rng = random.Random(5)
+    for _ in range(200):
+        a = rng.randrange(len(data) + 1)
+        b = rng.randrange(a, len(data) + 1)
+        reads.clear()
+        assert lay.read(read_at, a, b) == data[a:b]
+        if a < b:
+            ((_off, n),) = reads
+            assert n <= ((b - 1) // SEG - a // SEG + 1) * (SEG + 16)
+    bad = bytearray(ct)
+    bad[lay.ciphertext_offset(5) + 3] ^= 1
+    bad_lay = layout(KEY, bytes(bad), len(bad))
+    assert bad_lay.read(lambda o, n: bytes(bad[o : o + n]), 0, 5 * SEG) == data[: 5 * SEG]
+    with pytest.raises(AuthenticationError):
+        bad_lay.read(lambda o, n: bytes(bad[o : o + n]), 5 * SEG, 5 * SEG + 1)
+    with pytest.raises(FormatError):
+        layout(KEY, ct, len(ct) - 40).plaintext_size  # noqa: B018
+
+
+def test_bytes_api_in_parallel_matches_inline() -> None:
+    data = random.Random(6).randbytes(3 << 20)
+    policy = sc.OffloadPolicy(batch_size=256 << 10, inline_limit=0)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=4096, policy=policy)
+    assert sc.decrypt_bytes(ct, KEY, policy=None) == data
+    assert sc.decrypt_bytes(ct, KEY, policy=policy) == data
+    bad = bytearray(ct)
+    bad[len(bad) // 2] ^= 1
+    with pytest.raises(AuthenticationError):
+        sc.decrypt_bytes(bytes(bad), KEY, policy=policy)

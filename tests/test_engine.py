@@ -1,0 +1,182 @@
+"""The async engine: ordering, offload, backpressure, error ordering, on every backend."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+import anyio
+import pytest
+
+import streamcrypt as sc
+from streamcrypt._state import Chain
+from streamcrypt.codecs.container import StreamDecryptor, StreamEncryptor
+from streamcrypt.engine import OffloadPolicy
+from streamcrypt.errors import AuthenticationError, InvalidParameterError, TruncatedStreamError
+
+pytestmark = pytest.mark.anyio
+
+KEY = bytes(range(32))
+# Tiny batches and no inline limit, so that small tests exercise the worker path.
+THREADED = OffloadPolicy(batch_size=16 << 10, inline_limit=0, max_in_flight=3)
+POLICIES = [pytest.param(None, id="inline"), pytest.param(THREADED, id="threads")]
+
+
+async def chunks_of(data: bytes, seed: int = 0, max_piece: int = 5000) -> AsyncIterator[bytes]:
+    rng = random.Random(seed)
+    i = 0
+    while i < len(data):
+        n = rng.randint(1, max_piece)
+        yield data[i : i + n]
+        i += n
+        await anyio.lowlevel.checkpoint()
+
+
+async def collect(it: AsyncIterator[bytes]) -> bytes:
+    return b"".join([c async for c in it])
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("suite", ["aes-256-gcm", "chacha20-poly1305", "xchacha20-poly1305"])
+async def test_async_round_trip(policy: OffloadPolicy | None, suite: str) -> None:
+    data = random.Random(7).randbytes(300_000)
+    ct = await collect(
+        sc.encrypt(chunks_of(data), KEY, suite=suite, segment_size=1024, policy=policy)
+    )
+    assert sc.decrypt_bytes(ct, KEY) == data
+    assert await collect(sc.decrypt(chunks_of(ct, 1), KEY, policy=policy)) == data
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_empty_source_still_gives_a_complete_stream(policy: OffloadPolicy | None) -> None:
+    async def nothing() -> AsyncIterator[bytes]:
+        return
+        yield b""
+
+    ct = await collect(sc.encrypt(nothing(), KEY, policy=policy))
+    assert sc.decrypt_bytes(ct, KEY) == b""
+
+
+async def test_user_executor_and_sink_callback() -> None:
+    data = random.Random(8).randbytes(200_000)
+    got: list[bytes] = []
+
+    async def sink(view: memoryview) -> None:
+        got.append(bytes(view))
+
+    with ThreadPoolExecutor(2) as pool:
+        policy = OffloadPolicy(batch_size=8192, inline_limit=0, executor=pool)
+        await sc.pipeline(StreamEncryptor(KEY, segment_size=1024), policy=policy).run(
+            chunks_of(data), sink
+        )
+    assert sc.decrypt_bytes(b"".join(got), KEY) == data
+
+
+async def test_anyio_byte_stream_as_source_and_sink() -> None:
+    data = random.Random(9).randbytes(100_000)
+    send, receive = anyio.create_memory_object_stream[bytes](4)
+
+    async def produce() -> None:
+        async with send:
+            async for c in chunks_of(data):
+                await send.send(c)
+
+    out: list[bytes] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        async with receive:
+            out.extend([c async for c in sc.encrypt(receive, KEY, policy=THREADED)])
+    assert sc.decrypt_bytes(b"".join(out), KEY) == data
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_tampering_releases_verified_prefix_then_fails(policy: OffloadPolicy | None) -> None:
+    data = random.Random(10).randbytes(64 * 1024)
+    ct = bytearray(sc.encrypt_bytes(data, KEY, segment_size=1024))
+    header = len(ct) - 64 * (1024 + 16) - 16
+    ct[header + 40 * (1024 + 16) + 5] ^= 0x80  # segment 40
+    got = b""
+    with pytest.raises(AuthenticationError):
+        async for c in sc.decrypt(chunks_of(bytes(ct), 2), KEY, policy=policy):
+            got += c
+    assert got == data[: 40 * 1024]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_truncated_stream_fails_at_the_end(policy: OffloadPolicy | None) -> None:
+    data = random.Random(11).randbytes(10 * 1024)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
+    got = b""
+    with pytest.raises(TruncatedStreamError):
+        async for c in sc.decrypt(chunks_of(ct[: len(ct) - 16], 3), KEY, policy=policy):
+            got += c
+    assert got == data
+
+
+async def test_pipeline_composes_with_plain_stages_and_chains() -> None:
+    data = random.Random(12).randbytes(50_000)
+    enc = StreamEncryptor(KEY, segment_size=1024)
+    pipe = sc.pipeline(enc, policy=THREADED) | _Upper()
+    assert isinstance(pipe, sc.Pipeline) and len(pipe.stages) == 2
+    out = await pipe.collect(chunks_of(data))
+    assert out == out.upper()
+    chain = StreamDecryptor(KEY) | _Counter()
+    assert isinstance(chain, Chain)
+    counter = chain.stages[1]
+    plain = await sc.pipeline(chain, policy=THREADED).collect(sc.encrypt_bytes(data, KEY))
+    assert plain == data and isinstance(counter, _Counter) and counter.seen == len(data)
+
+
+async def test_bad_sources_and_policies() -> None:
+    with pytest.raises(InvalidParameterError):
+        await sc.pipeline(StreamEncryptor(KEY)).collect(12345)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError):
+        OffloadPolicy(batch_size=0)
+    with pytest.raises(InvalidParameterError):
+        sc.pipeline()
+
+
+async def test_event_loop_stays_responsive_with_offload() -> None:
+    """A ticker keeps ticking while 64 MiB streams through worker threads."""
+    data = bytes(1 << 20)
+    ticks = 0
+
+    async def source() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            yield data
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.001)
+            ticks += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        n = 0
+        async for c in sc.encrypt(source(), KEY, policy=OffloadPolicy(batch_size=4 << 20)):
+            n += len(c)
+        tg.cancel_scope.cancel()
+    assert n > 64 << 20
+    assert ticks > 0
+
+
+class _Upper:
+    def update(self, data: bytes | bytearray | memoryview) -> bytes:
+        return bytes(data).upper()
+
+    def finalize(self) -> bytes:
+        return b""
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def update(self, data: bytes | bytearray | memoryview) -> bytes:
+        self.seen += len(data)
+        return bytes(data)
+
+    def finalize(self) -> bytes:
+        return b""
