@@ -399,3 +399,12 @@ def test_repr_hides_keys() -> None:
     key = bytes(range(16))
     codec = cb.CobblestoneCodec(key, bytes(12))
     assert key.hex() not in repr(codec) and "hidden" in repr(codec)
+
+
+def test_key_forms() -> None:
+    from streamcrypt.keys import SecretKey
+
+    raw = bytes(range(32))
+    ct = cb.encrypt_bytes(memoryview(b"payload"), SecretKey(raw), context=bytearray(b"c"))
+    assert cb.decrypt_bytes(ct, memoryview(raw), context=b"c") == b"payload"
+    assert cb.decrypt_bytes(bytearray(ct), bytearray(raw), context=memoryview(b"c")) == b"payload"
