@@ -725,7 +725,8 @@ def _open_header(
         if len(segment) < codec.overhead:
             continue
         try:
-            codec.open_segment(0, segment, final, memoryview(bytearray(len(segment))))
+            scratch = memoryview(bytearray(len(segment) - codec.overhead))
+            codec.open_segment(0, segment, final, scratch)
         except AuthenticationError:
             continue
         return codec, hl
@@ -794,16 +795,19 @@ class TinkStreamDecryptor(SegmentedDecryptor):
     def finish(self) -> list[SegmentJob]:
         """The job opening the final segment; see :class:`SegmentedDecryptor`."""
         self._check()
+        jobs: list[SegmentJob] = []
         if self._codec is None:
-            # Several keys and a stream no longer than one segment: pick the key now.
+            # Several keys, and the stream ended before the reader could pick one: pick now.
             try:
                 opened = _open_header(self._keys, self._aad, bytes(self._pending), at_end=True)
+                if opened is not None:
+                    self._codec, used = opened
+                    rest = bytes(self._pending[used:])
+                    self._pending.clear()
+                    jobs = self._cut(rest)
             except Exception as exc:
                 raise self._break(exc) from None
-            if opened is not None:
-                self._codec, used = opened
-                del self._pending[:used]
-        return super().finish()
+        return jobs + super().finish()
 
 
 # ------------------------------------------------------------------------------ one-shot
