@@ -282,6 +282,8 @@ def test_wrong_key_size() -> None:
             EceEncryptor(bad)
         with pytest.raises(InvalidKeySizeError):
             decrypt_bytes(RFC_3_1_BODY, bad)
+        with pytest.raises(InvalidKeySizeError):
+            EceDecryptor(bad)  # checked before any input arrives
     with pytest.raises(InvalidKeySizeError):
         decrypt_bytes(RFC_3_2_BODY, {b"a1": bytes(32)})
     with pytest.raises(InvalidKeySizeError):
@@ -536,12 +538,12 @@ def test_no_secret_in_reprs_or_errors() -> None:
     assert repr(aead) == "AES128GCM(<key hidden>)"
     for text in (repr(enc), repr(enc._codec), repr(enc.header), repr(aead)):
         assert KEY.hex() not in text and cek.hex() not in text and repr(cek) not in text
-    try:
-        decrypt_bytes(_seal_records([b"secret!!\x03"]), KEY)
-    except FormatError as exc:
-        assert "secret" not in str(exc)
-    else:
-        pytest.fail("wrong delimiter not detected")
+    # A record without a proper delimiter: the message must not show its last octets.
+    for record in (b"secret!Z", b"secret!\x03", b"secret!\x01"):
+        with pytest.raises((FormatError, TruncatedStreamError)) as info:
+            decrypt_bytes(_seal_records([record]), KEY)
+        text = str(info.value)
+        assert "secret" not in text and "Z" not in text and "90" not in text and "3" not in text
 
 
 def test_random_salt_and_default_geometry() -> None:
@@ -554,3 +556,28 @@ def test_random_salt_and_default_geometry() -> None:
     assert codec is not None
     assert codec.segment_size == 4079 and codec.overhead == 17 and codec.final_may_be_full
     assert codec.max_segments == ece._MAX_BLOCKS // 255  # RFC 8188 section 4.4
+
+
+def test_memory_stays_bounded_by_record_size() -> None:
+    import tracemalloc
+
+    rs, piece, total = 4096, 65536, 4 << 20
+    chunk = bytes(range(256)) * (piece // 256)
+    enc = EceEncryptor(KEY, record_size=rs)
+    dec = EceDecryptor(KEY)
+    seen = 0
+    tracemalloc.start()
+    try:
+        for i in range(total // piece):
+            wire = enc.update(chunk)
+            plain = dec.update(wire)
+            assert len(wire) <= piece + rs + ece.MAX_HEADER_SIZE
+            seen += len(plain)
+            assert seen >= (i + 1) * piece - 2 * rs  # nothing piles up inside
+            del wire, plain
+        seen += len(dec.update(enc.finalize())) + len(dec.finalize())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert seen == total
+    assert peak < 8 * piece, peak  # a few pieces in flight, never the whole 4 MiB

@@ -248,7 +248,7 @@ class EceCodec(SegmentCodec):
             what = (
                 "a record follows the last record (delimiter 2 before the end)"
                 if delimiter == 2
-                else f"padding delimiter {delimiter} (must be 1, or 2 in the last record)"
+                else "wrong padding delimiter (must be 1, or 2 in the last record)"
             )
             raise FormatError(f"aes128gcm record {index}: {what}")
         size = end - 1
@@ -384,6 +384,8 @@ class EceDecryptor(SegmentedDecryptor):
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
         allow_no_records: bool = False,
     ) -> None:
+        if isinstance(key, bytes | bytearray | memoryview | SecretKey):
+            _ikm(key)  # a wrong key size fails here, not at the first record
         self._header: EceHeader | None = None
         self._allow_no_records = allow_no_records
 
