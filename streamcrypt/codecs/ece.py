@@ -72,6 +72,7 @@ __all__ = [
     "MIN_RECORD_SIZE",
     "OVERHEAD",
     "SALT_SIZE",
+    "TAG_SIZE",
     "EceCodec",
     "EceDecryptor",
     "EceEncryptor",
