@@ -1,0 +1,942 @@
+"""age v1 (age-encryption.org/v1, c2sp.org/age), byte for byte and strict.
+
+Theory of operation
+-------------------
+An age file is a textual header and a binary payload::
+
+    age-encryption.org/v1
+    -> X25519 <ephemeral share, base64>
+    <wrapped file key, base64 wrapped at 64 columns, last line shorter than 64>
+    --- <HMAC-SHA-256 of the header up to and including "---", base64>
+    <16-byte payload nonce><chunk 0><chunk 1>...<final chunk>
+
+A random 16-byte *file key* is wrapped once per recipient in a *stanza*: X25519
+(HKDF-SHA-256 over the shared secret with salt ``share || recipient``, then
+ChaCha20-Poly1305 with a zero nonce), scrypt (a passphrase; must be the only stanza) or
+the hybrid post-quantum ``mlkem768x25519`` (HPKE with ML-KEM-768 + X25519). An identity
+unwraps the file key from a stanza addressed to it; the header MAC, keyed with
+``HKDF(file key, "", "header")``, then authenticates the whole header. The payload key
+is ``HKDF(file key, salt = nonce, "payload")`` and the payload is a STREAM of 64 KiB
+ChaCha20-Poly1305 chunks with nonce ``uint88_be(counter) || last_flag``. The final chunk
+may be full; it is empty only when the whole payload is empty. So the payload is a
+segmented stream (:class:`AgeCodec` on the shared segmented core) with one chunk of
+read-ahead, and the chunks can be sealed and opened in parallel.
+
+Parsing is strict as the spec demands: canonical unpadded base64 everywhere, stanza
+arguments of visible ASCII separated by single spaces, 64-column body lines ending with
+a shorter line, exact argument counts and lengths per stanza type, and the work-factor
+cap for scrypt. Failures are typed: a header that does not parse raises
+:class:`FormatError` (:class:`UnsupportedFormatError` for another age version), no
+identity matching raises :class:`UnknownKeyError` (a wrong passphrase too: the scrypt
+stanza simply does not open, exactly as an X25519 stanza for someone else does), a bad
+header MAC or payload chunk raises :class:`AuthenticationError`, a stream that ends
+before its final chunk raises :class:`TruncatedStreamError`, an scrypt work factor over
+the cap raises :class:`LimitExceededError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, runtime_checkable
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from .._state import Buffer
+from ..errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    InvalidPublicKeyError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from ..keys import SecretKey, hkdf, random_bytes
+from ..primitives import ChaCha20Poly1305Suite
+from ._bech32 import bech32_decode, bech32_encode
+from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from .armor import armor as _armor
+from .armor import dearmor, is_armored
+
+__all__ = [
+    "CHUNK_SIZE",
+    "DEFAULT_MAX_HEADER_SIZE",
+    "DEFAULT_MAX_WORK_FACTOR",
+    "DEFAULT_WORK_FACTOR",
+    "FILE_KEY_SIZE",
+    "AgeCodec",
+    "AgeDecryptor",
+    "AgeEncryptor",
+    "AgeHeader",
+    "Identity",
+    "IdentityLike",
+    "MLKEM768X25519Identity",
+    "MLKEM768X25519Recipient",
+    "Recipient",
+    "RecipientLike",
+    "ScryptIdentity",
+    "ScryptRecipient",
+    "Stanza",
+    "X25519Identity",
+    "X25519Recipient",
+    "decrypt_bytes",
+    "encrypt_bytes",
+    "layout",
+    "parse_header",
+    "parse_identities",
+    "parse_identity",
+    "parse_recipient",
+]
+
+VERSION_LINE = b"age-encryption.org/v1"
+_VERSION_PREFIX = b"age-encryption.org/"
+CHUNK_SIZE = 65536
+TAG_SIZE = 16
+FILE_KEY_SIZE = 16
+NONCE_SIZE = 16
+#: scrypt work factor (log2 N) used when encrypting with a passphrase (age's default).
+DEFAULT_WORK_FACTOR = 18
+#: Highest scrypt work factor a reader accepts unless told otherwise (age's own cap;
+#: scrypt with r = 8 needs 128 * r * 2**22 bytes = 4 GiB there).
+DEFAULT_MAX_WORK_FACTOR = 22
+#: Longest header a reader buffers before giving up (a post-quantum stanza is ~1.6 KB).
+DEFAULT_MAX_HEADER_SIZE = 1 << 20
+_COLUMNS = 64
+_ZERO_NONCE = bytes(12)
+_X25519_INFO = b"age-encryption.org/v1/X25519"
+_SCRYPT_LABEL = b"age-encryption.org/v1/scrypt"
+_PQ_INFO = b"age-encryption.org/mlkem768x25519"
+_PQ_ENC_SIZE = 1120
+_PQ_PUBLIC_SIZE = 1184 + 32
+_WRAPPED_SIZE = FILE_KEY_SIZE + TAG_SIZE
+
+_HRP_X25519 = "age"
+_HRP_X25519_SECRET = "age-secret-key-"
+_HRP_PQ = "age1pq"
+_HRP_PQ_SECRET = "age-secret-key-pq-"
+
+_B64 = re.compile(rb"[A-Za-z0-9+/]*")
+_ARG = re.compile(r"[\x21-\x7e]+")
+_VERSION = re.compile(rb"age-encryption\.org/[\x21-\x7e]+")
+_MAC_LINE = re.compile(rb"--- ([A-Za-z0-9+/]{43})")
+_WORK_FACTOR = re.compile(r"[1-9][0-9]*")
+_MAC_LINE_SIZE = 4 + 43 + 1
+
+
+# ---------------------------------------------------------------------------------------
+# Canonical unpadded base64
+# ---------------------------------------------------------------------------------------
+
+
+def _b64encode(data: Buffer) -> bytes:
+    return base64.b64encode(data).rstrip(b"=")
+
+
+def _b64decode(text: bytes, what: str) -> bytes:
+    if len(text) % 4 == 1 or not _B64.fullmatch(text):
+        raise FormatError(f"age {what} is not unpadded base64")
+    decoded = base64.b64decode(text + b"=" * (-len(text) % 4))
+    if _b64encode(decoded) != text:
+        raise FormatError(f"age {what} is not canonical base64 (non-zero unused bits)")
+    return decoded
+
+
+# ---------------------------------------------------------------------------------------
+# Header
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stanza:
+    """One recipient stanza: its arguments (the first names the type) and its body."""
+
+    args: tuple[str, ...]
+    body: bytes
+
+    def __post_init__(self) -> None:
+        if not self.args or not all(_ARG.fullmatch(a) for a in self.args):
+            raise FormatError("age stanza arguments must be 1 or more visible-ASCII words")
+
+    @property
+    def kind(self) -> str:
+        """The stanza type (its first argument), e.g. ``"X25519"``."""
+        return self.args[0]
+
+    def encode(self) -> bytes:
+        """The stanza as header text: the argument line and the 64-column body lines."""
+        body = _b64encode(self.body)
+        lines = [body[i : i + _COLUMNS] for i in range(0, len(body), _COLUMNS)]
+        if not lines or len(lines[-1]) == _COLUMNS:
+            lines.append(b"")
+        return b"-> " + " ".join(self.args).encode() + b"\n" + b"".join(x + b"\n" for x in lines)
+
+
+@dataclass(frozen=True, slots=True)
+class AgeHeader:
+    """A parsed (not yet authenticated) age v1 header."""
+
+    stanzas: tuple[Stanza, ...]
+    mac: bytes
+    #: Header bytes, including the MAC line's LF (the payload nonce follows).
+    size: int
+    #: What the MAC covers: the header up to and including ``---``.
+    mac_input: bytes = field(repr=False)
+
+
+def _check_version(data: bytes) -> bool:
+    """False while the version line is incomplete; raises if it is not v1."""
+    n = min(len(data), len(_VERSION_PREFIX))
+    if data[:n] != _VERSION_PREFIX[:n]:
+        raise FormatError("not an age file: it must start with 'age-encryption.org/'")
+    end = data.find(b"\n")
+    if end < 0:
+        if len(data) > 256:
+            raise FormatError("age version line is too long")
+        return False
+    version = data[:end]
+    if version == VERSION_LINE:
+        return True
+    if _VERSION.fullmatch(version):
+        raise UnsupportedFormatError(
+            f"unsupported age version {version[len(_VERSION_PREFIX) :].decode()!r}; this reads v1"
+        )
+    raise FormatError("age version line is malformed")
+
+
+def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> AgeHeader | None:
+    """Parse an age v1 header from the start of ``data``; ``None`` while it is incomplete.
+
+    Raises :class:`FormatError` for anything the spec does not allow (and past
+    ``max_size`` bytes), :class:`UnsupportedFormatError` for another age version.
+    """
+    raw = bytes(data)
+    if not _check_version(raw):
+        return None
+    mark = raw.find(b"\n---")
+    if mark < 0:
+        if len(raw) > max_size:
+            raise FormatError(f"age header is longer than {max_size} bytes (or not a header)")
+        return None
+    end = raw.find(b"\n", mark + 1)
+    if end < 0:
+        if len(raw) - mark - 1 > _MAC_LINE_SIZE:
+            raise FormatError("age header MAC line is too long")
+        return None
+    if end + 1 > max_size:
+        raise FormatError(f"age header is longer than {max_size} bytes")
+    return _parse_complete(raw[: end + 1])
+
+
+def _parse_complete(text: bytes) -> AgeHeader:
+    lines = text.split(b"\n")[:-1]  # text ends with LF; the last line is the MAC line
+    last = len(lines) - 1
+    stanzas: list[Stanza] = []
+    i = 1
+    while i < last:
+        line = lines[i]
+        if not line.startswith(b"-> "):
+            raise FormatError("age header line is neither a stanza ('-> ') nor the MAC ('---')")
+        try:
+            args = tuple(line[3:].decode("ascii").split(" "))
+        except UnicodeDecodeError:
+            raise FormatError("age stanza arguments must be visible ASCII") from None
+        if not all(_ARG.fullmatch(a) for a in args):
+            raise FormatError(
+                "age stanza arguments must be visible ASCII separated by single spaces"
+            )
+        i += 1
+        body = bytearray()
+        while True:
+            if i >= last:
+                raise FormatError(
+                    "age stanza body must end with a line shorter than 64 columns "
+                    "(an empty line after a full one)"
+                )
+            chunk = lines[i]
+            i += 1
+            if len(chunk) > _COLUMNS or not _B64.fullmatch(chunk):
+                raise FormatError("age stanza body line is not base64 of at most 64 columns")
+            body += chunk
+            if len(chunk) < _COLUMNS:
+                break
+        stanzas.append(Stanza(args, _b64decode(bytes(body), "stanza body")))
+    if not stanzas:
+        raise FormatError("age header has no recipient stanza")
+    mac_line = _MAC_LINE.fullmatch(lines[last])
+    if mac_line is None:
+        raise FormatError("age header MAC line must be '--- ' and 43 base64 characters")
+    mac = _b64decode(mac_line.group(1), "header MAC")
+    return AgeHeader(tuple(stanzas), mac, len(text), text[: len(text) - _MAC_LINE_SIZE + 3])
+
+
+def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
+    return hmac.new(hkdf(file_key, info=b"header"), mac_input, hashlib.sha256).digest()
+
+
+def _build_header(file_key: bytes, recipients: Sequence[Recipient]) -> bytes:
+    stanzas = [s for r in recipients for s in r.wrap(file_key)]
+    text = VERSION_LINE + b"\n" + b"".join(s.encode() for s in stanzas) + b"---"
+    return text + b" " + _b64encode(_header_mac(file_key, text)) + b"\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Recipients and identities
+# ---------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Recipient(Protocol):
+    """Wraps a file key into stanzas."""
+
+    def wrap(self, file_key: bytes) -> list[Stanza]: ...
+
+
+@runtime_checkable
+class Identity(Protocol):
+    """Unwraps the file key from the stanzas addressed to it.
+
+    Returns ``None`` when no stanza is for this identity; raises :class:`FormatError`
+    for a malformed stanza of its own type.
+    """
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None: ...
+
+
+def _wrap_key(key: bytes, file_key: bytes) -> bytes:
+    return ChaCha20Poly1305Suite(key).seal(_ZERO_NONCE, file_key)
+
+
+def _unwrap_key(key: bytes, body: bytes) -> bytes | None:
+    try:
+        return ChaCha20Poly1305Suite(key).open(_ZERO_NONCE, body)
+    except AuthenticationError:
+        return None
+
+
+def _secret(material: Buffer | SecretKey, what: str) -> bytes:
+    raw = material.secret_bytes() if isinstance(material, SecretKey) else bytes(material)
+    if len(raw) != 32:
+        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
+    return raw
+
+
+def _stanza_arg(stanza: Stanza, index: int, size: int) -> bytes:
+    value = _b64decode(stanza.args[index].encode(), f"{stanza.kind} stanza argument")
+    if len(value) != size:
+        raise FormatError(f"age {stanza.kind} stanza argument must encode {size} bytes")
+    return value
+
+
+def _check_shape(stanza: Stanza, nargs: int) -> None:
+    if len(stanza.args) != nargs:
+        raise FormatError(
+            f"age {stanza.kind} stanza must have {nargs - 1} argument(s) after its type"
+        )
+    if len(stanza.body) != _WRAPPED_SIZE:
+        raise FormatError(f"age {stanza.kind} stanza body must be {_WRAPPED_SIZE} bytes")
+
+
+class X25519Recipient:
+    """An X25519 recipient (``age1...``): a 32-byte Curve25519 public key."""
+
+    __slots__ = ("_public",)
+
+    def __init__(self, public_key: Buffer) -> None:
+        raw = bytes(public_key)
+        if len(raw) != 32:
+            raise InvalidKeySizeError(f"an X25519 public key must be 32 bytes, got {len(raw)}")
+        self._public = raw
+
+    @classmethod
+    def parse(cls, text: str) -> X25519Recipient:
+        """Parse ``age1...``; raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_X25519 or len(data) != 32:
+            raise FormatError("not an age X25519 recipient (age1... with a 32-byte key)")
+        return cls(data)
+
+    def public_bytes(self) -> bytes:
+        return self._public
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One X25519 stanza; raises :class:`InvalidPublicKeyError` for a low-order key."""
+        ephemeral = x25519.X25519PrivateKey.generate()
+        share = ephemeral.public_key().public_bytes_raw()
+        try:
+            shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
+        except ValueError:
+            raise InvalidPublicKeyError("the X25519 recipient is a low-order point") from None
+        key = hkdf(shared, salt=share + self._public, info=_X25519_INFO)
+        return [Stanza(("X25519", _b64encode(share).decode()), _wrap_key(key, file_key))]
+
+    def __str__(self) -> str:
+        return bech32_encode(_HRP_X25519, self._public)
+
+    def __repr__(self) -> str:
+        return f"X25519Recipient({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, X25519Recipient) and other._public == self._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+
+class X25519Identity:
+    """An X25519 identity (``AGE-SECRET-KEY-1...``). Its repr shows only the recipient."""
+
+    __slots__ = ("_private", "_recipient")
+
+    def __init__(self, secret: Buffer | SecretKey) -> None:
+        self._private = x25519.X25519PrivateKey.from_private_bytes(
+            _secret(secret, "an X25519 identity")
+        )
+        self._recipient = X25519Recipient(self._private.public_key().public_bytes_raw())
+
+    @classmethod
+    def generate(cls) -> X25519Identity:
+        return cls(random_bytes(32))
+
+    @classmethod
+    def parse(cls, text: str) -> X25519Identity:
+        """Parse ``AGE-SECRET-KEY-1...``; raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_X25519_SECRET or len(data) != 32:
+            raise FormatError("not an age X25519 identity (AGE-SECRET-KEY-1... of 32 bytes)")
+        return cls(data)
+
+    @property
+    def recipient(self) -> X25519Recipient:
+        return self._recipient
+
+    def to_string(self) -> str:
+        """The secret key string ``AGE-SECRET-KEY-1...``. Handle with care."""
+        return bech32_encode(_HRP_X25519_SECRET, self._private.private_bytes_raw(), upper=True)
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from an X25519 stanza for this identity, else ``None``.
+
+        Raises :class:`FormatError` for a malformed X25519 stanza or a low-order share.
+        """
+        ours = self._recipient.public_bytes()
+        for stanza in stanzas:
+            if stanza.kind != "X25519":
+                continue
+            _check_shape(stanza, 2)
+            share = _stanza_arg(stanza, 1, 32)
+            try:
+                shared = self._private.exchange(x25519.X25519PublicKey.from_public_bytes(share))
+            except ValueError:
+                shared = bytes(32)
+            if shared == bytes(32):
+                raise FormatError("age X25519 stanza has a low-order ephemeral share")
+            key = hkdf(shared, salt=share + ours, info=_X25519_INFO)
+            file_key = _unwrap_key(key, stanza.body)
+            if file_key is not None:
+                return file_key
+        return None
+
+    def __repr__(self) -> str:
+        return f"X25519Identity(recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
+
+
+def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
+    raw = passphrase.encode() if isinstance(passphrase, str) else bytes(passphrase)
+    if not raw:
+        raise InvalidParameterError("the passphrase is empty")
+    return raw
+
+
+def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
+    kdf = Scrypt(salt=_SCRYPT_LABEL + salt, length=32, n=1 << work_factor, r=8, p=1)
+    return kdf.derive(passphrase)
+
+
+class ScryptRecipient:
+    """Passphrase encryption (an scrypt stanza; it must be a file's only recipient)."""
+
+    __slots__ = ("_passphrase", "work_factor")
+
+    def __init__(self, passphrase: str | Buffer, *, work_factor: int = DEFAULT_WORK_FACTOR):
+        if not 1 <= work_factor <= 30:
+            raise InvalidParameterError(f"scrypt work factor must be 1..30, got {work_factor}")
+        self._passphrase = _passphrase_bytes(passphrase)
+        self.work_factor = work_factor
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        salt = random_bytes(16)
+        key = _scrypt(self._passphrase, salt, self.work_factor)
+        args = ("scrypt", _b64encode(salt).decode(), str(self.work_factor))
+        return [Stanza(args, _wrap_key(key, file_key))]
+
+    def __repr__(self) -> str:
+        return f"ScryptRecipient(<passphrase hidden>, work_factor={self.work_factor})"
+
+
+class ScryptIdentity:
+    """Passphrase decryption. Work factors above ``max_work_factor`` raise
+    :class:`LimitExceededError`; a wrong passphrase unwraps nothing (``None``)."""
+
+    __slots__ = ("_passphrase", "max_work_factor")
+
+    def __init__(
+        self, passphrase: str | Buffer, *, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR
+    ) -> None:
+        self._passphrase = _passphrase_bytes(passphrase)
+        self.max_work_factor = max_work_factor
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from the scrypt stanza, or ``None`` for a wrong passphrase.
+
+        Raises :class:`FormatError` (malformed stanza, or not the only stanza) and
+        :class:`LimitExceededError` (work factor over the cap).
+        """
+        for stanza in stanzas:
+            if stanza.kind != "scrypt":
+                continue
+            if len(stanzas) != 1:
+                raise FormatError("an age scrypt stanza must be the only stanza in the header")
+            _check_shape(stanza, 3)
+            salt = _stanza_arg(stanza, 1, 16)
+            if not _WORK_FACTOR.fullmatch(stanza.args[2]):
+                raise FormatError("age scrypt work factor must be a decimal without leading 0")
+            work_factor = int(stanza.args[2])
+            if work_factor > self.max_work_factor:
+                raise LimitExceededError(
+                    f"age scrypt work factor {work_factor} is over the limit "
+                    f"{self.max_work_factor}; raise max_work_factor if you trust this file"
+                )
+            return _unwrap_key(_scrypt(self._passphrase, salt, work_factor), stanza.body)
+        return None
+
+    def __repr__(self) -> str:
+        return f"ScryptIdentity(<passphrase hidden>, max_work_factor={self.max_work_factor})"
+
+
+_PQ_SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+
+
+class MLKEM768X25519Recipient:
+    """A hybrid post-quantum recipient (``age1pq1...``): ML-KEM-768 || X25519 public keys."""
+
+    __slots__ = ("_key", "_public")
+
+    def __init__(self, public_key: Buffer) -> None:
+        raw = bytes(public_key)
+        if len(raw) != _PQ_PUBLIC_SIZE:
+            raise InvalidKeySizeError(
+                f"an ML-KEM-768 + X25519 public key must be {_PQ_PUBLIC_SIZE} bytes, got {len(raw)}"
+            )
+        try:
+            self._key = hpke.MLKEM768X25519PublicKey(
+                mlkem.MLKEM768PublicKey.from_public_bytes(raw[:1184]),
+                x25519.X25519PublicKey.from_public_bytes(raw[1184:]),
+            )
+        except ValueError:
+            raise InvalidPublicKeyError("not a valid ML-KEM-768 + X25519 public key") from None
+        self._public = raw
+
+    @classmethod
+    def parse(cls, text: str) -> MLKEM768X25519Recipient:
+        """Parse ``age1pq1...``; raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_PQ or len(data) != _PQ_PUBLIC_SIZE:
+            raise FormatError("not an age post-quantum recipient (age1pq1... of 1216 bytes)")
+        try:
+            return cls(data)
+        except InvalidPublicKeyError as exc:
+            raise FormatError(str(exc)) from None
+
+    def public_bytes(self) -> bytes:
+        return self._public
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        sealed = _PQ_SUITE.encrypt(file_key, self._key, info=_PQ_INFO)
+        enc, body = sealed[:_PQ_ENC_SIZE], sealed[_PQ_ENC_SIZE:]
+        return [Stanza(("mlkem768x25519", _b64encode(enc).decode()), body)]
+
+    def __str__(self) -> str:
+        return bech32_encode(_HRP_PQ, self._public)
+
+    def __repr__(self) -> str:
+        return f"MLKEM768X25519Recipient({str(self)[:16]!r}...)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MLKEM768X25519Recipient) and other._public == self._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+
+class MLKEM768X25519Identity:
+    """A hybrid post-quantum identity (``AGE-SECRET-KEY-PQ-1...``): a 32-byte seed.
+
+    The seed expands with SHAKE-256 to 96 bytes: the ML-KEM-768 seed (d || z) and the
+    X25519 private key, as the MLKEM768-X25519 KEM of filippo.io/hpke-pq (X-Wing) does.
+    """
+
+    __slots__ = ("_private", "_recipient", "_seed")
+
+    def __init__(self, seed: Buffer | SecretKey) -> None:
+        self._seed = _secret(seed, "a post-quantum identity seed")
+        expanded = hashlib.shake_256(self._seed).digest(96)
+        kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
+        dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
+        self._private = hpke.MLKEM768X25519PrivateKey(kem, dh)
+        self._recipient = MLKEM768X25519Recipient(
+            kem.public_key().public_bytes_raw() + dh.public_key().public_bytes_raw()
+        )
+
+    @classmethod
+    def generate(cls) -> MLKEM768X25519Identity:
+        return cls(random_bytes(32))
+
+    @classmethod
+    def parse(cls, text: str) -> MLKEM768X25519Identity:
+        """Parse ``AGE-SECRET-KEY-PQ-1...``; raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_PQ_SECRET or len(data) != 32:
+            raise FormatError("not an age post-quantum identity (AGE-SECRET-KEY-PQ-1...)")
+        return cls(data)
+
+    @property
+    def recipient(self) -> MLKEM768X25519Recipient:
+        return self._recipient
+
+    def to_string(self) -> str:
+        """The secret key string ``AGE-SECRET-KEY-PQ-1...``. Handle with care."""
+        return bech32_encode(_HRP_PQ_SECRET, self._seed, upper=True)
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from an ``mlkem768x25519`` stanza for this identity, else ``None``.
+
+        Raises :class:`FormatError` for a malformed stanza of that type.
+        """
+        for stanza in stanzas:
+            if stanza.kind != "mlkem768x25519":
+                continue
+            _check_shape(stanza, 2)
+            enc = _stanza_arg(stanza, 1, _PQ_ENC_SIZE)
+            try:
+                return _PQ_SUITE.decrypt(enc + stanza.body, self._private, info=_PQ_INFO)
+            except (InvalidTag, ValueError):
+                continue
+        return None
+
+    def __repr__(self) -> str:
+        return f"MLKEM768X25519Identity(recipient={str(self._recipient)[:16]!r}...)"
+
+    __str__ = __repr__
+
+
+RecipientLike = str | Recipient
+IdentityLike = str | Identity
+
+
+def parse_recipient(text: str) -> X25519Recipient | MLKEM768X25519Recipient:
+    """Parse ``age1...`` or ``age1pq1...``; raises :class:`FormatError`."""
+    hrp, _ = bech32_decode(text)
+    if hrp == _HRP_PQ:
+        return MLKEM768X25519Recipient.parse(text)
+    if hrp == _HRP_X25519:
+        return X25519Recipient.parse(text)
+    raise FormatError("unknown age recipient type: expected age1... or age1pq1...")
+
+
+def parse_identity(text: str) -> X25519Identity | MLKEM768X25519Identity:
+    """Parse ``AGE-SECRET-KEY-1...`` or ``AGE-SECRET-KEY-PQ-1...``; raises :class:`FormatError`."""
+    hrp, _ = bech32_decode(text)
+    if hrp == _HRP_PQ_SECRET:
+        return MLKEM768X25519Identity.parse(text)
+    if hrp == _HRP_X25519_SECRET:
+        return X25519Identity.parse(text)
+    raise FormatError("unknown age identity type: expected AGE-SECRET-KEY-1... or -PQ-1...")
+
+
+def parse_identities(text: str) -> list[X25519Identity | MLKEM768X25519Identity]:
+    """Parse an identity file: one key a line; blank lines and ``#`` comments skipped."""
+    keys = [
+        parse_identity(line.strip())
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not keys:
+        raise FormatError("the identity file holds no identity")
+    return keys
+
+
+def _recipient_list(
+    recipients: Iterable[RecipientLike], passphrase: str | Buffer | None, work_factor: int
+) -> list[Recipient]:
+    out: list[Recipient] = []
+    for r in recipients:
+        if isinstance(r, str):
+            out.append(parse_recipient(r))
+        elif isinstance(r, Recipient):
+            out.append(r)
+        else:
+            raise InvalidParameterError(
+                f"a recipient must be an age1... string or a Recipient, not {type(r).__name__}"
+            )
+    if passphrase is not None:
+        out.append(ScryptRecipient(passphrase, work_factor=work_factor))
+    if not out:
+        raise InvalidParameterError("give at least one recipient or a passphrase")
+    if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
+        raise InvalidParameterError("a passphrase must be a file's only recipient in age")
+    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out]
+    if any(pq) and not all(pq):
+        raise InvalidParameterError(
+            "post-quantum recipients must not be mixed with classic ones "
+            "(the file would be only as strong as the weakest)"
+        )
+    return out
+
+
+def _identity_list(
+    identities: Iterable[IdentityLike], passphrase: str | Buffer | None, max_work_factor: int
+) -> list[Identity]:
+    out: list[Identity] = []
+    for i in identities:
+        if isinstance(i, str):
+            out.append(parse_identity(i))
+        elif isinstance(i, Identity):
+            out.append(i)
+        else:
+            raise InvalidParameterError(
+                f"an identity must be an AGE-SECRET-KEY-... string or an Identity, "
+                f"not {type(i).__name__}"
+            )
+    if passphrase is not None:
+        out.append(ScryptIdentity(passphrase, max_work_factor=max_work_factor))
+    if not out:
+        raise InvalidParameterError("give at least one identity or a passphrase")
+    return out
+
+
+def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
+    stanzas = header.stanzas
+    if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
+        raise FormatError("an age scrypt stanza must be the only stanza in the header")
+    for identity in identities:
+        file_key = identity.unwrap(stanzas)
+        if file_key is None:
+            continue
+        if len(file_key) != FILE_KEY_SIZE:
+            raise FormatError(f"the unwrapped age file key is not {FILE_KEY_SIZE} bytes")
+        if not hmac.compare_digest(_header_mac(file_key, header.mac_input), header.mac):
+            raise AuthenticationError(
+                "age header MAC did not verify: the header was tampered with "
+                "(or a stanza was crafted for this identity)"
+            )
+        return file_key
+    if any(isinstance(i, ScryptIdentity) for i in identities):
+        raise UnknownKeyError(
+            "no identity matched the age file: wrong passphrase, "
+            "or the file was encrypted to recipients rather than a passphrase"
+        )
+    raise UnknownKeyError("no identity matched the age file: it was encrypted to other recipients")
+
+
+# ---------------------------------------------------------------------------------------
+# Payload
+# ---------------------------------------------------------------------------------------
+
+
+class AgeCodec(SegmentCodec):
+    """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``."""
+
+    __slots__ = ("_aead", "first_segment_size", "segment_size")
+
+    overhead: ClassVar[int] = TAG_SIZE
+    final_may_be_full: ClassVar[bool] = True
+    max_segments: int = 1 << 88
+
+    def __init__(self, payload_key: bytes) -> None:
+        self._aead = ChaCha20Poly1305Suite(payload_key)
+        self.segment_size = self.first_segment_size = CHUNK_SIZE
+
+    @staticmethod
+    def _nonce(index: int, final: bool) -> bytes:
+        return index.to_bytes(11, "big") + (b"\x01" if final else b"\x00")
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        return self._aead.seal_into(self._nonce(index, final), plaintext, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        """Open chunk ``index``; a final empty chunk after data raises FormatError.
+
+        A full final chunk that opens only as a non-final one means chunks are missing at
+        the end: :class:`TruncatedStreamError`. Other failures: AuthenticationError.
+        """
+        size = len(ciphertext)
+        if final and index > 0 and size == TAG_SIZE:
+            raise FormatError("age payload ends with an empty chunk after data (not allowed)")
+        try:
+            return self._aead.open_into(self._nonce(index, final), ciphertext, out)
+        except AuthenticationError:
+            if final and size == CHUNK_SIZE + TAG_SIZE:
+                try:
+                    self._aead.open_into(self._nonce(index, False), ciphertext, out)
+                except AuthenticationError:
+                    pass
+                else:
+                    raise TruncatedStreamError(
+                        f"age payload ends after chunk {index}, which is not the final chunk: "
+                        "the file is truncated"
+                    ) from None
+            raise AuthenticationError(
+                f"age payload chunk {index} did not verify: tampered, reordered, "
+                "or cut inside a chunk"
+            ) from None
+
+
+def _payload_codec(file_key: bytes, nonce: bytes) -> AgeCodec:
+    return AgeCodec(hkdf(file_key, salt=nonce, info=b"payload"))
+
+
+class AgeEncryptor(SegmentedEncryptor):
+    """Encrypt to age v1 (sans-I/O transform): header first, then the payload chunks.
+
+    Give ``recipients`` (``age1...`` strings or recipient objects) or a ``passphrase``.
+    Raises :class:`InvalidParameterError` (no recipient, a passphrase mixed with
+    recipients, classic mixed with post-quantum) and :class:`FormatError` (bad key string).
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        recipients: Iterable[RecipientLike] = (),
+        passphrase: str | Buffer | None = None,
+        *,
+        work_factor: int = DEFAULT_WORK_FACTOR,
+    ) -> None:
+        targets = _recipient_list(recipients, passphrase, work_factor)
+        file_key = random_bytes(FILE_KEY_SIZE)
+        nonce = random_bytes(NONCE_SIZE)
+        header = _build_header(file_key, targets)
+        super().__init__(_payload_codec(file_key, nonce), header + nonce)
+
+
+class _HeaderReader:
+    """Parses the header once complete, unwraps the file key once, then waits for the nonce."""
+
+    __slots__ = ("_file_key", "_identities", "_max_header_size", "header")
+
+    def __init__(self, identities: Sequence[Identity], max_header_size: int) -> None:
+        self._identities = identities
+        self._max_header_size = max_header_size
+        self.header: AgeHeader | None = None
+        self._file_key = b""
+
+    def __call__(self, data: bytes) -> tuple[SegmentCodec, int] | None:
+        if self.header is None:
+            header = parse_header(data, max_size=self._max_header_size)
+            if header is None:
+                return None
+            self._file_key = _open_file_key(header, self._identities)
+            self.header = header
+        end = self.header.size + NONCE_SIZE
+        if len(data) < end:
+            return None
+        codec = _payload_codec(self._file_key, data[self.header.size : end])
+        self._file_key = b""
+        return codec, end
+
+
+class AgeDecryptor(SegmentedDecryptor):
+    """Decrypt age v1 (sans-I/O transform), releasing only chunks that verified.
+
+    Give ``identities`` (``AGE-SECRET-KEY-...`` strings or identity objects) or a
+    ``passphrase``. Binary input only: put an :class:`~streamcrypt.codecs.armor.ArmorDecoder`
+    in front for armored files. Raises :class:`FormatError`, :class:`UnknownKeyError`,
+    :class:`AuthenticationError`, :class:`TruncatedStreamError`,
+    :class:`LimitExceededError` (see the module docstring).
+    """
+
+    __slots__ = ("_reader",)
+
+    def __init__(
+        self,
+        identities: Iterable[IdentityLike] = (),
+        passphrase: str | Buffer | None = None,
+        *,
+        max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+    ) -> None:
+        self._reader = _HeaderReader(
+            _identity_list(identities, passphrase, max_work_factor), max_header_size
+        )
+        super().__init__(self._reader)
+
+    @property
+    def header(self) -> AgeHeader | None:
+        """The parsed header once it authenticated (``None`` before)."""
+        return self._reader.header if self.codec is not None else None
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    recipients: Iterable[RecipientLike] = (),
+    passphrase: str | Buffer | None = None,
+    armor: bool = False,
+    *,
+    work_factor: int = DEFAULT_WORK_FACTOR,
+) -> bytes:
+    """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``).
+
+    Raises as :class:`AgeEncryptor`.
+    """
+    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    out = enc.update(plaintext) + enc.finalize()
+    return _armor(out) if armor else out
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    identities: Iterable[IdentityLike] = (),
+    passphrase: str | Buffer | None = None,
+    *,
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+) -> bytes:
+    """Decrypt an age v1 file, binary or ASCII-armored (detected as the age tool does).
+
+    Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
+    """
+    data: Buffer = ciphertext
+    if is_armored(data):
+        data = dearmor(data)
+    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    return dec.update(data) + dec.finalize()
+
+
+def layout(
+    head: Buffer,
+    stream_size: int,
+    identities: Iterable[IdentityLike] = (),
+    passphrase: str | Buffer | None = None,
+    *,
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+) -> SegmentLayout:
+    """Authenticate the header at the start of ``head`` and map a binary age file of
+    ``stream_size`` bytes for random access (``SegmentLayout.read``)."""
+    reader = _HeaderReader(_identity_list(identities, passphrase, max_work_factor), max_header_size)
+    opened = reader(bytes(head))
+    if opened is None:
+        raise TruncatedStreamError("the data is shorter than the age header and payload nonce")
+    codec, size = opened
+    return SegmentLayout(codec, size, stream_size)

@@ -1,0 +1,207 @@
+"""age's ASCII armor: strict PEM (RFC 7468, section 3, figure 3), label "AGE ENCRYPTED FILE".
+
+Theory of operation
+-------------------
+::
+
+    -----BEGIN AGE ENCRYPTED FILE-----
+    <base64, 64 columns per line, the last line 1..64 columns with canonical = padding>
+    -----END AGE ENCRYPTED FILE-----
+
+Armor makes an age file malleable unless the parser is strict, so the decoder accepts
+exactly one encoding per payload: every line but the last carries 64 columns, only the
+last may carry ``=`` padding, the base64 must be canonical (unused bits zero), and nothing
+may stand before the BEGIN line or after the END line except whitespace (space, tab, CR,
+LF, VT, FF). Lines end with LF or CRLF; the BEGIN line's ending must be used throughout.
+The encoder writes LF line endings and a final LF after the END line, as age does.
+
+Both directions are sans-I/O transforms (``update(data) -> bytes`` / ``finalize()``) with
+bounded memory: the decoder holds at most one partial line. Failures raise
+:class:`FormatError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from .._state import Buffer, Lifecycle
+from ..errors import FormatError
+
+__all__ = [
+    "BEGIN_LINE",
+    "COLUMNS",
+    "END_LINE",
+    "ArmorDecoder",
+    "ArmorEncoder",
+    "armor",
+    "dearmor",
+    "is_armored",
+]
+
+BEGIN_LINE = b"-----BEGIN AGE ENCRYPTED FILE-----"
+END_LINE = b"-----END AGE ENCRYPTED FILE-----"
+COLUMNS = 64
+_BYTES_PER_LINE = COLUMNS // 4 * 3  # 48
+_WHITESPACE = b" \t\r\n\v\f"
+_B64_LINE = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+#: Longest whitespace-free prefix kept while looking for the BEGIN line or a line end.
+_MAX_LINE = max(len(BEGIN_LINE), COLUMNS) + 2
+
+
+def is_armored(data: Buffer) -> bool:
+    """True when ``data`` (after leading whitespace) starts like armor (``-----BEGIN``)."""
+    head = bytes(data[:4096]).lstrip(_WHITESPACE)
+    return head.startswith(b"-----")
+
+
+class ArmorEncoder(Lifecycle):
+    """Armor binary data (sans-I/O): ``update(data) -> text bytes``, ``finalize()``."""
+
+    __slots__ = ("_pending", "_started")
+
+    def __init__(self) -> None:
+        self._init_lifecycle()
+        self._pending = bytearray()
+        self._started = False
+
+    def update(self, data: Buffer) -> bytes:
+        """Armor what makes whole 64-column lines; the BEGIN line comes first."""
+        self._check()
+        self._pending += data
+        full = len(self._pending) - len(self._pending) % _BYTES_PER_LINE
+        out = bytearray()
+        if not self._started:
+            out += BEGIN_LINE + b"\n"
+            self._started = True
+        if full:
+            encoded = base64.b64encode(self._pending[:full])
+            for pos in range(0, len(encoded), COLUMNS):
+                out += encoded[pos : pos + COLUMNS] + b"\n"
+            del self._pending[:full]
+        return bytes(out)
+
+    def finalize(self) -> bytes:
+        """The last (padded) line and the END line."""
+        out = self.update(b"")
+        self._finish()
+        tail = base64.b64encode(self._pending)
+        self._pending.clear()
+        return out + (tail + b"\n" if tail else b"") + END_LINE + b"\n"
+
+
+_BEFORE, _BODY, _AFTER_LAST, _AFTER_END = range(4)
+
+
+class ArmorDecoder(Lifecycle):
+    """Strictly de-armor (sans-I/O): ``update(text) -> bytes``, ``finalize()``.
+
+    Raises :class:`FormatError` for anything but the one canonical armor of the payload
+    (whitespace around the block excepted), also when the input ends before the END line.
+    """
+
+    __slots__ = ("_buf", "_eol", "_phase")
+
+    def __init__(self) -> None:
+        self._init_lifecycle()
+        self._buf = bytearray()
+        self._phase = _BEFORE
+        self._eol = b""
+
+    def update(self, data: Buffer) -> bytes:
+        """Decode every complete line; returns the bytes they carry."""
+        self._check()
+        try:
+            return self._feed(data)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def finalize(self) -> bytes:
+        """Check the END line was seen and only whitespace follows it."""
+        self._check()
+        try:
+            if self._phase != _AFTER_END:
+                raise FormatError("the armored input ended before its END line: truncated armor")
+        except Exception as exc:
+            raise self._break(exc) from None
+        self._finish()
+        return b""
+
+    def _feed(self, data: Buffer) -> bytes:
+        buf = self._buf
+        buf += data
+        out = bytearray()
+        if self._phase == _BEFORE:
+            stripped = len(buf) - len(buf.lstrip(_WHITESPACE))
+            del buf[:stripped]
+            if not buf:
+                return b""
+            if not BEGIN_LINE.startswith(bytes(buf[: len(BEGIN_LINE)])):
+                raise FormatError(
+                    "armor must start with -----BEGIN AGE ENCRYPTED FILE----- "
+                    "(only whitespace may precede it)"
+                )
+            if len(buf) < len(BEGIN_LINE) + 1:
+                return b""
+            rest = buf[len(BEGIN_LINE) :]
+            if rest.startswith(b"\n"):
+                self._eol = b"\n"
+            elif rest.startswith(b"\r\n"):
+                self._eol = b"\r\n"
+            elif rest == b"\r":
+                return b""
+            else:
+                raise FormatError("the armor BEGIN line must end right after its label")
+            del buf[: len(BEGIN_LINE) + len(self._eol)]
+            self._phase = _BODY
+        while self._phase in (_BODY, _AFTER_LAST):
+            end = buf.find(b"\n")
+            if end < 0:
+                if len(buf) > _MAX_LINE:
+                    raise FormatError(f"armor line is longer than {COLUMNS} columns")
+                break
+            line = bytes(buf[: end + 1])
+            del buf[: end + 1]
+            if not line.endswith(self._eol) or b"\r" in line[: -len(self._eol)]:
+                raise FormatError("armor lines must all end the same way (LF or CRLF)")
+            self._line(line[: -len(self._eol)], out)
+        if self._phase == _AFTER_END:
+            if buf.strip(_WHITESPACE):
+                raise FormatError("armor has data after its END line")
+            buf.clear()
+        return bytes(out)
+
+    def _line(self, line: bytes, out: bytearray) -> None:
+        if line == END_LINE:
+            self._phase = _AFTER_END
+            return
+        if self._phase == _AFTER_LAST:
+            raise FormatError(
+                "armor line after a short or padded line: only the END line may follow it"
+            )
+        if not line or len(line) > COLUMNS or len(line) % 4 or not _B64_LINE.fullmatch(line):
+            raise FormatError(
+                f"armor line is not {COLUMNS}-column base64 (or a shorter final line)"
+            )
+        try:
+            decoded = base64.b64decode(line, validate=True)
+        except (binascii.Error, ValueError):
+            raise FormatError("armor line is not valid base64") from None
+        if base64.b64encode(decoded) != line:
+            raise FormatError("armor base64 is not canonical (non-zero unused bits)")
+        if len(line) < COLUMNS or line.endswith(b"="):
+            self._phase = _AFTER_LAST
+        out += decoded
+
+
+def armor(data: Buffer) -> bytes:
+    """Armor ``data`` in one call."""
+    enc = ArmorEncoder()
+    return enc.update(data) + enc.finalize()
+
+
+def dearmor(text: Buffer) -> bytes:
+    """Strictly de-armor ``text`` in one call; raises :class:`FormatError`."""
+    dec = ArmorDecoder()
+    return dec.update(text) + dec.finalize()
