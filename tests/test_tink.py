@@ -572,3 +572,11 @@ def test_random_access_errors(sample: Any) -> None:
     assert T.decrypt_range(short, both, 100, 200, aad=AD) == pt[100:200]
     with pytest.raises(TruncatedStreamError):
         T.layout(both, short[:100], len(short), aad=AD)
+    # ... and a long stream: the head holds header + segment 0, enough to pick the key.
+    for keys in (both, [keyset.primary, other]):
+        for start, stop in ((0, 10), (4000, 9000), (len(pt) - 7, len(pt))):
+            assert T.decrypt_range(ct, keys, start, stop, aad=AD) == pt[start:stop]
+        lay = T.layout(keys, ct[:4096], len(ct), aad=AD)
+        assert lay.read(lambda o, n: ct[o : o + n], 5, 50) == pt[5:50]
+    with pytest.raises(TruncatedStreamError):
+        T.layout(both, ct[:4095], len(ct), aad=AD)

@@ -685,14 +685,20 @@ def _decryption_keys(key: TinkKeyLike | Sequence[TinkStreamingKey]) -> tuple[Tin
 
 
 def _open_header(
-    keys: Sequence[TinkStreamingKey], aad: bytes, data: bytes, *, at_end: bool
+    keys: Sequence[TinkStreamingKey],
+    aad: bytes,
+    data: bytes,
+    *,
+    at_end: bool,
+    stream_size: int | None = None,
 ) -> tuple[TinkStreamingCodec, int] | None:
     """Pick the key and build the codec for the stream starting with ``data``.
 
     Returns ``None`` while more bytes are needed. With one key that matches the header
-    length, only the header is read. With several, segment 0 is opened under each in turn
-    (so up to a whole ciphertext segment is buffered first, or the whole stream if shorter,
-    known at ``at_end``); the first key that opens it wins, as in Tink.
+    length, only the header is read. With several, segment 0 is opened under each in turn,
+    so segment 0 must be present and known final or not: from ``stream_size`` when given,
+    else from ``at_end`` (``data`` is the whole stream), else by buffering one byte past
+    the largest candidate's segment 0. The first key that opens it wins, as in Tink.
     """
     if not data:
         return None
@@ -713,15 +719,24 @@ def _open_header(
         return _codec(candidates[0], salt, prefix, aad), hl
     body = memoryview(data)[hl:]
     need = max(k.params.ciphertext_segment_size - hl for k in candidates)
-    if len(body) <= need and not at_end:
+    # ``total``: the length of everything after the header, or more than ``need`` if unknown.
+    if stream_size is not None:
+        total = stream_size - hl
+        if len(body) < min(total, need):
+            return None
+    elif at_end:
+        total = len(body)
+    elif len(body) <= need:
         return None
-    if len(body) < min(k.params.tag_size for k in candidates):
+    else:
+        total = len(body)
+    if total < min(k.params.tag_size for k in candidates):
         raise TruncatedStreamError("the stream ended before its first segment was complete")
     for key in candidates:
         codec = _codec(key, salt, prefix, aad)
         full = codec.full_ciphertext(0)
-        final = len(body) <= full
-        segment = body if final else body[:full]
+        final = total <= full
+        segment = body[: total if final else full]
         if len(segment) < codec.overhead:
             continue
         try:
@@ -843,7 +858,7 @@ def layout(
     """
     keys = _decryption_keys(key)
     head = bytes(head)
-    opened = _open_header(keys, bytes(aad), head, at_end=len(head) >= stream_size)
+    opened = _open_header(keys, bytes(aad), head, at_end=True, stream_size=stream_size)
     if opened is None:
         raise TruncatedStreamError(
             "head is too short: pass the header (one key) or the first ciphertext segment "
