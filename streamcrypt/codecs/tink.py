@@ -66,6 +66,10 @@ from ._segmented import (
 __all__ = [
     "AES_CTR_HMAC_TYPE_URL",
     "AES_GCM_HKDF_TYPE_URL",
+    "GCM_TAG_SIZE",
+    "HMAC_KEY_SIZE",
+    "MAX_CIPHERTEXT_SEGMENT_SIZE",
+    "NONCE_PREFIX_SIZE",
     "TEMPLATES",
     "AesCtrHmacCodec",
     "AesCtrHmacStreamingParams",
