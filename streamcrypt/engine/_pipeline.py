@@ -25,7 +25,14 @@ traffic use records (:class:`~streamcrypt.transports.EncryptedStream`) or ``poli
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+)
 from concurrent.futures import Future
 from contextlib import aclosing
 from typing import Any, TypeAlias
@@ -206,7 +213,7 @@ def _as_push(sink: Sink) -> _Push:
     return to_callable
 
 
-async def _chunks(source: Source, size: int) -> AsyncIterator[memoryview]:
+async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]:
     """Pieces of at most ``size`` bytes, without copying."""
     if isinstance(source, bytes | bytearray | memoryview):
         view = memoryview(source).cast("B")
