@@ -180,3 +180,21 @@ class _Counter:
 
     def finalize(self) -> bytes:
         return b""
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_feeder_push_mode(policy: OffloadPolicy | None) -> None:
+    data = random.Random(13).randbytes(100_000)
+    out: list[bytes] = []
+
+    async def sink(view: memoryview) -> None:
+        out.append(bytes(view))
+
+    feeder = sc.pipeline(StreamEncryptor(KEY, segment_size=1024), policy=policy).feeder(sink)
+    async for c in chunks_of(data):
+        await feeder.send(bytearray(c))  # a writable buffer is copied, never kept
+    await feeder.aclose()
+    await feeder.aclose()  # idempotent
+    assert sc.decrypt_bytes(b"".join(out), KEY) == data
+    with pytest.raises(sc.errors.AlreadyFinalizedError):
+        await feeder.send(b"late")

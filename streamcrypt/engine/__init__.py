@@ -11,7 +11,7 @@ from ._offload import (
     OffloadPolicy,
     wait_future,
 )
-from ._pipeline import Pipeline, Sink, Source, pipeline
+from ._pipeline import Feeder, Pipeline, Sink, Source, pipeline
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_POLICY",
     "DEFAULT_WORKERS",
+    "Feeder",
     "OffloadPolicy",
     "Pipeline",
     "Sink",

@@ -41,10 +41,10 @@ from anyio.abc import ByteSendStream
 
 from .._state import Buffer, Chain, Transform
 from ..codecs._segmented import SegmentedTransform, SegmentJob
-from ..errors import InvalidParameterError
+from ..errors import AlreadyFinalizedError, InvalidParameterError
 from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
 
-__all__ = ["Pipeline", "Sink", "Source", "pipeline"]
+__all__ = ["Feeder", "Pipeline", "Sink", "Source", "pipeline"]
 
 #: What a pipeline reads: an async iterable of byte chunks (anyio byte receive streams
 #: are such), or a bytes-like object taken whole.
@@ -280,6 +280,11 @@ class Pipeline:
     def _piece_size(self) -> int:
         return self.policy.batch_size if self.policy is not None else 1 << 20
 
+    def feeder(self, sink: Sink) -> Feeder:
+        """Push-mode driving: ``await f.send(data)`` as data arrives, ``await f.aclose()``
+        at the end (for callers that are handed data, like ASGI ``send`` hooks)."""
+        return Feeder(self._build(_as_push(sink)), self._piece_size)
+
     async def run(self, source: Source, sink: Sink) -> None:
         """Drive everything from ``source`` into ``sink``."""
         await self._drive(source, _as_push(sink))
@@ -326,6 +331,34 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({' | '.join(type(s).__name__ for s in self.stages)})"
+
+
+class Feeder:
+    """Drives a pipeline from pushed data; every output goes to the sink before
+    ``send`` returns, except what a segmented stage holds back for its next batch."""
+
+    def __init__(self, runners: list[_SegmentedStage | _PlainStage], piece_size: int) -> None:
+        self._runners = runners
+        self._piece = piece_size
+        self._closed = False
+
+    async def send(self, data: Buffer) -> None:
+        """Push ``data`` through the stages (large data in batch-sized pieces)."""
+        if self._closed:
+            raise AlreadyFinalizedError("this pipeline feeder was already closed")
+        view = memoryview(data).cast("B")
+        if not view.readonly:
+            view = memoryview(bytes(view))
+        for off in range(0, len(view), self._piece):
+            await self._runners[0].push(view[off : off + self._piece])
+
+    async def aclose(self) -> None:
+        """Finalize every stage, emitting what is left (raises what finalization raises)."""
+        if self._closed:
+            return
+        self._closed = True
+        for runner in self._runners:
+            await runner.close()
 
 
 def pipeline(
