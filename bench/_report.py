@@ -1,0 +1,103 @@
+"""Benchmark helpers: medians of repeated runs, Markdown tables, bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+
+
+def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeat`` runs (after ``warmup``)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def gbps(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e9
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, *cells: object) -> None:
+        self.rows.append([_fmt(c) for c in cells])
+        print("  " + " | ".join(self.rows[-1]), flush=True)
+
+    def markdown(self) -> str:
+        out = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |"]
+        out.append("|" + "|".join("---" for _ in self.columns) + "|")
+        out += ["| " + " | ".join(r) + " |" for r in self.rows]
+        out += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+
+def _fmt(c: object) -> str:
+    if isinstance(c, float):
+        return f"{c:.3g}" if abs(c) < 100 else f"{c:.0f}"
+    return str(c)
+
+
+@dataclass
+class Report:
+    tables: list[Table] = field(default_factory=list)
+
+    def table(self, title: str, columns: list[str]) -> Table:
+        t = Table(title, columns)
+        self.tables.append(t)
+        print(f"\n## {title}", flush=True)
+        return t
+
+    def environment(self) -> str:
+        cpu = "unknown"
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        versions = []
+        for pkg in (
+            "cryptography",
+            "PyNaCl",
+            "blake3",
+            "anyio",
+            "uvloop",
+            "tink",
+            "pyrage",
+            "http_ece",
+        ):
+            try:
+                versions.append(f"{pkg} {metadata.version(pkg)}")
+            except metadata.PackageNotFoundError:
+                pass
+        return (
+            f"- machine: {cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}\n"
+            f"- python {platform.python_version()}; {', '.join(versions)}\n"
+            f"- run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; figures are medians "
+            "of repeated runs on a shared, noisy machine: read the ratios, not single times\n"
+        )
+
+    def write(self, path: Path = RESULTS) -> None:
+        body = "# streamcrypt benchmark results\n\n" + self.environment() + "\n"
+        body += "\n".join(t.markdown() for t in self.tables)
+        path.write_text(body)
+        print(f"\nwrote {path}")
