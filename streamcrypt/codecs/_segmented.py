@@ -305,17 +305,24 @@ class SegmentedDecryptor(_Segmenter):
         self._check()
         try:
             if self._codec is None:
-                self._pending += data
-                parsed = self._read_header(bytes(self._pending))
-                if parsed is None:
-                    return []
-                self._codec, used = parsed
-                rest = bytes(self._pending[used:])
-                self._pending.clear()
-                return self._cut(rest)
+                return self._feed_header(memoryview(data).cast("B"))
             return self._cut(data)
         except Exception as exc:
             raise self._break(exc) from None
+
+    def _feed_header(self, view: memoryview) -> list[SegmentJob]:
+        # The reader sees everything so far (it may judge by length); one copy, not three.
+        held = len(self._pending)
+        seen = bytes(self._pending) + bytes(view) if held else bytes(view)
+        parsed = self._read_header(seen)
+        if parsed is None:
+            self._pending += view
+            return []
+        self._codec, used = parsed
+        self._pending.clear()
+        if used < held:  # the header ended inside held bytes (maybe many segments of them)
+            return self._cut(seen[used:])
+        return self._cut(view[used - held :])
 
     def finish(self) -> list[SegmentJob]:
         """The job opening the final segment; raises TruncatedStreamError if there is none."""

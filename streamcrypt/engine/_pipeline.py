@@ -132,13 +132,16 @@ class _SegmentedStage:
             await self._emit_oldest()
 
     def _buffer(self, size: int) -> bytearray:
-        while self._free:
-            buf = self._free.pop()
+        """A reused output buffer: a fresh one costs page faults worth more than the cipher."""
+        for i, buf in enumerate(self._free):
             if len(buf) >= size:
-                return buf
-        # Round up so that batches of slightly different sizes can share buffers.
+                return self._free.pop(i)
+        # Batches differ by a segment or so: one size with headroom lets them all share.
+        floor = self._policy.batch_size + (1 << 20) if self._policy is not None else 0
         grain = 1 << 20
-        return bytearray(-(-size // grain) * grain)
+        if len(self._free) > 2:
+            self._free.pop(0)
+        return bytearray(-(-max(size, floor) // grain) * grain)
 
     async def _launch(self) -> None:
         batch = _Batch(self._jobs, self._buffer(self._job_bytes))
