@@ -587,7 +587,7 @@ class MLKEM768X25519Identity:
     X25519 private key, as the MLKEM768-X25519 KEM of filippo.io/hpke-pq (X-Wing) does.
     """
 
-    __slots__ = ("_private", "_recipient", "_seed")
+    __slots__ = ("_dh", "_private", "_recipient", "_seed")
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         self._seed = _secret(seed, "a post-quantum identity seed")
@@ -595,6 +595,7 @@ class MLKEM768X25519Identity:
         kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
         dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
         self._private = hpke.MLKEM768X25519PrivateKey(kem, dh)
+        self._dh = dh
         self._recipient = MLKEM768X25519Recipient(
             kem.public_key().public_bytes_raw() + dh.public_key().public_bytes_raw()
         )
@@ -622,13 +623,20 @@ class MLKEM768X25519Identity:
     def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
         """The file key from an ``mlkem768x25519`` stanza for this identity, else ``None``.
 
-        Raises :class:`FormatError` for a malformed stanza of that type.
+        Raises :class:`FormatError` for a malformed stanza of that type, or one whose
+        X25519 share is low-order (an all-zero shared secret).
         """
         for stanza in stanzas:
             if stanza.kind != "mlkem768x25519":
                 continue
             _check_shape(stanza, 2)
             enc = _stanza_arg(stanza, 1, _PQ_ENC_SIZE)
+            try:
+                self._dh.exchange(x25519.X25519PublicKey.from_public_bytes(enc[-32:]))
+            except ValueError:
+                raise FormatError(
+                    "age mlkem768x25519 stanza has a low-order X25519 share"
+                ) from None
             try:
                 return _PQ_SUITE.decrypt(enc + stanza.body, self._private, info=_PQ_INFO)
             except (InvalidTag, ValueError):

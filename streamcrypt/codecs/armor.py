@@ -121,6 +121,9 @@ class ArmorDecoder(Lifecycle):
         """Check the END line was seen and only whitespace follows it."""
         self._check()
         try:
+            if self._phase != _AFTER_END and bytes(self._buf) == END_LINE:
+                self._line(END_LINE, bytearray())  # the END line may lack its line ending
+                self._buf.clear()
             if self._phase != _AFTER_END:
                 raise FormatError("the armored input ended before its END line: truncated armor")
         except Exception as exc:
