@@ -131,6 +131,16 @@ class Aead:
             )
         return self._kernel, nonce
 
+    def native(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305, bytes]:
+        """The native kernel and the nonce it takes for ``nonce``, for hot loops.
+
+        Segmented codecs bind these once per stream (XChaCha20 derives its subkey from the
+        first 16 nonce bytes, so a fixed prefix means one subkey) and call the kernel's
+        ``encrypt_into``/``decrypt_into`` directly; ``InvalidTag`` is theirs to translate.
+        """
+        kernel, n = self._nonce(nonce)
+        return kernel, bytes(n)
+
     def seal(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
         """Encrypt and authenticate: ``ciphertext || tag``."""
         kernel, n = self._nonce(nonce)
