@@ -822,3 +822,26 @@ def test_age_testkit() -> None:
         _run_testkit_vector(path)
         ran += 1
     record_vectors("age testkit (C2SP/CCTV age/testdata)", ran, len(files))
+
+
+def test_bad_header_fails_before_it_is_complete() -> None:
+    dec = age.AgeDecryptor([age.X25519Identity.generate()])
+    assert dec.update(b"age-encryption.org/v1\n-> X25519 abc\n") == b""
+    with pytest.raises(FormatError):
+        dec.update(b"not base64!\n")
+    with pytest.raises(FormatError):
+        age.AgeDecryptor(passphrase="x").update(b"age-encryption.org/v1\n-> a\n" + b"A" * 65)
+
+
+def test_streaming_armor_pipeline_both_ways(ident: pyrage.x25519.Identity) -> None:
+    data = _data(2 * CHUNK + 7, 16)
+    rng = random.Random(7)
+    enc, arm = age.AgeEncryptor([str(ident.to_public())]), ArmorEncoder()
+    text = b"".join(arm.update(enc.update(p)) for p in random_splits(data, rng, 20000))
+    text += arm.update(enc.finalize()) + arm.finalize()
+    assert pyrage.decrypt(text, [ident]) == data
+    theirs = pyrage.encrypt(data, [ident.to_public()], armored=True)
+    dearm, dec = ArmorDecoder(), age.AgeDecryptor([str(ident)])
+    out = b"".join(dec.update(dearm.update(p)) for p in random_splits(theirs, rng, 5000))
+    out += dec.update(dearm.finalize()) + dec.finalize()
+    assert out == data

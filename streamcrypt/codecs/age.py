@@ -74,6 +74,9 @@ __all__ = [
     "DEFAULT_MAX_WORK_FACTOR",
     "DEFAULT_WORK_FACTOR",
     "FILE_KEY_SIZE",
+    "NONCE_SIZE",
+    "TAG_SIZE",
+    "VERSION_LINE",
     "AgeCodec",
     "AgeDecryptor",
     "AgeEncryptor",
@@ -224,6 +227,7 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
         return None
     mark = raw.find(b"\n---")
     if mark < 0:
+        _precheck(raw)
         if len(raw) > max_size:
             raise FormatError(f"age header is longer than {max_size} bytes (or not a header)")
         return None
@@ -235,6 +239,17 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
     if end + 1 > max_size:
         raise FormatError(f"age header is longer than {max_size} bytes")
     return _parse_complete(raw[: end + 1])
+
+
+def _precheck(raw: bytes) -> None:
+    """Fail early on a line no header can hold, rather than buffering up to the size cap."""
+    lines = raw.split(b"\n")
+    for line in lines[1:-1]:  # the complete lines after the version line
+        if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
+            raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
+    partial = lines[-1]
+    if len(lines) > 1 and len(partial) > _COLUMNS and not partial.startswith(b"-> "):
+        raise FormatError("age stanza body line is longer than 64 columns")
 
 
 def _parse_complete(text: bytes) -> AgeHeader:
