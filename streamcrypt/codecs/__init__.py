@@ -1,0 +1,56 @@
+"""Layer 2: wire formats as sans-I/O encoders and decoders on the layer-1 primitives.
+
+One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
+``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
+``secretstream`` (libsodium), ``armor`` (age's ASCII armor), ``noise`` (the Noise
+handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
+"""
+
+from __future__ import annotations
+
+from . import age, armor, cobblestone, container, ece, noise, secretstream, tink
+from ._segmented import (
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentedTransform,
+    SegmentJob,
+    SegmentLayout,
+)
+from .age import AgeDecryptor, AgeEncryptor
+from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
+from .container import StreamDecryptor, StreamEncryptor
+from .ece import EceDecryptor, EceEncryptor
+from .noise import NoiseHandshake
+from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
+from .tink import TinkStreamDecryptor, TinkStreamEncryptor
+
+__all__ = [
+    "AgeDecryptor",
+    "AgeEncryptor",
+    "CobblestoneDecryptor",
+    "CobblestoneEncryptor",
+    "EceDecryptor",
+    "EceEncryptor",
+    "NoiseHandshake",
+    "SecretStreamDecryptor",
+    "SecretStreamEncryptor",
+    "SegmentCodec",
+    "SegmentJob",
+    "SegmentLayout",
+    "SegmentedDecryptor",
+    "SegmentedEncryptor",
+    "SegmentedTransform",
+    "StreamDecryptor",
+    "StreamEncryptor",
+    "TinkStreamDecryptor",
+    "TinkStreamEncryptor",
+    "age",
+    "armor",
+    "cobblestone",
+    "container",
+    "ece",
+    "noise",
+    "secretstream",
+    "tink",
+]

@@ -1,0 +1,74 @@
+"""age v1 (age-encryption.org/v1) as async streams; the codec is :mod:`streamcrypt.codecs.age`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+from .._state import Buffer
+from ..codecs.age import (
+    AgeDecryptor,
+    AgeEncryptor,
+    IdentityLike,
+    RecipientLike,
+    decrypt_bytes,
+    encrypt_bytes,
+)
+from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ._run import stream
+
+__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+_BEGIN = b"-----BEGIN"
+
+
+def encrypt(
+    source: Source,
+    recipients: Iterable[RecipientLike] = (),
+    passphrase: str | Buffer | None = None,
+    *,
+    armor: bool = False,
+    work_factor: int = 18,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Encrypt an async source to age recipients (or a passphrase), optionally armored."""
+    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    return stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy)
+
+
+async def decrypt(
+    source: Source,
+    identities: Iterable[IdentityLike] = (),
+    passphrase: str | Buffer | None = None,
+    *,
+    max_work_factor: int = 22,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Decrypt an age stream (armor detected by itself), yielding only verified chunks."""
+    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    first, rest = await _peek(source, len(_BEGIN))
+    stages = [ArmorDecoder(), dec] if is_armored(first) else [dec]
+    async for piece in stream(_prepend(first, rest), *stages, policy=policy):
+        yield piece
+
+
+async def _peek(source: Source, n: int) -> tuple[bytes, AsyncIterator[Buffer] | None]:
+    """At least ``n`` leading bytes (fewer only at the end) and an iterator of the rest."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return bytes(source), None
+    it = aiter(source)
+    head = b""
+    while len(head) < n:
+        try:
+            head += bytes(await anext(it))
+        except StopAsyncIteration:
+            break
+    return head, it
+
+
+async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIterator[Buffer]:
+    if head:
+        yield head
+    if rest is not None:
+        async for chunk in rest:
+            yield chunk

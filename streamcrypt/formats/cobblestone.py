@@ -1,0 +1,47 @@
+"""C2SP chunked encryption (Cobblestone) as async streams; codec: :mod:`streamcrypt.codecs.cobblestone`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from .._state import Buffer
+from ..codecs.cobblestone import (
+    CobblestoneDecryptor,
+    CobblestoneEncryptor,
+    Variant,
+    decrypt_bytes,
+    encrypt_bytes,
+)
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..keys import SecretKey
+from ._run import stream
+
+__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+
+def encrypt(
+    source: Source,
+    key: Buffer | SecretKey,
+    *,
+    context: Buffer = b"",
+    variant: Variant | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel."""
+    return stream(
+        source, CobblestoneEncryptor(key, context=context, variant=variant), policy=policy
+    )
+
+
+def decrypt(
+    source: Source,
+    key: Buffer | SecretKey,
+    *,
+    context: Buffer = b"",
+    variant: Variant | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Decrypt C2SP chunked encryption, yielding only verified chunks."""
+    return stream(
+        source, CobblestoneDecryptor(key, context=context, variant=variant), policy=policy
+    )

@@ -1,0 +1,41 @@
+"""Tink streaming AEAD as async streams; the codec is :mod:`streamcrypt.codecs.tink`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from .._state import Buffer
+from ..codecs.tink import (
+    TinkKeyLike,
+    TinkStreamDecryptor,
+    TinkStreamEncryptor,
+    TinkStreamingKey,
+    decrypt_bytes,
+    encrypt_bytes,
+)
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ._run import stream
+
+__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+
+def encrypt(
+    source: Source,
+    key: TinkKeyLike,
+    *,
+    aad: Buffer = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Encrypt an async source with a Tink streaming key (a keyset's primary key)."""
+    return stream(source, TinkStreamEncryptor(key, aad=aad), policy=policy)
+
+
+def decrypt(
+    source: Source,
+    key: TinkKeyLike | Sequence[TinkStreamingKey],
+    *,
+    aad: Buffer = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Decrypt a Tink streaming ciphertext, yielding only verified segments."""
+    return stream(source, TinkStreamDecryptor(key, aad=aad), policy=policy)
