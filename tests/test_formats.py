@@ -11,7 +11,7 @@ import pytest
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
-from streamcrypt.errors import AuthenticationError, TruncatedStreamError
+from streamcrypt.errors import AuthenticationError, FormatError, TruncatedStreamError
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
 
 pytestmark = pytest.mark.anyio
@@ -89,7 +89,7 @@ async def test_tampering_is_caught_on_the_async_path(name: str) -> None:
     _aenc, adec, senc, _sdec = CASES[name]
     ct = bytearray(senc(DATA))
     ct[len(ct) // 2] ^= 0x04
-    with pytest.raises((AuthenticationError, ValueError)):
+    with pytest.raises((AuthenticationError, FormatError)):
         await collect(adec(chunks(bytes(ct)), THREADED))
 
 
