@@ -1,0 +1,1183 @@
+"""Async encrypted files: ``async with streamcrypt.open(path, "rb" | "wb", ...) as f``.
+
+Theory of operation
+-------------------
+A file is a segmented stream (the native container, or age) on disk. Every byte of file
+I/O and every header check runs on worker threads (the offload policy's pool; with
+``policy=None`` the crypto stays on the loop thread, the I/O still does not).
+
+Writing: ``write()`` feeds the sans-I/O encryptor, which cuts the data into segment jobs
+on the loop thread (indices and finality are decided there). Jobs are collected into
+batches of ``policy.batch_size`` bytes; each batch is sealed on a worker thread, at most
+``policy.max_in_flight`` batches at once, and the sealed batches are written in order,
+one ``write`` call per batch, so memory is bounded by a few batches whatever the file
+length. A path is written *atomically*: the data goes to a temporary file beside the
+destination (``.<name>.streamcrypt-<16 hex>.tmp``); a clean close seals the final
+segment, fsyncs the temporary, renames it over the destination (``os.replace``) and
+fsyncs the directory. An exception inside the ``async with`` block (or a failed close)
+removes the temporary and leaves the destination as it was. A crash (SIGKILL, power
+loss) cannot run any cleanup: the destination is still untouched, and the stale
+temporary stays behind; :func:`remove_stale_temporaries` deletes such leftovers.
+
+Reading: opening reads the header and authenticates it (a wrong key fails in the
+``async with``), then maps the file with a :class:`SegmentLayout`. ``read``/``seek``
+are random access: a read fetches only the ciphertext of the segments covering the
+requested range, opens them (split across workers when large), and keeps the last
+segment's plaintext as a one-segment cache, so sequential small reads open each segment
+once. A segment that fails to authenticate fails the read that touches it; the rest of
+the file stays readable. A wrapped object that cannot seek (a socket, a pipe, any async
+byte stream) is read sequentially through the engine's pipeline instead.
+
+Formats are a small table (:data:`FORMATS`): how to build the encryptor, the decryptor
+and the layout, and how long the header is.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import secrets
+import stat
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from .._state import Buffer
+from ..codecs import age as _age
+from ..codecs import container as _container
+from ..codecs._segmented import (
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentJob,
+    SegmentLayout,
+)
+from ..engine import DEFAULT_POLICY, OffloadPolicy, pipeline, wait_future
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    TruncatedStreamError,
+    UnsupportedFormatError,
+)
+
+__all__ = [
+    "FORMATS",
+    "EncryptedFile",
+    "FileFormat",
+    "FileOpener",
+    "FileOptions",
+    "open_file",
+    "remove_stale_temporaries",
+]
+
+T = TypeVar("T")
+
+_MODES = ("rb", "wb")
+#: Bytes per piece when the policy is None (no batch size to follow).
+_INLINE_PIECE = 1 << 20
+#: Bytes asked of a non-seekable wrapped object per read call.
+_STREAM_READ = 1 << 20
+_TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
+
+
+# ---------------------------------------------------------------------------------------
+# Formats
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileOptions:
+    """The keyword arguments of :func:`open_file`, as the format builders receive them."""
+
+    key: _container.KeyLike | None = None
+    suite: str | None = None
+    segment_size: int | None = None
+    aad: Buffer = b""
+    recipients: tuple[_age.RecipientLike, ...] = ()
+    identities: tuple[_age.IdentityLike, ...] = ()
+    passphrase: str | Buffer | None = None
+
+    def __repr__(self) -> str:  # never show keys or passphrases
+        return f"FileOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class FileFormat:
+    """How :func:`open_file` speaks one format.
+
+    ``check`` validates the options for a mode (raises InvalidParameterError);
+    ``encryptor`` / ``decryptor`` build the sans-I/O transforms; ``header_size`` returns how
+    many bytes at the start of the file the header needs (``None`` while ``head`` is too
+    short to tell); ``layout`` authenticates the header in ``head`` and maps a file of
+    the given size. The builders may be slow (scrypt): they run on worker threads.
+    """
+
+    check: Callable[[FileOptions, str], None]
+    encryptor: Callable[[FileOptions], SegmentedEncryptor]
+    decryptor: Callable[[FileOptions], SegmentedDecryptor]
+    header_size: Callable[[bytes], int | None]
+    layout: Callable[[FileOptions, bytes, int], SegmentLayout]
+    max_header_size: int
+
+
+def _native_check(opts: FileOptions, mode: str) -> None:
+    if opts.key is None:
+        raise InvalidParameterError('format="native" needs key= (32 bytes, a SecretKey or KeyRing)')
+    if opts.recipients or opts.identities or opts.passphrase is not None:
+        raise InvalidParameterError(
+            'recipients=, identities= and passphrase= belong to format="age", not "native"'
+        )
+    if mode == "rb" and (opts.suite is not None or opts.segment_size is not None):
+        raise InvalidParameterError(
+            "suite= and segment_size= apply to writing; a reader takes them from the header"
+        )
+
+
+def _native_encryptor(opts: FileOptions) -> SegmentedEncryptor:
+    assert opts.key is not None
+    return _container.StreamEncryptor(
+        opts.key,
+        suite=opts.suite or "aes-256-gcm",
+        segment_size=opts.segment_size or _container.DEFAULT_SEGMENT_SIZE,
+        aad=opts.aad,
+    )
+
+
+def _native_decryptor(opts: FileOptions) -> SegmentedDecryptor:
+    assert opts.key is not None
+    return _container.StreamDecryptor(opts.key, aad=opts.aad)
+
+
+def _native_header_size(head: bytes) -> int | None:
+    parsed = _container.read_header(head[: _container.MAX_HEADER_SIZE])
+    return None if parsed is None else parsed[1] + _container.TAG_SIZE
+
+
+def _native_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
+    assert opts.key is not None
+    return _container.layout(opts.key, head, size, aad=opts.aad)
+
+
+def _age_check(opts: FileOptions, mode: str) -> None:
+    if opts.key is not None:
+        raise InvalidParameterError(
+            'format="age" takes recipients=/identities= or passphrase=, not key='
+        )
+    if opts.suite is not None or opts.segment_size is not None or opts.aad:
+        raise InvalidParameterError(
+            "age fixes its suite (ChaCha20-Poly1305) and chunk size (64 KiB) and has no "
+            "associated data: drop suite=, segment_size= and aad="
+        )
+    if mode == "wb" and opts.identities:
+        raise InvalidParameterError("writing age takes recipients= (public keys), not identities=")
+    if mode == "rb" and opts.recipients:
+        raise InvalidParameterError("reading age takes identities= (secret keys), not recipients=")
+
+
+def _age_encryptor(opts: FileOptions) -> SegmentedEncryptor:
+    return _age.AgeEncryptor(opts.recipients, opts.passphrase)
+
+
+def _age_decryptor(opts: FileOptions) -> SegmentedDecryptor:
+    return _age.AgeDecryptor(opts.identities, opts.passphrase)
+
+
+def _age_header_size(head: bytes) -> int | None:
+    header = _age.parse_header(head)
+    return None if header is None else header.size + _age.NONCE_SIZE
+
+
+def _age_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
+    return _age.layout(head, size, opts.identities, opts.passphrase)
+
+
+#: The formats :func:`open_file` speaks, by ``format=`` name. Binary age only: armored
+#: age cannot be read by random access.
+FORMATS: dict[str, FileFormat] = {
+    "native": FileFormat(
+        _native_check,
+        _native_encryptor,
+        _native_decryptor,
+        _native_header_size,
+        _native_layout,
+        _container.MAX_HEADER_SIZE,
+    ),
+    "age": FileFormat(
+        _age_check,
+        _age_encryptor,
+        _age_decryptor,
+        _age_header_size,
+        _age_layout,
+        _age.DEFAULT_MAX_HEADER_SIZE,
+    ),
+}
+
+
+def _format(name: str) -> FileFormat:
+    fmt = FORMATS.get(name)
+    if fmt is None:
+        raise UnsupportedFormatError(
+            f"unknown file format {name!r}; open_file speaks {', '.join(sorted(FORMATS))}"
+        )
+    return fmt
+
+
+def _check_mode(mode: str) -> Literal["rb", "wb"]:
+    if mode in _MODES:
+        return "rb" if mode == "rb" else "wb"
+    raise InvalidParameterError(
+        f"mode {mode!r} is not supported: encrypted files are binary and read or written "
+        "whole; text modes (and append/update modes) are out of scope. Use 'rb' or 'wb'"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Worker-thread helpers (pure functions of their arguments)
+# ---------------------------------------------------------------------------------------
+
+
+def _pread_all(fd: int, offset: int, length: int) -> bytes:
+    parts: list[bytes] = []
+    got = 0
+    while got < length:
+        chunk = os.pread(fd, length - got, offset + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _write_all(fd: int, parts: list[memoryview]) -> None:
+    for part in parts:
+        view = part
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def _fsync_directory(directory: str) -> None:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        dfd = os.open(directory, flags)
+    except OSError:  # platforms that cannot open a directory (Windows): nothing to sync
+        return
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _create_temporary(dest: str) -> tuple[int, str]:
+    directory, name = os.path.split(os.path.abspath(dest))
+    try:
+        mode = stat.S_IMODE(os.stat(dest).st_mode)
+    except FileNotFoundError:
+        mode = None
+    while True:
+        tmp = os.path.join(directory, f".{name}.streamcrypt-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:  # pragma: no cover - 64 random bits collided
+            continue
+        break
+    if mode is not None:  # keep the permissions of the file being replaced
+        try:
+            os.fchmod(fd, mode)
+        except OSError:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+    return fd, tmp
+
+
+def _commit(fd: int, tmp: str, dest: str) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, dest)
+    _fsync_directory(os.path.dirname(os.path.abspath(dest)))
+
+
+def _discard(fd: int | None, tmp: str) -> None:
+    try:
+        if fd is not None:
+            os.close(fd)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _seal_batch(jobs: list[SegmentJob], out: bytearray) -> int:
+    view = memoryview(out)
+    pos = 0
+    for job in jobs:
+        pos += len(job.run(view[pos : pos + job.out_size]))
+    return pos
+
+
+def remove_stale_temporaries(
+    directory: str | os.PathLike[str], *, older_than: float = 3600.0
+) -> list[Path]:
+    """Delete temporaries left in ``directory`` by writers that crashed; return their paths.
+
+    Only names of the form ``.<name>.streamcrypt-<16 hex>.tmp`` last modified more than
+    ``older_than`` seconds ago are removed (a writer still running keeps touching its
+    temporary, so keep the default unless no writer can be running). Synchronous: call it
+    at start-up, or through ``anyio.to_thread.run_sync`` from async code.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not _TEMP_RE.match(entry.name) or not entry.is_file(follow_symlinks=False):
+                continue
+            if now - entry.stat(follow_symlinks=False).st_mtime < older_than:
+                continue
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(Path(entry.path))
+    return removed
+
+
+# ---------------------------------------------------------------------------------------
+# Sources (reading) and sinks (writing)
+# ---------------------------------------------------------------------------------------
+
+
+class _Threads:
+    """Runs blocking calls on worker threads and remembers them until they finished."""
+
+    def __init__(self, policy: OffloadPolicy | None) -> None:
+        self._policy = policy or DEFAULT_POLICY
+        self._running: set[Future[Any]] = set()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        future = self._policy.submit(fn, *args)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return await wait_future(future)
+
+    async def settle(self) -> None:
+        """Wait until no call started here is still running (before closing its fd)."""
+        while self._running:
+            future = next(iter(self._running))
+            try:
+                await wait_future(future)
+            except Exception:
+                pass
+            self._running.discard(future)
+
+
+class _RandomAccess(Protocol):
+    size: int
+
+    async def read_at(self, offset: int, length: int) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _FdSource:
+    """A file descriptor read with ``pread`` on worker threads."""
+
+    def __init__(self, fd: int, size: int, threads: _Threads) -> None:
+        self.fd = fd
+        self.size = size
+        self._threads = threads
+
+    async def read_at(self, offset: int, length: int) -> bytes:
+        return await self._threads.run(_pread_all, self.fd, offset, length)
+
+    async def aclose(self) -> None:
+        await self._threads.settle()
+        await self._threads.run(os.close, self.fd)
+
+
+class _SeekableSource:
+    """A wrapped async file-like object (``anyio.open_file``...) with ``seek`` and ``read``."""
+
+    def __init__(self, obj: Any, base: int, size: int, close: bool) -> None:
+        self._obj = obj
+        self._base = base
+        self.size = size
+        self._close = close
+
+    async def read_at(self, offset: int, length: int) -> bytes:
+        await self._obj.seek(self._base + offset)
+        parts: list[bytes] = []
+        got = 0
+        while got < length:
+            chunk = await self._obj.read(length - got)
+            if not chunk:
+                break
+            parts.append(bytes(chunk))
+            got += len(chunk)
+        return b"".join(parts)
+
+    async def aclose(self) -> None:
+        if self._close:
+            await self._obj.aclose()
+
+
+class _StreamChunks:
+    """An async iterator over a non-seekable object's bytes, ``head`` first."""
+
+    def __init__(self, obj: Any, head: bytes) -> None:
+        self._obj = obj
+        self._head = head
+        self._iter: AsyncIterator[Any] | None = None
+        self._done = False
+
+    def push_back(self, data: bytes) -> None:
+        """Bytes to give out before the object's next bytes."""
+        self._head = data + self._head
+
+    def __aiter__(self) -> _StreamChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        chunk = await self.receive()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+    async def receive(self) -> bytes:
+        """The next bytes of the object; ``b""`` at its end."""
+        if self._done:
+            return b""
+        obj = self._obj
+        chunk: Any
+        if isinstance(obj, ByteReceiveStream):
+            try:
+                chunk = await obj.receive()
+            except anyio.EndOfStream:
+                chunk = b""
+        elif hasattr(obj, "read"):
+            chunk = await obj.read(_STREAM_READ)
+        else:
+            if self._iter is None:
+                self._iter = aiter(obj)
+            try:
+                chunk = await anext(self._iter)
+            except StopAsyncIteration:
+                chunk = b""
+        if not chunk:
+            self._done = True
+        return bytes(chunk)
+
+
+class _Sink(Protocol):
+    async def write(self, parts: list[memoryview]) -> None: ...
+
+    async def commit(self) -> None: ...
+
+    async def abort(self) -> None: ...
+
+
+class _AtomicFileSink:
+    """Writes a temporary beside ``dest``; commit renames it into place."""
+
+    def __init__(self, dest: str, fd: int, tmp: str, threads: _Threads) -> None:
+        self._dest = dest
+        self._fd: int | None = fd
+        self.tmp = tmp
+        self._threads = threads
+
+    async def write(self, parts: list[memoryview]) -> None:
+        assert self._fd is not None
+        await self._threads.run(_write_all, self._fd, parts)
+
+    async def commit(self) -> None:
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        try:
+            await self._threads.run(_commit, fd, self.tmp, self._dest)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._threads.settle()
+                await self._threads.run(_discard, None, self.tmp)
+            raise
+
+    async def abort(self) -> None:
+        fd, self._fd = self._fd, None
+        await self._threads.settle()
+        await self._threads.run(_discard, fd, self.tmp)
+
+
+class _StreamSink:
+    """A wrapped async object with ``write`` (an anyio file) or ``send`` (a byte stream)."""
+
+    def __init__(self, obj: Any, close: bool) -> None:
+        self._obj = obj
+        self._close = close
+
+    async def write(self, parts: list[memoryview]) -> None:
+        obj = self._obj
+        for part in parts:
+            if isinstance(obj, ByteSendStream):
+                await obj.send(bytes(part))
+            else:
+                await obj.write(bytes(part))
+
+    async def commit(self) -> None:
+        flush = getattr(self._obj, "flush", None)
+        if flush is not None:
+            await flush()
+        if self._close:
+            await self._obj.aclose()
+
+    async def abort(self) -> None:
+        if self._close:
+            await self._obj.aclose()
+
+
+# ---------------------------------------------------------------------------------------
+# Writer and readers
+# ---------------------------------------------------------------------------------------
+
+
+class _Batch:
+    __slots__ = ("future", "out", "written")
+
+    def __init__(self, out: bytearray) -> None:
+        self.out = out
+        self.future: Future[int] | None = None
+        self.written = 0
+
+
+class _Writer:
+    """Seals in ordered, bounded, parallel batches and writes each batch in one call."""
+
+    def __init__(self, enc: SegmentedEncryptor, sink: _Sink, policy: OffloadPolicy | None) -> None:
+        self._enc = enc
+        self._sink = sink
+        self._policy = policy
+        self._limit = policy.batch_size if policy is not None else _INLINE_PIECE
+        self._window = policy.max_in_flight if policy is not None else 1
+        self._header = enc.take_header()
+        self._jobs: list[SegmentJob] = []
+        self._job_bytes = 0
+        self._in_flight: deque[_Batch] = deque()
+        self._free: list[bytearray] = []
+        self.position = 0
+
+    async def write(self, data: Buffer) -> int:
+        view = memoryview(data).cast("B")
+        if not view.readonly:  # jobs keep views of their input: never of a caller's buffer
+            view = memoryview(bytes(view))
+        for off in range(0, len(view), self._limit):
+            for job in self._enc.feed(view[off : off + self._limit]):
+                self._jobs.append(job)
+                self._job_bytes += job.out_size
+            if self._job_bytes >= self._limit:
+                await self._launch()
+        self.position += len(view)
+        return len(view)
+
+    async def close(self) -> None:
+        for job in self._enc.finish():
+            self._jobs.append(job)
+            self._job_bytes += job.out_size
+        await self._launch()
+        while self._in_flight:
+            await self._emit_oldest()
+        await self._sink.commit()
+
+    def _buffer(self, size: int) -> bytearray:
+        while self._free:
+            buf = self._free.pop()
+            if len(buf) >= size:
+                return buf
+        grain = 1 << 16
+        return bytearray(-(-size // grain) * grain)
+
+    async def _launch(self) -> None:
+        if not self._jobs:
+            return
+        jobs, size = self._jobs, self._job_bytes
+        self._jobs, self._job_bytes = [], 0
+        batch = _Batch(self._buffer(size))
+        policy = self._policy
+        if policy is None or size < policy.inline_limit:
+            batch.written = _seal_batch(jobs, batch.out)
+        else:
+            batch.future = policy.submit(_seal_batch, jobs, batch.out)
+        self._in_flight.append(batch)
+        while len(self._in_flight) >= self._window or (
+            self._in_flight and self._in_flight[0].future is None
+        ):
+            await self._emit_oldest()
+
+    async def _emit_oldest(self) -> None:
+        batch = self._in_flight[0]
+        if batch.future is not None:
+            batch.written = await wait_future(batch.future)
+            batch.future = None
+        self._in_flight.popleft()
+        parts = [memoryview(batch.out)[: batch.written]]
+        if self._header:
+            parts.insert(0, memoryview(self._header))
+            self._header = b""
+        await self._sink.write(parts)
+        self._free.append(batch.out)
+
+
+class _RandomReader:
+    """Random access through a SegmentLayout with a one-segment plaintext cache."""
+
+    def __init__(
+        self, source: _RandomAccess, layout: SegmentLayout, policy: OffloadPolicy | None
+    ) -> None:
+        self._source = source
+        self._layout = layout
+        self._policy = policy
+        self.size = layout.plaintext_size
+        self.position = 0
+        self._cache_start = 0
+        self._cache = b""
+        self.piece = policy.batch_size if policy is not None else _INLINE_PIECE
+
+    async def read(self, n: int) -> bytes:
+        start = self.position
+        stop = self.size if n < 0 else min(self.size, start + n)
+        parts: list[bytes] = []
+        pos = start
+        while pos < stop:
+            part = await self._read_some(pos, min(stop, pos + self.piece))
+            parts.append(part)
+            pos += len(part)
+        self.position = pos
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _read_some(self, start: int, stop: int) -> bytes:
+        cache_end = self._cache_start + len(self._cache)
+        if self._cache_start <= start < cache_end:
+            end = min(stop, cache_end)
+            return self._cache[start - self._cache_start : end - self._cache_start]
+        layout = self._layout
+        planned = layout.plan(start, stop)
+        assert planned is not None
+        job, offset, length, skip = planned
+        ciphertext = await self._source.read_at(offset, length)
+        if len(ciphertext) != length:
+            raise TruncatedStreamError(
+                "the file is shorter than when it was opened: it was truncated meanwhile"
+            )
+        job.data = ciphertext
+        plain = await self._open(job)
+        last = job.first_index + job.count - 1
+        last_start = layout.plaintext_offset(last)
+        first_start = layout.plaintext_offset(job.first_index)
+        self._cache = bytes(plain[last_start - first_start :])
+        self._cache_start = last_start
+        return bytes(plain[skip : skip + stop - start])
+
+    async def _open(self, job: SegmentJob) -> memoryview:
+        policy = self._policy
+        if policy is None or len(job.data) < policy.inline_limit:
+            return job.run()
+        if job.count < 2:
+            return await wait_future(policy.submit(job.run))
+        # Split the segments across the workers, each opening into its slice of ``out``.
+        layout = self._layout
+        parts = min(job.count, policy.workers)
+        per = -(-job.count // parts)
+        out = bytearray(job.out_size)
+        view = memoryview(out)
+        data = memoryview(job.data)
+        first = job.first_index
+        c0, p0 = layout.ciphertext_offset(first), layout.plaintext_offset(first)
+        futures: list[Future[memoryview]] = []
+        total = 0
+        for i in range(first, first + job.count, per):
+            count = min(per, first + job.count - i)
+            last = i + count == first + job.count
+            c_start = layout.ciphertext_offset(i) - c0
+            c_end = len(data) if last else layout.ciphertext_offset(i + count) - c0
+            p_start = layout.plaintext_offset(i) - p0
+            sub = SegmentJob(job.codec, False, i, count, data[c_start:c_end], job.final and last)
+            futures.append(policy.submit(sub.run, view[p_start : p_start + sub.out_size]))
+        for future in futures:
+            done: memoryview = await wait_future(future)
+            total += len(done)
+        return view[:total]
+
+    async def seek(self, offset: int, whence: int) -> int:
+        if whence == io.SEEK_SET:
+            target = offset
+        elif whence == io.SEEK_CUR:
+            target = self.position + offset
+        elif whence == io.SEEK_END:
+            target = self.size + offset
+        else:
+            raise InvalidParameterError(f"whence must be 0, 1 or 2, not {whence!r}")
+        if target < 0:
+            raise InvalidParameterError(f"cannot seek to a negative position ({target})")
+        self.position = target
+        return target
+
+    async def aclose(self) -> None:
+        await self._source.aclose()
+
+
+class _SequentialReader:
+    """Reads a non-seekable stream front to back through the engine's pipeline."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], close: Callable[[], Any], piece: int) -> None:
+        self._chunks = chunks
+        self._close = close
+        self._buffer = bytearray()
+        self._eof = False
+        self.position = 0
+        self.piece = piece
+
+    async def _more(self) -> bool:
+        if self._eof:
+            return False
+        try:
+            chunk = await anext(self._chunks)
+        except StopAsyncIteration:
+            self._eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    async def read(self, n: int) -> bytes:
+        while (n < 0 or len(self._buffer) < n) and await self._more():
+            pass
+        take = len(self._buffer) if n < 0 else min(n, len(self._buffer))
+        out = bytes(self._buffer[:take])
+        del self._buffer[:take]
+        self.position += take
+        return out
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        await self._close()
+
+
+# ---------------------------------------------------------------------------------------
+# The public file object
+# ---------------------------------------------------------------------------------------
+
+
+class EncryptedFile:
+    """An open encrypted file (mode ``"rb"`` or ``"wb"``). Use :func:`open_file` or :meth:`wrap`.
+
+    Writing: :meth:`write`, :meth:`tell`, :meth:`aclose` (commits). Reading: :meth:`read`,
+    :meth:`readinto`, ``async for chunk in f``, :meth:`seek`, :meth:`tell`, :attr:`size`.
+    Leaving ``async with`` by an exception discards a write (the destination is untouched).
+    Reads raise :class:`AuthenticationError` for a segment that does not verify,
+    :class:`TruncatedStreamError` / :class:`FormatError` for a cut file; methods of the
+    other mode raise :class:`InvalidParameterError`; after close, anyio's
+    ``ClosedResourceError``; two tasks at once, anyio's ``BusyResourceError``.
+    """
+
+    def __init__(
+        self, mode: Literal["rb", "wb"], impl: _Writer | _RandomReader | _SequentialReader
+    ) -> None:
+        self.mode = mode
+        self._impl = impl
+        self._closed = False
+        self._guard = anyio.ResourceGuard("using")
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def wrap(
+        cls,
+        stream: Any,
+        mode: str,
+        *,
+        key: _container.KeyLike | None = None,
+        suite: str | None = None,
+        segment_size: int | None = None,
+        aad: Buffer = b"",
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
+        format: str = "native",
+        recipients: Iterable[_age.RecipientLike] = (),
+        identities: Iterable[_age.IdentityLike] = (),
+        passphrase: str | Buffer | None = None,
+        close_wrapped: bool = True,
+    ) -> FileOpener:
+        """Encrypt into / decrypt from an already open async object.
+
+        ``"rb"``: an object with async ``seek``/``tell``/``read`` that can seek (an
+        ``anyio.open_file`` result) gets random access, its container starting at its
+        current position; anything else (an anyio ``ByteReceiveStream``, an object with an
+        async ``read``, an async iterable of bytes) is read sequentially (``size`` is then
+        ``None`` and :meth:`seek` raises). ``"wb"``: an object with async ``write`` or an
+        anyio ``ByteSendStream``; no atomicity (the caller owns the object), and a write
+        abandoned by an exception leaves an unterminated stream that readers reject.
+        The wrapped object is closed with the file unless ``close_wrapped=False``.
+        """
+        checked = _check_mode(mode)
+        fmt = _format(format)
+        opts = _options(key, suite, segment_size, aad, recipients, identities, passphrase)
+        fmt.check(opts, checked)
+        return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError("the encrypted file is closed")
+
+    def _writer(self) -> _Writer:
+        self._check_open()
+        if not isinstance(self._impl, _Writer):
+            raise InvalidParameterError("the file was opened for reading ('rb'); write needs 'wb'")
+        return self._impl
+
+    def _reader(self) -> _RandomReader | _SequentialReader:
+        self._check_open()
+        if isinstance(self._impl, _Writer):
+            raise InvalidParameterError("the file was opened for writing ('wb'); read needs 'rb'")
+        return self._impl
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def seekable(self) -> bool:
+        """True for random access (a path, or a wrapped object that can seek)."""
+        return isinstance(self._impl, _RandomReader)
+
+    @property
+    def size(self) -> int | None:
+        """Plaintext size of a file being read by random access; ``None`` otherwise."""
+        return self._impl.size if isinstance(self._impl, _RandomReader) else None
+
+    # -- writing --------------------------------------------------------------------------
+
+    async def write(self, data: Buffer) -> int:
+        """Encrypt and write ``data``; returns ``len(data)``. A failure breaks the file."""
+        writer = self._writer()
+        with self._guard:
+            try:
+                return await writer.write(data)
+            except BaseException:
+                await self._fail()
+                raise
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes of verified plaintext (all the rest when ``n < 0``); ``b""`` at EOF."""
+        reader = self._reader()
+        with self._guard:
+            return await reader.read(n)
+
+    async def readinto(self, buffer: bytearray | memoryview) -> int:
+        """Read up to ``len(buffer)`` bytes into ``buffer``; returns the count."""
+        view = memoryview(buffer).cast("B")
+        data = await self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move the read position (random access only); returns the new position."""
+        reader = self._reader()
+        if not isinstance(reader, _RandomReader):
+            raise InvalidParameterError("the wrapped stream cannot seek; it reads front to back")
+        with self._guard:
+            return await reader.seek(offset, whence)
+
+    async def tell(self) -> int:
+        """The plaintext position (bytes written so far when writing)."""
+        self._check_open()
+        return self._impl.position
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        reader = self._reader()
+        while True:
+            chunk = await self.read(reader.piece)
+            if not chunk:
+                return
+            yield chunk
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def _fail(self) -> None:
+        """Abandon a write: remove the temporary (shielded from cancellation)."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            impl = self._impl
+            if isinstance(impl, _Writer):
+                await impl._sink.abort()
+            else:
+                await impl.aclose()
+
+    async def aclose(self) -> None:
+        """Finish: a writer seals the final segment and commits (atomic rename for a path);
+        a reader releases the file. Closing twice does nothing."""
+        if self._closed:
+            return
+        impl = self._impl
+        if not isinstance(impl, _Writer):
+            self._closed = True
+            with anyio.CancelScope(shield=True):
+                await impl.aclose()
+            return
+        with self._guard:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await impl.close()
+            except BaseException:
+                await self._fail()
+                raise
+            self._closed = True
+
+    async def __aenter__(self) -> EncryptedFile:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            await self._fail()
+        else:
+            await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<EncryptedFile mode={self.mode!r} {state}>"
+
+
+class FileOpener:
+    """What :func:`open_file` returns: ``async with`` it, or ``await`` it for the file."""
+
+    def __init__(self, opening: Callable[[], Any]) -> None:
+        self._opening = opening
+        self._file: EncryptedFile | None = None
+
+    def __await__(self) -> Generator[Any, None, EncryptedFile]:
+        return self._opening().__await__()  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> EncryptedFile:
+        self._file = await self._opening()
+        return self._file
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._file is not None
+        await self._file.__aexit__(exc_type, exc, tb)
+
+
+def _options(
+    key: _container.KeyLike | None,
+    suite: str | None,
+    segment_size: int | None,
+    aad: Buffer,
+    recipients: Iterable[_age.RecipientLike],
+    identities: Iterable[_age.IdentityLike],
+    passphrase: str | Buffer | None,
+) -> FileOptions:
+    if isinstance(recipients, str) or isinstance(identities, str):
+        raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
+    return FileOptions(
+        key, suite, segment_size, aad, tuple(recipients), tuple(identities), passphrase
+    )
+
+
+async def _load_layout(
+    source: _RandomAccess, fmt: FileFormat, opts: FileOptions, threads: _Threads
+) -> SegmentLayout:
+    size = source.size
+    want = min(size, 4096)
+    while True:
+        head = await source.read_at(0, want)
+        need = fmt.header_size(head)
+        if need is not None and need <= len(head):
+            break
+        if len(head) >= size:
+            raise TruncatedStreamError("the file ends inside its header: it is truncated")
+        if want >= fmt.max_header_size:
+            raise FormatError("the file's header is longer than any valid header")
+        want = min(size, max(need or 0, 2 * want))
+    layout = await threads.run(fmt.layout, opts, head[:need], size)
+    _ = layout.plaintext_size  # raises FormatError / TruncatedStreamError for a cut file
+    return layout
+
+
+async def _open_reader_on(
+    source: _RandomAccess,
+    fmt: FileFormat,
+    opts: FileOptions,
+    policy: OffloadPolicy | None,
+    threads: _Threads,
+) -> EncryptedFile:
+    try:
+        layout = await _load_layout(source, fmt, opts, threads)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await source.aclose()
+        raise
+    return EncryptedFile("rb", _RandomReader(source, layout, policy))
+
+
+def open_file(
+    path: str | os.PathLike[str],
+    mode: str,
+    *,
+    key: _container.KeyLike | None = None,
+    suite: str | None = None,
+    segment_size: int | None = None,
+    aad: Buffer = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    format: str = "native",
+    recipients: Iterable[_age.RecipientLike] = (),
+    identities: Iterable[_age.IdentityLike] = (),
+    passphrase: str | Buffer | None = None,
+) -> FileOpener:
+    """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
+
+    ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format="native"``
+    (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
+    ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``) or ``"age"``
+    (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
+    ``passphrase=`` to read). Writes are atomic (see the module docstring). ``policy``
+    governs the crypto offload; ``None`` keeps the crypto on the event loop (file I/O
+    always runs on worker threads).
+
+    Raises at the call: :class:`InvalidParameterError` (mode, arguments),
+    :class:`UnsupportedFormatError` (format). When entered: ``OSError`` from the file
+    system, :class:`AuthenticationError` (wrong key, tampered header),
+    :class:`UnknownKeyError`, :class:`FormatError`, :class:`TruncatedStreamError`.
+    """
+    checked = _check_mode(mode)
+    fmt = _format(format)
+    opts = _options(key, suite, segment_size, aad, recipients, identities, passphrase)
+    fmt.check(opts, checked)
+    dest = os.fspath(path)
+    threads = _Threads(policy)
+
+    async def opening() -> EncryptedFile:
+        if checked == "wb":
+            enc = await threads.run(fmt.encryptor, opts)
+            fd, tmp = await threads.run(_create_temporary, dest)
+            sink = _AtomicFileSink(dest, fd, tmp, threads)
+            return EncryptedFile("wb", _Writer(enc, sink, policy))
+        fd = await threads.run(os.open, dest, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = (await threads.run(os.fstat, fd)).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
+
+    return FileOpener(opening)
+
+
+def _open_wrapped(
+    stream: Any,
+    mode: Literal["rb", "wb"],
+    fmt: FileFormat,
+    opts: FileOptions,
+    policy: OffloadPolicy | None,
+    close: bool,
+) -> Callable[[], Any]:
+    threads = _Threads(policy)
+
+    async def opening() -> EncryptedFile:
+        if mode == "wb":
+            if not isinstance(stream, ByteSendStream) and not hasattr(stream, "write"):
+                raise InvalidParameterError(
+                    "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
+                )
+            enc = await threads.run(fmt.encryptor, opts)
+            return EncryptedFile("wb", _Writer(enc, _StreamSink(stream, close), policy))
+        if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
+            try:
+                base = await stream.tell()
+                end = await stream.seek(0, io.SEEK_END)
+                if end is None:
+                    end = await stream.tell()
+            except (OSError, ValueError):  # io.UnsupportedOperation is both
+                pass
+            else:
+                source = _SeekableSource(stream, base, end - base, close)
+                return await _open_reader_on(source, fmt, opts, policy, threads)
+        if not (
+            isinstance(stream, ByteReceiveStream)
+            or hasattr(stream, "read")
+            or isinstance(stream, AsyncIterable)
+        ):
+            raise InvalidParameterError(
+                "wrap(..., 'rb') needs an async file, an anyio ByteReceiveStream, "
+                "an object with async read() or an async iterable of bytes"
+            )
+        return await _open_sequential(stream, fmt, opts, policy, threads, close)
+
+    return opening
+
+
+async def _open_sequential(
+    stream: Any,
+    fmt: FileFormat,
+    opts: FileOptions,
+    policy: OffloadPolicy | None,
+    threads: _Threads,
+    close: bool,
+) -> EncryptedFile:
+    async def close_stream() -> None:
+        if close:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    chunks = _StreamChunks(stream, b"")
+    try:
+        head = bytearray()
+        while True:
+            need = fmt.header_size(bytes(head))
+            if need is not None and need <= len(head):
+                break
+            if need is None and len(head) > fmt.max_header_size:
+                raise FormatError("the stream's header is longer than any valid header")
+            chunk = await chunks.receive()
+            if not chunk:
+                raise TruncatedStreamError("the stream ends inside its header: it is truncated")
+            head += chunk
+        dec = await threads.run(fmt.decryptor, opts)
+        # Authenticate the header now (it may run scrypt): exactly the header bytes, so
+        # that no segment job is created outside the pipeline.
+        await threads.run(dec.feed, bytes(head[:need]))
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await close_stream()
+        raise
+    chunks.push_back(bytes(head[need:]))
+    out = pipeline(dec, policy=policy).stream(chunks)
+    piece = policy.batch_size if policy is not None else _INLINE_PIECE
+    return EncryptedFile("rb", _SequentialReader(out, close_stream, piece))

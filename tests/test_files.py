@@ -1,0 +1,703 @@
+"""Async encrypted files: round trips, random access, atomic writes, crashes, memory."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pyrage
+import pytest
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from streamcrypt import decrypt_bytes, encrypt_bytes
+from streamcrypt.codecs import container
+from streamcrypt.codecs.age import X25519Identity
+from streamcrypt.engine import OffloadPolicy
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.transports import EncryptedFile, open_file, remove_stale_temporaries
+
+pytestmark = pytest.mark.anyio
+
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
+SEG = 1024
+CT_SEG = SEG + 16
+#: Forces every seal and open batch onto worker threads, in many small batches.
+THREADED = OffloadPolicy(inline_limit=0, batch_size=4096, max_in_flight=2)
+POLICIES = [pytest.param(None, id="inline"), pytest.param(THREADED, id="threaded")]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def plaintext(size: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+async def write_file(
+    path: Path, data: bytes, *, policy: OffloadPolicy | None = None, pieces: int = 1, **kw: Any
+) -> None:
+    rng = random.Random(len(data))
+    cuts = sorted(rng.randrange(len(data) + 1) for _ in range(pieces - 1))
+    async with open_file(path, "wb", key=KEY, segment_size=SEG, policy=policy, **kw) as f:
+        prev = 0
+        for cut in [*cuts, len(data)]:
+            assert await f.write(data[prev:cut]) == cut - prev
+            prev = cut
+        assert await f.tell() == len(data)
+
+
+def header_size(path: Path) -> int:
+    raw = path.read_bytes()
+    return container.layout(KEY, raw, len(raw)).header_size
+
+
+def only_file(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+# ---------------------------------------------------------------------------------------
+# Round trips
+# ---------------------------------------------------------------------------------------
+
+SIZES = [
+    0,
+    1,
+    SEG - 1,
+    SEG,
+    SEG + 1,
+    2 * SEG - 1,
+    2 * SEG,
+    2 * SEG + 1,
+    5000,
+    10 * SEG,
+    10 * SEG + 1,
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_round_trip_sizes(tmp_path: Path, policy: OffloadPolicy | None) -> None:
+    for size in SIZES:
+        data = plaintext(size, size)
+        path = tmp_path / f"f{size}.enc"
+        await write_file(path, data, policy=policy, pieces=1 + size % 7)
+        assert decrypt_bytes(path.read_bytes(), KEY) == data  # a valid container
+        async with open_file(path, "rb", key=KEY, policy=policy) as f:
+            assert f.size == size
+            assert f.seekable
+            assert await f.read() == data
+            assert await f.read() == b""
+            assert await f.tell() == size
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+async def test_round_trip_default_policy_and_suites(tmp_path: Path) -> None:
+    data = plaintext(300_000)
+    for suite in container.SUITE_IDS:
+        path = tmp_path / f"{suite}.enc"
+        async with open_file(path, "wb", key=KEY, suite=suite) as f:
+            await f.write(bytearray(data))  # a mutable buffer is copied, not kept
+        async with open_file(path, "rb", key=KEY) as f:
+            assert await f.read() == data
+        assert container.read_header(path.read_bytes())[0].suite == suite  # type: ignore[index]
+
+
+async def test_await_form_and_reuse_of_caller_buffer(tmp_path: Path) -> None:
+    path = tmp_path / "a.enc"
+    f = await open_file(path, "wb", key=KEY, segment_size=SEG)
+    buf = bytearray(b"x" * 3000)
+    await f.write(buf)
+    buf[:] = b"y" * 3000  # reusing the buffer after write() must not change the file
+    await f.aclose()
+    await f.aclose()  # twice is harmless
+    assert f.closed
+    async with await open_file(path, "rb", key=KEY) as r:
+        assert await r.read() == b"x" * 3000
+
+
+# ---------------------------------------------------------------------------------------
+# Random access
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_seek_tell_read_random(tmp_path: Path, policy: OffloadPolicy | None) -> None:
+    data = plaintext(20 * SEG + 333, 7)
+    path = tmp_path / "r.enc"
+    await write_file(path, data)
+    model = io.BytesIO(data)
+    rng = random.Random(11)
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        for _ in range(300):
+            op = rng.randrange(4)
+            if op == 0:
+                whence = rng.randrange(3)
+                offset = (
+                    rng.randrange(-len(data), len(data))
+                    if whence
+                    else rng.randrange(len(data) + 50)
+                )
+                if [0, model.tell(), len(data)][whence] + offset < 0:
+                    with pytest.raises(InvalidParameterError):
+                        await f.seek(offset, whence)
+                    continue
+                assert await f.seek(offset, whence) == model.seek(offset, whence)
+            elif op == 1:
+                n = rng.choice([0, 1, 17, SEG - 1, SEG, SEG + 1, 3 * SEG + 5, -1])
+                assert await f.read(n) == model.read(n)
+            elif op == 2:
+                assert await f.tell() == model.tell()
+            else:
+                buf = bytearray(rng.randrange(1, 4000))
+                got = await f.readinto(buf)
+                want = model.read(len(buf))
+                assert got == len(want)
+                assert bytes(buf[:got]) == want
+
+
+async def test_readinto_and_iteration(tmp_path: Path) -> None:
+    data = plaintext(10 * SEG + 77, 3)
+    path = tmp_path / "i.enc"
+    await write_file(path, data, pieces=5)
+    async with open_file(path, "rb", key=KEY, policy=THREADED) as f:
+        buf = bytearray(100)
+        assert await f.readinto(memoryview(buf)) == 100
+        assert buf == data[:100]
+        chunks = [chunk async for chunk in f]
+        assert len(chunks) > 1  # pieces of the policy's batch size
+        assert b"".join(chunks) == data[100:]
+        assert await f.readinto(buf) == 0
+        await f.seek(-10, io.SEEK_END)
+        assert b"".join([c async for c in f]) == data[-10:]
+
+
+async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = plaintext(100 * SEG + 10, 5)
+    path = tmp_path / "n.enc"
+    await write_file(path, data)
+    read: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        out = real(fd, n, offset)
+        read.append(len(out))
+        return out
+
+    monkeypatch.setattr(os, "pread", counting)
+    async with open_file(path, "rb", key=KEY) as f:
+        opened = sum(read)
+        assert opened <= 4096  # only the header was read at open time
+        read.clear()
+        await f.seek(50 * SEG + 10)
+        assert await f.read(20) == data[50 * SEG + 10 : 50 * SEG + 30]
+        assert sum(read) == CT_SEG  # exactly one segment
+        read.clear()
+        for pos in range(50 * SEG + 30, 51 * SEG, 100):  # small sequential reads: cached
+            assert await f.read(100) == data[pos : pos + 100]
+        assert sum(read) == CT_SEG  # only segment 51, which the last read reached
+        read.clear()
+        await f.seek(51 * SEG + 1000)
+        assert await f.read(3 * SEG) == data[51 * SEG + 1000 : 54 * SEG + 1000]
+        assert sum(read) == 3 * CT_SEG  # segment 51 from the cache, 52-54 from disk
+        read.clear()
+        await f.seek(-5, io.SEEK_END)
+        assert await f.read() == data[-5:]
+        assert sum(read) == 10 + 16  # the final (short) segment only
+
+
+class CountingFile:
+    """An async file-like wrapper counting the bytes read through it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.count = 0
+
+    async def read(self, n: int = -1) -> bytes:
+        data: bytes = await self.inner.read(n)
+        self.count += len(data)
+        return data
+
+    async def seek(self, offset: int, whence: int = 0) -> int:
+        pos: int = await self.inner.seek(offset, whence)
+        return pos
+
+    async def tell(self) -> int:
+        pos: int = await self.inner.tell()
+        return pos
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_wrap_anyio_file_random_access(tmp_path: Path) -> None:
+    data = plaintext(40 * SEG, 9)
+    path = tmp_path / "w.enc"
+    prefix = b"PREFIX-BEFORE-THE-CONTAINER"
+    async with await anyio.open_file(path, "wb") as raw:
+        await raw.write(prefix)
+        async with EncryptedFile.wrap(
+            raw, "wb", key=KEY, segment_size=SEG, close_wrapped=False
+        ) as f:
+            await f.write(data)
+        await raw.write(b"")
+    async with await anyio.open_file(path, "rb") as raw:
+        await raw.seek(len(prefix))  # the container starts at the current position
+        counting = CountingFile(raw)
+        async with EncryptedFile.wrap(counting, "rb", key=KEY) as f:
+            assert f.seekable and f.size == len(data)
+            start = counting.count
+            await f.seek(20 * SEG + 1)
+            assert await f.read(SEG - 1) == data[20 * SEG + 1 : 21 * SEG]
+            assert counting.count - start == CT_SEG
+            await f.seek(0)
+            assert await f.read() == data
+
+
+class ChunkReceiver(ByteReceiveStream):
+    """A non-seekable byte stream handing out fixed chunks."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.chunks = [data[i : i + step] for i in range(0, len(data), step)]
+        self.closed = False
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self.chunks:
+            raise anyio.EndOfStream
+        return self.chunks.pop(0)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class Collector(ByteSendStream):
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.closed = False
+
+    async def send(self, item: bytes) -> None:
+        self.data += item
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_wrap_byte_streams_sequential(policy: OffloadPolicy | None) -> None:
+    data = plaintext(7 * SEG + 99, 4)
+    sink = Collector()
+    async with EncryptedFile.wrap(sink, "wb", key=KEY, segment_size=SEG, policy=policy) as f:
+        await f.write(data[:1000])
+        await f.write(data[1000:])
+    assert sink.closed
+    assert decrypt_bytes(bytes(sink.data), KEY) == data
+    source = ChunkReceiver(bytes(sink.data), 333)
+    async with EncryptedFile.wrap(source, "rb", key=KEY, policy=policy) as f:
+        assert not f.seekable and f.size is None
+        assert await f.read(10) == data[:10]
+        buf = bytearray(5)
+        assert await f.readinto(buf) == 5 and buf == data[10:15]
+        with pytest.raises(InvalidParameterError, match="cannot seek"):
+            await f.seek(0)
+        rest = b"".join([chunk async for chunk in f])
+        assert rest == data[15:]
+        assert await f.tell() == len(data)
+    assert source.closed
+
+    async def gen() -> AsyncIterator[bytes]:
+        for i in range(0, len(sink.data), 1000):
+            yield bytes(sink.data[i : i + 1000])
+
+    async with EncryptedFile.wrap(gen(), "rb", key=KEY, policy=policy) as f:
+        assert await f.read() == data
+
+
+# ---------------------------------------------------------------------------------------
+# Failures: keys, tampering, truncation, arguments
+# ---------------------------------------------------------------------------------------
+
+
+async def test_wrong_key_fails_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "k.enc"
+    await write_file(path, plaintext(5000))
+    with pytest.raises(AuthenticationError):
+        async with open_file(path, "rb", key=OTHER_KEY):
+            pytest.fail("the body must not run")
+    with pytest.raises(AuthenticationError):
+        async with open_file(path, "rb", key=KEY, aad=b"other context"):
+            pytest.fail("the body must not run")
+    with pytest.raises(AuthenticationError):
+        async with EncryptedFile.wrap(ChunkReceiver(path.read_bytes(), 50), "rb", key=OTHER_KEY):
+            pytest.fail("the body must not run")
+    (tmp_path / "not.enc").write_bytes(b"hello, this is not a container at all")
+    with pytest.raises(FormatError):
+        async with open_file(tmp_path / "not.enc", "rb", key=KEY):
+            pytest.fail("the body must not run")
+
+
+async def test_tampered_segment(tmp_path: Path) -> None:
+    data = plaintext(10 * SEG + 500, 8)
+    path = tmp_path / "t.enc"
+    await write_file(path, data)
+    raw = bytearray(path.read_bytes())
+    raw[header_size(path) + 3 * CT_SEG + 5] ^= 1
+    path.write_bytes(raw)
+    async with open_file(path, "rb", key=KEY) as f:
+        await f.seek(3 * SEG + 100)
+        with pytest.raises(AuthenticationError):
+            await f.read(10)
+        assert await f.tell() == 3 * SEG + 100  # a failed read does not move
+        await f.seek(2 * SEG)
+        assert await f.read(SEG) == data[2 * SEG : 3 * SEG]
+        await f.seek(4 * SEG)
+        assert await f.read() == data[4 * SEG :]
+        await f.seek(0)
+        with pytest.raises(AuthenticationError):
+            await f.read()
+    async with open_file(path, "rb", key=KEY) as f:
+        got = bytearray()
+        with pytest.raises(AuthenticationError):
+            async for chunk in f:
+                got += chunk
+        assert data.startswith(got)
+    with pytest.raises(AuthenticationError):  # sequential: verified data, then the error
+        async with EncryptedFile.wrap(ChunkReceiver(bytes(raw), 700), "rb", key=KEY) as f:
+            await f.read()
+
+
+async def test_truncated_files(tmp_path: Path) -> None:
+    data = plaintext(10 * SEG + 500, 2)
+    path = tmp_path / "full.enc"
+    await write_file(path, data)
+    raw = path.read_bytes()
+    hs = header_size(path)
+    at_open: list[tuple[int, type[Exception]]] = [
+        (0, TruncatedStreamError),
+        (10, TruncatedStreamError),
+        (hs - 1, TruncatedStreamError),
+        (hs, TruncatedStreamError),
+        (hs + 3 * CT_SEG, FormatError),
+        (hs + 3 * CT_SEG + 5, FormatError),
+        (len(raw) - 500 - 16 + 3, FormatError),
+    ]
+    for cut, error in at_open:
+        cut_path = tmp_path / f"cut{cut}.enc"
+        cut_path.write_bytes(raw[:cut])
+        with pytest.raises(error):
+            async with open_file(cut_path, "rb", key=KEY):
+                pytest.fail("the body must not run")
+    # Cut inside the final segment, past its tag size: the earlier segments read, the
+    # end does not (a shortened final segment cannot be told from a tampered one).
+    cut_path = tmp_path / "cut_tail.enc"
+    cut_path.write_bytes(raw[:-100])
+    async with open_file(cut_path, "rb", key=KEY) as f:
+        assert await f.read(10 * SEG) == data[: 10 * SEG]
+        with pytest.raises(AuthenticationError):
+            await f.read()
+    # Read front to back, a cut at a segment boundary is a truncation.
+    with pytest.raises(TruncatedStreamError):
+        async with EncryptedFile.wrap(
+            ChunkReceiver(raw[: hs + 4 * CT_SEG], 1000), "rb", key=KEY
+        ) as f:
+            await f.read()
+
+
+@pytest.mark.parametrize("mode", ["r", "w", "rt", "wt", "a", "ab", "r+b", "w+b", "x", "xb", "br"])
+async def test_bad_modes(tmp_path: Path, mode: str) -> None:
+    with pytest.raises(InvalidParameterError, match=r"text modes .* out of scope.*'rb' or 'wb'"):
+        open_file(tmp_path / "m.enc", mode, key=KEY)
+    with pytest.raises(InvalidParameterError, match="text modes"):
+        EncryptedFile.wrap(Collector(), mode, key=KEY)
+    assert not os.listdir(tmp_path)
+
+
+async def test_bad_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "x.enc"
+    with pytest.raises(UnsupportedFormatError, match="native"):
+        open_file(path, "wb", key=KEY, format="tink")
+    with pytest.raises(InvalidParameterError, match="key="):
+        open_file(path, "wb")
+    with pytest.raises(InvalidParameterError):
+        open_file(path, "wb", key=KEY, passphrase="pw")
+    with pytest.raises(InvalidParameterError):
+        open_file(path, "rb", key=KEY, segment_size=4096)
+    with pytest.raises(InvalidParameterError):
+        open_file(path, "wb", format="age", key=KEY)
+    with pytest.raises(InvalidParameterError):
+        open_file(path, "wb", format="age", passphrase="pw", segment_size=SEG)
+    with pytest.raises(InvalidParameterError):  # the container's own check, at entry
+        async with open_file(path, "wb", key=KEY, segment_size=10):
+            pytest.fail("the body must not run")
+    assert not os.listdir(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        async with open_file(path, "rb", key=KEY):
+            pytest.fail("the body must not run")
+
+
+async def test_mode_and_closed_errors(tmp_path: Path) -> None:
+    path = tmp_path / "c.enc"
+    async with open_file(path, "wb", key=KEY) as w:
+        with pytest.raises(InvalidParameterError, match="writing"):
+            await w.read()
+        with pytest.raises(InvalidParameterError):
+            await w.seek(0)
+        await w.write(b"abc")
+    with pytest.raises(anyio.ClosedResourceError):
+        await w.write(b"more")
+    async with open_file(path, "rb", key=KEY) as r:
+        with pytest.raises(InvalidParameterError, match="reading"):
+            await r.write(b"x")
+        with pytest.raises(InvalidParameterError):
+            await r.seek(0, 7)
+    with pytest.raises(anyio.ClosedResourceError):
+        await r.read()
+    assert "abc" not in repr(r) and "rb" in repr(r)
+
+
+# ---------------------------------------------------------------------------------------
+# Atomic writes
+# ---------------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+async def test_exception_in_block_leaves_destination(tmp_path: Path) -> None:
+    path = tmp_path / "dest.enc"
+    old = plaintext(5000, 1)
+    await write_file(path, old)
+    os.chmod(path, 0o640)
+    before = path.read_bytes()
+    with pytest.raises(Boom):
+        async with open_file(path, "wb", key=KEY, segment_size=SEG, policy=THREADED) as f:
+            await f.write(plaintext(50_000, 2))
+            temps = [n for n in os.listdir(tmp_path) if n != "dest.enc"]
+            assert len(temps) == 1 and temps[0].startswith(".dest.enc.streamcrypt-")
+            assert temps[0].endswith(".tmp")
+            raise Boom
+    assert path.read_bytes() == before
+    assert only_file(tmp_path) == ["dest.enc"]
+    # a clean write replaces it, keeping the old file's permissions
+    await write_file(path, b"new")
+    assert only_file(tmp_path) == ["dest.enc"]
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    async with open_file(path, "rb", key=KEY) as r:
+        assert await r.read() == b"new"
+    # no destination before: none after
+    fresh = tmp_path / "fresh.enc"
+    with pytest.raises(Boom):
+        async with open_file(fresh, "wb", key=KEY) as f:
+            await f.write(b"data")
+            raise Boom
+    assert only_file(tmp_path) == ["dest.enc"]
+
+
+async def test_cancelled_write_leaves_destination(tmp_path: Path) -> None:
+    path = tmp_path / "dest.enc"
+    await write_file(path, b"old content")
+    before = path.read_bytes()
+    with anyio.move_on_after(0.05) as scope:
+        async with open_file(path, "wb", key=KEY, policy=THREADED) as f:
+            while True:
+                await f.write(bytes(100_000))
+    assert scope.cancelled_caught
+    assert path.read_bytes() == before
+    assert only_file(tmp_path) == ["dest.enc"]
+
+
+async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loop_thread = threading.get_ident()
+    calls: list[tuple[str, int]] = []
+
+    def spy(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, threading.get_ident()))
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("pread", "write", "fsync", "replace", "open", "fstat", "close"):
+        monkeypatch.setattr(os, name, spy(name, getattr(os, name)))
+    path = tmp_path / "t.enc"
+    data = plaintext(3 * SEG)
+    await write_file(path, data, policy=None, pieces=3)
+    async with open_file(path, "rb", key=KEY, policy=None) as f:
+        assert await f.read() == data
+    names = {name for name, _ in calls}
+    assert {"pread", "write", "fsync", "replace", "open"} <= names
+    assert all(ident != loop_thread for _, ident in calls), calls
+
+
+# ---------------------------------------------------------------------------------------
+# age
+# ---------------------------------------------------------------------------------------
+
+
+async def test_age_round_trip_and_interop(tmp_path: Path) -> None:
+    identity = X25519Identity.generate()
+    data = plaintext(3 * 65536 + 123, 6)
+    path = tmp_path / "a.age"
+    async with open_file(path, "wb", format="age", recipients=[identity.recipient]) as f:
+        await f.write(data)
+    theirs = pyrage.x25519.Identity.from_str(identity.to_string())
+    assert pyrage.decrypt(path.read_bytes(), [theirs]) == data
+    async with open_file(path, "rb", format="age", identities=[identity]) as f:
+        assert f.size == len(data)
+        await f.seek(2 * 65536 - 3)
+        assert await f.read(10) == data[2 * 65536 - 3 : 2 * 65536 + 7]
+        await f.seek(0)
+        assert await f.read() == data
+    # a file written by the age implementation, read by random access and sequentially
+    recipient = pyrage.x25519.Recipient.from_str(str(identity.recipient))
+    path.write_bytes(pyrage.encrypt(data, [recipient]))
+    async with open_file(path, "rb", format="age", identities=[identity.to_string()]) as f:
+        await f.seek(65536)
+        assert await f.read(65536) == data[65536 : 2 * 65536]
+    async with EncryptedFile.wrap(
+        ChunkReceiver(path.read_bytes(), 4000), "rb", format="age", identities=[identity]
+    ) as f:
+        assert await f.read() == data
+    with pytest.raises(UnknownKeyError):
+        async with open_file(path, "rb", format="age", identities=[X25519Identity.generate()]):
+            pytest.fail("the body must not run")
+
+
+# ---------------------------------------------------------------------------------------
+# Crashes and memory (child processes)
+# ---------------------------------------------------------------------------------------
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_sigkill_mid_write_leaves_destination(tmp_path: Path) -> None:
+    dest = tmp_path / "big.enc"
+    old_plain = b"the old, complete file\n" * 1000
+    dest.write_bytes(encrypt_bytes(old_plain, KEY))
+    before = dest.read_bytes()
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "_kill_writer.py"), str(dest), KEY.hex()],
+        stdout=subprocess.PIPE,
+        env=_child_env(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"writing\n"
+        deadline = time.monotonic() + 60
+        grown = False
+        while time.monotonic() < deadline and not grown:
+            for name in os.listdir(tmp_path):
+                if name.endswith(".tmp") and (tmp_path / name).stat().st_size > 24 << 20:
+                    grown = True
+            time.sleep(0.01)
+        assert grown, "the child never wrote 24 MiB into its temporary file"
+        assert child.poll() is None, "the child finished before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    assert dest.read_bytes() == before
+    assert decrypt_bytes(dest.read_bytes(), KEY) == old_plain
+    stale = [n for n in os.listdir(tmp_path) if n != "big.enc"]
+    assert len(stale) == 1 and stale[0].startswith(".big.enc.streamcrypt-"), stale
+    assert remove_stale_temporaries(tmp_path) == []  # too recent for the default age
+    removed = remove_stale_temporaries(tmp_path, older_than=0)
+    assert [p.name for p in removed] == stale
+    assert only_file(tmp_path) == ["big.enc"]
+    assert dest.read_bytes() == before
+
+
+_RSS_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, json, os, sys
+    import anyio
+    from streamcrypt.transports import open_file
+
+    def hwm():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
+    async def main(path, size):
+        key = bytes(32)
+        chunk = os.urandom(1 << 20)
+        written, read = hashlib.blake2b(), hashlib.blake2b()
+        async with open_file(path + ".warm", "wb", key=key) as f:  # warm the pools
+            await f.write(chunk)
+        async with open_file(path + ".warm", "rb", key=key) as f:
+            await f.read()
+        base = hwm()
+        async with open_file(path, "wb", key=key) as f:
+            for i in range(size >> 20):
+                piece = i.to_bytes(8, "big") + chunk[8:]
+                written.update(piece)
+                await f.write(piece)
+        after_write = hwm()
+        async with open_file(path, "rb", key=key) as f:
+            assert f.size == size
+            async for part in f:
+                read.update(part)
+        assert read.digest() == written.digest()
+        print(json.dumps({"base": base, "write": after_write, "read": hwm()}))
+
+    backend = sys.argv[3]
+    options = {"use_uvloop": True} if backend == "uvloop" else {}
+    anyio.run(
+        main, sys.argv[1], int(sys.argv[2]),
+        backend="trio" if backend == "trio" else "asyncio", backend_options=options,
+    )
+    """
+)
+
+
+def _rss_growth(tmp_path: Path, size: int, backend: str) -> dict[str, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, str(tmp_path / "rss.enc"), str(size), backend],
+        check=True,
+        capture_output=True,
+        env=_child_env(),
+        timeout=240,
+    ).stdout
+    result: dict[str, int] = json.loads(out)
+    assert (tmp_path / "rss.enc").stat().st_size > size
+    return result
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "uvloop", "trio"])
+def test_bounded_memory_256_mib(tmp_path: Path, backend: str) -> None:
+    """Write and read back 256 MiB in a fresh process: peak RSS grows by under 64 MiB."""
+    r = _rss_growth(tmp_path, 256 << 20, backend)
+    assert r["write"] - r["base"] < 64 << 20, r
+    assert r["read"] - r["base"] < 64 << 20, r
+
+
+@pytest.mark.slow
+def test_bounded_memory_1_gib(tmp_path: Path) -> None:
+    """Four times the length, the same bound: memory does not follow the file size."""
+    r = _rss_growth(tmp_path, 1 << 30, "asyncio")
+    assert r["write"] - r["base"] < 64 << 20, r
+    assert r["read"] - r["base"] < 64 << 20, r
