@@ -4,17 +4,49 @@ from __future__ import annotations
 
 from ._kdf import HashName, hkdf, hkdf_expand, hkdf_extract
 from ._keyring import KeyRing
+from ._password import (
+    ARGON2_SALT_SIZE,
+    INTERACTIVE,
+    MAX_READ_PARAMS,
+    MAX_SCRYPT_READ_PARAMS,
+    MODERATE,
+    SCRYPT_DEFAULT,
+    SENSITIVE,
+    Argon2Params,
+    PasswordParams,
+    ScryptParams,
+    check_read_params,
+    derive_key_from_password,
+    hash_password,
+    password_needs_rehash,
+    verify_password,
+)
 from ._secret import SecretKey, as_secret_key, constant_time_equal, random_bytes, wipe
 
 __all__ = [
+    "ARGON2_SALT_SIZE",
+    "INTERACTIVE",
+    "MAX_READ_PARAMS",
+    "MAX_SCRYPT_READ_PARAMS",
+    "MODERATE",
+    "SCRYPT_DEFAULT",
+    "SENSITIVE",
+    "Argon2Params",
     "HashName",
     "KeyRing",
+    "PasswordParams",
+    "ScryptParams",
     "SecretKey",
     "as_secret_key",
+    "check_read_params",
     "constant_time_equal",
+    "derive_key_from_password",
+    "hash_password",
     "hkdf",
     "hkdf_expand",
     "hkdf_extract",
+    "password_needs_rehash",
     "random_bytes",
+    "verify_password",
     "wipe",
 ]

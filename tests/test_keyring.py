@@ -1,0 +1,222 @@
+"""KeyRing: rotation, password-encrypted JSON serialization, constant-time find, bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from streamcrypt.codecs.container import StreamDecryptor, StreamEncryptor
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    LimitExceededError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.keys import Argon2Params, KeyRing, ScryptParams, SecretKey
+
+FAST = Argon2Params(1, 8192)
+
+
+def _enc(ring: KeyRing, data: bytes) -> bytes:
+    enc = StreamEncryptor(ring)
+    return enc.update(data) + enc.finalize()
+
+
+def _dec(ring: KeyRing, blob: bytes) -> bytes:
+    dec = StreamDecryptor(ring)
+    return dec.update(blob) + dec.finalize()
+
+
+def _ring() -> KeyRing:
+    return KeyRing([SecretKey.generate(key_id="v1"), SecretKey.generate(16, key_id="small")])
+
+
+def test_existing_api_still_works() -> None:
+    ring = KeyRing()
+    with pytest.raises(UnknownKeyError):
+        ring.active  # noqa: B018
+    k1 = SecretKey.generate(key_id="a")
+    ring.add(k1)
+    assert ring.active is k1 and ring.active_id == "a"
+    new = ring.rotate()
+    assert ring.active is new and len(ring) == 2 and "a" in ring
+    with pytest.raises(InvalidParameterError):
+        ring.remove(new.key_id)
+    assert ring.remove("a") is k1
+    with pytest.raises(UnknownKeyError):
+        ring.get("a")
+    with pytest.raises(InvalidParameterError):
+        ring.add(SecretKey.generate())  # no id
+    with pytest.raises(InvalidParameterError):
+        ring.add(b"raw" * 11)  # type: ignore[arg-type]
+
+
+def test_rotation_without_reencrypting_old_data() -> None:
+    ring = KeyRing([SecretKey.generate(key_id="v1")])
+    old = _enc(ring, b"written under v1" * 100)
+    v2 = ring.rotate()
+    new = _enc(ring, b"written under v2")
+    text = ring.to_json("s3cret", params=FAST)
+    loaded = KeyRing.from_json(text, "s3cret")
+    assert loaded.ids() == ["v1", v2.key_id] and loaded.active_id == v2.key_id
+    assert _dec(loaded, old) == b"written under v1" * 100
+    assert _dec(loaded, new) == b"written under v2"
+    # New data from the loaded ring goes under v2 and the original ring reads it.
+    assert _dec(ring, _enc(loaded, b"again")) == b"again"
+
+
+def test_round_trip_keeps_sizes_active_and_bytes() -> None:
+    ring = _ring()
+    ring.activate("v1")
+    for params in (FAST, ScryptParams(16, 1, 1)):
+        loaded = KeyRing.from_json(ring.to_json(b"pw", params=params), b"pw")
+        assert loaded.active_id == "v1"
+        assert [len(k) for k in loaded] == [32, 16]
+        assert all(a == b for a, b in zip(ring, loaded, strict=True))
+    empty = KeyRing.from_json(KeyRing().to_json("pw", params=FAST), "pw")
+    assert len(empty) == 0 and empty.active_id is None
+
+
+def test_serialized_form_hides_secrets() -> None:
+    ring = _ring()
+    text = ring.to_json("pw", params=FAST)
+    doc = json.loads(text)
+    assert doc["kdf"]["alg"] == "argon2id" and doc["kdf"]["ops"] == 1
+    assert doc["kdf"]["mem"] == 8192 and doc["cipher"] == "chacha20-poly1305"
+    for key in ring:
+        assert key.secret_bytes().hex() not in text
+        assert key.secret_bytes().hex() not in repr(ring)
+    assert repr(ring) == "KeyRing(ids=['v1', 'small'], active='small')"
+    assert str(ring) == repr(ring)
+
+
+def test_refuses_clear_serialization_unless_asked() -> None:
+    ring = _ring()
+    with pytest.raises(InvalidParameterError):
+        ring.to_json()
+    with pytest.raises(InvalidParameterError):
+        ring.to_json("pw", insecure_plaintext=True)
+    clear = ring.to_json(insecure_plaintext=True)
+    assert json.loads(clear)["kdf"] is None
+    # Loading a clear ring also needs the explicit flag, and never with a password
+    # (a clear ring swapped in for an encrypted one must not be trusted).
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(clear)
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(clear, "pw", insecure_plaintext=True)
+    loaded = KeyRing.from_json(clear, insecure_plaintext=True)
+    assert [k.secret_bytes() for k in loaded] == [k.secret_bytes() for k in ring]
+
+
+def test_wrong_password() -> None:
+    text = _ring().to_json("right", params=FAST)
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(text, "wrong")
+    with pytest.raises(InvalidParameterError):
+        KeyRing.from_json(text)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("active", "v1"),
+        ("keys", [{"id": "small", "size": 16}, {"id": "v1", "size": 32}]),
+        ("keys", [{"id": "v1", "size": 32}, {"id": "renamed", "size": 16}]),
+        ("keys", [{"id": "v1", "size": 16}, {"id": "small", "size": 32}]),
+        ("nonce", "AAAAAAAAAAAAAAAA"),
+    ],
+)
+def test_tampered_metadata_fails_authentication(field: str, value: object) -> None:
+    doc = json.loads(_ring().to_json("pw", params=FAST))
+    doc[field] = value
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(json.dumps(doc), "pw")
+
+
+def test_tampered_secrets_and_kdf() -> None:
+    doc = json.loads(_ring().to_json("pw", params=FAST))
+    sealed = bytearray(base64.b64decode(doc["secrets"]))
+    sealed[3] ^= 1
+    bad = dict(doc, secrets=base64.b64encode(bytes(sealed)).decode())
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(json.dumps(bad), "pw")
+    # Other KDF parameters derive another key: authentication fails.
+    bad = dict(doc, kdf=dict(doc["kdf"], ops=2))
+    with pytest.raises(AuthenticationError):
+        KeyRing.from_json(json.dumps(bad), "pw")
+    truncated = dict(doc, secrets=doc["secrets"][:-8])
+    with pytest.raises((AuthenticationError, FormatError)):
+        KeyRing.from_json(json.dumps(truncated), "pw")
+
+
+def test_hostile_kdf_parameters_are_refused_before_work() -> None:
+    doc = json.loads(_ring().to_json("pw", params=FAST))
+    doc["kdf"]["mem"] = 64 << 30  # 64 GiB
+    with pytest.raises(LimitExceededError):
+        KeyRing.from_json(json.dumps(doc), "pw")
+    doc["kdf"]["mem"] = 8192
+    doc["kdf"]["ops"] = 1 << 31
+    with pytest.raises(LimitExceededError):
+        KeyRing.from_json(json.dumps(doc), "pw")
+    doc["kdf"]["ops"] = 2
+    with pytest.raises(LimitExceededError):
+        KeyRing.from_json(json.dumps(doc), "pw", max_params=FAST)
+    sdoc = json.loads(_ring().to_json("pw", params=ScryptParams(16, 1, 1)))
+    sdoc["kdf"]["n"] = 1 << 30
+    with pytest.raises(LimitExceededError):
+        KeyRing.from_json(json.dumps(sdoc), "pw")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        "{}",
+        '{"streamcrypt_keyring": 1}',
+        '{"streamcrypt_keyring": 1, "keys": [{"id": 1, "size": 32}]}',
+        '{"streamcrypt_keyring": 1, "keys": [], "active": null, "kdf": {"alg": "argon2id"},'
+        ' "cipher": "chacha20-poly1305", "nonce": "", "secrets": ""}',
+        '{"streamcrypt_keyring": 1, "keys": [], "active": null, "kdf": {"alg": "argon2id",'
+        ' "ops": 0, "mem": 8192, "salt": "AAAAAAAAAAAAAAAAAAAAAA=="},'
+        ' "cipher": "chacha20-poly1305", "nonce": "", "secrets": ""}',
+        '{"streamcrypt_keyring": 1, "keys": [], "active": null, "kdf": {"alg": "argon2id",'
+        ' "ops": 1, "mem": 8192, "salt": "not base64!"},'
+        ' "cipher": "chacha20-poly1305", "nonce": "", "secrets": ""}',
+    ],
+)
+def test_malformed_json(text: str) -> None:
+    with pytest.raises(FormatError):
+        KeyRing.from_json(text, "pw")
+
+
+def test_unsupported_versions() -> None:
+    doc = json.loads(_ring().to_json("pw", params=FAST))
+    with pytest.raises(UnsupportedFormatError):
+        KeyRing.from_json(json.dumps(dict(doc, streamcrypt_keyring=2)), "pw")
+    with pytest.raises(UnsupportedFormatError):
+        KeyRing.from_json(json.dumps(dict(doc, kdf=dict(doc["kdf"], alg="pbkdf2"))), "pw")
+    with pytest.raises(UnsupportedFormatError):
+        KeyRing.from_json(json.dumps(dict(doc, cipher="rot13")), "pw")
+
+
+def test_find_is_by_material() -> None:
+    ring = _ring()
+    v1 = ring.get("v1")
+    assert ring.find(v1) == "v1"
+    assert ring.find(v1.secret_bytes()) == "v1"
+    assert ring.find(bytes(32)) is None
+    assert ring.find(b"") is None
+
+
+def test_wipe() -> None:
+    ring = _ring()
+    key = ring.get("v1")
+    ring.wipe()
+    assert len(ring) == 0 and len(key) == 0
+    with pytest.raises(UnknownKeyError):
+        ring.active  # noqa: B018
