@@ -8,6 +8,8 @@ import time
 from .keys import SecretKey
 from .primitives import AES256GCM
 
+__all__ = ["main"]
+
 
 def main() -> None:
     key = SecretKey.generate()
