@@ -21,6 +21,7 @@ __all__ = [
     "InvalidSignatureError",
     "InvalidTagSizeError",
     "LimitExceededError",
+    "NotFinalizedError",
     "PeerRejectedError",
     "StreamCryptError",
     "TruncatedStreamError",
@@ -108,6 +109,10 @@ class InvalidPublicKeyError(InvalidParameterError):
 
 class AlreadyFinalizedError(StreamCryptError, RuntimeError):
     """The transform was already finalized; create a new one."""
+
+
+class NotFinalizedError(StreamCryptError, RuntimeError):
+    """A result (digest, signature) was asked for before ``finalize()`` saw the whole input."""
 
 
 class BrokenTransformError(StreamCryptError, RuntimeError):

@@ -17,6 +17,7 @@ from streamcrypt.errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
+    NotFinalizedError,
 )
 from streamcrypt.keys import SecretKey
 from streamcrypt.primitives import (
@@ -212,7 +213,7 @@ def test_ed25519ph_verifier_rejects() -> None:
 def test_ed25519ph_lifecycle() -> None:
     signer = Ed25519phSigner(Ed25519PrivateKey.generate())
     assert isinstance(signer, Tap)
-    with pytest.raises(InvalidParameterError):
+    with pytest.raises(NotFinalizedError):
         signer.signature()
     signer.update(b"x")
     signer.finalize()

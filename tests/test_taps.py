@@ -21,7 +21,7 @@ from streamcrypt.errors import (
     InvalidKeySizeError,
     InvalidParameterError,
     InvalidTagSizeError,
-    TruncatedStreamError,
+    NotFinalizedError,
     UnsupportedFormatError,
 )
 from streamcrypt.keys import SecretKey
@@ -176,9 +176,9 @@ def test_update_into_copies_and_digests() -> None:
 def test_lifecycle_errors() -> None:
     tap = Sha512Tap()
     tap.update(b"abc")
-    with pytest.raises(TruncatedStreamError, match="after finalize"):
+    with pytest.raises(NotFinalizedError, match="after finalize"):
         tap.digest()
-    with pytest.raises(TruncatedStreamError):
+    with pytest.raises(NotFinalizedError):
         tap.hexdigest()
     tap.finalize()
     with pytest.raises(AlreadyFinalizedError):
@@ -211,7 +211,7 @@ def test_hmac_verify_and_truncation() -> None:
     msg = b"message" * 100
     full = hmac.new(b"k" * 32, msg, "sha256").digest()
     tap = HmacTap(key, "sha256")
-    with pytest.raises(TruncatedStreamError):
+    with pytest.raises(NotFinalizedError):
         tap.verify(full)
     tap.update(msg)
     tap.finalize()
@@ -301,7 +301,7 @@ def test_blake3_modes_and_extended_output() -> None:
     with pytest.raises(InvalidParameterError, match="max_threads"):
         Blake3Tap(max_threads=0)
     fresh = Blake3Tap()
-    with pytest.raises(TruncatedStreamError):
+    with pytest.raises(NotFinalizedError):
         fresh.digest(64)
 
 

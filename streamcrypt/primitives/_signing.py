@@ -28,6 +28,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
+    NotFinalizedError,
 )
 from ..keys import SecretKey
 
@@ -209,9 +210,9 @@ class Ed25519phSigner(_PhTap):
         return b""
 
     def signature(self) -> bytes:
-        """The 64-byte Ed25519ph signature; raises :class:`InvalidParameterError` before finalize."""
+        """The 64-byte Ed25519ph signature; raises :class:`NotFinalizedError` before finalize."""
         if self._signature is None:
-            raise InvalidParameterError("call finalize() before asking for the signature")
+            raise NotFinalizedError("call finalize() before asking for the signature")
         return self._signature
 
     digest = signature

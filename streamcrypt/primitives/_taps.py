@@ -8,7 +8,7 @@ and returns it (the same object when it is ``bytes``, a copy of a ``bytearray`` 
 Lifecycle (one small state machine, shared with every transform): ``update`` after
 ``finalize`` raises :class:`AlreadyFinalizedError`; any failure leaves the tap broken and
 later calls raise :class:`BrokenTransformError`. ``digest()`` before ``finalize()`` raises
-:class:`TruncatedStreamError`: the tap has not seen the end of its input, so there is no
+:class:`NotFinalizedError`: the tap has not seen the end of its input, so there is no
 digest of the whole stream to give.
 
 Kernels: ``cryptography`` (OpenSSL) for SHA-2, SHA-3, HMAC and Poly1305; ``hashlib`` for
@@ -38,7 +38,7 @@ from ..errors import (
     InvalidKeySizeError,
     InvalidParameterError,
     InvalidTagSizeError,
-    TruncatedStreamError,
+    NotFinalizedError,
     UnsupportedFormatError,
 )
 from ..keys import SecretKey
@@ -92,7 +92,7 @@ class HashTap(Lifecycle):
 
     ``update``/``update_into`` after ``finalize`` raise :class:`AlreadyFinalizedError`;
     a non-buffer input raises :class:`InvalidParameterError` (and breaks the tap);
-    ``digest``/``hexdigest`` before ``finalize`` raise :class:`TruncatedStreamError`.
+    ``digest``/``hexdigest`` before ``finalize`` raise :class:`NotFinalizedError`.
     Subclasses implement ``_absorb`` and ``_final``.
     """
 
@@ -180,17 +180,17 @@ class HashTap(Lifecycle):
             return self._digest
         if self._state is State.BROKEN:
             self._check()  # raises BrokenTransformError naming the first failure
-        raise TruncatedStreamError(
+        raise NotFinalizedError(
             f"{type(self).__name__}: the digest is available only after finalize(); "
             "call finalize() once the whole input has passed through"
         )
 
     def digest(self) -> bytes:
-        """The digest; raises :class:`TruncatedStreamError` before :meth:`finalize`."""
+        """The digest; raises :class:`NotFinalizedError` before :meth:`finalize`."""
         return self._result()
 
     def hexdigest(self) -> str:
-        """The digest as lowercase hex; raises :class:`TruncatedStreamError` before finalize."""
+        """The digest as lowercase hex; raises :class:`NotFinalizedError` before finalize."""
         return self.digest().hex()
 
     def __repr__(self) -> str:
@@ -206,7 +206,7 @@ class MacTap(HashTap):
         """Check ``tag`` against the digest in constant time.
 
         Raises :class:`AuthenticationError` when it differs (a tag of any other length
-        than :attr:`digest_size` never verifies) and :class:`TruncatedStreamError` before
+        than :attr:`digest_size` never verifies) and :class:`NotFinalizedError` before
         :meth:`finalize`.
         """
         expected = self._result()
@@ -454,7 +454,7 @@ class Blake3Tap(HashTap):
     def digest(self, length: int | None = None) -> bytes:
         """``length`` bytes of output (default: the tap's ``length``); after finalize only.
 
-        Raises :class:`TruncatedStreamError` before :meth:`finalize` and
+        Raises :class:`NotFinalizedError` before :meth:`finalize` and
         :class:`InvalidParameterError` for a length below 1.
         """
         result = self._result()
