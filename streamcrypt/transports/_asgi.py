@@ -1,0 +1,442 @@
+"""ASGI middleware: RFC 8188 (``aes128gcm``) encryption of HTTP bodies, pure ASGI.
+
+Theory of operation
+-------------------
+The middleware follows the skeleton of Starlette's ``GZipMiddleware``: for every HTTP
+request it picks, a per-request responder wraps ``send`` and ``receive``.
+
+Responses: ``http.response.start`` is held until the first body message, since only then
+is it known whether the whole body arrived at once. A body in one message is encrypted
+whole and sent with the exact ``Content-Length`` (:func:`encrypted_length`); a streamed
+body goes chunk by chunk through a pipeline feeder whose sink sends body messages, so
+memory stays bounded by the policy's batches, never by the body; ``Content-Length`` is
+then fixed from the app's own one when it gave one, else dropped. ``Content-Encoding:
+aes128gcm`` and ``Vary: Content-Encoding`` are added and the final message is always
+sent after the encryptor finalized. Where a gzip middleware fails open (a
+``http.response.pathsend`` file send, a ranged 206 answer, a body that already carries a
+``Content-Encoding``) this one fails closed: it encrypts the body anyway (the file is
+read and sent as encrypted body messages; an encoded body becomes ``<coding>,
+aes128gcm``; a 206 part is encrypted as a body of its own) or, with
+``on_unencryptable="refuse"``, answers 500 instead. Nothing the app sends after the
+response was replaced reaches the client.
+
+Requests: a body with ``Content-Encoding: aes128gcm`` is decrypted as it streams in:
+``receive`` is wrapped, ciphertext goes through a decrypting feeder, and the app gets
+only plaintext whose record verified; ``more_body: False`` comes only after the whole
+body authenticated (truncation included). The app's scope loses the request's
+``Content-Encoding`` and ``Content-Length`` (they describe the ciphertext). When the body
+fails, the app's ``receive`` raises the typed error and the client gets the error's
+``http_status`` (400, 413) with a short message, if no response had started; if one had,
+the exception goes on to the server, which aborts the connection. Any other request
+``Content-Encoding`` gets 415 before the app runs.
+
+Keys come from a :class:`KeyRing` of 16-byte keys: the active key encrypts and its id is
+written into the header; a request body is decrypted with the key its header names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, Literal, TypeAlias
+
+import anyio
+
+from ..codecs.ece import (
+    CONTENT_ENCODING,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_RECORD_SIZE,
+    EceDecryptor,
+    EceEncryptor,
+    encrypted_length,
+)
+from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..errors import InvalidParameterError, StreamCryptError, UnsupportedFormatError
+from ..keys import KeyRing
+
+__all__ = ["EncryptionMiddleware", "Unencryptable"]
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: What to do with a response a gzip middleware would pass through untouched.
+Unencryptable: TypeAlias = Literal["encrypt", "refuse"]
+_Headers: TypeAlias = list[tuple[bytes, bytes]]
+
+_log = logging.getLogger("streamcrypt.transports.asgi")
+#: Bytes read from a file at a time for a ``http.response.pathsend`` message.
+_FILE_CHUNK = 1 << 20
+_IDENTITY = {b"", b"identity"}
+_NO_BODY_STATUS = {204, 304}
+
+
+def _get(headers: _Headers, name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _without(headers: _Headers, *names: bytes) -> _Headers:
+    return [(k, v) for k, v in headers if k.lower() not in names]
+
+
+def _codings(value: bytes | None) -> list[bytes]:
+    if value is None:
+        return []
+    tokens = [t.strip().lower() for t in value.split(b",")]
+    return [t for t in tokens if t not in _IDENTITY]
+
+
+def _add_vary(headers: _Headers, token: bytes) -> _Headers:
+    existing = _get(headers, b"vary")
+    if existing is None:
+        return [*headers, (b"vary", token)]
+    names = {t.strip().lower() for t in existing.split(b",")}
+    if b"*" in names or token.lower() in names:
+        return headers
+    return [*_without(headers, b"vary"), (b"vary", existing + b", " + token)]
+
+
+def _error_response(status: int, text: str) -> tuple[Message, Message]:
+    body = text.encode() + b"\n"
+    start: Message = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"),
+        ],
+    }
+    return start, {"type": "http.response.body", "body": body, "more_body": False}
+
+
+_DECRYPT_FAILED = {
+    400: "400 Bad Request: the aes128gcm request body failed to decrypt",
+    413: "413 Content Too Large: the aes128gcm request body exceeds this server's limits",
+    415: "415 Unsupported Media Type: this server accepts request bodies in the aes128gcm "
+    "content coding only",
+}
+
+
+def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
+    status = exc.http_status
+    text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
+    return status, f"{text} ({type(exc).__name__})"
+
+
+class EncryptionMiddleware:
+    """Encrypt response bodies and decrypt request bodies with RFC 8188 ``aes128gcm``.
+
+    ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts. Paths: a
+    request is handled when its path starts with one of ``include_paths`` (all paths when
+    ``None``) and with none of ``exclude_paths``; other requests pass through untouched.
+    ``content_types``: media types whose responses are encrypted (``"text/*"``
+    wildcards allowed; ``None``: all). ``on_unencryptable``: ``"encrypt"`` or
+    ``"refuse"`` (500) for pathsend, 206 and already-encoded responses.
+    ``decrypt_requests``: decrypt ``aes128gcm`` request bodies and answer 415 to other
+    codings (``False``: requests pass through). ``max_record_size`` bounds what a request
+    header may demand (413 above it). ``policy``: offload policy of the pipelines; a
+    streamed body is released in batches of ``policy.batch_size`` bytes, so use
+    ``policy=None`` for interactive streams (each record leaves once complete).
+    Raises :class:`InvalidParameterError` for bad settings; see the module docstring for
+    the HTTP answers.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyRing,
+        record_size: int = DEFAULT_RECORD_SIZE,
+        include_paths: Iterable[str] | None = None,
+        exclude_paths: Iterable[str] = (),
+        content_types: Iterable[str] | None = None,
+        on_unencryptable: Unencryptable = "encrypt",
+        decrypt_requests: bool = True,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
+    ) -> None:
+        if not isinstance(keys, KeyRing):
+            raise InvalidParameterError(
+                f"keys must be a KeyRing of 16-byte keys, not {type(keys).__name__}"
+            )
+        if on_unencryptable not in ("encrypt", "refuse"):
+            raise InvalidParameterError(
+                f"on_unencryptable must be 'encrypt' or 'refuse', not {on_unencryptable!r}"
+            )
+        encrypted_length(0, record_size)  # checks the record size
+        EceEncryptor(keys, record_size=record_size)  # checks the active key now, not per request
+        self.app = app
+        self.keys = keys
+        self.record_size = record_size
+        self.include_paths = None if include_paths is None else tuple(include_paths)
+        self.exclude_paths = tuple(exclude_paths)
+        self.content_types = (
+            None
+            if content_types is None
+            else frozenset(t.partition(";")[0].strip().lower() for t in content_types)
+        )
+        self.on_unencryptable: Unencryptable = on_unencryptable
+        self.decrypt_requests = decrypt_requests
+        self.max_record_size = max_record_size
+        self.policy = policy
+
+    def selects(self, path: str) -> bool:
+        """Whether requests to ``path`` are handled (encrypted) by this middleware."""
+        if self.include_paths is not None and not any(
+            path.startswith(p) for p in self.include_paths
+        ):
+            return False
+        return not any(path.startswith(p) for p in self.exclude_paths)
+
+    def encrypts_type(self, content_type: bytes | None) -> bool:
+        """Whether a response of this ``Content-Type`` is encrypted."""
+        if self.content_types is None:
+            return True
+        media = (content_type or b"").decode("latin-1").partition(";")[0].strip().lower()
+        return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.selects(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        await _Responder(self, scope, receive, send).run()
+
+
+class _DecryptingReceive:
+    """Wraps ``receive``: ciphertext in, verified plaintext out as ``http.request``."""
+
+    def __init__(self, receive: Receive, mw: EncryptionMiddleware) -> None:
+        self._receive = receive
+        self._ready: deque[bytes] = deque()
+        self._feeder: Feeder = pipeline(
+            EceDecryptor(mw.keys, max_record_size=mw.max_record_size), policy=mw.policy
+        ).feeder(self._collect)
+        self._complete = False  # the whole body authenticated
+        self._final_given = False
+        self.error: StreamCryptError | None = None
+
+    async def _collect(self, view: memoryview) -> None:
+        self._ready.append(bytes(view))
+
+    async def __call__(self) -> Message:
+        if self.error is not None:
+            raise self.error
+        while not self._ready and not self._complete:
+            message = await self._receive()
+            if message["type"] != "http.request":
+                return message  # http.disconnect: the client is gone
+            try:
+                await self._feeder.send(message.get("body", b""))
+                if not message.get("more_body", False):
+                    await self._feeder.aclose()
+                    self._complete = True
+            except StreamCryptError as exc:
+                self._ready.clear()
+                self.error = exc
+                raise
+        if self._ready:
+            body = self._ready.popleft()
+            more = bool(self._ready) or not self._complete
+            self._final_given = not more
+            return {"type": "http.request", "body": body, "more_body": more}
+        if not self._final_given:
+            self._final_given = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return await self._receive()  # after the body: wait for the disconnect
+
+
+class _Responder:
+    """One request: wraps ``send`` (and ``receive`` when the body is encrypted)."""
+
+    def __init__(self, mw: EncryptionMiddleware, scope: Scope, receive: Receive, send: Send):
+        self.mw = mw
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.decrypting: _DecryptingReceive | None = None
+        self.start: Message | None = None  # held http.response.start
+        self.started = False  # something went to the client
+        self.mode: Literal["pending", "encrypt", "plain", "swallow", "done"] = "pending"
+        self.feeder: Feeder | None = None
+        self.head = scope.get("method") == "HEAD"
+
+    # -- request side -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        headers: _Headers = list(self.scope.get("headers", []))
+        scope = self.scope
+        receive = self.receive
+        if self.mw.decrypt_requests:
+            codings = _codings(_get(headers, b"content-encoding"))
+            if codings == [CONTENT_ENCODING.encode()]:
+                self.decrypting = _DecryptingReceive(self.receive, self.mw)
+                receive = self.decrypting
+                scope = dict(scope)
+                scope["headers"] = _without(headers, b"content-encoding", b"content-length")
+            elif codings:
+                await self._answer_error(UnsupportedFormatError("request content coding"))
+                return
+        try:
+            await self.mw.app(scope, receive, self._send)
+        except StreamCryptError as exc:
+            if self.decrypting is None or exc is not self.decrypting.error:
+                raise
+            if self.started or self.mode == "swallow":
+                if self.mode == "swallow":
+                    return  # the error answer went out already
+                raise  # the response is under way: let the server abort the connection
+            await self._answer_error(exc)
+
+    async def _answer_error(self, exc: StreamCryptError) -> None:
+        status, text = _failure_text(exc)
+        start, body = _error_response(status, text)
+        self.mode = "swallow"
+        self.started = True
+        await self.send(start)
+        await self.send(body)
+
+    # -- response side ----------------------------------------------------------------
+
+    async def _refuse(self, what: str) -> None:
+        _log.error("refused to send %s in clear on %s", what, self.scope.get("path", ""))
+        start, body = _error_response(
+            500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
+        )
+        self.mode = "swallow"
+        self.started = True
+        await self.send(start)
+        await self.send(body)
+
+    async def _send(self, message: Message) -> None:
+        kind = message["type"]
+        if self.mode in ("swallow", "done") and kind != "http.response.trailers":
+            return
+        if self.mode == "swallow":
+            return
+        if kind == "http.response.start":
+            await self._on_start(message)
+        elif kind == "http.response.body":
+            await self._on_body(message)
+        elif kind == "http.response.pathsend":
+            await self._on_pathsend(message)
+        else:  # trailers, early hints, anything newer: headers only, nothing to encrypt
+            await self.send(message)
+
+    async def _on_start(self, message: Message) -> None:
+        if self.decrypting is not None and self.decrypting.error is not None:
+            await self._answer_error(self.decrypting.error)
+            return
+        headers: _Headers = list(message.get("headers", []))
+        status = int(message["status"])
+        if status in _NO_BODY_STATUS or not self.mw.encrypts_type(_get(headers, b"content-type")):
+            self.mode = "plain"
+            self.started = True
+            await self.send(message)
+            return
+        codings = _codings(_get(headers, b"content-encoding"))
+        if status == 206 or codings:
+            what = "a ranged 206 answer" if status == 206 else "an already encoded body"
+            if self.mw.on_unencryptable == "refuse":
+                await self._refuse(what)
+                return
+        self.mode = "encrypt"
+        coding = b", ".join([*codings, CONTENT_ENCODING.encode()])
+        headers = _without(headers, b"content-encoding")
+        headers.append((b"content-encoding", coding))
+        self.start = {**message, "headers": _add_vary(headers, b"Content-Encoding")}
+
+    def _set_length(self, plaintext_length: int | None) -> None:
+        assert self.start is not None
+        headers = _without(self.start["headers"], b"content-length")
+        if plaintext_length is not None and not self.start.get("trailers", False):
+            size = encrypted_length(
+                plaintext_length, self.mw.record_size, keyid=self.mw.keys.active.key_id
+            )
+            headers.append((b"content-length", str(size).encode()))
+        self.start["headers"] = headers
+
+    def _app_length(self) -> int | None:
+        assert self.start is not None
+        value = _get(self.start["headers"], b"content-length")
+        if value is None or not value.strip().isdigit():
+            return None
+        return int(value)
+
+    async def _send_start(self) -> None:
+        if not self.started:
+            assert self.start is not None
+            self.started = True
+            await self.send(self.start)
+
+    async def _emit(self, view: memoryview) -> None:
+        await self._send_start()
+        body = b"" if self.head else bytes(view)
+        await self.send({"type": "http.response.body", "body": body, "more_body": True})
+
+    def _encryptor(self) -> EceEncryptor:
+        return EceEncryptor(self.mw.keys, record_size=self.mw.record_size)
+
+    async def _on_body(self, message: Message) -> None:
+        if self.mode == "plain":
+            await self.send(message)
+            return
+        if self.mode != "encrypt":
+            raise RuntimeError("ASGI app sent a response body before http.response.start")
+        body = message.get("body", b"")
+        more = bool(message.get("more_body", False))
+        if self.feeder is None and not more:
+            # The whole body at once: exact Content-Length, one message.
+            if self.head:
+                self._set_length(self._app_length() if not body else len(body))
+                await self._send_start()
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+                self.mode = "done"
+                return
+            self._set_length(len(body))
+            data = await pipeline(self._encryptor(), policy=self.mw.policy).collect(body)
+            await self._send_start()
+            await self.send({"type": "http.response.body", "body": data, "more_body": False})
+            self.mode = "done"
+            return
+        if self.feeder is None:
+            self._set_length(self._app_length())
+            self.feeder = pipeline(self._encryptor(), policy=self.mw.policy).feeder(self._emit)
+        if body:
+            await self.feeder.send(body)
+        if not more:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        assert self.feeder is not None
+        await self.feeder.aclose()
+        await self._send_start()
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.mode = "done"
+
+    async def _on_pathsend(self, message: Message) -> None:
+        if self.mode == "plain":
+            await self.send(message)
+            return
+        if self.mode != "encrypt":
+            raise RuntimeError("ASGI app sent http.response.pathsend before http.response.start")
+        if self.mw.on_unencryptable == "refuse":
+            await self._refuse("a file path send")
+            return
+        if self.feeder is not None:
+            raise RuntimeError("ASGI app sent http.response.pathsend after body messages")
+        path = anyio.Path(message["path"])
+        size = (await path.stat()).st_size
+        app_length = self._app_length()
+        self._set_length(size if app_length is None or app_length == size else None)
+        self.feeder = pipeline(self._encryptor(), policy=self.mw.policy).feeder(self._emit)
+        if not self.head:
+            async with await anyio.open_file(path, "rb") as file:
+                while chunk := await file.read(_FILE_CHUNK):
+                    await self.feeder.send(chunk)
+        await self._finish()

@@ -1,0 +1,576 @@
+"""ASGI EncryptionMiddleware against a real uvicorn server on 127.0.0.1, httpx as client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import hashlib
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import http_ece
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from streamcrypt.codecs.ece import (
+    EceDecryptor,
+    EceEncryptor,
+    decrypt_bytes,
+    encrypt_bytes,
+    encrypted_length,
+    read_header,
+)
+from streamcrypt.engine import OffloadPolicy, pipeline
+from streamcrypt.errors import AuthenticationError, InvalidParameterError
+from streamcrypt.keys import KeyRing, SecretKey
+from streamcrypt.transports import EncryptionMiddleware
+
+pytestmark = pytest.mark.asyncio
+
+Scope = dict[str, Any]
+App = Callable[[Scope, Any, Any], Awaitable[None]]
+
+
+def ring(*ids: str) -> KeyRing:
+    return KeyRing([SecretKey.generate(16, key_id=i) for i in ids or ("k1",)])
+
+
+@contextlib.asynccontextmanager
+async def serve(app: Any) -> AsyncIterator[str]:
+    """Run ``app`` on uvicorn on an ephemeral loopback port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="critical", lifespan="off", ws="none", http="h11", access_log=False
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            assert not task.done(), "uvicorn did not start"
+            await asyncio.sleep(0.005)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as c:
+        yield c
+
+
+def keyid_of(body: bytes) -> str:
+    header = read_header(body)
+    assert header is not None
+    return header.keyid.decode()
+
+
+# -- responses ------------------------------------------------------------------------
+
+
+async def test_streaming_response_many_chunks() -> None:
+    keys = ring("old", "new")
+    rng = __import__("random").Random(1)
+    chunks = [os.urandom(rng.randrange(0, 9000)) for _ in range(300)]
+
+    async def gen() -> AsyncIterator[bytes]:
+        for c in chunks:
+            yield c
+
+    async def endpoint(request: Request) -> StreamingResponse:
+        return StreamingResponse(gen(), media_type="application/octet-stream")
+
+    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), keys=keys)
+    async with client(app) as c, c.stream("GET", "/s") as r:
+        assert r.status_code == 200
+        assert r.headers["content-encoding"] == "aes128gcm"
+        assert r.headers["vary"] == "Content-Encoding"
+        assert "content-length" not in r.headers
+        dec = EceDecryptor(keys)
+        out = bytearray()
+        raw = bytearray()
+        async for piece in r.aiter_raw():
+            raw += piece
+            out += dec.update(piece)
+        out += dec.finalize()
+    assert bytes(out) == b"".join(chunks)
+    assert keyid_of(bytes(raw)) == "new"  # the active key encrypts, its id in the header
+    assert http_ece.decrypt(bytes(raw), key=keys.get("new").secret_bytes()) == bytes(out)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4078, 4079, 4080, 100_000])
+async def test_whole_body_exact_content_length(size: int) -> None:
+    keys = ring()
+    body = os.urandom(size)
+
+    async def endpoint(request: Request) -> Response:
+        return Response(body, media_type="application/octet-stream")
+
+    app = EncryptionMiddleware(Starlette(routes=[Route("/b", endpoint)]), keys=keys)
+    async with client(app) as c:
+        r = await c.get("/b")
+    assert r.status_code == 200
+    assert r.headers["content-encoding"] == "aes128gcm"
+    assert int(r.headers["content-length"]) == len(r.content)
+    assert len(r.content) == encrypted_length(size, 4096, keyid="k1")
+    assert decrypt_bytes(r.content, keys) == body
+    assert size < 16 or body[:16] not in r.content
+
+
+async def test_record_size_and_head() -> None:
+    keys = ring()
+    body = b"x" * 50_000
+
+    async def endpoint(request: Request) -> Response:
+        return PlainTextResponse(body.decode())
+
+    app = EncryptionMiddleware(
+        Starlette(routes=[Route("/b", endpoint, methods=["GET", "HEAD"])]),
+        keys=keys,
+        record_size=1000,
+    )
+    async with client(app) as c:
+        r = await c.get("/b")
+        h = await c.head("/b")
+    header = read_header(r.content)
+    assert header is not None and header.record_size == 1000
+    assert decrypt_bytes(r.content, keys) == body
+    assert h.status_code == 200 and h.content == b""
+    assert h.headers["content-encoding"] == "aes128gcm"
+    assert int(h.headers["content-length"]) == encrypted_length(len(body), 1000, keyid="k1")
+
+
+async def test_existing_vary_merged_and_bodyless_statuses_untouched() -> None:
+    keys = ring()
+
+    async def vary(request: Request) -> Response:
+        return Response(b"v", headers={"Vary": "Accept-Language"})
+
+    async def nothing(request: Request) -> Response:
+        return Response(status_code=204)
+
+    routes = [Route("/vary", vary), Route("/204", nothing)]
+    app = EncryptionMiddleware(Starlette(routes=routes), keys=keys)
+    async with client(app) as c:
+        r = await c.get("/vary")
+        n = await c.get("/204")
+    assert r.headers["vary"] == "Accept-Language, Content-Encoding"
+    assert decrypt_bytes(r.content, keys) == b"v"
+    assert n.status_code == 204 and "content-encoding" not in n.headers
+
+
+async def test_streaming_is_incremental_with_inline_policy() -> None:
+    """With policy=None each record leaves once complete: the client sees the first
+    chunk's records before the app sends its second chunk."""
+    keys = ring()
+    seen = asyncio.Event()
+    first = os.urandom(10_000)
+
+    async def gen() -> AsyncIterator[bytes]:
+        yield first
+        await asyncio.wait_for(seen.wait(), 10)
+        yield b"tail"
+
+    async def endpoint(request: Request) -> StreamingResponse:
+        return StreamingResponse(gen())
+
+    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), keys=keys, policy=None)
+    async with client(app) as c, c.stream("GET", "/s") as r:
+        dec = EceDecryptor(keys)
+        out = bytearray()
+        async for piece in r.aiter_raw():
+            out += dec.update(piece)
+            if out:
+                seen.set()
+        out += dec.finalize()
+    assert bytes(out) == first + b"tail"
+
+
+async def test_paths_and_content_types_select() -> None:
+    keys = ring()
+
+    async def text(request: Request) -> Response:
+        return PlainTextResponse("secret text")
+
+    async def image(request: Request) -> Response:
+        return Response(b"\x89PNG", media_type="image/png")
+
+    routes = [Route("/api/t", text), Route("/api/public/t", text), Route("/other", text)]
+    routes.append(Route("/api/img", image))
+    app = EncryptionMiddleware(
+        Starlette(routes=routes),
+        keys=keys,
+        include_paths=["/api/"],
+        exclude_paths=["/api/public/"],
+        content_types=["text/*"],
+    )
+    async with client(app) as c:
+        enc = await c.get("/api/t")
+        public = await c.get("/api/public/t")
+        other = await c.get("/other")
+        img = await c.get("/api/img")
+    assert decrypt_bytes(enc.content, keys) == b"secret text"
+    assert public.content == other.content == b"secret text"
+    assert "content-encoding" not in public.headers and "content-encoding" not in other.headers
+    assert img.content == b"\x89PNG" and "content-encoding" not in img.headers
+
+
+# -- what a gzip middleware would pass through: pathsend, 206, already encoded --------
+
+
+def with_pathsend(app: App) -> App:
+    """Pretend the server offers the pathsend extension (uvicorn does not)."""
+
+    async def inner(scope: Scope, receive: Any, send: Any) -> None:
+        scope.setdefault("extensions", {})["http.response.pathsend"] = {}
+        await app(scope, receive, send)
+
+    return inner
+
+
+def file_app(path: Path) -> Starlette:
+    async def endpoint(request: Request) -> FileResponse:
+        return FileResponse(path, media_type="application/octet-stream")
+
+    async def gz(request: Request) -> Response:
+        return Response(gzip.compress(b"plain words"), headers={"Content-Encoding": "gzip"})
+
+    return Starlette(routes=[Route("/f", endpoint), Route("/gz", gz)])
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, bytes]:
+    data = os.urandom(3 * (1 << 20) + 123)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+async def test_pathsend_encrypted(data_file: tuple[Path, bytes]) -> None:
+    path, data = data_file
+    keys = ring()
+    app = EncryptionMiddleware(with_pathsend(file_app(path)), keys=keys)
+    async with client(app) as c:
+        r = await c.get("/f")
+    assert r.status_code == 200 and r.headers["content-encoding"] == "aes128gcm"
+    assert int(r.headers["content-length"]) == len(r.content)
+    assert len(r.content) == encrypted_length(len(data), 4096, keyid="k1")
+    assert decrypt_bytes(r.content, keys) == data
+
+
+async def test_pathsend_refused(data_file: tuple[Path, bytes]) -> None:
+    path, data = data_file
+    app = EncryptionMiddleware(
+        with_pathsend(file_app(path)), keys=ring(), on_unencryptable="refuse"
+    )
+    async with client(app) as c:
+        r = await c.get("/f")
+    assert r.status_code == 500
+    assert data[:16] not in r.content and len(r.content) < 200
+
+
+async def test_streamed_file_without_pathsend_keeps_exact_length(
+    data_file: tuple[Path, bytes],
+) -> None:
+    path, data = data_file
+    keys = ring()
+    app = EncryptionMiddleware(file_app(path), keys=keys)
+    async with client(app) as c:
+        r = await c.get("/f")
+    assert int(r.headers["content-length"]) == encrypted_length(len(data), 4096, keyid="k1")
+    assert decrypt_bytes(r.content, keys) == data
+
+
+@pytest.mark.parametrize("pathsend", [False, True])
+async def test_ranged_206_encrypted(data_file: tuple[Path, bytes], pathsend: bool) -> None:
+    path, data = data_file
+    keys = ring()
+    inner = file_app(path)
+    app = EncryptionMiddleware(with_pathsend(inner) if pathsend else inner, keys=keys)
+    async with client(app) as c:
+        r = await c.get("/f", headers={"Range": "bytes=100-5099"})
+    assert r.status_code == 206
+    assert r.headers["content-encoding"] == "aes128gcm"
+    assert decrypt_bytes(r.content, keys) == data[100:5100]
+    assert data[100:116] not in r.content
+
+
+async def test_ranged_206_refused(data_file: tuple[Path, bytes]) -> None:
+    path, data = data_file
+    app = EncryptionMiddleware(file_app(path), keys=ring(), on_unencryptable="refuse")
+    async with client(app) as c:
+        r = await c.get("/f", headers={"Range": "bytes=100-5099"})
+        whole = await c.get("/f")
+    assert r.status_code == 500 and data[100:116] not in r.content
+    assert whole.status_code == 200  # only the ranged answer is refused
+
+
+async def test_already_encoded_encrypted_on_top(data_file: tuple[Path, bytes]) -> None:
+    keys = ring()
+    app = EncryptionMiddleware(file_app(data_file[0]), keys=keys)
+    async with client(app) as c, c.stream("GET", "/gz") as r:
+        raw = b"".join([piece async for piece in r.aiter_raw()])  # httpx would gunzip it
+    assert r.headers["content-encoding"] == "gzip, aes128gcm"
+    assert gzip.decompress(decrypt_bytes(raw, keys)) == b"plain words"
+
+
+async def test_already_encoded_refused(data_file: tuple[Path, bytes]) -> None:
+    app = EncryptionMiddleware(file_app(data_file[0]), keys=ring(), on_unencryptable="refuse")
+    async with client(app) as c:
+        r = await c.get("/gz")
+    assert r.status_code == 500
+    assert gzip.compress(b"plain words")[10:] not in r.content
+
+
+# -- requests -------------------------------------------------------------------------
+
+
+def echo_app(log: list[Any]) -> Starlette:
+    """Reads the body as a stream; answers its SHA-256 and length (and logs chunks)."""
+
+    async def echo(request: Request) -> Response:
+        h = hashlib.sha256()
+        n = 0
+        log.append(dict(request.headers))
+        async for chunk in request.stream():
+            log.append(len(chunk))
+            h.update(chunk)
+            n += len(chunk)
+        return PlainTextResponse(f"{n} {h.hexdigest()}")
+
+    return Starlette(routes=[Route("/echo", echo, methods=["POST"])])
+
+
+async def chunked(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for off in range(0, len(data), size):
+        yield data[off : off + size]
+
+
+@pytest.mark.parametrize("record_size", [18, 100, 4096, 65536])
+async def test_request_body_decrypted_streaming(record_size: int) -> None:
+    keys = ring("old")
+    old = keys.active
+    keys.add(SecretKey.generate(16, key_id="new"), activate=True)
+    data = os.urandom(30_000 if record_size < 100 else 300_000)
+    body = encrypt_bytes(data, old, keyid="old", record_size=record_size)  # rotated-out key
+    log: list[Any] = []
+    app = EncryptionMiddleware(echo_app(log), keys=keys)
+    async with client(app) as c:
+        r = await c.post(
+            "/echo", content=chunked(body, 7777), headers={"Content-Encoding": "aes128gcm"}
+        )
+    assert r.status_code == 200
+    assert (
+        decrypt_bytes(r.content, keys).decode() == f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+    )
+    assert keyid_of(r.content) == "new"
+    headers = log[0]
+    assert "content-encoding" not in headers and "content-length" not in headers
+
+
+async def test_plain_request_passes() -> None:
+    keys = ring()
+    app = EncryptionMiddleware(echo_app([]), keys=keys)
+    async with client(app) as c:
+        r = await c.post("/echo", content=b"hello")
+    assert decrypt_bytes(r.content, keys).decode().startswith("5 ")
+
+
+BAD = [
+    ("wrong key", lambda ks: encrypt_bytes(b"p" * 9000, SecretKey.generate(16), keyid="k1"), 400),
+    ("unknown key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active, keyid="zz"), 400),
+    ("no key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active), 400),
+    ("truncated", lambda ks: encrypt_bytes(b"p" * 9000, ks)[:-4200], 400),
+    ("cut at record", lambda ks: encrypt_bytes(b"p" * 9000, ks, record_size=4096)[:4117], 400),
+    ("empty", lambda ks: b"", 400),
+    ("header only", lambda ks: encrypt_bytes(b"", ks)[:23], 400),
+    ("rs too large", lambda ks: encrypt_bytes(b"p" * 10, ks, record_size=1 << 25), 413),
+    ("rs too small", lambda ks: b"\x00" * 16 + (5).to_bytes(4, "big") + b"\x00" + b"x" * 40, 400),
+]
+
+
+def tamper(ks: KeyRing) -> bytes:
+    body = bytearray(encrypt_bytes(b"p" * 9000, ks))
+    body[5000] ^= 1
+    return bytes(body)
+
+
+BAD.append(("tampered", tamper, 400))
+
+
+@pytest.mark.parametrize(("name", "make", "status"), BAD, ids=[b[0] for b in BAD])
+async def test_bad_request_bodies(name: str, make: Callable[[KeyRing], bytes], status: int) -> None:
+    keys = ring()
+    log: list[Any] = []
+    app = EncryptionMiddleware(echo_app(log), keys=keys)
+    async with client(app) as c:
+        r = await c.post("/echo", content=make(keys), headers={"Content-Encoding": "aes128gcm"})
+    assert r.status_code == status
+    assert r.headers["content-type"].startswith("text/plain")
+    assert b"ppp" not in r.content and len(r.content) < 200
+    assert "content-encoding" not in r.headers
+    assert sum(x for x in log[1:] if isinstance(x, int)) < 9000  # never the whole body
+
+
+async def test_app_catching_the_error_cannot_answer_200() -> None:
+    keys = ring()
+    seen: list[BaseException] = []
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            await request.body()
+        except AuthenticationError as exc:
+            seen.append(exc)
+        return PlainTextResponse("all fine")
+
+    app = EncryptionMiddleware(
+        Starlette(routes=[Route("/p", endpoint, methods=["POST"])]), keys=keys
+    )
+    async with client(app) as c:
+        r = await c.post("/p", content=tamper(keys), headers={"Content-Encoding": "aes128gcm"})
+    assert r.status_code == 400
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "aes128gcm, gzip", "gzip, aes128gcm"])
+async def test_other_request_coding_415(coding: str) -> None:
+    log: list[Any] = []
+    app = EncryptionMiddleware(echo_app(log), keys=ring())
+    async with client(app) as c:
+        r = await c.post("/echo", content=b"abc", headers={"Content-Encoding": coding})
+    assert r.status_code == 415
+    assert log == []  # the app never ran
+
+
+async def test_requests_untouched_when_not_decrypting() -> None:
+    keys = ring()
+    log: list[Any] = []
+    app = EncryptionMiddleware(echo_app(log), keys=keys, decrypt_requests=False)
+    async with client(app) as c:
+        r = await c.post("/echo", content=b"abc", headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 200 and log[0]["content-encoding"] == "gzip"
+
+
+async def test_settings_checked() -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        raise AssertionError
+
+    with pytest.raises(InvalidParameterError):
+        EncryptionMiddleware(app, keys=ring(), record_size=10)
+    with pytest.raises(InvalidParameterError):
+        EncryptionMiddleware(app, keys=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError):
+        EncryptionMiddleware(app, keys=KeyRing([SecretKey.generate(32, key_id="a")]))
+    with pytest.raises(InvalidParameterError):
+        EncryptionMiddleware(app, keys=b"k" * 16)  # type: ignore[arg-type]
+
+
+# -- large bodies, bounded memory -------------------------------------------------------
+
+
+def _reset_peak() -> int:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status("VmRSS")
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+async def _roundtrip(
+    c: httpx.AsyncClient,
+    keys: KeyRing,
+    policy: OffloadPolicy | None,
+    gen: Callable[[], AsyncIterator[bytes]],
+) -> tuple[bytes, int, bytes]:
+    """Download (decrypting as it streams) and upload (encrypting as it streams)."""
+    async with c.stream("GET", "/down") as r:
+        got = hashlib.sha256()
+        n = 0
+        async for plain in pipeline(EceDecryptor(keys), policy=policy).stream(r.aiter_raw()):
+            got.update(plain)
+            n += len(plain)
+    up = await c.post(
+        "/up",
+        content=pipeline(EceEncryptor(keys), policy=policy).stream(gen()),
+        headers={"Content-Encoding": "aes128gcm"},
+    )
+    return up.content, n, got.digest()
+
+
+async def _big_roundtrip(size: int, policy: OffloadPolicy | None, limit: int) -> None:
+    """``size`` bytes down and up through the middleware, both ends streaming; the peak
+    RSS of the process (server and client) may grow by at most ``limit``."""
+    keys = ring()
+    piece = 1 << 20
+    seed = os.urandom(piece)
+    count = {"n": size // piece}
+
+    def block(i: int) -> bytes:
+        return hashlib.sha256(i.to_bytes(8, "big")).digest()[:8] + seed[8:]
+
+    async def gen() -> AsyncIterator[bytes]:
+        for i in range(count["n"]):
+            yield block(i)
+
+    async def download(request: Request) -> StreamingResponse:
+        return StreamingResponse(gen(), media_type="application/octet-stream")
+
+    async def upload(request: Request) -> Response:
+        h = hashlib.sha256()
+        n = 0
+        async for chunk in request.stream():
+            h.update(chunk)
+            n += len(chunk)
+        return PlainTextResponse(f"{n} {h.hexdigest()}")
+
+    routes = [Route("/down", download), Route("/up", upload, methods=["POST"])]
+    app = EncryptionMiddleware(
+        Starlette(routes=routes), keys=keys, record_size=65536, policy=policy
+    )
+    expected = hashlib.sha256()
+    for i in range(count["n"]):
+        expected.update(block(i))
+    async with client(app) as c:
+        # A first, shorter round warms up (imports, worker threads, allocator arenas).
+        count["n"] = min(count["n"], 16)
+        await _roundtrip(c, keys, policy, gen)
+        count["n"] = size // piece
+        base = _reset_peak()
+        up, n, got = await _roundtrip(c, keys, policy, gen)
+        growth = _status("VmHWM") - base
+    assert n == size and got == expected.digest()
+    assert decrypt_bytes(up, keys).decode() == f"{size} {expected.hexdigest()}"
+    print(f"{size >> 20} MiB each way: peak RSS grew by {growth / 2**20:.1f} MiB")
+    assert growth < limit, f"peak RSS grew by {growth >> 20} MiB"
+
+
+SMALL_BATCHES = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10)
+
+
+async def test_32_mib_bounded_memory() -> None:
+    """Four pipelines (encrypt and decrypt at each end) with 256 KiB batches."""
+    await _big_roundtrip(32 << 20, SMALL_BATCHES, 20 << 20)
+
+
+async def test_256_mib_bounded_memory() -> None:
+    """The same with 1 MiB batches: the peak does not follow the body size."""
+    await _big_roundtrip(256 << 20, OffloadPolicy(batch_size=1 << 20), 32 << 20)
