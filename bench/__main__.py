@@ -10,7 +10,7 @@ import importlib
 
 from ._report import Report
 
-SECTIONS = ["core"]
+SECTIONS = ["engine", "core"]
 
 
 def main() -> None:

@@ -36,17 +36,18 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Measured 2026-12-02 on the project's 2-core AMD EPYC (VAES, AVX-512), bench/hop.py:
-# an anyio.to_thread hop costs 130-200 us (uvloop 133, asyncio 165, trio 196, medians);
-# sealing 64 KiB costs 3.8 us with AES-256-GCM (17 GB/s) and 14.6 us with
-# ChaCha20-Poly1305 (4.5 GB/s). Break-even is hop x rate: ~0.7 MB for ChaCha20 and ~3 MB
-# for AES-GCM; below 1 MiB of work a hop costs more than it can win.
+# Measured 2026-12-02 on the project's 2-core AMD EPYC (VAES, AVX-512); `make bench`,
+# section "engine", repeats these. A hop as done here (executor submit, then a wake through
+# the loop's thread-safe scheduler) costs 29 us (uvloop), 55 us (asyncio), 73 us (trio),
+# medians; anyio.to_thread costs 130-200 us. Sealing 64 KiB costs 3.8 us with AES-256-GCM
+# (17 GB/s hot, ~9 GB/s streaming from memory) and 14.6 us with ChaCha20-Poly1305
+# (4.5 GB/s). Below 1 MiB of work a hop is not worth it.
 DEFAULT_INLINE_LIMIT = 1 << 20
-# A batch must dwarf the hop: 8 MiB is ~0.45 ms of AES-GCM work and ~1.8 ms of ChaCha20,
-# against ~0.15 ms per hop; bench/RESULTS.md compares 2, 4, 8 and 16 MiB.
-DEFAULT_BATCH_SIZE = 8 << 20
-# Two cores: one batch per worker plus one being emitted keeps both cores busy while
-# the peak memory stays at a few batches (bench: 4 GiB stream, RSS growth).
+# 4 MiB is ~0.45 ms of AES-GCM and ~1 ms of ChaCha20 work per hop (hop <= 10% of it);
+# 8 MiB was no faster and doubled memory: peak RSS growth of an encrypt | decrypt chain
+# was 109 MiB at 8 MiB x 3, 61 MiB at 4 MiB x 3, 38 MiB at 2 MiB x 3.
+DEFAULT_BATCH_SIZE = 4 << 20
+# Two cores: one batch per worker plus one being emitted keeps both busy.
 DEFAULT_MAX_IN_FLIGHT = 3
 DEFAULT_WORKERS = max(2, os.cpu_count() or 2)
 
