@@ -1,0 +1,1106 @@
+"""The streamcrypt envelope, version 1: the native container for passwords and public keys.
+
+Theory of operation
+-------------------
+An envelope is ``header || container || [signature]``::
+
+    header    = "SCEV" | version u8 (= 1) | flags u8 (bit 0: signed; others zero)
+                | [signer: Ed25519 public key, 32 bytes, when signed]
+                | count u8 (1..64) | count x stanza | mac (32 bytes)
+    stanza    = type u8 | length u16 (big endian) | body (length bytes)
+    container = a native container v1 stream (docs/FORMAT.md), key id empty, under
+                payload_key, with associated data header || aad
+    signature = Ed25519ph(signer, header || container), 64 bytes, when signed
+
+A random 32-byte *file key* is wrapped once per stanza. From it, HKDF-SHA256 (empty
+salt) derives ``mac_key`` (info ``"streamcrypt envelope v1 header"``) and ``payload_key``
+(info ``"streamcrypt envelope v1 payload"``); ``mac`` is HMAC-SHA256(mac_key, header
+bytes before the mac || aad). Every stanza body ends with ``check (16) || wrapped (48)``:
+from the stanza's secret ``S``, ``HKDF-SHA256(S, salt, "streamcrypt envelope v1 " ||
+label, 48)`` gives a wrap key (32) and ``check`` (16); ``wrapped`` is
+ChaCha20-Poly1305(wrap key, nonce 0^12, file key, aad = type byte || body before
+check). The check tells an identity that a stanza is its own without revealing to anyone
+else whom it is for, and commits the stanza to one wrap key (no partitioning oracles).
+
+======  ================  ================================================  ============
+type    label             body before check/wrapped; S; HKDF salt           body bytes
+======  ================  ================================================  ============
+0x01    argon2id          salt 16, ops u32, mem KiB u32; Argon2id(pw); ""   88
+0x02    scrypt            salt 16, log2 N u8, r u32, p u32; scrypt(pw); ""  89
+0x10    x25519            ephemeral 32; X25519(e, R); ephemeral || R        96
+0x11    ecies-secp256k1   ephemeral 33 (SEC1 compressed); the key of         97
+                          ``ecies.encapsulate`` (eciespy's HKDF over the
+                          uncompressed points); ephemeral
+0x12    ecies-x25519      ephemeral 32; ``ecies.encapsulate`` key; ephemeral  96
+======  ================  ================================================  ============
+
+At most one passphrase stanza (0x01 or 0x02) per header; unknown stanza types are
+skipped (they are still covered by the mac); the header is at most 64 KiB.
+
+Decryption tries each stanza with each identity that handles its type; the first that
+opens gives the file key, then the mac is checked before anything else. Errors: no
+stanza opens (wrong passphrase, wrong private key, not a recipient) ->
+:class:`UnknownKeyError`; a stanza whose check matches but whose wrapped key does not
+open, or a bad mac -> :class:`AuthenticationError` (tampering with an ephemeral key or
+check makes the stanza look like someone else's: that is :class:`UnknownKeyError`
+unless another stanza opens, when the mac fails); an invalid or low-order ephemeral
+point -> :class:`InvalidPublicKeyError`; passphrase parameters above the reader's caps ->
+:class:`LimitExceededError` before any KDF work. Errors of individual stanzas are
+deferred: they are raised only if no stanza opens.
+
+Signed streams (encrypt-then-sign): the signature covers every byte before it. The
+decryptor holds back the last 64 bytes, hashes everything else as it passes, and with
+``verify_with`` checks the signature in ``finish()`` *before* it hands out the final
+segment, so the stream is never reported complete unverified (earlier segments come out
+as each verifies). A signed stream read without ``verify_with`` decrypts; its signature
+is then ignored (the content is still authenticated by the AEAD, as coming from a
+holder of the file key: any recipient). ``verify_with`` on an unsigned stream, or on a
+stream that names another signer, raises :class:`InvalidSignatureError` at the header.
+
+Parallelism: unsigned streams are the container's segments, sealed and opened on worker
+threads by the engine. A signature over the ciphertext needs the ciphertext hashed in
+order, which only the caller's thread can do: a signing encryptor seals each piece in
+``feed()`` on the caller's thread (and hands the engine jobs that only copy), and a
+verifying decryptor hashes in ``feed()``; segment opening stays parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Protocol, TypeAlias
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, x25519
+
+from .. import ecies
+from .._state import Buffer, State
+from ..errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    InvalidPublicKeyError,
+    InvalidSignatureError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from ..keys import (
+    MAX_READ_PARAMS,
+    MAX_SCRYPT_READ_PARAMS,
+    MODERATE,
+    Argon2Params,
+    PasswordParams,
+    ScryptParams,
+    SecretKey,
+    check_read_params,
+    derive_key_from_password,
+    hkdf,
+    random_bytes,
+)
+from ..primitives import (
+    ED25519_SIGNATURE_SIZE,
+    ChaCha20Poly1305Suite,
+    Ed25519phSigner,
+    Ed25519phVerifier,
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from . import container
+from ._bech32 import bech32_decode, bech32_encode
+from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob
+
+__all__ = [
+    "ARGON2ID",
+    "ECIES_SECP256K1",
+    "ECIES_X25519",
+    "MAGIC",
+    "MAX_HEADER_SIZE",
+    "MAX_STANZAS",
+    "SCRYPT",
+    "SIGNATURE_SIZE",
+    "X25519",
+    "EciesIdentity",
+    "EciesRecipient",
+    "EnvelopeDecryptor",
+    "EnvelopeEncryptor",
+    "EnvelopeHeader",
+    "Identity",
+    "IdentityLike",
+    "PassphraseIdentity",
+    "PassphraseRecipient",
+    "Recipient",
+    "RecipientLike",
+    "Stanza",
+    "X25519Identity",
+    "X25519Recipient",
+    "decrypt_bytes",
+    "encrypt_bytes",
+    "parse_header",
+    "parse_identity",
+    "parse_recipient",
+]
+
+MAGIC = b"SCEV"
+VERSION = 1
+FLAG_SIGNED = 0x01
+FILE_KEY_SIZE = 32
+MAC_SIZE = 32
+CHECK_SIZE = 16
+WRAPPED_SIZE = FILE_KEY_SIZE + 16
+SIGNATURE_SIZE = ED25519_SIGNATURE_SIZE
+#: Most stanzas (recipients plus at most one passphrase) in one header.
+MAX_STANZAS = 64
+#: Longest envelope header a reader buffers before refusing it (FormatError).
+MAX_HEADER_SIZE = 1 << 16
+
+ARGON2ID = 0x01
+SCRYPT = 0x02
+X25519 = 0x10
+ECIES_SECP256K1 = 0x11
+ECIES_X25519 = 0x12
+
+_INFO = b"streamcrypt envelope v1 "
+_LABELS = {
+    ARGON2ID: b"argon2id",
+    SCRYPT: b"scrypt",
+    X25519: b"x25519",
+    ECIES_SECP256K1: b"ecies-secp256k1",
+    ECIES_X25519: b"ecies-x25519",
+}
+_PREFIX_SIZES = {ARGON2ID: 24, SCRYPT: 25, X25519: 32, ECIES_SECP256K1: 33, ECIES_X25519: 32}
+_PASSPHRASE_TYPES = frozenset({ARGON2ID, SCRYPT})
+_ZERO_NONCE = bytes(12)
+_ARGON2 = struct.Struct(">16sII")
+_SCRYPT = struct.Struct(">16sBII")
+
+_HRP_X25519 = "sc-x25519-pub"
+_HRP_X25519_SECRET = "sc-x25519-secret-"
+_HRP_SECP256K1 = "sc-secp256k1-pub"
+_HRP_SECP256K1_SECRET = "sc-secp256k1-secret-"
+
+
+# --------------------------------------------------------------------------- header
+
+
+@dataclass(frozen=True, slots=True)
+class Stanza:
+    """One wrapped copy of the file key: a type byte and its body."""
+
+    kind: int
+    body: bytes
+
+    def encode(self) -> bytes:
+        return struct.pack(">BH", self.kind, len(self.body)) + self.body
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeHeader:
+    """A parsed (not yet authenticated) envelope header."""
+
+    stanzas: tuple[Stanza, ...]
+    signer: bytes | None
+    raw: bytes  # the header bytes, mac included
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+    @property
+    def signed(self) -> bool:
+        return self.signer is not None
+
+
+def _encode_header(stanzas: Sequence[Stanza], signer: bytes | None) -> bytes:
+    flags = FLAG_SIGNED if signer is not None else 0
+    parts = [MAGIC, bytes([VERSION, flags]), signer or b"", bytes([len(stanzas)])]
+    parts += [s.encode() for s in stanzas]
+    return b"".join(parts)
+
+
+def parse_header(data: Buffer) -> EnvelopeHeader | None:
+    """Parse an envelope header from the start of ``data``; ``None`` if more bytes are needed.
+
+    Raises :class:`FormatError` (bad magic, bad stanza count or size, two passphrase
+    stanzas, longer than :data:`MAX_HEADER_SIZE`) and :class:`UnsupportedFormatError`
+    (another version, unknown flags).
+    """
+    buf = bytes(data[: MAX_HEADER_SIZE + 1])
+    if not buf.startswith(MAGIC):
+        if len(buf) >= len(MAGIC) or not MAGIC.startswith(buf):
+            raise FormatError("not a streamcrypt envelope (bad magic)")
+        return None
+    if len(buf) < 6:
+        return None
+    version, flags = buf[4], buf[5]
+    if version != VERSION:
+        raise UnsupportedFormatError(f"unsupported envelope version {version}; this reads 1")
+    if flags & ~FLAG_SIGNED:
+        raise UnsupportedFormatError(f"unknown envelope flags {flags:#04x}")
+    pos = 6
+    signer = None
+    if flags & FLAG_SIGNED:
+        if len(buf) < pos + 32:
+            return None
+        signer = buf[pos : pos + 32]
+        pos += 32
+    if len(buf) < pos + 1:
+        return None
+    count = buf[pos]
+    pos += 1
+    if not 1 <= count <= MAX_STANZAS:
+        raise FormatError(f"envelope has {count} stanzas; it must have 1..{MAX_STANZAS}")
+    stanzas: list[Stanza] = []
+    for _ in range(count):
+        if len(buf) < pos + 3:
+            _need_more(buf)
+            return None
+        kind, length = struct.unpack_from(">BH", buf, pos)
+        pos += 3
+        if kind in _PREFIX_SIZES and length != _PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE:
+            raise FormatError(
+                f"envelope {_LABELS[kind].decode()} stanza must be "
+                f"{_PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE} bytes, got {length}"
+            )
+        if len(buf) < pos + length:
+            _need_more(buf)
+            return None
+        stanzas.append(Stanza(kind, buf[pos : pos + length]))
+        pos += length
+    if sum(s.kind in _PASSPHRASE_TYPES for s in stanzas) > 1:
+        raise FormatError("envelope has more than one passphrase stanza")
+    if len(buf) < pos + MAC_SIZE:
+        _need_more(buf)
+        return None
+    return EnvelopeHeader(tuple(stanzas), signer, buf[: pos + MAC_SIZE])
+
+
+def _need_more(buf: bytes) -> None:
+    """Called when the header is incomplete: refuse it once it passed the size limit."""
+    if len(buf) > MAX_HEADER_SIZE:
+        raise FormatError(f"envelope header is longer than {MAX_HEADER_SIZE} bytes")
+
+
+def _keys(file_key: bytes) -> tuple[bytes, SecretKey]:
+    mac_key = hkdf(file_key, info=_INFO + b"header")
+    return mac_key, SecretKey(hkdf(file_key, info=_INFO + b"payload"))
+
+
+def _mac(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
+    return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
+
+
+# --------------------------------------------------------------------------- stanzas
+
+
+def _kek(kind: int, secret: bytes, salt: bytes) -> tuple[ChaCha20Poly1305Suite, bytes]:
+    okm = hkdf(secret, salt=salt, info=_INFO + _LABELS[kind], length=32 + CHECK_SIZE)
+    return ChaCha20Poly1305Suite(okm[:32]), okm[32:]
+
+
+def _seal_stanza(kind: int, prefix: bytes, secret: bytes, salt: bytes, file_key: bytes) -> Stanza:
+    aead, check = _kek(kind, secret, salt)
+    wrapped = aead.seal(_ZERO_NONCE, file_key, bytes([kind]) + prefix)
+    return Stanza(kind, prefix + check + wrapped)
+
+
+def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
+    """The file key; ``None`` if the stanza is not for this secret (check differs)."""
+    n = _PREFIX_SIZES[stanza.kind]
+    aead, check = _kek(stanza.kind, secret, salt)
+    if not hmac.compare_digest(check, stanza.body[n : n + CHECK_SIZE]):
+        return None
+    try:
+        return aead.open(
+            _ZERO_NONCE, stanza.body[n + CHECK_SIZE :], bytes([stanza.kind]) + stanza.body[:n]
+        )
+    except AuthenticationError:
+        raise AuthenticationError(
+            f"envelope {_LABELS[stanza.kind].decode()} stanza is addressed to this identity "
+            "but its wrapped key does not open: the stanza was tampered with"
+        ) from None
+
+
+class Recipient(Protocol):
+    """Something the file key can be wrapped to: returns one stanza."""
+
+    def wrap(self, file_key: bytes) -> Stanza: ...
+
+
+class Identity(Protocol):
+    """Something that may unwrap stanzas of the types in ``kinds``."""
+
+    @property
+    def kinds(self) -> frozenset[int]: ...
+
+    def unwrap(self, stanza: Stanza) -> bytes | None: ...
+
+
+def _x25519_public(data: Buffer) -> bytes:
+    raw = bytes(data)
+    if len(raw) != 32:
+        raise InvalidPublicKeyError(f"an X25519 public key must be 32 bytes, got {len(raw)}")
+    try:  # a low-order point gives the all-zero secret with every scalar
+        x25519.X25519PrivateKey.generate().exchange(x25519.X25519PublicKey.from_public_bytes(raw))
+    except ValueError:
+        raise InvalidPublicKeyError(
+            "X25519 public key is a low-order point (the shared secret would be all zeros)"
+        ) from None
+    return raw
+
+
+def _secret_bytes(material: Buffer | SecretKey, what: str) -> bytes:
+    raw = material.secret_bytes() if isinstance(material, SecretKey) else bytes(material)
+    if len(raw) != 32:
+        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
+    return raw
+
+
+class X25519Recipient:
+    """An X25519 public key (``sc-x25519-pub1...``); low-order points are refused.
+
+    Raises :class:`InvalidPublicKeyError` at construction for a wrong size or low order.
+    """
+
+    __slots__ = ("_public",)
+
+    def __init__(self, public_key: Buffer) -> None:
+        self._public = _x25519_public(public_key)
+
+    @classmethod
+    def parse(cls, text: str) -> X25519Recipient:
+        """Parse ``sc-x25519-pub1...`` (Bech32); raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_X25519 or len(data) != 32:
+            raise FormatError("not an X25519 recipient (sc-x25519-pub1... with 32 bytes)")
+        return cls(data)
+
+    def public_bytes(self) -> bytes:
+        return self._public
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        ephemeral = x25519.X25519PrivateKey.generate()
+        share = ephemeral.public_key().public_bytes_raw()
+        shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
+        return _seal_stanza(X25519, share, shared, share + self._public, file_key)
+
+    def __str__(self) -> str:
+        return bech32_encode(_HRP_X25519, self._public)
+
+    def __repr__(self) -> str:
+        return f"X25519Recipient({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, X25519Recipient) and other._public == self._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+
+class X25519Identity:
+    """An X25519 private key (``SC-X25519-SECRET-1...``); ``repr`` shows only the public key.
+
+    Opens x25519 and ecies-x25519 stanzas (the same key pair serves both).
+    """
+
+    __slots__ = ("_private", "_raw", "_recipient")
+
+    kinds: frozenset[int] = frozenset({X25519, ECIES_X25519})
+
+    def __init__(self, secret: Buffer | SecretKey) -> None:
+        raw = _secret_bytes(secret, "an X25519 private key")
+        self._raw = SecretKey(raw)
+        self._private = x25519.X25519PrivateKey.from_private_bytes(raw)
+        self._recipient = X25519Recipient(self._private.public_key().public_bytes_raw())
+
+    @classmethod
+    def generate(cls) -> X25519Identity:
+        return cls(random_bytes(32))
+
+    @classmethod
+    def parse(cls, text: str) -> X25519Identity:
+        """Parse ``SC-X25519-SECRET-1...``; raises :class:`FormatError`."""
+        hrp, data = bech32_decode(text)
+        if hrp != _HRP_X25519_SECRET or len(data) != 32:
+            raise FormatError("not an X25519 identity (SC-X25519-SECRET-1... with 32 bytes)")
+        return cls(data)
+
+    @property
+    def recipient(self) -> X25519Recipient:
+        return self._recipient
+
+    def to_string(self) -> str:
+        """The secret key as ``SC-X25519-SECRET-1...``. Handle with care."""
+        return bech32_encode(_HRP_X25519_SECRET, self._raw.secret_bytes(), upper=True)
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        """The file key, ``None`` if the stanza is not ours.
+
+        Raises :class:`InvalidPublicKeyError` for a low-order or invalid ephemeral key and
+        :class:`AuthenticationError` for a stanza of ours that was tampered with.
+        """
+        share = stanza.body[:32]
+        if stanza.kind == ECIES_X25519:
+            key = ecies.decapsulate(self._raw, share, curve="x25519")
+            return _open_stanza(stanza, key.secret_bytes(), share)
+        if stanza.kind != X25519:
+            return None
+        try:
+            shared = self._private.exchange(x25519.X25519PublicKey.from_public_bytes(share))
+        except ValueError:
+            raise InvalidPublicKeyError(
+                "envelope x25519 stanza has a low-order ephemeral key"
+            ) from None
+        return _open_stanza(stanza, shared, share + self._recipient.public_bytes())
+
+    def __repr__(self) -> str:
+        return f"X25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
+
+
+EciesCurve = Literal["secp256k1", "x25519"]
+_ECIES_KINDS: dict[str, int] = {"secp256k1": ECIES_SECP256K1, "x25519": ECIES_X25519}
+
+
+def _ecies_curve(curve: str) -> EciesCurve:
+    if curve not in _ECIES_KINDS:
+        raise UnsupportedFormatError(
+            f"envelope ECIES recipients use secp256k1 or x25519, not {curve!r}"
+        )
+    return "secp256k1" if curve == "secp256k1" else "x25519"
+
+
+def _secp256k1_compressed(raw: bytes) -> bytes:
+    key = (
+        serialization.load_der_public_key(raw)
+        if raw[:1] == b"\x30"
+        else ec.EllipticCurvePublicKey.from_encoded_point(
+            ec.SECP256K1(), b"\x04" + raw if len(raw) == 64 else raw
+        )
+    )
+    return key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint)
+
+
+class EciesRecipient:
+    """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
+
+    secp256k1 keys in any form :mod:`streamcrypt.ecies` takes (text:
+    ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes. Raises
+    :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
+    """
+
+    __slots__ = ("_curve", "_public")
+
+    def __init__(self, public_key: Buffer, *, curve: EciesCurve = "secp256k1") -> None:
+        self._curve = _ecies_curve(curve)
+        raw = bytes(public_key)
+        ecies.encapsulate(raw, curve=self._curve)  # validates: raises InvalidPublicKeyError
+        self._public = _secp256k1_compressed(raw) if self._curve == "secp256k1" else raw
+
+    @classmethod
+    def parse(cls, text: str) -> EciesRecipient:
+        """Parse ``sc-secp256k1-pub1...`` or ``sc-x25519-pub1...``; raises FormatError."""
+        hrp, data = bech32_decode(text)
+        if hrp == _HRP_SECP256K1 and len(data) == 33:
+            return cls(data, curve="secp256k1")
+        if hrp == _HRP_X25519 and len(data) == 32:
+            return cls(data, curve="x25519")
+        raise FormatError("not an ECIES recipient (sc-secp256k1-pub1... or sc-x25519-pub1...)")
+
+    @property
+    def curve(self) -> EciesCurve:
+        return self._curve
+
+    def public_bytes(self) -> bytes:
+        """The key: SEC1 compressed (secp256k1) or 32 raw bytes (x25519)."""
+        return self._public
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        share, key = ecies.encapsulate(self._public, curve=self._curve, compress_ephemeral=True)
+        kind = _ECIES_KINDS[self._curve]
+        return _seal_stanza(kind, share, key.secret_bytes(), share, file_key)
+
+    def __str__(self) -> str:
+        hrp = _HRP_SECP256K1 if self._curve == "secp256k1" else _HRP_X25519
+        return bech32_encode(hrp, self._public)
+
+    def __repr__(self) -> str:
+        return f"EciesRecipient({str(self)!r}, curve={self._curve!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, EciesRecipient)
+            and other._curve == self._curve
+            and other._public == self._public
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._curve, self._public))
+
+
+class EciesIdentity:
+    """A private key for ECIES stanzas: secp256k1 (``SC-SECP256K1-SECRET-1...``) or x25519.
+
+    An x25519 ECIES identity also opens plain x25519 stanzas. ``repr`` hides the secret.
+    """
+
+    __slots__ = ("_curve", "_raw", "_recipient", "_x25519")
+
+    def __init__(self, private_key: Buffer | SecretKey, *, curve: EciesCurve = "secp256k1") -> None:
+        self._curve = _ecies_curve(curve)
+        raw = _secret_bytes(private_key, f"a {self._curve} private key")
+        self._raw = SecretKey(raw)
+        public = ecies.public_key(raw, curve=self._curve, compressed=True)
+        self._recipient = EciesRecipient(public, curve=self._curve)
+        self._x25519 = X25519Identity(raw) if self._curve == "x25519" else None
+
+    @classmethod
+    def generate(cls, curve: EciesCurve = "secp256k1") -> EciesIdentity:
+        private, _ = ecies.generate_keypair(_ecies_curve(curve))
+        return cls(private, curve=curve)
+
+    @classmethod
+    def parse(cls, text: str) -> EciesIdentity:
+        """Parse ``SC-SECP256K1-SECRET-1...`` or ``SC-X25519-SECRET-1...``."""
+        hrp, data = bech32_decode(text)
+        if hrp == _HRP_SECP256K1_SECRET and len(data) == 32:
+            return cls(data, curve="secp256k1")
+        if hrp == _HRP_X25519_SECRET and len(data) == 32:
+            return cls(data, curve="x25519")
+        raise FormatError("not an ECIES identity (SC-SECP256K1-SECRET-1... or SC-X25519-...)")
+
+    @property
+    def kinds(self) -> frozenset[int]:
+        return X25519Identity.kinds if self._x25519 is not None else frozenset({ECIES_SECP256K1})
+
+    @property
+    def recipient(self) -> EciesRecipient:
+        return self._recipient
+
+    def to_string(self) -> str:
+        """The secret key text. Handle with care."""
+        hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else _HRP_X25519_SECRET
+        return bech32_encode(hrp, self._raw.secret_bytes(), upper=True)
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        """As :meth:`X25519Identity.unwrap`."""
+        if self._x25519 is not None:
+            return self._x25519.unwrap(stanza)
+        if stanza.kind != ECIES_SECP256K1:
+            return None
+        share = stanza.body[:33]
+        key = ecies.decapsulate(self._raw, share, curve="secp256k1")
+        return _open_stanza(stanza, key.secret_bytes(), share)
+
+    def __repr__(self) -> str:
+        return f"EciesIdentity(<secret hidden>, recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
+
+
+def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
+    if isinstance(passphrase, str):
+        raw = passphrase.encode("utf-8")
+    elif isinstance(passphrase, bytes | bytearray | memoryview):
+        raw = bytes(passphrase)
+    else:
+        raise InvalidParameterError(
+            f"a passphrase must be str or bytes, not {type(passphrase).__name__}"
+        )
+    if not raw:
+        raise InvalidParameterError("a passphrase cannot be empty")
+    return raw
+
+
+class PassphraseRecipient:
+    """Wrap to a passphrase with Argon2id (``Argon2Params``) or scrypt (``ScryptParams``)."""
+
+    __slots__ = ("_params", "_passphrase")
+
+    def __init__(self, passphrase: str | Buffer, *, params: PasswordParams = MODERATE) -> None:
+        if not isinstance(params, Argon2Params | ScryptParams):
+            raise InvalidParameterError("params must be Argon2Params or ScryptParams")
+        if isinstance(params, ScryptParams) and (params.log_n > 255 or params.r >= 1 << 32):
+            raise InvalidParameterError("scrypt parameters do not fit the envelope stanza")
+        self._passphrase = _passphrase_bytes(passphrase)
+        self._params = params
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        salt = random_bytes(16)
+        params = self._params
+        if isinstance(params, Argon2Params):
+            kind, prefix = ARGON2ID, _ARGON2.pack(salt, params.ops, params.mem // 1024)
+        else:
+            kind, prefix = SCRYPT, _SCRYPT.pack(salt, params.log_n, params.r, params.p)
+        secret = derive_key_from_password(self._passphrase, salt, params=params)
+        return _seal_stanza(kind, prefix, secret.secret_bytes(), b"", file_key)
+
+    def __repr__(self) -> str:
+        return f"PassphraseRecipient(<passphrase hidden>, params={self._params})"
+
+
+class PassphraseIdentity:
+    """Open a passphrase stanza, refusing KDF parameters above the caps first.
+
+    :meth:`unwrap` raises :class:`LimitExceededError` for parameters above
+    ``max_params`` / ``max_scrypt`` and :class:`FormatError` for out-of-range ones.
+    """
+
+    __slots__ = ("_max_params", "_max_scrypt", "_passphrase")
+
+    kinds: frozenset[int] = _PASSPHRASE_TYPES
+
+    def __init__(
+        self,
+        passphrase: str | Buffer,
+        *,
+        max_params: Argon2Params = MAX_READ_PARAMS,
+        max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+    ) -> None:
+        self._passphrase = _passphrase_bytes(passphrase)
+        self._max_params = max_params
+        self._max_scrypt = max_scrypt
+
+    @staticmethod
+    def params_of(stanza: Stanza) -> tuple[bytes, PasswordParams]:
+        """The salt and KDF parameters a passphrase stanza names (FormatError if invalid)."""
+        try:
+            if stanza.kind == ARGON2ID:
+                salt, ops, mem_kib = _ARGON2.unpack_from(stanza.body)
+                return salt, Argon2Params(ops, mem_kib * 1024)
+            salt, log_n, r, p = _SCRYPT.unpack_from(stanza.body)
+            if not 1 <= log_n <= 63:
+                raise InvalidParameterError(f"scrypt log2 N must be 1..63, got {log_n}")
+            return salt, ScryptParams(1 << log_n, r, p)
+        except InvalidParameterError as exc:
+            raise FormatError(f"envelope passphrase stanza has invalid parameters: {exc}") from None
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        if stanza.kind not in _PASSPHRASE_TYPES:
+            return None
+        salt, params = self.params_of(stanza)
+        check_read_params(params, max_params=self._max_params, max_scrypt=self._max_scrypt)
+        secret = derive_key_from_password(self._passphrase, salt, params=params)
+        return _open_stanza(stanza, secret.secret_bytes(), b"")
+
+    def __repr__(self) -> str:
+        return "PassphraseIdentity(<passphrase hidden>)"
+
+
+RecipientLike: TypeAlias = Recipient | str
+IdentityLike: TypeAlias = Identity | str
+
+
+def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:
+    """``sc-x25519-pub1...`` -> X25519Recipient; ``sc-secp256k1-pub1...`` -> EciesRecipient."""
+    hrp, _ = bech32_decode(text.strip())
+    if hrp == _HRP_X25519:
+        return X25519Recipient.parse(text.strip())
+    if hrp == _HRP_SECP256K1:
+        return EciesRecipient.parse(text.strip())
+    raise FormatError(f"unknown recipient type {hrp!r}; expected sc-x25519-pub or sc-secp256k1-pub")
+
+
+def parse_identity(text: str) -> X25519Identity | EciesIdentity:
+    """``SC-X25519-SECRET-1...`` -> X25519Identity; ``SC-SECP256K1-SECRET-1...`` ->
+    EciesIdentity. Raises :class:`FormatError` (the message never contains the key)."""
+    hrp, _ = bech32_decode(text.strip())
+    if hrp == _HRP_X25519_SECRET:
+        return X25519Identity.parse(text.strip())
+    if hrp == _HRP_SECP256K1_SECRET:
+        return EciesIdentity.parse(text.strip())
+    raise FormatError("unknown identity type; expected SC-X25519-SECRET- or SC-SECP256K1-SECRET-")
+
+
+def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
+    deferred: Exception | None = None
+    for stanza in header.stanzas:
+        for identity in identities:
+            if stanza.kind not in identity.kinds:
+                continue
+            try:
+                file_key = identity.unwrap(stanza)
+            except (AuthenticationError, InvalidPublicKeyError, LimitExceededError) as exc:
+                deferred = deferred or exc
+                continue
+            if file_key is not None:
+                return file_key
+    if deferred is not None:
+        raise deferred
+    raise UnknownKeyError(
+        "no stanza of this envelope opens with the given identities or passphrase: "
+        "wrong private key or passphrase, or not addressed to you"
+    )
+
+
+# --------------------------------------------------------------------------- streams
+
+
+class _Sealed(SegmentCodec):
+    """The "codec" of jobs whose output was sealed already: copies input to output."""
+
+    overhead: ClassVar[int] = 0
+    segment_size = first_segment_size = 1 << 62
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        n = len(plaintext)
+        out[:n] = plaintext
+        return n
+
+
+_COPY = _Sealed()
+
+
+def _recipient_list(
+    recipients: Iterable[RecipientLike] | RecipientLike,
+    passphrase: str | Buffer | None,
+    params: PasswordParams,
+) -> list[Recipient]:
+    if isinstance(recipients, str) or hasattr(recipients, "wrap"):
+        recipients = [recipients]  # type: ignore[list-item]
+    out: list[Recipient] = [
+        parse_recipient(r) if isinstance(r, str) else r
+        for r in recipients
+    ]
+    for r in out:
+        if not callable(getattr(r, "wrap", None)):
+            raise InvalidParameterError(f"not a recipient: {type(r).__name__}")
+    if passphrase is not None:
+        out.append(PassphraseRecipient(passphrase, params=params))
+    if not out:
+        raise InvalidParameterError("an envelope needs at least one recipient or a passphrase")
+    if sum(isinstance(r, PassphraseRecipient) for r in out) > 1:
+        raise InvalidParameterError("an envelope takes at most one passphrase")
+    if len(out) > MAX_STANZAS:
+        raise InvalidParameterError(f"an envelope takes at most {MAX_STANZAS} recipients")
+    return out
+
+
+class EnvelopeEncryptor:
+    """Encrypt a stream to recipients and/or a passphrase, optionally signed (sans-I/O).
+
+    A segmented transform (``take_header``/``feed``/``finish``/``fail`` for the engine,
+    ``update``/``finalize`` directly). ``recipients`` are :class:`X25519Recipient`,
+    :class:`EciesRecipient`, :class:`PassphraseRecipient` or their text forms;
+    ``passphrase`` adds a passphrase stanza (``passphrase_params``: Argon2id MODERATE by
+    default, or ScryptParams). ``sign_with`` appends an Ed25519ph signature over the
+    whole ciphertext. Raises :class:`InvalidParameterError`,
+    :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
+    """
+
+    __slots__ = ("_header", "_inner", "_signer", "header")
+
+    def __init__(
+        self,
+        *,
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        passphrase: str | Buffer | None = None,
+        suite: str = "aes-256-gcm",
+        segment_size: int = container.DEFAULT_SEGMENT_SIZE,
+        aad: Buffer = b"",
+        sign_with: Ed25519PrivateKey | None = None,
+        passphrase_params: PasswordParams = MODERATE,
+    ) -> None:
+        if sign_with is not None and not isinstance(sign_with, Ed25519PrivateKey):
+            raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
+        recips = _recipient_list(recipients, passphrase, passphrase_params)
+        file_key = random_bytes(FILE_KEY_SIZE)
+        stanzas = [r.wrap(file_key) for r in recips]
+        body = _encode_header(stanzas, sign_with.public_bytes() if sign_with else None)
+        mac_key, payload_key = _keys(file_key)
+        raw = body + _mac(mac_key, body, aad)
+        self.header = EnvelopeHeader(
+            tuple(stanzas), sign_with.public_bytes() if sign_with else None, raw
+        )
+        self._inner = container.StreamEncryptor(
+            payload_key, suite=suite, segment_size=segment_size, aad=raw + bytes(aad)
+        )
+        self._signer = Ed25519phSigner(sign_with) if sign_with is not None else None
+        self._header = raw
+        if self._signer is not None:
+            self._header = raw + self._inner.take_header()
+            self._signer.update(self._header)
+
+    @property
+    def state(self) -> State:
+        return self._inner.state
+
+    def take_header(self) -> bytes:
+        """The envelope and container headers, once; ``b""`` afterwards."""
+        header, self._header = self._header, b""
+        return header + self._inner.take_header()
+
+    def _signed(self, jobs: list[SegmentJob], final: bool) -> list[SegmentJob]:
+        signer = self._signer
+        assert signer is not None
+        try:
+            out = b"".join([job.run() for job in jobs])
+            signer.update(out)
+            if final:
+                signer.finalize()
+                out += signer.signature()
+        except Exception as exc:
+            raise self._inner.fail(exc) from None
+        return [SegmentJob(_COPY, True, 0, 1, out, final)] if out or final else []
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        """Jobs for the segments now complete (already sealed when signing)."""
+        jobs = self._inner.feed(data)
+        return jobs if self._signer is None else self._signed(jobs, False)
+
+    def finish(self) -> list[SegmentJob]:
+        """The final segment's job (followed by the signature when signing)."""
+        jobs = self._inner.finish()
+        return jobs if self._signer is None else self._signed(jobs, True)
+
+    def fail(self, exc: BaseException) -> BaseException:
+        return self._inner.fail(exc)
+
+    def update(self, data: Buffer) -> bytes:
+        jobs = self.feed(data)
+        header = self.take_header()
+        return header + b"".join([job.run() for job in jobs])
+
+    def finalize(self) -> bytes:
+        jobs = self.finish()
+        return self.take_header() + b"".join([job.run() for job in jobs])
+
+
+def _identity_list(
+    identities: Iterable[IdentityLike] | IdentityLike,
+    passphrase: str | Buffer | None,
+    max_params: Argon2Params,
+    max_scrypt: ScryptParams,
+) -> list[Identity]:
+    if isinstance(identities, str) or hasattr(identities, "unwrap"):
+        identities = [identities]  # type: ignore[list-item]
+    out: list[Identity] = [
+        parse_identity(i) if isinstance(i, str) else i
+        for i in identities
+    ]
+    for i in out:
+        if not callable(getattr(i, "unwrap", None)) or not hasattr(i, "kinds"):
+            raise InvalidParameterError(f"not an identity: {type(i).__name__}")
+    if passphrase is not None:
+        out.append(PassphraseIdentity(passphrase, max_params=max_params, max_scrypt=max_scrypt))
+    if not out:
+        raise InvalidParameterError("decrypting an envelope needs identities or a passphrase")
+    return out
+
+
+class _HeaderReader:
+    """Opens the envelope header once (KDF work happens once), then the container header."""
+
+    __slots__ = ("_aad", "_identities", "_payload_key", "_verify", "header")
+
+    def __init__(
+        self, identities: Sequence[Identity], aad: Buffer, verify: Ed25519PublicKey | None
+    ) -> None:
+        self._identities = identities
+        self._aad = bytes(aad)
+        self._verify = verify
+        self._payload_key: SecretKey | None = None
+        self.header: EnvelopeHeader | None = None
+
+    def _open(self, header: EnvelopeHeader) -> SecretKey:
+        file_key = _open_file_key(header, self._identities)
+        mac_key, payload_key = _keys(file_key)
+        body = header.raw[:-MAC_SIZE]
+        if not hmac.compare_digest(_mac(mac_key, body, self._aad), header.raw[-MAC_SIZE:]):
+            raise AuthenticationError(
+                "envelope header did not authenticate: wrong associated data or a tampered header"
+            )
+        if self._verify is not None:
+            if header.signer is None:
+                raise InvalidSignatureError(
+                    "the envelope is not signed, but a signature was required (verify_with)"
+                )
+            if header.signer != self._verify.public_bytes():
+                raise InvalidSignatureError(
+                    "the envelope is signed by another key than verify_with names"
+                )
+        return payload_key
+
+    def __call__(self, data: bytes) -> tuple[SegmentCodec, int] | None:
+        if self.header is None:
+            header = parse_header(data)
+            if header is None:
+                return None
+            self._payload_key = self._open(header)
+            self.header = header
+        assert self._payload_key is not None
+        size = self.header.size
+        inner = data[size:]
+        parsed = container.read_header(inner)
+        if parsed is None or len(inner) < parsed[1] + container.TAG_SIZE:
+            return None
+        if parsed[0].key_id:
+            raise FormatError("the container inside an envelope must not name a key id")
+        lay = container.layout(
+            self._payload_key,
+            inner[: container.MAX_HEADER_SIZE],
+            len(inner),
+            aad=self.header.raw + self._aad,
+        )
+        return lay.codec, size + lay.header_size
+
+
+class EnvelopeDecryptor(SegmentedDecryptor):
+    """Decrypt an envelope with any matching identity or the passphrase (sans-I/O).
+
+    Releases only verified segments. With ``verify_with`` (an Ed25519 public key) the
+    stream must be signed by it, and ``finish()``/``finalize()`` verify the signature
+    before the final segment comes out. Caps on passphrase parameters: ``max_params``
+    (Argon2id) and ``max_scrypt``. Raises :class:`UnknownKeyError`,
+    :class:`AuthenticationError`, :class:`InvalidSignatureError`,
+    :class:`InvalidPublicKeyError`, :class:`LimitExceededError`,
+    :class:`TruncatedStreamError`, :class:`FormatError`, :class:`UnsupportedFormatError`.
+    """
+
+    __slots__ = ("_reader", "_tail", "_verifier")
+
+    def __init__(
+        self,
+        *,
+        identities: Iterable[IdentityLike] | IdentityLike = (),
+        passphrase: str | Buffer | None = None,
+        aad: Buffer = b"",
+        verify_with: Ed25519PublicKey | Buffer | None = None,
+        max_params: Argon2Params = MAX_READ_PARAMS,
+        max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+    ) -> None:
+        idents = _identity_list(identities, passphrase, max_params, max_scrypt)
+        verify = None
+        if verify_with is not None:
+            verify = (
+                verify_with
+                if isinstance(verify_with, Ed25519PublicKey)
+                else Ed25519PublicKey(verify_with)
+            )
+        self._reader = _HeaderReader(idents, aad, verify)
+        super().__init__(self._reader)
+        self._verifier = Ed25519phVerifier(verify) if verify is not None else None
+        self._tail = bytearray()
+
+    @property
+    def header(self) -> EnvelopeHeader | None:
+        """The envelope header, once it was opened and authenticated."""
+        return self._reader.header
+
+    @property
+    def signer(self) -> Ed25519PublicKey | None:
+        """The key a signed stream names (checked only when ``verify_with`` was given)."""
+        header = self._reader.header
+        return Ed25519PublicKey(header.signer) if header and header.signer else None
+
+    @property
+    def verified(self) -> bool:
+        """True once the signature was checked against ``verify_with``."""
+        return self._verifier is not None and self._verifier.verified()
+
+    def _forward(self, chunk: Buffer) -> list[SegmentJob]:
+        if self._verifier is not None and len(chunk):
+            self._verifier.update(chunk)
+        return super().feed(chunk)
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        """Jobs for every segment now complete (the last 64 bytes are held back)."""
+        self._check()
+        view = memoryview(data).cast("B")
+        tail = self._tail
+        if len(tail) + len(view) <= SIGNATURE_SIZE:
+            tail += view
+            return []
+        try:
+            if len(view) >= SIGNATURE_SIZE:
+                jobs = self._forward(bytes(tail)) if tail else []
+                jobs += self._forward(view[:-SIGNATURE_SIZE])
+                tail[:] = view[-SIGNATURE_SIZE:]
+            else:
+                joined = bytes(tail) + bytes(view)
+                jobs = self._forward(joined[:-SIGNATURE_SIZE])
+                tail[:] = joined[-SIGNATURE_SIZE:]
+        except Exception as exc:
+            raise self._break(exc) from None
+        return jobs
+
+    def finish(self) -> list[SegmentJob]:
+        """Verify the signature (if asked), then the final segment's job.
+
+        Raises :class:`InvalidSignatureError` before any final output.
+        """
+        self._check()
+        try:
+            jobs: list[SegmentJob] = []
+            tail = bytes(self._tail)
+            self._tail.clear()
+            header = self._reader.header
+            if header is None:
+                # The header may end inside the held-back bytes: then the stream is unsigned.
+                jobs = self._forward(tail)
+                header = self._reader.header
+                if header is not None and header.signed:
+                    raise TruncatedStreamError("the signed envelope ended before its signature")
+            elif not header.signed:
+                jobs = self._forward(tail)
+            else:
+                if len(tail) < SIGNATURE_SIZE:
+                    raise TruncatedStreamError("the signed envelope ended before its signature")
+                if self._verifier is not None:
+                    self._verifier.finalize(tail)
+        except Exception as exc:
+            raise self._break(exc) from None
+        return jobs + super().finish()
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    *,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    passphrase: str | Buffer | None = None,
+    suite: str = "aes-256-gcm",
+    segment_size: int = container.DEFAULT_SEGMENT_SIZE,
+    aad: Buffer = b"",
+    sign_with: Ed25519PrivateKey | None = None,
+    passphrase_params: PasswordParams = MODERATE,
+) -> bytes:
+    """Encrypt ``plaintext`` into an envelope at once (see :class:`EnvelopeEncryptor`)."""
+    enc = EnvelopeEncryptor(
+        recipients=recipients,
+        passphrase=passphrase,
+        suite=suite,
+        segment_size=segment_size,
+        aad=aad,
+        sign_with=sign_with,
+        passphrase_params=passphrase_params,
+    )
+    return enc.update(plaintext) + enc.finalize()
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    aad: Buffer = b"",
+    verify_with: Ed25519PublicKey | Buffer | None = None,
+    max_params: Argon2Params = MAX_READ_PARAMS,
+    max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+) -> bytes:
+    """Decrypt a whole envelope; returns nothing on failure (errors as
+    :class:`EnvelopeDecryptor`)."""
+    dec = EnvelopeDecryptor(
+        identities=identities,
+        passphrase=passphrase,
+        aad=aad,
+        verify_with=verify_with,
+        max_params=max_params,
+        max_scrypt=max_scrypt,
+    )
+    return dec.update(ciphertext) + dec.finalize()
