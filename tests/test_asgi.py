@@ -8,6 +8,8 @@ import gzip
 import hashlib
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -574,3 +576,25 @@ async def test_32_mib_bounded_memory() -> None:
 async def test_256_mib_bounded_memory() -> None:
     """The same with 1 MiB batches: the peak does not follow the body size."""
     await _big_roundtrip(256 << 20, OffloadPolicy(batch_size=1 << 20), 32 << 20)
+
+
+async def test_transports_import_without_the_optional_extras() -> None:
+    """starlette and aiohttp are optional: the package and the ASGI middleware import
+    without them; the aiohttp names fail only when used."""
+    code = (
+        "import sys\n"
+        "sys.modules['aiohttp'] = None\n"
+        "sys.modules['starlette'] = None\n"
+        "import streamcrypt.transports as t\n"
+        "assert t.EncryptionMiddleware\n"
+        "try:\n"
+        "    t.setup_encryption\n"
+        "except ImportError:\n"
+        "    print('lazy ok')\n"
+    )
+    argv = [sys.executable, "-c", code]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "lazy ok"

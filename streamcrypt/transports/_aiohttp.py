@@ -1,0 +1,573 @@
+"""aiohttp server middleware and client helpers for RFC 8188 (``aes128gcm``) bodies.
+
+Theory of operation
+-------------------
+aiohttp writes a streamed body while the handler runs, so a middleware cannot re-encode
+it afterwards; that is why aiohttp hooks its own compression into ``StreamResponse``.
+This module splits the work the same way:
+
+* :class:`EncryptedStreamResponse` is a ``StreamResponse`` whose ``write`` and
+  ``write_eof`` push plaintext through a pipeline feeder whose sink is the real
+  ``StreamResponse.write``: the body streams out encrypted, with bounded memory.
+* :func:`setup_encryption` installs a middleware (outermost) that, on the routes it
+  selects, decrypts ``aes128gcm`` request bodies as the handler reads them (the request
+  is cloned over a :class:`aiohttp.StreamReader` that pulls ciphertext only when the
+  handler waits for data, so backpressure is the handler's reading pace; plaintext is
+  released per verified record) and encrypts whole ``web.Response`` bodies (exact
+  ``Content-Length``), raised ``HTTPException`` bodies and ``FileResponse`` files. It
+  also installs an ``on_response_prepare`` guard: a response with a body on a selected
+  route that is neither encrypted nor marked by the middleware (a plain
+  ``StreamResponse`` written from the handler, a body aiohttp compressed after
+  encryption) is refused at ``prepare`` before its headers leave, so the handler fails
+  and the client gets 500; nothing is ever sent in clear. aiohttp's own 5xx error pages
+  (made outside any middleware) pass.
+* Errors: a request body that fails to decrypt raises the typed error in the handler's
+  read; the middleware answers ``exc.http_status`` (400, 413) with a short message. A
+  request ``Content-Encoding`` other than ``aes128gcm`` gets 415 before the handler.
+* Client side, :func:`encrypted_body` is a request payload (carrying its own
+  ``Content-Encoding``) that encrypts an async iterator as it is sent, and
+  :func:`decrypt_response` decrypts a ``ClientResponse``'s content stream.
+
+Unencryptable answers (206, bodies that already carry a ``Content-Encoding``, files)
+are encrypted or refused with a 500 by ``on_unencryptable``, as in the ASGI middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from aiohttp import ClientResponse, hdrs, web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.base_protocol import BaseProtocol
+from aiohttp.payload import AsyncIterablePayload, Payload
+from aiohttp.streams import StreamReader
+from multidict import CIMultiDict
+
+from .._state import Buffer
+from ..codecs.ece import (
+    CONTENT_ENCODING,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_RECORD_SIZE,
+    EceDecryptor,
+    EceEncryptor,
+    EceKey,
+    EceKeySource,
+    encrypted_length,
+)
+from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..errors import InvalidParameterError, StreamCryptError, UnsupportedFormatError
+from ..keys import KeyRing
+from ._asgi import _DECRYPT_FAILED, Unencryptable
+
+__all__ = [
+    "SETTINGS_KEY",
+    "EncryptedStreamResponse",
+    "EncryptionSettings",
+    "decrypt_response",
+    "encrypted_body",
+    "setup_encryption",
+]
+
+_log = logging.getLogger("streamcrypt.transports.aiohttp")
+_MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)
+_AES = CONTENT_ENCODING
+_FILE_CHUNK = 1 << 20
+_READ_LIMIT = 1 << 16
+
+
+def _codings(value: str | None) -> list[str]:
+    if not value:
+        return []
+    tokens = [t.strip().lower() for t in value.split(",")]
+    return [t for t in tokens if t not in ("", "identity")]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EncryptionSettings:
+    """What :func:`setup_encryption` encrypts, and how (see its docstring)."""
+
+    keys: KeyRing
+    record_size: int = DEFAULT_RECORD_SIZE
+    include_paths: tuple[str, ...] | None = None
+    exclude_paths: tuple[str, ...] = ()
+    content_types: frozenset[str] | None = None
+    on_unencryptable: Unencryptable = "encrypt"
+    decrypt_requests: bool = True
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    policy: OffloadPolicy | None = DEFAULT_POLICY
+
+    def selects(self, path: str) -> bool:
+        """Whether requests to ``path`` are handled."""
+        if self.include_paths is not None and not any(
+            path.startswith(p) for p in self.include_paths
+        ):
+            return False
+        return not any(path.startswith(p) for p in self.exclude_paths)
+
+    def encrypts_type(self, content_type: str) -> bool:
+        """Whether a response of this media type is encrypted."""
+        if self.content_types is None:
+            return True
+        media = content_type.partition(";")[0].strip().lower()
+        return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
+
+
+#: Where :func:`setup_encryption` keeps its settings in the application.
+SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
+
+
+def _error(status: int, text: str) -> web.Response:
+    resp = web.Response(status=status, text=text + "\n", headers={"Cache-Control": "no-store"})
+    resp[_MARK] = True
+    return resp
+
+
+def _decrypt_error(exc: StreamCryptError) -> web.Response:
+    status = exc.http_status
+    text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
+    return _error(status, f"{text} ({type(exc).__name__})")
+
+
+def _refusal(what: str, path: str) -> web.Response:
+    _log.error("refused to send %s in clear on %s", what, path)
+    return _error(500, f"500 Internal Server Error: the response ({what}) could not be encrypted")
+
+
+def _set_encoding(headers: CIMultiDict[str]) -> None:
+    codings = _codings(headers.get(hdrs.CONTENT_ENCODING))
+    headers[hdrs.CONTENT_ENCODING] = ", ".join([*codings, _AES])
+    vary = headers.get(hdrs.VARY)
+    if vary is None:
+        headers[hdrs.VARY] = "Content-Encoding"
+    elif not {v.strip().lower() for v in vary.split(",")} & {"*", "content-encoding"}:
+        headers[hdrs.VARY] = vary + ", Content-Encoding"
+
+
+class EncryptedStreamResponse(web.StreamResponse):
+    """A ``StreamResponse`` whose body is encrypted as it is written.
+
+    Use it like ``StreamResponse``: ``await resp.prepare(request)``, ``await
+    resp.write(data)`` any number of times, ``await resp.write_eof()``. ``keys`` (a
+    :class:`KeyRing` of 16-byte keys; the active one encrypts), ``record_size`` and
+    ``policy`` default to the application's :func:`setup_encryption` settings. If
+    ``content_length`` is set to the plaintext length before ``prepare``, the exact
+    encrypted length is sent; otherwise the body is chunked. Raises
+    :class:`InvalidParameterError` when no keys are known, and for
+    ``enable_compression`` (compressing ciphertext is useless and would replace the
+    coding).
+    """
+
+    def __init__(
+        self,
+        *,
+        status: int = 200,
+        reason: str | None = None,
+        headers: Any = None,
+        keys: KeyRing | None = None,
+        record_size: int | None = None,
+        policy: OffloadPolicy | str | None = "app",
+    ) -> None:
+        super().__init__(status=status, reason=reason, headers=headers)
+        self._sc_keys = keys
+        self._sc_record_size = record_size
+        self._sc_policy = policy
+        self._sc_feeder: Feeder | None = None
+        self[_MARK] = True
+
+    def enable_compression(self, *args: Any, **kwargs: Any) -> None:
+        raise InvalidParameterError(
+            "an EncryptedStreamResponse cannot be compressed after encryption; compress "
+            "the plaintext before writing it if needed"
+        )
+
+    async def prepare(self, request: web.BaseRequest) -> Any:
+        if self.prepared:
+            return await super().prepare(request)
+        settings = (
+            request.config_dict.get(SETTINGS_KEY) if isinstance(request, web.Request) else None
+        )
+        keys = self._sc_keys or (settings.keys if settings is not None else None)
+        if keys is None:
+            raise InvalidParameterError(
+                "EncryptedStreamResponse needs keys=, or setup_encryption() on the app"
+            )
+        record_size = self._sc_record_size or (
+            settings.record_size if settings is not None else DEFAULT_RECORD_SIZE
+        )
+        policy: OffloadPolicy | None
+        if isinstance(self._sc_policy, str):
+            policy = settings.policy if settings is not None else DEFAULT_POLICY
+        else:
+            policy = self._sc_policy
+        encryptor = EceEncryptor(keys, record_size=record_size)
+        _set_encoding(self.headers)
+        plain_length = self.headers.get(hdrs.CONTENT_LENGTH)
+        if plain_length is not None:
+            size = encrypted_length(int(plain_length), record_size, keyid=encryptor.header.keyid)
+            self.headers[hdrs.CONTENT_LENGTH] = str(size)
+        self._sc_feeder = pipeline(encryptor, policy=policy).feeder(self._sc_sink)
+        return await super().prepare(request)
+
+    async def _sc_sink(self, view: memoryview) -> None:
+        await super().write(bytes(view))
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Encrypt and send ``data`` (records leave as the policy's batches fill)."""
+        if self._sc_feeder is None:
+            raise RuntimeError("Cannot call write() before prepare()")
+        if self._eof_sent:
+            raise RuntimeError("Cannot call write() after write_eof()")
+        await self._sc_feeder.send(data)
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        """Send ``data``, the last record and the end of the body."""
+        if self._eof_sent:
+            return
+        if self._sc_feeder is None:
+            raise RuntimeError("Cannot call write_eof() before prepare()")
+        if data:
+            await self._sc_feeder.send(data)
+        await self._sc_feeder.aclose()
+        await super().write_eof()
+
+
+class _NoFlowControl(BaseProtocol):
+    """The decrypting reader's protocol: it pulls only when empty, so it never pauses."""
+
+    def pause_reading(self) -> None:
+        return None
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        return None
+
+
+class _DecryptingReader(StreamReader):
+    """A request body reader that pulls ciphertext only when the handler waits for data,
+    and holds only plaintext whose record verified."""
+
+    def __init__(self, request: web.BaseRequest, settings: EncryptionSettings) -> None:
+        # A protocol of its own: pausing the connection's would stall the pull below.
+        loop = asyncio.get_running_loop()
+        super().__init__(_NoFlowControl(loop), _READ_LIMIT, loop=loop)
+        self._sc_source = request.content
+        self._sc_feeder = pipeline(
+            EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
+            policy=settings.policy,
+        ).feeder(self._sc_put)
+        self.sc_error: StreamCryptError | None = None
+
+    async def _sc_put(self, view: memoryview) -> None:
+        self.feed_data(bytes(view))
+
+    async def _wait(self, func_name: str) -> None:
+        # Called by every read method while nothing is buffered: pull one source chunk.
+        if self.sc_error is not None:
+            raise self.sc_error
+        chunk = await self._sc_source.readany()
+        try:
+            if chunk:
+                await self._sc_feeder.send(chunk)
+            else:
+                await self._sc_feeder.aclose()
+                self.feed_eof()
+        except StreamCryptError as exc:
+            self.sc_error = exc
+            self.set_exception(exc)
+            raise
+
+
+async def _file_response(
+    resp: web.FileResponse, path: Path, request: web.Request
+) -> web.StreamResponse:
+    """Send a ``FileResponse``'s whole file encrypted (ranges and validators ignored)."""
+    size = (await anyio.Path(path).stat()).st_size
+    out = EncryptedStreamResponse(status=200, headers={hdrs.CONTENT_TYPE: resp.content_type})
+    out.content_length = size
+    await out.prepare(request)
+    if request.method != hdrs.METH_HEAD:
+        async with await anyio.open_file(path, "rb") as file:
+            while chunk := await file.read(_FILE_CHUNK):
+                await out.write(chunk)
+    await out.write_eof()
+    return out
+
+
+async def _encrypt_body(resp: web.Response, settings: EncryptionSettings, body: bytes) -> None:
+    """Replace a whole body by its encryption (offloaded when large); marks ``resp``."""
+    encryptor = EceEncryptor(settings.keys, record_size=settings.record_size)
+    size = encrypted_length(len(body), settings.record_size, keyid=encryptor.header.keyid)
+    if settings.policy is not None and len(body) >= settings.policy.inline_limit:
+        data = await pipeline(encryptor, policy=settings.policy).collect(body)
+    else:
+        data = encryptor.update(body) + encryptor.finalize()
+    if len(data) != size:  # pragma: no cover - encrypted_length and the codec disagree
+        raise AssertionError("aes128gcm length mismatch")
+    _set_encoding(resp.headers)
+    resp.headers.pop(hdrs.CONTENT_LENGTH, None)
+    resp.body = data
+    resp[_MARK] = True
+
+
+def _bodyless(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
+    """A status that never carries a body (an empty 200 is still encrypted)."""
+    return resp.status in (204, 304) or 100 <= resp.status < 200
+
+
+def _carries_nothing(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
+    """Nothing of this response could leak: no body can or will be sent."""
+    if _bodyless(request, resp) or request.method == hdrs.METH_HEAD:
+        return True
+    if isinstance(resp, web.Response) and not isinstance(resp.body, Payload):
+        return not resp.body
+    return False
+
+
+async def _seal(
+    request: web.Request, resp: web.StreamResponse, settings: EncryptionSettings
+) -> web.StreamResponse:
+    """Encrypt (or refuse) what the handler gave, before it is prepared."""
+    if resp.get(_MARK) or resp.prepared:
+        return resp  # encrypted already, or streamed (the prepare guard judged it)
+    if _bodyless(request, resp) or not settings.encrypts_type(resp.content_type):
+        return resp
+    refuse = settings.on_unencryptable == "refuse"
+    if isinstance(resp, web.FileResponse):
+        path = getattr(resp, "_path", None)
+        if refuse or not isinstance(path, Path):
+            return _refusal("a file response", request.path)
+        return await _file_response(resp, path, request)
+    if not isinstance(resp, web.Response):
+        return _refusal("an unprepared stream response", request.path)
+    if resp.status == 206 or _codings(resp.headers.get(hdrs.CONTENT_ENCODING)):
+        if refuse:
+            what = "a ranged 206 answer" if resp.status == 206 else "an already encoded body"
+            return _refusal(what, request.path)
+    if resp.compression:
+        return _refusal("a body aiohttp would compress after encryption", request.path)
+    body = resp.body
+    if isinstance(body, Payload):
+        if refuse:
+            return _refusal("a streamed payload body", request.path)
+        return await _payload_response(resp, body, request)
+    await _encrypt_body(resp, settings, bytes(body or b""))
+    return resp
+
+
+async def _payload_response(
+    resp: web.Response, body: Payload, request: web.Request
+) -> web.StreamResponse:
+    """Stream a ``Payload`` body (async iterable, file object) encrypted."""
+    headers = CIMultiDict(resp.headers)
+    headers.pop(hdrs.CONTENT_LENGTH, None)
+    out = EncryptedStreamResponse(status=resp.status, reason=resp.reason, headers=headers)
+    if body.size is not None:
+        out.content_length = body.size
+    await out.prepare(request)
+    try:
+        await body.write(_PayloadSink(out))
+    finally:
+        await body.close()
+    await out.write_eof()
+    return out
+
+
+class _PayloadSink(AbstractStreamWriter):
+    """The stream writer ``Payload.write`` is given: every chunk it writes is encrypted."""
+
+    def __init__(self, out: EncryptedStreamResponse) -> None:
+        self._out = out
+
+    async def write(self, chunk: Buffer) -> None:
+        await self._out.write(chunk)
+
+    async def write_eof(self, chunk: bytes = b"") -> None:
+        if chunk:
+            await self._out.write(chunk)
+
+    async def drain(self) -> None:
+        return None
+
+    def enable_compression(self, encoding: str = "deflate", strategy: int | None = None) -> None:
+        raise InvalidParameterError("an encrypted payload cannot be compressed")
+
+    def enable_chunking(self) -> None:
+        return None
+
+    async def write_headers(self, status_line: str, headers: CIMultiDict[str]) -> None:
+        raise RuntimeError("a payload writes no headers")
+
+
+def _middleware(settings: EncryptionSettings) -> Any:
+    @web.middleware
+    async def encryption(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if not settings.selects(request.path):
+            return await handler(request)
+        reader: _DecryptingReader | None = None
+        if settings.decrypt_requests:
+            codings = _codings(request.headers.get(hdrs.CONTENT_ENCODING))
+            if codings == [_AES]:
+                reader = _DecryptingReader(request, settings)
+                headers = CIMultiDict(request.headers)
+                headers.pop(hdrs.CONTENT_ENCODING, None)
+                headers.pop(hdrs.CONTENT_LENGTH, None)
+                clone = request.clone(headers=headers)
+                clone._payload = reader
+                request = clone
+            elif codings:
+                return _decrypt_error(UnsupportedFormatError("request content coding"))
+        try:
+            resp = await handler(request)
+        except StreamCryptError as exc:
+            if reader is None or exc is not reader.sc_error:
+                raise
+            return _decrypt_error(exc)
+        except web.HTTPException as exc:
+            if reader is not None and reader.sc_error is not None:
+                return _decrypt_error(reader.sc_error)
+            if exc.get(_MARK) or _bodyless(request, exc) or isinstance(exc.body, Payload):
+                raise
+            if settings.on_unencryptable == "refuse" and _codings(
+                exc.headers.get(hdrs.CONTENT_ENCODING)
+            ):
+                return _refusal("an already encoded body", request.path)
+            await _encrypt_body(exc, settings, bytes(exc.body or b""))  # not a Payload
+            raise
+        if reader is not None and reader.sc_error is not None and not resp.prepared:
+            return _decrypt_error(reader.sc_error)  # the handler swallowed the error
+        return await _seal(request, resp, settings)
+
+    return encryption
+
+
+def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamResponse], Any]:
+    async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
+        if not settings.selects(request.path):
+            return
+        if resp.get(_MARK):
+            if resp.status < 400 or isinstance(resp, EncryptedStreamResponse):
+                last = _codings(resp.headers.get(hdrs.CONTENT_ENCODING))[-1:]
+                if last != [_AES] and not _carries_nothing(request, resp):
+                    raise web.HTTPInternalServerError(text="response coding was changed")
+            return
+        if _carries_nothing(request, resp) or not settings.encrypts_type(resp.content_type):
+            return
+        if isinstance(resp, web.Response) and resp.status >= 500:
+            return  # aiohttp's own error pages, made outside every middleware
+        _log.error("refused to send a plaintext response body on %s", request.path)
+        # prepare() already set the connection's writer up for this body; undo that so
+        # the 500 that replaces it is framed by its own headers.
+        writer = request.writer
+        writer.length = None
+        if getattr(writer, "chunked", False):
+            writer.chunked = False  # type: ignore[attr-defined]
+        refusal = web.HTTPInternalServerError(
+            text="500 Internal Server Error: the response could not be encrypted"
+        )
+        refusal[_MARK] = True
+        raise refusal
+
+    return on_prepare
+
+
+def setup_encryption(
+    app: web.Application,
+    *,
+    keys: KeyRing,
+    record_size: int = DEFAULT_RECORD_SIZE,
+    include_paths: Iterable[str] | None = None,
+    exclude_paths: Iterable[str] = (),
+    content_types: Iterable[str] | None = None,
+    on_unencryptable: Unencryptable = "encrypt",
+    decrypt_requests: bool = True,
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> EncryptionSettings:
+    """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
+
+    Installs the middleware (outermost) and the ``on_response_prepare`` guard, and
+    stores the settings under :data:`SETTINGS_KEY` for :class:`EncryptedStreamResponse`.
+    The options mean what they mean for the ASGI ``EncryptionMiddleware``. Raises
+    :class:`InvalidParameterError` for bad settings.
+    """
+    if not isinstance(keys, KeyRing):
+        raise InvalidParameterError(
+            f"keys must be a KeyRing of 16-byte keys, not {type(keys).__name__}"
+        )
+    if on_unencryptable not in ("encrypt", "refuse"):
+        raise InvalidParameterError(
+            f"on_unencryptable must be 'encrypt' or 'refuse', not {on_unencryptable!r}"
+        )
+    EceEncryptor(keys, record_size=record_size)  # checks the record size and active key
+    settings = EncryptionSettings(
+        keys=keys,
+        record_size=record_size,
+        include_paths=None if include_paths is None else tuple(include_paths),
+        exclude_paths=tuple(exclude_paths),
+        content_types=None
+        if content_types is None
+        else frozenset(t.partition(";")[0].strip().lower() for t in content_types),
+        on_unencryptable=on_unencryptable,
+        decrypt_requests=decrypt_requests,
+        max_record_size=max_record_size,
+        policy=policy,
+    )
+    app[SETTINGS_KEY] = settings
+    app.middlewares.insert(0, _middleware(settings))
+    app.on_response_prepare.append(_guard(settings))
+    return settings
+
+
+def encrypted_body(
+    source: AsyncIterable[Buffer],
+    key: EceKey | KeyRing,
+    *,
+    record_size: int = DEFAULT_RECORD_SIZE,
+    keyid: bytes | str = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterablePayload:
+    """A client request body that encrypts ``source`` as it is sent.
+
+    Pass it as ``data=``; it carries ``Content-Encoding: aes128gcm`` itself. ``key`` is
+    the 16-byte key or a :class:`KeyRing` (its active key and id). Raises
+    :class:`InvalidKeySizeError`, :class:`InvalidParameterError`.
+    """
+    encryptor = EceEncryptor(key, record_size=record_size, keyid=keyid)
+    stream = pipeline(encryptor, policy=policy).stream(source)
+    return AsyncIterablePayload(
+        stream,
+        content_type="application/octet-stream",
+        headers={hdrs.CONTENT_ENCODING: _AES},
+    )
+
+
+async def decrypt_response(
+    response: ClientResponse,
+    key: EceKeySource,
+    *,
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """The plaintext of an ``aes128gcm`` response, streamed (each record verified first).
+
+    The last ``Content-Encoding`` must be ``aes128gcm`` (an earlier coding, as in
+    ``gzip, aes128gcm``, is left for the caller to undo). Raises
+    :class:`UnsupportedFormatError` for another coding, then the decryptor's errors
+    (:class:`AuthenticationError`, :class:`TruncatedStreamError`, ...).
+    """
+    codings = _codings(response.headers.get(hdrs.CONTENT_ENCODING))
+    if codings[-1:] != [_AES]:
+        raise UnsupportedFormatError(
+            f"the response's Content-Encoding is {', '.join(codings) or 'identity'!r}, "
+            "not aes128gcm: nothing to decrypt"
+        )
+    decryptor = EceDecryptor(key, max_record_size=max_record_size)
+    async for chunk in pipeline(decryptor, policy=policy).stream(response.content.iter_any()):
+        yield chunk

@@ -1,0 +1,481 @@
+"""aiohttp: setup_encryption, EncryptedStreamResponse and the client helpers, against a
+real aiohttp server and client on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.payload import AsyncIterablePayload
+
+from streamcrypt.codecs.ece import decrypt_bytes, encrypt_bytes, encrypted_length, read_header
+from streamcrypt.engine import OffloadPolicy
+from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnsupportedFormatError
+from streamcrypt.keys import KeyRing, SecretKey
+from streamcrypt.transports import (
+    EncryptedStreamResponse,
+    decrypt_response,
+    encrypted_body,
+    setup_encryption,
+)
+
+pytestmark = pytest.mark.asyncio
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def ring(*ids: str) -> KeyRing:
+    return KeyRing([SecretKey.generate(16, key_id=i) for i in ids or ("k1",)])
+
+
+@contextlib.asynccontextmanager
+async def served(
+    routes: dict[str, Handler], keys: KeyRing | None, **options: Any
+) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
+    """An app with ``routes`` (any method), encryption set up when ``keys`` is given, on
+    an ephemeral loopback port; yields a client session and the base URL."""
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_route("*", path, handler)
+    if keys is not None:
+        setup_encryption(app, keys=keys, **options)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
+            yield session, f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def raw(resp: aiohttp.ClientResponse) -> bytes:
+    return await resp.read()
+
+
+# -- responses ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, 4079, 70_000, 3 << 20])
+async def test_whole_response_encrypted(size: int) -> None:
+    keys = ring("old", "new")
+    body = os.urandom(size)
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/octet-stream")
+
+    async with served({"/b": handler}, keys) as (s, url), s.get(url + "/b") as r:
+        data = await raw(r)
+        assert r.status == 200
+        assert r.headers["Content-Encoding"] == "aes128gcm"
+        assert r.headers["Vary"] == "Content-Encoding"
+        assert int(r.headers["Content-Length"]) == len(data)
+    assert len(data) == encrypted_length(size, 4096, keyid="new")
+    header = read_header(data)
+    assert header is not None and header.keyid == b"new"
+    assert decrypt_bytes(data, keys) == body
+
+
+async def test_encrypted_stream_response_and_decrypt_response() -> None:
+    keys = ring()
+    chunks = [os.urandom(n) for n in (0, 1, 5000, 4079, 65536, 123, 300_000)] * 5
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse(headers={"Content-Type": "application/octet-stream"})
+        await resp.prepare(request)
+        for c in chunks:
+            await resp.write(c)
+        await resp.write_eof()
+        return resp
+
+    async def sized(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse(record_size=1000)
+        resp.content_length = sum(map(len, chunks))
+        await resp.prepare(request)
+        for c in chunks:
+            await resp.write(c)
+        await resp.write_eof()
+        return resp
+
+    async with served({"/s": stream, "/z": sized}, keys) as (s, url):
+        async with s.get(url + "/s") as r:
+            assert r.headers["Content-Encoding"] == "aes128gcm"
+            assert "Content-Length" not in r.headers
+            out = b"".join([c async for c in decrypt_response(r, keys)])
+        async with s.get(url + "/z") as r:
+            data = await raw(r)
+            length = int(r.headers["Content-Length"])
+    plain = b"".join(chunks)
+    assert out == plain
+    assert length == len(data) == encrypted_length(len(plain), 1000, keyid="k1")
+    assert decrypt_bytes(data, keys) == plain
+
+
+async def test_stream_response_without_setup_needs_keys() -> None:
+    keys = ring()
+    errors: list[BaseException] = []
+
+    async def with_keys(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse(keys=keys)
+        await resp.prepare(request)
+        await resp.write(b"hello")
+        await resp.write_eof()
+        return resp
+
+    async def without(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse()
+        try:
+            await resp.prepare(request)
+        except InvalidParameterError as exc:
+            errors.append(exc)
+        return web.Response(text="no")
+
+    async with served({"/k": with_keys, "/n": without}, None) as (s, url):
+        async with s.get(url + "/k") as r:
+            assert decrypt_bytes(await raw(r), keys) == b"hello"
+        async with s.get(url + "/n") as r:
+            assert await r.text() == "no"
+    assert len(errors) == 1
+    with pytest.raises(InvalidParameterError):
+        EncryptedStreamResponse(keys=keys).enable_compression()
+
+
+async def test_http_exception_body_encrypted_and_head() -> None:
+    keys = ring()
+
+    async def fail(request: web.Request) -> web.Response:
+        raise web.HTTPForbidden(text="secret reason")
+
+    async def body(request: web.Request) -> web.Response:
+        return web.Response(text="x" * 10_000)
+
+    async with served({"/f": fail, "/b": body}, keys) as (s, url):
+        async with s.get(url + "/f") as r:
+            assert r.status == 403
+            assert decrypt_bytes(await raw(r), keys) == b"secret reason"
+        async with s.head(url + "/b") as r:
+            assert r.headers["Content-Encoding"] == "aes128gcm"
+            assert int(r.headers["Content-Length"]) == encrypted_length(10_000, keyid="k1")
+            assert await raw(r) == b""
+
+
+async def test_paths_and_content_types() -> None:
+    keys = ring()
+
+    async def text(request: web.Request) -> web.Response:
+        return web.Response(text="secret text")
+
+    async def image(request: web.Request) -> web.Response:
+        return web.Response(body=b"\x89PNG", content_type="image/png")
+
+    routes = {"/api/t": text, "/api/public/t": text, "/other": text, "/api/img": image}
+    opts = {"include_paths": ["/api/"], "exclude_paths": ["/api/public/"]}
+    async with served(routes, keys, content_types=["text/*"], **opts) as (s, url):
+        async with s.get(url + "/api/t") as r:
+            assert decrypt_bytes(await raw(r), keys) == b"secret text"
+        for path in ("/api/public/t", "/other"):
+            async with s.get(url + path) as r:
+                assert await raw(r) == b"secret text" and "Content-Encoding" not in r.headers
+        async with s.get(url + "/api/img") as r:
+            assert await raw(r) == b"\x89PNG"
+
+
+# -- unencryptable answers: encrypted or refused -----------------------------------------
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, bytes]:
+    data = os.urandom(2 * (1 << 20) + 77)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+def unencryptable_routes(path: Path, data: bytes) -> dict[str, Handler]:
+    async def ranged(request: web.Request) -> web.Response:
+        return web.Response(
+            status=206,
+            body=data[100:5100],
+            headers={"Content-Range": f"bytes 100-5099/{len(data)}"},
+        )
+
+    async def encoded(request: web.Request) -> web.Response:
+        return web.Response(
+            body=gzip.compress(b"plain words"), headers={"Content-Encoding": "gzip"}
+        )
+
+    async def file(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(path)
+
+    async def gen() -> AsyncIterator[bytes]:
+        for off in range(0, len(data), 300_000):
+            yield data[off : off + 300_000]
+
+    async def payload(request: web.Request) -> web.Response:
+        return web.Response(body=AsyncIterablePayload(gen()))
+
+    return {"/206": ranged, "/gz": encoded, "/file": file, "/payload": payload}
+
+
+async def test_unencryptable_encrypted(data_file: tuple[Path, bytes]) -> None:
+    path, data = data_file
+    keys = ring()
+    async with served(unencryptable_routes(path, data), keys) as (s, url):
+        async with s.get(url + "/206") as r:
+            assert r.status == 206 and decrypt_bytes(await raw(r), keys) == data[100:5100]
+        async with s.get(url + "/gz") as r:
+            assert r.headers["Content-Encoding"] == "gzip, aes128gcm"
+            assert gzip.decompress(decrypt_bytes(await raw(r), keys)) == b"plain words"
+        async with s.get(url + "/file") as r:
+            body = await raw(r)
+            assert int(r.headers["Content-Length"]) == len(body)
+            assert decrypt_bytes(body, keys) == data
+        async with s.get(url + "/file", headers={"Range": "bytes=10-20"}) as r:
+            assert r.status == 200  # the range is ignored: the whole file, encrypted
+            assert decrypt_bytes(await raw(r), keys) == data
+        async with s.get(url + "/payload") as r:
+            assert decrypt_bytes(await raw(r), keys) == data
+
+
+@pytest.mark.parametrize("route", ["/206", "/gz", "/file", "/payload"])
+async def test_unencryptable_refused(data_file: tuple[Path, bytes], route: str) -> None:
+    path, data = data_file
+    async with (
+        served(unencryptable_routes(path, data), ring(), on_unencryptable="refuse") as (s, url),
+        s.get(url + route) as r,
+    ):
+        body = await raw(r)
+    assert r.status == 500
+    assert len(body) < 200 and data[100:116] not in body and b"plain" not in body
+
+
+@pytest.mark.parametrize("mode", ["encrypt", "refuse"])
+async def test_plain_stream_response_refused_before_headers(mode: str) -> None:
+    """A plain StreamResponse is written by the handler itself: it cannot be encrypted
+    afterwards, so the guard refuses it at prepare and nothing goes out in clear."""
+    reached: list[str] = []
+
+    async def plain(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        reached.append("written")
+        await resp.write(b"plaintext secret")
+        await resp.write_eof()
+        return resp
+
+    async def compressed(request: web.Request) -> web.Response:
+        resp = web.Response(text="compressible secret " * 50)
+        resp.enable_compression(force=aiohttp.web.ContentCoding.gzip)
+        return resp
+
+    routes = {"/p": plain, "/c": compressed}
+    async with served(routes, ring(), on_unencryptable=mode) as (s, url):
+        for route in routes:
+            async with s.get(url + route, headers={"Accept-Encoding": "gzip"}) as r:
+                body = await raw(r)
+                assert r.status == 500, route
+                assert b"secret" not in body
+    assert reached == []
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+def echo_routes(log: list[Any]) -> dict[str, Handler]:
+    async def stream(request: web.Request) -> web.Response:
+        log.append(dict(request.headers))
+        h = hashlib.sha256()
+        n = 0
+        async for chunk in request.content.iter_chunked(5000):
+            h.update(chunk)
+            n += len(chunk)
+            log.append(len(chunk))
+        return web.Response(text=f"{n} {h.hexdigest()}")
+
+    async def whole(request: web.Request) -> web.Response:
+        data = await request.read()
+        return web.Response(text=f"{len(data)} {hashlib.sha256(data).hexdigest()}")
+
+    async def swallow(request: web.Request) -> web.Response:
+        try:
+            await request.read()
+        except AuthenticationError:
+            log.append("caught")
+        return web.Response(text="all fine")
+
+    return {"/echo": stream, "/whole": whole, "/swallow": swallow}
+
+
+async def chunks_of(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for off in range(0, len(data), size):
+        yield data[off : off + size]
+
+
+def expect(data: bytes) -> str:
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+@pytest.mark.parametrize("route", ["/echo", "/whole"])
+@pytest.mark.parametrize("record_size", [18, 4096, 65536])
+async def test_encrypted_request_body(route: str, record_size: int) -> None:
+    keys = ring("old")
+    old = keys.active
+    keys.add(SecretKey.generate(16, key_id="new"), activate=True)
+    data = os.urandom(20_000 if record_size < 100 else 1_000_000)
+    log: list[Any] = []
+    body = encrypted_body(chunks_of(data, 33_333), old, keyid="old", record_size=record_size)
+    async with served(echo_routes(log), keys) as (s, url), s.post(url + route, data=body) as r:
+        assert r.status == 200
+        text = decrypt_bytes(await raw(r), keys).decode()
+    assert text == expect(data)
+    if route == "/echo":
+        assert "Content-Encoding" not in log[0] and "Content-Length" not in log[0]
+
+
+async def test_plain_request_passes_and_other_codings_415() -> None:
+    keys = ring()
+    log: list[Any] = []
+    async with served(echo_routes(log), keys) as (s, url):
+        async with s.post(url + "/whole", data=b"hello") as r:
+            assert decrypt_bytes(await raw(r), keys).decode() == expect(b"hello")
+        for coding in ("gzip", "x-custom", "aes128gcm, gzip"):
+            body = gzip.compress(b"abc") if coding == "gzip" else b"abc"
+            headers = {"Content-Encoding": coding}
+            async with s.post(url + "/echo", data=body, headers=headers) as r:
+                assert r.status == 415, coding
+    assert log == []
+
+
+def tamper(keys: KeyRing) -> bytes:
+    body = bytearray(encrypt_bytes(b"p" * 9000, keys))
+    body[5000] ^= 1
+    return bytes(body)
+
+
+BAD = [
+    ("wrong key", lambda ks: encrypt_bytes(b"p" * 9000, SecretKey.generate(16), keyid="k1"), 400),
+    ("unknown key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active, keyid="zz"), 400),
+    ("tampered", tamper, 400),
+    ("truncated", lambda ks: encrypt_bytes(b"p" * 9000, ks)[:-4200], 400),
+    ("empty", lambda ks: b"", 400),
+    ("rs too large", lambda ks: encrypt_bytes(b"p" * 10, ks, record_size=1 << 25), 413),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "status"), BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("route", ["/echo", "/whole", "/swallow"])
+async def test_bad_request_bodies(
+    name: str, make: Callable[[KeyRing], bytes], status: int, route: str
+) -> None:
+    keys = ring()
+    log: list[Any] = []
+    headers = {"Content-Encoding": "aes128gcm"}
+    async with (
+        served(echo_routes(log), keys) as (s, url),
+        s.post(url + route, data=make(keys), headers=headers) as r,
+    ):
+        body = await raw(r)
+        assert r.status == status
+        assert r.headers["Content-Type"].startswith("text/plain")
+    assert b"ppp" not in body and len(body) < 200
+    assert sum(x for x in log if isinstance(x, int)) < 9000
+
+
+async def test_decrypt_response_refuses_plain() -> None:
+    async def plain(request: web.Request) -> web.Response:
+        return web.Response(text="plain")
+
+    async with served({"/p": plain}, None) as (s, url), s.get(url + "/p") as r:
+        with pytest.raises(UnsupportedFormatError):
+            async for _ in decrypt_response(r, ring()):
+                pass
+
+
+async def test_setup_checks_settings() -> None:
+    with pytest.raises(InvalidParameterError):
+        setup_encryption(web.Application(), keys=ring(), record_size=5)
+    with pytest.raises(InvalidParameterError):
+        setup_encryption(web.Application(), keys=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError):
+        setup_encryption(web.Application(), keys=KeyRing([SecretKey.generate(32, key_id="a")]))
+
+
+# -- large bodies, bounded memory --------------------------------------------------------
+
+
+def _reset_peak() -> int:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status("VmRSS")
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+async def test_32_mib_each_way_bounded_memory() -> None:
+    keys = ring()
+    size = 32 << 20
+    policy = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10)
+    seed = os.urandom(1 << 20)
+    count = {"n": size >> 20}
+
+    async def gen() -> AsyncIterator[bytes]:
+        for i in range(count["n"]):
+            yield i.to_bytes(8, "big") + seed[8:]
+
+    async def down(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse(policy=policy)
+        await resp.prepare(request)
+        async for block in gen():
+            await resp.write(block)
+        await resp.write_eof()
+        return resp
+
+    async def up(request: web.Request) -> web.Response:
+        h = hashlib.sha256()
+        n = 0
+        async for chunk in request.content.iter_any():
+            h.update(chunk)
+            n += len(chunk)
+        return web.Response(text=f"{n} {h.hexdigest()}")
+
+    expected = hashlib.sha256()
+    for i in range(count["n"]):
+        expected.update(i.to_bytes(8, "big") + seed[8:])
+
+    async def roundtrip(s: aiohttp.ClientSession, url: str) -> tuple[int, bytes, str]:
+        got = hashlib.sha256()
+        n = 0
+        async with s.get(url + "/down") as r:
+            async for chunk in decrypt_response(r, keys, policy=policy):
+                got.update(chunk)
+                n += len(chunk)
+        body = encrypted_body(gen(), keys, policy=policy, record_size=65536)
+        async with s.post(url + "/up", data=body) as r:
+            answer = decrypt_bytes(await raw(r), keys).decode()
+        return n, got.digest(), answer
+
+    async with served({"/down": down, "/up": up}, keys, policy=policy) as (s, url):
+        count["n"] = 4  # warm-up round
+        await roundtrip(s, url)
+        count["n"] = size >> 20
+        base = _reset_peak()
+        n, digest, answer = await roundtrip(s, url)
+        growth = _status("VmHWM") - base
+    assert n == size and digest == expected.digest()
+    assert answer == f"{size} {expected.hexdigest()}"
+    assert growth < 16 << 20, f"peak RSS grew by {growth >> 20} MiB"
