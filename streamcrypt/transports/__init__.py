@@ -2,9 +2,40 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._asgi import EncryptionMiddleware, Unencryptable
 
 __all__ = [
     "EncryptionMiddleware",
     "Unencryptable",
 ]
+
+# The aiohttp helpers need the optional ``aiohttp`` extra, so they load on first use
+# (``from streamcrypt.transports import setup_encryption``) and are left out of
+# ``__all__``: the package itself imports without aiohttp.
+_AIOHTTP_NAMES = frozenset(
+    {
+        "SETTINGS_KEY",
+        "EncryptedStreamResponse",
+        "EncryptionSettings",
+        "decrypt_response",
+        "encrypted_body",
+        "setup_encryption",
+    }
+)
+if TYPE_CHECKING:
+    from ._aiohttp import SETTINGS_KEY as SETTINGS_KEY
+    from ._aiohttp import EncryptedStreamResponse as EncryptedStreamResponse
+    from ._aiohttp import EncryptionSettings as EncryptionSettings
+    from ._aiohttp import decrypt_response as decrypt_response
+    from ._aiohttp import encrypted_body as encrypted_body
+    from ._aiohttp import setup_encryption as setup_encryption
+
+
+def __getattr__(name: str) -> Any:
+    if name in _AIOHTTP_NAMES:
+        from . import _aiohttp
+
+        return getattr(_aiohttp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
