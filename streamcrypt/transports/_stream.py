@@ -558,7 +558,7 @@ class EncryptedStream(ByteStream):
             self._fail(exc)
             raise
 
-    async def send(self, item: bytes) -> None:
+    async def send(self, item: Buffer) -> None:
         """Seal ``item`` as one or more records and send them now.
 
         Raises :class:`anyio.ClosedResourceError` after ``aclose()`` or ``send_eof()``,

@@ -1,0 +1,772 @@
+"""EncryptedStream, EncryptedListener, connect/serve: patterns, records, hostile peers.
+
+Every test runs on asyncio, uvloop and trio. Attacks go through ``Hooked``, a byte stream
+wrapper that lets a test drop, alter, repeat or cut the chunks one side sends or
+receives (over memory streams each ``send()`` of a record batch is one chunk).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio import (
+    BrokenResourceError,
+    ClosedResourceError,
+    EndOfStream,
+    create_task_group,
+)
+from anyio.abc import ByteStream, SocketAttribute
+from noise.connection import Keypair, NoiseConnection
+
+from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    HandshakeError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    PeerRejectedError,
+    TruncatedStreamError,
+)
+from streamcrypt.keys import random_bytes
+from streamcrypt.testing import MemoryByteStream, encrypted_stream_pair, memory_stream_pair
+from streamcrypt.transports import (
+    MAX_RECORD_DATA,
+    EncryptedListener,
+    EncryptedStream,
+    EncryptedStreamAttribute,
+    connect,
+    serve,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+
+A = EncryptedStreamAttribute
+Hook = Callable[[bytes], "list[bytes] | None"]
+
+
+_CREATED: list[MemoryByteStream] = []
+
+
+def _mem_pair(max_buffer_size: float = math.inf) -> tuple[MemoryByteStream, MemoryByteStream]:
+    pair = memory_stream_pair(max_buffer_size)
+    _CREATED.extend(pair)
+    return pair
+
+
+async def _enc(**options: Any) -> tuple[EncryptedStream, EncryptedStream]:
+    return await encrypted_stream_pair(_mem_pair(), **options)
+
+
+@pytest.fixture(autouse=True)
+def _close_memory_streams() -> Iterator[None]:
+    """anyio warns about unclosed memory streams: close every one a test made."""
+    yield
+    for stream in _CREATED:
+        stream.send_stream.close()
+        stream.receive_stream.close()
+    _CREATED.clear()
+
+
+def _same(chunk: bytes) -> list[bytes] | None:
+    return [chunk]
+
+
+@dataclass(eq=False)
+class Hooked(ByteStream):
+    """Wraps a byte stream; ``outgoing``/``incoming`` map each chunk to chunks (None: cut)."""
+
+    inner: ByteStream
+    outgoing: Hook = _same
+    incoming: Hook = _same
+    sent: list[bytes] = field(default_factory=list)
+    _queue: list[bytes] = field(default_factory=list)
+    _cut: bool = False
+
+    async def send(self, item: bytes) -> None:
+        self.sent.append(bytes(item))
+        out = self.outgoing(bytes(item))
+        if out is None:
+            await self.inner.aclose()
+            raise BrokenResourceError("cut by the test")
+        for chunk in out:
+            await self.inner.send(chunk)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while not self._queue:
+            if self._cut:
+                raise EndOfStream
+            out = self.incoming(await self.inner.receive(1 << 20))
+            if out is None:
+                self._cut = True
+            else:
+                self._queue.extend(c for c in out if c)
+        chunk = self._queue.pop(0)
+        if len(chunk) > max_bytes:
+            self._queue.insert(0, chunk[max_bytes:])
+        return chunk[:max_bytes]
+
+    async def send_eof(self) -> None:
+        await self.inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _receive_all(stream: ByteStream) -> bytes:
+    out = bytearray()
+    while True:
+        try:
+            out += await stream.receive()
+        except EndOfStream:
+            return bytes(out)
+
+
+async def _exchange(client: EncryptedStream, server: EncryptedStream) -> None:
+    await client.send(b"hello server")
+    assert await server.receive() == b"hello server"
+    await server.send(b"hello client")
+    assert await client.receive() == b"hello client"
+
+
+def _keys() -> tuple[bytes, bytes, bytes, bytes]:
+    sk, spk = generate_keypair()
+    ck, cpk = generate_keypair()
+    return sk.secret_bytes(), spk, ck.secret_bytes(), cpk
+
+
+async def _pair_with_hooks(
+    client_out: Hook = _same,
+    server_in: Hook = _same,
+    **options: Any,
+) -> tuple[EncryptedStream, EncryptedStream, Hooked, Hooked]:
+    left, right = _mem_pair()
+    c = Hooked(left, outgoing=client_out)
+    s = Hooked(right, incoming=server_in)
+    client, server = await encrypted_stream_pair((c, s), **options)
+    return client, server, c, s
+
+
+async def _both_fail(
+    client_opts: dict[str, Any], server_opts: dict[str, Any]
+) -> tuple[BaseException, BaseException]:
+    """Run both handshakes; return (client error, server error)."""
+    left, right = _mem_pair()
+    errors: dict[str, BaseException] = {}
+
+    async def side(name: str, transport: ByteStream, opts: dict[str, Any]) -> None:
+        try:
+            await EncryptedStream.wrap(transport, **opts)
+        except Exception as exc:
+            errors[name] = exc
+
+    with anyio.fail_after(5):
+        async with create_task_group() as tg:
+            tg.start_soon(side, "client", left, client_opts)
+            tg.start_soon(side, "server", right, {**server_opts, "server_side": True})
+    assert set(errors) == {"client", "server"}, errors
+    return errors["client"], errors["server"]
+
+
+# -- patterns -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "cipher", "hash_name"),
+    [
+        ("NNpsk0", "ChaChaPoly", "BLAKE2s"),
+        ("NK", "AESGCM", "SHA256"),
+        ("IK", "ChaChaPoly", "SHA512"),
+        ("XX", "AESGCM", "BLAKE2b"),
+    ],
+)
+async def test_pattern_choice(pattern: str, cipher: str, hash_name: str) -> None:
+    sk, spk, ck, cpk = _keys()
+    psk = random_bytes(32)
+    seen: list[bytes] = []
+
+    def vet(key: bytes) -> bool:
+        seen.append(key)
+        return True
+
+    client_opts: dict[str, Any] = {
+        "NNpsk0": {"psk": psk},
+        "NK": {"server_public_key": spk},
+        "IK": {"server_public_key": spk, "static_key": ck},
+        "XX": {"static_key": ck, "accept_peer": vet},
+    }[pattern]
+    server_opts: dict[str, Any] = {"psk": psk} if pattern == "NNpsk0" else {"static_key": sk}
+    if pattern == "XX":
+        server_opts["accept_peer"] = vet
+    client, server = await _enc(
+        client=client_opts, server=server_opts, cipher=cipher, hash=hash_name
+    )
+    name = f"Noise_{pattern}_25519_{cipher}_{hash_name}"
+    assert client.extra(A.protocol_name) == server.extra(A.protocol_name) == name
+    assert client.extra(A.handshake_hash) == server.extra(A.handshake_hash)
+    assert len(client.extra(A.handshake_hash)) in (32, 64)
+    assert client.extra(A.server_side) is False and server.extra(A.server_side) is True
+    expect_client_peer = None if pattern == "NNpsk0" else spk
+    expect_server_peer = cpk if pattern in ("IK", "XX") else None
+    assert client.extra(A.peer_static_key) == expect_client_peer
+    assert server.extra(A.peer_static_key) == expect_server_peer
+    if pattern == "XX":
+        assert sorted(seen) == sorted([spk, cpk])  # each side vetted the other
+    await _exchange(client, server)
+    assert "key" not in repr(client).lower() or "hidden" in repr(client)
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_async_accept_peer_and_ik_server_vetting() -> None:
+    sk, spk, ck, cpk = _keys()
+
+    async def vet(key: bytes) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return key == cpk
+
+    client, server = await _enc(
+        client={"server_public_key": spk, "static_key": ck},
+        server={"static_key": sk, "accept_peer": vet},
+    )
+    assert server.extra(A.peer_static_key) == cpk
+    await _exchange(client, server)
+
+
+async def test_xx_client_refuses_server() -> None:
+    sk, _, ck, _ = _keys()
+    client_err, server_err = await _both_fail(
+        {"static_key": ck, "accept_peer": lambda key: False}, {"static_key": sk}
+    )
+    assert isinstance(client_err, PeerRejectedError)
+    assert "server's static key" in str(client_err)
+    assert type(server_err) is HandshakeError
+    assert "closed the connection during the handshake" in str(server_err)
+
+
+async def test_xx_server_refuses_client() -> None:
+    sk, _, ck, _ = _keys()
+    left, right = _mem_pair()
+    outcome: dict[str, Any] = {}
+
+    async def client_side() -> None:
+        client = await EncryptedStream.wrap(left, static_key=ck, accept_peer=lambda k: True)
+        # XX ends with the client's message: it only learns of the refusal when reading.
+        with pytest.raises(TruncatedStreamError):
+            await client.receive()
+        with pytest.raises(BrokenResourceError):
+            await client.receive()
+        outcome["client"] = True
+
+    async def server_side() -> None:
+        with pytest.raises(PeerRejectedError, match="client's static key"):
+            await EncryptedStream.wrap(
+                right, server_side=True, static_key=sk, accept_peer=lambda k: False
+            )
+        outcome["server"] = True
+
+    with anyio.fail_after(5):
+        async with create_task_group() as tg:
+            tg.start_soon(client_side)
+            tg.start_soon(server_side)
+    assert outcome == {"client": True, "server": True}
+
+
+async def test_ik_refused_by_server_fails_client_handshake() -> None:
+    sk, spk, ck, _ = _keys()
+    client_err, server_err = await _both_fail(
+        {"server_public_key": spk, "static_key": ck},
+        {"static_key": sk, "accept_peer": lambda key: False},
+    )
+    assert type(client_err) is HandshakeError
+    assert isinstance(server_err, PeerRejectedError)
+
+
+async def test_server_with_accept_peer_refuses_anonymous_nk() -> None:
+    sk, spk, _, _ = _keys()
+    client_err, server_err = await _both_fail(
+        {"server_public_key": spk}, {"static_key": sk, "accept_peer": lambda key: True}
+    )
+    assert isinstance(client_err, HandshakeError)
+    assert isinstance(server_err, HandshakeError) and "anonymous NK" in str(server_err)
+
+
+async def test_wrong_server_key_fails_both_sides() -> None:
+    sk, _, _, _ = _keys()
+    _, wrong = generate_keypair()
+    for client_opts in (
+        {"server_public_key": wrong},
+        {"server_public_key": wrong, "static_key": sk},
+    ):
+        client_err, server_err = await _both_fail(client_opts, {"static_key": sk})
+        assert type(client_err) is HandshakeError
+        assert type(server_err) is HandshakeError
+        assert isinstance(server_err.__cause__, AuthenticationError)
+
+
+async def test_wrong_psk_and_mismatched_suites_fail() -> None:
+    client_err, server_err = await _both_fail({"psk": bytes(32)}, {"psk": bytes(31) + b"\x01"})
+    assert type(client_err) is HandshakeError and type(server_err) is HandshakeError
+    client_err, server_err = await _both_fail(
+        {"psk": bytes(32), "cipher": "AESGCM"}, {"psk": bytes(32)}
+    )
+    assert "AESGCM/BLAKE2s" in str(server_err) and isinstance(client_err, HandshakeError)
+    sk, _, _, _ = _keys()
+    _, server_err = await _both_fail({"psk": bytes(32)}, {"static_key": sk})
+    assert "no pre-shared key" in str(server_err)
+
+
+def test_option_errors_before_any_io() -> None:
+    async def wrap(**options: Any) -> EncryptedStream:
+        return await EncryptedStream.wrap(_mem_pair()[0], **options)
+
+    sk, spk, _, _ = _keys()
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({}, InvalidParameterError, "needs psk="),
+        ({"psk": bytes(16)}, InvalidKeySizeError, "32 bytes"),
+        ({"static_key": sk}, InvalidParameterError, "accept_peer"),
+        ({"psk": bytes(32), "static_key": sk}, InvalidParameterError, "cannot be combined"),
+        ({"server_public_key": spk[:31]}, InvalidKeySizeError, "32-byte"),
+        ({"psk": bytes(32), "cipher": "AES"}, InvalidParameterError, "unsupported cipher"),
+        ({"psk": bytes(32), "hash": "MD5"}, InvalidParameterError, "unsupported hash"),
+        ({"psk": bytes(32), "rekey_interval": 0}, InvalidParameterError, "rekey_interval"),
+        (
+            {"server_side": True, "static_key": sk, "server_public_key": spk},
+            InvalidParameterError,
+            "client",
+        ),
+        ({"server_side": True}, InvalidParameterError, "the server needs"),
+    ]
+    for options, exc_type, text in cases:
+        with pytest.raises(exc_type, match=text):
+            anyio.run(lambda: wrap(**options))  # noqa: B023
+    with pytest.raises(InvalidParameterError):
+        EncryptedListener(_mem_pair()[0], psk=bytes(32), cipher="nope")  # type: ignore[arg-type]
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+async def test_small_large_and_split_records() -> None:
+    client, server, c, _ = await _pair_with_hooks()
+    c.sent.clear()
+    sizes = [1, 100, MAX_RECORD_DATA, MAX_RECORD_DATA + 1, 3 * MAX_RECORD_DATA + 7, 5 << 20]
+    for size in sizes:
+        data = random_bytes(size)
+        await client.send(data)
+        assert await _receive_exactly(server, size) == data
+    # The wire: every record is 2-byte length, type 0, Noise message of <= 65535 bytes.
+    wire = b"".join(c.sent)
+    pos = 0
+    records = 0
+    while pos < len(wire):
+        length = int.from_bytes(wire[pos : pos + 2], "big")
+        assert wire[pos + 2] == 0 and 16 <= length <= 65535
+        pos += 3 + length
+        records += 1
+    assert pos == len(wire)
+    expect = sum(-(-size // MAX_RECORD_DATA) for size in sizes)
+    assert records == expect
+    assert len(wire) == sum(sizes) + records * 19
+    # a single small send is sealed and sent at once, as one transport write
+    c.sent.clear()
+    await client.send(bytearray(b"x"))
+    assert len(c.sent) == 1 and len(c.sent[0]) == 3 + 1 + 16
+    assert await server.receive() == b"x"
+
+
+async def _receive_exactly(stream: ByteStream, size: int) -> bytes:
+    out = bytearray()
+    while len(out) < size:
+        out += await stream.receive(1 << 20)
+    assert len(out) == size
+    return bytes(out)
+
+
+async def test_receive_respects_max_bytes_within_a_record() -> None:
+    client, server = await _enc()
+    await client.send(b"abcdefghij")
+    assert await server.receive(3) == b"abc"
+    assert await server.receive(4) == b"defg"
+    assert await server.receive() == b"hij"
+
+
+async def test_rekey_after_the_interval() -> None:
+    client, server = await _enc(rekey_interval=3)
+    for i in range(20):
+        await client.send(b"m%d" % i)
+        assert await server.receive() == b"m%d" % i
+        await server.send(b"r%d" % i)
+        assert await client.receive() == b"r%d" % i
+    # Proof that keys change: a receiver that rekeys on another schedule fails at record 4.
+    client, server = await _enc(client={"rekey_interval": 3}, server={"rekey_interval": 5})
+    for i in range(3):
+        await client.send(b"m%d" % i)
+        assert await server.receive() == b"m%d" % i
+    await client.send(b"after the client's rekey")
+    with pytest.raises(AuthenticationError):
+        await server.receive()
+
+
+async def test_eof_semantics() -> None:
+    client, server = await _enc()
+    await client.send(b"data")
+    await client.send_eof()
+    await client.send_eof()  # idempotent
+    assert await server.receive() == b"data"
+    with pytest.raises(EndOfStream):
+        await server.receive()
+    with pytest.raises(EndOfStream):
+        await server.receive()
+    with pytest.raises(ClosedResourceError):
+        await client.send(b"more")
+    await server.send(b"still open this way")
+    assert await client.receive() == b"still open this way"
+    await server.aclose()
+    with pytest.raises(EndOfStream):
+        await client.receive()
+    with pytest.raises(ClosedResourceError):
+        await server.receive()
+
+
+async def test_close_without_close_record_is_truncation() -> None:
+    client, server = await _enc()
+    await client.send(b"complete record")
+    await client.transport_stream.aclose()  # the transport ends, no close record
+    assert await server.receive() == b"complete record"
+    with pytest.raises(TruncatedStreamError, match="without the authenticated close"):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.send(b"x")
+
+
+async def test_truncation_mid_record_returns_nothing_partial() -> None:
+    cut = {"on": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        if cut["on"]:
+            return [chunk[: len(chunk) // 2]]
+        return [chunk]
+
+    client, server, c, _ = await _pair_with_hooks(client_out)
+    cut["on"] = True
+    await client.send(b"A" * 1000)
+    await c.inner.aclose()
+    with pytest.raises(TruncatedStreamError, match="middle of a record"):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+
+
+@pytest.mark.parametrize("where", [3, 10, -1])
+async def test_tampered_record_fails_then_broken(where: int) -> None:
+    state = {"on": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        if state["on"]:
+            data = bytearray(chunk)
+            data[where] ^= 0x01
+            return [bytes(data)]
+        return [chunk]
+
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    await client.send(b"fine")
+    assert await server.receive() == b"fine"
+    state["on"] = True
+    await client.send(b"secret plaintext")
+    with pytest.raises(AuthenticationError) as info:
+        await server.receive()
+    assert "secret" not in str(info.value)
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.send(b"x")
+    await server.aclose()
+
+
+async def test_tampered_record_type_fails_authentication() -> None:
+    client, server, _, _ = await _pair_with_hooks(
+        lambda chunk: [chunk[:2] + b"\x01" + chunk[3:]] if len(chunk) == 3 + 5 + 16 else [chunk]
+    )
+    await client.send(b"12345")  # its type byte becomes "close"
+    with pytest.raises(AuthenticationError):
+        await server.receive()
+
+
+async def test_replayed_and_dropped_records_fail() -> None:
+    mode = {"replay": False, "drop": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        if mode["drop"]:
+            mode["drop"] = False
+            return []
+        return [chunk, chunk] if mode["replay"] else [chunk]
+
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    mode["replay"] = True
+    await client.send(b"pay 100")
+    assert await server.receive() == b"pay 100"
+    with pytest.raises(AuthenticationError):
+        await server.receive()  # the same record again
+    mode["replay"] = False
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    mode["drop"] = True
+    await client.send(b"one")
+    await client.send(b"two")
+    with pytest.raises(AuthenticationError):
+        await server.receive()  # "two" under nonce 0: a dropped record is detected
+
+
+async def test_short_length_prefix_is_format_error() -> None:
+    client, server = await _enc()
+    await client.transport_stream.send(b"\x00\x05\x00hello")
+    with pytest.raises(FormatError, match="shorter than the 16-byte tag"):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+
+
+async def test_oversized_handshake_length_prefix_is_format_error() -> None:
+    left, right = _mem_pair()
+    await left.send(b"sc\x01\x01\x01\x03" + b"\xff\xff" + bytes(100))
+    with pytest.raises(FormatError, match="claims 65535 bytes"):
+        await EncryptedStream.wrap(right, server_side=True, psk=bytes(32))
+    with pytest.raises(BrokenResourceError):
+        await left.send(b"the server closed the connection")
+
+
+@pytest.mark.parametrize(
+    ("garbage", "error", "text"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", FormatError, "preamble"),
+        (b"sc\x02\x01\x01\x03", FormatError, "version 2"),
+        (b"sc\x01\x09\x01\x03", FormatError, "unknown pattern"),
+        (b"sc\x01\x01\x01\x03\x00\x30" + bytes(48), HandshakeError, "refused"),
+        (b"sc\x01\x01", HandshakeError, "closed the connection"),
+    ],
+)
+async def test_garbage_handshakes(garbage: bytes, error: type[Exception], text: str) -> None:
+    left, right = _mem_pair()
+    await left.send(garbage)
+    await left.send_eof()
+    with pytest.raises(error, match=text):
+        await EncryptedStream.wrap(right, server_side=True, psk=bytes(32))
+
+
+async def test_stalled_handshake_times_out() -> None:
+    left, right = _mem_pair()
+    await left.send(b"sc\x01")  # then nothing
+    with anyio.fail_after(5), pytest.raises(HandshakeError, match=r"within 0\.2 s") as info:
+        await EncryptedStream.wrap(right, server_side=True, psk=bytes(32), handshake_timeout=0.2)
+    assert isinstance(info.value.__cause__, TimeoutError)
+    with pytest.raises(BrokenResourceError):
+        await left.send(b"x")  # the server closed its end
+
+
+async def test_cancelled_send_breaks_the_stream() -> None:
+    client, server = await encrypted_stream_pair(_mem_pair(0))
+    with anyio.move_on_after(0.05) as scope:
+        await client.send(b"never received")  # nobody reads: blocks in the transport
+    assert scope.cancelled_caught
+    with pytest.raises(BrokenResourceError):
+        await client.send(b"x")
+    # ...whereas a send cancelled before it starts leaves the stream sound
+    client, server = await _enc()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await client.send(b"never sealed")
+    await client.send(b"ok")
+    assert await server.receive() == b"ok"
+
+
+async def test_extra_attributes_merge_over_tcp_and_no_secrets_in_repr() -> None:
+    sk, spk, _, _ = _keys()
+
+    async def handler(stream: EncryptedStream) -> None:
+        await stream.send(await stream.receive())
+
+    with pytest.raises(InvalidParameterError, match="the server needs"):
+        await serve(handler)  # checked before a port is bound
+    async with create_task_group() as tg:
+        port = await tg.start(lambda **kw: serve(handler, static_key=sk, **kw))
+        async with await connect("127.0.0.1", port, server_public_key=spk) as stream:
+            assert stream.extra(SocketAttribute.remote_port) == port
+            assert stream.extra(A.peer_static_key) == spk
+            await stream.send(b"echo")
+            assert await stream.receive() == b"echo"
+            assert sk.hex() not in repr(stream) and "Noise_NK" in repr(stream)
+        tg.cancel_scope.cancel()
+
+
+# -- a server with good and bad clients at once --------------------------------------------
+
+
+async def test_server_survives_bad_clients(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="streamcrypt.transports")
+    sk, spk, ck, _ = _keys()
+    _, wrong = generate_keypair()
+    payload = random_bytes(300_000)
+    done: list[str] = []
+
+    async def echo(stream: EncryptedStream) -> None:
+        async for chunk in stream:
+            await stream.send(chunk)
+
+    async def good(name: str, **options: Any) -> None:
+        async with await connect("127.0.0.1", port, **options) as stream:
+            async with create_task_group() as tg:
+                tg.start_soon(_send_then_eof, stream, payload)
+                assert await _receive_all(stream) == payload
+        done.append(name)
+
+    async def raw(data: bytes, *, stall: float = 0.0) -> None:
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        async with stream:
+            await stream.send(data)
+            await anyio.sleep(stall)
+            with pytest.raises((EndOfStream, BrokenResourceError)):
+                await stream.receive()
+
+    async def wrong_key() -> None:
+        with pytest.raises(HandshakeError):
+            await connect("127.0.0.1", port, server_public_key=wrong)
+
+    async def hooked(out: Hook, after: bytes = b"x") -> None:
+        transport = Hooked(await anyio.connect_tcp("127.0.0.1", port), outgoing=_same)
+        stream = await EncryptedStream.wrap(transport, server_public_key=spk)
+        transport.outgoing = out
+        try:
+            await stream.send(after)
+            await stream.receive()
+        except (EndOfStream, BrokenResourceError, TruncatedStreamError, ClosedResourceError):
+            pass
+        await stream.aclose()
+
+    def flip(chunk: bytes) -> list[bytes] | None:
+        return [chunk[:-1] + bytes([chunk[-1] ^ 1])]
+
+    async with create_task_group() as tg:
+        port = await tg.start(lambda **kw: serve(echo, static_key=sk, handshake_timeout=0.5, **kw))
+        async with create_task_group() as clients:
+            for i in range(3):
+                clients.start_soon(lambda i=i: good(f"nk{i}", server_public_key=spk))
+                clients.start_soon(lambda i=i: good(f"ik{i}", server_public_key=spk, static_key=ck))
+                clients.start_soon(
+                    lambda i=i: good(f"xx{i}", static_key=ck, accept_peer=lambda k: k == spk)
+                )
+            clients.start_soon(raw, b"\x16\x03\x01\x02\x00" + bytes(100))  # a TLS hello
+            clients.start_soon(raw, b"sc\x01\x02\x01\x03\xff\xff")  # oversized prefix
+            clients.start_soon(lambda: raw(b"sc\x01\x02\x01\x03", stall=1.0))  # stalls
+            clients.start_soon(wrong_key)
+            clients.start_soon(hooked, flip)  # tampered record
+            clients.start_soon(hooked, lambda chunk: [chunk, chunk])  # replayed record
+            clients.start_soon(hooked, lambda chunk: [b"\x00\x01\x00"])  # short length
+            clients.start_soon(hooked, lambda chunk: None, b"y" * 5000)  # cut mid-record
+        tg.cancel_scope.cancel()
+    assert sorted(done) == sorted(f"{p}{i}" for p in ("nk", "ik", "xx") for i in range(3))
+    lines = [r.getMessage() for r in caplog.records if r.name == "streamcrypt.transports"]
+    text = "\n".join(lines)
+    assert len(lines) == 8, text
+    for expected in (
+        "FormatError: the client did not open with the EncryptedStream preamble",
+        "FormatError: handshake message 0 claims 65535",
+        "HandshakeError: the Noise handshake did not complete within 0.5 s",
+        "HandshakeError: Noise handshake message 0",
+        "TruncatedStreamError",
+        "FormatError: record length 1",
+    ):
+        assert expected in text, text
+    assert text.count("AuthenticationError") == 2, text
+    assert sk.hex() not in text and ck.hex() not in text
+
+
+async def _send_then_eof(stream: EncryptedStream, data: bytes) -> None:
+    for i in range(0, len(data), 70_000):
+        await stream.send(data[i : i + 70_000])
+    await stream.send_eof()
+
+
+# -- interop: the handshake is plain Noise ---------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern", ["NK", "XX", "NNpsk0"])
+async def test_noiseprotocol_client_against_encrypted_stream_server(pattern: str) -> None:
+    """The ``noiseprotocol`` package runs the client handshake (with our preamble and
+    prologue); records then need its CipherState with the 3-byte header as AD, since the
+    record layer adds a type byte that a bare Noise transport does not have."""
+    sk, spk, ck, _ = _keys()
+    psk = random_bytes(32)
+    server_opts: dict[str, Any] = {"psk": psk} if pattern == "NNpsk0" else {"static_key": sk}
+    received: list[bytes] = []
+    hashes: list[bytes] = []
+
+    async def handler(stream: EncryptedStream) -> None:
+        hashes.append(stream.extra(A.handshake_hash))
+        received.append(await stream.receive())
+        await stream.send(b"reply from streamcrypt")
+        with pytest.raises(EndOfStream):
+            await stream.receive()
+
+    pid = {"NNpsk0": 1, "NK": 2, "XX": 4}[pattern]
+    preamble = b"sc\x01" + bytes((pid, 1, 3))
+    conn = NoiseConnection.from_name(f"Noise_{pattern}_25519_ChaChaPoly_BLAKE2s".encode())
+    conn.set_prologue(b"streamcrypt EncryptedStream\x00" + preamble)
+    conn.set_as_initiator()
+    if pattern == "NK":
+        conn.set_keypair_from_public_bytes(Keypair.REMOTE_STATIC, spk)
+    elif pattern == "XX":
+        conn.set_keypair_from_private_bytes(Keypair.STATIC, ck)
+    else:
+        conn.set_psks(psks=[psk])
+    conn.start_handshake()
+
+    async with create_task_group() as tg:
+        port = await tg.start(lambda **kw: serve(handler, **server_opts, **kw))
+        async with await anyio.connect_tcp("127.0.0.1", port) as tcp:
+            buf = bytearray()
+
+            async def read(n: int) -> bytes:
+                while len(buf) < n:
+                    buf.extend(await tcp.receive())
+                out = bytes(buf[:n])
+                del buf[:n]
+                return out
+
+            first = True
+            for i in range(3 if pattern == "XX" else 2):
+                if i % 2 == 0:
+                    msg = bytes(conn.write_message())
+                    await tcp.send((preamble if first else b"") + len(msg).to_bytes(2, "big") + msg)
+                    first = False
+                else:
+                    size = int.from_bytes(await read(2), "big")
+                    conn.read_message(await read(size))
+                    if pattern == "XX":  # the server's static key, read from message 1
+                        rs = conn.noise_protocol.handshake_state.rs.public_bytes
+                        assert bytes(rs) == spk
+            assert conn.handshake_finished
+            send_cs = conn.noise_protocol.cipher_state_encrypt
+            recv_cs = conn.noise_protocol.cipher_state_decrypt
+            data = b"hello from noiseprotocol"
+            header = (len(data) + 16).to_bytes(2, "big") + b"\x00"
+            await tcp.send(header + bytes(send_cs.encrypt_with_ad(header, data)))
+            header = await read(3)
+            reply = recv_cs.decrypt_with_ad(header, await read(int.from_bytes(header[:2], "big")))
+            assert header[2] == 0 and bytes(reply) == b"reply from streamcrypt"
+            close = (16).to_bytes(2, "big") + b"\x01"
+            await tcp.send(close + bytes(send_cs.encrypt_with_ad(close, b"")))
+            header = await read(3)
+            assert header[2] == 1  # the server's handler ended: its authenticated close
+            assert bytes(recv_cs.decrypt_with_ad(header, await read(16))) == b""
+            assert hashes == [bytes(conn.get_handshake_hash())]
+        tg.cancel_scope.cancel()
+    assert received == [b"hello from noiseprotocol"]
