@@ -5,10 +5,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._asgi import EncryptionMiddleware, Unencryptable
+from ._stream import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_REKEY_INTERVAL,
+    MAX_RECORD_DATA,
+    AcceptPeer,
+    EncryptedListener,
+    EncryptedStream,
+    EncryptedStreamAttribute,
+    connect,
+    serve,
+)
 
 __all__ = [
+    "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_REKEY_INTERVAL",
+    "MAX_RECORD_DATA",
+    "AcceptPeer",
+    "EncryptedListener",
+    "EncryptedStream",
+    "EncryptedStreamAttribute",
     "EncryptionMiddleware",
     "Unencryptable",
+    "connect",
+    "serve",
 ]
 
 # The aiohttp helpers need the optional ``aiohttp`` extra, so they load on first use
