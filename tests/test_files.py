@@ -27,6 +27,7 @@ from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
+    BrokenTransformError,
     FormatError,
     InvalidParameterError,
     TruncatedStreamError,
@@ -441,6 +442,10 @@ async def test_bad_arguments(tmp_path: Path) -> None:
         open_file(path, "wb", format="age", key=KEY)
     with pytest.raises(InvalidParameterError):
         open_file(path, "wb", format="age", passphrase="pw", segment_size=SEG)
+    with pytest.raises(InvalidParameterError, match="recipients="):
+        open_file(path, "wb", format="age")
+    with pytest.raises(InvalidParameterError, match="identities="):
+        open_file(path, "rb", format="age", recipients=["age1xyz"])
     with pytest.raises(InvalidParameterError):  # the container's own check, at entry
         async with open_file(path, "wb", key=KEY, segment_size=10):
             pytest.fail("the body must not run")
@@ -448,6 +453,30 @@ async def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         async with open_file(path, "rb", key=KEY):
             pytest.fail("the body must not run")
+
+
+async def test_sequential_reader_stays_broken(tmp_path: Path) -> None:
+    data = plaintext(10 * SEG, 13)
+    raw = bytearray(encrypt_bytes(data, KEY, segment_size=SEG))
+    hs = len(raw) - 10 * CT_SEG - 16
+    raw[hs + 5 * CT_SEG + 1] ^= 0x80
+    async with EncryptedFile.wrap(ChunkReceiver(bytes(raw), 700), "rb", key=KEY, policy=None) as f:
+        with pytest.raises(AuthenticationError):
+            await f.read()
+        assert await f.read() == data[: 5 * SEG]  # verified before the failure
+        for _ in range(2):  # never a silent end of file after a failure
+            with pytest.raises(BrokenTransformError):
+                await f.read(1)
+
+
+async def test_bad_write_argument_does_not_break(tmp_path: Path) -> None:
+    path = tmp_path / "b.enc"
+    async with open_file(path, "wb", key=KEY) as f:
+        with pytest.raises(TypeError):
+            await f.write("text is out of scope")  # type: ignore[arg-type]
+        await f.write(b"bytes")
+    async with open_file(path, "rb", key=KEY) as r:
+        assert await r.read() == b"bytes"
 
 
 async def test_mode_and_closed_errors(tmp_path: Path) -> None:
@@ -577,6 +606,40 @@ async def test_age_round_trip_and_interop(tmp_path: Path) -> None:
     with pytest.raises(UnknownKeyError):
         async with open_file(path, "rb", format="age", identities=[X25519Identity.generate()]):
             pytest.fail("the body must not run")
+
+
+def test_age_passphrase_keeps_the_loop_responsive(tmp_path: Path) -> None:
+    """scrypt (~0.6 s here) runs on a worker thread: the loop keeps ticking meanwhile."""
+    path = tmp_path / "p.age"
+    data = plaintext(70_000, 12)
+
+    async def main() -> tuple[bytes, float]:
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while True:
+                await anyio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            async with open_file(path, "wb", format="age", passphrase="correct horse") as f:
+                await f.write(data)
+            async with open_file(path, "rb", format="age", passphrase="correct horse") as f:
+                got = await f.read()
+            with pytest.raises(UnknownKeyError, match="passphrase"):
+                async with open_file(path, "rb", format="age", passphrase="wrong"):
+                    pytest.fail("the body must not run")
+            tg.cancel_scope.cancel()
+        return got, max(gaps)
+
+    got, worst_gap = anyio.run(main)
+    assert got == data
+    assert worst_gap < 0.3, worst_gap
+    assert pyrage.passphrase.decrypt(path.read_bytes(), "correct horse") == data
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,6 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._asgi import EncryptionMiddleware, Unencryptable
+from ._files import (
+    FORMATS,
+    EncryptedFile,
+    FileFormat,
+    FileOpener,
+    FileOptions,
+    open_file,
+    remove_stale_temporaries,
+)
 from ._stream import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_REKEY_INTERVAL,
@@ -20,14 +29,21 @@ from ._stream import (
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
+    "FORMATS",
     "MAX_RECORD_DATA",
     "AcceptPeer",
+    "EncryptedFile",
     "EncryptedListener",
     "EncryptedStream",
     "EncryptedStreamAttribute",
     "EncryptionMiddleware",
+    "FileFormat",
+    "FileOpener",
+    "FileOptions",
     "Unencryptable",
     "connect",
+    "open_file",
+    "remove_stale_temporaries",
     "serve",
 ]
 

@@ -62,6 +62,7 @@ from ..codecs._segmented import (
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy, pipeline, wait_future
 from ..errors import (
+    BrokenTransformError,
     FormatError,
     InvalidParameterError,
     TruncatedStreamError,
@@ -176,10 +177,14 @@ def _age_check(opts: FileOptions, mode: str) -> None:
             "age fixes its suite (ChaCha20-Poly1305) and chunk size (64 KiB) and has no "
             "associated data: drop suite=, segment_size= and aad="
         )
-    if mode == "wb" and opts.identities:
-        raise InvalidParameterError("writing age takes recipients= (public keys), not identities=")
-    if mode == "rb" and opts.recipients:
-        raise InvalidParameterError("reading age takes identities= (secret keys), not recipients=")
+    if mode == "wb" and (opts.identities or not (opts.recipients or opts.passphrase is not None)):
+        raise InvalidParameterError(
+            "writing age takes recipients= (public keys) or passphrase=, not identities="
+        )
+    if mode == "rb" and (opts.recipients or not (opts.identities or opts.passphrase is not None)):
+        raise InvalidParameterError(
+            "reading age takes identities= (secret keys) or passphrase=, not recipients="
+        )
 
 
 def _age_encryptor(opts: FileOptions) -> SegmentedEncryptor:
@@ -298,6 +303,15 @@ def _create_temporary(dest: str) -> tuple[int, str]:
     return fd, tmp
 
 
+def _open_for_reading(path: str) -> tuple[int, int]:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return fd, os.fstat(fd).st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _commit(fd: int, tmp: str, dest: str) -> None:
     try:
         os.fsync(fd)
@@ -373,12 +387,12 @@ class _Threads:
     async def settle(self) -> None:
         """Wait until no call started here is still running (before closing its fd)."""
         while self._running:
-            future = next(iter(self._running))
-            try:
-                await wait_future(future)
-            except Exception:
-                pass
-            self._running.discard(future)
+            for future in list(self._running):  # done callbacks discard from other threads
+                try:
+                    await wait_future(future)
+                except Exception:
+                    pass
+                self._running.discard(future)
 
 
 class _RandomAccess(Protocol):
@@ -576,12 +590,12 @@ class _Writer:
         self._free: list[bytearray] = []
         self.position = 0
 
-    async def write(self, data: Buffer) -> int:
-        view = memoryview(data).cast("B")
-        if not view.readonly:  # jobs keep views of their input: never of a caller's buffer
-            view = memoryview(bytes(view))
+    async def write(self, view: memoryview) -> int:
         for off in range(0, len(view), self._limit):
-            for job in self._enc.feed(view[off : off + self._limit]):
+            piece = view[off : off + self._limit]
+            if not piece.readonly:  # jobs keep views of their input: never of a caller's buffer
+                piece = memoryview(bytes(piece))
+            for job in self._enc.feed(piece):
                 self._jobs.append(job)
                 self._job_bytes += job.out_size
             if self._job_bytes >= self._limit:
@@ -743,23 +757,34 @@ class _SequentialReader:
         self._close = close
         self._buffer = bytearray()
         self._eof = False
+        self._failure: BaseException | None = None
         self.position = 0
         self.piece = piece
 
     async def _more(self) -> bool:
         if self._eof:
             return False
+        if self._failure is not None:
+            raise BrokenTransformError(
+                "the stream is unusable after an earlier failure; reopen it"
+            ) from self._failure
         try:
             chunk = await anext(self._chunks)
         except StopAsyncIteration:
             self._eof = True
             return False
+        except BaseException as exc:  # an error or a cancellation ends the pipeline for good
+            self._failure = exc
+            raise
         self._buffer += chunk
         return True
 
     async def read(self, n: int) -> bytes:
-        while (n < 0 or len(self._buffer) < n) and await self._more():
-            pass
+        while n < 0 or len(self._buffer) < n:
+            if self._failure is not None and self._buffer:
+                break  # hand out what verified before the failure; the next read raises
+            if not await self._more():
+                break
         take = len(self._buffer) if n < 0 else min(n, len(self._buffer))
         out = bytes(self._buffer[:take])
         del self._buffer[:take]
@@ -871,9 +896,10 @@ class EncryptedFile:
     async def write(self, data: Buffer) -> int:
         """Encrypt and write ``data``; returns ``len(data)``. A failure breaks the file."""
         writer = self._writer()
+        view = memoryview(data).cast("B")  # a TypeError here does not break the file
         with self._guard:
             try:
-                return await writer.write(data)
+                return await writer.write(view)
             except BaseException:
                 await self._fail()
                 raise
@@ -1066,7 +1092,8 @@ def open_file(
     (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
     ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``) or ``"age"``
     (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
-    ``passphrase=`` to read). Writes are atomic (see the module docstring). ``policy``
+    ``passphrase=`` to read). Writes are atomic (see the module docstring; a symlink at
+    the destination is replaced, not followed). ``policy``
     governs the crypto offload; ``None`` keeps the crypto on the event loop (file I/O
     always runs on worker threads).
 
@@ -1085,15 +1112,12 @@ def open_file(
     async def opening() -> EncryptedFile:
         if checked == "wb":
             enc = await threads.run(fmt.encryptor, opts)
-            fd, tmp = await threads.run(_create_temporary, dest)
+            with anyio.CancelScope(shield=True):  # never leave a temporary behind
+                fd, tmp = await threads.run(_create_temporary, dest)
             sink = _AtomicFileSink(dest, fd, tmp, threads)
             return EncryptedFile("wb", _Writer(enc, sink, policy))
-        fd = await threads.run(os.open, dest, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            size = (await threads.run(os.fstat, fd)).st_size
-        except BaseException:
-            os.close(fd)
-            raise
+        with anyio.CancelScope(shield=True):  # never leak the descriptor
+            fd, size = await threads.run(_open_for_reading, dest)
         return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
 
     return FileOpener(opening)
