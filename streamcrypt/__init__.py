@@ -10,17 +10,24 @@ from . import errors
 from ._api import decrypt, decrypt_bytes, encrypt, encrypt_bytes
 from .engine import OffloadPolicy, Pipeline, pipeline
 from .keys import KeyRing, SecretKey
+from .transports import EncryptedFile, EncryptedStream, connect, serve
+from .transports import open_file as open
 
 __all__ = [
+    "EncryptedFile",
+    "EncryptedStream",
     "KeyRing",
     "OffloadPolicy",
     "Pipeline",
     "SecretKey",
+    "connect",
     "decrypt",
     "decrypt_bytes",
     "encrypt",
     "encrypt_bytes",
     "errors",
+    "open",
     "pipeline",
+    "serve",
 ]
 __version__ = "0.1.0"

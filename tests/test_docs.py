@@ -29,3 +29,18 @@ def test_readme_example_runs() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "streamcrypt.demo", "--mib", "8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "all checks passed" in out.stdout
+    assert "64 random-access reads verified" in out.stdout
+    hashes = [line.split()[-1] for line in out.stdout.splitlines() if "BLAKE3" in line]
+    assert len(hashes) == 3 and len(set(hashes)) == 1
