@@ -1,0 +1,558 @@
+"""Envelope v1: passphrase / X25519 / streaming-ECIES recipients and signed streams."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import anyio
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from support import random_splits
+
+from streamcrypt.codecs import container
+from streamcrypt.codecs import envelope as ev
+from streamcrypt.engine import OffloadPolicy, pipeline
+from streamcrypt.errors import (
+    AuthenticationError,
+    BrokenTransformError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    InvalidPublicKeyError,
+    InvalidSignatureError,
+    LimitExceededError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.keys import Argon2Params, ScryptParams
+from streamcrypt.primitives import Ed25519PrivateKey
+
+FAST = Argon2Params(1, 8192)
+FAST_SCRYPT = ScryptParams(1 << 10, 8, 1)
+SEG = container.MIN_SEGMENT_SIZE
+DATA = bytes(random.Random(7).randbytes(5 * SEG + 77))
+
+# Low-order points of Curve25519 (RFC 7748 section 5 / the usual blocklist).
+LOW_ORDER = [
+    bytes(32),
+    b"\x01" + bytes(31),
+    bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
+    bytes.fromhex("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
+    bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+]
+
+X = ev.X25519Identity.generate()
+K = ev.EciesIdentity.generate("secp256k1")
+KX = ev.EciesIdentity.generate("x25519")
+SIGNER = Ed25519PrivateKey.generate()
+
+
+def _enc(data: bytes = DATA, **kwargs: object) -> bytes:
+    kwargs.setdefault("segment_size", SEG)
+    kwargs.setdefault("passphrase_params", FAST)
+    return ev.encrypt_bytes(data, **kwargs)  # type: ignore[arg-type]
+
+
+def _stanza_offsets(blob: bytes) -> list[tuple[int, int, int]]:
+    """(type, offset of body, body length) of each stanza in an envelope header."""
+    header = ev.parse_header(blob)
+    assert header is not None
+    pos = 6 + (32 if header.signed else 0) + 1
+    out = []
+    for stanza in header.stanzas:
+        out.append((stanza.kind, pos + 3, len(stanza.body)))
+        pos += 3 + len(stanza.body)
+    return out
+
+
+def _flip(blob: bytes, index: int) -> bytes:
+    bad = bytearray(blob)
+    bad[index] ^= 0x01
+    return bytes(bad)
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def test_several_recipients_each_decrypts() -> None:
+    blob = _enc(recipients=[X.recipient, K.recipient, KX.recipient], passphrase="pw")
+    kinds = [s.kind for s in ev.parse_header(blob).stanzas]  # type: ignore[union-attr]
+    assert kinds == [ev.X25519, ev.ECIES_SECP256K1, ev.ECIES_X25519, ev.ARGON2ID]
+    for kwargs in (
+        {"identities": X},
+        {"identities": [K]},
+        {"identities": [KX.to_string()]},
+        {"identities": [ev.X25519Identity.generate(), K]},
+        {"passphrase": "pw"},
+        {"passphrase": b"pw", "identities": [ev.X25519Identity.generate()]},
+    ):
+        assert ev.decrypt_bytes(blob, **kwargs) == DATA
+
+
+def test_x25519_ecies_identity_opens_plain_x25519_stanzas_and_back() -> None:
+    same = ev.EciesIdentity(X._raw, curve="x25519")  # same key pair
+    assert ev.decrypt_bytes(_enc(recipients=X.recipient), identities=same) == DATA
+    ecies_to_x = ev.EciesRecipient(X.recipient.public_bytes(), curve="x25519")
+    assert ev.decrypt_bytes(_enc(recipients=ecies_to_x), identities=X) == DATA
+
+
+@pytest.mark.parametrize("suite", list(container.SUITE_IDS))
+@pytest.mark.parametrize("size", [0, 1, SEG - 1, SEG, 3 * SEG, 3 * SEG + 5])
+def test_round_trip_sizes_and_suites(suite: str, size: int) -> None:
+    data = DATA[:size]
+    blob = _enc(data, recipients=[X.recipient], suite=suite)
+    assert ev.decrypt_bytes(blob, identities=X) == data
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_any_chunking(signed: bool) -> None:
+    rng = random.Random(11 + signed)
+    for _ in range(5):
+        enc = ev.EnvelopeEncryptor(
+            recipients=[X.recipient, K.recipient],
+            segment_size=SEG,
+            sign_with=SIGNER if signed else None,
+        )
+        blob = b"".join(enc.update(p) for p in random_splits(DATA, rng, 700)) + enc.finalize()
+        dec = ev.EnvelopeDecryptor(
+            identities=[K], verify_with=SIGNER.public_key() if signed else None
+        )
+        out = b"".join(dec.update(p) for p in random_splits(blob, rng, 700)) + dec.finalize()
+        assert out == DATA
+        assert dec.verified is signed
+        assert (dec.signer == SIGNER.public_key()) if signed else dec.signer is None
+
+
+def test_scrypt_passphrase() -> None:
+    blob = _enc(passphrase="correct horse", passphrase_params=FAST_SCRYPT)
+    assert ev.parse_header(blob).stanzas[0].kind == ev.SCRYPT  # type: ignore[union-attr]
+    assert ev.decrypt_bytes(blob, passphrase="correct horse") == DATA
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, passphrase="correct horsf")
+
+
+def test_associated_data_is_bound() -> None:
+    blob = _enc(recipients=X.recipient, aad=b"context")
+    assert ev.decrypt_bytes(blob, identities=X, aad=b"context") == DATA
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(blob, identities=X, aad=b"other")
+
+
+def test_one_segment_released_before_the_end() -> None:
+    blob = _enc(recipients=X.recipient)
+    dec = ev.EnvelopeDecryptor(identities=X)
+    early = dec.update(blob)
+    assert early and DATA.startswith(early)
+    assert early + dec.finalize() == DATA
+
+
+# --------------------------------------------------------------------------- engine
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("signed", [False, True])
+async def test_engine_with_offload_policy(signed: bool) -> None:
+    data = bytes(random.Random(3).randbytes(200_000))
+    policy = OffloadPolicy(batch_size=16384, inline_limit=0)
+    sign = SIGNER if signed else None
+    verify = SIGNER.public_key() if signed else None
+    enc = ev.EnvelopeEncryptor(
+        recipients=[X.recipient, K.recipient], segment_size=4096, sign_with=sign
+    )
+    blob = await pipeline(enc, policy=policy).collect(data)
+    assert ev.decrypt_bytes(blob, identities=K, verify_with=verify) == data
+    dec = ev.EnvelopeDecryptor(identities=X, verify_with=verify)
+    assert await pipeline(dec, policy=policy).collect(blob) == data
+    if signed:
+        bad = _flip(blob, len(blob) - 3)
+        dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key())
+        with pytest.raises(InvalidSignatureError):
+            await pipeline(dec, policy=policy).collect(bad)
+
+
+def test_engine_sync_entry() -> None:
+    """The same through anyio.run, as the lead's high-level functions will use it."""
+    policy = OffloadPolicy(batch_size=16384, inline_limit=0)
+    enc = ev.EnvelopeEncryptor(recipients=[KX.recipient], segment_size=1024)
+    blob = anyio.run(pipeline(enc, policy=policy).collect, DATA)
+    assert ev.decrypt_bytes(blob, identities=KX) == DATA
+
+
+# --------------------------------------------------------------------------- wrong keys
+
+
+def test_wrong_private_key_and_wrong_passphrase() -> None:
+    blob = _enc(recipients=[X.recipient, K.recipient])
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, identities=[ev.X25519Identity.generate()])
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, identities=[ev.EciesIdentity.generate()])
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, passphrase="pw")  # no passphrase stanza at all
+    blob = _enc(passphrase="right")
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, passphrase="wrong")
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(blob, identities=X)
+
+
+def test_needs_something_to_encrypt_or_decrypt_with() -> None:
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor()
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeDecryptor()
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor(recipients=[ev.PassphraseRecipient("a")], passphrase="b")
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor(recipients=[object()])  # type: ignore[list-item]
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor(passphrase="")
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor(recipients=[X.recipient] * (ev.MAX_STANZAS + 1))
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=b"k" * 32)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- tampering
+
+
+@pytest.mark.parametrize("kind", ["x25519", "secp256k1", "ecies-x25519", "passphrase"])
+def test_tampered_wrapped_key_is_authentication_error(kind: str) -> None:
+    recipient, ident = {
+        "x25519": (X.recipient, {"identities": X}),
+        "secp256k1": (K.recipient, {"identities": K}),
+        "ecies-x25519": (KX.recipient, {"identities": KX}),
+        "passphrase": (ev.PassphraseRecipient("pw", params=FAST), {"passphrase": "pw"}),
+    }[kind]
+    blob = _enc(recipients=[recipient])
+    _, body, length = _stanza_offsets(blob)[0]
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(_flip(blob, body + length - 1), **ident)  # type: ignore[arg-type]
+
+
+def test_tampered_stanza_prefix_or_check() -> None:
+    blob = _enc(recipients=[X.recipient])
+    _, body, _ = _stanza_offsets(blob)[0]
+    # A changed ephemeral key or check makes the stanza someone else's.
+    for index in (body + 5, body + 32 + 3):
+        with pytest.raises(UnknownKeyError):
+            ev.decrypt_bytes(_flip(blob, index), identities=X)
+    # With a second recipient, the other one still opens, and the header mac catches it.
+    blob = _enc(recipients=[X.recipient, K.recipient])
+    _, body, _ = _stanza_offsets(blob)[0]
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(_flip(blob, body + 5), identities=K)
+
+
+def test_tampered_header_and_mac() -> None:
+    blob = _enc(recipients=[X.recipient, K.recipient])
+    header = ev.parse_header(blob)
+    assert header is not None
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(_flip(blob, header.size - 1), identities=X)
+    with pytest.raises(AuthenticationError):  # container header bound to the envelope
+        ev.decrypt_bytes(_flip(blob, header.size + 10), identities=X)
+    with pytest.raises(AuthenticationError):  # a segment
+        ev.decrypt_bytes(_flip(blob, len(blob) - 20), identities=X)
+    with pytest.raises(UnsupportedFormatError):
+        ev.decrypt_bytes(_flip(blob, 4), identities=X)  # version
+    with pytest.raises(UnsupportedFormatError):
+        ev.decrypt_bytes(blob[:5] + b"\x02" + blob[6:], identities=X)  # unknown flag
+    with pytest.raises(FormatError):
+        ev.decrypt_bytes(b"SCEX" + blob[4:], identities=X)
+    with pytest.raises(FormatError):
+        ev.decrypt_bytes(blob[:6] + b"\x00" + blob[7:], identities=X)  # zero stanzas
+
+
+def test_splicing_containers_between_envelopes_fails() -> None:
+    a = _enc(recipients=[X.recipient])
+    b = _enc(recipients=[X.recipient])
+    ha = ev.parse_header(a)
+    hb = ev.parse_header(b)
+    assert ha is not None and hb is not None
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(ha.raw + b[hb.size :], identities=X)
+
+
+def test_truncated_envelope_header() -> None:
+    blob = _enc(recipients=[X.recipient, K.recipient], passphrase="pw")
+    header = ev.parse_header(blob)
+    assert header is not None
+    for cut in range(header.size + 10):
+        assert (ev.parse_header(blob[:cut]) is None) is (cut < header.size)
+        with pytest.raises(TruncatedStreamError):
+            ev.decrypt_bytes(blob[:cut], identities=X)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_truncated_stream(signed: bool) -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER if signed else None)
+    header = ev.parse_header(blob)
+    assert header is not None
+    for cut in (header.size + 5, len(blob) - 100, len(blob) - 64, len(blob) - 1):
+        with pytest.raises((TruncatedStreamError, AuthenticationError)):
+            ev.decrypt_bytes(blob[:cut], identities=X)
+
+
+def test_failure_leaves_the_decryptor_broken() -> None:
+    blob = _enc(recipients=[X.recipient])
+    dec = ev.EnvelopeDecryptor(identities=[ev.X25519Identity.generate()])
+    with pytest.raises(UnknownKeyError):
+        dec.update(blob)
+    with pytest.raises(BrokenTransformError):
+        dec.update(b"more")
+    with pytest.raises(BrokenTransformError):
+        dec.finalize()
+
+
+# --------------------------------------------------------------------------- bad points
+
+
+def _replace_share(blob: bytes, share: bytes) -> bytes:
+    _, body, _ = _stanza_offsets(blob)[0]
+    return blob[:body] + share + blob[body + len(share) :]
+
+
+@pytest.mark.parametrize("point", LOW_ORDER)
+def test_low_order_x25519_points(point: bytes) -> None:
+    with pytest.raises(InvalidPublicKeyError):
+        ev.X25519Recipient(point)
+    with pytest.raises(InvalidPublicKeyError):
+        ev.EciesRecipient(point, curve="x25519")
+    for recipient, ident in ((X.recipient, X), (KX.recipient, KX)):
+        blob = _enc(recipients=[recipient])
+        with pytest.raises(InvalidPublicKeyError):
+            ev.decrypt_bytes(_replace_share(blob, point), identities=ident)
+
+
+def _off_curve_x() -> bytes:
+    for x in range(1, 100):
+        raw = b"\x02" + x.to_bytes(32, "big")
+        try:
+            ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256K1(), raw)
+        except ValueError:
+            return raw
+    raise AssertionError("no off-curve x below 100")
+
+
+def test_invalid_secp256k1_points() -> None:
+    off = _off_curve_x()
+    with pytest.raises(InvalidPublicKeyError):
+        ev.EciesRecipient(off)
+    with pytest.raises(InvalidPublicKeyError):
+        ev.EciesRecipient(b"\x04" + off[1:])  # prefix does not fit the length
+    with pytest.raises(InvalidPublicKeyError):
+        ev.EciesRecipient(b"\x02" + b"\xff" * 32)  # x >= p
+    blob = _enc(recipients=[K.recipient])
+    for share in (off, b"\x04" + off[1:], b"\x00" * 33):
+        with pytest.raises(InvalidPublicKeyError):
+            ev.decrypt_bytes(_replace_share(blob, share), identities=K)
+
+
+def test_bad_point_in_one_stanza_does_not_block_another() -> None:
+    blob = _enc(recipients=[X.recipient, ev.X25519Identity.generate().recipient])
+    # Break the first stanza's share: X then has nothing that opens -> the point error.
+    with pytest.raises(InvalidPublicKeyError):
+        ev.decrypt_bytes(_replace_share(blob, bytes(32)), identities=X)
+    other = ev.X25519Identity.generate()
+    blob = _enc(recipients=[X.recipient, other.recipient])
+    # other's stanza is intact, X's is broken: other opens it, the header mac then fails.
+    with pytest.raises(AuthenticationError):
+        ev.decrypt_bytes(_replace_share(blob, bytes(32)), identities=other)
+
+
+# --------------------------------------------------------------------------- passphrase caps
+
+
+def _set_params(blob: bytes, fmt: str, offset: int, *values: int) -> bytes:
+    _, body, _ = _stanza_offsets(blob)[0]
+    packed = struct.pack(fmt, *values)
+    return blob[: body + offset] + packed + blob[body + offset + len(packed) :]
+
+
+def test_oversized_argon2_parameters_are_refused_before_work() -> None:
+    blob = _enc(passphrase="pw")
+    huge_mem = _set_params(blob, ">II", 16, 1, 64 << 20)  # 64 GiB in KiB
+    with pytest.raises(LimitExceededError):
+        ev.decrypt_bytes(huge_mem, passphrase="pw")
+    many_passes = _set_params(blob, ">II", 16, 1 << 31, 8)
+    with pytest.raises(LimitExceededError):
+        ev.decrypt_bytes(many_passes, passphrase="pw")
+    # The reader's cap is adjustable: the writer's own parameters above a low cap.
+    with pytest.raises(LimitExceededError):
+        ev.decrypt_bytes(
+            _enc(passphrase="pw", passphrase_params=Argon2Params(1, 16384)),
+            passphrase="pw",
+            max_params=FAST,
+        )
+    with pytest.raises(FormatError):
+        ev.decrypt_bytes(_set_params(blob, ">II", 16, 0, 8), passphrase="pw")
+    # Without a passphrase the stanza is never opened, so its parameters never matter.
+    with pytest.raises(UnknownKeyError):
+        ev.decrypt_bytes(huge_mem, identities=X)
+
+
+def test_oversized_scrypt_parameters_are_refused_before_work() -> None:
+    blob = _enc(passphrase="pw", passphrase_params=FAST_SCRYPT)
+    for log_n, r, p in ((40, 8, 1), (20, 8, 64), (21, 8, 1)):
+        with pytest.raises(LimitExceededError):
+            ev.decrypt_bytes(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
+    for log_n, r, p in ((0, 8, 1), (64, 8, 1), (10, 0, 1)):
+        with pytest.raises(FormatError):
+            ev.decrypt_bytes(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
+
+
+# --------------------------------------------------------------------------- header rules
+
+
+class _Raw:
+    """A recipient that writes a given stanza (unknown types, hostile sizes)."""
+
+    def __init__(self, stanza: ev.Stanza) -> None:
+        self.stanza = stanza
+
+    def wrap(self, file_key: bytes) -> ev.Stanza:
+        return self.stanza
+
+
+def test_unknown_stanza_types_are_skipped() -> None:
+    blob = _enc(recipients=[_Raw(ev.Stanza(0x7F, b"future")), X.recipient])
+    assert ev.decrypt_bytes(blob, identities=X) == DATA
+
+
+def test_header_rules() -> None:
+    with pytest.raises(FormatError):  # two passphrase stanzas
+        ev.decrypt_bytes(
+            _enc(
+                recipients=[_Raw(ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
+                passphrase="b",
+            ),
+            passphrase="b",
+        )
+    with pytest.raises(FormatError):  # a known stanza type with the wrong size
+        ev.decrypt_bytes(_enc(recipients=[_Raw(ev.Stanza(ev.X25519, bytes(95)))]), identities=X)
+    big = ev.Stanza(0x70, bytes(60000))
+    blob = _enc(recipients=[_Raw(big), _Raw(big), X.recipient])
+    with pytest.raises(FormatError):
+        ev.decrypt_bytes(blob, identities=X)
+    dec = ev.EnvelopeDecryptor(identities=X)
+    with pytest.raises(FormatError):  # refused while streaming, before the header ends
+        for off in range(0, 70000, 1000):
+            dec.update(blob[off : off + 1000])
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def test_signed_stream_verifies() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    header = ev.parse_header(blob)
+    assert header is not None and header.signer == SIGNER.public_bytes()
+    assert ev.decrypt_bytes(blob, identities=X, verify_with=SIGNER.public_key()) == DATA
+    assert ev.decrypt_bytes(blob, identities=X, verify_with=SIGNER.public_bytes()) == DATA
+
+
+def test_tampered_signature_withholds_the_end() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    bad = _flip(blob, len(blob) - 10)
+    dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key())
+    early = dec.update(bad)
+    assert DATA.startswith(early) and len(early) < len(DATA)  # earlier segments came out
+    with pytest.raises(InvalidSignatureError):
+        dec.finalize()
+    assert not dec.verified
+    with pytest.raises(BrokenTransformError):
+        dec.finalize()
+
+
+def test_missing_or_foreign_signature() -> None:
+    signed = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    with pytest.raises(InvalidSignatureError):  # signature cut off
+        ev.decrypt_bytes(signed[:-64], identities=X, verify_with=SIGNER.public_key())
+    unsigned = _enc(recipients=[X.recipient])
+    with pytest.raises(InvalidSignatureError):
+        ev.decrypt_bytes(unsigned, identities=X, verify_with=SIGNER.public_key())
+    other = Ed25519PrivateKey.generate()
+    with pytest.raises(InvalidSignatureError):
+        ev.decrypt_bytes(signed, identities=X, verify_with=other.public_key())
+
+
+def test_signed_stream_without_verify_with_decrypts_unverified() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    dec = ev.EnvelopeDecryptor(identities=X)
+    assert dec.update(blob) + dec.finalize() == DATA
+    assert dec.signer == SIGNER.public_key() and dec.verified is False
+    # Its signature is not looked at without verify_with.
+    assert ev.decrypt_bytes(_flip(blob, len(blob) - 1), identities=X) == DATA
+
+
+def test_signature_covers_everything_before_it() -> None:
+    from streamcrypt.primitives import Ed25519phVerifier
+
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    verifier = Ed25519phVerifier(SIGNER.public_key())
+    verifier.update(blob[:-64])
+    verifier.finalize(blob[-64:])
+    assert verifier.verified()
+
+
+# --------------------------------------------------------------------------- text forms
+
+
+def test_text_encodings_round_trip() -> None:
+    assert str(X.recipient).startswith("sc-x25519-pub1")
+    assert X.to_string().startswith("SC-X25519-SECRET-1")
+    assert str(K.recipient).startswith("sc-secp256k1-pub1")
+    assert K.to_string().startswith("SC-SECP256K1-SECRET-1")
+    assert ev.parse_recipient(str(X.recipient)) == X.recipient
+    assert ev.parse_recipient(str(K.recipient)) == K.recipient
+    assert ev.parse_identity(X.to_string()).recipient == X.recipient
+    assert ev.parse_identity(K.to_string()).recipient == K.recipient
+    assert ev.EciesIdentity.parse(KX.to_string()).recipient == KX.recipient
+    blob = _enc(recipients=[str(X.recipient), str(K.recipient)])
+    assert ev.decrypt_bytes(blob, identities=[K.to_string()]) == DATA
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sc-x25519-pub1qqqq",
+        "age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq",
+        "SC-X25519-SECRET-1QQQQ",
+        "",
+    ],
+)
+def test_bad_texts(text: str) -> None:
+    with pytest.raises(FormatError):
+        ev.parse_recipient(text)
+    with pytest.raises(FormatError):
+        ev.parse_identity(text)
+
+
+def test_mistyped_recipient_is_caught_by_the_checksum() -> None:
+    text = str(X.recipient)
+    swapped = text[:-3] + ("q" if text[-3] != "q" else "p") + text[-2:]
+    with pytest.raises(FormatError):
+        ev.parse_recipient(swapped)
+
+
+def test_reprs_hide_secrets() -> None:
+    for ident in (X, K, KX):
+        secret = ident._raw.secret_bytes()
+        assert secret.hex() not in repr(ident) and ident.to_string() not in repr(ident)
+        assert ident.to_string() not in str(ident)
+    assert "hunter2" not in repr(ev.PassphraseRecipient("hunter2", params=FAST))
+    assert "hunter2" not in repr(ev.PassphraseIdentity("hunter2"))
+
+
+def test_bad_key_material() -> None:
+    with pytest.raises(InvalidKeySizeError):
+        ev.X25519Identity(b"short")
+    with pytest.raises(InvalidKeySizeError):
+        ev.EciesIdentity(b"short")
+    with pytest.raises(InvalidParameterError):
+        ev.EciesIdentity(b"\xff" * 32)  # >= the secp256k1 group order
+    with pytest.raises(UnsupportedFormatError):
+        ev.EciesRecipient(X.recipient.public_bytes(), curve="ed25519")  # type: ignore[arg-type]
