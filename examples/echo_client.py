@@ -23,9 +23,10 @@ from pathlib import Path
 
 import anyio
 
+import streamcrypt
 from streamcrypt.errors import InvalidParameterError, StreamCryptError
 from streamcrypt.keys import SecretKey
-from streamcrypt.transports import EncryptedStreamAttribute, connect
+from streamcrypt.transports import EncryptedStreamAttribute
 
 __all__ = ["load_key", "main", "run_client"]
 
@@ -51,7 +52,9 @@ async def run_client(
 ) -> list[str]:
     """Send each message, read its echo; returns the echoes in order."""
     echoes = []
-    async with await connect(host, port, psk=psk, server_public_key=server_public_key) as stream:
+    async with await streamcrypt.connect(
+        host, port, psk=psk, server_public_key=server_public_key
+    ) as stream:
         name = stream.extra(EncryptedStreamAttribute.protocol_name)
         print(f"connected to {host}:{port} ({name})", file=sys.stderr)
         for message in messages:

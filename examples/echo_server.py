@@ -34,10 +34,11 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
+import streamcrypt
 from streamcrypt.codecs.noise import public_key
 from streamcrypt.errors import InvalidParameterError
 from streamcrypt.keys import SecretKey
-from streamcrypt.transports import EncryptedStream, EncryptedStreamAttribute, serve
+from streamcrypt.transports import EncryptedStreamAttribute
 
 __all__ = ["echo", "load_key", "main", "run_server"]
 
@@ -53,7 +54,7 @@ def load_key(path: str | os.PathLike[str]) -> SecretKey:
     return SecretKey(raw)
 
 
-async def echo(stream: EncryptedStream) -> None:
+async def echo(stream: streamcrypt.EncryptedStream) -> None:
     """Send back everything received until the client's authenticated close."""
     protocol = stream.extra(EncryptedStreamAttribute.protocol_name)
     print(f"connection ({protocol})", flush=True)
@@ -78,7 +79,9 @@ async def run_server(
     Started with ``port = await tg.start(run_server, ...)``, it reports the bound port.
     """
     async with anyio.create_task_group() as tg:
-        start = functools.partial(serve, echo, host, port, psk=psk, static_key=static_key)
+        start = functools.partial(
+            streamcrypt.serve, echo, host, port, psk=psk, static_key=static_key
+        )
         bound = await tg.start(start)
         print(f"listening on {host}:{bound}", flush=True)
         if static_key is not None:

@@ -8,10 +8,10 @@ Run it::
 
 The key file holds a 32-byte key as 64 hex digits. The encrypted file is a native
 streamcrypt container (AES-256-GCM in 64 KiB segments, docs/FORMAT.md), written by
-``streamcrypt.transports.open_file``: the source is read in 1 MiB blocks, sealed in
-batches on worker threads, and written to a temporary beside the destination that is
-renamed into place only when the last segment is sealed, so an interrupted run leaves
-the destination untouched. Memory stays at a few batches whatever the file size.
+``streamcrypt.open`` (an async encrypted file): the source is read in 1 MiB blocks,
+sealed in batches on worker threads, and written to a temporary beside the destination
+that is renamed into place only when the last segment is sealed, so an interrupted run
+leaves the destination untouched. Memory stays at a few batches whatever the file size.
 
 Decryption reads the container with random access and releases only segments whose tag
 verified; the plaintext goes to a temporary too and is renamed into place only after
@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 import anyio
 
+import streamcrypt
 from streamcrypt.errors import InvalidParameterError, StreamCryptError
 from streamcrypt.keys import SecretKey
-from streamcrypt.transports import open_file
 
 __all__ = ["decrypt_file", "encrypt_file", "load_key", "main"]
 
@@ -178,7 +178,7 @@ async def encrypt_file(
     total = 0
     async with (
         await anyio.open_file(src, "rb") as source,
-        open_file(dest, "wb", key=key) as sink,  # leaving by an exception discards dest
+        streamcrypt.open(dest, "wb", key=key) as sink,  # leaving by an exception discards dest
     ):
         while block := await source.read(BLOCK):
             await sink.write(block)
@@ -198,7 +198,7 @@ async def decrypt_file(
     partial = target.with_name(f".{target.name}.{secrets.token_hex(8)}.partial")
     total = 0
     try:
-        async with open_file(src, "rb", key=key) as source, await partial.open("wb") as out:
+        async with streamcrypt.open(src, "rb", key=key) as source, await partial.open("wb") as out:
             bar.set_total(source.size or 0)  # the plaintext size, known from the layout
             async for chunk in source:  # each chunk is verified plaintext
                 await out.write(chunk)
