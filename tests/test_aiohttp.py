@@ -479,3 +479,27 @@ async def test_32_mib_each_way_bounded_memory() -> None:
     assert n == size and digest == expected.digest()
     assert answer == f"{size} {expected.hexdigest()}"
     assert growth < 16 << 20, f"peak RSS grew by {growth >> 20} MiB"
+
+
+async def test_bad_body_after_the_response_started_aborts() -> None:
+    """A handler that streams its answer before reading a bad body: the answer cannot be
+    replaced any more, so the connection is aborted and the client never gets a
+    complete (authenticated) response."""
+    keys = ring()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse(policy=None)
+        await resp.prepare(request)
+        await resp.write(b"started " * 1000)
+        data = await request.read()
+        await resp.write(data)
+        await resp.write_eof()
+        return resp
+
+    headers = {"Content-Encoding": "aes128gcm"}
+    async with served({"/h": handler}, keys) as (s, url):
+        with pytest.raises(aiohttp.ClientPayloadError):
+            async with s.post(url + "/h", data=tamper(keys), headers=headers) as r:
+                assert r.status == 200
+                async for _ in decrypt_response(r, keys, policy=None):
+                    pass

@@ -598,3 +598,27 @@ async def test_transports_import_without_the_optional_extras() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "lazy ok"
+
+
+async def test_bad_body_after_the_response_started_aborts() -> None:
+    """An app that streams its answer before reading a bad body: the answer cannot be
+    replaced, so the server aborts the connection; the client never gets a complete
+    (authenticated) response."""
+    keys = ring()
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"started " * 1000, "more_body": True})
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    mw = EncryptionMiddleware(app, keys=keys, policy=None)
+    async with client(mw) as c:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with c.stream(
+                "POST", "/", content=tamper(keys), headers={"Content-Encoding": "aes128gcm"}
+            ) as r:
+                assert r.status_code == 200
+                async for _ in r.aiter_raw():
+                    pass

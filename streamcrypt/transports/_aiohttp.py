@@ -76,6 +76,8 @@ __all__ = [
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
 _MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)
+#: Shared by a request and its clone: whether a response of it went through prepare().
+_PREPARED: web.RequestKey[list[bool]] = web.RequestKey("streamcrypt_prepared", list)
 _AES = CONTENT_ENCODING
 _FILE_CHUNK = 1 << 20
 _READ_LIMIT = 1 << 16
@@ -411,6 +413,8 @@ def _middleware(settings: EncryptionSettings) -> Any:
         if not settings.selects(request.path):
             return await handler(request)
         reader: _DecryptingReader | None = None
+        prepared: list[bool] = []
+        request[_PREPARED] = prepared  # the clone below shares this list
         if settings.decrypt_requests:
             codings = _codings(request.headers.get(hdrs.CONTENT_ENCODING))
             if codings == [_AES]:
@@ -426,11 +430,11 @@ def _middleware(settings: EncryptionSettings) -> Any:
         try:
             resp = await handler(request)
         except StreamCryptError as exc:
-            if reader is None or exc is not reader.sc_error:
-                raise
+            if reader is None or exc is not reader.sc_error or prepared:
+                raise  # a response is under way: the server aborts the connection
             return _decrypt_error(exc)
         except web.HTTPException as exc:
-            if reader is not None and reader.sc_error is not None:
+            if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
             if exc.get(_MARK) or _bodyless(request, exc) or isinstance(exc.body, Payload):
                 raise
@@ -451,6 +455,9 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
     async def on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
         if not settings.selects(request.path):
             return
+        prepared = request.get(_PREPARED)
+        if prepared is not None:
+            prepared.append(True)
         if resp.get(_MARK):
             if resp.status < 400 or isinstance(resp, EncryptedStreamResponse):
                 last = _codings(resp.headers.get(hdrs.CONTENT_ENCODING))[-1:]
