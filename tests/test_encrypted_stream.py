@@ -7,6 +7,7 @@ receives (over memory streams each ``send()`` of a record batch is one chunk).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -493,6 +494,39 @@ async def test_tampered_record_fails_then_broken(where: int) -> None:
     await server.aclose()
 
 
+async def test_verified_data_before_a_bad_record_in_the_same_chunk_is_kept() -> None:
+    held: list[bytes] = []
+    state = {"on": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        if not state["on"]:
+            return [chunk]
+        if not held:
+            held.append(chunk)
+            return []
+        return [held[0] + chunk[:-1] + bytes([chunk[-1] ^ 0x80])]
+
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    state["on"] = True
+    await client.send(b"good")
+    await client.send(b"evil")  # both records reach the server in one chunk
+    assert await server.receive() == b"good"
+    with pytest.raises(AuthenticationError):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+
+
+async def test_buffered_records_come_back_together_within_max_bytes() -> None:
+    client, server, _, _ = await _pair_with_hooks()
+    await client.send(b"a" * 100_000)  # two records, one transport write
+    first = await server.receive(70_000)
+    assert first == b"a" * MAX_RECORD_DATA  # the second record would not fit
+    assert await server.receive(1 << 20) == b"a" * (100_000 - MAX_RECORD_DATA)
+    await client.send(b"b" * 100_000)
+    assert await server.receive(1 << 20) == b"b" * 100_000  # both records at once
+
+
 async def test_tampered_record_type_fails_authentication() -> None:
     client, server, _, _ = await _pair_with_hooks(
         lambda chunk: [chunk[:2] + b"\x01" + chunk[3:]] if len(chunk) == 3 + 5 + 16 else [chunk]
@@ -597,7 +631,7 @@ async def test_extra_attributes_merge_over_tcp_and_no_secrets_in_repr() -> None:
     with pytest.raises(InvalidParameterError, match="the server needs"):
         await serve(handler)  # checked before a port is bound
     async with create_task_group() as tg:
-        port = await tg.start(lambda **kw: serve(handler, static_key=sk, **kw))
+        port = await tg.start(functools.partial(serve, handler, static_key=sk))
         async with await connect("127.0.0.1", port, server_public_key=spk) as stream:
             assert stream.extra(SocketAttribute.remote_port) == port
             assert stream.extra(A.peer_static_key) == spk

@@ -34,7 +34,9 @@ too. Types: ``0x00`` data, ``0x01`` close (empty plaintext: the authenticated en
 stream, sent by ``send_eof()`` and ``aclose()``). A record carries at most
 ``MAX_RECORD_DATA`` = 65519 bytes of data (the 65535-byte Noise limit minus the tag); a
 larger ``send()`` becomes several records, all sealed and handed to the transport at
-once, never held back. Nonces are the Noise counters; every ``rekey_interval`` records
+once, never held back (joined into writes of about 1 MiB). ``receive()`` returns the
+data of every complete record already buffered that fits in ``max_bytes``, never data
+of a record whose tag has not been checked. Nonces are the Noise counters; every ``rekey_interval`` records
 (default ``DEFAULT_REKEY_INTERVAL`` = 65536, i.e. at most 4 GiB under one key) both sides
 call ``CipherState.rekey()`` on that direction, as the Noise specification describes.
 Because of the type byte and the header AD the record layer is *not* wire-compatible with
@@ -296,6 +298,7 @@ class EncryptedStream(ByteStream):
     _eof_received: bool = field(default=False, init=False)
     _closed: bool = field(default=False, init=False)
     _failure: BaseException | None = field(default=None, init=False)
+    _deferred: StreamCryptError | None = field(default=None, init=False)
     _broken: bool = field(default=False, init=False)
     _send_guard: ResourceGuard = field(
         default_factory=lambda: ResourceGuard("sending to"), init=False
@@ -644,6 +647,9 @@ class EncryptedStream(ByteStream):
                 await anyio.lowlevel.checkpoint()
                 raise EndOfStream
             try:
+                if self._deferred is not None:
+                    await anyio.lowlevel.checkpoint()
+                    raise self._deferred
                 return await self._receive_record(max_bytes)
             except (StreamCryptError, BrokenResourceError, OSError) as exc:
                 raise self._fail(exc) from None
@@ -701,7 +707,35 @@ class EncryptedStream(ByteStream):
                 self._pending = plaintext
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
-            return plaintext
+            return self._gather(plaintext, max_bytes)
+
+    def _gather(self, first: bytes, max_bytes: int) -> bytes:
+        """Append the data records already buffered, while they fit in ``max_bytes``.
+
+        Fewer, larger returns for bulk transfers. A failure in a later record is kept for
+        the next call, so verified data is never lost to it.
+        """
+        parts = [first]
+        total = len(first)
+        buf = self._rbuf
+        while True:
+            pos = self._rpos
+            if len(buf) - pos < _HEADER_LEN or buf[pos + 2] != _DATA:
+                break
+            length = (buf[pos] << 8) | buf[pos + 1]
+            if length < TAGLEN or total + length - TAGLEN > max_bytes:
+                break
+            if len(buf) < pos + _HEADER_LEN + length:
+                break
+            try:
+                record = self._next_record()
+            except StreamCryptError as exc:
+                self._deferred = exc
+                break
+            assert record is not None
+            parts.append(record[1])
+            total += len(record[1])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def aclose(self) -> None:
         """Send the close record (if not sent yet and the stream is sound), then close.
@@ -884,9 +918,17 @@ async def serve(
 ) -> None:
     """Listen on ``host:port`` and serve encrypted connections until cancelled.
 
-    ``port=0`` picks a free port; to learn it, start the server in a task group:
-    ``port = await tg.start(serve, handler, "127.0.0.1", 0, static_key=key)`` — the bound
-    port is the value ``tg.start`` returns. Options as in :class:`EncryptedListener`.
+    ``port=0`` picks a free port; to learn it, start the server in a task group (which
+    passes no keyword arguments, hence the ``partial``)::
+
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(functools.partial(serve, handler, static_key=key))
+            ...  # clients connect to ("127.0.0.1", port)
+            tg.cancel_scope.cancel()  # stops the server
+
+    The bound port is the value ``tg.start`` returns. Each connection is handled as
+    :class:`EncryptedListener` does (bad clients are logged and closed, others go on).
+    Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
     _Config.make(  # validate before binding the port
         server_side=True,
