@@ -556,3 +556,23 @@ def test_bad_key_material() -> None:
         ev.EciesIdentity(b"\xff" * 32)  # >= the secp256k1 group order
     with pytest.raises(UnsupportedFormatError):
         ev.EciesRecipient(X.recipient.public_bytes(), curve="ed25519")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- random access
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_layout_random_access(signed: bool) -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER if signed else None)
+    lay = ev.layout(blob[:2000], len(blob), identities=X)
+    assert lay.plaintext_size == len(DATA)
+
+    def read_at(offset: int, length: int) -> bytes:
+        return blob[offset : offset + length]
+
+    for start, stop in ((0, 10), (SEG - 3, SEG + 3), (len(DATA) - 50, len(DATA) + 10)):
+        assert lay.read(read_at, start, stop) == DATA[start:stop]
+    with pytest.raises(FormatError):
+        ev.layout(blob[:40], len(blob), identities=X)
+    with pytest.raises(UnknownKeyError):
+        ev.layout(blob[:2000], len(blob), identities=ev.X25519Identity.generate())

@@ -113,7 +113,7 @@ from ..primitives import (
 )
 from . import container
 from ._bech32 import bech32_decode, bech32_encode
-from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob
+from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
 
 __all__ = [
     "ARGON2ID",
@@ -141,6 +141,7 @@ __all__ = [
     "X25519Recipient",
     "decrypt_bytes",
     "encrypt_bytes",
+    "layout",
     "parse_header",
     "parse_identity",
     "parse_recipient",
@@ -764,10 +765,7 @@ def _recipient_list(
 ) -> list[Recipient]:
     if isinstance(recipients, str) or hasattr(recipients, "wrap"):
         recipients = [recipients]  # type: ignore[list-item]
-    out: list[Recipient] = [
-        parse_recipient(r) if isinstance(r, str) else r
-        for r in recipients
-    ]
+    out: list[Recipient] = [parse_recipient(r) if isinstance(r, str) else r for r in recipients]
     for r in out:
         if not callable(getattr(r, "wrap", None)):
             raise InvalidParameterError(f"not a recipient: {type(r).__name__}")
@@ -880,10 +878,7 @@ def _identity_list(
 ) -> list[Identity]:
     if isinstance(identities, str) or hasattr(identities, "unwrap"):
         identities = [identities]  # type: ignore[list-item]
-    out: list[Identity] = [
-        parse_identity(i) if isinstance(i, str) else i
-        for i in identities
-    ]
+    out: list[Identity] = [parse_identity(i) if isinstance(i, str) else i for i in identities]
     for i in out:
         if not callable(getattr(i, "unwrap", None)) or not hasattr(i, "kinds"):
             raise InvalidParameterError(f"not an identity: {type(i).__name__}")
@@ -1104,3 +1099,31 @@ def decrypt_bytes(
         max_scrypt=max_scrypt,
     )
     return dec.update(ciphertext) + dec.finalize()
+
+
+def layout(
+    head: Buffer,
+    stream_size: int,
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    aad: Buffer = b"",
+    max_params: Argon2Params = MAX_READ_PARAMS,
+    max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+) -> SegmentLayout:
+    """Open the headers at the start of ``head`` and map an envelope of ``stream_size`` bytes.
+
+    For random access: ``head`` must hold both headers (the first 64 KiB + 1 KiB always
+    suffice). A signed envelope's trailing signature is left out of the layout and NOT
+    verified (random reads cannot check a signature over the whole stream; read it all
+    with ``verify_with`` for that). Raises like :class:`EnvelopeDecryptor`, and
+    :class:`FormatError` when ``head`` is shorter than the headers.
+    """
+    idents = _identity_list(identities, passphrase, max_params, max_scrypt)
+    reader = _HeaderReader(idents, aad, None)
+    opened = reader(bytes(head))
+    if opened is None or reader.header is None:
+        raise FormatError("the data is shorter than the envelope and container headers")
+    codec, size = opened
+    end = stream_size - (SIGNATURE_SIZE if reader.header.signed else 0)
+    return SegmentLayout(codec, size, end)
