@@ -430,7 +430,7 @@ class _Backup:
         ids: list[str] = []
         size = 0
         async with await anyio.open_file(path, "rb") as f:
-            st = os.stat(f.wrapped.fileno())
+            st = os.fstat(f.wrapped.fileno())
             while True:
                 block = await f.read(_READ_SIZE)
                 file_hash.update(block)

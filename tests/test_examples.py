@@ -319,6 +319,28 @@ def test_backup_cli_reports_typed_failure(
     assert tree_listing(dest) == backup_env["first_listing"]
 
 
+def test_backup_skips_links_and_its_own_store(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "a.txt").write_text("a")
+    (src / "link").symlink_to(src / "sub" / "a.txt")
+    (src / "dirlink").symlink_to(src / "sub")
+    key = SecretKey.generate(32)
+    report = anyio.run(backup_mod.backup, src, src / "store", key)  # the store inside src
+    assert report.files == 1 and report.dirs == 1
+    assert sorted(report.skipped) == ["dirlink", "link"]
+    again = anyio.run(lambda: backup_mod.backup(src, src / "store", key, name="again"))
+    assert again.files == 1 and again.chunks_new == 0 and again.chunks_reused == 1
+    dest = tmp_path / "dest"
+    anyio.run(backup_mod.restore, src / "store", "again", dest, key)
+    assert tree_listing(dest) == {
+        "sub": tree_listing(src)["sub"],
+        "sub/a.txt": tree_listing(src)["sub/a.txt"],
+    }
+    with pytest.raises(FileExistsError):  # never restores over an existing directory
+        anyio.run(backup_mod.restore, src / "store", "again", dest, key)
+
+
 # -- encrypt_file.py ----------------------------------------------------------------------------
 
 encrypt_mod = load_example("encrypt_file")
