@@ -622,3 +622,29 @@ async def test_bad_body_after_the_response_started_aborts() -> None:
                 assert r.status_code == 200
                 async for _ in r.aiter_raw():
                     pass
+
+
+@pytest.mark.parametrize("mode", ["encrypt", "refuse"])
+async def test_unknown_body_message_refused(tmp_path: Path, mode: str) -> None:
+    """A body message of an extension the middleware does not know never passes."""
+    path = tmp_path / "f"
+    path.write_bytes(b"zero-copy secret")
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        with path.open("rb") as f:
+            await send({"type": "http.response.zerocopysend", "file": f, "more_body": False})
+
+    mw = EncryptionMiddleware(app, keys=ring(), on_unencryptable=mode)  # type: ignore[arg-type]
+    sent: list[dict[str, Any]] = []  # what the server would get (uvicorn lacks zerocopysend)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    await mw(scope, receive, send)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 500 and b"secret" not in sent[1]["body"]

@@ -17,8 +17,9 @@ sent after the encryptor finalized. Where a gzip middleware fails open (a
 ``Content-Encoding``) this one fails closed: it encrypts the body anyway (the file is
 read and sent as encrypted body messages; an encoded body becomes ``<coding>,
 aes128gcm``; a 206 part is encrypted as a body of its own) or, with
-``on_unencryptable="refuse"``, answers 500 instead. Nothing the app sends after the
-response was replaced reaches the client.
+``on_unencryptable="refuse"``, answers 500 instead. A body message of an extension this
+middleware does not know (``http.response.zerocopysend``) is always refused. Nothing the
+app sends after the response was replaced reaches the client.
 
 Requests: a body with ``Content-Encoding: aes128gcm`` is decrypted as it streams in:
 ``receive`` is wrapped, ciphertext goes through a decrypting feeder, and the app gets
@@ -71,6 +72,8 @@ _log = logging.getLogger("streamcrypt.transports.asgi")
 _FILE_CHUNK = 1 << 20
 _IDENTITY = {b"", b"identity"}
 _NO_BODY_STATUS = {204, 304}
+#: Response messages that carry no body bytes: passed through as they are.
+_HEADERS_ONLY = {"http.response.trailers", "http.response.early_hint"}
 
 
 def _get(headers: _Headers, name: bytes) -> bytes | None:
@@ -315,9 +318,7 @@ class _Responder:
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]
-        if self.mode in ("swallow", "done") and kind != "http.response.trailers":
-            return
-        if self.mode == "swallow":
+        if self.mode == "swallow" or (self.mode == "done" and kind != "http.response.trailers"):
             return
         if kind == "http.response.start":
             await self._on_start(message)
@@ -325,8 +326,12 @@ class _Responder:
             await self._on_body(message)
         elif kind == "http.response.pathsend":
             await self._on_pathsend(message)
-        else:  # trailers, early hints, anything newer: headers only, nothing to encrypt
+        elif kind in _HEADERS_ONLY or self.mode == "plain":
             await self.send(message)
+        else:  # a body message this middleware does not know (zerocopysend, ...)
+            if self.started:
+                raise RuntimeError(f"cannot encrypt a {kind!r} message; response aborted")
+            await self._refuse(f"a {kind!r} message")
 
     async def _on_start(self, message: Message) -> None:
         if self.decrypting is not None and self.decrypting.error is not None:
@@ -351,12 +356,12 @@ class _Responder:
         headers.append((b"content-encoding", coding))
         self.start = {**message, "headers": _add_vary(headers, b"Content-Encoding")}
 
-    def _set_length(self, plaintext_length: int | None) -> None:
+    def _set_length(self, plaintext_length: int | None, encryptor: EceEncryptor) -> None:
         assert self.start is not None
         headers = _without(self.start["headers"], b"content-length")
         if plaintext_length is not None and not self.start.get("trailers", False):
             size = encrypted_length(
-                plaintext_length, self.mw.record_size, keyid=self.mw.keys.active.key_id
+                plaintext_length, self.mw.record_size, keyid=encryptor.header.keyid
             )
             headers.append((b"content-length", str(size).encode()))
         self.start["headers"] = headers
@@ -392,21 +397,23 @@ class _Responder:
         more = bool(message.get("more_body", False))
         if self.feeder is None and not more:
             # The whole body at once: exact Content-Length, one message.
+            encryptor = self._encryptor()
             if self.head:
-                self._set_length(self._app_length() if not body else len(body))
+                self._set_length(self._app_length() if not body else len(body), encryptor)
                 await self._send_start()
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
                 self.mode = "done"
                 return
-            self._set_length(len(body))
-            data = await pipeline(self._encryptor(), policy=self.mw.policy).collect(body)
+            self._set_length(len(body), encryptor)
+            data = await pipeline(encryptor, policy=self.mw.policy).collect(body)
             await self._send_start()
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
             self.mode = "done"
             return
         if self.feeder is None:
-            self._set_length(self._app_length())
-            self.feeder = pipeline(self._encryptor(), policy=self.mw.policy).feeder(self._emit)
+            encryptor = self._encryptor()
+            self._set_length(self._app_length(), encryptor)
+            self.feeder = pipeline(encryptor, policy=self.mw.policy).feeder(self._emit)
         if body:
             await self.feeder.send(body)
         if not more:
@@ -433,8 +440,9 @@ class _Responder:
         path = anyio.Path(message["path"])
         size = (await path.stat()).st_size
         app_length = self._app_length()
-        self._set_length(size if app_length is None or app_length == size else None)
-        self.feeder = pipeline(self._encryptor(), policy=self.mw.policy).feeder(self._emit)
+        encryptor = self._encryptor()
+        self._set_length(size if app_length is None or app_length == size else None, encryptor)
+        self.feeder = pipeline(encryptor, policy=self.mw.policy).feeder(self._emit)
         if not self.head:
             async with await anyio.open_file(path, "rb") as file:
                 while chunk := await file.read(_FILE_CHUNK):
