@@ -31,7 +31,7 @@ from streamcrypt.codecs.ece import (
     encrypted_length,
     read_header,
 )
-from streamcrypt.engine import OffloadPolicy, pipeline
+from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy, pipeline
 from streamcrypt.errors import AuthenticationError, InvalidParameterError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import EncryptionMiddleware
@@ -648,3 +648,10 @@ async def test_unknown_body_message_refused(tmp_path: Path, mode: str) -> None:
     await mw(scope, receive, send)
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[0]["status"] == 500 and b"secret" not in sent[1]["body"]
+
+
+@pytest.mark.slow
+async def test_1_gib_default_policy_bounded_memory() -> None:
+    """The default policy (8 MiB batches, 3 in flight): the peak is a constant of the
+    policy (a few batches per pipeline), far below a 1 GiB body."""
+    await _big_roundtrip(1 << 30, DEFAULT_POLICY, 320 << 20)

@@ -148,6 +148,10 @@ class EncryptionMiddleware:
     ``policy=None`` for interactive streams (each record leaves once complete).
     Raises :class:`InvalidParameterError` for bad settings; see the module docstring for
     the HTTP answers.
+
+    Wrap any ASGI app, or add it to Starlette/FastAPI as
+    ``Middleware(EncryptionMiddleware, keys=ring)``; ``ring`` holds 16-byte keys, e.g.
+    ``KeyRing([SecretKey.generate(16, key_id="2026-12")])``.
     """
 
     def __init__(
@@ -257,7 +261,9 @@ class _DecryptingReceive:
 class _Responder:
     """One request: wraps ``send`` (and ``receive`` when the body is encrypted)."""
 
-    def __init__(self, mw: EncryptionMiddleware, scope: Scope, receive: Receive, send: Send):
+    def __init__(
+        self, mw: EncryptionMiddleware, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         self.mw = mw
         self.scope = scope
         self.receive = receive
@@ -290,9 +296,9 @@ class _Responder:
         except StreamCryptError as exc:
             if self.decrypting is None or exc is not self.decrypting.error:
                 raise
-            if self.started or self.mode == "swallow":
-                if self.mode == "swallow":
-                    return  # the error answer went out already
+            if self.mode == "swallow":
+                return  # an error answer went out already
+            if self.started:
                 raise  # the response is under way: let the server abort the connection
             await self._answer_error(exc)
 
