@@ -92,7 +92,7 @@ def test_several_recipients_each_decrypts() -> None:
 
 
 def test_x25519_ecies_identity_opens_plain_x25519_stanzas_and_back() -> None:
-    same = ev.EciesIdentity(X._raw, curve="x25519")  # same key pair
+    same = ev.EciesIdentity(X.secret_key(), curve="x25519")  # same key pair
     assert ev.decrypt_bytes(_enc(recipients=X.recipient), identities=same) == DATA
     ecies_to_x = ev.EciesRecipient(X.recipient.public_bytes(), curve="x25519")
     assert ev.decrypt_bytes(_enc(recipients=ecies_to_x), identities=X) == DATA
@@ -540,7 +540,7 @@ def test_mistyped_recipient_is_caught_by_the_checksum() -> None:
 
 def test_reprs_hide_secrets() -> None:
     for ident in (X, K, KX):
-        secret = ident._raw.secret_bytes()
+        secret = ident.secret_key().secret_bytes()
         assert secret.hex() not in repr(ident) and ident.to_string() not in repr(ident)
         assert ident.to_string() not in str(ident)
     assert "hunter2" not in repr(ev.PassphraseRecipient("hunter2", params=FAST))

@@ -2,13 +2,14 @@
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
-``secretstream`` (libsodium), ``armor`` (age's ASCII armor), ``noise`` (the Noise
+``secretstream`` (libsodium), ``envelope`` (the native container for passwords,
+X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 """
 
 from __future__ import annotations
 
-from . import age, armor, cobblestone, container, ece, noise, secretstream, tink
+from . import age, armor, cobblestone, container, ece, envelope, noise, secretstream, tink
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -21,6 +22,7 @@ from .age import AgeDecryptor, AgeEncryptor
 from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
 from .container import StreamDecryptor, StreamEncryptor
 from .ece import EceDecryptor, EceEncryptor
+from .envelope import EnvelopeDecryptor, EnvelopeEncryptor
 from .noise import NoiseHandshake
 from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
 from .tink import TinkStreamDecryptor, TinkStreamEncryptor
@@ -32,6 +34,8 @@ __all__ = [
     "CobblestoneEncryptor",
     "EceDecryptor",
     "EceEncryptor",
+    "EnvelopeDecryptor",
+    "EnvelopeEncryptor",
     "NoiseHandshake",
     "SecretStreamDecryptor",
     "SecretStreamEncryptor",
@@ -50,6 +54,7 @@ __all__ = [
     "cobblestone",
     "container",
     "ece",
+    "envelope",
     "noise",
     "secretstream",
     "tink",

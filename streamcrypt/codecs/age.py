@@ -61,10 +61,11 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, hkdf, random_bytes
+from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import ChaCha20Poly1305Suite
 from ._bech32 import bech32_decode, bech32_encode
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 from .armor import armor as _armor
 from .armor import dearmor, is_armored
 
@@ -338,13 +339,6 @@ def _unwrap_key(key: bytes, body: bytes) -> bytes | None:
         return None
 
 
-def _secret(material: Buffer | SecretKey, what: str) -> bytes:
-    raw = material.secret_bytes() if isinstance(material, SecretKey) else bytes(material)
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
-    return raw
-
-
 def _stanza_arg(stanza: Stanza, index: int, size: int) -> bytes:
     value = _b64decode(stanza.args[index].encode(), f"{stanza.kind} stanza argument")
     if len(value) != size:
@@ -361,82 +355,31 @@ def _check_shape(stanza: Stanza, nargs: int) -> None:
         raise FormatError(f"age {stanza.kind} stanza body must be {_WRAPPED_SIZE} bytes")
 
 
-class X25519Recipient:
+class X25519Recipient(X25519PublicText):
     """An X25519 recipient (``age1...``): a 32-byte Curve25519 public key."""
 
-    __slots__ = ("_public",)
-
-    def __init__(self, public_key: Buffer) -> None:
-        raw = bytes(public_key)
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"an X25519 public key must be 32 bytes, got {len(raw)}")
-        self._public = raw
-
-    @classmethod
-    def parse(cls, text: str) -> X25519Recipient:
-        """Parse ``age1...``; raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != _HRP_X25519 or len(data) != 32:
-            raise FormatError("not an age X25519 recipient (age1... with a 32-byte key)")
-        return cls(data)
-
-    def public_bytes(self) -> bytes:
-        return self._public
+    HRP = _HRP_X25519
+    DESCRIPTION = "an age X25519 recipient (age1...)"
+    __slots__ = ()
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One X25519 stanza; raises :class:`InvalidPublicKeyError` for a low-order key."""
         ephemeral = x25519.X25519PrivateKey.generate()
         share = ephemeral.public_key().public_bytes_raw()
-        try:
-            shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
-        except ValueError:
-            raise InvalidPublicKeyError("the X25519 recipient is a low-order point") from None
+        shared = x25519_exchange(ephemeral, self._public)
+        if shared is None:
+            raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
         key = hkdf(shared, salt=share + self._public, info=_X25519_INFO)
         return [Stanza(("X25519", _b64encode(share).decode()), _wrap_key(key, file_key))]
 
-    def __str__(self) -> str:
-        return bech32_encode(_HRP_X25519, self._public)
 
-    def __repr__(self) -> str:
-        return f"X25519Recipient({str(self)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, X25519Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
-
-
-class X25519Identity:
+class X25519Identity(X25519SecretText[X25519Recipient]):
     """An X25519 identity (``AGE-SECRET-KEY-1...``). Its repr shows only the recipient."""
 
-    __slots__ = ("_private", "_recipient")
-
-    def __init__(self, secret: Buffer | SecretKey) -> None:
-        self._private = x25519.X25519PrivateKey.from_private_bytes(
-            _secret(secret, "an X25519 identity")
-        )
-        self._recipient = X25519Recipient(self._private.public_key().public_bytes_raw())
-
-    @classmethod
-    def generate(cls) -> X25519Identity:
-        return cls(random_bytes(32))
-
-    @classmethod
-    def parse(cls, text: str) -> X25519Identity:
-        """Parse ``AGE-SECRET-KEY-1...``; raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != _HRP_X25519_SECRET or len(data) != 32:
-            raise FormatError("not an age X25519 identity (AGE-SECRET-KEY-1... of 32 bytes)")
-        return cls(data)
-
-    @property
-    def recipient(self) -> X25519Recipient:
-        return self._recipient
-
-    def to_string(self) -> str:
-        """The secret key string ``AGE-SECRET-KEY-1...``. Handle with care."""
-        return bech32_encode(_HRP_X25519_SECRET, self._private.private_bytes_raw(), upper=True)
+    SECRET_HRP = _HRP_X25519_SECRET
+    DESCRIPTION = "an age X25519 identity (AGE-SECRET-KEY-1...)"
+    RECIPIENT = X25519Recipient
+    __slots__ = ()
 
     def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
         """The file key from an X25519 stanza for this identity, else ``None``.
@@ -449,22 +392,14 @@ class X25519Identity:
                 continue
             _check_shape(stanza, 2)
             share = _stanza_arg(stanza, 1, 32)
-            try:
-                shared = self._private.exchange(x25519.X25519PublicKey.from_public_bytes(share))
-            except ValueError:
-                shared = bytes(32)
-            if shared == bytes(32):
+            shared = x25519_exchange(self._private, share)
+            if shared is None:
                 raise FormatError("age X25519 stanza has a low-order ephemeral share")
             key = hkdf(shared, salt=share + ours, info=_X25519_INFO)
             file_key = _unwrap_key(key, stanza.body)
             if file_key is not None:
                 return file_key
         return None
-
-    def __repr__(self) -> str:
-        return f"X25519Identity(recipient={str(self._recipient)!r})"
-
-    __str__ = __repr__
 
 
 def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
@@ -605,7 +540,7 @@ class MLKEM768X25519Identity:
     __slots__ = ("_dh", "_private", "_recipient", "_seed")
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
-        self._seed = _secret(seed, "a post-quantum identity seed")
+        self._seed = as_secret_key(seed, 32, what="a post-quantum identity seed").secret_bytes()
         expanded = hashlib.shake_256(self._seed).digest(96)
         kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
         dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])

@@ -81,7 +81,6 @@ from .._state import Buffer, State
 from ..errors import (
     AuthenticationError,
     FormatError,
-    InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
@@ -98,6 +97,7 @@ from ..keys import (
     PasswordParams,
     ScryptParams,
     SecretKey,
+    as_secret_key,
     check_read_params,
     derive_key_from_password,
     hkdf,
@@ -114,6 +114,7 @@ from ..primitives import (
 from . import container
 from ._bech32 import bech32_decode, bech32_encode
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
+from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 
 __all__ = [
     "ARGON2ID",
@@ -342,47 +343,16 @@ class Identity(Protocol):
     def unwrap(self, stanza: Stanza) -> bytes | None: ...
 
 
-def _x25519_public(data: Buffer) -> bytes:
-    raw = bytes(data)
-    if len(raw) != 32:
-        raise InvalidPublicKeyError(f"an X25519 public key must be 32 bytes, got {len(raw)}")
-    try:  # a low-order point gives the all-zero secret with every scalar
-        x25519.X25519PrivateKey.generate().exchange(x25519.X25519PublicKey.from_public_bytes(raw))
-    except ValueError:
-        raise InvalidPublicKeyError(
-            "X25519 public key is a low-order point (the shared secret would be all zeros)"
-        ) from None
-    return raw
-
-
-def _secret_bytes(material: Buffer | SecretKey, what: str) -> bytes:
-    raw = material.secret_bytes() if isinstance(material, SecretKey) else bytes(material)
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
-    return raw
-
-
-class X25519Recipient:
+class X25519Recipient(X25519PublicText):
     """An X25519 public key (``sc-x25519-pub1...``); low-order points are refused.
 
     Raises :class:`InvalidPublicKeyError` at construction for a wrong size or low order.
     """
 
-    __slots__ = ("_public",)
-
-    def __init__(self, public_key: Buffer) -> None:
-        self._public = _x25519_public(public_key)
-
-    @classmethod
-    def parse(cls, text: str) -> X25519Recipient:
-        """Parse ``sc-x25519-pub1...`` (Bech32); raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != _HRP_X25519 or len(data) != 32:
-            raise FormatError("not an X25519 recipient (sc-x25519-pub1... with 32 bytes)")
-        return cls(data)
-
-    def public_bytes(self) -> bytes:
-        return self._public
+    HRP = _HRP_X25519
+    DESCRIPTION = "an X25519 recipient (sc-x25519-pub1...)"
+    CHECK_ORDER_EARLY = True
+    __slots__ = ()
 
     def wrap(self, file_key: bytes) -> Stanza:
         ephemeral = x25519.X25519PrivateKey.generate()
@@ -390,54 +360,19 @@ class X25519Recipient:
         shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
         return _seal_stanza(X25519, share, shared, share + self._public, file_key)
 
-    def __str__(self) -> str:
-        return bech32_encode(_HRP_X25519, self._public)
 
-    def __repr__(self) -> str:
-        return f"X25519Recipient({str(self)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, X25519Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
-
-
-class X25519Identity:
+class X25519Identity(X25519SecretText[X25519Recipient]):
     """An X25519 private key (``SC-X25519-SECRET-1...``); ``repr`` shows only the public key.
 
     Opens x25519 and ecies-x25519 stanzas (the same key pair serves both).
     """
 
-    __slots__ = ("_private", "_raw", "_recipient")
+    SECRET_HRP = _HRP_X25519_SECRET
+    DESCRIPTION = "an X25519 identity (SC-X25519-SECRET-1...)"
+    RECIPIENT = X25519Recipient
+    __slots__ = ()
 
     kinds: frozenset[int] = frozenset({X25519, ECIES_X25519})
-
-    def __init__(self, secret: Buffer | SecretKey) -> None:
-        raw = _secret_bytes(secret, "an X25519 private key")
-        self._raw = SecretKey(raw)
-        self._private = x25519.X25519PrivateKey.from_private_bytes(raw)
-        self._recipient = X25519Recipient(self._private.public_key().public_bytes_raw())
-
-    @classmethod
-    def generate(cls) -> X25519Identity:
-        return cls(random_bytes(32))
-
-    @classmethod
-    def parse(cls, text: str) -> X25519Identity:
-        """Parse ``SC-X25519-SECRET-1...``; raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != _HRP_X25519_SECRET or len(data) != 32:
-            raise FormatError("not an X25519 identity (SC-X25519-SECRET-1... with 32 bytes)")
-        return cls(data)
-
-    @property
-    def recipient(self) -> X25519Recipient:
-        return self._recipient
-
-    def to_string(self) -> str:
-        """The secret key as ``SC-X25519-SECRET-1...``. Handle with care."""
-        return bech32_encode(_HRP_X25519_SECRET, self._raw.secret_bytes(), upper=True)
 
     def unwrap(self, stanza: Stanza) -> bytes | None:
         """The file key, ``None`` if the stanza is not ours.
@@ -447,22 +382,14 @@ class X25519Identity:
         """
         share = stanza.body[:32]
         if stanza.kind == ECIES_X25519:
-            key = ecies.decapsulate(self._raw, share, curve="x25519")
+            key = ecies.decapsulate(self.secret_key(), share, curve="x25519")
             return _open_stanza(stanza, key.secret_bytes(), share)
         if stanza.kind != X25519:
             return None
-        try:
-            shared = self._private.exchange(x25519.X25519PublicKey.from_public_bytes(share))
-        except ValueError:
-            raise InvalidPublicKeyError(
-                "envelope x25519 stanza has a low-order ephemeral key"
-            ) from None
+        shared = x25519_exchange(self._private, share)
+        if shared is None:
+            raise InvalidPublicKeyError("envelope x25519 stanza has a low-order ephemeral key")
         return _open_stanza(stanza, shared, share + self._recipient.public_bytes())
-
-    def __repr__(self) -> str:
-        return f"X25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
-
-    __str__ = __repr__
 
 
 EciesCurve = Literal["secp256k1", "x25519"]
@@ -555,7 +482,7 @@ class EciesIdentity:
 
     def __init__(self, private_key: Buffer | SecretKey, *, curve: EciesCurve = "secp256k1") -> None:
         self._curve = _ecies_curve(curve)
-        raw = _secret_bytes(private_key, f"a {self._curve} private key")
+        raw = as_secret_key(private_key, 32, what=f"a {self._curve} private key").secret_bytes()
         self._raw = SecretKey(raw)
         public = ecies.public_key(raw, curve=self._curve, compressed=True)
         self._recipient = EciesRecipient(public, curve=self._curve)
@@ -588,6 +515,10 @@ class EciesIdentity:
         """The secret key text. Handle with care."""
         hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else _HRP_X25519_SECRET
         return bech32_encode(hrp, self._raw.secret_bytes(), upper=True)
+
+    def secret_key(self) -> SecretKey:
+        """The 32 private key bytes. Handle with care."""
+        return self._raw
 
     def unwrap(self, stanza: Stanza) -> bytes | None:
         """As :meth:`X25519Identity.unwrap`."""
