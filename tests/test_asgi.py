@@ -655,3 +655,24 @@ async def test_1_gib_default_policy_bounded_memory() -> None:
     """The default policy (8 MiB batches, 3 in flight): the peak is a constant of the
     policy (a few batches per pipeline), far below a 1 GiB body."""
     await _big_roundtrip(1 << 30, DEFAULT_POLICY, 320 << 20)
+
+
+async def test_as_starlette_middleware() -> None:
+    """Added the Starlette way (inside Starlette's error handling)."""
+    from starlette.middleware import Middleware
+
+    keys = ring()
+
+    async def endpoint(request: Request) -> Response:
+        return PlainTextResponse(str(len(await request.body())))
+
+    app = Starlette(
+        routes=[Route("/p", endpoint, methods=["POST"])],
+        middleware=[Middleware(EncryptionMiddleware, keys=keys)],
+    )
+    headers = {"Content-Encoding": "aes128gcm"}
+    async with client(app) as c:
+        good = await c.post("/p", content=encrypt_bytes(b"x" * 5000, keys), headers=headers)
+        bad = await c.post("/p", content=tamper(keys), headers=headers)
+    assert decrypt_bytes(good.content, keys) == b"5000"
+    assert bad.status_code == 400
