@@ -534,9 +534,8 @@ def test_bad_encoder_parameters(make: Callable[[], object]) -> None:
 def test_no_secret_in_reprs_or_errors() -> None:
     enc = EceEncryptor(KEY, salt=SALT)
     cek, _ = ece._derive(KEY, SALT)
-    aead = enc._codec._aead  # type: ignore[union-attr]
-    assert repr(aead) == "AES128GCM(<key hidden>)"
-    for text in (repr(enc), repr(enc._codec), repr(enc.header), repr(aead)):
+    codec = enc._codec
+    for text in (repr(enc), repr(codec), repr(enc.header), repr(codec._encrypt)):  # type: ignore[union-attr]
         assert KEY.hex() not in text and cek.hex() not in text and repr(cek) not in text
     # A record without a proper delimiter: the message must not show its last octets.
     for record in (b"secret!Z", b"secret!\x03", b"secret!\x01"):

@@ -198,3 +198,24 @@ async def test_feeder_push_mode(policy: OffloadPolicy | None) -> None:
     assert sc.decrypt_bytes(b"".join(out), KEY) == data
     with pytest.raises(sc.errors.AlreadyFinalizedError):
         await feeder.send(b"late")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolicy | None) -> None:
+    out: list[bytes] = []
+
+    async def sink(view: memoryview) -> None:
+        out.append(bytes(view))
+
+    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0) if policy is not None else None
+    feeder = sc.pipeline(StreamDecryptor(KEY), policy=big).feeder(sink)
+    data = random.Random(14).randbytes(5000)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
+    await feeder.send(ct[:3000])  # the header and two whole segments
+    if big is not None:
+        assert out == []  # held for a batch that never fills
+    await feeder.flush()
+    assert b"".join(out) == data[:2048]  # exactly the complete segments, nothing partial
+    await feeder.send(ct[3000:])
+    await feeder.aclose()
+    assert b"".join(out) == data

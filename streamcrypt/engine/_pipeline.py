@@ -111,6 +111,22 @@ class _SegmentedStage:
         limit = self._policy.batch_size if self._policy is not None else 0
         if self._jobs and self._job_bytes >= limit:
             await self._launch()
+        else:
+            await self._emit_ready()
+
+    async def flush(self) -> None:
+        """Seal or open every complete segment now and emit everything in flight."""
+        if self._jobs:
+            await self._launch()
+        while self._in_flight:
+            await self._emit_oldest()
+
+    async def _emit_ready(self) -> None:
+        """Emit finished batches at the head of the queue (in order) without waiting."""
+        while self._in_flight and (
+            self._in_flight[0].future is None or self._in_flight[0].future.done()
+        ):
+            await self._emit_oldest()
 
     async def close(self) -> None:
         await self._emit_header()
@@ -154,10 +170,9 @@ class _SegmentedStage:
             batch.future = policy.submit(_run_batch, batch.jobs, batch.out)
         self._in_flight.append(batch)
         window = policy.max_in_flight if policy is not None else 1
-        while len(self._in_flight) >= window or (
-            self._in_flight and self._in_flight[0].future is None
-        ):
+        while len(self._in_flight) >= window:
             await self._emit_oldest()
+        await self._emit_ready()
 
     async def _emit_oldest(self) -> None:
         batch = self._in_flight[0]
@@ -199,6 +214,9 @@ class _PlainStage:
             out = self._stage.update(data)
         if out:
             await self._push(memoryview(out))
+
+    async def flush(self) -> None:
+        """Nothing is held here: every update's output was already pushed."""
 
     async def close(self) -> None:
         out = self._stage.finalize()
@@ -359,6 +377,17 @@ class Feeder:
             view = memoryview(bytes(view))
         for off in range(0, len(view), self._piece):
             await self._runners[0].push(view[off : off + self._piece])
+
+    async def flush(self) -> None:
+        """Emit every complete segment now, without waiting for a full batch.
+
+        Segmented formats can only emit whole segments: a partial segment stays held until
+        more data or :meth:`aclose`.
+        """
+        if self._closed:
+            raise AlreadyFinalizedError("this pipeline feeder was already closed")
+        for runner in self._runners:
+            await runner.flush()
 
     async def aclose(self) -> None:
         """Finalize every stage, emitting what is left (raises what finalization raises)."""

@@ -143,9 +143,9 @@ class EncryptionMiddleware:
     ``"refuse"`` (500) for pathsend, 206 and already-encoded responses.
     ``decrypt_requests``: decrypt ``aes128gcm`` request bodies and answer 415 to other
     codings (``False``: requests pass through). ``max_record_size`` bounds what a request
-    header may demand (413 above it). ``policy``: offload policy of the pipelines; a
-    streamed body is released in batches of ``policy.batch_size`` bytes, so use
-    ``policy=None`` for interactive streams (each record leaves once complete).
+    header may demand (413 above it). ``policy``: offload policy of the pipelines; the
+    complete records of each body message leave before the next message is read (large
+    messages are sealed on worker threads).
     Raises :class:`InvalidParameterError` for bad settings; see the module docstring for
     the HTTP answers.
 
@@ -243,6 +243,8 @@ class _DecryptingReceive:
                 if not message.get("more_body", False):
                     await self._feeder.aclose()
                     self._complete = True
+                else:  # verified records reach the app as the client sends them
+                    await self._feeder.flush()
             except StreamCryptError as exc:
                 self._ready.clear()
                 self.error = exc
@@ -424,6 +426,8 @@ class _Responder:
             await self.feeder.send(body)
         if not more:
             await self._finish()
+        else:  # a streamed body goes out as the app produces it, not in batch-size bursts
+            await self.feeder.flush()
 
     async def _finish(self) -> None:
         assert self.feeder is not None
