@@ -1,0 +1,8 @@
+"""``python -m streamcrypt``: the ``streamcrypt`` command (see docs/CLI.md)."""
+
+from __future__ import annotations
+
+from .cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""The ``streamcrypt`` command (also ``python -m streamcrypt``); see docs/CLI.md.
+
+Every failure ends in one line on stderr, ``streamcrypt: error: <message>``, and a
+documented exit code (0 ok, 1 data failed, 2 usage, 3 key problem, 4 I/O; 130 on
+Ctrl-C), never a traceback and never key bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from ._commands import (
+    HASH_ALGOS,
+    KEY_TYPES,
+    run_bench,
+    run_connect,
+    run_hash,
+    run_keygen,
+    run_serve,
+    run_sign,
+    run_verify,
+)
+from ._crypt import add_arguments, run_decrypt, run_encrypt
+from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
+
+__all__ = ["main"]
+
+_PROG = "streamcrypt"
+Runner = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{_PROG}: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog=_PROG,
+        description="Streaming encryption, hashing, signing and encrypted pipes (docs/CLI.md).",
+        epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
+        "2 usage, 3 key problem, 4 I/O error",
+    )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, runner: Runner, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(run=runner)
+        return p
+
+    p = command("keygen", run_keygen, "generate a key file (mode 0600)")
+    p.add_argument("-o", "--output", required=True, metavar="KEYFILE", help="the key file")
+    p.add_argument("-t", "--type", choices=KEY_TYPES, default="symmetric", help="key type")
+    p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
+
+    p = command("encrypt", run_encrypt, "encrypt a file or stdin (native, age or tink)")
+    add_arguments(p, decrypt=False)
+    p = command("decrypt", run_decrypt, "decrypt a file or stdin, releasing only verified data")
+    add_arguments(p, decrypt=True)
+
+    p = command("hash", run_hash, "print digests like sha256sum (BLAKE3, SHA-2, HMAC)")
+    p.add_argument("files", nargs="*", metavar="FILE", help="files (default or '-': stdin)")
+    p.add_argument("--algo", choices=HASH_ALGOS, default="sha256", help="default sha256")
+    p.add_argument(
+        "--hmac-key",
+        metavar="KEYFILE",
+        help="symmetric key file: HMAC-SHA-256/512, or keyed BLAKE3",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = command("sign", run_sign, "sign a file or stdin with Ed25519ph (base64 signature)")
+    p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
+    p.add_argument("-k", "--key", required=True, metavar="ED25519KEY", help="Ed25519 key file")
+    p.add_argument("-o", "--output", metavar="SIG", help="signature file (default: stdout)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = command("verify", run_verify, "verify an Ed25519ph signature over a file or stdin")
+    p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
+    p.add_argument(
+        "-p",
+        "--public-key",
+        required=True,
+        metavar="PUBKEY",
+        help="the base64 public key, a file holding it, or the Ed25519 key file",
+    )
+    p.add_argument("-s", "--signature", required=True, metavar="SIG", help="signature file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    for name, runner, help in (
+        ("serve", run_serve, "accept one encrypted TCP session: stdin to it, it to stdout"),
+        ("connect", run_connect, "open an encrypted TCP session: stdin to it, it to stdout"),
+    ):
+        p = command(name, runner, help)
+        if name == "serve":
+            p.add_argument("port", type=int, metavar="PORT", help="TCP port (0: any free port)")
+            p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+            p.add_argument(
+                "--allow",
+                action="append",
+                default=[],
+                metavar="PUBKEY",
+                help="accept only clients with this X25519 public key; repeatable",
+            )
+        else:
+            p.add_argument("host", metavar="HOST")
+            p.add_argument("port", type=int, metavar="PORT")
+            p.add_argument(
+                "--server-key",
+                metavar="PUBKEY",
+                help="the server's X25519 public key (sc-x25519-pub1..., base64 or a file)",
+            )
+        p.add_argument("--psk-file", metavar="KEYFILE", help="pre-shared symmetric key file")
+        p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
+        p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
+
+    p = command("bench", run_bench, "run the benchmarks (from a source checkout)")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    runner: Runner = args.run
+    try:
+        return runner(args)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{_PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader of stdout went away (``| head``): nothing more to say to it
+        return EXIT_IO
+    except Exception as exc:  # every failure: one line, a documented code, no traceback
+        sys.stderr.write(f"{_PROG}: error: {describe(exc)}\n")
+        return exit_code(exc)

@@ -1,0 +1,331 @@
+"""``keygen``, ``hash``, ``sign``, ``verify``, ``serve``, ``connect`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute
+
+from ..errors import FormatError, InvalidSignatureError
+from ..primitives import (
+    ED25519_SIGNATURE_SIZE,
+    Blake3Tap,
+    Ed25519phSigner,
+    Ed25519phVerifier,
+    HashTap,
+    HmacTap,
+    Sha256Tap,
+    Sha512Tap,
+)
+from ..transports import EncryptedStream
+from ._errors import EXIT_IO, EXIT_USAGE, CliError, describe
+from ._io import Input, Output, Progress, open_output
+from ._keyfiles import load_key_file, new_key_text, parse_public_key, write_key_file
+
+__all__ = [
+    "run_bench",
+    "run_connect",
+    "run_hash",
+    "run_keygen",
+    "run_serve",
+    "run_sign",
+    "run_verify",
+]
+
+KEY_TYPES = ("symmetric", "x25519", "ed25519", "age")
+HASH_ALGOS = ("blake3", "sha256", "sha512")
+
+
+def _say(message: str) -> None:
+    print(f"streamcrypt: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------- keygen
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    """Write a new key file (mode 0600) and print its public half, if any, to stdout."""
+    text, public = new_key_text(args.type, args.key_id)
+    write_key_file(args.output, text, force=args.force)
+    if public is not None:
+        print(public, flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------------- hash
+
+
+def _hash_tap(algo: str, key: bytes | None) -> HashTap:
+    if algo == "blake3":
+        return Blake3Tap(key=key)
+    if key is not None:
+        return HmacTap(key, algo)
+    return Sha256Tap() if algo == "sha256" else Sha512Tap()
+
+
+async def _digest(inp: Input, tap: HashTap | Ed25519phSigner | Ed25519phVerifier) -> None:
+    async for chunk in inp.chunks():
+        tap.update(chunk)
+
+
+def run_hash(args: argparse.Namespace) -> int:
+    """Print ``<hex digest>  <name>`` for each input, as sha256sum does (``-`` is stdin)."""
+    key = None
+    if args.hmac_key:
+        kf = load_key_file(args.hmac_key)
+        kf.require("symmetric", purpose="--hmac-key needs a symmetric key file")
+        assert kf.symmetric is not None
+        key = kf.symmetric.secret_bytes()
+    status = 0
+    for name in args.files or ["-"]:
+        try:
+            inp = Input(name)
+        except OSError as exc:
+            _say(f"error: {describe(exc)}")
+            status = EXIT_IO
+            continue
+        try:
+            tap = _hash_tap(args.algo, key)
+            with Progress(f"hashing {inp.name}", inp.size, enabled=not args.quiet) as progress:
+                inp.progress = progress
+                anyio.run(_digest, inp, tap)
+            tap.finalize()
+        except OSError as exc:
+            _say(f"error: {describe(exc)}")
+            status = EXIT_IO
+            continue
+        finally:
+            inp.close()
+        print(f"{tap.hexdigest()}  {inp.name}", flush=True)
+    return status
+
+
+# ---------------------------------------------------------------------- sign and verify
+
+
+def run_sign(args: argparse.Namespace) -> int:
+    """Ed25519ph over the input; the base64 signature (one line) to stdout or ``-o``."""
+    kf = load_key_file(args.key)
+    kf.require("ed25519", purpose="sign needs an Ed25519 key file (keygen --type ed25519)")
+    assert kf.ed25519 is not None
+    signer = Ed25519phSigner(kf.ed25519)
+    inp = Input(args.input)
+    try:
+        with Progress("signing", inp.size, enabled=not args.quiet) as progress:
+            inp.progress = progress
+
+            async def main() -> None:
+                await _digest(inp, signer)
+                signer.finalize()
+                out: Output = await open_output(args.output)
+                try:
+                    await out.write(base64.b64encode(signer.signature()) + b"\n")
+                except BaseException:
+                    await out.abort()
+                    raise
+                await out.commit()
+
+            anyio.run(main)
+    finally:
+        inp.close()
+    return 0
+
+
+def _read_signature(path: str) -> bytes:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise CliError(
+            f"cannot read the signature {path}: {exc.strerror or exc}", EXIT_IO
+        ) from None
+    if len(raw) == ED25519_SIGNATURE_SIZE:  # a raw binary signature
+        return raw
+    try:
+        return base64.b64decode(raw.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise FormatError(f"the signature {path} is neither base64 nor 64 raw bytes") from None
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Check an Ed25519ph signature over the input; prints ``<name>: OK`` on success."""
+    public = parse_public_key(args.public_key, kind="ed25519")
+    inp = Input(args.input)
+    try:
+        signature = _read_signature(args.signature)
+        verifier = Ed25519phVerifier(public, signature)
+        with Progress("verifying", inp.size, enabled=not args.quiet) as progress:
+            inp.progress = progress
+            anyio.run(_digest, inp, verifier)
+        try:
+            verifier.finalize()
+        except InvalidSignatureError:
+            raise InvalidSignatureError(
+                f"the signature does not verify for {inp.name}: wrong public key, altered "
+                "input or altered signature"
+            ) from None
+    finally:
+        inp.close()
+    print(f"{inp.name}: OK", flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------- serve and connect
+
+
+def _stream_options(args: argparse.Namespace, *, server: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.psk_file:
+        kf = load_key_file(args.psk_file)
+        kf.require("symmetric", purpose="--psk-file needs a symmetric key file")
+        options["psk"] = kf.symmetric
+    if args.key:
+        if args.psk_file:
+            raise CliError("give --psk-file or -k (static keys), not both", EXIT_USAGE)
+        kf = load_key_file(args.key)
+        kf.require("x25519", "age", purpose="-k needs an X25519 identity (keygen --type x25519)")
+        if len(kf.x25519_raw) != 1:
+            raise CliError(f"{kf.path} must hold exactly one X25519 identity", EXIT_USAGE)
+        options["static_key"] = kf.x25519_raw[0]
+    if server:
+        allowed = {parse_public_key(v, kind="x25519") for v in args.allow}
+        if allowed:
+            if not args.key:
+                raise CliError("--allow needs -k (the server's own static key)", EXIT_USAGE)
+            options["accept_peer"] = lambda peer: peer in allowed
+        if not options:
+            raise CliError("serve needs --psk-file KEYFILE or -k X25519KEY", EXIT_USAGE)
+    else:
+        if args.server_key:
+            if args.psk_file:
+                raise CliError("give --psk-file or --server-key, not both", EXIT_USAGE)
+            options["server_public_key"] = parse_public_key(args.server_key, kind="x25519")
+        elif not args.psk_file:
+            raise CliError(
+                "connect needs --psk-file KEYFILE or --server-key PUBKEY (with -k for a "
+                "client key)",
+                EXIT_USAGE,
+            )
+    return options
+
+
+async def _pipe(stream: EncryptedStream) -> None:
+    """stdin -> stream and stream -> stdout until both directions have ended."""
+    stdin = Input(None, interactive=True)
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+
+    async def outgoing() -> None:
+        async for chunk in stdin.chunks():
+            await stream.send(chunk)
+        await stream.send_eof()
+
+    async def incoming() -> None:
+        while True:
+            try:
+                data = await stream.receive()
+            except anyio.EndOfStream:
+                return
+            await anyio.to_thread.run_sync(out.write, data)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outgoing)
+            tg.start_soon(incoming)
+    finally:
+        out.close()
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+def _unwrap_group(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _run_async(fn: Callable[[], Awaitable[None]]) -> None:
+    try:
+        anyio.run(fn)
+    except BaseExceptionGroup as group:
+        raise _unwrap_group(group) from None
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Listen, run one encrypted session with the first client that completes the
+    handshake (stdin to it, it to stdout), then exit."""
+    options = _stream_options(args, server=True)
+
+    async def main() -> None:
+        listener = await anyio.create_tcp_listener(local_host=args.host, local_port=args.port)
+        port = listener.extra(SocketAttribute.local_port)
+        if not args.quiet:
+            _say(f"listening on {args.host}:{port}")
+        busy = False
+        async with listener, anyio.create_task_group() as tg:
+
+            async def handle(transport: Any) -> None:
+                nonlocal busy
+                if busy:
+                    await transport.aclose()
+                    return
+                try:
+                    stream = await EncryptedStream.wrap(transport, server_side=True, **options)
+                except Exception as exc:
+                    _say(f"warning: handshake failed ({describe(exc)}); still listening")
+                    return
+                if busy:
+                    await stream.aclose()
+                    return
+                busy = True
+                try:
+                    await _pipe(stream)
+                finally:
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(listener.serve, handle)
+
+    _run_async(main)
+    return 0
+
+
+def run_connect(args: argparse.Namespace) -> int:
+    """Connect, handshake, then stdin to the server and the server to stdout."""
+    options = _stream_options(args, server=False)
+
+    async def main() -> None:
+        try:
+            transport = await anyio.connect_tcp(args.host, args.port)
+        except OSError as exc:
+            raise CliError(
+                f"cannot connect to {args.host}:{args.port}: {describe(exc)}", EXIT_IO
+            ) from None
+        stream = await EncryptedStream.wrap(transport, **options)
+        await _pipe(stream)
+
+    _run_async(main)
+    return 0
+
+
+# -------------------------------------------------------------------------------- bench
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run ``python -m bench`` from the working directory (a source checkout)."""
+    here = Path.cwd()
+    if not (here / "bench" / "__main__.py").is_file():
+        _say(
+            "error: the benchmarks ship with the source checkout, not the package: run "
+            "'make bench' or 'python -m bench [--quick]' (or 'streamcrypt bench') from "
+            "the streamcrypt repository"
+        )
+        return EXIT_USAGE
+    command = [sys.executable, "-m", "bench", *(["--quick"] if args.quick else [])]
+    return subprocess.call(command, cwd=here)

@@ -1,0 +1,535 @@
+"""``streamcrypt encrypt`` and ``streamcrypt decrypt``: every format, streaming, atomic outputs.
+
+Theory of operation
+-------------------
+Everything that can fail before data moves happens first, synchronously: key files are
+read, recipients parsed, the passphrase prompted for, the options checked against the
+format. Then one ``anyio.run`` streams: the input is read in 1 MiB pieces on worker
+threads, pushed through the engine's pipeline (the format's sans-I/O transforms, sealed
+and opened in parallel batches), and each output batch is written before the next input
+is read, so memory stays bounded by the pipeline window.
+
+Decryption releases only segments that verified. To a file (``-o``) the output is a
+temporary beside the destination, renamed into place only after the whole stream
+verified, and removed on any failure: a failed decryption leaves nothing behind. To
+standard output the verified segments are written as they come (a pipe cannot be taken
+back); a failure later in the stream ends the command with a non-zero exit code and a
+message saying how much was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from .._state import Transform
+from ..codecs import age as _age
+from ..codecs import container as _container
+from ..codecs import envelope as _envelope
+from ..codecs import tink as _tink
+from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
+from ..engine import DEFAULT_POLICY, pipeline
+from ..errors import (
+    FormatError,
+    InvalidKeySizeError,
+    InvalidPublicKeyError,
+    StreamCryptError,
+    UnknownKeyError,
+)
+from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
+from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
+from ._io import Input, Output, Progress, StdoutOutput, open_output
+from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
+
+__all__ = ["FORMATS", "add_arguments", "run_decrypt", "run_encrypt"]
+
+FORMATS = ("native", "age", "tink")
+KDF_LEVELS: dict[str, Argon2Params] = {
+    "interactive": INTERACTIVE,
+    "moderate": MODERATE,
+    "sensitive": SENSITIVE,
+}
+_AGE_PREFIXES = (b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")
+
+
+def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
+    """The options ``encrypt`` and ``decrypt`` share (and the few that differ)."""
+    p.add_argument("input", nargs="?", metavar="IN", help="input file (default: standard input)")
+    p.add_argument(
+        "-o", "--output", metavar="OUT", help="output file, written atomically (default: stdout)"
+    )
+    p.add_argument(
+        "-k",
+        "--key",
+        metavar="KEYFILE",
+        help="key file: symmetric key (native), Tink JSON keyset (tink), or an identity file",
+    )
+    p.add_argument(
+        "-i",
+        "--identity",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="identity file (age AGE-SECRET-KEY-1... or streamcrypt SC-X25519-SECRET-1...); "
+        "repeatable" + ("" if decrypt else "; encrypts to its public key"),
+    )
+    if not decrypt:
+        p.add_argument(
+            "-r",
+            "--recipient",
+            metavar="RECIPIENT",
+            action="append",
+            default=[],
+            help="public key to encrypt to: age1... (age) or sc-x25519-pub1... (native); "
+            "repeatable",
+        )
+    p.add_argument("--passphrase", action="store_true", help="prompt for a passphrase (no echo)")
+    p.add_argument(
+        "--passphrase-file",
+        metavar="FILE",
+        help="read the passphrase from the first line of FILE (for scripts)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="native (default), age or tink; "
+        + ("detected from the input when left out" if decrypt else "inferred from the keys"),
+    )
+    p.add_argument("--aad", metavar="TEXT", help="associated data (native, tink), UTF-8")
+    if decrypt:
+        p.add_argument(
+            "--verify-with",
+            metavar="PUBKEY",
+            help="native envelopes: require an Ed25519 signature by this public key",
+        )
+    else:
+        p.add_argument("--armor", "-a", action="store_true", help="age: ASCII-armored output")
+        p.add_argument(
+            "--suite",
+            choices=sorted(_container.SUITE_IDS),
+            help="native: the AEAD suite (default aes-256-gcm)",
+        )
+        p.add_argument(
+            "--segment-size",
+            type=int,
+            metavar="BYTES",
+            help=f"native: plaintext bytes per segment (default {_container.DEFAULT_SEGMENT_SIZE})",
+        )
+        p.add_argument(
+            "--kdf",
+            choices=sorted(KDF_LEVELS),
+            help="native passphrase: Argon2id strength (default moderate)",
+        )
+        p.add_argument(
+            "--work-factor",
+            type=int,
+            metavar="N",
+            help=f"age passphrase: scrypt log2 N (default {_age.DEFAULT_WORK_FACTOR})",
+        )
+        p.add_argument(
+            "--sign-with",
+            metavar="ED25519KEY",
+            help="native envelopes: sign the ciphertext with this Ed25519 key file",
+        )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+# ------------------------------------------------------------------------------ options
+
+
+def _usage(message: str) -> CliError:
+    return CliError(message, EXIT_USAGE)
+
+
+def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
+    if args.passphrase and args.passphrase_file:
+        raise _usage("give --passphrase or --passphrase-file, not both")
+    if args.passphrase_file:
+        try:
+            with open(args.passphrase_file, encoding="utf-8") as f:
+                line = f.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KeyFileError(
+                f"cannot read the passphrase file {args.passphrase_file}: {describe(exc)}"
+            ) from None
+        if not line:
+            raise KeyFileError(f"the passphrase file {args.passphrase_file} is empty")
+        return line
+    if not args.passphrase:
+        return None
+    try:
+        tty = open("/dev/tty", "r+")  # only a probe: is there a terminal to prompt on?
+    except OSError:
+        raise _usage(
+            "--passphrase needs a terminal to prompt on; use --passphrase-file FILE"
+        ) from None
+    tty.close()
+    phrase = getpass.getpass("Passphrase: ")
+    if not phrase:
+        raise KeyFileError("the passphrase is empty")
+    if confirm and getpass.getpass("Confirm passphrase: ") != phrase:
+        raise KeyFileError("the passphrases do not match")
+    return phrase
+
+
+def _aad(args: argparse.Namespace) -> bytes:
+    return args.aad.encode("utf-8") if args.aad is not None else b""
+
+
+@dataclass
+class _Keys:
+    key: KeyFile | None = None
+    identities: list[KeyFile] = field(default_factory=list)
+    passphrase: str | None = None
+
+    def identity_files(self) -> list[KeyFile]:
+        files = list(self.identities)
+        if self.key is not None and self.key.kind in ("x25519", "age"):
+            files.insert(0, self.key)
+        return files
+
+
+def _load_keys(args: argparse.Namespace, *, confirm: bool) -> _Keys:
+    keys = _Keys()
+    if args.key:
+        keys.key = load_key_file(args.key)
+    for path in args.identity:
+        kf = load_key_file(path)
+        kf.require("x25519", "age", purpose="-i takes an identity file")
+        keys.identities.append(kf)
+    keys.passphrase = _read_passphrase(args, confirm=confirm)
+    return keys
+
+
+def _reject(args: argparse.Namespace, fmt: str, *names: str) -> None:
+    for name in names:
+        value = getattr(args, name, None)
+        if value not in (None, False, [], ""):
+            flag = "--" + name.replace("_", "-")
+            raise _usage(f"{flag} does not apply to --format {fmt}")
+
+
+@dataclass
+class Plan:
+    """What to run: the transform stages, built once the input's first bytes are known."""
+
+    fmt: str
+    build: Callable[[bytes], list[Transform]]
+    check: Callable[[bytes], None] = lambda head: None
+    peek: int = 0
+
+
+# ------------------------------------------------------------------------------ encrypt
+
+
+def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
+    if args.format:
+        return str(args.format)
+    if keys.key is not None and keys.key.kind == "tink":
+        return "tink"
+    if keys.key is not None and keys.key.kind == "age":
+        return "age"
+    if (
+        args.armor
+        or args.work_factor is not None
+        or any(r.strip().lower().startswith("age1") for r in args.recipient)
+        or any(kf.kind == "age" for kf in keys.identities)
+    ):
+        return "age"
+    return "native"
+
+
+def _plan_encrypt(args: argparse.Namespace) -> Plan:
+    keys = _load_keys(args, confirm=True)
+    fmt = _encrypt_format(args, keys)
+    aad = _aad(args)
+    key = keys.key
+    if fmt == "tink":
+        _reject(args, fmt, "recipient", "identity", "passphrase", "passphrase_file", "armor")
+        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with")
+        if key is None:
+            raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
+        key.require("tink", purpose="--format tink needs a Tink JSON keyset")
+        keyset = key.tink_keyset
+        assert keyset is not None
+        try:
+            keyset.primary  # noqa: B018 - raises for a keyset without a usable primary
+        except StreamCryptError as exc:
+            raise KeyFileError(f"{key.path}: {exc}") from None
+        return Plan(fmt, lambda head: [_tink.TinkStreamEncryptor(keyset, aad=aad)])
+    if fmt == "age":
+        _reject(args, fmt, "suite", "segment_size", "aad", "kdf", "sign_with")
+        recipients: list[_age.RecipientLike] = []
+        for text in args.recipient:
+            try:
+                recipients.append(_age.parse_recipient(text.strip()))
+            except StreamCryptError as exc:
+                raise KeyFileError(f"recipient {text.strip()[:24]!r}...: {exc}") from None
+        for kf in keys.identity_files():
+            kf.require("age", purpose="age encryption needs age identities or age1... recipients")
+            recipients.extend(ident.recipient for ident in kf.age_identities)
+        if key is not None and key.kind != "age":
+            raise KeyFileError(
+                f"{key.path} holds {key.describe()}; age encrypts to -r age1... recipients, "
+                "-i age identity files or --passphrase"
+            )
+        if not recipients and keys.passphrase is None:
+            raise KeyFileError("age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase")
+        if recipients and keys.passphrase is not None:
+            raise _usage("age files take either recipients or a passphrase, not both")
+        work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
+        if not 1 <= work <= 30:
+            raise _usage("--work-factor must be between 1 and 30")
+        phrase = keys.passphrase
+        armor = bool(args.armor)
+
+        def build_age(head: bytes) -> list[Transform]:
+            stages: list[Transform] = [_age.AgeEncryptor(recipients, phrase, work_factor=work)]
+            if armor:
+                stages.append(ArmorEncoder())
+            return stages
+
+        return Plan(fmt, build_age)
+    # native
+    _reject(args, fmt, "armor", "work_factor")
+    suite = args.suite or "aes-256-gcm"
+    seg = args.segment_size or _container.DEFAULT_SEGMENT_SIZE
+    if not _container.MIN_SEGMENT_SIZE <= seg <= _container.MAX_SEGMENT_SIZE:
+        raise _usage(
+            f"--segment-size must be {_container.MIN_SEGMENT_SIZE}..{_container.MAX_SEGMENT_SIZE}"
+        )
+    if key is not None and key.kind == "symmetric":
+        _reject(args, fmt, "recipient", "identity", "passphrase", "passphrase_file", "kdf")
+        _reject(args, fmt, "sign_with")
+        secret = key.symmetric
+        assert secret is not None
+        return Plan(
+            fmt,
+            lambda head: [
+                _container.StreamEncryptor(secret, suite=suite, segment_size=seg, aad=aad)
+            ],
+        )
+    if key is not None and key.kind != "x25519":
+        raise KeyFileError(
+            f"{key.path} holds {key.describe()}; the native format takes a symmetric key, "
+            "-r sc-x25519-pub1... recipients, -i identity files or --passphrase"
+        )
+    env_recipients: list[_envelope.RecipientLike] = []
+    for text in args.recipient:
+        try:
+            env_recipients.append(_envelope.parse_recipient(text.strip()))
+        except StreamCryptError as exc:
+            raise KeyFileError(f"recipient {text.strip()[:24]!r}...: {exc}") from None
+    for kf in keys.identity_files():
+        kf.require("x25519", purpose="the native format needs streamcrypt identities")
+        env_recipients.extend(ident.recipient for ident in kf.envelope_identities)
+    if not env_recipients and keys.passphrase is None:
+        raise KeyFileError(
+            "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase"
+        )
+    signer = None
+    if args.sign_with:
+        signing = load_key_file(args.sign_with)
+        signing.require("ed25519", purpose="--sign-with needs an Ed25519 key file")
+        signer = signing.ed25519
+    params = KDF_LEVELS[args.kdf or "moderate"]
+    phrase_n = keys.passphrase
+
+    def build_envelope(head: bytes) -> list[Transform]:
+        return [
+            _envelope.EnvelopeEncryptor(
+                recipients=env_recipients,
+                passphrase=phrase_n,
+                suite=suite,
+                segment_size=seg,
+                aad=aad,
+                sign_with=signer,
+                passphrase_params=params,
+            )
+        ]
+
+    return Plan(fmt, build_envelope)
+
+
+# ------------------------------------------------------------------------------ decrypt
+
+
+def _detect(head: bytes, keys: _Keys) -> str:
+    if head.startswith(_container.MAGIC):
+        return "native"
+    if head.startswith(_envelope.MAGIC):
+        return "native"
+    if head.lstrip().startswith(_AGE_PREFIXES):
+        return "age"
+    if keys.key is not None and keys.key.kind == "tink":
+        return "tink"
+    if not head:
+        raise FormatError("the input is empty: there is nothing to decrypt")
+    raise FormatError(
+        "the input is not a streamcrypt container or envelope, nor an age file "
+        "(for a Tink ciphertext give -k KEYSET or --format tink)"
+    )
+
+
+def _plan_decrypt(args: argparse.Namespace) -> Plan:
+    keys = _load_keys(args, confirm=False)
+    aad = _aad(args)
+    verify = None
+    if args.verify_with:
+        verify = parse_public_key(args.verify_with, kind="ed25519")
+
+    def build(head: bytes) -> list[Transform]:
+        try:
+            fmt = args.format or _detect(head, keys)
+        except FormatError as exc:  # the data, not the key, is the problem here
+            raise CliError(describe(exc), EXIT_DATA) from None
+        key = keys.key
+        if fmt == "tink":
+            _reject(args, fmt, "identity", "passphrase", "passphrase_file", "verify_with")
+            if key is None:
+                raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
+            key.require("tink", purpose="a Tink ciphertext needs a Tink JSON keyset")
+            assert key.tink_keyset is not None
+            return [_tink.TinkStreamDecryptor(key.tink_keyset, aad=aad)]
+        if fmt == "age":
+            _reject(args, fmt, "aad", "verify_with")
+            identities: list[_age.IdentityLike] = []
+            for kf in keys.identity_files():
+                kf.require("age", purpose="an age file needs age identities")
+                identities.extend(kf.age_identities)
+            if key is not None and key.kind != "age":
+                raise KeyFileError(
+                    f"{key.path} holds {key.describe()}, but the input is an age file: "
+                    "give an age identity file or --passphrase"
+                )
+            if not identities and keys.passphrase is None:
+                raise KeyFileError("the input is an age file: give -i IDENTITY or --passphrase")
+            stages: list[Transform] = []
+            if is_armored(head):
+                stages.append(ArmorDecoder())
+            stages.append(_age.AgeDecryptor(identities, keys.passphrase))
+            return stages
+        if head.startswith(_container.MAGIC) or (
+            args.format == "native" and not head.startswith(_envelope.MAGIC)
+        ):
+            _reject(args, fmt, "identity", "passphrase", "passphrase_file", "verify_with")
+            if key is None:
+                raise KeyFileError("the input is a native container: give -k KEYFILE")
+            key.require("symmetric", purpose="a native container needs a symmetric key")
+            secret = key.symmetric
+            assert secret is not None
+            return [_container.StreamDecryptor(secret, aad=aad)]
+        env_identities: list[_envelope.IdentityLike] = []
+        for kf in keys.identity_files():
+            kf.require("x25519", purpose="a streamcrypt envelope needs streamcrypt identities")
+            env_identities.extend(kf.envelope_identities)
+        if key is not None and key.kind != "x25519":
+            raise KeyFileError(
+                f"{key.path} holds {key.describe()}, but the input is a passphrase/recipient "
+                "envelope: give an identity file (-i) or --passphrase"
+            )
+        if not env_identities and keys.passphrase is None:
+            raise KeyFileError("the input is an envelope: give -i IDENTITY or --passphrase")
+        return [
+            _envelope.EnvelopeDecryptor(
+                identities=env_identities,
+                passphrase=keys.passphrase,
+                aad=aad,
+                verify_with=verify,
+            )
+        ]
+
+    def check(head: bytes) -> None:
+        key = keys.key
+        if not head.startswith(_container.MAGIC) or key is None or key.symmetric is None:
+            return
+        parsed = _container.read_header(head[: _container.MAX_HEADER_SIZE])
+        if parsed is None:
+            return  # too short: the decryptor reports the truncation
+        named, ours = parsed[0].key_id, key.symmetric.key_id
+        if named and ours and named != ours:
+            raise UnknownKeyError(
+                f"the input was encrypted with key id {named!r}, but {key.path} holds key id "
+                f"{ours!r}: use the key file with that id"
+            )
+
+    return Plan(args.format or "auto", build, check, peek=_container.MAX_HEADER_SIZE)
+
+
+# ------------------------------------------------------------------------------ running
+
+
+async def _stages(plan: Plan, inp: Input) -> list[Transform]:
+    head = await inp.peek(plan.peek) if plan.peek else b""
+    plan.check(head)
+    try:
+        return plan.build(head)
+    except (InvalidKeySizeError, InvalidPublicKeyError, FormatError, UnknownKeyError) as exc:
+        raise CliError(describe(exc), EXIT_KEY) from None
+
+
+async def _stream(plan: Plan, inp: Input, out: Output) -> None:
+    """Run the plan from ``inp`` into ``out``; ``out`` is committed only after a clean end."""
+    try:
+        stages = await _stages(plan, inp)
+        async for piece in pipeline(*stages, policy=DEFAULT_POLICY).stream(inp.chunks()):
+            await out.write(piece)
+    except BaseException:
+        await out.abort()
+        raise
+    await out.commit()
+
+
+def _run(
+    args: argparse.Namespace, planner: Callable[[argparse.Namespace], Plan], *, decrypting: bool
+) -> int:
+    inp = Input(args.input)
+    try:
+        plan = planner(args)
+        if (
+            not decrypting
+            and args.output in (None, "-")
+            and not getattr(args, "armor", False)
+            and sys.stdout.isatty()
+        ):
+            raise _usage(
+                "refusing to write binary ciphertext to a terminal; use -o FILE, a "
+                "redirection, or --armor (age)"
+            )
+        verb = "decrypting" if decrypting else "encrypting"
+        with Progress(verb, inp.size, enabled=not args.quiet) as progress:
+            inp.progress = progress
+
+            async def main() -> None:
+                out = await open_output(args.output)
+                try:
+                    await _stream(plan, inp, out)
+                except BaseException as exc:
+                    if decrypting and isinstance(out, StdoutOutput) and out.written:
+                        raise CliError(
+                            f"decryption failed ({describe(exc)}) after {out.written} bytes "
+                            "of verified plaintext were written to standard output: the "
+                            "output is incomplete, discard it",
+                            exit_code(exc),
+                        ) from exc
+                    raise
+
+            anyio.run(main)
+    finally:
+        inp.close()
+    return 0
+
+
+def run_encrypt(args: argparse.Namespace) -> int:
+    """``streamcrypt encrypt``."""
+    return _run(args, _plan_encrypt, decrypting=False)
+
+
+def run_decrypt(args: argparse.Namespace) -> int:
+    """``streamcrypt decrypt``."""
+    return _run(args, _plan_decrypt, decrypting=True)

@@ -1,0 +1,333 @@
+"""Key files of the ``streamcrypt`` command: writing them (keygen) and reading any of them.
+
+Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has the spec):
+
+* symmetric and Ed25519 keys: ``name: value`` lines — ``streamcrypt-key: 1``,
+  ``type: symmetric`` (or ``ed25519``), ``id: <key id>`` (symmetric only; it goes into
+  every container header), ``key: <base64>`` (32 bytes);
+* X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
+  with a ``# public key: sc-x25519-pub1...`` comment;
+* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them;
+* Tink keysets: a cleartext JSON keyset (read only).
+
+Every failure here is a key problem: :class:`KeyFileError` (exit code 3). Messages name
+the file and what is wrong with it, never the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..codecs import age as _age
+from ..codecs import envelope as _envelope
+from ..codecs import tink as _tink
+from ..codecs._bech32 import bech32_decode
+from ..errors import StreamCryptError
+from ..keys import SecretKey
+from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
+from ..transports._files import _commit, _create_temporary, _discard
+from ._errors import EXIT_KEY, EXIT_USAGE, CliError
+
+__all__ = [
+    "KeyFile",
+    "KeyFileError",
+    "load_key_file",
+    "parse_public_key",
+    "write_key_file",
+]
+
+KEY_SIZE = 32
+_MAGIC_FIELD = "streamcrypt-key"
+_VERSION = "1"
+_MAX_KEY_FILE = 1 << 20
+
+KeyKind = Literal["symmetric", "ed25519", "x25519", "age", "tink"]
+
+
+class KeyFileError(CliError):
+    """A key file is missing, unreadable, malformed or of the wrong kind (exit code 3)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_KEY)
+
+
+@dataclass(eq=False)
+class KeyFile:
+    """What a key file holds; exactly the fields of its ``kind`` are set."""
+
+    path: str
+    kind: KeyKind
+    symmetric: SecretKey | None = None
+    ed25519: Ed25519PrivateKey | None = None
+    envelope_identities: list[_envelope.X25519Identity | _envelope.EciesIdentity] = field(
+        default_factory=list
+    )
+    age_identities: list[_age.X25519Identity | _age.MLKEM768X25519Identity] = field(
+        default_factory=list
+    )
+    tink_keyset: _tink.TinkKeyset | None = None
+    #: raw X25519 private keys (for Noise), for the identity kinds that are X25519
+    x25519_raw: list[bytes] = field(default_factory=list, repr=False)
+
+    def __repr__(self) -> str:
+        return f"KeyFile({self.path!r}, {self.kind})"
+
+    def describe(self) -> str:
+        return {
+            "symmetric": "a symmetric key",
+            "ed25519": "an Ed25519 signing key",
+            "x25519": "an X25519 identity",
+            "age": "an age identity",
+            "tink": "a Tink keyset",
+        }[self.kind]
+
+    def require(self, *kinds: KeyKind, purpose: str) -> None:
+        """Raise :class:`KeyFileError` unless this file is of one of ``kinds``."""
+        if self.kind not in kinds:
+            raise KeyFileError(f"{self.path} holds {self.describe()}, but {purpose}")
+
+
+# --------------------------------------------------------------------------------- reading
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise KeyFileError(f"cannot read key file {path}: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_KEY_FILE:
+        raise KeyFileError(f"{path} is too large to be a key file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeyFileError(
+            f"{path} is not a text key file (expected a file written by 'streamcrypt keygen', "
+            "an age identity file or a Tink JSON keyset)"
+        ) from None
+
+
+def _b64_key(value: str, path: str, what: str) -> bytes:
+    try:
+        raw = base64.b64decode(value.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise KeyFileError(f"{path}: the {what} is not valid base64") from None
+    if len(raw) != KEY_SIZE:
+        raise KeyFileError(f"{path}: the {what} must be {KEY_SIZE} bytes, got {len(raw)}")
+    return raw
+
+
+def _fields(lines: Sequence[str], path: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise KeyFileError(f"{path}: malformed line (expected 'name: value')")
+        name = name.strip().lower()
+        if name in out:
+            raise KeyFileError(f"{path}: the field {name!r} appears twice")
+        out[name] = value.strip()
+    return out
+
+
+def _load_fields(path: str, lines: Sequence[str]) -> KeyFile:
+    fields = _fields(lines, path)
+    if fields.get(_MAGIC_FIELD) != _VERSION:
+        raise KeyFileError(f"{path}: unsupported key file version (this reads {_VERSION})")
+    kind = fields.get("type")
+    if "key" not in fields:
+        raise KeyFileError(f"{path}: no 'key:' line")
+    if kind == "symmetric":
+        key_id = fields.get("id", "")
+        if len(key_id.encode()) > 255:
+            raise KeyFileError(f"{path}: the key id is longer than 255 bytes")
+        material = _b64_key(fields["key"], path, "key")
+        return KeyFile(path, "symmetric", symmetric=SecretKey(material, key_id=key_id))
+    if kind == "ed25519":
+        seed = _b64_key(fields["key"], path, "key")
+        return KeyFile(path, "ed25519", ed25519=Ed25519PrivateKey(seed))
+    raise KeyFileError(f"{path}: unknown key type {kind!r} (expected symmetric or ed25519)")
+
+
+def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
+    envelope_ids: list[_envelope.X25519Identity | _envelope.EciesIdentity] = []
+    age_ids: list[_age.X25519Identity | _age.MLKEM768X25519Identity] = []
+    raws: list[bytes] = []
+    for number, line in enumerate(lines, 1):
+        if line.upper().startswith("AGE-SECRET-KEY-"):
+            age_ids.append(_age.parse_identity(line))
+        elif line.upper().startswith("SC-"):
+            envelope_ids.append(_envelope.parse_identity(line))
+        else:
+            raise KeyFileError(f"{path}: line {number} is not an identity")
+        hrp, data = bech32_decode(line)
+        if hrp in ("age-secret-key-", "sc-x25519-secret-") and len(data) == KEY_SIZE:
+            raws.append(data)
+    if envelope_ids and age_ids:
+        raise KeyFileError(f"{path}: mixes age and streamcrypt identities; use two files")
+    if age_ids:
+        return KeyFile(path, "age", age_identities=age_ids, x25519_raw=raws)
+    return KeyFile(path, "x25519", envelope_identities=envelope_ids, x25519_raw=raws)
+
+
+def load_key_file(path: str) -> KeyFile:
+    """Read any key file the command knows; raises :class:`KeyFileError` (exit code 3)."""
+    text = _read_text(path)
+    if text.lstrip().startswith("{"):
+        try:
+            return KeyFile(path, "tink", tink_keyset=_tink.load_keyset(text))
+        except StreamCryptError as exc:
+            raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
+    lines = [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+    if not lines:
+        raise KeyFileError(f"{path} holds no key")
+    try:
+        if ":" in lines[0]:
+            return _load_fields(path, lines)
+        return _load_identities(path, lines)
+    except KeyFileError:
+        raise
+    except StreamCryptError as exc:
+        raise KeyFileError(f"{path}: {exc}") from None
+
+
+def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes:
+    """A 32-byte public key from a literal or a file holding one.
+
+    Accepted forms: base64 of the 32 bytes; for X25519 also ``sc-x25519-pub1...`` and
+    ``age1...``; a file holding one of these (``#`` comments allowed), or a private key
+    file of the same kind (its public half is used). Raises :class:`KeyFileError`.
+    """
+    text = value
+    source = "the public key"
+    if os.path.exists(value):
+        keyfile_text = _read_text(value)
+        source = value
+        lines = [
+            s
+            for s in (line.strip() for line in keyfile_text.splitlines())
+            if s and not s.startswith("#")
+        ]
+        if len(lines) != 1 or lines[0].upper().startswith(("AGE-SECRET-KEY-", "SC-")):
+            kf = load_key_file(value)
+            if kind == "ed25519" and kf.ed25519 is not None:
+                return kf.ed25519.public_bytes()
+            if kind == "x25519" and kf.x25519_raw:
+                from cryptography.hazmat.primitives.asymmetric import x25519
+
+                private = x25519.X25519PrivateKey.from_private_bytes(kf.x25519_raw[0])
+                return private.public_key().public_bytes_raw()
+            raise KeyFileError(f"{value} holds {kf.describe()}, not an {kind} public key")
+        text = lines[0]
+    text = text.strip()
+    if kind == "x25519" and text.lower().startswith(("sc-x25519-pub1", "age1")):
+        try:
+            hrp, data = bech32_decode(text)
+        except StreamCryptError as exc:
+            raise KeyFileError(f"{source}: {exc}") from None
+        if hrp in ("sc-x25519-pub", "age") and len(data) == KEY_SIZE:
+            return data
+        raise KeyFileError(f"{source}: not an X25519 public key")
+    raw = _b64_key(text, source, f"{kind} public key")
+    if kind == "ed25519":
+        try:
+            Ed25519PublicKey(raw)
+        except StreamCryptError as exc:
+            raise KeyFileError(f"{source}: {exc}") from None
+    return raw
+
+
+# --------------------------------------------------------------------------------- writing
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
+
+
+def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
+    """A fresh key of ``kind``: the file text and the public half to print (if any)."""
+    created = f"# created: {_now()}\n"
+    if kind == "symmetric":
+        kid = key_id if key_id is not None else secrets.token_hex(8)
+        if "\n" in kid or ":" in kid or len(kid.encode()) > 255:
+            raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
+        material = secrets.token_bytes(KEY_SIZE)
+        text = (
+            "# streamcrypt symmetric key: SECRET, keep it private (docs/CLI.md)\n"
+            f"{created}{_MAGIC_FIELD}: {_VERSION}\ntype: symmetric\nid: {kid}\n"
+            f"key: {base64.b64encode(material).decode()}\n"
+        )
+        return text, None
+    if key_id is not None:
+        raise CliError("--key-id applies to symmetric keys only", EXIT_USAGE)
+    if kind == "ed25519":
+        signing = Ed25519PrivateKey.generate()
+        public = base64.b64encode(signing.public_bytes()).decode()
+        text = (
+            "# streamcrypt Ed25519 signing key: SECRET, keep it private (docs/CLI.md)\n"
+            f"{created}# public key: {public}\n{_MAGIC_FIELD}: {_VERSION}\ntype: ed25519\n"
+            f"key: {base64.b64encode(signing.secret_bytes()).decode()}\n"
+        )
+        return text, public
+    if kind == "x25519":
+        ident = _envelope.X25519Identity.generate()
+        public = str(ident.recipient)
+        text = (
+            "# streamcrypt X25519 identity: SECRET, keep it private (docs/CLI.md)\n"
+            f"{created}# public key: {public}\n{ident.to_string()}\n"
+        )
+        return text, public
+    if kind == "age":
+        age_ident = _age.X25519Identity.generate()
+        public = str(age_ident.recipient)
+        text = f"{created}# public key: {public}\n{age_ident.to_string()}\n"
+        return text, public
+    raise CliError(f"unknown key type {kind!r}", EXIT_USAGE)
+
+
+def write_key_file(path: str, text: str, *, force: bool) -> None:
+    """Write a key file with mode 0600; an existing file is replaced only with ``force``.
+
+    Without ``force`` the file is created exclusively (``O_EXCL``): an existing file is a
+    usage error (exit 2). With ``force`` it is replaced atomically.
+    """
+    data = text.encode()
+    if not force:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise CliError(
+                f"{path} exists; refusing to overwrite a key file (use --force)", EXIT_USAGE
+            ) from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        return
+    tmp_fd, tmp = _create_temporary(path)
+    try:
+        os.fchmod(tmp_fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(tmp_fd, view) :]
+    except BaseException:
+        _discard(tmp_fd, tmp)
+        raise
+    try:
+        _commit(tmp_fd, tmp, path)
+    except BaseException:
+        _discard(None, tmp)
+        raise
