@@ -111,26 +111,29 @@ class SegmentJob:
         src = memoryview(self.data)
         dst = memoryview(out if out is not None else bytearray(self.out_size))
         size = len(src)
+        first, last = self.first_index, self.first_index + self.count - 1
+        # Hot loop: one kernel call per segment, so keep everything else out of it.
+        if self.sealing:
+            work, step = codec.seal_segment, codec.overhead
+            full0, full = codec.full_plaintext(0), codec.full_plaintext(1)
+        else:
+            work, step = codec.open_segment, -codec.overhead
+            full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
         pos = written = 0
-        last = self.first_index + self.count - 1
-        step = codec.overhead if self.sealing else -codec.overhead
-        for index in range(self.first_index, last + 1):
-            full = codec.full_plaintext(index) if self.sealing else codec.full_ciphertext(index)
-            end = size if index == last else pos + full
-            final = self.final and index == last
-            n = end - pos
-            try:
-                if self.sealing:
-                    written += codec.seal_segment(
-                        index, src[pos:end], final, dst[written : written + n + step]
-                    )
-                else:
-                    written += codec.open_segment(
-                        index, src[pos:end], final, dst[written : written + n + step]
-                    )
-            except Exception as exc:
-                return dst[:written], exc
-            pos = end
+        index = first
+        try:
+            while index < last:
+                end = pos + (full0 if index == 0 else full)
+                written += work(
+                    index, src[pos:end], False, dst[written : written + end - pos + step]
+                )
+                pos = end
+                index += 1
+            written += work(
+                index, src[pos:size], self.final, dst[written : written + size - pos + step]
+            )
+        except Exception as exc:
+            return dst[:written], exc
         return dst[:written], None
 
 
