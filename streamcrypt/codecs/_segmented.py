@@ -113,6 +113,7 @@ class SegmentJob:
         size = len(src)
         first, last = self.first_index, self.first_index + self.count - 1
         # Hot loop: one kernel call per segment, so keep everything else out of it.
+        work: Callable[[int, Buffer, bool, memoryview], int]
         if self.sealing:
             work, step = codec.seal_segment, codec.overhead
             full0, full = codec.full_plaintext(0), codec.full_plaintext(1)
