@@ -1,0 +1,469 @@
+"""The ``streamcrypt`` command, run for real in a subprocess (``python -m streamcrypt``).
+
+Each call is bounded by a timeout; inputs are small. Failure cases check the exit code
+(docs/CLI.md), the one-line message, that no traceback and no key bytes are printed,
+and that no output file (nor a temporary) is left behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+import os
+import select
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import blake3
+import pytest
+from support import REPO
+
+TIMEOUT = 30
+DATA = os.urandom(300_000) + b"tail"
+
+
+def sc(
+    *args: str | Path,
+    cwd: Path,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m streamcrypt ARGS``; check the stderr conventions on the way."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *map(str, args)],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        cwd=cwd,
+        timeout=TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    if proc.returncode not in (0, 130):
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("streamcrypt: error: "), err
+    return proc
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def key_line(path: Path) -> str:
+    return next(
+        line.split(":", 1)[1].strip()
+        for line in path.read_text().splitlines()
+        if line.startswith("key:")
+    )
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "in.bin").write_bytes(DATA)
+    return tmp_path
+
+
+@pytest.fixture
+def key(work: Path) -> Path:
+    assert sc("keygen", "-o", "k.key", cwd=work).returncode == 0
+    return work / "k.key"
+
+
+# ------------------------------------------------------------------------------- keygen
+
+
+def test_keygen_symmetric_file_mode_and_no_overwrite(work: Path, key: Path) -> None:
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    text = key.read_text()
+    assert "type: symmetric" in text and "streamcrypt-key: 1" in text
+    assert len(base64.b64decode(key_line(key))) == 32
+    before = key.read_bytes()
+    again = sc("keygen", "-o", key, cwd=work)
+    assert again.returncode == 2 and b"--force" in again.stderr
+    assert key.read_bytes() == before
+    forced = sc("keygen", "-o", key, "--force", "--key-id", "backup-2025", cwd=work)
+    assert forced.returncode == 0 and forced.stdout == b""
+    assert key.read_bytes() != before and "id: backup-2025" in key.read_text()
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("kind", "prefix"), [("ed25519", ""), ("x25519", "sc-x25519-pub1"), ("age", "age1")]
+)
+def test_keygen_prints_the_public_half(work: Path, kind: str, prefix: str) -> None:
+    proc = sc("keygen", "--type", kind, "-o", "id.key", cwd=work)
+    assert proc.returncode == 0
+    public = proc.stdout.decode().strip()
+    assert public.startswith(prefix)
+    if kind == "ed25519":
+        assert len(base64.b64decode(public)) == 32
+    secret_file = (work / "id.key").read_text()
+    assert f"# public key: {public}" in secret_file
+    assert public not in proc.stderr.decode()
+    assert stat.S_IMODE((work / "id.key").stat().st_mode) == 0o600
+
+
+# ------------------------------------------------------------------------------ native
+
+
+def test_native_file_round_trip_with_options(work: Path, key: Path) -> None:
+    enc = sc(
+        "encrypt", "-k", key, "--suite", "xchacha20-poly1305", "--segment-size", "4096",
+        "--aad", "ctx", "-o", "out.sc", "in.bin", cwd=work,
+    )  # fmt: skip
+    assert enc.returncode == 0 and enc.stdout == b""
+    sealed = (work / "out.sc").read_bytes()
+    assert sealed.startswith(b"SCRY") and DATA not in sealed
+    dec = sc("decrypt", "-k", key, "--aad", "ctx", "-o", "back.bin", "out.sc", cwd=work)
+    assert dec.returncode == 0
+    assert (work / "back.bin").read_bytes() == DATA
+    wrong_aad = sc("decrypt", "-k", key, "--aad", "other", "-o", "x.bin", "out.sc", cwd=work)
+    assert wrong_aad.returncode == 1 and not (work / "x.bin").exists()
+    assert leftovers(work) == []
+
+
+def test_native_stdin_stdout_round_trip(work: Path, key: Path) -> None:
+    enc = sc("encrypt", "-k", key, cwd=work, stdin=DATA)
+    assert enc.returncode == 0 and enc.stdout.startswith(b"SCRY")
+    dec = sc("decrypt", "-k", key, "-", cwd=work, stdin=enc.stdout)
+    assert dec.returncode == 0 and dec.stdout == DATA
+
+
+def test_wrong_key_exit_codes_and_no_output(work: Path, key: Path) -> None:
+    assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
+    # another key (another key id): a key problem, exit 3
+    sc("keygen", "-o", "other.key", cwd=work)
+    other = sc("decrypt", "-k", "other.key", "-o", "plain.bin", "out.sc", cwd=work)
+    assert other.returncode == 3 and b"key id" in other.stderr
+    # the right key id with other key bytes: authentication fails, exit 1
+    kid = next(x for x in key.read_text().splitlines() if x.startswith("id:")).split()[1]
+    sc("keygen", "-o", "same-id.key", "--key-id", kid, cwd=work)
+    forged = sc("decrypt", "-k", "same-id.key", "-o", "plain.bin", "out.sc", cwd=work)
+    assert forged.returncode == 1 and b"did not authenticate" in forged.stderr
+    for proc, path in ((other, "other.key"), (forged, "same-id.key")):
+        assert key_line(work / path).encode() not in proc.stderr
+    assert not (work / "plain.bin").exists() and leftovers(work) == []
+
+
+def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:
+    assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
+    sealed = bytearray((work / "out.sc").read_bytes())
+    sealed[len(sealed) // 2] ^= 0x01
+    (work / "bad.sc").write_bytes(sealed)
+    (work / "plain.bin").write_bytes(b"previous contents")
+    proc = sc("decrypt", "-k", key, "-o", "plain.bin", "bad.sc", cwd=work)
+    assert proc.returncode == 1 and b"did not verify" in proc.stderr
+    assert (work / "plain.bin").read_bytes() == b"previous contents"  # untouched
+    assert leftovers(work) == []
+    # to stdout: verified segments went out, the failure still ends with exit 1
+    piped = sc("decrypt", "-k", key, "bad.sc", cwd=work)
+    assert piped.returncode == 1 and b"incomplete" in piped.stderr
+    assert DATA.startswith(piped.stdout) and len(piped.stdout) < len(DATA)
+    # truncated: exit 1 too
+    (work / "cut.sc").write_bytes(bytes(sealed[: len(sealed) - 100]))
+    cut = sc("decrypt", "-k", key, "-o", "cut.bin", "cut.sc", cwd=work)
+    assert cut.returncode == 1 and not (work / "cut.bin").exists()
+
+
+def test_missing_files_and_bad_keys(work: Path, key: Path) -> None:
+    missing = sc("encrypt", "-k", key, "-o", "out.sc", "nothere.bin", cwd=work)
+    assert missing.returncode == 4 and b"nothere.bin" in missing.stderr
+    assert not (work / "out.sc").exists()
+    assert sc("decrypt", "-k", key, "nothere.sc", cwd=work).returncode == 4
+    no_key_file = sc("encrypt", "-k", "nokey.key", "-o", "out.sc", "in.bin", cwd=work)
+    assert no_key_file.returncode == 3 and not (work / "out.sc").exists()
+    (work / "short.key").write_text(
+        "streamcrypt-key: 1\ntype: symmetric\nid: x\nkey: " + base64.b64encode(b"k" * 16).decode()
+    )
+    short = sc("encrypt", "-k", "short.key", "-o", "out.sc", "in.bin", cwd=work)
+    assert short.returncode == 3 and b"32 bytes" in short.stderr
+    no_key = sc("encrypt", "-o", "out.sc", "in.bin", cwd=work)
+    assert no_key.returncode == 3
+    garbage = sc("decrypt", "-k", key, "in.bin", cwd=work)
+    assert garbage.returncode == 1 and b"not a streamcrypt" in garbage.stderr
+
+
+def test_usage_errors_are_one_line_exit_2(work: Path, key: Path) -> None:
+    for args in (
+        ("encrypt", "-k", key, "--suite", "rot13", "in.bin"),
+        ("encrypt", "-k", key, "--armor", "--format", "native", "in.bin"),
+        ("encrypt", "-k", key, "--segment-size", "10", "in.bin"),
+        ("frobnicate",),
+        (),
+    ):
+        proc = sc(*args, cwd=work)
+        assert proc.returncode == 2, args
+    assert not list(work.glob("*.sc"))
+
+
+# ------------------------------------------------------------------------- envelopes
+
+
+def test_envelope_recipient_and_passphrase(work: Path) -> None:
+    public = sc("keygen", "-t", "x25519", "-o", "id.key", cwd=work).stdout.decode().strip()
+    assert sc("encrypt", "-r", public, "-o", "e.sc", "in.bin", cwd=work).returncode == 0
+    assert (work / "e.sc").read_bytes().startswith(b"SCEV")
+    dec = sc("decrypt", "-i", "id.key", "e.sc", cwd=work)
+    assert dec.returncode == 0 and dec.stdout == DATA
+    sc("keygen", "-t", "x25519", "-o", "other.key", cwd=work)
+    wrong = sc("decrypt", "-i", "other.key", "-o", "x.bin", "e.sc", cwd=work)
+    assert wrong.returncode == 3 and not (work / "x.bin").exists()
+    (work / "pw").write_text("correct horse\n")
+    (work / "bad-pw").write_text("battery staple\n")
+    enc = sc("encrypt", "--passphrase-file", "pw", "--kdf", "interactive", cwd=work, stdin=DATA)
+    assert enc.returncode == 0
+    ok = sc("decrypt", "--passphrase-file", "pw", cwd=work, stdin=enc.stdout)
+    assert ok.returncode == 0 and ok.stdout == DATA
+    bad = sc("decrypt", "--passphrase-file", "bad-pw", cwd=work, stdin=enc.stdout)
+    assert bad.returncode == 3 and bad.stdout == b""
+
+
+# ------------------------------------------------------------------------------- age
+
+
+def test_age_recipients_interop_with_pyrage(work: Path) -> None:
+    pyrage = pytest.importorskip("pyrage")
+    public = sc("keygen", "-t", "age", "-o", "id.age", cwd=work).stdout.decode().strip()
+    assert sc("encrypt", "-r", public, "-o", "a.age", "in.bin", cwd=work).returncode == 0
+    sealed = (work / "a.age").read_bytes()
+    assert sealed.startswith(b"age-encryption.org/v1\n")
+    secret = (work / "id.age").read_text().split()[-1]
+    identity = pyrage.x25519.Identity.from_str(secret)
+    assert pyrage.decrypt(sealed, [identity]) == DATA
+    theirs = pyrage.encrypt(DATA[:5000], [pyrage.x25519.Recipient.from_str(public)])
+    dec = sc("decrypt", "-i", "id.age", cwd=work, stdin=theirs)
+    assert dec.returncode == 0 and dec.stdout == DATA[:5000]
+    sc("keygen", "-t", "age", "-o", "other.age", cwd=work)
+    wrong = sc("decrypt", "-i", "other.age", "-o", "x.bin", "a.age", cwd=work)
+    assert wrong.returncode == 3 and not (work / "x.bin").exists()
+
+
+def test_age_armor_and_passphrase_through_pipes(work: Path) -> None:
+    public = sc("keygen", "-t", "age", "-o", "id.age", cwd=work).stdout.decode().strip()
+    armored = sc("encrypt", "-r", public, "--armor", cwd=work, stdin=DATA)
+    assert armored.returncode == 0
+    assert armored.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    dec = sc("decrypt", "-k", "id.age", cwd=work, stdin=armored.stdout)
+    assert dec.returncode == 0 and dec.stdout == DATA
+    (work / "pw").write_text("hunter2\n")
+    enc = sc(
+        "encrypt", "--format", "age", "--passphrase-file", "pw", "--work-factor", "10",
+        "-o", "p.age", "in.bin", cwd=work,
+    )  # fmt: skip
+    assert enc.returncode == 0 and b"scrypt" in (work / "p.age").read_bytes()[:200]
+    back = sc("decrypt", "--passphrase-file", "pw", "p.age", cwd=work)
+    assert back.returncode == 0 and back.stdout == DATA
+    tampered = bytearray((work / "p.age").read_bytes())
+    tampered[-50] ^= 0x80
+    (work / "t.age").write_bytes(tampered)
+    bad = sc("decrypt", "--passphrase-file", "pw", "-o", "t.bin", "t.age", cwd=work)
+    assert bad.returncode == 1 and not (work / "t.bin").exists()
+
+
+# ------------------------------------------------------------------------------ tink
+
+
+def test_tink_keyset_interop(work: Path) -> None:
+    tink = pytest.importorskip("tink")
+    from tink import cleartext_keyset_handle, streaming_aead
+
+    streaming_aead.register()
+    handle = tink.new_keyset_handle(streaming_aead.streaming_aead_key_templates.AES128_GCM_HKDF_4KB)
+    text = io.StringIO()
+    cleartext_keyset_handle.write(tink.JsonKeysetWriter(text), handle)
+    (work / "ks.json").write_text(text.getvalue())
+    enc = sc("encrypt", "-k", "ks.json", "--aad", "ctx", "-o", "t.tink", "in.bin", cwd=work)
+    assert enc.returncode == 0
+    primitive = handle.primitive(streaming_aead.StreamingAead)
+    ciphertext = (work / "t.tink").read_bytes()
+    with primitive.new_decrypting_stream(io.BytesIO(ciphertext), b"ctx") as stream:
+        assert stream.read() == DATA
+    dec = sc("decrypt", "-k", "ks.json", "--aad", "ctx", "t.tink", cwd=work)
+    assert dec.returncode == 0 and dec.stdout == DATA
+    wrong = sc("decrypt", "-k", "ks.json", "--aad", "nope", "-o", "x", "t.tink", cwd=work)
+    assert wrong.returncode == 1 and not (work / "x").exists()
+
+
+# ------------------------------------------------------------------------------ hash
+
+
+def test_hash_matches_hashlib_and_blake3(work: Path, key: Path) -> None:
+    (work / "b.txt").write_bytes(b"hello\n")
+    files = ("in.bin", "b.txt")
+    expected = {
+        "sha256": [hashlib.sha256((work / f).read_bytes()).hexdigest() for f in files],
+        "sha512": [hashlib.sha512((work / f).read_bytes()).hexdigest() for f in files],
+        "blake3": [blake3.blake3((work / f).read_bytes()).hexdigest() for f in files],
+    }
+    for algo, digests in expected.items():
+        proc = sc("hash", "--algo", algo, *files, cwd=work)
+        assert proc.returncode == 0
+        want = "".join(f"{d}  {f}\n" for d, f in zip(digests, files, strict=True))
+        assert proc.stdout.decode() == want
+    stdin = sc("hash", cwd=work, stdin=b"abc")
+    assert stdin.stdout.decode() == f"{hashlib.sha256(b'abc').hexdigest()}  -\n"
+    raw_key = base64.b64decode(key_line(key))
+    mac = sc("hash", "--hmac-key", key, "b.txt", cwd=work)
+    assert mac.stdout.decode().split()[0] == hmac.new(raw_key, b"hello\n", "sha256").hexdigest()
+    keyed = sc("hash", "--algo", "blake3", "--hmac-key", key, "b.txt", cwd=work)
+    assert keyed.stdout.decode().split()[0] == blake3.blake3(b"hello\n", key=raw_key).hexdigest()
+    partial = sc("hash", "nothere", "b.txt", cwd=work)
+    assert partial.returncode == 4 and b"nothere" in partial.stderr
+    assert (
+        partial.stdout.decode() == f"{hashlib.sha256(b'hello' + bytes([10])).hexdigest()}  b.txt\n"
+    )
+
+
+# ------------------------------------------------------------------------------ sign
+
+
+def test_sign_and_verify(work: Path) -> None:
+    public = sc("keygen", "-t", "ed25519", "-o", "sign.key", cwd=work).stdout
+    (work / "sign.pub").write_bytes(public)
+    sig = sc("sign", "-k", "sign.key", "in.bin", cwd=work)
+    assert sig.returncode == 0 and len(base64.b64decode(sig.stdout)) == 64
+    (work / "in.sig").write_bytes(sig.stdout)
+    ok = sc("verify", "-p", "sign.pub", "-s", "in.sig", "in.bin", cwd=work)
+    assert ok.returncode == 0 and ok.stdout == b"in.bin: OK\n"
+    from_stdin = sc("verify", "-p", public.decode().strip(), "-s", "in.sig", cwd=work, stdin=DATA)
+    assert from_stdin.returncode == 0
+    # the signature is Ed25519ph (RFC 8032), checked with PyNaCl's libsodium binding
+    from nacl import bindings
+
+    state = bindings.crypto_sign_ed25519ph_state()
+    bindings.crypto_sign_ed25519ph_update(state, DATA)
+    bindings.crypto_sign_ed25519ph_final_verify(
+        state, base64.b64decode(sig.stdout), base64.b64decode(public)
+    )
+    bad = bytearray(base64.b64decode(sig.stdout))
+    bad[10] ^= 0x01
+    (work / "bad.sig").write_bytes(base64.b64encode(bad))
+    tampered = sc("verify", "-p", "sign.pub", "-s", "bad.sig", "in.bin", cwd=work)
+    assert tampered.returncode == 1 and tampered.stdout == b""
+    other_data = sc("verify", "-p", "sign.pub", "-s", "in.sig", cwd=work, stdin=DATA + b"!")
+    assert other_data.returncode == 1
+    wrong_kind = sc("sign", "-k", "in.sig", "in.bin", cwd=work)
+    assert wrong_kind.returncode == 3
+
+
+# ---------------------------------------------------------------- serve and connect
+
+
+def _start_server(
+    work: Path, *args: str | Path, stdin: bytes
+) -> tuple[subprocess.Popen[bytes], int]:
+    (work / "server-in").write_bytes(stdin)
+    with (work / "server-in").open("rb") as server_stdin:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streamcrypt", "serve", "0", *map(str, args)],
+            stdin=server_stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=work,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    assert server.stderr is not None
+    ready, _, _ = select.select([server.stderr], [], [], TIMEOUT)
+    assert ready, "the server did not start"
+    line = server.stderr.readline().decode()
+    assert line.startswith("streamcrypt: listening on 127.0.0.1:"), line
+    return server, int(line.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize("mode", ["psk", "static"])
+def test_serve_connect_round_trip(work: Path, key: Path, mode: str) -> None:
+    if mode == "psk":
+        server_args: tuple[str | Path, ...] = ("--psk-file", key)
+        client_args: tuple[str | Path, ...] = ("--psk-file", key)
+    else:
+        server_pub = sc("keygen", "-t", "x25519", "-o", "srv.key", cwd=work).stdout.decode()
+        client_pub = sc("keygen", "-t", "x25519", "-o", "cli.key", cwd=work).stdout.decode()
+        server_args = ("-k", "srv.key", "--allow", client_pub.strip())
+        client_args = ("-k", "cli.key", "--server-key", server_pub.strip())
+    to_client = DATA[:100_000]
+    server, port = _start_server(work, *server_args, stdin=to_client)
+    try:
+        client = sc("connect", "127.0.0.1", str(port), *client_args, cwd=work, stdin=DATA)
+        out, err = server.communicate(timeout=TIMEOUT)
+    finally:
+        server.kill()
+        server.wait()
+    assert client.returncode == 0, client.stderr
+    assert client.stdout == to_client
+    assert server.returncode == 0, err
+    assert out == DATA
+
+
+def test_connect_with_the_wrong_psk_fails(work: Path, key: Path) -> None:
+    sc("keygen", "-o", "other.key", cwd=work)
+    server, port = _start_server(work, "--psk-file", key, stdin=b"secret reply")
+    try:
+        client = sc("connect", "127.0.0.1", str(port), "--psk-file", "other.key", cwd=work)
+        assert client.returncode == 1 and b"secret" not in client.stdout
+        assert server.poll() is None  # a failed handshake does not end the server
+    finally:
+        server.kill()
+        _, err = server.communicate(timeout=TIMEOUT)
+    assert b"handshake failed" in err
+    refused = sc("connect", "127.0.0.1", "1", "--psk-file", key, cwd=work)
+    assert refused.returncode == 4
+
+
+# ----------------------------------------------------------------------------- misc
+
+
+def test_bench_runs_the_checkout_benchmarks_or_explains(work: Path) -> None:
+    alone = sc("bench", cwd=work)
+    assert alone.returncode == 2 and b"make bench" in alone.stderr
+    (work / "bench").mkdir()
+    (work / "bench" / "__init__.py").write_text("")
+    (work / "bench" / "__main__.py").write_text("import sys\nprint('bench', sys.argv[1:])\n")
+    ran = sc("bench", "--quick", cwd=work)
+    assert ran.returncode == 0 and ran.stdout == b"bench ['--quick']\n"
+
+
+def test_version_and_help(work: Path) -> None:
+    version = sc("--version", cwd=work)
+    assert version.returncode == 0 and version.stdout.startswith(b"streamcrypt ")
+    helptext = sc("encrypt", "--help", cwd=work)
+    assert helptext.returncode == 0 and b"--passphrase" in helptext.stdout
+
+
+def test_progress_bar_only_on_a_terminal(work: Path, key: Path) -> None:
+    import pty
+
+    quiet = sc("encrypt", "-k", key, "-o", "q.sc", "in.bin", cwd=work,
+               env={"STREAMCRYPT_PROGRESS_DELAY": "0"})  # fmt: skip
+    assert quiet.returncode == 0 and quiet.stderr == b""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamcrypt", "encrypt", "-k", key, "-o", "p.sc", "in.bin"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+            cwd=work,
+            timeout=TIMEOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO), "STREAMCRYPT_PROGRESS_DELAY": "0"},
+        )
+        os.close(terminal)
+        terminal = -1
+        shown = b""
+        while select.select([controller], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if terminal >= 0:
+            os.close(terminal)
+        os.close(controller)
+    assert proc.returncode == 0
+    assert b"encrypting" in shown
