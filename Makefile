@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := test,aiohttp,asgi,cli
+EXTRAS := test,aiohttp,asgi,cli,bench
 
 .PHONY: demo test test-all bench lint lock clean
 
