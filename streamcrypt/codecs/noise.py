@@ -34,7 +34,9 @@ import hmac
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from .._state import Buffer, Lifecycle
@@ -57,6 +59,7 @@ __all__ = [
     "MAX_NONCE",
     "TAGLEN",
     "CipherState",
+    "FixedKeyCipher",
     "HandshakePattern",
     "HandshakeState",
     "NoiseHandshake",
@@ -269,6 +272,18 @@ class CipherState(Lifecycle):
         self._n += 1
         return out
 
+    def fixed_key(self) -> FixedKeyCipher:
+        """The current key as a :class:`FixedKeyCipher` (explicit nonces, safe on any thread).
+
+        It keeps this key after :meth:`rekey`. Raises :class:`InvalidParameterError` without a
+        key.
+        """
+        self._check()
+        if self._aead is None:
+            raise InvalidParameterError("a CipherState without a key has no fixed key")
+        kernel, _ = self._aead.native(_ZERO4 + bytes(8))
+        return FixedKeyCipher(self._cipher, kernel, self._nonce_order)
+
     def rekey(self) -> None:
         """Replace the key with ``ENCRYPT(k, 2**64-1, b"", zeros)[:32]``; the nonce is kept."""
         self._check()
@@ -281,6 +296,81 @@ class CipherState(Lifecycle):
     def __repr__(self) -> str:
         key = "<key hidden>" if self._aead is not None else "no key"
         return f"CipherState({self._cipher}, {key}, nonce={self._n}, state={self._state.value})"
+
+
+class FixedKeyCipher:
+    """One CipherState key with explicit nonces: pure seal/open for batch workers.
+
+    Callers assign nonces themselves (``CipherState.fixed_key()`` then
+    ``CipherState.set_nonce()`` past the ones taken), so work can run on other threads
+    and in any order without touching the CipherState. ``open``/``open_into`` raise
+    :class:`AuthenticationError`; messages over 65535 bytes and nonces outside
+    ``0 .. 2**64-2`` raise :class:`LimitExceededError`.
+    """
+
+    __slots__ = ("_cipher", "_kernel", "_order")
+
+    def __init__(
+        self, cipher: str, kernel: AESGCM | ChaCha20Poly1305, order: Literal["little", "big"]
+    ) -> None:
+        self._cipher = cipher
+        self._kernel = kernel
+        self._order: Literal["little", "big"] = order
+
+    @property
+    def cipher(self) -> str:
+        return self._cipher
+
+    def _nonce(self, n: int, size: int) -> bytes:
+        if not 0 <= n < MAX_NONCE:
+            raise LimitExceededError(
+                f"Noise nonce {n} is outside 0..2**64-2: start a new handshake"
+            )
+        if size > MAX_MESSAGE_LEN:
+            raise LimitExceededError(
+                f"Noise message of {size} bytes exceeds the {MAX_MESSAGE_LEN}-byte limit"
+            )
+        return _ZERO4 + n.to_bytes(8, self._order)
+
+    def seal_into(self, n: int, ad: Buffer, plaintext: Buffer, out: bytearray | memoryview) -> int:
+        """Seal under nonce ``n`` into ``out`` (exactly ``len(plaintext) + 16`` bytes)."""
+        size = len(plaintext) + TAGLEN
+        if len(out) != size:
+            raise InvalidParameterError(f"out must be exactly {size} bytes, got {len(out)}")
+        return self._kernel.encrypt_into(self._nonce(n, size), plaintext, ad, out)
+
+    def open(self, n: int, ad: Buffer, ciphertext: Buffer) -> bytes:
+        """Verify and decrypt ``ciphertext`` under nonce ``n``; raises AuthenticationError."""
+        nonce = self._nonce(n, len(ciphertext))
+        if len(ciphertext) < TAGLEN:
+            raise self._failed(n)
+        try:
+            return self._kernel.decrypt(nonce, ciphertext, ad)
+        except InvalidTag:
+            raise self._failed(n) from None
+
+    def open_into(self, n: int, ad: Buffer, ciphertext: Buffer, out: bytearray | memoryview) -> int:
+        """Like :meth:`open` into ``out`` (exactly ``len(ciphertext) - 16`` bytes)."""
+        nonce = self._nonce(n, len(ciphertext))
+        if len(ciphertext) < TAGLEN:
+            raise self._failed(n)
+        if len(out) != len(ciphertext) - TAGLEN:
+            raise InvalidParameterError(
+                f"out must be exactly {len(ciphertext) - TAGLEN} bytes, got {len(out)}"
+            )
+        try:
+            return self._kernel.decrypt_into(nonce, ciphertext, ad, out)
+        except InvalidTag:
+            raise self._failed(n) from None
+
+    def _failed(self, n: int) -> AuthenticationError:
+        return AuthenticationError(
+            f"Noise {self._cipher} message did not authenticate (nonce {n}): "
+            "wrong key, reordered, replayed or modified"
+        )
+
+    def __repr__(self) -> str:
+        return f"FixedKeyCipher({self._cipher}, <key hidden>)"
 
 
 class SymmetricState:
