@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy
 from streamcrypt.transports import EncryptedStream, connect, serve
 
 from ._report import Report, gbps
@@ -154,14 +155,19 @@ async def _plain_anyio(total: int) -> float:
         return await _pump_anyio(client, server, total)
 
 
-async def _encrypted(total: int, cipher: str, over_asyncio: bool = False) -> float:
+async def _encrypted(
+    total: int,
+    cipher: str,
+    over_asyncio: bool = False,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> float:
     client_raw, server_raw = await (_asyncio_pair() if over_asyncio else _tcp_pair())
     psk = os.urandom(32)
     pair: dict[str, EncryptedStream] = {}
 
     async def wrap(name: str, raw: ByteStream, server_side: bool) -> None:
         pair[name] = await EncryptedStream.wrap(
-            raw, server_side=server_side, psk=psk, cipher=cipher
+            raw, server_side=server_side, psk=psk, cipher=cipher, policy=policy
         )
 
     async with anyio.create_task_group() as tg:
