@@ -467,3 +467,80 @@ def test_progress_bar_only_on_a_terminal(work: Path, key: Path) -> None:
         os.close(controller)
     assert proc.returncode == 0
     assert b"encrypting" in shown
+
+
+def test_signed_envelope(work: Path) -> None:
+    public = sc("keygen", "-t", "x25519", "-o", "id.key", cwd=work).stdout.decode().strip()
+    signer = sc("keygen", "-t", "ed25519", "-o", "sign.key", cwd=work).stdout.decode().strip()
+    other = sc("keygen", "-t", "ed25519", "-o", "other.key", cwd=work).stdout.decode().strip()
+    enc = sc("encrypt", "-r", public, "--sign-with", "sign.key", "-o", "s.sc", "in.bin", cwd=work)
+    assert enc.returncode == 0
+    ok = sc("decrypt", "-i", "id.key", "--verify-with", signer, "s.sc", cwd=work)
+    assert ok.returncode == 0 and ok.stdout == DATA
+    wrong = sc("decrypt", "-i", "id.key", "--verify-with", other, "-o", "x", "s.sc", cwd=work)
+    assert wrong.returncode == 1 and not (work / "x").exists()
+    sealed = bytearray((work / "s.sc").read_bytes())
+    sealed[-3] ^= 0x01  # inside the signature
+    (work / "t.sc").write_bytes(sealed)
+    bad = sc("decrypt", "-i", "id.key", "--verify-with", signer, "-o", "x", "t.sc", cwd=work)
+    assert bad.returncode == 1 and not (work / "x").exists() and leftovers(work) == []
+
+
+def _on_a_terminal(args: list[str], cwd: Path, answers: list[bytes]) -> tuple[int, bytes]:
+    """Run the command with a pseudo-terminal as its controlling terminal; answer each
+    prompt (a line ending in ': ') with the next of ``answers``."""
+    import pty
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec the command (its /dev/tty is the pty)
+        os.chdir(cwd)
+        os.environ["PYTHONPATH"] = str(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "streamcrypt", *args])
+    seen = b""
+    deadline = time.monotonic() + TIMEOUT
+    pending = list(answers)
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], 0.2)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if pending and seen.rstrip().endswith(b":"):
+                os.write(fd, pending.pop(0) + b"\n")
+                seen += b"<answered>"
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), seen
+
+
+def test_passphrase_prompt_without_echo(work: Path) -> None:
+    code, seen = _on_a_terminal(
+        ["encrypt", "--passphrase", "--kdf", "interactive", "-o", "p.sc", "in.bin"],
+        work,
+        [b"open sesame", b"open sesame"],
+    )
+    assert code == 0, seen
+    assert b"Passphrase:" in seen and b"Confirm passphrase:" in seen
+    assert b"open sesame" not in seen  # no echo
+    (work / "pw").write_text("open sesame\n")
+    back = sc("decrypt", "--passphrase-file", "pw", "p.sc", cwd=work)
+    assert back.returncode == 0 and back.stdout == DATA
+    code, seen = _on_a_terminal(["decrypt", "--passphrase", "-o", "x", "p.sc"], work, [b"nope"])
+    assert code == 3 and not (work / "x").exists()
+    # without a terminal, --passphrase does not read the data on stdin: usage error
+    no_tty = subprocess.run(
+        [sys.executable, "-m", "streamcrypt", "decrypt", "--passphrase", "p.sc"],
+        capture_output=True,
+        cwd=work,
+        timeout=TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        start_new_session=True,  # no controlling terminal
+    )
+    assert no_tty.returncode == 2 and b"--passphrase-file" in no_tty.stderr

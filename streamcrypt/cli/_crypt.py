@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,13 +163,12 @@ def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
         return line
     if not args.passphrase:
         return None
-    try:
-        tty = open("/dev/tty", "r+")  # only a probe: is there a terminal to prompt on?
+    try:  # getpass prompts on /dev/tty: is there one?
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
     except OSError:
         raise _usage(
             "--passphrase needs a terminal to prompt on; use --passphrase-file FILE"
         ) from None
-    tty.close()
     phrase = getpass.getpass("Passphrase: ")
     if not phrase:
         raise KeyFileError("the passphrase is empty")
