@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,7 @@ from anyio.abc import ByteStream, SocketAttribute
 from noise.connection import Keypair, NoiseConnection
 
 from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
     FormatError,
@@ -804,3 +807,175 @@ async def test_noiseprotocol_client_against_encrypted_stream_server(pattern: str
             assert hashes == [bytes(conn.get_handshake_hash())]
         tg.cancel_scope.cancel()
     assert received == [b"hello from noiseprotocol"]
+
+
+# -- record crypto offloaded to worker threads ----------------------------------------------
+
+#: Everything offloaded, two records per worker batch.
+_BATCH = 2 * MAX_RECORD_DATA
+
+
+class CountingPool(ThreadPoolExecutor):
+    """A pool that counts submits and can hold every task until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(2, thread_name_prefix="test-offload")
+        self.submitted = 0
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+
+        def gated() -> Any:
+            self.gate.wait(10)
+            return fn(*args, **kwargs)
+
+        return super().submit(gated)
+
+
+@pytest.fixture
+def pool() -> Iterator[CountingPool]:
+    executor = CountingPool()
+    yield executor
+    executor.gate.set()
+    executor.shutdown(wait=True)
+
+
+def _offload(pool: CountingPool, batch: int = _BATCH) -> OffloadPolicy:
+    return OffloadPolicy(inline_limit=0, batch_size=batch, max_in_flight=3, executor=pool)
+
+
+@pytest.mark.parametrize("cipher", ["ChaChaPoly", "AESGCM"])
+async def test_offloaded_large_transfers_both_ways(pool: CountingPool, cipher: str) -> None:
+    client, server = await _enc(cipher=cipher, policy=_offload(pool))
+    up = random_bytes(3 << 20)
+    down = random_bytes((2 << 20) + 12345)
+    got: dict[str, bytes] = {}
+
+    async def pump(sender: EncryptedStream, data: bytes) -> None:
+        for size in (1, 100, MAX_RECORD_DATA + 1, len(data)):
+            await sender.send(data[:size])
+        await sender.send_eof()
+
+    async def drain(name: str, receiver: EncryptedStream) -> None:
+        got[name] = await _receive_all(receiver)
+
+    async with create_task_group() as tg:
+        tg.start_soon(pump, client, up)
+        tg.start_soon(pump, server, down)
+        tg.start_soon(drain, "server", server)
+        tg.start_soon(drain, "client", client)
+    expect = {"server": up, "client": down}
+    for name, data in expect.items():
+        sizes = (1, 100, MAX_RECORD_DATA + 1, len(data))
+        assert got[name] == b"".join(data[:size] for size in sizes)
+    assert pool.submitted > 2 * (3 << 20) // _BATCH  # seals and opens went to the pool
+
+
+@pytest.mark.parametrize("cipher", ["ChaChaPoly", "AESGCM"])
+async def test_offloaded_and_inline_ends_speak_the_same_wire(
+    pool: CountingPool, cipher: str
+) -> None:
+    data = random_bytes(700_000)
+    for client_policy, server_policy in ((_offload(pool), None), (None, _offload(pool))):
+        client, server = await _enc(
+            cipher=cipher, client={"policy": client_policy}, server={"policy": server_policy}
+        )
+        await client.send(data)
+        assert await _receive_exactly(server, len(data)) == data
+        await server.send(data[::-1])
+        assert await _receive_exactly(client, len(data)) == data[::-1]
+        await client.aclose()
+        with pytest.raises(EndOfStream):
+            await server.receive()
+
+
+@pytest.mark.parametrize("bad", [0, 4, 7])
+async def test_tampered_record_inside_a_batch(pool: CountingPool, bad: int) -> None:
+    """Records verified before the bad one come out; then AuthenticationError, then broken."""
+    wire = 3 + MAX_RECORD_DATA + 16
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        if len(chunk) < 10 * wire:
+            return [chunk]
+        data = bytearray(chunk)
+        data[bad * wire + 100] ^= 0x01
+        return [bytes(data)]
+
+    client, server, _, _ = await _pair_with_hooks(
+        client_out, client={"policy": None}, server={"policy": _offload(pool, 3 * MAX_RECORD_DATA)}
+    )
+    data = random_bytes(10 * MAX_RECORD_DATA)
+    before = pool.submitted
+    await client.send(data)  # ten records in one transport write, tampered in record ``bad``
+    out = bytearray()
+    with pytest.raises(AuthenticationError) as info:
+        while True:
+            out += await server.receive(1 << 20)
+    assert bytes(out) == data[: bad * MAX_RECORD_DATA]
+    assert "did not authenticate" in str(info.value)
+    assert pool.submitted > before
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+
+
+@pytest.mark.parametrize("interval", [1, 2, 3, 5])
+async def test_rekey_inside_and_around_batches(pool: CountingPool, interval: int) -> None:
+    # batches of 2 records against rekeys every 1, 2, 3 or 5 records; the other end of
+    # each direction is sometimes inline, so both must rekey at the same records
+    policy = _offload(pool)
+    for client_policy, server_policy in ((policy, policy), (policy, None), (None, policy)):
+        client, server = await _enc(
+            rekey_interval=interval,
+            client={"policy": client_policy},
+            server={"policy": server_policy},
+        )
+        for size in (1, 7 * MAX_RECORD_DATA + 3, 2 * MAX_RECORD_DATA, 5, 3 * MAX_RECORD_DATA):
+            data = random_bytes(size)
+            await client.send(data)
+            assert await _receive_exactly(server, size) == data
+            await server.send(data)
+            assert await _receive_exactly(client, size) == data
+    # a receiver on another schedule fails inside the batch, after the verified records
+    client, server = await _enc(
+        client={"rekey_interval": 3, "policy": None},
+        server={"rekey_interval": 4, "policy": _offload(pool, 10 * MAX_RECORD_DATA)},
+    )
+    data = random_bytes(6 * MAX_RECORD_DATA)
+    await client.send(data)
+    out = bytearray()
+    with pytest.raises(AuthenticationError):
+        while True:
+            out += await server.receive(1 << 20)
+    assert bytes(out) == data[: 3 * MAX_RECORD_DATA]
+
+
+async def test_cancelled_offloaded_send_breaks_the_stream(pool: CountingPool) -> None:
+    client, _ = await _enc(policy=_offload(pool))
+    pool.gate.clear()  # workers hold every batch: the send waits on its sealing
+    with anyio.move_on_after(0.1) as scope:
+        await client.send(random_bytes(1 << 20))
+    assert scope.cancelled_caught
+    pool.gate.set()
+    with pytest.raises(BrokenResourceError):
+        await client.send(b"x")
+
+
+async def test_cancelled_receive_keeps_the_batch_in_flight(pool: CountingPool) -> None:
+    client, server = await _enc(client={"policy": None}, server={"policy": _offload(pool)})
+    data = random_bytes(5 * MAX_RECORD_DATA)
+    await client.send(data)
+    pool.gate.clear()
+    with anyio.move_on_after(0.1) as scope:
+        await server.receive(1 << 20)  # the batch is in a worker, which waits
+    assert scope.cancelled_caught
+    pool.gate.set()
+    assert await _receive_exactly(server, len(data)) == data  # nothing lost, nonces agree
+    await client.send(b"after")
+    assert await server.receive() == b"after"
+
+
+async def test_policy_option_is_checked() -> None:
+    with pytest.raises(InvalidParameterError, match="OffloadPolicy or None"):
+        await EncryptedStream.wrap(_mem_pair()[0], psk=bytes(32), policy="fast")  # type: ignore[arg-type]

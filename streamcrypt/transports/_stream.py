@@ -650,7 +650,7 @@ class EncryptedStream(ByteStream):
 
     def _offload_limit(self, policy: OffloadPolicy) -> int:
         """Bytes of record data from which work goes to workers (scaled by cipher cost)."""
-        return policy.inline_limit * _COST_SCALE[self._config.cipher]
+        return max(1, policy.inline_limit * _COST_SCALE[self._config.cipher])
 
     async def _transport_send(self, sealed: bytearray) -> None:
         transport = self.transport_stream
