@@ -13,6 +13,7 @@ import hmac
 import io
 import os
 import select
+import shutil
 import stat
 import subprocess
 import sys
@@ -61,15 +62,47 @@ def key_line(path: Path) -> str:
     )
 
 
+# Keys made once per module by the real command (keygen has its own tests below): name ->
+# (type, public half printed). Each test gets copies in its own directory.
+KEYS = {
+    "k.key": "symmetric",
+    "other.key": "symmetric",
+    "id.x": "x25519",
+    "other.x": "x25519",
+    "id.age": "age",
+    "other.age": "age",
+    "sign.key": "ed25519",
+    "other-sign.key": "ed25519",
+}
+
+
+@pytest.fixture(scope="module")
+def made_keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    where = tmp_path_factory.mktemp("keys")
+    publics: dict[str, str] = {}
+    for name, kind in KEYS.items():
+        proc = sc("keygen", "--type", kind, "-o", name, cwd=where)
+        assert proc.returncode == 0
+        publics[name] = proc.stdout.decode().strip()
+    return where, publics
+
+
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
+def work(tmp_path: Path, made_keys: tuple[Path, dict[str, str]]) -> Path:
     (tmp_path / "in.bin").write_bytes(DATA)
+    for name in KEYS:
+        shutil.copy2(made_keys[0] / name, tmp_path / name)
     return tmp_path
 
 
 @pytest.fixture
+def public(made_keys: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    """The public half keygen printed for each key file."""
+    return made_keys[1]
+
+
+@pytest.fixture
 def key(work: Path) -> Path:
-    assert sc("keygen", "-o", "k.key", cwd=work).returncode == 0
     return work / "k.key"
 
 
@@ -136,7 +169,6 @@ def test_native_stdin_stdout_round_trip(work: Path, key: Path) -> None:
 def test_wrong_key_exit_codes_and_no_output(work: Path, key: Path) -> None:
     assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
     # another key (another key id): a key problem, exit 3
-    sc("keygen", "-o", "other.key", cwd=work)
     other = sc("decrypt", "-k", "other.key", "-o", "plain.bin", "out.sc", cwd=work)
     assert other.returncode == 3 and b"key id" in other.stderr
     # the right key id with other key bytes: authentication fails, exit 1
@@ -203,14 +235,12 @@ def test_usage_errors_are_one_line_exit_2(work: Path, key: Path) -> None:
 # ------------------------------------------------------------------------- envelopes
 
 
-def test_envelope_recipient_and_passphrase(work: Path) -> None:
-    public = sc("keygen", "-t", "x25519", "-o", "id.key", cwd=work).stdout.decode().strip()
-    assert sc("encrypt", "-r", public, "-o", "e.sc", "in.bin", cwd=work).returncode == 0
+def test_envelope_recipient_and_passphrase(work: Path, public: dict[str, str]) -> None:
+    assert sc("encrypt", "-r", public["id.x"], "-o", "e.sc", "in.bin", cwd=work).returncode == 0
     assert (work / "e.sc").read_bytes().startswith(b"SCEV")
-    dec = sc("decrypt", "-i", "id.key", "e.sc", cwd=work)
+    dec = sc("decrypt", "-i", "id.x", "e.sc", cwd=work)
     assert dec.returncode == 0 and dec.stdout == DATA
-    sc("keygen", "-t", "x25519", "-o", "other.key", cwd=work)
-    wrong = sc("decrypt", "-i", "other.key", "-o", "x.bin", "e.sc", cwd=work)
+    wrong = sc("decrypt", "-i", "other.x", "-o", "x.bin", "e.sc", cwd=work)
     assert wrong.returncode == 3 and not (work / "x.bin").exists()
     (work / "pw").write_text("correct horse\n")
     (work / "bad-pw").write_text("battery staple\n")
@@ -225,26 +255,25 @@ def test_envelope_recipient_and_passphrase(work: Path) -> None:
 # ------------------------------------------------------------------------------- age
 
 
-def test_age_recipients_interop_with_pyrage(work: Path) -> None:
-    pyrage = pytest.importorskip("pyrage")
-    public = sc("keygen", "-t", "age", "-o", "id.age", cwd=work).stdout.decode().strip()
-    assert sc("encrypt", "-r", public, "-o", "a.age", "in.bin", cwd=work).returncode == 0
+def test_age_recipients_interop_with_pyrage(work: Path, public: dict[str, str]) -> None:
+    import pyrage
+
+    recipient = public["id.age"]
+    assert sc("encrypt", "-r", recipient, "-o", "a.age", "in.bin", cwd=work).returncode == 0
     sealed = (work / "a.age").read_bytes()
     assert sealed.startswith(b"age-encryption.org/v1\n")
     secret = (work / "id.age").read_text().split()[-1]
     identity = pyrage.x25519.Identity.from_str(secret)
     assert pyrage.decrypt(sealed, [identity]) == DATA
-    theirs = pyrage.encrypt(DATA[:5000], [pyrage.x25519.Recipient.from_str(public)])
+    theirs = pyrage.encrypt(DATA[:5000], [pyrage.x25519.Recipient.from_str(recipient)])
     dec = sc("decrypt", "-i", "id.age", cwd=work, stdin=theirs)
     assert dec.returncode == 0 and dec.stdout == DATA[:5000]
-    sc("keygen", "-t", "age", "-o", "other.age", cwd=work)
     wrong = sc("decrypt", "-i", "other.age", "-o", "x.bin", "a.age", cwd=work)
     assert wrong.returncode == 3 and not (work / "x.bin").exists()
 
 
-def test_age_armor_and_passphrase_through_pipes(work: Path) -> None:
-    public = sc("keygen", "-t", "age", "-o", "id.age", cwd=work).stdout.decode().strip()
-    armored = sc("encrypt", "-r", public, "--armor", cwd=work, stdin=DATA)
+def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, str]) -> None:
+    armored = sc("encrypt", "-r", public["id.age"], "--armor", cwd=work, stdin=DATA)
     assert armored.returncode == 0
     assert armored.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
     dec = sc("decrypt", "-k", "id.age", cwd=work, stdin=armored.stdout)
@@ -268,7 +297,7 @@ def test_age_armor_and_passphrase_through_pipes(work: Path) -> None:
 
 
 def test_tink_keyset_interop(work: Path) -> None:
-    tink = pytest.importorskip("tink")
+    import tink
     from tink import cleartext_keyset_handle, streaming_aead
 
     streaming_aead.register()
@@ -321,15 +350,15 @@ def test_hash_matches_hashlib_and_blake3(work: Path, key: Path) -> None:
 # ------------------------------------------------------------------------------ sign
 
 
-def test_sign_and_verify(work: Path) -> None:
-    public = sc("keygen", "-t", "ed25519", "-o", "sign.key", cwd=work).stdout
-    (work / "sign.pub").write_bytes(public)
+def test_sign_and_verify(work: Path, public: dict[str, str]) -> None:
+    signer = public["sign.key"]
+    (work / "sign.pub").write_text(signer + "\n")
     sig = sc("sign", "-k", "sign.key", "in.bin", cwd=work)
     assert sig.returncode == 0 and len(base64.b64decode(sig.stdout)) == 64
     (work / "in.sig").write_bytes(sig.stdout)
     ok = sc("verify", "-p", "sign.pub", "-s", "in.sig", "in.bin", cwd=work)
     assert ok.returncode == 0 and ok.stdout == b"in.bin: OK\n"
-    from_stdin = sc("verify", "-p", public.decode().strip(), "-s", "in.sig", cwd=work, stdin=DATA)
+    from_stdin = sc("verify", "-p", signer, "-s", "in.sig", cwd=work, stdin=DATA)
     assert from_stdin.returncode == 0
     # the signature is Ed25519ph (RFC 8032), checked with PyNaCl's libsodium binding
     from nacl import bindings
@@ -337,7 +366,7 @@ def test_sign_and_verify(work: Path) -> None:
     state = bindings.crypto_sign_ed25519ph_state()
     bindings.crypto_sign_ed25519ph_update(state, DATA)
     bindings.crypto_sign_ed25519ph_final_verify(
-        state, base64.b64decode(sig.stdout), base64.b64decode(public)
+        state, base64.b64decode(sig.stdout), base64.b64decode(signer)
     )
     bad = bytearray(base64.b64decode(sig.stdout))
     bad[10] ^= 0x01
@@ -375,15 +404,13 @@ def _start_server(
 
 
 @pytest.mark.parametrize("mode", ["psk", "static"])
-def test_serve_connect_round_trip(work: Path, key: Path, mode: str) -> None:
+def test_serve_connect_round_trip(work: Path, key: Path, public: dict[str, str], mode: str) -> None:
     if mode == "psk":
         server_args: tuple[str | Path, ...] = ("--psk-file", key)
         client_args: tuple[str | Path, ...] = ("--psk-file", key)
     else:
-        server_pub = sc("keygen", "-t", "x25519", "-o", "srv.key", cwd=work).stdout.decode()
-        client_pub = sc("keygen", "-t", "x25519", "-o", "cli.key", cwd=work).stdout.decode()
-        server_args = ("-k", "srv.key", "--allow", client_pub.strip())
-        client_args = ("-k", "cli.key", "--server-key", server_pub.strip())
+        server_args = ("-k", "id.x", "--allow", public["other.x"])
+        client_args = ("-k", "other.x", "--server-key", public["id.x"])
     to_client = DATA[:100_000]
     server, port = _start_server(work, *server_args, stdin=to_client)
     try:
@@ -399,7 +426,6 @@ def test_serve_connect_round_trip(work: Path, key: Path, mode: str) -> None:
 
 
 def test_connect_with_the_wrong_psk_fails(work: Path, key: Path) -> None:
-    sc("keygen", "-o", "other.key", cwd=work)
     server, port = _start_server(work, "--psk-file", key, stdin=b"secret reply")
     try:
         client = sc("connect", "127.0.0.1", str(port), "--psk-file", "other.key", cwd=work)
@@ -469,20 +495,21 @@ def test_progress_bar_only_on_a_terminal(work: Path, key: Path) -> None:
     assert b"encrypting" in shown
 
 
-def test_signed_envelope(work: Path) -> None:
-    public = sc("keygen", "-t", "x25519", "-o", "id.key", cwd=work).stdout.decode().strip()
-    signer = sc("keygen", "-t", "ed25519", "-o", "sign.key", cwd=work).stdout.decode().strip()
-    other = sc("keygen", "-t", "ed25519", "-o", "other.key", cwd=work).stdout.decode().strip()
-    enc = sc("encrypt", "-r", public, "--sign-with", "sign.key", "-o", "s.sc", "in.bin", cwd=work)
+def test_signed_envelope(work: Path, public: dict[str, str]) -> None:
+    signer, other = public["sign.key"], public["other-sign.key"]
+    enc = sc(
+        "encrypt", "-r", public["id.x"], "--sign-with", "sign.key", "-o", "s.sc", "in.bin",
+        cwd=work,
+    )  # fmt: skip
     assert enc.returncode == 0
-    ok = sc("decrypt", "-i", "id.key", "--verify-with", signer, "s.sc", cwd=work)
+    ok = sc("decrypt", "-i", "id.x", "--verify-with", signer, "s.sc", cwd=work)
     assert ok.returncode == 0 and ok.stdout == DATA
-    wrong = sc("decrypt", "-i", "id.key", "--verify-with", other, "-o", "x", "s.sc", cwd=work)
+    wrong = sc("decrypt", "-i", "id.x", "--verify-with", other, "-o", "x", "s.sc", cwd=work)
     assert wrong.returncode == 1 and not (work / "x").exists()
     sealed = bytearray((work / "s.sc").read_bytes())
     sealed[-3] ^= 0x01  # inside the signature
     (work / "t.sc").write_bytes(sealed)
-    bad = sc("decrypt", "-i", "id.key", "--verify-with", signer, "-o", "x", "t.sc", cwd=work)
+    bad = sc("decrypt", "-i", "id.x", "--verify-with", signer, "-o", "x", "t.sc", cwd=work)
     assert bad.returncode == 1 and not (work / "x").exists() and leftovers(work) == []
 
 
