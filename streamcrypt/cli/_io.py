@@ -4,7 +4,7 @@ Inputs are read on worker threads in pieces of at most :data:`READ_SIZE` bytes, 
 memory a command holds is bounded by the engine's window, never by the input length.
 File outputs are atomic: bytes go to a temporary beside the destination, which a clean
 finish fsyncs and renames into place and a failure removes (the mechanism of
-:mod:`streamcrypt.transports._files`, reused). Standard output cannot be taken back:
+:mod:`streamcrypt.transports`, reused). Standard output cannot be taken back:
 what was written stays written.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..transports._files import _commit, _create_temporary, _discard
+from ..transports import commit_temporary, create_temporary, discard_temporary
 
 __all__ = ["READ_SIZE", "FileOutput", "Input", "Output", "Progress", "StdoutOutput", "open_output"]
 
@@ -246,16 +246,16 @@ class FileOutput(Output):
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            await anyio.to_thread.run_sync(_commit, fd, self._tmp, self.name)
+            await anyio.to_thread.run_sync(commit_temporary, fd, self._tmp, self.name)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_discard, None, self._tmp)
+                await anyio.to_thread.run_sync(discard_temporary, None, self._tmp)
             raise
 
     async def abort(self) -> None:
         fd, self._fd = self._fd, None
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_discard, fd, self._tmp)
+            await anyio.to_thread.run_sync(discard_temporary, fd, self._tmp)
 
 
 async def open_output(path: str | None) -> Output:
@@ -263,5 +263,5 @@ async def open_output(path: str | None) -> Output:
     if path is None or path == "-":
         return StdoutOutput()
     with anyio.CancelScope(shield=True):  # never leave a temporary behind
-        fd, tmp = await anyio.to_thread.run_sync(_create_temporary, path)
+        fd, tmp = await anyio.to_thread.run_sync(create_temporary, path)
     return FileOutput(path, fd, tmp)

@@ -28,11 +28,11 @@ from typing import Literal
 from ..codecs import age as _age
 from ..codecs import envelope as _envelope
 from ..codecs import tink as _tink
-from ..codecs._bech32 import bech32_decode
+from ..codecs._x25519 import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
-from ..transports._files import _commit, _create_temporary, _discard
+from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 
 __all__ = [
@@ -161,15 +161,22 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
     age_ids: list[_age.X25519Identity | _age.MLKEM768X25519Identity] = []
     raws: list[bytes] = []
     for number, line in enumerate(lines, 1):
+        ident: (
+            _envelope.X25519Identity
+            | _envelope.EciesIdentity
+            | _age.X25519Identity
+            | _age.MLKEM768X25519Identity
+        )
         if line.upper().startswith("AGE-SECRET-KEY-"):
-            age_ids.append(_age.parse_identity(line))
+            ident = _age.parse_identity(line)
+            age_ids.append(ident)
         elif line.upper().startswith("SC-"):
-            envelope_ids.append(_envelope.parse_identity(line))
+            ident = _envelope.parse_identity(line)
+            envelope_ids.append(ident)
         else:
             raise KeyFileError(f"{path}: line {number} is not an identity")
-        hrp, data = bech32_decode(line)
-        if hrp in ("age-secret-key-", "sc-x25519-secret-") and len(data) == KEY_SIZE:
-            raws.append(data)
+        if isinstance(ident, X25519SecretText):  # an X25519 key pair serves Noise too
+            raws.append(ident.secret_key().secret_bytes())
     if envelope_ids and age_ids:
         raise KeyFileError(f"{path}: mixes age and streamcrypt identities; use two files")
     if age_ids:
@@ -228,13 +235,13 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
         text = lines[0]
     text = text.strip()
     if kind == "x25519" and text.lower().startswith(("sc-x25519-pub1", "age1")):
+        recipient = (
+            _age.X25519Recipient if text.lower().startswith("age1") else _envelope.X25519Recipient
+        )
         try:
-            hrp, data = bech32_decode(text)
+            return recipient.parse(text).public_bytes()
         except StreamCryptError as exc:
-            raise KeyFileError(f"{source}: {exc}") from None
-        if hrp in ("sc-x25519-pub", "age") and len(data) == KEY_SIZE:
-            return data
-        raise KeyFileError(f"{source}: not an X25519 public key")
+            raise KeyFileError(f"{source}: not an X25519 public key: {exc}") from None
     raw = _b64_key(text, source, f"{kind} public key")
     if kind == "ed25519":
         try:
@@ -317,17 +324,17 @@ def write_key_file(path: str, text: str, *, force: bool) -> None:
             raise
         os.close(fd)
         return
-    tmp_fd, tmp = _create_temporary(path)
+    tmp_fd, tmp = create_temporary(path)
     try:
         os.fchmod(tmp_fd, 0o600)
         view = memoryview(data)
         while view:
             view = view[os.write(tmp_fd, view) :]
     except BaseException:
-        _discard(tmp_fd, tmp)
+        discard_temporary(tmp_fd, tmp)
         raise
     try:
-        _commit(tmp_fd, tmp, path)
+        commit_temporary(tmp_fd, tmp, path)
     except BaseException:
-        _discard(None, tmp)
+        discard_temporary(None, tmp)
         raise

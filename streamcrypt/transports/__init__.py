@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._asgi import EncryptionMiddleware, Unencryptable
+from ._atomic import commit_temporary, create_temporary, discard_temporary, fsync_directory
 from ._files import (
     FORMATS,
     EncryptedFile,
@@ -41,7 +42,11 @@ __all__ = [
     "FileOpener",
     "FileOptions",
     "Unencryptable",
+    "commit_temporary",
     "connect",
+    "create_temporary",
+    "discard_temporary",
+    "fsync_directory",
     "open_file",
     "remove_stale_temporaries",
     "serve",

@@ -37,8 +37,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import secrets
-import stat
 import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
@@ -68,6 +66,7 @@ from ..errors import (
     TruncatedStreamError,
     UnsupportedFormatError,
 )
+from ._atomic import commit_temporary, create_temporary, discard_temporary
 
 __all__ = [
     "FORMATS",
@@ -268,41 +267,6 @@ def _write_all(fd: int, parts: list[memoryview]) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _fsync_directory(directory: str) -> None:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    try:
-        dfd = os.open(directory, flags)
-    except OSError:  # platforms that cannot open a directory (Windows): nothing to sync
-        return
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def _create_temporary(dest: str) -> tuple[int, str]:
-    directory, name = os.path.split(os.path.abspath(dest))
-    try:
-        mode = stat.S_IMODE(os.stat(dest).st_mode)
-    except FileNotFoundError:
-        mode = None
-    while True:
-        tmp = os.path.join(directory, f".{name}.streamcrypt-{secrets.token_hex(8)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        except FileExistsError:  # pragma: no cover - 64 random bits collided
-            continue
-        break
-    if mode is not None:  # keep the permissions of the file being replaced
-        try:
-            os.fchmod(fd, mode)
-        except OSError:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-    return fd, tmp
-
-
 def _open_for_reading(path: str) -> tuple[int, int]:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -310,26 +274,6 @@ def _open_for_reading(path: str) -> tuple[int, int]:
     except BaseException:
         os.close(fd)
         raise
-
-
-def _commit(fd: int, tmp: str, dest: str) -> None:
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, dest)
-    _fsync_directory(os.path.dirname(os.path.abspath(dest)))
-
-
-def _discard(fd: int | None, tmp: str) -> None:
-    try:
-        if fd is not None:
-            os.close(fd)
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
 
 
 def _seal_batch(jobs: list[SegmentJob], out: bytearray) -> int:
@@ -520,17 +464,17 @@ class _AtomicFileSink:
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            await self._threads.run(_commit, fd, self.tmp, self._dest)
+            await self._threads.run(commit_temporary, fd, self.tmp, self._dest)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._threads.settle()
-                await self._threads.run(_discard, None, self.tmp)
+                await self._threads.run(discard_temporary, None, self.tmp)
             raise
 
     async def abort(self) -> None:
         fd, self._fd = self._fd, None
         await self._threads.settle()
-        await self._threads.run(_discard, fd, self.tmp)
+        await self._threads.run(discard_temporary, fd, self.tmp)
 
 
 class _StreamSink:
@@ -1113,7 +1057,7 @@ def open_file(
         if checked == "wb":
             enc = await threads.run(fmt.encryptor, opts)
             with anyio.CancelScope(shield=True):  # never leave a temporary behind
-                fd, tmp = await threads.run(_create_temporary, dest)
+                fd, tmp = await threads.run(create_temporary, dest)
             sink = _AtomicFileSink(dest, fd, tmp, threads)
             return EncryptedFile("wb", _Writer(enc, sink, policy))
         with anyio.CancelScope(shield=True):  # never leak the descriptor
