@@ -34,13 +34,29 @@ too. Types: ``0x00`` data, ``0x01`` close (empty plaintext: the authenticated en
 stream, sent by ``send_eof()`` and ``aclose()``). A record carries at most
 ``MAX_RECORD_DATA`` = 65519 bytes of data (the 65535-byte Noise limit minus the tag); a
 larger ``send()`` becomes several records, all sealed and handed to the transport at
-once, never held back (joined into writes of about 1 MiB). ``receive()`` returns the
+once, never held back (in writes of at most 17 records). ``receive()`` returns the
 data of every complete record already buffered that fits in ``max_bytes``, never data
 of a record whose tag has not been checked. Nonces are the Noise counters; every ``rekey_interval`` records
 (default ``DEFAULT_REKEY_INTERVAL`` = 65536, i.e. at most 4 GiB under one key) both sides
 call ``CipherState.rekey()`` on that direction, as the Noise specification describes.
 Because of the type byte and the header AD the record layer is *not* wire-compatible with
 a bare Noise transport (e.g. the ``noiseprotocol`` package); the handshake is.
+
+**Offload.** Record crypto is a pure function of (key, nonce, header, data), so large
+work runs in worker threads under ``policy=`` (an engine :class:`OffloadPolicy`; ``None``
+keeps everything on the loop thread, the wire is the same either way). On the loop thread,
+before anything is dispatched, each record gets its key and nonce in order
+(:class:`~streamcrypt.codecs.noise.FixedKeyCipher` per run of records between rekeys, and
+the CipherState moves past them), so a batch may span a rekey and a cancelled await
+cannot desynchronise the counters. A ``send()`` of at least ``inline_limit`` bytes is
+sealed in batches of ``batch_size``, ``max_in_flight`` at once, each sent as soon as it
+and those before it are sealed; a cancellation or error then breaks the stream, as for any
+send. On receive, when the complete data records already buffered hold at least
+``inline_limit`` bytes they are opened as batches in workers; a batch stops at its first
+bad record, and the records verified before it are returned before the error is raised.
+An in-flight batch survives a cancelled ``receive()`` and is returned by the next one.
+Buffered ciphertext, in workers or not, is at most one transport read (1 MiB) plus one
+record: the transport is read only when no complete record is left.
 
 Failure rules: a record that does not authenticate raises
 :class:`~streamcrypt.errors.AuthenticationError` (replays, reordering and tampering land
@@ -144,22 +160,21 @@ _MAX_HANDSHAKE_FRAME: Final = 1024
 _DATA: Final = 0
 _CLOSE: Final = 1
 _HEADER_LEN: Final = 3
-#: Records sealed on the loop go to the transport in writes of about this much data
-#: (whole records: 16 full ones).
-_SEND_BATCH: Final = (1 << 20) // MAX_RECORD_DATA * MAX_RECORD_DATA
+#: Records sealed on the loop go to the transport in writes of at most this much data:
+#: 17 full records, so that a 1 MiB ``send()`` is one write, not 16 records and a stub.
+_SEND_BATCH: Final = -(-(1 << 20) // MAX_RECORD_DATA) * MAX_RECORD_DATA
 #: ``max_bytes`` asked of the transport per receive. Ciphertext buffered by a stream
 #: (waiting to be opened, or handed to workers) is at most this plus one record: the
 #: transport is read only when no complete record is left.
 _RECV_SIZE: Final = 1 << 20
 _WIRE_OVERHEAD: Final = _HEADER_LEN + TAGLEN
 
-# The policy's inline_limit is scaled by the cipher's cost: AES-GCM runs ~3.8x faster than
-# ChaCha20-Poly1305 here (17 vs 4.5 GB/s per core), so the same hop pays only on ~4x the data.
-# Measured 2026-12-02 (2-core AMD EPYC, uvloop, both ends on one loop, bench/sockets.py):
-# a hop for a 256 KiB seal costs 146 us against 91 us inline (ChaChaPoly) and 88 us against
-# 32 us (AESGCM); offloading the bench's 256 KiB sends cut ChaChaPoly from 0.55 to 0.40 GB/s,
-# while 4 MiB sends gained (0.82 -> 0.91 GB/s) with ChaChaPoly and lost with AESGCM at 1x.
-_COST_SCALE: Final = {"ChaChaPoly": 1, "AESGCM": 4}
+# Offload threshold: the policy's inline_limit (the engine default, 1 MiB), kept after
+# measuring on 2026-12-02 (2-core AMD EPYC, uvloop, bench/sockets.py with both ends on one
+# loop, 256 MiB, medians of 4): 1 MiB sends went from 0.63 to 1.10 GB/s (ChaChaPoly) and
+# from 0.76 to 1.26 GB/s (AESGCM) when offloaded, but 256 KiB sends fell from 0.57 to
+# 0.39 GB/s (ChaChaPoly): a hop costs ~50-70 us here (146 us against 91 us inline to seal
+# 256 KiB with ChaChaPoly). With 4 MiB sends AESGCM was even (1.45 vs 1.54, noisy).
 
 #: ``(key, first nonce, records)``: consecutive records sealed or opened under one key.
 _Run = tuple[FixedKeyCipher, int, int]
@@ -649,8 +664,8 @@ class EncryptedStream(ByteStream):
         return runs, bytearray(len(data) + count * _WIRE_OVERHEAD)
 
     def _offload_limit(self, policy: OffloadPolicy) -> int:
-        """Bytes of record data from which work goes to workers (scaled by cipher cost)."""
-        return max(1, policy.inline_limit * _COST_SCALE[self._config.cipher])
+        """Bytes of record data from which work goes to workers (empty records never do)."""
+        return max(1, policy.inline_limit)
 
     async def _transport_send(self, sealed: bytearray) -> None:
         transport = self.transport_stream
