@@ -10,7 +10,12 @@ from __future__ import annotations
 import enum
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from .errors import AlreadyFinalizedError, BrokenTransformError
+from .errors import (
+    AlreadyFinalizedError,
+    BrokenTransformError,
+    InvalidParameterError,
+    StreamCryptError,
+)
 
 __all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform"]
 
@@ -58,6 +63,13 @@ class Lifecycle:
 
     def _finish(self) -> None:
         self._state = State.FINALIZED
+
+    def _break_kernel(self, exc: Exception, what: str) -> BaseException:
+        """Break on a native kernel's failure: its ``ValueError`` (bad sizes, block
+        lengths, counter limits) becomes :class:`InvalidParameterError` naming ``what``."""
+        if isinstance(exc, ValueError) and not isinstance(exc, StreamCryptError):
+            return self._break(InvalidParameterError(f"{what} refused the input: {exc}"))
+        return self._break(exc)
 
     def __or__(self, other: Transform) -> Chain:
         """``a | b``: a transform feeding ``b`` (see :class:`Chain`)."""

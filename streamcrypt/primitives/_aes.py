@@ -50,7 +50,6 @@ from ..errors import (
     InvalidParameterError,
     InvalidTagSizeError,
     LimitExceededError,
-    StreamCryptError,
     TruncatedStreamError,
 )
 from ..keys import SecretKey, constant_time_equal
@@ -207,8 +206,7 @@ class AesTransform(Lifecycle):
         return n
 
     def _fail(self, exc: Exception) -> BaseException:
-        if isinstance(exc, StreamCryptError):
-            return self._break(exc)
+        return self._break_kernel(exc, self.name)
         if isinstance(exc, ValueError):
             return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
         return self._break(exc)

@@ -31,7 +31,6 @@ from ..errors import (
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
-    StreamCryptError,
 )
 from ..keys import SecretKey
 from ._hchacha import hchacha20
@@ -182,8 +181,7 @@ class ChaCha20(Lifecycle):
         return tail
 
     def _fail(self, exc: Exception) -> BaseException:
-        if isinstance(exc, StreamCryptError):
-            return self._break(exc)
+        return self._break_kernel(exc, self.name)
         if isinstance(exc, ValueError):
             return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
         return self._break(exc)

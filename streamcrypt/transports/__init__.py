@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._asgi import EncryptionMiddleware, Unencryptable
+from ._asgi import EncryptionMiddleware
 from ._atomic import commit_temporary, create_temporary, discard_temporary, fsync_directory
 from ._files import (
     FORMATS,
@@ -15,6 +15,7 @@ from ._files import (
     open_file,
     remove_stale_temporaries,
 )
+from ._http import EncryptionSettings, Unencryptable
 from ._stream import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_REKEY_INTERVAL,
@@ -38,6 +39,7 @@ __all__ = [
     "EncryptedStream",
     "EncryptedStreamAttribute",
     "EncryptionMiddleware",
+    "EncryptionSettings",
     "FileFormat",
     "FileOpener",
     "FileOptions",
@@ -59,7 +61,6 @@ _AIOHTTP_NAMES = frozenset(
     {
         "SETTINGS_KEY",
         "EncryptedStreamResponse",
-        "EncryptionSettings",
         "decrypt_response",
         "encrypted_body",
         "setup_encryption",
@@ -68,7 +69,6 @@ _AIOHTTP_NAMES = frozenset(
 if TYPE_CHECKING:
     from ._aiohttp import SETTINGS_KEY as SETTINGS_KEY
     from ._aiohttp import EncryptedStreamResponse as EncryptedStreamResponse
-    from ._aiohttp import EncryptionSettings as EncryptionSettings
     from ._aiohttp import decrypt_response as decrypt_response
     from ._aiohttp import encrypted_body as encrypted_body
     from ._aiohttp import setup_encryption as setup_encryption

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +62,12 @@ from ..codecs.ece import (
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import InvalidParameterError, StreamCryptError, UnsupportedFormatError
 from ..keys import KeyRing
-from ._asgi import _DECRYPT_FAILED, Unencryptable
+from ._asgi import _DECRYPT_FAILED
+from ._http import EncryptionSettings, Unencryptable
 
 __all__ = [
     "SETTINGS_KEY",
     "EncryptedStreamResponse",
-    "EncryptionSettings",
     "decrypt_response",
     "encrypted_body",
     "setup_encryption",
@@ -88,36 +87,6 @@ def _codings(value: str | None) -> list[str]:
         return []
     tokens = [t.strip().lower() for t in value.split(",")]
     return [t for t in tokens if t not in ("", "identity")]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class EncryptionSettings:
-    """What :func:`setup_encryption` encrypts, and how (see its docstring)."""
-
-    keys: KeyRing
-    record_size: int = DEFAULT_RECORD_SIZE
-    include_paths: tuple[str, ...] | None = None
-    exclude_paths: tuple[str, ...] = ()
-    content_types: frozenset[str] | None = None
-    on_unencryptable: Unencryptable = "encrypt"
-    decrypt_requests: bool = True
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    policy: OffloadPolicy | None = DEFAULT_POLICY
-
-    def selects(self, path: str) -> bool:
-        """Whether requests to ``path`` are handled."""
-        if self.include_paths is not None and not any(
-            path.startswith(p) for p in self.include_paths
-        ):
-            return False
-        return not any(path.startswith(p) for p in self.exclude_paths)
-
-    def encrypts_type(self, content_type: str) -> bool:
-        """Whether a response of this media type is encrypted."""
-        if self.content_types is None:
-            return True
-        media = content_type.partition(";")[0].strip().lower()
-        return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
 
 
 #: Where :func:`setup_encryption` keeps its settings in the application.
@@ -504,23 +473,12 @@ def setup_encryption(
     The options mean what they mean for the ASGI ``EncryptionMiddleware``. Raises
     :class:`InvalidParameterError` for bad settings.
     """
-    if not isinstance(keys, KeyRing):
-        raise InvalidParameterError(
-            f"keys must be a KeyRing of 16-byte keys, not {type(keys).__name__}"
-        )
-    if on_unencryptable not in ("encrypt", "refuse"):
-        raise InvalidParameterError(
-            f"on_unencryptable must be 'encrypt' or 'refuse', not {on_unencryptable!r}"
-        )
-    EceEncryptor(keys, record_size=record_size)  # checks the record size and active key
-    settings = EncryptionSettings(
+    settings = EncryptionSettings.create(
         keys=keys,
         record_size=record_size,
-        include_paths=None if include_paths is None else tuple(include_paths),
-        exclude_paths=tuple(exclude_paths),
-        content_types=None
-        if content_types is None
-        else frozenset(t.partition(";")[0].strip().lower() for t in content_types),
+        include_paths=include_paths,
+        exclude_paths=exclude_paths,
+        content_types=content_types,
         on_unencryptable=on_unencryptable,
         decrypt_requests=decrypt_requests,
         max_record_size=max_record_size,

@@ -53,10 +53,11 @@ from ..codecs.ece import (
     encrypted_length,
 )
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
-from ..errors import InvalidParameterError, StreamCryptError, UnsupportedFormatError
+from ..errors import StreamCryptError, UnsupportedFormatError
 from ..keys import KeyRing
+from ._http import EncryptionSettings, Unencryptable
 
-__all__ = ["EncryptionMiddleware", "Unencryptable"]
+__all__ = ["EncryptionMiddleware"]
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -64,7 +65,6 @@ Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: What to do with a response a gzip middleware would pass through untouched.
-Unencryptable: TypeAlias = Literal["encrypt", "refuse"]
 _Headers: TypeAlias = list[tuple[bytes, bytes]]
 
 _log = logging.getLogger("streamcrypt.transports.asgi")
@@ -168,48 +168,21 @@ class EncryptionMiddleware:
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> None:
-        if not isinstance(keys, KeyRing):
-            raise InvalidParameterError(
-                f"keys must be a KeyRing of 16-byte keys, not {type(keys).__name__}"
-            )
-        if on_unencryptable not in ("encrypt", "refuse"):
-            raise InvalidParameterError(
-                f"on_unencryptable must be 'encrypt' or 'refuse', not {on_unencryptable!r}"
-            )
-        encrypted_length(0, record_size)  # checks the record size
-        EceEncryptor(keys, record_size=record_size)  # checks the active key now, not per request
         self.app = app
-        self.keys = keys
-        self.record_size = record_size
-        self.include_paths = None if include_paths is None else tuple(include_paths)
-        self.exclude_paths = tuple(exclude_paths)
-        self.content_types = (
-            None
-            if content_types is None
-            else frozenset(t.partition(";")[0].strip().lower() for t in content_types)
+        self.settings = EncryptionSettings.create(
+            keys=keys,
+            record_size=record_size,
+            include_paths=include_paths,
+            exclude_paths=exclude_paths,
+            content_types=content_types,
+            on_unencryptable=on_unencryptable,
+            decrypt_requests=decrypt_requests,
+            max_record_size=max_record_size,
+            policy=policy,
         )
-        self.on_unencryptable: Unencryptable = on_unencryptable
-        self.decrypt_requests = decrypt_requests
-        self.max_record_size = max_record_size
-        self.policy = policy
-
-    def selects(self, path: str) -> bool:
-        """Whether requests to ``path`` are handled (encrypted) by this middleware."""
-        if self.include_paths is not None and not any(
-            path.startswith(p) for p in self.include_paths
-        ):
-            return False
-        return not any(path.startswith(p) for p in self.exclude_paths)
-
-    def encrypts_type(self, content_type: bytes | None) -> bool:
-        """Whether a response of this ``Content-Type`` is encrypted."""
-        if self.content_types is None:
-            return True
-        media = (content_type or b"").decode("latin-1").partition(";")[0].strip().lower()
-        return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.selects(scope.get("path", "")):
+        if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         await _Responder(self, scope, receive, send).run()
@@ -222,7 +195,8 @@ class _DecryptingReceive:
         self._receive = receive
         self._ready: deque[bytes] = deque()
         self._feeder: Feeder = pipeline(
-            EceDecryptor(mw.keys, max_record_size=mw.max_record_size), policy=mw.policy
+            EceDecryptor(mw.settings.keys, max_record_size=mw.settings.max_record_size),
+            policy=mw.settings.policy,
         ).feeder(self._collect)
         self._complete = False  # the whole body authenticated
         self._final_given = False
@@ -283,7 +257,7 @@ class _Responder:
         headers: _Headers = list(self.scope.get("headers", []))
         scope = self.scope
         receive = self.receive
-        if self.mw.decrypt_requests:
+        if self.mw.settings.decrypt_requests:
             codings = _codings(_get(headers, b"content-encoding"))
             if codings == [CONTENT_ENCODING.encode()]:
                 self.decrypting = _DecryptingReceive(self.receive, self.mw)
@@ -347,7 +321,9 @@ class _Responder:
             return
         headers: _Headers = list(message.get("headers", []))
         status = int(message["status"])
-        if status in _NO_BODY_STATUS or not self.mw.encrypts_type(_get(headers, b"content-type")):
+        if status in _NO_BODY_STATUS or not self.mw.settings.encrypts_type(
+            _get(headers, b"content-type")
+        ):
             self.mode = "plain"
             self.started = True
             await self.send(message)
@@ -355,7 +331,7 @@ class _Responder:
         codings = _codings(_get(headers, b"content-encoding"))
         if status == 206 or codings:
             what = "a ranged 206 answer" if status == 206 else "an already encoded body"
-            if self.mw.on_unencryptable == "refuse":
+            if self.mw.settings.on_unencryptable == "refuse":
                 await self._refuse(what)
                 return
         self.mode = "encrypt"
@@ -369,7 +345,7 @@ class _Responder:
         headers = _without(self.start["headers"], b"content-length")
         if plaintext_length is not None and not self.start.get("trailers", False):
             size = encrypted_length(
-                plaintext_length, self.mw.record_size, keyid=encryptor.header.keyid
+                plaintext_length, self.mw.settings.record_size, keyid=encryptor.header.keyid
             )
             headers.append((b"content-length", str(size).encode()))
         self.start["headers"] = headers
@@ -393,7 +369,7 @@ class _Responder:
         await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def _encryptor(self) -> EceEncryptor:
-        return EceEncryptor(self.mw.keys, record_size=self.mw.record_size)
+        return EceEncryptor(self.mw.settings.keys, record_size=self.mw.settings.record_size)
 
     async def _on_body(self, message: Message) -> None:
         if self.mode == "plain":
@@ -413,7 +389,7 @@ class _Responder:
                 self.mode = "done"
                 return
             self._set_length(len(body), encryptor)
-            data = await pipeline(encryptor, policy=self.mw.policy).collect(body)
+            data = await pipeline(encryptor, policy=self.mw.settings.policy).collect(body)
             await self._send_start()
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
             self.mode = "done"
@@ -421,7 +397,7 @@ class _Responder:
         if self.feeder is None:
             encryptor = self._encryptor()
             self._set_length(self._app_length(), encryptor)
-            self.feeder = pipeline(encryptor, policy=self.mw.policy).feeder(self._emit)
+            self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
         if body:
             await self.feeder.send(body)
         if not more:
@@ -442,7 +418,7 @@ class _Responder:
             return
         if self.mode != "encrypt":
             raise RuntimeError("ASGI app sent http.response.pathsend before http.response.start")
-        if self.mw.on_unencryptable == "refuse":
+        if self.mw.settings.on_unencryptable == "refuse":
             await self._refuse("a file path send")
             return
         if self.feeder is not None:
@@ -452,7 +428,7 @@ class _Responder:
         app_length = self._app_length()
         encryptor = self._encryptor()
         self._set_length(size if app_length is None or app_length == size else None, encryptor)
-        self.feeder = pipeline(encryptor, policy=self.mw.policy).feeder(self._emit)
+        self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
         if not self.head:
             async with await anyio.open_file(path, "rb") as file:
                 while chunk := await file.read(_FILE_CHUNK):
