@@ -979,3 +979,17 @@ async def test_cancelled_receive_keeps_the_batch_in_flight(pool: CountingPool) -
 async def test_policy_option_is_checked() -> None:
     with pytest.raises(InvalidParameterError, match="OffloadPolicy or None"):
         await EncryptedStream.wrap(_mem_pair()[0], psk=bytes(32), policy="fast")  # type: ignore[arg-type]
+
+
+async def test_small_work_stays_inline_large_work_offloads(pool: CountingPool) -> None:
+    policy = OffloadPolicy(inline_limit=1 << 20, batch_size=1 << 20, executor=pool)
+    client, server = await _enc(policy=policy)
+    small = random_bytes(300_000)
+    await client.send(small)
+    assert await _receive_exactly(server, len(small)) == small
+    assert pool.submitted == 0  # under the inline limit: sealed and opened on the loop
+    large = random_bytes(3 << 20)
+    await client.send(large)
+    assert pool.submitted == 3  # three 1 MiB batches (rounded up to whole records)
+    assert await _receive_exactly(server, len(large)) == large
+    assert pool.submitted >= 4  # the receiver opened at least one buffered run in a worker

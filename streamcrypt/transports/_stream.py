@@ -55,8 +55,9 @@ send. On receive, when the complete data records already buffered hold at least
 ``inline_limit`` bytes they are opened as batches in workers; a batch stops at its first
 bad record, and the records verified before it are returned before the error is raised.
 An in-flight batch survives a cancelled ``receive()`` and is returned by the next one.
-Buffered ciphertext, in workers or not, is at most one transport read (1 MiB) plus one
-record: the transport is read only when no complete record is left.
+Buffered ciphertext, in workers or not, is at most one transport read (1 MiB plus the
+policy's ``inline_limit``, at most 8 MiB in all) plus one record: the transport is read
+only when no complete record is left.
 
 Failure rules: a record that does not authenticate raises
 :class:`~streamcrypt.errors.AuthenticationError` (replays, reordering and tampering land
@@ -163,10 +164,12 @@ _HEADER_LEN: Final = 3
 #: Records sealed on the loop go to the transport in writes of at most this much data:
 #: 17 full records, so that a 1 MiB ``send()`` is one write, not 16 records and a stub.
 _SEND_BATCH: Final = -(-(1 << 20) // MAX_RECORD_DATA) * MAX_RECORD_DATA
-#: ``max_bytes`` asked of the transport per receive. Ciphertext buffered by a stream
-#: (waiting to be opened, or handed to workers) is at most this plus one record: the
-#: transport is read only when no complete record is left.
+#: ``max_bytes`` asked of the transport per receive, plus the policy's ``inline_limit`` (at
+#: most ``_MAX_READ_EXTRA``) so that one read can hold a run worth offloading. Ciphertext
+#: buffered by a stream (waiting to be opened, or in workers) is at most one read plus one
+#: record: the transport is read only when no complete record is left.
 _RECV_SIZE: Final = 1 << 20
+_MAX_READ_EXTRA: Final = 7 << 20
 _WIRE_OVERHEAD: Final = _HEADER_LEN + TAGLEN
 
 # Offload threshold: the policy's inline_limit (the engine default, 1 MiB), kept after
@@ -607,7 +610,9 @@ class EncryptedStream(ByteStream):
     async def _transport_receive(self) -> bytes:
         transport = self.transport_stream
         if isinstance(transport, ByteReceiveStream):
-            return await transport.receive(_RECV_SIZE)
+            policy = self._config.policy
+            extra = 0 if policy is None else min(policy.inline_limit, _MAX_READ_EXTRA)
+            return await transport.receive(_RECV_SIZE + extra)
         return await transport.receive()
 
     def _append(self, chunk: bytes) -> None:
