@@ -41,7 +41,9 @@ def run_segmented(
         if policy is None or len(view) < policy.inline_limit or len(jobs) < 2:
             written = [job.run(piece) for job, piece in zip(jobs, slices, strict=True)]
         else:
-            futures = [policy.submit(job.run, piece) for job, piece in zip(jobs, slices, strict=True)]
+            futures = [
+                policy.submit(job.run, piece) for job, piece in zip(jobs, slices, strict=True)
+            ]
             written = [f.result() for f in futures]
     except Exception as exc:
         raise transform.fail(exc) from None
