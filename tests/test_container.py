@@ -282,3 +282,21 @@ def test_bytes_api_in_parallel_matches_inline() -> None:
     bad[len(bad) // 2] ^= 1
     with pytest.raises(AuthenticationError):
         sc.decrypt_bytes(bytes(bad), KEY, policy=policy)
+
+
+def test_random_access_to_the_end_proves_the_length() -> None:
+    """A stream cut at a segment boundary with a forged empty final segment appended has
+    a plausible length; any read reaching the end, and verify_end, must still fail."""
+    data = random.Random(9).randbytes(3 * SEG)  # 3 full segments, then an empty final one
+    ct = seal(data)
+    lay = layout(KEY, ct, len(ct))
+    lay.verify_end(lambda o, n: ct[o : o + n])
+    forged = ct[: lay.ciphertext_offset(2)] + bytes(16)  # drop a segment, forge the end
+    bad = layout(KEY, forged, len(forged))
+    assert bad.plaintext_size == 2 * SEG  # the arithmetic alone is fooled
+    for start in (0, SEG, 2 * SEG - 1):
+        with pytest.raises(AuthenticationError):
+            bad.read(lambda o, n: forged[o : o + n], start, 2 * SEG)
+    with pytest.raises(AuthenticationError):
+        bad.verify_end(lambda o, n: forged[o : o + n])
+    assert bad.read(lambda o, n: forged[o : o + n], 0, SEG) == data[:SEG]  # inner reads still work

@@ -219,3 +219,40 @@ async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolic
     await feeder.send(ct[3000:])
     await feeder.aclose()
     assert b"".join(out) == data
+
+
+@pytest.mark.parametrize(
+    "policy", [None, sc.OffloadPolicy(), THREADED], ids=["inline", "default", "threads"]
+)
+async def test_chained_segmented_stages_rekey_exactly(policy: OffloadPolicy | None) -> None:
+    """decrypt | encrypt under another key: the downstream stage must never keep views of
+    the upstream's recycled output buffers (this once sealed overwritten plaintext)."""
+    other = bytes(range(32, 64))
+    data = random.Random(15).randbytes(24 << 20)
+    ct = sc.encrypt_bytes(data, KEY)
+    rekeyed = await sc.pipeline(
+        StreamDecryptor(KEY), StreamEncryptor(other), policy=policy
+    ).collect(ct)
+    assert sc.decrypt_bytes(rekeyed, other) == data
+    twice = sc.encrypt_bytes(sc.encrypt_bytes(data, other), KEY)
+    chain = sc.pipeline(StreamDecryptor(KEY), StreamDecryptor(other), policy=policy)
+    assert await chain.collect(twice) == data
+
+
+async def test_header_is_read_off_the_event_loop() -> None:
+    """Reading a header may run scrypt or Argon2id: the engine does it on a worker."""
+    import threading
+
+    on_loop: list[bool] = []
+    loop_thread = threading.current_thread()
+
+    class Spy(StreamDecryptor):
+        def feed(self, data: bytes | bytearray | memoryview) -> list:  # type: ignore[type-arg]
+            on_loop.append(threading.current_thread() is loop_thread)
+            return super().feed(data)
+
+    data = random.Random(16).randbytes(200_000)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
+    assert await sc.pipeline(Spy(KEY), policy=THREADED).collect(chunks_of(ct)) == data
+    assert on_loop[0] is False  # the header phase ran on a worker thread
+    assert all(on_loop[1:])  # after it, feed is cheap bookkeeping on the loop

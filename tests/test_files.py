@@ -204,7 +204,8 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(os, "pread", counting)
     async with open_file(path, "rb", key=KEY) as f:
         opened = sum(read)
-        assert opened <= 4096  # only the header was read at open time
+        # the header, and the final segment (10 bytes + tag) whose flag proves the length
+        assert opened <= 4096 + 10 + 16
         read.clear()
         await f.seek(50 * SEG + 10)
         assert await f.read(20) == data[50 * SEG + 10 : 50 * SEG + 30]
@@ -403,14 +404,21 @@ async def test_truncated_files(tmp_path: Path) -> None:
         with pytest.raises(error):
             async with open_file(cut_path, "rb", key=KEY):
                 pytest.fail("the body must not run")
-    # Cut inside the final segment, past its tag size: the earlier segments read, the
-    # end does not (a shortened final segment cannot be told from a tampered one).
+    # Cut inside the final segment, past its tag size: opening checks the final segment,
+    # which fails (a shortened final segment cannot be told from a tampered one).
     cut_path = tmp_path / "cut_tail.enc"
     cut_path.write_bytes(raw[:-100])
-    async with open_file(cut_path, "rb", key=KEY) as f:
-        assert await f.read(10 * SEG) == data[: 10 * SEG]
+    with pytest.raises(AuthenticationError):
+        async with open_file(cut_path, "rb", key=KEY):
+            pytest.fail("the body must not run")
+    # Cut at a segment boundary with a forged 16-byte "empty final segment" appended:
+    # the length arithmetic accepts it, the final segment's tag does not.
+    for k in (1, 5, 10):
+        forged = tmp_path / f"forged{k}.enc"
+        forged.write_bytes(raw[: hs + k * CT_SEG] + bytes(16))
         with pytest.raises(AuthenticationError):
-            await f.read()
+            async with open_file(forged, "rb", key=KEY):
+                pytest.fail("the body must not run")
     # Read front to back, a cut at a segment boundary is a truncation.
     with pytest.raises(TruncatedStreamError):
         async with EncryptedFile.wrap(

@@ -142,6 +142,8 @@ class SegmentJob:
 class SegmentedTransform(Protocol):
     """What the engine needs of a segmented transform (both directions provide it)."""
 
+    @property
+    def header_pending(self) -> bool: ...
     def take_header(self) -> bytes: ...
     def feed(self, data: Buffer) -> list[SegmentJob]: ...
     def finish(self) -> list[SegmentJob]: ...
@@ -218,6 +220,13 @@ class _Segmenter(Lifecycle):
     def take_header(self) -> bytes:
         """Bytes to emit before the first segment's output (``b""`` when there are none)."""
         return b""
+
+    @property
+    def header_pending(self) -> bool:
+        """True while a decryptor has not read its header yet: reading it may run a
+        password KDF (scrypt, Argon2id) or public-key work, so the engine does it on a
+        worker thread. Always False for an encryptor."""
+        return self._codec is None
 
     @staticmethod
     def run_all(jobs: list[SegmentJob]) -> bytes:
@@ -423,6 +432,10 @@ class SegmentLayout:
             return None
         first = self.segment_of(start)
         last = min(self.segment_of(stop - 1), self.segment_count - 1)
+        if stop >= size:
+            # A range that reaches the end also opens the final segment (possibly empty),
+            # whose last-segment flag is what proves the stream was not cut short.
+            last = self.segment_count - 1
         offset = self.ciphertext_offset(first)
         end = (
             self.stream_size if last == self.segment_count - 1 else self.ciphertext_offset(last + 1)
@@ -430,6 +443,24 @@ class SegmentLayout:
         final = last == self.segment_count - 1
         job = SegmentJob(self.codec, False, first, last - first + 1, b"", final)
         return job, offset, end - offset, start - self.plaintext_offset(first)
+
+    def final_segment(self) -> tuple[SegmentJob, int, int]:
+        """A job template opening only the final segment, its ciphertext offset and length.
+
+        Opening it proves the stream's length (truncation at a segment boundary leaves a
+        final segment that fails): readers do it once, before trusting ``plaintext_size``.
+        """
+        last = self.segment_count - 1
+        offset = self.ciphertext_offset(last)
+        return SegmentJob(self.codec, False, last, 1, b"", True), offset, self.stream_size - offset
+
+    def verify_end(self, read_at: Callable[[int, int], bytes]) -> None:
+        """Open the final segment; raises :class:`AuthenticationError` for a cut stream."""
+        job, offset, length = self.final_segment()
+        job.data = read_at(offset, length)
+        if len(job.data) != length:
+            raise TruncatedStreamError("the stream is shorter than its layout says")
+        job.run()
 
     def read(self, read_at: Callable[[int, int], bytes], start: int, stop: int) -> bytes:
         """Decrypt plaintext ``[start, stop)`` reading only the segments that cover it."""

@@ -760,6 +760,11 @@ class EnvelopeEncryptor:
     def state(self) -> State:
         return self._inner.state
 
+    @property
+    def header_pending(self) -> bool:
+        """Always False: an encryptor writes its header, it never reads one."""
+        return False
+
     def take_header(self) -> bytes:
         """The envelope and container headers, once; ``b""`` afterwards."""
         header, self._header = self._header, b""

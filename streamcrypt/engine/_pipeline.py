@@ -105,7 +105,17 @@ class _SegmentedStage:
 
     async def push(self, data: memoryview) -> None:
         await self._emit_header()
-        for job in self._stage.feed(data):
+        if not data.readonly:
+            # Jobs keep views of their input until they ran; an upstream stage's output is
+            # a view of a buffer it recycles, so it must be copied before it is kept.
+            data = memoryview(bytes(data))
+        if self._stage.header_pending and self._policy is not None:
+            # Reading a header may run scrypt or Argon2id at a cost the input chooses:
+            # never on the event loop.
+            jobs = await wait_future(self._policy.submit(self._stage.feed, data))
+        else:
+            jobs = self._stage.feed(data)
+        for job in jobs:
             self._jobs.append(job)
             self._job_bytes += job.out_size
         limit = self._policy.batch_size if self._policy is not None else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from functools import partial
 
 from .._state import Buffer
 from ..codecs.age import (
@@ -14,7 +15,7 @@ from ..codecs.age import (
     encrypt_bytes,
 )
 from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, wait_future
 from ._run import stream
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
@@ -22,7 +23,7 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 _BEGIN = b"-----BEGIN"
 
 
-def encrypt(
+async def encrypt(
     source: Source,
     recipients: Iterable[RecipientLike] = (),
     passphrase: str | Buffer | None = None,
@@ -31,9 +32,15 @@ def encrypt(
     work_factor: int = 18,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source to age recipients (or a passphrase), optionally armored."""
-    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
-    return stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy)
+    """Encrypt an async source to age recipients (or a passphrase), optionally armored.
+
+    The arguments are checked when iteration starts; a passphrase's scrypt runs on a
+    worker thread (inline only with ``policy=None``), never on the event loop.
+    """
+    make = partial(AgeEncryptor, list(recipients), passphrase, work_factor=work_factor)
+    enc = make() if policy is None else await wait_future(policy.submit(make))
+    async for piece in stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy):
+        yield piece
 
 
 async def decrypt(

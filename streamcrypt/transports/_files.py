@@ -997,6 +997,13 @@ async def _load_layout(
         want = min(size, max(need or 0, 2 * want))
     layout = await threads.run(fmt.layout, opts, head[:need], size)
     _ = layout.plaintext_size  # raises FormatError / TruncatedStreamError for a cut file
+    # The length arithmetic alone cannot tell a file cut at a segment boundary (plus a
+    # forged 16-byte tail) from a whole one: open the final segment once, up front.
+    job, offset, length = layout.final_segment()
+    job.data = await source.read_at(offset, length)
+    if len(job.data) != length:
+        raise TruncatedStreamError("the file is shorter than its header and length say")
+    await threads.run(job.run)
     return layout
 
 
