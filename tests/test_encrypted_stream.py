@@ -993,3 +993,23 @@ async def test_small_work_stays_inline_large_work_offloads(pool: CountingPool) -
     assert pool.submitted == 3  # three 1 MiB batches (rounded up to whole records)
     assert await _receive_exactly(server, len(large)) == large
     assert pool.submitted >= 4  # the receiver opened at least one buffered run in a worker
+
+
+async def test_cancelled_receive_never_drops_a_verified_record() -> None:
+    """A receive() cancelled while a complete record is buffered must leave that record
+    for the next call (once opened, a record's counter has advanced: dropping it would
+    leave a silent gap in the data)."""
+    client, server = await encrypted_stream_pair()
+    async with client, server:
+        await client.send(b"A" * 65519 + b"B" * 10)  # two records, one transport write
+        assert await server.receive(65519) == b"A" * 65519
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await server.receive()
+        assert scope.cancelled_caught
+        await client.send(b"C" * 5)
+        got = b""
+        with anyio.move_on_after(5):  # a dropped record would leave us waiting forever
+            while len(got) < 15:  # the B record first, then C (one or two calls)
+                got += await server.receive()
+        assert got == b"B" * 10 + b"C" * 5

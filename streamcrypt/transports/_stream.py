@@ -101,7 +101,7 @@ from anyio.abc import (
     TaskGroup,
     TaskStatus,
 )
-from anyio.lowlevel import checkpoint_if_cancelled
+from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from .._state import Buffer
 from ..codecs.noise import (
@@ -903,6 +903,10 @@ class EncryptedStream(ByteStream):
         return self._take_pending(max_bytes)
 
     async def _receive_record(self, max_bytes: int) -> bytes:
+        # Cancellation may strike only before a record is consumed: once one is opened
+        # (its counter advanced), the call yields with a shielded checkpoint and returns
+        # it, so a cancelled receive() never drops verified data.
+        await checkpoint_if_cancelled()
         checkpointed = False
         while True:
             if self._opening or self._offload_open():
@@ -935,7 +939,7 @@ class EncryptedStream(ByteStream):
                     raise FormatError("the close record carries data: the peer is not conformant")
                 self._eof_received = True
                 if not checkpointed:
-                    await anyio.lowlevel.checkpoint()
+                    await cancel_shielded_checkpoint()
                 raise EndOfStream
             if rtype != _DATA:
                 raise FormatError(
@@ -945,7 +949,7 @@ class EncryptedStream(ByteStream):
             if not plaintext:
                 continue
             if not checkpointed:
-                await anyio.lowlevel.checkpoint()
+                await cancel_shielded_checkpoint()
             if len(plaintext) > max_bytes:
                 self._pending = plaintext
                 self._pending_pos = 0
