@@ -119,7 +119,11 @@ class _SegmentedStage:
             self._jobs.append(job)
             self._job_bytes += job.out_size
         limit = self._policy.batch_size if self._policy is not None else 0
-        if self._jobs and self._job_bytes >= limit:
+        # Launch when one more segment would overflow the batch: a batch-sized piece of
+        # ciphertext holds a little less than a batch of plaintext, and waiting for a
+        # second piece would double the batch and halve the parallelism.
+        segment = self._jobs[-1].codec.full_ciphertext(1) if self._jobs else 0
+        if self._jobs and self._job_bytes + segment > limit:
             await self._launch()
         else:
             await self._emit_ready()
@@ -162,9 +166,11 @@ class _SegmentedStage:
         for i, buf in enumerate(self._free):
             if len(buf) >= size:
                 return self._free.pop(i)
-        # Batches differ by a segment or so: one size with headroom lets them all share.
-        floor = self._policy.batch_size + (1 << 20) if self._policy is not None else 0
-        grain = 1 << 20
+        # Batches differ by a segment or so: one size with headroom lets them all share
+        # (a batch launches before one more segment would overflow it).
+        batch = self._policy.batch_size if self._policy is not None else 0
+        floor = batch + batch // 16
+        grain = 1 << 16
         if len(self._free) > 2:
             self._free.pop(0)
         return bytearray(-(-max(size, floor) // grain) * grain)
