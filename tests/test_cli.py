@@ -502,8 +502,12 @@ def test_signed_envelope(work: Path, public: dict[str, str]) -> None:
         cwd=work,
     )  # fmt: skip
     assert enc.returncode == 0
-    ok = sc("decrypt", "-i", "id.x", "--verify-with", signer, "s.sc", cwd=work)
-    assert ok.returncode == 0 and ok.stdout == DATA
+    ok = sc("decrypt", "-i", "id.x", "--verify-with", signer, "-o", "ok.bin", "s.sc", cwd=work)
+    assert ok.returncode == 0 and (work / "ok.bin").read_bytes() == DATA
+    # The signature is checked at the end and stdout cannot be taken back: refused.
+    to_stdout = sc("decrypt", "-i", "id.x", "--verify-with", signer, "s.sc", cwd=work)
+    assert to_stdout.returncode == 2 and to_stdout.stdout == b""
+    assert b"needs -o FILE" in to_stdout.stderr
     wrong = sc("decrypt", "-i", "id.x", "--verify-with", other, "-o", "x", "s.sc", cwd=work)
     assert wrong.returncode == 1 and not (work / "x").exists()
     sealed = bytearray((work / "s.sc").read_bytes())

@@ -154,7 +154,11 @@ def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
         try:
             with open(args.passphrase_file, encoding="utf-8") as f:
                 line = f.readline().rstrip("\r\n")
-        except (OSError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError:  # its message would show a byte of the passphrase
+            raise KeyFileError(
+                f"the passphrase file {args.passphrase_file} is not valid UTF-8"
+            ) from None
+        except OSError as exc:
             raise KeyFileError(
                 f"cannot read the passphrase file {args.passphrase_file}: {describe(exc)}"
             ) from None
@@ -265,11 +269,11 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
     if fmt == "age":
         _reject(args, fmt, "suite", "segment_size", "aad", "kdf", "sign_with")
         recipients: list[_age.RecipientLike] = []
-        for text in args.recipient:
+        for number, text in enumerate(args.recipient, 1):
             try:
                 recipients.append(_age.parse_recipient(text.strip()))
-            except StreamCryptError as exc:
-                raise KeyFileError(f"recipient {text.strip()[:24]!r}...: {exc}") from None
+            except StreamCryptError as exc:  # never echo it: it may be a secret key
+                raise KeyFileError(f"-r recipient number {number} does not parse: {exc}") from None
         for kf in keys.identity_files():
             kf.require("age", purpose="age encryption needs age identities or age1... recipients")
             recipients.extend(ident.recipient for ident in kf.age_identities)
@@ -320,11 +324,11 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
             "-r sc-x25519-pub1... recipients, -i identity files or --passphrase"
         )
     env_recipients: list[_envelope.RecipientLike] = []
-    for text in args.recipient:
+    for number, text in enumerate(args.recipient, 1):
         try:
             env_recipients.append(_envelope.parse_recipient(text.strip()))
-        except StreamCryptError as exc:
-            raise KeyFileError(f"recipient {text.strip()[:24]!r}...: {exc}") from None
+        except StreamCryptError as exc:  # never echo it: it may be a secret key
+            raise KeyFileError(f"-r recipient number {number} does not parse: {exc}") from None
     for kf in keys.identity_files():
         kf.require("x25519", purpose="the native format needs streamcrypt identities")
         env_recipients.extend(ident.recipient for ident in kf.envelope_identities)
@@ -381,6 +385,14 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
     aad = _aad(args)
     verify = None
     if args.verify_with:
+        if args.output in (None, "-"):
+            # The signature covers the whole stream and is checked at its end, while
+            # standard output cannot be taken back: a co-recipient holding the file key
+            # could forge every segment before it. Only an atomic output file is safe.
+            raise _usage(
+                "--verify-with needs -o FILE: the signature is checked at the end of the "
+                "stream, and standard output cannot be taken back"
+            )
         verify = parse_public_key(args.verify_with, kind="ed25519")
 
     def build(head: bytes) -> list[Transform]:
@@ -513,8 +525,8 @@ def _run(
                     if decrypting and isinstance(out, StdoutOutput) and out.written:
                         raise CliError(
                             f"decryption failed ({describe(exc)}) after {out.written} bytes "
-                            "of verified plaintext were written to standard output: the "
-                            "output is incomplete, discard it",
+                            "of authenticated plaintext were written to standard output: "
+                            "the output is incomplete, discard it",
                             exit_code(exc),
                         ) from exc
                     raise

@@ -324,9 +324,8 @@ def write_key_file(path: str, text: str, *, force: bool) -> None:
             raise
         os.close(fd)
         return
-    tmp_fd, tmp = create_temporary(path)
+    tmp_fd, tmp = create_temporary(path, mode=0o600)  # owner-only from creation on
     try:
-        os.fchmod(tmp_fd, 0o600)
         view = memoryview(data)
         while view:
             view = view[os.write(tmp_fd, view) :]

@@ -51,8 +51,11 @@ deferred: they are raised only if no stanza opens.
 Signed streams (encrypt-then-sign): the signature covers every byte before it. The
 decryptor holds back the last 64 bytes, hashes everything else as it passes, and with
 ``verify_with`` checks the signature in ``finish()`` *before* it hands out the final
-segment, so the stream is never reported complete unverified (earlier segments come out
-as each verifies). A signed stream read without ``verify_with`` decrypts; its signature
+segment, so the stream is never reported complete unverified. Earlier segments come out
+as each passes its AEAD tag, which proves only that a holder of the file key (any
+recipient) wrote them: a consumer that needs the signer's word must hold the output back
+until ``finalize()`` returned (the CLI refuses ``--verify-with`` to standard output for
+this reason, and writes files atomically). A signed stream read without ``verify_with`` decrypts; its signature
 is then ignored (the content is still authenticated by the AEAD, as coming from a
 holder of the file key: any recipient). ``verify_with`` on an unsigned stream, or on a
 stream that names another signer, raises :class:`InvalidSignatureError` at the header.

@@ -739,6 +739,10 @@ class NoiseHandshake(Lifecycle):
             )
         psk_mode = self._protocol.pattern.psk_count > 0
         pos = 0
+        # The message's later DH tokens need the peer keys it carries, so they are set as
+        # they arrive, and put back if the message fails: a refused message must not leave
+        # a remote static key the peer never proved it holds.
+        prev_re, prev_rs = self._re, self._rs
         try:
             for token in self._protocol.pattern.messages[self._index]:
                 if token == "e":
@@ -757,6 +761,7 @@ class NoiseHandshake(Lifecycle):
                     ss.mix_key(self._dh_for(token))
             payload = ss.decrypt_and_hash(data[pos:])
         except StreamCryptError as exc:
+            self._re, self._rs = prev_re, prev_rs
             raise self._break(
                 HandshakeError(
                     f"Noise handshake message {self._index} of {self._protocol.name} was "

@@ -65,6 +65,14 @@ class Ed25519PublicKey:
         raw = _bytes_of(data, "an Ed25519 public key")
         if len(raw) != _KEY:
             raise InvalidPublicKeyError(f"an Ed25519 public key must be 32 bytes, got {len(raw)}")
+        # OpenSSL verifies under a small-order key, where one forged signature (R the
+        # identity, S = 0) passes for every message; libsodium's check refuses such keys,
+        # points off the curve and non-canonical encodings.
+        if not _sodium.crypto_core_ed25519_is_valid_point(raw):
+            raise InvalidPublicKeyError(
+                "not a valid Ed25519 public key: off the curve, of small order, or "
+                "not canonically encoded"
+            )
         self._raw = raw
         self._key = ed25519.Ed25519PublicKey.from_public_bytes(raw)
 

@@ -29,20 +29,41 @@ def fsync_directory(directory: str) -> None:
         os.close(dfd)
 
 
-def create_temporary(dest: str) -> tuple[int, str]:
-    directory, name = os.path.split(os.path.abspath(dest))
+def _umask_default() -> int:
+    """The mode a new file would get (0o666 less the umask), read without os.umask()
+    (which changes process-wide state under other threads' feet)."""
     try:
-        mode = stat.S_IMODE(os.stat(dest).st_mode)
-    except FileNotFoundError:
-        mode = None
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o644
+
+
+def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
+    """Open a new temporary file beside ``dest``; return its descriptor and path.
+
+    It is created readable by its owner only and then given its final mode: ``mode`` if
+    given, else the mode of the file it will replace, else the umask default. Widening an
+    empty file leaks nothing; narrowing after writing would (an early ``open`` keeps
+    access), so nothing is ever narrowed.
+    """
+    directory, name = os.path.split(os.path.abspath(dest))
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(dest).st_mode)
+        except FileNotFoundError:
+            mode = _umask_default()
     while True:
         tmp = os.path.join(directory, f".{name}.streamcrypt-{secrets.token_hex(8)}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:  # pragma: no cover - 64 random bits collided
             continue
         break
-    if mode is not None:  # keep the permissions of the file being replaced
+    if mode != 0o600:
         try:
             os.fchmod(fd, mode)
         except OSError:
