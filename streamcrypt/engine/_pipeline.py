@@ -58,37 +58,20 @@ Sink: TypeAlias = ByteSendStream | Callable[[memoryview], Awaitable[Any]]
 _Push = Callable[[memoryview], Awaitable[None]]
 
 
-#: What a batch gives back: bytes written into its buffer, the first failure, and (when
-#: the output leaves the engine as ``bytes``) those bytes, detached on the worker.
-_Result = tuple[int, BaseException | None, bytes | None]
-
-
-def _run_batch(jobs: list[SegmentJob], out: bytearray, detach: bool) -> _Result:
+def _run_batch(jobs: list[SegmentJob], out: bytearray) -> tuple[int, BaseException | None]:
     """Worker body: run jobs back to back into ``out``; stop at the first failure.
 
     Returns the bytes written and the failure, so that everything before a failed
-    segment (all of it verified) is still released, in order, before the error. With
-    ``detach``, also a ``bytes`` copy of the output, made here on the worker (in parallel)
-    rather than on the event loop, so ``out`` can be reused at once.
+    segment (all of it verified) is still released, in order, before the error.
     """
     view = memoryview(out)
     pos = 0
-    error: BaseException | None = None
     for job in jobs:
         done, error = job.run_partial(view[pos : pos + job.out_size])
         pos += len(done)
         if error is not None:
-            break
-    return pos, error, bytes(view[:pos]) if detach else None
-
-
-def _as_bytes(view: memoryview) -> bytes:
-    """``bytes`` of ``view``: the object itself when it already is all of a bytes (a batch
-    detached on its worker), else a copy (the view's buffer is about to be reused)."""
-    obj = view.obj
-    if isinstance(obj, bytes) and len(view) == len(obj):
-        return obj
-    return bytes(view)
+            return pos, error
+    return pos, None
 
 
 class _Batch:
@@ -97,25 +80,19 @@ class _Batch:
     def __init__(self, jobs: list[SegmentJob], out: bytearray) -> None:
         self.jobs = jobs
         self.out = out
-        self.future: Future[_Result] | None = None
-        self.result: _Result | None = None
+        self.future: Future[tuple[int, BaseException | None]] | None = None
+        self.result: tuple[int, BaseException | None] | None = None
 
 
 class _SegmentedStage:
     """Runs a segmented transform's jobs in ordered, bounded, parallel batches."""
 
     def __init__(
-        self,
-        stage: SegmentedTransform,
-        policy: OffloadPolicy | None,
-        push: _Push,
-        *,
-        detach: bool = False,
+        self, stage: SegmentedTransform, policy: OffloadPolicy | None, push: _Push
     ) -> None:
         self._stage = stage
         self._policy = policy
         self._push = push
-        self._detach = detach  # output leaves as bytes: copy it on the worker
         self._jobs: list[SegmentJob] = []
         self._job_bytes = 0
         self._in_flight: deque[_Batch] = deque()
@@ -204,9 +181,9 @@ class _SegmentedStage:
         self._jobs, self._job_bytes = [], 0
         policy = self._policy
         if policy is None or size < policy.inline_limit:
-            batch.result = _run_batch(batch.jobs, batch.out, self._detach)
+            batch.result = _run_batch(batch.jobs, batch.out)
         else:
-            batch.future = policy.submit(_run_batch, batch.jobs, batch.out, self._detach)
+            batch.future = policy.submit(_run_batch, batch.jobs, batch.out)
         self._in_flight.append(batch)
         window = policy.max_in_flight if policy is not None else 1
         while len(self._in_flight) >= window:
@@ -228,9 +205,9 @@ class _SegmentedStage:
         # One checkpoint per batch (~1 MiB inline, a batch offloaded): the event loop
         # gets a turn even when every future was already done.
         await anyio.lowlevel.checkpoint()
-        written, error, detached = batch.result
+        written, error = batch.result
         if written:
-            await self._push(memoryview(detached if detached is not None else batch.out)[:written])
+            await self._push(memoryview(batch.out)[:written])
         self._free.append(batch.out)
         if error is not None:
             self._in_flight.clear()
@@ -319,13 +296,12 @@ class Pipeline:
     def __or__(self, other: Transform) -> Pipeline:
         return Pipeline(*self.stages, other, policy=self.policy)
 
-    def _build(self, push: _Push, *, detach: bool = False) -> list[_SegmentedStage | _PlainStage]:
-        """Runners from last to first; ``detach``: the last stage's output leaves as bytes."""
+    def _build(self, push: _Push) -> list[_SegmentedStage | _PlainStage]:
         runners: list[_SegmentedStage | _PlainStage] = []
         for stage in reversed(self.stages):
             runner: _SegmentedStage | _PlainStage
             if isinstance(stage, SegmentedTransform):
-                runner = _SegmentedStage(stage, self.policy, push, detach=detach and not runners)
+                runner = _SegmentedStage(stage, self.policy, push)
             else:
                 runner = _PlainStage(stage, self.policy, push)
             runners.append(runner)
@@ -333,8 +309,8 @@ class Pipeline:
         runners.reverse()
         return runners
 
-    async def _drive(self, source: Source, push: _Push, *, detach: bool = False) -> None:
-        runners = self._build(push, detach=detach)
+    async def _drive(self, source: Source, push: _Push) -> None:
+        runners = self._build(push)
         first = runners[0]
         async with aclosing(_chunks(source, self._piece_size)) as pieces:
             async for piece in pieces:
@@ -360,9 +336,9 @@ class Pipeline:
         ready: deque[bytes] = deque()
 
         async def collect(view: memoryview) -> None:
-            ready.append(_as_bytes(view))
+            ready.append(bytes(view))
 
-        runners = self._build(collect, detach=True)
+        runners = self._build(collect)
         first = runners[0]
         error: Exception | None = None
         async with aclosing(_chunks(source, self._piece_size)) as pieces:
@@ -390,9 +366,9 @@ class Pipeline:
         parts: list[bytes] = []
 
         async def add(view: memoryview) -> None:
-            parts.append(_as_bytes(view))
+            parts.append(bytes(view))
 
-        await self._drive(source, add, detach=True)
+        await self._drive(source, add)
         return b"".join(parts)
 
     def __repr__(self) -> str:
