@@ -38,8 +38,9 @@ T = TypeVar("T")
 
 # Measured 2026-12-02 on the project's 2-core AMD EPYC (VAES, AVX-512); `make bench`,
 # section "engine", repeats these. A hop as done here (executor submit, then a wake through
-# the loop's thread-safe scheduler) costs 29 us (uvloop), 55 us (asyncio), 73 us (trio),
-# medians; anyio.to_thread costs 130-200 us. Sealing 64 KiB costs 3.8 us with AES-256-GCM
+# the loop's thread-safe scheduler) costs 29-54 us (uvloop), 55-89 us (asyncio), 68-73 us
+# (trio), medians over runs; anyio.to_thread measured 37-200 us (it blocks a thread while
+# waiting, and takes no Executor). Sealing 64 KiB costs 3.8 us with AES-256-GCM
 # (17 GB/s hot, ~9 GB/s streaming from memory) and 14.6 us with ChaCha20-Poly1305
 # (4.5 GB/s). Below 1 MiB of work a hop is not worth it.
 DEFAULT_INLINE_LIMIT = 1 << 20
