@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 KEY = bytes(range(32))
 # Tiny batches and no inline limit, so that small tests exercise the worker path.
-THREADED = OffloadPolicy(batch_size=16 << 10, inline_limit=0, max_in_flight=3)
+THREADED = OffloadPolicy(batch_size=16 << 10, inline_limit=0, max_in_flight=3, adaptive=False)
 POLICIES = [pytest.param(None, id="inline"), pytest.param(THREADED, id="threads")]
 
 
@@ -66,7 +66,7 @@ async def test_user_executor_and_sink_callback() -> None:
         got.append(bytes(view))
 
     with ThreadPoolExecutor(2) as pool:
-        policy = OffloadPolicy(batch_size=8192, inline_limit=0, executor=pool)
+        policy = OffloadPolicy(batch_size=8192, inline_limit=0, executor=pool, adaptive=False)
         await sc.pipeline(StreamEncryptor(KEY, segment_size=1024), policy=policy).run(
             chunks_of(data), sink
         )
@@ -207,7 +207,7 @@ async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolic
     async def sink(view: memoryview) -> None:
         out.append(bytes(view))
 
-    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0) if policy is not None else None
+    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0, adaptive=False) if policy is not None else None
     feeder = sc.pipeline(StreamDecryptor(KEY), policy=big).feeder(sink)
     data = random.Random(14).randbytes(5000)
     ct = sc.encrypt_bytes(data, KEY, segment_size=1024)

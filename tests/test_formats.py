@@ -16,7 +16,7 @@ from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
 
 pytestmark = pytest.mark.anyio
 
-THREADED = OffloadPolicy(batch_size=32 << 10, inline_limit=0)
+THREADED = OffloadPolicy(batch_size=32 << 10, inline_limit=0, adaptive=False)
 DATA = random.Random(1).randbytes(300_000)
 KEY32 = bytes(range(32))
 KEY16 = bytes(range(16))
