@@ -5,30 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ._state import Buffer
-from .codecs._segmented import SegmentedTransform
 from .codecs.container import DEFAULT_SEGMENT_SIZE, KeyLike, StreamDecryptor, StreamEncryptor
-from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_all
+from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "run_segmented"]
-
-
-def run_segmented(
-    transform: SegmentedTransform, data: Buffer, policy: OffloadPolicy | None = DEFAULT_POLICY
-) -> bytes:
-    """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
-
-    Synchronous: the calling thread runs segments itself while helper threads take
-    others (:func:`~streamcrypt.engine.run_all`); the output is written once, into the
-    ``bytes`` returned. Errors come out after nothing is returned (one-shot calls
-    release all or nothing).
-    """
-    view = memoryview(data).cast("B")
-    try:
-        jobs = transform.feed(view)
-        jobs += transform.finish()
-        return run_all(jobs, policy, head=transform.take_header())
-    except Exception as exc:
-        raise transform.fail(exc) from None
 
 
 def encrypt_bytes(

@@ -574,7 +574,7 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
 
         return wrapper
 
-    for name in ("pread", "write", "fsync", "replace", "open", "fstat", "close"):
+    for name in ("pread", "write", "writev", "fsync", "replace", "open", "fstat", "close"):
         monkeypatch.setattr(os, name, spy(name, getattr(os, name)))
     path = tmp_path / "t.enc"
     data = plaintext(3 * SEG)
@@ -582,7 +582,7 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
     async with open_file(path, "rb", key=KEY, policy=None) as f:
         assert await f.read() == data
     names = {name for name, _ in calls}
-    assert {"pread", "write", "fsync", "replace", "open"} <= names
+    assert {"pread", "writev", "fsync", "replace", "open"} <= names
     assert all(ident != loop_thread for _, ident in calls), calls
 
 

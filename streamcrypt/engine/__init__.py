@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ._adaptive import INLINE_BATCH, Controller
-from ._batches import CLAIM_SIZE, Emit, Job, OrderedBatches, fresh_bytes, run_all
+from ._batches import (
+    CLAIM_SIZE,
+    Emit,
+    Job,
+    OrderedBatches,
+    fresh_bytes,
+    run_all,
+    run_segmented,
+)
 from ._offload import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_INLINE_LIMIT,
@@ -35,5 +43,6 @@ __all__ = [
     "fresh_bytes",
     "pipeline",
     "run_all",
+    "run_segmented",
     "wait_future",
 ]

@@ -46,9 +46,10 @@ from typing import Protocol, TypeAlias
 import anyio.lowlevel
 
 from .._state import Buffer
+from ..codecs._segmented import SegmentedTransform
 from ..errors import BrokenTransformError
 from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
-from ._offload import OffloadPolicy, wait_future
+from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
 
 __all__ = [
     "CLAIM_SIZE",
@@ -57,6 +58,7 @@ __all__ = [
     "OrderedBatches",
     "fresh_bytes",
     "run_all",
+    "run_segmented",
 ]
 
 #: Bytes of work a thread claims at a time inside a batch: small enough that the loop can
@@ -81,9 +83,9 @@ class Job(Protocol):
         ...
 
 
-#: Receives each batch's output in order: ``bytes`` it may keep, or (reuse mode) a view
-#: it must be done with before it returns.
-Emit: TypeAlias = Callable[[Buffer], Awaitable[object]]
+#: Receives each batch's output in order, in pieces: ``bytes`` it may keep, or (reuse mode)
+#: views it must be done with before it returns.
+Emit: TypeAlias = Callable[[list[Buffer]], Awaitable[object]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,30 +149,37 @@ def _pieces(jobs: Iterable[Job]) -> Iterable[Job]:
 
 
 class _Batch:
-    """Jobs, the output slot of each, and what running them gave."""
+    """Jobs, where each writes, and what running them gave.
+
+    Consecutive jobs share an output *group*: one buffer they fill side by side, handed
+    out whole once every job of the group filled its slot.
+    """
 
     __slots__ = (
         "claims",
         "failed_at",
         "future",
+        "groups",
         "handed",
         "jobs",
-        "obj",
-        "offsets",
+        "lent",
         "results",
-        "size",
-        "view",
+        "slots",
     )
 
-    def __init__(self, jobs: list[Job], obj: Buffer | None, view: memoryview) -> None:
+    def __init__(
+        self, jobs: list[Job], groups: list[_Group], lent: bytearray | None = None
+    ) -> None:
         self.jobs = jobs
-        offsets = [0]
-        for job in jobs:
-            offsets.append(offsets[-1] + job.out_size)
-        self.offsets = offsets
-        self.size = offsets[-1]
-        self.obj = obj
-        self.view = view
+        self.groups = groups
+        #: The recycled buffer the groups are views of (reuse mode), or None.
+        self.lent = lent
+        self.slots: list[memoryview] = []
+        for group in groups:
+            pos = 0
+            for job in jobs[group.first : group.end]:
+                self.slots.append(group.view[pos : pos + job.out_size])
+                pos += job.out_size
         self.results: list[tuple[int, Exception | None] | None] = [None] * len(jobs)
         self.claims = itertools.count()
         #: A hint of how many claims were handed out (racy, never above the truth).
@@ -191,16 +200,15 @@ class _Batch:
         atomic under the GIL, so every job runs exactly once whoever claims it; a job
         claimed before a failure of a later one still runs (its output comes first).
         """
-        jobs, results, view, offsets = self.jobs, self.results, self.view, self.offsets
+        jobs, results, slots = self.jobs, self.results, self.slots
         n = len(jobs)
         ran = done = 0
         for i in self.claims:
             self.handed = max(self.handed, i + 1)
             if i >= n or i > self.failed_at:
                 break
-            start, stop = offsets[i], offsets[i + 1]
             try:
-                result = jobs[i].run_into(view[start:stop])
+                result = jobs[i].run_into(slots[i])
             except Exception as exc:  # a job must not raise; if one does, it failed
                 result = (0, exc)
             results[i] = result
@@ -208,30 +216,67 @@ class _Batch:
             if result[1] is not None:
                 self.failed_at = min(self.failed_at, i)
                 break
-            done += stop - start
+            done += len(slots[i])
             if budget is not None and done >= budget:
                 break
         return ran
 
-    def collect(self) -> tuple[Buffer, Exception | None, bool]:
-        """The output in order, the first failure, and whether the output is exactly the
-        whole slot area (every job filled its slot: the buffer itself can be handed out)."""
-        parts: list[memoryview] = []
-        error: Exception | None = None
-        whole = True
-        view, offsets = self.view, self.offsets
-        for i, result in enumerate(self.results):
-            assert result is not None  # every job before a failure ran
-            written, error = result
-            if written != offsets[i + 1] - offsets[i]:
-                whole = False
-            parts.append(view[offsets[i] : offsets[i] + written])
+    def collect(self) -> tuple[list[Buffer], Exception | None]:
+        """The output of each group in order, up to the first failure (then the verified
+        part of the failing job is the last piece), and that failure.
+
+        A group whose jobs all filled their slots is handed out as its own buffer (a fresh
+        ``bytes``, or a view of a lent buffer); otherwise its pieces are joined (copied).
+        """
+        parts: list[Buffer] = []
+        results, slots = self.results, self.slots
+        for group in self.groups:
+            pieces: list[memoryview] = []
+            error: Exception | None = None
+            for i in range(group.first, group.end):
+                result = results[i]
+                assert result is not None  # every job before a failure ran
+                written, error = result
+                pieces.append(slots[i][:written])
+                if error is not None:
+                    break
+            if error is None and all(
+                len(p) == len(slots[group.first + k]) for k, p in enumerate(pieces)
+            ):
+                parts.append(group.handed_out())
+            else:
+                parts.append(b"".join(pieces))
             if error is not None:
-                whole = False
-                break
-        if whole:
-            return view[: self.size], None, True
-        return b"".join(parts), error, False
+                return parts, error
+        return parts, None
+
+
+class _Group:
+    """The buffer a run of consecutive jobs ``[first, end)`` writes into."""
+
+    __slots__ = ("end", "first", "owner", "view")
+
+    def __init__(self, first: int, end: int, owner: Buffer | None, view: memoryview) -> None:
+        self.first = first
+        self.end = end
+        self.owner = owner  # a fresh object to hand out, or None: ``view`` is lent
+        self.view = view
+
+    def handed_out(self) -> Buffer:
+        return self.view if self.owner is None else finish_fresh(self.owner)
+
+
+def _fresh_groups(jobs: list[Job], piece: int) -> list[_Group]:
+    """Groups of consecutive jobs of about ``piece`` bytes, each with a fresh object."""
+    groups: list[_Group] = []
+    first = size = 0
+    for i, job in enumerate(jobs):
+        size += job.out_size
+        if size >= piece or i == len(jobs) - 1:
+            owner, view = fresh_bytes(size)
+            groups.append(_Group(first, i + 1, owner, view))
+            first, size = i + 1, 0
+    return groups
 
 
 class OrderedBatches:
@@ -241,7 +286,9 @@ class OrderedBatches:
     recycled buffers instead of fresh ``bytes`` (the consumer must be done with each
     view before it asks for the next); ``fail`` turns a job's failure into what the
     owner raises (e.g. ``transform.fail``, which marks the transform broken);
-    ``always_offload`` sends every batch to a worker (jobs that do blocking I/O).
+    ``always_offload`` sends every batch to a worker (jobs that do blocking I/O);
+    ``piece``: the size of the new objects fresh output comes in (consecutive jobs share
+    one; see docs/ENGINE.md for why about 256 KiB).
     """
 
     def __init__(
@@ -252,7 +299,9 @@ class OrderedBatches:
         reuse: bool = False,
         fail: Callable[[BaseException], BaseException] = lambda exc: exc,
         always_offload: bool = False,
+        piece: int = CLAIM_SIZE,
     ) -> None:
+        self.piece = piece
         self._policy = policy
         self._always = always_offload and policy is not None
         self._control = (
@@ -268,6 +317,7 @@ class OrderedBatches:
         self._lent: bytearray | None = None
         self._failure: BaseException | None = None
         self._abandoned: list[Future[int]] = []
+        self._held_loop = 0  # bytes run inline since the loop last got a turn
 
     # -- state --------------------------------------------------------------------------
 
@@ -360,8 +410,7 @@ class OrderedBatches:
         jobs = queued[:count]
         del queued[:count]
         self._queued_bytes -= size
-        obj, view = self._output(size)
-        batch = _Batch(jobs, obj, view)
+        batch = self._batch(jobs, size)
         control = self._control
         if self._always or (control is not None and control.launch(size)):
             assert self._policy is not None
@@ -405,43 +454,38 @@ class OrderedBatches:
                     pass
         self._abandoned.clear()
 
-    def pop(self) -> tuple[Buffer, BaseException | None]:
-        """The oldest finished batch's output and its failure (then the scheduler is
-        broken and the failure, passed through ``fail``, is returned to raise)."""
+    def pop(self) -> tuple[list[Buffer], BaseException | None]:
+        """The oldest finished batch's output (in pieces, in order) and its failure (then
+        the scheduler is broken and the failure, passed through ``fail``, is returned to
+        raise). In reuse mode the pieces are views valid until the next ``pop``."""
         self._check()
         batch = self._window.popleft()
         if self._lent is not None:
             self._free.append(self._lent)
-            self._lent = None
-        out, error, whole = batch.collect()
-        if whole:
-            if self._reuse:
-                assert isinstance(batch.obj, bytearray)
-                self._lent = batch.obj
-            else:
-                assert batch.obj is not None
-                out = finish_fresh(batch.obj)
-        batch.view.release()
+        parts, error = batch.collect()
+        self._lent = batch.lent
         if error is not None:
             failure = self._fail(error)
             self._break(failure)
-            return out, failure
-        return out, None
+            return parts, failure
+        return parts, None
 
-    def _output(self, size: int) -> tuple[Buffer, memoryview]:
+    def _batch(self, jobs: list[Job], size: int) -> _Batch:
         if not self._reuse:
-            return fresh_bytes(size)
-        for i, buf in enumerate(self._free):
-            if len(buf) >= size:
-                del self._free[i]
-                return buf, memoryview(buf)[:size]
-        if len(self._free) > self._window_max:
-            self._free.pop(0)
-        # Batches differ by a piece or so: one size with headroom lets them all share.
-        grain = 1 << 16
-        target = self._batch_size()
-        buf = bytearray(-(-max(size, target + target // 16) // grain) * grain)
-        return buf, memoryview(buf)[:size]
+            return _Batch(jobs, _fresh_groups(jobs, self.piece))
+        buf = None
+        for i, candidate in enumerate(self._free):
+            if len(candidate) >= size:
+                buf = self._free.pop(i)
+                break
+        if buf is None:
+            if len(self._free) > self._window_max:
+                self._free.pop(0)
+            # Batches differ by a piece or so: one size with headroom lets them all share.
+            grain = 1 << 16
+            target = self._batch_size()
+            buf = bytearray(-(-max(size, target + target // 16) // grain) * grain)
+        return _Batch(jobs, [_Group(0, len(jobs), None, memoryview(buf)[:size])], buf)
 
     # -- high level: async drivers that emit in order -------------------------------------
 
@@ -483,13 +527,17 @@ class OrderedBatches:
             await self._emit_one(emit)
 
     async def _emit_one(self, emit: Emit) -> None:
-        offloaded = self._window[0].future is not None
+        head = self._window[0]
+        yields = head.future is not None and not head.future.done()  # wait() will wait
         await self.wait()
         out, error = self.pop()
-        if not offloaded and not self.idle:
-            # Between inline batches the loop gets a turn (waiting gave it one otherwise).
+        self._held_loop = 0 if yields else self._held_loop + sum(map(len, head.slots))
+        if self._held_loop >= INLINE_BATCH:
+            # After a batch's worth of inline work the loop gets a turn, even when the
+            # source and the consumer never yield to it themselves.
+            self._held_loop = 0
             await anyio.lowlevel.checkpoint()
-        if out:
+        if any(out):
             await emit(out)
         if error is not None:
             raise error
@@ -516,7 +564,8 @@ def run_all(
     size = sum(job.out_size for job in pieces)
     obj, full = fresh_bytes(len(head) + size)
     full[: len(head)] = head
-    batch = _Batch(pieces, obj, full[len(head) :])
+    # One group over the whole object, head included in what it hands out.
+    batch = _Batch(pieces, [_Group(0, len(pieces), obj, full[len(head) :])])
     verdict = _ONESHOT.setdefault(site, OneShotVerdict())
     helpers: list[Future[int]] = []
     if (
@@ -535,13 +584,29 @@ def run_all(
         helped += future.result()
     if helpers:
         verdict.record(helped / max(1, helped + mine))
-    try:
-        out, error, whole = batch.collect()
-    finally:
-        batch.view.release()
-        full.release()
+    parts, error = batch.collect()
     if error is not None:
         raise error
-    if whole:
+    written = sum(result[0] for result in batch.results if result is not None)
+    if written == size:  # every piece filled its slot: the object itself is the output
         return finish_fresh(obj)
-    return bytes(head) + bytes(out)
+    return bytes(head) + bytes(parts[0])
+
+
+def run_segmented(
+    transform: SegmentedTransform, data: Buffer, policy: OffloadPolicy | None = DEFAULT_POLICY
+) -> bytes:
+    """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
+
+    Synchronous: the calling thread runs segments itself while helper threads take
+    others (:func:`~streamcrypt.engine.run_all`); the output is written once, into the
+    ``bytes`` returned. Errors come out after nothing is returned (one-shot calls
+    release all or nothing).
+    """
+    view = memoryview(data).cast("B")
+    try:
+        jobs = transform.feed(view)
+        jobs += transform.finish()
+        return run_all(jobs, policy, head=transform.take_header())
+    except Exception as exc:
+        raise transform.fail(exc) from None

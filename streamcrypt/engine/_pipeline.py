@@ -81,6 +81,10 @@ class _SegmentedStage:
         self._push = push
         self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
 
+    async def _emit(self, parts: list[Buffer]) -> None:
+        for part in parts:
+            await self._push(part)
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, on a worker while the header is pending (it may run a KDF)."""
         if self._stage.header_pending and self._policy is not None:
@@ -103,22 +107,22 @@ class _SegmentedStage:
             view = memoryview(bytes(view))
         jobs = await self._call(self._stage.feed, view)
         await self._emit_header()
-        await self._batches.put(jobs, self._push)
+        await self._batches.put(jobs, self._emit)
 
     async def flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
-        await self._batches.flush(self._push)
+        await self._batches.flush(self._emit)
 
     async def close(self) -> None:
         try:
             final_jobs = await self._call(self._stage.finish)
         except Exception:
             # e.g. TruncatedStreamError: release everything verified before it first.
-            await self._batches.flush(self._push)
+            await self._batches.flush(self._emit)
             raise
         await self._emit_header()
-        await self._batches.put(final_jobs, self._push)
-        await self._batches.flush(self._push)
+        await self._batches.put(final_jobs, self._emit)
+        await self._batches.flush(self._emit)
 
 
 class _PlainStage:

@@ -267,10 +267,15 @@ def _pread_all(fd: int, offset: int, length: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _write_all(fd: int, data: Buffer) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd: int, parts: list[Buffer]) -> None:
+    """Write ``parts`` in order (one ``writev`` each time the kernel takes them all)."""
+    views = [memoryview(part) for part in parts if len(part)]
+    while views:
+        done = os.writev(fd, views)
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if done:
+            views[0] = views[0][done:]
 
 
 def _open_for_reading(path: str) -> tuple[int, int]:
@@ -442,7 +447,7 @@ class _StreamChunks:
 
 
 class _Sink(Protocol):
-    async def write(self, data: Buffer) -> None: ...
+    async def write(self, parts: list[Buffer]) -> None: ...
 
     async def commit(self) -> None: ...
 
@@ -468,10 +473,10 @@ class _AtomicFileSink:
         if writing is not None:
             await wait_future(writing)
 
-    async def write(self, data: Buffer) -> None:
+    async def write(self, parts: list[Buffer]) -> None:
         assert self._fd is not None
         await self._written()
-        self._writing = self._threads.start(_write_all, self._fd, data)
+        self._writing = self._threads.start(_write_all, self._fd, parts)
 
     async def commit(self) -> None:
         await self._written()
@@ -499,13 +504,14 @@ class _StreamSink:
         self._obj = obj
         self._close = close
 
-    async def write(self, data: Buffer) -> None:
+    async def write(self, parts: list[Buffer]) -> None:
         obj = self._obj
-        data = data if isinstance(data, bytes) else bytes(data)
-        if isinstance(obj, ByteSendStream):
-            await obj.send(data)
-        else:
-            await obj.write(data)
+        for part in parts:
+            data = part if isinstance(part, bytes) else bytes(part)
+            if isinstance(obj, ByteSendStream):
+                await obj.send(data)
+            else:
+                await obj.write(data)
 
     async def commit(self) -> None:
         flush = getattr(self._obj, "flush", None)
@@ -544,7 +550,7 @@ class _Writer:
         jobs = await self._threads.run(fn, *args) if self._enc.header_pending else fn(*args)
         header = self._enc.take_header()
         if header:
-            await self._sink.write(header)
+            await self._sink.write([header])
         return jobs
 
     async def write(self, view: memoryview) -> int:
@@ -630,7 +636,10 @@ class _RandomReader:
         self._dropped: list[OrderedBatches] = []
 
     def _new_batches(self) -> OrderedBatches:
-        return OrderedBatches(self._policy, site="file-read", always_offload=self._fd is not None)
+        # One output object per span, so a read of exactly a span returns it uncopied.
+        return OrderedBatches(
+            self._policy, site="file-read", always_offload=self._fd is not None, piece=1 << 62
+        )
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -700,9 +709,10 @@ class _RandomReader:
                 await self._queue_direct(start)
         span_start, span_stop = self._spans.popleft()
         await self._batches.wait()
-        out, error = self._batches.pop()
+        parts, error = self._batches.pop()
         sequential = span_start == self._cache_start + len(self._cache)
-        self._cache, self._cache_start = bytes(out), span_start
+        out = parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+        self._cache, self._cache_start = out, span_start
         if error is not None:
             self._restart(want)
             if pos >= span_start + len(out):

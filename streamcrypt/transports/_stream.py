@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -334,7 +335,7 @@ class EncryptedStream(ByteStream):
     _handshake_hash: bytes = field(default=b"", init=False)
     _rbuf: bytearray = field(default_factory=bytearray, init=False)
     _rpos: int = field(default=0, init=False)
-    _pending: bytes = field(default=b"", init=False)
+    _pending: deque[bytes] = field(default_factory=deque, init=False)
     _pending_pos: int = field(default=0, init=False)
     _sending: OrderedBatches = field(init=False)
     _receiving: OrderedBatches = field(init=False)
@@ -548,11 +549,12 @@ class EncryptedStream(ByteStream):
     # -- records -----------------------------------------------------------------------------
 
     def __post_init__(self) -> None:
-        self._sending = self._new_scheduler("socket-send")
-        self._receiving = self._new_scheduler("socket-receive")
+        # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
+        self._sending = OrderedBatches(self._config.policy, site="socket-send", piece=1 << 62)
+        self._receiving = self._new_receiver()
 
-    def _new_scheduler(self, site: str) -> OrderedBatches:
-        return OrderedBatches(self._config.policy, site=site)
+    def _new_receiver(self) -> OrderedBatches:
+        return OrderedBatches(self._config.policy, site="socket-receive")
 
     async def _transport_receive(self) -> bytes:
         transport = self.transport_stream
@@ -598,9 +600,10 @@ class EncryptedStream(ByteStream):
             if offset >= len(view):
                 return jobs
 
-    async def _transport_send(self, sealed: Buffer) -> None:
+    async def _transport_send(self, sealed: list[Buffer]) -> None:
         # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
-        await self.transport_stream.send(cast(bytes, sealed))
+        for part in sealed:
+            await self.transport_stream.send(cast(bytes, part))
 
     async def _send_records(self, rtype: int, data: Buffer) -> None:
         await checkpoint_if_cancelled()
@@ -697,7 +700,7 @@ class EncryptedStream(ByteStream):
             raise ValueError("max_bytes must be a positive integer")
         self._check_usable()
         with self._receive_guard:
-            if self._pending_pos < len(self._pending):
+            if self._pending:
                 await anyio.lowlevel.checkpoint()
                 return self._take_pending(max_bytes)
             if self._eof_received:
@@ -712,15 +715,22 @@ class EncryptedStream(ByteStream):
                 raise self._fail(exc) from None
 
     def _take_pending(self, max_bytes: int) -> bytes:
-        start = self._pending_pos
-        end = start + max_bytes
-        out = self._pending[start:end]
-        if end >= len(self._pending):
-            self._pending = b""
-            self._pending_pos = 0
-        else:
-            self._pending_pos = end
-        return out
+        """Up to ``max_bytes`` of the verified plaintext waiting (whole pieces uncopied)."""
+        pending = self._pending
+        out: list[bytes] = []
+        size = 0
+        while pending and size < max_bytes:
+            piece = pending[0]
+            start = self._pending_pos
+            take = min(len(piece) - start, max_bytes - size)
+            out.append(piece if start == 0 and take == len(piece) else piece[start : start + take])
+            size += take
+            if start + take == len(piece):
+                pending.popleft()
+                self._pending_pos = 0
+            else:
+                self._pending_pos = start + take
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _queue_open(self) -> bool:
         """Hand the complete data records at the head of the buffer to the receive
@@ -763,15 +773,17 @@ class EncryptedStream(ByteStream):
                 await sched.wait()  # changes nothing when cancelled
                 plaintext, error = sched.pop()
                 if error is not None:
-                    self._receiving = self._new_scheduler("socket-receive")
-                    if not plaintext:
+                    self._receiving = self._new_receiver()
+                    if not any(plaintext):
                         raise error
                     self._deferred = cast(StreamCryptError, error)
-                if not plaintext:
+                if not any(plaintext):
                     continue
                 if not checkpointed:
                     await cancel_shielded_checkpoint()
-                self._pending = bytes(plaintext)
+                self._pending.extend(
+                    part if isinstance(part, bytes) else bytes(part) for part in plaintext if part
+                )
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
             if self._queue_open():
@@ -794,9 +806,9 @@ class EncryptedStream(ByteStream):
                 checkpointed = True
                 self._append(chunk)
                 continue
-            rtype, plaintext = record
+            rtype, data = record
             if rtype == CLOSE:
-                if plaintext:
+                if data:
                     raise FormatError("the close record carries data: the peer is not conformant")
                 self._eof_received = True
                 if not checkpointed:
@@ -807,10 +819,10 @@ class EncryptedStream(ByteStream):
                     f"authenticated record of unknown type {rtype}: the peer speaks a "
                     "newer EncryptedStream version"
                 )
-            if plaintext:
+            if data:
                 if not checkpointed:
                     await cancel_shielded_checkpoint()
-                self._pending = plaintext
+                self._pending.append(data)
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
 
