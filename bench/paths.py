@@ -8,27 +8,26 @@ alike; the limits it is divided by (the raw kernel on one thread and on all core
 
 from __future__ import annotations
 
-import io
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import anyio
-import uvloop
 from anyio.streams.file import FileReadStream
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 import streamcrypt as sc
 from streamcrypt.engine import DEFAULT_POLICY
 
-from ._report import Report, Table
+from ._report import Report, Table, proc_status, run_uvloop, ticker_lags
+from .formats import CobblestonePeer, TinkPeer
 
 KEY = bytes(range(32))
 SEG = 65536
@@ -38,10 +37,6 @@ KERNELS: dict[str, Callable[[bytes], AESGCM | ChaCha20Poly1305]] = {
     "ChaCha20-Poly1305": ChaCha20Poly1305,
 }
 POLICIES: dict[str, sc.OffloadPolicy | None] = {"default": DEFAULT_POLICY, "None": None}
-
-
-def _uv(fn: Callable[[], Coroutine[Any, Any, object]]) -> object:
-    return anyio.run(fn, backend_options={"loop_factory": uvloop.new_event_loop})
 
 
 class Limits:
@@ -98,7 +93,7 @@ def _drain(make_iter: Callable[[], AsyncIterator[bytes]]) -> Callable[[], object
                 n += len(piece)
             return n
 
-        return _uv(main)
+        return run_uvloop(main)
 
     return run
 
@@ -250,7 +245,7 @@ def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
                 for _ in range(size // chunk):
                     await f.write(block)
 
-        return lambda: _uv(main)
+        return lambda: run_uvloop(main)
 
     async def read_plain() -> None:
         async with await anyio.open_file(plain, "rb") as f:
@@ -263,11 +258,11 @@ def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
                 while await f.read(chunk):
                     pass
 
-        return lambda: _uv(main)
+        return lambda: run_uvloop(main)
 
     w = interleaved(
         {
-            "plain": lambda: _uv(write_plain),
+            "plain": lambda: run_uvloop(write_plain),
             "default": write_enc(DEFAULT_POLICY),
             "None": write_enc(None),
         },
@@ -278,7 +273,7 @@ def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
         t.add(f"write, {label}", size / w[name] / 1e9, f"{w['plain'] / w[name]:.2f}x")
     r = interleaved(
         {
-            "plain": lambda: _uv(read_plain),
+            "plain": lambda: run_uvloop(read_plain),
             "default": read_enc(DEFAULT_POLICY),
             "None": read_enc(None),
         },
@@ -295,8 +290,6 @@ def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
 
 def _formats(report: Report, size: int, rounds: int) -> None:
     import pyrage
-    import tink
-    from cryptography import cobblestone as cryptography_cobblestone
 
     from streamcrypt.codecs import age as age_codec
     from streamcrypt.formats import age, cobblestone
@@ -336,77 +329,34 @@ def _formats(report: Report, size: int, rounds: int) -> None:
     )
     assert age_codec.decrypt_bytes(age_ct, [str(ident)]) == data
 
-    from tink import cleartext_keyset_handle, streaming_aead
-
-    from streamcrypt.codecs.tink import TEMPLATES, TinkKeyset, TinkStreamingKey, load_keyset
-
-    streaming_aead.register()
-    tink_key = TinkStreamingKey.generate(TEMPLATES["AES256_GCM_HKDF_1MB"])
-    exported = TinkKeyset.of(tink_key).to_json()
-    primitive = cleartext_keyset_handle.read(tink.JsonKeysetReader(exported)).primitive(
-        streaming_aead.StreamingAead
-    )
-    keyset = load_keyset(exported)
-
-    class _Kept(io.BytesIO):
-        def close(self) -> None:  # tink closes the sink with its stream; keep the bytes
-            pass
-
-    def tink_encrypt() -> bytes:
-        out = _Kept()
-        with primitive.new_encrypting_stream(out, b"") as stream:
-            view = memoryview(data)
-            for off in range(0, len(view), 1 << 20):
-                stream.write(view[off : off + (1 << 20)])
-        return out.getvalue()
-
-    tink_ct = tink_encrypt()
-
-    def tink_decrypt() -> None:
-        with primitive.new_decrypting_stream(io.BytesIO(tink_ct), b"") as stream:
-            while stream.read(1 << 20):
-                pass
-
+    tink_peer = TinkPeer()
+    tink_ct = tink_peer.encrypt(data)
     line(
         "Tink AES256_GCM_HKDF_1MB encrypt (tink)",
         aes,
-        _drain(lambda: tink_format.encrypt(_gen(data, 1 << 20)(), tink_key)),
-        tink_encrypt,
+        _drain(lambda: tink_format.encrypt(_gen(data, 1 << 20)(), tink_peer.key)),
+        lambda: tink_peer.encrypt(data),
     )
     line(
         "Tink AES256_GCM_HKDF_1MB decrypt (tink)",
         aes,
-        _drain(lambda: tink_format.decrypt(_gen(tink_ct, 1 << 20)(), keyset)),
-        tink_decrypt,
+        _drain(lambda: tink_format.decrypt(_gen(tink_ct, 1 << 20)(), tink_peer.keyset)),
+        lambda: tink_peer.decrypt(tink_ct),
     )
-    key = os.urandom(32)
-    c2sp = cobblestone.encrypt_bytes(data, key)
-
-    def peer_c2sp_encrypt() -> None:
-        enc = cryptography_cobblestone.Cobblestone256Encryptor(key, b"")
-        view = memoryview(data)
-        for off in range(0, len(view), 1 << 20):
-            enc.update(view[off : off + (1 << 20)])
-        enc.finalize()
-
-    def peer_c2sp_decrypt() -> None:
-        dec = cryptography_cobblestone.Cobblestone256Decryptor(key, b"")
-        view = memoryview(c2sp)
-        for off in range(0, len(view), 1 << 20):
-            dec.update(view[off : off + (1 << 20)])
-        dec.finalize()
-
+    c2sp_peer = CobblestonePeer(1 << 20)
+    key = c2sp_peer.key
+    c2sp = c2sp_peer.encrypt(data)
     line(
         "C2SP Cobblestone-256 encrypt (cryptography)",
         aes,
         _drain(lambda: cobblestone.encrypt(_gen(data, 1 << 20)(), key)),
-        peer_c2sp_encrypt,
+        lambda: c2sp_peer.encrypt(data),
     )
     line(
         "C2SP Cobblestone-256 decrypt (cryptography)",
         aes,
         _drain(lambda: cobblestone.decrypt(_gen(c2sp, 1 << 20)(), key)),
-        peer_c2sp_decrypt,
+        lambda: c2sp_peer.decrypt(c2sp),
     )
     t.notes.append(
         "targets (issue 11): age decrypt >= 0.8x its all-cores limit (ChaCha20-Poly1305); C2SP "
@@ -417,44 +367,24 @@ def _formats(report: Report, size: int, rounds: int) -> None:
 def _soak_child(total: int) -> None:
     """In a fresh process: stream ``total`` bytes through encrypt() from a 1 MiB generator,
     with a 1 ms ticker; print p50 and p99 ticker oversleep (ms) and peak RSS growth (MiB)."""
-
-    def status(field: str) -> int:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-        return 0
-
     chunk = os.urandom(1 << 20)
-    lags: list[float] = []
 
     async def source() -> AsyncIterator[bytes]:
         for _ in range(total >> 20):
             yield chunk
 
-    async def main() -> None:
-        done = False
+    async def stream() -> None:
+        n = 0
+        async for piece in sc.decrypt(sc.encrypt(source(), KEY), KEY):
+            n += len(piece)
+        assert n == total
 
-        async def ticker() -> None:
-            while not done:
-                t0 = time.perf_counter()
-                await anyio.sleep(0.001)
-                lags.append(time.perf_counter() - t0 - 0.001)
+    async def main() -> tuple[float, float]:
+        return await ticker_lags(stream)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ticker)
-            n = 0
-            async for piece in sc.decrypt(sc.encrypt(source(), KEY), KEY):
-                n += len(piece)
-            assert n == total
-            done = True
-
-    base = status("VmRSS:")
-    _uv(main)
-    lags.sort()
-    p50 = lags[len(lags) // 2] * 1e3
-    p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1e3
-    print(f"{p50} {p99} {(status('VmHWM:') - base) / (1 << 20)}")
+    base = proc_status("VmRSS:")
+    p50, p99 = run_uvloop(main)
+    print(f"{p50} {p99} {(proc_status('VmHWM:') - base) / (1 << 20)}")
 
 
 def _soak(report: Report, total: int) -> None:

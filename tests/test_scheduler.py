@@ -285,10 +285,11 @@ def test_controller_keeps_the_faster_mode(
     share = sum(n for n, off in tail if off) / sum(n for n, _ in tail)
     if offload_faster:
         assert share > 0.9  # settled on offload, probing inline now and then
-        assert _adaptive._VERDICTS["test"] is True
+        assert _adaptive._VERDICTS["test"][0] is True
     else:
         assert share < 0.1
-        assert _adaptive._VERDICTS["test"] is False
+        assert _adaptive._VERDICTS["test"][0] is False
+    assert _adaptive._VERDICTS["test"][1] > 1  # the verdict held: probing backed off
     assert control.batch_size == (4 << 20 if control.offloading else INLINE_BATCH)
     # A new controller of the same site starts from the verdict.
     assert Controller(policy, "test").offloading is offload_faster

@@ -9,13 +9,14 @@ the GIL, which they retake after every kernel call; then running the kernel inli
 faster. So each scheduler measures its own path and keeps whatever is faster.
 
 A :class:`Controller` counts the bytes its scheduler launches and the time they take,
-in *epochs* of ``EPOCH_BATCHES`` full batches. It starts in the mode its *site* (pipeline
-stream, file write, socket send...) last settled on in this process (inline the first
-time). After ``stay`` measured epochs it *probes* the other mode for one measured epoch
-(the first epoch after any switch only warms up: windows fill, pools start) and keeps
-whichever has the higher median rate over its last three epochs, inline on a tie within
-``MARGIN``. While the verdict holds, ``stay`` doubles up to ``MAX_STAY``, so probing
-costs a few percent of a long stream; when the verdict flips it starts again from one.
+in *epochs* of ``EPOCH_BATCHES`` offload batches' worth of bytes. It starts in the mode
+its *site* (pipeline stream, file write, socket send...) last settled on in this process
+(inline the first time), and with that site's probing period. After ``period`` measured
+epochs it *probes* the other mode for one measured epoch (after any switch, a window's
+worth of bytes only warms up: the window fills or drains) and keeps whichever has the
+higher median rate over its last three epochs, inline on a tie within ``MARGIN``. While
+the verdict holds the period doubles up to ``MAX_STAY``, so probing costs a few percent
+of a long stream; when the verdict flips it starts again from one.
 
 One-shot calls (:func:`~._batches.run_all`) have the caller run jobs itself while helper
 threads take others; a helper that gets no core simply claims little. The share the
@@ -44,8 +45,8 @@ MARGIN = 1.05
 MAX_STAY = 32
 MIN_HELPER_SHARE = 0.15
 
-#: The last verdict of every site in this process: True means offload.
-_VERDICTS: dict[str, bool] = {}
+#: The last verdict of every site in this process (True: offload) and its probing period.
+_VERDICTS: dict[str, tuple[bool, int]] = {}
 
 
 class Controller:
@@ -70,13 +71,13 @@ class Controller:
         self._policy = policy
         self._site = site
         self._adaptive = policy.adaptive
-        self._chosen = _VERDICTS.get(site, False) if policy.adaptive else True
-        self._offload = self._chosen
+        chosen, period = _VERDICTS.get(site, (False, 1)) if policy.adaptive else (True, 1)
+        self._chosen = self._offload = chosen
+        self._period = self._stay = period
         self._rates: dict[bool, list[float]] = {False: [], True: []}
         self._epoch_bytes = 0
         self._mark = time.perf_counter()
-        self._warm = True
-        self._period = self._stay = 1
+        self._warm = self._warmup()
         self._probing = False
 
     @property
@@ -97,16 +98,23 @@ class Controller:
             self._account(size)
         return offload
 
+    def _warmup(self) -> int:
+        """Bytes not measured after a switch: offloading, the window filling; inline, the
+        last offloaded batches draining."""
+        return self._policy.max_in_flight * self.batch_size
+
     def _account(self, size: int) -> None:
+        if self._warm > 0:
+            self._warm -= size
+            if self._warm <= 0:
+                self._mark = time.perf_counter()
+            return
         self._epoch_bytes += size
         if self._epoch_bytes < EPOCH_BATCHES * self._policy.batch_size:
             return
         now = time.perf_counter()
         rate = self._epoch_bytes / max(now - self._mark, 1e-9)
         self._mark, self._epoch_bytes = now, 0
-        if self._warm:
-            self._warm = False
-            return
         rates = self._rates[self._offload]
         rates.append(rate)
         del rates[:-3]
@@ -115,7 +123,8 @@ class Controller:
             best = self._best()
             self._period = min(self._period * 2, MAX_STAY) if best == self._chosen else 1
             self._stay = self._period
-            self._chosen = _VERDICTS[self._site] = best
+            self._chosen = best
+            _VERDICTS[self._site] = (best, self._period)
             self._switch(best)
             return
         self._stay -= 1
@@ -132,7 +141,8 @@ class Controller:
     def _switch(self, offload: bool) -> None:
         if offload != self._offload:
             self._offload = offload
-            self._warm = True
+            self._warm = self._warmup()
+            self._epoch_bytes = 0
 
 
 class OneShotVerdict:
