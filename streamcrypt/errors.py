@@ -23,6 +23,7 @@ __all__ = [
     "LimitExceededError",
     "NotFinalizedError",
     "PeerRejectedError",
+    "PeerTimeoutError",
     "StreamCryptError",
     "TruncatedStreamError",
     "UnknownKeyError",
@@ -79,6 +80,12 @@ class HandshakeError(StreamCryptError):
 
 class PeerRejectedError(HandshakeError):
     """The peer's static key was refused by the caller's policy."""
+
+
+class PeerTimeoutError(StreamCryptError, TimeoutError):
+    """The peer made no progress within a timeout (a stalled handshake, record or body)."""
+
+    http_status = 408
 
 
 class LimitExceededError(StreamCryptError, OverflowError):

@@ -7,10 +7,12 @@ receives (over memory streams each ``send()`` of a record batch is one chunk).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from streamcrypt.errors import (
     InvalidKeySizeError,
     InvalidParameterError,
     PeerRejectedError,
+    PeerTimeoutError,
     TruncatedStreamError,
 )
 from streamcrypt.keys import random_bytes
@@ -46,6 +49,7 @@ from streamcrypt.transports import (
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,
+    EncryptedStreamConfig,
     connect,
     serve,
 )
@@ -319,9 +323,29 @@ async def test_wrong_psk_and_mismatched_suites_fail() -> None:
     client_err, server_err = await _both_fail({"psk": bytes(32)}, {"psk": bytes(31) + b"\x01"})
     assert type(client_err) is HandshakeError and type(server_err) is HandshakeError
     client_err, server_err = await _both_fail(
-        {"psk": bytes(32), "cipher": "AESGCM"}, {"psk": bytes(32)}
+        {"psk": bytes(32), "cipher": "AESGCM"}, {"psk": bytes(32), "cipher": "ChaChaPoly"}
     )
     assert "AESGCM/BLAKE2s" in str(server_err) and isinstance(client_err, HandshakeError)
+    client_err, server_err = await _both_fail(
+        {"psk": bytes(32), "hash": "SHA256"}, {"psk": bytes(32)}
+    )
+    assert "SHA256" in str(server_err) and isinstance(client_err, HandshakeError)
+
+
+@pytest.mark.parametrize("client_cipher", ["auto", "AESGCM", "ChaChaPoly"])
+async def test_cipher_is_negotiated_either_side_may_insist(client_cipher: str) -> None:
+    """An "auto" server accepts both ciphers; an "auto" client proposes the one faster on
+    this machine (measured); a side naming a cipher gets exactly that one."""
+    from streamcrypt.codecs.records import fastest_cipher
+
+    client, server = await encrypted_stream_pair(_mem_pair(), client={"cipher": client_cipher})
+    expected = fastest_cipher() if client_cipher == "auto" else client_cipher
+    for end in (client, server):
+        assert end.extra(EncryptedStreamAttribute.protocol_name).split("_")[3] == expected
+    await client.send(b"hello")
+    assert await server.receive() == b"hello"
+    await client.aclose()
+    await server.aclose()
     sk, _, _, _ = _keys()
     _, server_err = await _both_fail({"psk": bytes(32)}, {"static_key": sk})
     assert "no pre-shared key" in str(server_err)
@@ -1013,3 +1037,114 @@ async def test_cancelled_receive_never_drops_a_verified_record() -> None:
             while len(got) < 15:  # the B record first, then C (one or two calls)
                 got += await server.receive()
         assert got == b"B" * 10 + b"C" * 5
+
+
+# -- limits: every stall is cut by a timeout ------------------------------------------------
+
+
+async def _raw_server_pair(**server: Any) -> tuple[ByteStream, EncryptedStream, EncryptedStream]:
+    """A handshaken pair whose client transport is also returned, to send raw bytes on."""
+    left, right = _mem_pair()
+    client, stream = await encrypted_stream_pair((left, right), server=server)
+    return left, client, stream
+
+
+async def test_a_record_header_then_silence_is_cut_by_record_timeout() -> None:
+    raw, client, server = await _raw_server_pair(record_timeout=0.2, idle_timeout=60)
+    await raw.send(b"\xff\xff\x00")  # a record of 65535 bytes announced, none sent
+    start = anyio.current_time()
+    with pytest.raises(PeerTimeoutError, match="the rest of a record"):
+        await server.receive()
+    assert anyio.current_time() - start < 5
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+    await client.aclose()
+
+
+async def test_an_idle_peer_is_cut_by_idle_timeout() -> None:
+    _raw, client, server = await _raw_server_pair(idle_timeout=0.2)
+    with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
+        await server.receive()
+    await client.aclose()
+
+
+async def test_a_peer_that_reads_nothing_is_cut_by_idle_timeout() -> None:
+    left, right = memory_stream_pair(max_buffer_size=0)  # a send waits for a reader
+    _CREATED.extend((left, right))
+    client, _server = await encrypted_stream_pair((left, right), client={"idle_timeout": 0.2})
+    with pytest.raises(PeerTimeoutError, match="took no data"):
+        await client.send(b"x" * 100)  # nobody receives on the other side
+    with pytest.raises(BrokenResourceError):
+        await client.send(b"y")
+
+
+def test_config_object_and_keywords() -> None:
+    config = EncryptedStreamConfig(psk=bytes(32), cipher="AESGCM")
+    assert "AESGCM" in repr(config) and "00" * 4 not in repr(config)
+    assert EncryptedStreamConfig.of(None, {"psk": bytes(32)}).psk == bytes(32)
+    assert EncryptedStreamConfig.of(config, {}) is config
+    with pytest.raises(InvalidParameterError, match="not both"):
+        EncryptedStreamConfig.of(config, {"psk": bytes(32)})
+    with pytest.raises(InvalidParameterError, match=r"unknown option.*psks"):
+        EncryptedStreamConfig.of(None, {"psks": bytes(32)})
+    with pytest.raises(InvalidParameterError, match="idle_timeout"):
+        EncryptedStreamConfig(psk=bytes(32), idle_timeout=0)
+    with pytest.raises(InvalidParameterError, match="unsupported cipher"):
+        EncryptedStreamConfig(psk=bytes(32), cipher="AES")
+
+
+async def test_connect_and_serve_take_a_config(caplog: pytest.LogCaptureFixture) -> None:
+    sk, spk, _, _ = _keys()
+    server_config = EncryptedStreamConfig(static_key=sk)
+
+    async def echo(stream: EncryptedStream) -> None:
+        await stream.send(await stream.receive())
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, echo, config=server_config))
+        async with await connect(
+            "127.0.0.1", port, EncryptedStreamConfig(server_public_key=spk)
+        ) as stream:
+            await stream.send(b"ping")
+            assert await stream.receive() == b"ping"
+        tg.cancel_scope.cancel()
+
+
+async def test_failed_connections_are_logged_at_a_bounded_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Fifty clients speaking another protocol: ten lines, not fifty, then a summary."""
+    sk, _, _, _ = _keys()
+
+    async def never(stream: EncryptedStream) -> None:
+        raise AssertionError("no bad client gets this far")
+
+    caplog.set_level(logging.WARNING, logger="streamcrypt.transports")
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, never, static_key=sk))
+        for _ in range(50):
+            async with await anyio.connect_tcp("127.0.0.1", port) as raw:
+                await raw.send(b"GET / HTTP/1.1\r\n\r\n")
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    await raw.receive()
+        await anyio.sleep(0.1)
+        tg.cancel_scope.cancel()
+    lines = [r for r in caplog.records if r.name == "streamcrypt.transports"]
+    assert len(lines) == 10
+    assert all("FormatError" in r.getMessage() for r in lines)
+    assert all(bytes(sk).hex() not in r.getMessage() for r in lines)
+
+
+def test_failure_log_summarises_what_it_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    from streamcrypt.transports._ratelog import FailureLog
+
+    log = FailureLog(logging.getLogger("streamcrypt.test"), burst=2, interval=0.05)
+    caplog.set_level(logging.WARNING, logger="streamcrypt.test")
+    for _ in range(5):
+        log.failure("FormatError", "bad peer")
+    time.sleep(0.06)
+    log.failure("HandshakeError", "another")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[:2] == ["bad peer", "bad peer"]
+    assert "3 more failures" in messages[2] and "FormatError x3" in messages[2]
+    assert messages[3] == "another"

@@ -1,41 +1,94 @@
-"""The record layer of :class:`~streamcrypt.transports.EncryptedStream`, sans-I/O.
+"""The EncryptedStream protocol, sans-I/O: preamble, Noise handshake framing and records.
 
 Theory of operation
 -------------------
-After the Noise handshake each direction is a sequence of records::
+A connection runs in two phases over one byte stream; this module is both of them as
+pure state machines (the h11 lesson), and :class:`~streamcrypt.transports.EncryptedStream`
+only moves bytes between them and a transport, as anyio's ``TLSStream`` does around
+``ssl.MemoryBIO``.
+
+**Handshake** (:class:`Handshake`). The client opens with a 6-byte *preamble* naming what
+it is about to run::
+
+    b"sc"  version (1)  pattern id  cipher id  hash id
+
+    pattern id: 1 NNpsk0, 2 NK, 3 IK, 4 XX     cipher id: 1 ChaChaPoly, 2 AESGCM
+    hash id:    1 SHA256, 2 SHA512, 3 BLAKE2s, 4 BLAKE2b
+
+The pattern follows from the keys each side holds (:meth:`ProtocolConfig.client_pattern`).
+The cipher is the client's choice among those both sides allow: a side configured with
+``cipher="auto"`` allows both and, as a client, proposes the one faster on its machine
+(AES-GCM where AES is in hardware, as TLS stacks choose; measured once per process by
+:func:`fastest_cipher`); a side configured with one cipher insists on it. The server
+checks the preamble against its configuration and refuses anything else. The Noise
+prologue is ``b"streamcrypt EncryptedStream\\x00"`` followed by the preamble, so a
+preamble changed on the wire makes the handshake fail. Then the Noise handshake messages
+(``Noise_<pattern>_25519_<cipher>_<hash>``, empty payloads) travel each behind a 2-byte
+big-endian length. When a peer's static key arrives the machine pauses with a
+:class:`VetPeer` event until the caller vets it.
+
+**Records** (:class:`RecordStream`). After ``split()`` each direction is a sequence of::
 
     length (2 bytes, big-endian)  type (1 byte)  Noise transport message (length bytes)
 
 The message is ``CipherState.encrypt(ad=header, plaintext)`` where ``header`` is the 3
 bytes in front of it, so length and type are authenticated too. Types: ``DATA`` and
-``CLOSE`` (empty plaintext: the authenticated end of the stream). A record carries at
-most :data:`MAX_RECORD_DATA` bytes. Nonces are the Noise counters; every
-``rekey_interval`` records a direction calls ``CipherState.rekey()``.
+``CLOSE`` (empty: the authenticated end of the stream). A record carries at most
+:data:`MAX_RECORD_DATA` bytes. Nonces are the Noise counters; every ``rekey_interval``
+records a direction calls ``CipherState.rekey()``. Keys and nonces are assigned on the
+caller's thread, in order (:func:`take_nonces`); sealing and opening are pure jobs over
+runs of consecutive records (:class:`SealRecords`, :class:`OpenRecords`) that the
+engine's scheduler runs inline or on workers.
 
-Work is split as everywhere in streamcrypt: :func:`take_nonces` assigns keys and nonces
-to the next records of a direction (on the loop thread, in order, before anything is
-dispatched), and :class:`SealRecords` / :class:`OpenRecords` are pure jobs over runs of
-consecutive records that the engine's scheduler runs inline or on workers.
+The record layer is *not* wire-compatible with a bare Noise transport (the type byte and
+the header AD); the handshake is plain Noise.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import time
+from dataclasses import dataclass
 from typing import Final
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
 from .._state import Buffer
-from ..errors import LimitExceededError, StreamCryptError
-from .noise import MAX_MESSAGE_LEN, MAX_NONCE, TAGLEN, CipherState, FixedKeyCipher
+from ..errors import (
+    FormatError,
+    HandshakeError,
+    InvalidKeySizeError,
+    InvalidParameterError,
+    LimitExceededError,
+    StreamCryptError,
+    UnsupportedFormatError,
+)
+from ..keys import SecretKey
+from .noise import MAX_MESSAGE_LEN, MAX_NONCE, TAGLEN, CipherState, FixedKeyCipher, NoiseHandshake
 
 __all__ = [
+    "CIPHERS",
     "CLOSE",
     "DATA",
+    "DEFAULT_REKEY_INTERVAL",
+    "HASHES",
     "HEADER_LEN",
     "MAX_RECORD_DATA",
+    "PATTERNS",
     "RECORDS_PER_JOB",
     "WIRE_OVERHEAD",
+    "Complete",
+    "Handshake",
+    "HandshakeEvent",
+    "NeedData",
     "OpenRecords",
+    "ProtocolConfig",
+    "RecordStream",
     "Run",
     "SealRecords",
+    "VetPeer",
+    "fastest_cipher",
     "record_count",
     "scan_data_records",
     "take_nonces",
@@ -49,9 +102,357 @@ MAX_RECORD_DATA: Final = MAX_MESSAGE_LEN - TAGLEN
 WIRE_OVERHEAD: Final = HEADER_LEN + TAGLEN
 #: Full records per job: about the engine's claim size (256 KiB).
 RECORDS_PER_JOB: Final = 4
+#: Records per direction between two ``CipherState.rekey()`` calls (<= 4 GiB per key).
+DEFAULT_REKEY_INTERVAL: Final = 65536
+
+MAGIC: Final = b"sc"
+VERSION: Final = 1
+PREAMBLE_LEN: Final = 6
+PROLOGUE: Final = b"streamcrypt EncryptedStream\x00"
+PATTERNS: Final = {"NNpsk0": 1, "NK": 2, "IK": 3, "XX": 4}
+CIPHERS: Final = {"ChaChaPoly": 1, "AESGCM": 2}
+HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
+#: Handshake messages here carry empty payloads (at most 96 bytes); anything far larger
+#: is not a streamcrypt peer.
+MAX_HANDSHAKE_FRAME: Final = 1024
 
 #: ``(key, first nonce, records)``: consecutive records sealed or opened under one key.
 Run = tuple[FixedKeyCipher, int, int]
+
+
+@functools.cache
+def fastest_cipher() -> str:
+    """``"AESGCM"`` or ``"ChaChaPoly"``, whichever seals faster on this machine.
+
+    Measured once per process (a few milliseconds: 64 KiB messages, best of several
+    rounds), so the choice follows the hardware the code runs on, not a constant.
+    """
+    data = os.urandom(65536)
+    nonce = bytes(12)
+    best: dict[str, float] = {}
+    for name, kernel in (
+        ("AESGCM", AESGCM(bytes(32))),
+        ("ChaChaPoly", ChaCha20Poly1305(bytes(32))),
+    ):
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(4):
+                kernel.encrypt(nonce, data, None)
+            times.append(time.perf_counter() - t0)
+        best[name] = min(times)
+    return min(best, key=best.__getitem__)
+
+
+def _raw_key(key: Buffer | SecretKey, what: str) -> bytes:
+    raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
+    if len(raw) != 32:
+        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
+    return raw
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ProtocolConfig:
+    """One side's protocol options, validated (secrets inside: never repr'd).
+
+    ``cipher``: ``"auto"`` (allow both, propose the machine's faster one), or
+    ``"AESGCM"`` / ``"ChaChaPoly"`` to insist; ``hash`` must match on both sides.
+    """
+
+    server_side: bool
+    psk: bytes | None
+    static_key: bytes | None
+    server_public_key: bytes | None
+    vets_peers: bool
+    cipher: str
+    hash: str
+    rekey_interval: int | None
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        server_side: bool,
+        psk: Buffer | SecretKey | None = None,
+        static_key: Buffer | SecretKey | None = None,
+        server_public_key: Buffer | None = None,
+        vets_peers: bool = False,
+        cipher: str = "auto",
+        hash: str = "BLAKE2s",
+        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+    ) -> ProtocolConfig:
+        """Check the options; raises :class:`InvalidParameterError` / :class:`InvalidKeySizeError`."""
+        raw_psk, raw_static, raw_server = cls.check_keys(
+            psk=psk,
+            static_key=static_key,
+            server_public_key=server_public_key,
+            cipher=cipher,
+            hash=hash,
+            rekey_interval=rekey_interval,
+        )
+        if server_side:
+            if raw_server is not None:
+                raise InvalidParameterError(
+                    "server_public_key= is for the client; the server gives static_key="
+                )
+            if raw_psk is None and raw_static is None:
+                raise InvalidParameterError("the server needs psk= or static_key=")
+        elif raw_psk is None and raw_server is None:
+            if raw_static is None:
+                raise InvalidParameterError(
+                    "the client needs psk=, server_public_key= or static_key= (with accept_peer=)"
+                )
+            if not vets_peers:
+                raise InvalidParameterError(
+                    "XX (static_key= without server_public_key=) needs accept_peer= to vet "
+                    "the server's key; without it any server would be accepted"
+                )
+        return cls(
+            server_side, raw_psk, raw_static, raw_server, vets_peers, cipher, hash, rekey_interval
+        )
+
+    @staticmethod
+    def check_keys(
+        *,
+        psk: Buffer | SecretKey | None,
+        static_key: Buffer | SecretKey | None,
+        server_public_key: Buffer | None,
+        cipher: str,
+        hash: str,
+        rekey_interval: int | None,
+    ) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """The checks that do not depend on the side; returns the raw keys."""
+        if cipher != "auto" and cipher not in CIPHERS:
+            raise InvalidParameterError(
+                f"unsupported cipher {cipher!r}; use 'auto' or one of {', '.join(CIPHERS)}"
+            )
+        if hash not in HASHES:
+            raise InvalidParameterError(
+                f"unsupported hash {hash!r}; use one of {', '.join(HASHES)}"
+            )
+        if rekey_interval is not None and (isinstance(rekey_interval, bool) or rekey_interval < 1):
+            raise InvalidParameterError(
+                f"rekey_interval must be a positive number of records or None, got {rekey_interval!r}"
+            )
+        raw_psk = _raw_key(psk, "psk") if psk is not None else None
+        raw_static = _raw_key(static_key, "static_key") if static_key is not None else None
+        raw_server = None
+        if server_public_key is not None:
+            raw_server = bytes(server_public_key)
+            if len(raw_server) != 32:
+                raise InvalidKeySizeError(
+                    f"server_public_key must be a 32-byte X25519 public key, got {len(raw_server)}"
+                )
+        if raw_psk is not None and (raw_static is not None or raw_server is not None):
+            raise InvalidParameterError(
+                "psk= cannot be combined with static keys: give psk= alone (NNpsk0) or "
+                "static_key=/server_public_key= (NK, IK, XX)"
+            )
+        return raw_psk, raw_static, raw_server
+
+    def client_pattern(self) -> str:
+        if self.psk is not None:
+            return "NNpsk0"
+        if self.server_public_key is not None:
+            return "IK" if self.static_key is not None else "NK"
+        return "XX"
+
+    def server_refusal(self, pattern: str, cipher: str, hash_name: str) -> str | None:
+        """Why this server refuses what a client asked for, or ``None`` if it accepts."""
+        if self.cipher not in ("auto", cipher) or hash_name != self.hash:
+            wanted = "AESGCM or ChaChaPoly" if self.cipher == "auto" else self.cipher
+            return (
+                f"the client asked for {cipher}/{hash_name}, this server runs "
+                f"{wanted}/{self.hash}: configure both sides alike"
+            )
+        if self.psk is not None:
+            if pattern == "NNpsk0":
+                return None
+            return f"the client asked for Noise {pattern}, but this server expects a pre-shared key (NNpsk0)"
+        if pattern == "NNpsk0":
+            return "the client asked for Noise NNpsk0, but this server has no pre-shared key; it uses static keys (NK, IK, XX)"
+        if pattern == "NK" and self.vets_peers:
+            return "the client asked for Noise NK, but this server vets client keys (accept_peer=) and refuses anonymous NK clients"
+        return None
+
+    def __repr__(self) -> str:
+        side = "server" if self.server_side else "client"
+        return f"ProtocolConfig({side}, {self.cipher}, {self.hash}, <keys hidden>)"
+
+
+# ---------------------------------------------------------------------------------------
+# Handshake
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NeedData:
+    """The handshake waits for bytes from the peer (``receive_data``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VetPeer:
+    """The peer's static key arrived: vet it, then call :meth:`Handshake.vetted`."""
+
+    public_key: bytes
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Complete:
+    """The handshake is done: the two directions' cipher states and what was agreed."""
+
+    protocol_name: str
+    peer_static: bytes | None
+    handshake_hash: bytes
+    send: CipherState
+    receive: CipherState
+    leftover: bytes  # bytes of the peer's first records that came with the last message
+
+    def __repr__(self) -> str:
+        return f"Complete({self.protocol_name})"
+
+
+HandshakeEvent = NeedData | VetPeer | Complete
+
+
+class Handshake:
+    """One side's handshake as a state machine: ``receive_data`` / ``data_to_send`` /
+    ``next_event``. Failures raise :class:`HandshakeError`, :class:`FormatError` or
+    :class:`UnsupportedFormatError` (then the connection must be closed)."""
+
+    def __init__(self, config: ProtocolConfig) -> None:
+        self._config = config
+        self._inbox = bytearray()
+        self._outbox = bytearray()
+        self._noise: NoiseHandshake | None = None
+        self._vetted = False
+        self._awaiting_vet = False
+        self._preamble = b""
+        if not config.server_side:
+            pattern = config.client_pattern()
+            cipher = fastest_cipher() if config.cipher == "auto" else config.cipher
+            self._preamble = MAGIC + bytes(
+                (VERSION, PATTERNS[pattern], CIPHERS[cipher], HASHES[config.hash])
+            )
+            static = config.static_key if pattern in ("IK", "XX") else None
+            self._start(pattern, cipher, static, config.server_public_key)
+            self._outbox += self._preamble
+
+    def _start(self, pattern: str, cipher: str, static: bytes | None, remote: bytes | None) -> None:
+        config = self._config
+        self._noise = NoiseHandshake(
+            f"Noise_{pattern}_25519_{cipher}_{config.hash}",
+            not config.server_side,
+            s=static,
+            rs=remote,
+            psks=[config.psk] if config.psk is not None else [],
+            prologue=PROLOGUE + self._preamble,
+        )
+        # A key we were given is vetted by the giving; one that arrives must be vetted.
+        self._vetted = self._noise.remote_static is not None or not config.vets_peers
+
+    def receive_data(self, data: Buffer) -> None:
+        self._inbox += data
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._outbox)
+        self._outbox.clear()
+        return out
+
+    def vetted(self) -> None:
+        """The caller accepted the key of the last :class:`VetPeer` event."""
+        self._awaiting_vet = False
+        self._vetted = True
+
+    def next_event(self) -> HandshakeEvent:
+        """Advance as far as the bytes received allow."""
+        if self._awaiting_vet:
+            raise HandshakeError("vet the peer's key (vetted()) before the handshake goes on")
+        if self._noise is None and not self._read_preamble():
+            return NeedData()
+        noise = self._noise
+        assert noise is not None
+        while not noise.complete:
+            if noise.needs_write:
+                sent = noise.write_message()
+                self._outbox += len(sent).to_bytes(2, "big") + sent
+                continue
+            message = self._take_frame(noise.message_index)
+            if message is None:
+                return NeedData()
+            noise.read_message(message)
+            if not self._vetted and noise.remote_static is not None:
+                self._awaiting_vet = True
+                return VetPeer(noise.remote_static)
+        send, receive = noise.split()
+        leftover = bytes(self._inbox)
+        self._inbox.clear()
+        return Complete(
+            noise.protocol_name, noise.remote_static, noise.handshake_hash, send, receive, leftover
+        )
+
+    def _read_preamble(self) -> bool:
+        if len(self._inbox) < PREAMBLE_LEN:
+            return False
+        pre = bytes(self._inbox[:PREAMBLE_LEN])
+        del self._inbox[:PREAMBLE_LEN]
+        if pre[:2] != MAGIC:
+            raise FormatError(
+                "the client did not open with the EncryptedStream preamble: it is not a "
+                "streamcrypt client (or speaks another protocol on this port)"
+            )
+        if pre[2] != VERSION:
+            raise UnsupportedFormatError(
+                f"the client speaks EncryptedStream version {pre[2]}; this side speaks "
+                f"{VERSION}: upgrade the older side"
+            )
+        names = []
+        for byte, table, what in (
+            (pre[3], PATTERNS, "pattern"),
+            (pre[4], CIPHERS, "cipher"),
+            (pre[5], HASHES, "hash"),
+        ):
+            found = [k for k, v in table.items() if v == byte]
+            if not found:
+                raise UnsupportedFormatError(
+                    f"the client asked for unknown {what} id {byte}: not a version "
+                    f"{VERSION} EncryptedStream client"
+                )
+            names.append(found[0])
+        pattern, cipher, hash_name = names
+        refusal = self._config.server_refusal(pattern, cipher, hash_name)
+        if refusal is not None:
+            raise HandshakeError(refusal)
+        self._preamble = pre
+        static = self._config.static_key if pattern != "NNpsk0" else None
+        self._start(pattern, cipher, static, None)
+        return True
+
+    def _take_frame(self, index: int) -> bytes | None:
+        inbox = self._inbox
+        if len(inbox) < 2:
+            return None
+        length = int.from_bytes(inbox[:2], "big")
+        if length > MAX_HANDSHAKE_FRAME:
+            raise FormatError(
+                f"handshake message {index} claims {length} bytes, over the "
+                f"{MAX_HANDSHAKE_FRAME} a streamcrypt peer sends: not an EncryptedStream peer"
+            )
+        if len(inbox) < 2 + length:
+            return None
+        message = bytes(inbox[2 : 2 + length])
+        del inbox[: 2 + length]
+        return message
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed (a stalled peer's partial message)."""
+        return len(self._inbox)
+
+
+# ---------------------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------------------
 
 
 def record_count(size: int) -> int:
@@ -150,7 +551,7 @@ def scan_data_records(buf: Buffer, pos: int, budget: int) -> list[tuple[int, int
     :data:`RECORDS_PER_JOB` records per run and about ``budget`` bytes of data in all.
 
     Stops at the first record that is incomplete, malformed or not of type ``DATA``
-    (left for the caller, which raises for a malformed one).
+    (left for :meth:`RecordStream.next_control`, which raises for a malformed one).
     """
     size = len(buf)
     runs: list[tuple[int, int, int]] = []
@@ -170,3 +571,98 @@ def scan_data_records(buf: Buffer, pos: int, budget: int) -> list[tuple[int, int
     if count:
         runs.append((start, pos, count))
     return runs
+
+
+class RecordStream:
+    """Both directions' record state after the handshake, sans-I/O.
+
+    Sending: :meth:`seal_jobs`. Receiving: :meth:`receive_data`, then :meth:`open_jobs`
+    for the complete data records at the head of the buffer, or :meth:`next_control`
+    for a record of another type (or a malformed one, which raises).
+    """
+
+    def __init__(self, done: Complete, rekey_interval: int | None) -> None:
+        self._send = done.send
+        self._receive = done.receive
+        self._interval = rekey_interval
+        self._sent = 0
+        self._received = 0
+        self._buf = bytearray(done.leftover)
+        self._pos = 0
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def seal_jobs(self, rtype: int, view: memoryview) -> list[SealRecords]:
+        """Jobs sealing ``view`` as records (at least one), keys and nonces assigned now."""
+        step = RECORDS_PER_JOB * MAX_RECORD_DATA
+        jobs: list[SealRecords] = []
+        offset = 0
+        while True:
+            piece = view[offset : offset + step]
+            count = record_count(len(piece))
+            runs = take_nonces(self._send, self._sent, count, self._interval)
+            self._sent += count
+            jobs.append(SealRecords(runs, rtype, piece))
+            offset += len(piece)
+            if offset >= len(view):
+                return jobs
+
+    # -- receiving -------------------------------------------------------------------------
+
+    def receive_data(self, data: Buffer) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet handed out (at most part of one record once
+        :meth:`open_jobs` and :meth:`next_control` have nothing more to give)."""
+        return len(self._buf) - self._pos
+
+    def open_jobs(self, budget: int) -> list[OpenRecords]:
+        """Jobs opening the complete data records at the head (about ``budget`` bytes),
+        keys and nonces assigned now. They keep a view of the current buffer, which is
+        then replaced by a copy of its tail and never written again."""
+        buf = self._buf
+        runs = scan_data_records(buf, self._pos, budget)
+        if not runs:
+            return []
+        jobs: list[OpenRecords] = []
+        with memoryview(buf) as view:
+            for start, end, count in runs:
+                keys = take_nonces(self._receive, self._received, count, self._interval)
+                self._received += count
+                jobs.append(OpenRecords(keys, view[start:end], count))
+        self._buf = buf[runs[-1][1] :]
+        self._pos = 0
+        return jobs
+
+    def next_control(self) -> tuple[int, bytes] | None:
+        """Open the next complete record inline, or ``None`` if it has not all come.
+
+        For the records :meth:`open_jobs` leaves (close, unknown types). Raises
+        :class:`FormatError` for a length shorter than a tag and
+        :class:`AuthenticationError` for a record that does not verify.
+        """
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER_LEN:
+            return None
+        length = (buf[pos] << 8) | buf[pos + 1]
+        if length < TAGLEN:
+            raise FormatError(
+                f"record length {length} is shorter than the {TAGLEN}-byte tag: the peer "
+                "is not an EncryptedStream or the stream is corrupt"
+            )
+        end = pos + HEADER_LEN + length
+        if len(buf) < end:
+            return None
+        header = bytes(buf[pos : pos + HEADER_LEN])
+        with memoryview(buf) as view, view[pos + HEADER_LEN : end] as body:
+            plaintext = self._receive.decrypt(header, body)
+        self._pos = end
+        self._received += 1
+        if self._interval is not None and self._received % self._interval == 0:
+            self._receive.rekey()
+        return header[2], plaintext

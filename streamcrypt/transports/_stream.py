@@ -1,72 +1,40 @@
-"""Encrypted anyio byte streams over the Noise handshake: ``EncryptedStream`` and friends.
+"""Encrypted anyio byte streams: ``EncryptedStream`` and friends, over the record layer.
 
 Theory of operation
 -------------------
-``EncryptedStream.wrap(transport)`` turns any anyio byte stream into an authenticated,
-encrypted one, the way ``anyio.streams.tls.TLSStream.wrap`` does with TLS. It runs in two
-phases over the same transport.
+The protocol (preamble, Noise handshake framing, records, rekeying) is the sans-I/O
+:mod:`streamcrypt.codecs.records`; this module moves bytes between it and a transport,
+the way anyio's ``TLSStream`` sits over ``ssl.MemoryBIO``: :meth:`EncryptedStream.wrap`
+pumps the :class:`~streamcrypt.codecs.records.Handshake` (vetting peer keys with
+``accept_peer``, under ``handshake_timeout``), then ``send()`` hands the
+:class:`~streamcrypt.codecs.records.RecordStream`'s sealing jobs to the engine's one
+scheduler and writes each batch as it comes, and ``receive()`` feeds it what the
+transport gives and returns what its opening jobs verified.
 
-**Handshake.** The client opens with a 6-byte *preamble* naming what it is about to run::
+Options live in one frozen :class:`EncryptedStreamConfig`, given as ``config=`` or as
+keywords to :meth:`EncryptedStream.wrap`, :func:`connect`, :func:`serve` and
+:class:`EncryptedListener`.
 
-    b"sc"  version (1)  pattern id  cipher id  hash id
-
-    pattern id: 1 NNpsk0, 2 NK, 3 IK, 4 XX     cipher id: 1 ChaChaPoly, 2 AESGCM
-    hash id:    1 SHA256, 2 SHA512, 3 BLAKE2s, 4 BLAKE2b
-
-The pattern follows from the keys each side holds: only ``psk=`` -> NNpsk0; the client
-knows ``server_public_key=`` -> IK if it also has ``static_key=``, NK if not; the client has
-a static key but knows nothing of the server -> XX (both sides then vet the other's key
-with ``accept_peer``). The server checks the preamble against its own configuration and
-refuses anything else. The Noise prologue is ``b"streamcrypt EncryptedStream\\x00"`` followed
-by the preamble, so a preamble changed on the wire makes the handshake fail. Then the
-Noise handshake messages of :mod:`streamcrypt.codecs.noise` (``Noise_<pattern>_25519_
-<cipher>_<hash>``, empty payloads) travel each behind a 2-byte big-endian length, as the
-Noise specification suggests. The handshake itself is plain Noise and interoperates with
-any Noise implementation that sends the same preamble and prologue.
-
-**Records.** After ``split()`` every record is::
-
-    length (2 bytes, big-endian)  type (1 byte)  Noise transport message (length bytes)
-
-The Noise transport message is ``CipherState.encrypt(ad=header, plaintext)`` where
-``header`` is the 3 bytes in front of it, so the length and the type are authenticated
-too. Types: ``0x00`` data, ``0x01`` close (empty plaintext: the authenticated end of the
-stream, sent by ``send_eof()`` and ``aclose()``). A record carries at most
-``MAX_RECORD_DATA`` = 65519 bytes of data (the 65535-byte Noise limit minus the tag); a
-larger ``send()`` becomes several records, all sealed and handed to the transport at
-once, never held back (in writes of at most 17 records). ``receive()`` returns the
-data of every complete record already buffered that fits in ``max_bytes``, never data
-of a record whose tag has not been checked. Nonces are the Noise counters; every ``rekey_interval`` records
-(default ``DEFAULT_REKEY_INTERVAL`` = 65536, i.e. at most 4 GiB under one key) both sides
-call ``CipherState.rekey()`` on that direction, as the Noise specification describes.
-Because of the type byte and the header AD the record layer is *not* wire-compatible with
-a bare Noise transport (e.g. the ``noiseprotocol`` package); the handshake is.
-
-**Offload.** Record crypto is a pure function of (key, nonce, header, data), so large
-work runs in worker threads under ``policy=`` (an engine :class:`OffloadPolicy`; ``None``
-keeps everything on the loop thread, the wire is the same either way). On the loop thread,
-before anything is dispatched, each record gets its key and nonce in order
-(:class:`~streamcrypt.codecs.noise.FixedKeyCipher` per run of records between rekeys, and
-the CipherState moves past them), so a batch may span a rekey and a cancelled await
-cannot desynchronise the counters. A ``send()`` of at least ``inline_limit`` bytes is
-sealed in batches of ``batch_size``, ``max_in_flight`` at once, each sent as soon as it
-and those before it are sealed; a cancellation or error then breaks the stream, as for any
-send. On receive, when the complete data records already buffered hold at least
-``inline_limit`` bytes they are opened as batches in workers; a batch stops at its first
-bad record, and the records verified before it are returned before the error is raised.
-An in-flight batch survives a cancelled ``receive()`` and is returned by the next one.
-Buffered ciphertext, in workers or not, is at most one transport read (256 KiB plus the
-policy's ``inline_limit``, at most 7.25 MiB) plus one record: the transport is read only
-when no complete record is left.
+Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout``; a
+``receive()`` by ``idle_timeout`` while nothing of the next record has come and by
+``record_timeout`` once part of it has (a peer that sends a record header and stalls is
+cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
+``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
+breaks the stream. Buffered ciphertext per connection is at most one transport read
+(:data:`MAX_READ`, 1 MiB) plus one record (65 KiB); opened plaintext waiting for
+``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
+it runs inline, its window when it offloads, which only a peer holding the key can cause).
 
 Failure rules: a record that does not authenticate raises
 :class:`~streamcrypt.errors.AuthenticationError` (replays, reordering and tampering land
 here) and breaks the stream; the transport ending inside a record, or without the close
 record, raises :class:`~streamcrypt.errors.TruncatedStreamError`; a length shorter than a
 tag raises :class:`~streamcrypt.errors.FormatError`. Once a sealed record may have been
-lost in sending (an error or cancellation during the transport send), the counters of
-the two sides can no longer agree and the stream is broken for good. After any such
-failure every call raises :class:`anyio.BrokenResourceError`.
+lost in sending (an error, a timeout or a cancellation during the transport send), the
+counters of the two sides can no longer agree and the stream is broken for good. After
+any such failure every call raises :class:`anyio.BrokenResourceError`. A cancelled
+``receive()`` loses nothing: records whose counters advanced stay with the scheduler and
+the next call returns them.
 """
 
 from __future__ import annotations
@@ -75,7 +43,7 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, cast
 
 import anyio
@@ -102,71 +70,64 @@ from anyio.abc import (
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from .._state import Buffer
-from ..codecs.noise import TAGLEN, CipherState, NoiseHandshake
 from ..codecs.records import (
     CLOSE,
     DATA,
-    HEADER_LEN,
+    DEFAULT_REKEY_INTERVAL,
     MAX_RECORD_DATA,
-    RECORDS_PER_JOB,
-    OpenRecords,
-    SealRecords,
-    record_count,
-    scan_data_records,
-    take_nonces,
+    Complete,
+    Handshake,
+    NeedData,
+    ProtocolConfig,
+    RecordStream,
+    VetPeer,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy, OrderedBatches
 from ..errors import (
     FormatError,
     HandshakeError,
-    InvalidKeySizeError,
     InvalidParameterError,
     PeerRejectedError,
+    PeerTimeoutError,
     StreamCryptError,
     TruncatedStreamError,
-    UnsupportedFormatError,
 )
 from ..keys import SecretKey
+from ._ratelog import FailureLog
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
+    "MAX_READ",
     "MAX_RECORD_DATA",
     "AcceptPeer",
     "EncryptedListener",
     "EncryptedStream",
     "EncryptedStreamAttribute",
+    "EncryptedStreamConfig",
     "connect",
     "serve",
 ]
 
 logger = logging.getLogger("streamcrypt.transports")
 
-#: Records per direction between two ``CipherState.rekey()`` calls (<= 4 GiB per key).
-DEFAULT_REKEY_INTERVAL: Final = 65536
 #: Seconds allowed for the whole handshake before the connection is closed.
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
-
-_MAGIC: Final = b"sc"
-_VERSION: Final = 1
-_PREAMBLE_LEN: Final = 6
-_PROLOGUE: Final = b"streamcrypt EncryptedStream\x00"
-_PATTERNS: Final = {"NNpsk0": 1, "NK": 2, "IK": 3, "XX": 4}
-_CIPHERS: Final = {"ChaChaPoly": 1, "AESGCM": 2}
-_HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
-#: Handshake messages here carry empty payloads (at most 96 bytes); anything far larger
-#: is not a streamcrypt peer.
-_MAX_HANDSHAKE_FRAME: Final = 1024
-
-#: ``max_bytes`` asked of the transport per receive while records are opened inline. While
-#: the receive scheduler offloads, a read may hold its whole window (a run worth a worker).
-#: Ciphertext buffered by a stream (waiting to be opened, or in workers) is at most one
-#: read plus one record: the transport is read only when no complete record is left.
-#: 256 KiB measured best for the inline path (1 MiB reads cut ChaChaPoly over asyncio
-#: streams from 0.72 to 0.57 GB/s: one large inline decrypt per read overlaps less with
-#: the sender).
+#: Seconds a ``receive()`` waits for the peer's next record (or a ``send()`` for the
+#: transport) before the connection is declared stalled: long enough for interactive
+#: protocols with pauses, short enough that a dead peer does not hold a connection.
+DEFAULT_IDLE_TIMEOUT: Final = 300.0
+#: Seconds allowed for the rest of a record once part of it arrived.
+DEFAULT_RECORD_TIMEOUT: Final = 30.0
+#: ``max_bytes`` asked of the transport per read while records are opened inline; while
+#: the receive scheduler offloads, a read may take up to ``MAX_READ`` so that one read can
+#: hold a run worth a worker. 256 KiB measured best for the inline path (1 MiB reads cut
+#: ChaChaPoly over asyncio streams from 0.72 to 0.57 GB/s: one large inline decrypt per
+#: read overlaps less with the sender).
 _RECV_SIZE: Final = 1 << 18
-
+MAX_READ: Final = 1 << 20
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
@@ -180,125 +141,107 @@ class EncryptedStreamAttribute(TypedAttributeSet):
     peer_static_key: bytes | None = typed_attribute()
     #: the Noise handshake hash: a channel binding both sides share
     handshake_hash: bytes = typed_attribute()
-    #: the full Noise protocol name, e.g. ``"Noise_XX_25519_ChaChaPoly_BLAKE2s"``
+    #: the full Noise protocol name, e.g. ``"Noise_XX_25519_AESGCM_BLAKE2s"``
     protocol_name: str = typed_attribute()
     #: ``True`` on the side that accepted the connection
     server_side: bool = typed_attribute()
 
 
-def _raw_key(key: KeyInput, what: str) -> bytes:
-    raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"{what} must be 32 bytes, got {len(raw)}")
-    return raw
+def _timeout(value: float | None, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not value > 0):
+        raise InvalidParameterError(f"{name} must be a positive number of seconds or None")
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class _Config:
-    """Validated options of one side (secrets inside: never repr'd)."""
+class EncryptedStreamConfig:
+    """Every option of an encrypted connection, in one place (secrets never repr'd).
 
-    server_side: bool
-    psk: bytes | None
-    static_key: bytes | None
-    server_public_key: bytes | None
-    accept_peer: AcceptPeer | None
-    cipher: str
-    hash: str
-    rekey_interval: int | None
-    policy: OffloadPolicy | None
+    Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519 private
+    key) and, on the client, ``server_public_key`` (NK, or IK when the client has a static
+    key too); a client with ``static_key`` alone runs XX and must give ``accept_peer``.
+    ``accept_peer(public_key) -> bool`` (sync or async) vets the peer's static key
+    whenever one arrives; a server with ``accept_peer`` refuses anonymous (NK) clients.
 
-    @classmethod
-    def make(
-        cls,
-        *,
-        server_side: bool,
-        psk: KeyInput | None,
-        static_key: KeyInput | None,
-        server_public_key: Buffer | None,
-        accept_peer: AcceptPeer | None,
-        cipher: str,
-        hash: str,
-        rekey_interval: int | None,
-        policy: OffloadPolicy | None = DEFAULT_POLICY,
-    ) -> _Config:
-        if cipher not in _CIPHERS:
+    ``cipher``: ``"auto"`` (the default: accept both, and as a client propose the one
+    faster on this machine, AES-GCM where AES is in hardware), or ``"AESGCM"`` /
+    ``"ChaChaPoly"`` to insist. ``hash``: ``"BLAKE2s"``, ``"BLAKE2b"``, ``"SHA256"`` or
+    ``"SHA512"`` (both sides must agree). ``rekey_interval``: records between rekeys
+    (``None``: never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
+    ``idle_timeout``, ``record_timeout`` (see the module docstring). ``policy``: when record
+    crypto leaves the event loop (``None`` keeps it on the loop thread); it changes nothing
+    on the wire. Bad options raise :class:`InvalidParameterError` here, or (a key missing
+    for the side it is used on) when the connection starts, before any I/O.
+    """
+
+    psk: KeyInput | None = None
+    static_key: KeyInput | None = None
+    server_public_key: Buffer | None = None
+    accept_peer: AcceptPeer | None = None
+    cipher: str = "auto"
+    hash: str = "BLAKE2s"
+    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
+    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT
+    policy: OffloadPolicy | None = DEFAULT_POLICY
+
+    def __post_init__(self) -> None:
+        if self.policy is not None and not isinstance(self.policy, OffloadPolicy):
             raise InvalidParameterError(
-                f"unsupported cipher {cipher!r}; use one of {', '.join(_CIPHERS)}"
+                f"policy must be an OffloadPolicy or None, not {type(self.policy).__name__}"
             )
-        if hash not in _HASHES:
-            raise InvalidParameterError(
-                f"unsupported hash {hash!r}; use one of {', '.join(_HASHES)}"
-            )
-        if rekey_interval is not None and (isinstance(rekey_interval, bool) or rekey_interval < 1):
-            raise InvalidParameterError(
-                f"rekey_interval must be a positive number of records or None, got {rekey_interval!r}"
-            )
-        if policy is not None and not isinstance(policy, OffloadPolicy):
-            raise InvalidParameterError(
-                f"policy must be an OffloadPolicy or None, not {type(policy).__name__}"
-            )
-        raw_psk = _raw_key(psk, "psk") if psk is not None else None
-        raw_static = _raw_key(static_key, "static_key") if static_key is not None else None
-        raw_server = None
-        if server_public_key is not None:
-            raw_server = bytes(server_public_key)
-            if len(raw_server) != 32:
-                raise InvalidKeySizeError(
-                    f"server_public_key must be a 32-byte X25519 public key, got {len(raw_server)}"
-                )
-        if raw_psk is not None and (raw_static is not None or raw_server is not None):
-            raise InvalidParameterError(
-                "psk= cannot be combined with static keys: give psk= alone (NNpsk0) or "
-                "static_key=/server_public_key= (NK, IK, XX)"
-            )
-        if server_side:
-            if raw_server is not None:
-                raise InvalidParameterError(
-                    "server_public_key= is for the client; the server gives static_key="
-                )
-            if raw_psk is None and raw_static is None:
-                raise InvalidParameterError("the server needs psk= or static_key=")
-        elif raw_psk is None and raw_server is None:
-            if raw_static is None:
-                raise InvalidParameterError(
-                    "the client needs psk=, server_public_key= or static_key= (with accept_peer=)"
-                )
-            if accept_peer is None:
-                raise InvalidParameterError(
-                    "XX (static_key= without server_public_key=) needs accept_peer= to vet "
-                    "the server's key; without it any server would be accepted"
-                )
-        return cls(
-            server_side,
-            raw_psk,
-            raw_static,
-            raw_server,
-            accept_peer,
-            cipher,
-            hash,
-            rekey_interval,
-            policy,
+        for name in ("handshake_timeout", "idle_timeout", "record_timeout"):
+            _timeout(getattr(self, name), name)
+        # What no side could use fails now; what one side lacks, when that side starts.
+        ProtocolConfig.check_keys(
+            psk=self.psk,
+            static_key=self.static_key,
+            server_public_key=self.server_public_key,
+            cipher=self.cipher,
+            hash=self.hash,
+            rekey_interval=self.rekey_interval,
         )
 
-    def client_pattern(self) -> str:
-        if self.psk is not None:
-            return "NNpsk0"
-        if self.server_public_key is not None:
-            return "IK" if self.static_key is not None else "NK"
-        return "XX"
+    def protocol(self, *, server_side: bool) -> ProtocolConfig:
+        """The checked protocol options for one side."""
+        return ProtocolConfig.make(
+            server_side=server_side,
+            psk=self.psk,
+            static_key=self.static_key,
+            server_public_key=self.server_public_key,
+            vets_peers=self.accept_peer is not None,
+            cipher=self.cipher,
+            hash=self.hash,
+            rekey_interval=self.rekey_interval,
+        )
 
-    def server_allows(self, pattern: str) -> str | None:
-        """Why this server refuses ``pattern``, or ``None`` if it accepts it."""
-        if self.psk is not None:
-            return None if pattern == "NNpsk0" else "this server expects a pre-shared key (NNpsk0)"
-        if pattern == "NNpsk0":
-            return "this server has no pre-shared key; it uses static keys (NK, IK, XX)"
-        if pattern == "NK" and self.accept_peer is not None:
-            return "this server vets client keys (accept_peer=) and refuses anonymous NK clients"
-        return None
+    @classmethod
+    def of(
+        cls, config: EncryptedStreamConfig | None, options: dict[str, Any]
+    ) -> EncryptedStreamConfig:
+        """``config``, or one built from keyword ``options`` (not both)."""
+        if config is not None:
+            if options:
+                raise InvalidParameterError("give config= or keyword options, not both")
+            if not isinstance(config, EncryptedStreamConfig):
+                raise InvalidParameterError(
+                    f"config must be an EncryptedStreamConfig, not {type(config).__name__}"
+                )
+            return config
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown option(s) {', '.join(unknown)}; EncryptedStreamConfig takes "
+                f"{', '.join(sorted(known))}"
+            )
+        return cls(**options)
 
     def __repr__(self) -> str:
-        return f"_Config(server_side={self.server_side}, {self.cipher}, {self.hash}, <keys hidden>)"
+        return (
+            f"EncryptedStreamConfig({self.cipher}, {self.hash}, "
+            f"rekey_interval={self.rekey_interval}, <keys hidden>)"
+        )
 
 
 def _peer_name(stream: AnyByteStream) -> str:
@@ -311,36 +254,47 @@ def _peer_name(stream: AnyByteStream) -> str:
     return str(address)
 
 
+async def _with_timeout(seconds: float | None, what: str, call: Awaitable[Any]) -> Any:
+    """Await ``call``; past ``seconds`` raise :class:`PeerTimeoutError` naming ``what``."""
+    if seconds is None:
+        return await call
+    with anyio.move_on_after(seconds) as scope:
+        return await call
+    if scope.cancelled_caught:
+        raise PeerTimeoutError(
+            f"the peer made no progress for {seconds} s ({what}): the connection is "
+            "stalled or the peer is hostile; it was cut"
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 @dataclass(eq=False, repr=False)
 class EncryptedStream(ByteStream):
     """An anyio :class:`~anyio.abc.ByteStream` encrypted with Noise; create with :meth:`wrap`.
 
     ``send()`` seals at once; ``receive()`` returns verified plaintext only and raises
     :class:`~streamcrypt.errors.AuthenticationError`,
-    :class:`~streamcrypt.errors.TruncatedStreamError` or
-    :class:`~streamcrypt.errors.FormatError` (then the stream is broken and later calls
-    raise :class:`anyio.BrokenResourceError`); :class:`anyio.EndOfStream` only after the
-    peer's authenticated close. Two concurrent senders (or receivers) raise
+    :class:`~streamcrypt.errors.TruncatedStreamError`,
+    :class:`~streamcrypt.errors.FormatError` or
+    :class:`~streamcrypt.errors.PeerTimeoutError` (then the stream is broken and later
+    calls raise :class:`anyio.BrokenResourceError`); :class:`anyio.EndOfStream` only after
+    the peer's authenticated close. Two concurrent senders (or receivers) raise
     :class:`anyio.BusyResourceError`. Extra attributes: :class:`EncryptedStreamAttribute`.
 
     :var transport_stream: the wrapped stream
     """
 
     transport_stream: AnyByteStream
-    _config: _Config
-    _send_cs: CipherState | None = field(default=None, init=False)
-    _recv_cs: CipherState | None = field(default=None, init=False)
+    _config: EncryptedStreamConfig
+    _server_side: bool
+    _records: RecordStream | None = field(default=None, init=False)
     _protocol_name: str = field(default="", init=False)
     _peer_static: bytes | None = field(default=None, init=False)
     _handshake_hash: bytes = field(default=b"", init=False)
-    _rbuf: bytearray = field(default_factory=bytearray, init=False)
-    _rpos: int = field(default=0, init=False)
     _pending: deque[bytes] = field(default_factory=deque, init=False)
     _pending_pos: int = field(default=0, init=False)
     _sending: OrderedBatches = field(init=False)
     _receiving: OrderedBatches = field(init=False)
-    _sent_records: int = field(default=0, init=False)
-    _received_records: int = field(default=0, init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
     _closed: bool = field(default=False, init=False)
@@ -354,35 +308,27 @@ class EncryptedStream(ByteStream):
         default_factory=lambda: ResourceGuard("reading from"), init=False
     )
 
+    def __post_init__(self) -> None:
+        policy = self._config.policy
+        # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
+        self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
+        self._receiving = self._new_receiver()
+
+    def _new_receiver(self) -> OrderedBatches:
+        return OrderedBatches(self._config.policy, site="socket-receive")
+
     @classmethod
     async def wrap(
         cls,
         transport_stream: AnyByteStream,
+        config: EncryptedStreamConfig | None = None,
         *,
         server_side: bool = False,
-        psk: KeyInput | None = None,
-        static_key: KeyInput | None = None,
-        server_public_key: Buffer | None = None,
-        accept_peer: AcceptPeer | None = None,
-        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-        cipher: str = "ChaChaPoly",
-        hash: str = "BLAKE2s",
-        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-        policy: OffloadPolicy | None = DEFAULT_POLICY,
+        **options: Any,
     ) -> EncryptedStream:
-        """Run the Noise handshake over ``transport_stream`` and return the encrypted stream.
+        """Run the handshake over ``transport_stream`` and return the encrypted stream.
 
-        Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519
-        private key) and, on the client, ``server_public_key`` (NK, or IK when the client
-        has a static key too); a client with ``static_key`` alone runs XX and must give
-        ``accept_peer``. ``accept_peer(public_key) -> bool`` (sync or async) vets the
-        peer's static key whenever one arrives; a server with ``accept_peer`` refuses
-        anonymous (NK) clients. ``cipher``: ``"ChaChaPoly"`` or ``"AESGCM"``; ``hash``:
-        ``"BLAKE2s"``, ``"BLAKE2b"``, ``"SHA256"`` or ``"SHA512"`` (both sides must
-        agree). ``rekey_interval``: records between rekeys (``None``: never). ``policy``:
-        when record crypto leaves the event loop (the engine's ``DEFAULT_POLICY``; ``None``
-        keeps it all on the loop thread); it changes nothing on the wire.
-
+        Options: ``config=``, or the fields of :class:`EncryptedStreamConfig` as keywords.
         On any failure the transport is closed. Raises :class:`InvalidParameterError` /
         :class:`InvalidKeySizeError` for bad options (before any I/O),
         :class:`PeerRejectedError` when ``accept_peer`` refuses,
@@ -390,32 +336,27 @@ class EncryptedStream(ByteStream):
         timeout passed), :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
-        config = _Config.make(
-            server_side=server_side,
-            psk=psk,
-            static_key=static_key,
-            server_public_key=server_public_key,
-            accept_peer=accept_peer,
-            cipher=cipher,
-            hash=hash,
-            rekey_interval=rekey_interval,
-            policy=policy,
-        )
-        return await cls._wrap(transport_stream, config, handshake_timeout)
+        settings = EncryptedStreamConfig.of(config, options)
+        protocol = settings.protocol(server_side=server_side)
+        return await cls._wrap(transport_stream, settings, protocol)
 
     @classmethod
     async def _wrap(
-        cls, transport_stream: AnyByteStream, config: _Config, time_limit: float | None
+        cls,
+        transport_stream: AnyByteStream,
+        config: EncryptedStreamConfig,
+        protocol: ProtocolConfig,
     ) -> EncryptedStream:
-        stream = cls(transport_stream=transport_stream, _config=config)
+        stream = cls(transport_stream, config, protocol.server_side)
+        limit = config.handshake_timeout
         try:
-            with anyio.fail_after(time_limit) as scope:
-                await stream._handshake()
+            with anyio.fail_after(limit) as scope:
+                await stream._handshake(protocol)
         except TimeoutError as exc:
             await aclose_forcefully(transport_stream)
             if scope.cancel_called:
                 raise HandshakeError(
-                    f"the Noise handshake did not complete within {time_limit} s: the peer "
+                    f"the Noise handshake did not complete within {limit} s: the peer "
                     "stalled or the network is too slow (raise handshake_timeout=)"
                 ) from exc
             raise
@@ -426,147 +367,69 @@ class EncryptedStream(ByteStream):
 
     # -- the handshake pump -----------------------------------------------------------------
 
-    async def _read_exact(self, n: int, what: str) -> bytes:
-        while len(self._rbuf) - self._rpos < n:
+    async def _handshake(self, protocol: ProtocolConfig) -> None:
+        handshake = Handshake(protocol)
+        while True:
+            event = handshake.next_event()
+            out = handshake.data_to_send()
+            if out:
+                await self.transport_stream.send(out)
+            if isinstance(event, Complete):
+                done = event
+                break
+            if isinstance(event, VetPeer):
+                await self._vet(event.public_key)
+                handshake.vetted()
+                continue
+            assert isinstance(event, NeedData)
             try:
-                chunk = await self._transport_receive()
+                handshake.receive_data(await self.transport_stream.receive())
             except EndOfStream:
                 raise HandshakeError(
-                    f"the peer closed the connection during the handshake (waiting for "
-                    f"{what}): it refused our handshake; check the keys, PSK, cipher and hash"
+                    "the peer closed the connection during the handshake: it refused our "
+                    "handshake; check the keys, PSK, cipher and hash"
                 ) from None
-            self._append(chunk)
-        out = bytes(self._rbuf[self._rpos : self._rpos + n])
-        self._rpos += n
-        return out
-
-    async def _read_handshake_message(self, index: int) -> bytes:
-        what = f"handshake message {index}"
-        header = await self._read_exact(2, what)
-        length = int.from_bytes(header, "big")
-        if length > _MAX_HANDSHAKE_FRAME:
-            raise FormatError(
-                f"handshake message {index} claims {length} bytes, over the "
-                f"{_MAX_HANDSHAKE_FRAME} a streamcrypt peer sends: not an EncryptedStream peer"
-            )
-        return await self._read_exact(length, what)
-
-    async def _read_preamble(self) -> tuple[str, str, str]:
-        pre = await self._read_exact(_PREAMBLE_LEN, "the client's preamble")
-        if pre[:2] != _MAGIC:
-            raise FormatError(
-                "the client did not open with the EncryptedStream preamble: it is not a "
-                "streamcrypt client (or speaks another protocol on this port)"
-            )
-        if pre[2] != _VERSION:
-            raise UnsupportedFormatError(
-                f"the client speaks EncryptedStream version {pre[2]}; this side speaks "
-                f"{_VERSION}: upgrade the older side"
-            )
-        names = []
-        for byte, table, what in (
-            (pre[3], _PATTERNS, "pattern"),
-            (pre[4], _CIPHERS, "cipher"),
-            (pre[5], _HASHES, "hash"),
-        ):
-            found = [k for k, v in table.items() if v == byte]
-            if not found:
-                raise UnsupportedFormatError(
-                    f"the client asked for unknown {what} id {byte}: not a version "
-                    f"{_VERSION} EncryptedStream client"
-                )
-            names.append(found[0])
-        return names[0], names[1], names[2]
+        self._protocol_name = done.protocol_name
+        self._peer_static = done.peer_static
+        self._handshake_hash = done.handshake_hash
+        self._records = RecordStream(done, protocol.rekey_interval)
 
     async def _vet(self, public_key: bytes) -> None:
         callback = self._config.accept_peer
-        if callback is None:
-            return
+        assert callback is not None
         verdict = callback(public_key)
         if inspect.isawaitable(verdict):
             verdict = await verdict
         if not verdict:
-            side = "client" if self._config.server_side else "server"
+            side = "client" if self._server_side else "server"
             raise PeerRejectedError(
                 f"accept_peer refused the {side}'s static key: the connection was closed"
             )
 
-    async def _handshake(self) -> None:
-        config = self._config
-        preamble = b""
-        if config.server_side:
-            pattern, cipher, hash_name = await self._read_preamble()
-            if cipher != config.cipher or hash_name != config.hash:
-                raise HandshakeError(
-                    f"the client asked for {cipher}/{hash_name}, this server runs "
-                    f"{config.cipher}/{config.hash}: configure both sides alike"
-                )
-            refusal = config.server_allows(pattern)
-            if refusal is not None:
-                raise HandshakeError(f"the client asked for Noise {pattern}, but {refusal}")
-            prologue = (
-                _PROLOGUE
-                + _MAGIC
-                + bytes((_VERSION, _PATTERNS[pattern], _CIPHERS[cipher], _HASHES[hash_name]))
-            )
-            static = config.static_key if pattern != "NNpsk0" else None
-            remote = None
-        else:
-            pattern = config.client_pattern()
-            preamble = _MAGIC + bytes(
-                (_VERSION, _PATTERNS[pattern], _CIPHERS[config.cipher], _HASHES[config.hash])
-            )
-            prologue = _PROLOGUE + preamble
-            static = config.static_key if pattern in ("IK", "XX") else None
-            remote = config.server_public_key
-        name = f"Noise_{pattern}_25519_{config.cipher}_{config.hash}"
-        handshake = NoiseHandshake(
-            name,
-            not config.server_side,
-            s=static,
-            rs=remote,
-            psks=[config.psk] if config.psk is not None else [],
-            prologue=prologue,
-        )
-        vetted = handshake.remote_static is not None
-        while not handshake.complete:
-            if handshake.needs_write:
-                message = handshake.write_message()
-                frame = preamble + len(message).to_bytes(2, "big") + message
-                preamble = b""
-                await self.transport_stream.send(frame)
-            else:
-                index = handshake.message_index
-                handshake.read_message(await self._read_handshake_message(index))
-                if not vetted and handshake.remote_static is not None:
-                    vetted = True
-                    await self._vet(handshake.remote_static)
-        self._protocol_name = name
-        self._peer_static = handshake.remote_static
-        self._handshake_hash = handshake.handshake_hash
-        self._send_cs, self._recv_cs = handshake.split()
-
     # -- records -----------------------------------------------------------------------------
 
-    def __post_init__(self) -> None:
-        # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
-        self._sending = OrderedBatches(self._config.policy, site="socket-send", piece=1 << 62)
-        self._receiving = self._new_receiver()
-
-    def _new_receiver(self) -> OrderedBatches:
-        return OrderedBatches(self._config.policy, site="socket-receive")
-
-    async def _transport_receive(self) -> bytes:
+    async def _transport_receive(self, records: RecordStream) -> bytes:
         transport = self.transport_stream
+        config = self._config
+        if records.buffered:
+            timeout, what = config.record_timeout, "the rest of a record"
+        else:
+            timeout, what = config.idle_timeout, "waiting for the next record"
         if isinstance(transport, ByteReceiveStream):
-            return await transport.receive(max(_RECV_SIZE, self._receiving.budget))
-        return await transport.receive()
+            size = min(MAX_READ, max(_RECV_SIZE, self._receiving.budget))
+            chunk: bytes = await _with_timeout(timeout, what, transport.receive(size))
+        else:
+            chunk = await _with_timeout(timeout, what, transport.receive())
+        return chunk
 
-    def _append(self, chunk: bytes) -> None:
-        if self._rpos:
-            del self._rbuf[: self._rpos]
-            self._rpos = 0
-        self._rbuf += chunk
+    async def _transport_send(self, sealed: list[Buffer]) -> None:
+        # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
+        for part in sealed:
+            await _with_timeout(
+                self._config.idle_timeout,
+                "the transport took no data",
+                self.transport_stream.send(cast(bytes, part)),
+            )
 
     def _fail(self, exc: BaseException) -> BaseException:
         if not self._broken:
@@ -582,34 +445,13 @@ class EncryptedStream(ByteStream):
                 f"this EncryptedStream is broken by an earlier failure: {self._failure!r}"
             ) from self._failure
 
-    def _seal_jobs(self, rtype: int, view: memoryview) -> list[SealRecords]:
-        """Jobs sealing ``view`` as records, keys and nonces assigned here, in order."""
-        cs = self._send_cs
-        assert cs is not None
-        interval = self._config.rekey_interval
-        step = RECORDS_PER_JOB * MAX_RECORD_DATA
-        jobs: list[SealRecords] = []
-        offset = 0
-        while True:
-            piece = view[offset : offset + step]
-            count = record_count(len(piece))
-            runs = take_nonces(cs, self._sent_records, count, interval)
-            self._sent_records += count
-            jobs.append(SealRecords(runs, rtype, piece))
-            offset += len(piece)
-            if offset >= len(view):
-                return jobs
-
-    async def _transport_send(self, sealed: list[Buffer]) -> None:
-        # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
-        for part in sealed:
-            await self.transport_stream.send(cast(bytes, part))
-
     async def _send_records(self, rtype: int, data: Buffer) -> None:
         await checkpoint_if_cancelled()
+        records = self._records
+        assert records is not None
         try:
             with memoryview(data) as raw, raw.cast("B") as view:
-                jobs = self._seal_jobs(rtype, view)
+                jobs = records.seal_jobs(rtype, view)
                 await self._sending.put(jobs, self._transport_send)
                 await self._sending.flush(self._transport_send)
         except BaseException as exc:
@@ -622,8 +464,9 @@ class EncryptedStream(ByteStream):
 
         Raises :class:`anyio.ClosedResourceError` after ``aclose()`` or ``send_eof()``,
         :class:`anyio.BrokenResourceError` after an earlier failure,
-        :class:`anyio.BusyResourceError` if another task is sending; transport errors
-        (and a cancellation) mid-send break the stream.
+        :class:`anyio.BusyResourceError` if another task is sending,
+        :class:`~streamcrypt.errors.PeerTimeoutError` if the transport takes nothing for
+        ``idle_timeout``; transport errors (and a cancellation) mid-send break the stream.
         """
         self._check_usable()
         if self._eof_sent:
@@ -652,36 +495,6 @@ class EncryptedStream(ByteStream):
             except (NotImplementedError, ClosedResourceError, BrokenResourceError, OSError):
                 pass  # the close record already told the peer; the transport may not half-close
 
-    def _next_record(self) -> tuple[int, bytes] | None:
-        """Open the next complete record in the buffer, or ``None`` if it has not all come."""
-        buf = self._rbuf
-        pos = self._rpos
-        if len(buf) - pos < HEADER_LEN:
-            return None
-        length = (buf[pos] << 8) | buf[pos + 1]
-        if length < TAGLEN:
-            raise FormatError(
-                f"record length {length} is shorter than the {TAGLEN}-byte tag: the peer "
-                "is not an EncryptedStream or the stream is corrupt"
-            )
-        end = pos + HEADER_LEN + length
-        if len(buf) < end:
-            return None
-        header = bytes(buf[pos : pos + HEADER_LEN])
-        cs = self._recv_cs
-        assert cs is not None
-        with memoryview(buf) as view, view[pos + HEADER_LEN : end] as body:
-            plaintext = cs.decrypt(header, body)
-        self._rpos = end
-        if end == len(buf):
-            buf.clear()
-            self._rpos = 0
-        self._received_records += 1
-        interval = self._config.rekey_interval
-        if interval is not None and self._received_records % interval == 0:
-            cs.rekey()
-        return header[2], plaintext
-
     async def receive(self, max_bytes: int = 262144) -> bytes:
         """Up to ``max_bytes`` of verified plaintext.
 
@@ -692,9 +505,9 @@ class EncryptedStream(ByteStream):
         Raises :class:`anyio.EndOfStream` only after the peer's authenticated close;
         :class:`AuthenticationError` (tampered, replayed, reordered record),
         :class:`TruncatedStreamError` (the transport ended inside a record or without
-        the close record) and :class:`FormatError` (malformed framing) break the stream;
-        after that, and after transport errors, calls raise
-        :class:`anyio.BrokenResourceError`.
+        the close record), :class:`FormatError` (malformed framing) and
+        :class:`PeerTimeoutError` (the peer stalled) break the stream; after that, and
+        after transport errors, calls raise :class:`anyio.BrokenResourceError`.
         """
         if max_bytes < 1:
             raise ValueError("max_bytes must be a positive integer")
@@ -710,7 +523,7 @@ class EncryptedStream(ByteStream):
                 if self._deferred is not None:
                     await anyio.lowlevel.checkpoint()
                     raise self._deferred
-                return await self._receive_record(max_bytes)
+                return await self._receive_records(max_bytes)
             except (StreamCryptError, BrokenResourceError, OSError) as exc:
                 raise self._fail(exc) from None
 
@@ -732,40 +545,13 @@ class EncryptedStream(ByteStream):
                 self._pending_pos = start + take
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _queue_open(self) -> bool:
-        """Hand the complete data records at the head of the buffer to the receive
-        scheduler, keys and nonces assigned here in record order; ``True`` if any went.
-
-        As much as the scheduler wants ahead (a batch inline, its window when it
-        offloads). The jobs keep a view of the current buffer, which is then replaced by a
-        copy of its tail, never touched again here.
-        """
-        sched = self._receiving
-        buf = self._rbuf
-        runs = scan_data_records(buf, self._rpos, sched.budget)
-        if not runs:
-            return False
-        cs = self._recv_cs
-        assert cs is not None
-        interval = self._config.rekey_interval
-        jobs: list[OpenRecords] = []
-        with memoryview(buf) as view:
-            for start, end, count in runs:
-                keys = take_nonces(cs, self._received_records, count, interval)
-                self._received_records += count
-                jobs.append(OpenRecords(keys, view[start:end], count))
-        self._rbuf = buf[runs[-1][1] :]
-        self._rpos = 0
-        sched.queue(jobs)
-        while sched.queued:
-            sched.launch()
-        return True
-
-    async def _receive_record(self, max_bytes: int) -> bytes:
-        # Cancellation may strike only before a record is consumed: once records are
+    async def _receive_records(self, max_bytes: int) -> bytes:
+        # Cancellation may strike only before records are consumed: once records are
         # handed to the scheduler (their counters advanced) they stay there until a call
         # returns them, and a call that has them yields with a shielded checkpoint.
         await checkpoint_if_cancelled()
+        records = self._records
+        assert records is not None
         checkpointed = False
         while True:
             sched = self._receiving
@@ -786,14 +572,18 @@ class EncryptedStream(ByteStream):
                 )
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
-            if self._queue_open():
+            jobs = records.open_jobs(sched.budget)
+            if jobs:
+                sched.queue(jobs)
+                while sched.queued:
+                    sched.launch()
                 continue
-            record = self._next_record()
+            record = records.next_control()
             if record is None:
                 try:
-                    chunk = await self._transport_receive()
+                    chunk = await self._transport_receive(records)
                 except EndOfStream:
-                    have = len(self._rbuf) - self._rpos
+                    have = records.buffered
                     if have:
                         raise TruncatedStreamError(
                             f"the connection closed in the middle of a record ({have} bytes "
@@ -804,7 +594,7 @@ class EncryptedStream(ByteStream):
                         "the peer crashed or the stream was cut, the data may be incomplete"
                     ) from None
                 checkpointed = True
-                self._append(chunk)
+                records.receive_data(chunk)
                 continue
             rtype, data = record
             if rtype == CLOSE:
@@ -814,17 +604,10 @@ class EncryptedStream(ByteStream):
                 if not checkpointed:
                     await cancel_shielded_checkpoint()
                 raise EndOfStream
-            if rtype != DATA:
-                raise FormatError(
-                    f"authenticated record of unknown type {rtype}: the peer speaks a "
-                    "newer EncryptedStream version"
-                )
-            if data:
-                if not checkpointed:
-                    await cancel_shielded_checkpoint()
-                self._pending.append(data)
-                self._pending_pos = 0
-                return self._take_pending(max_bytes)
+            raise FormatError(
+                f"authenticated record of unknown type {rtype}: the peer speaks a "
+                "newer EncryptedStream version"
+            )
 
     async def aclose(self) -> None:
         """Send the close record (if not sent yet and the stream is sound), then close.
@@ -836,12 +619,18 @@ class EncryptedStream(ByteStream):
             return
         self._closed = True
         try:
-            if not self._eof_sent and not self._broken and self._send_cs is not None:
+            if not self._eof_sent and not self._broken and self._records is not None:
                 try:
                     with self._send_guard:
                         await self._send_records(CLOSE, b"")
                         self._eof_sent = True
-                except (BusyResourceError, ClosedResourceError, BrokenResourceError, OSError):
+                except (
+                    BusyResourceError,
+                    ClosedResourceError,
+                    BrokenResourceError,
+                    OSError,
+                    PeerTimeoutError,
+                ):
                     pass  # a concurrent sender, or the transport is gone: just close
         except BaseException:
             await aclose_forcefully(self.transport_stream)
@@ -855,7 +644,7 @@ class EncryptedStream(ByteStream):
             EncryptedStreamAttribute.peer_static_key: lambda: self._peer_static,
             EncryptedStreamAttribute.handshake_hash: lambda: self._handshake_hash,
             EncryptedStreamAttribute.protocol_name: lambda: self._protocol_name,
-            EncryptedStreamAttribute.server_side: lambda: self._config.server_side,
+            EncryptedStreamAttribute.server_side: lambda: self._server_side,
         }
 
     def __repr__(self) -> str:
@@ -868,45 +657,29 @@ class EncryptedStream(ByteStream):
             if self._eof_sent
             else "open"
         )
-        side = "server" if self._config.server_side else "client"
+        side = "server" if self._server_side else "client"
         return f"EncryptedStream({self._protocol_name or 'handshaking'}, {side}, {state})"
 
 
-@dataclass(eq=False, repr=False)
 class EncryptedListener(Listener[EncryptedStream]):
     """Wraps any anyio listener: each accepted stream runs the handshake (server side).
 
-    A connection whose handshake fails or times out, or whose handler ends with a
-    streamcrypt or transport error, is logged in one line on the
-    ``"streamcrypt.transports"`` logger (error type and message, never key bytes) and
-    closed; other connections keep going. Options are those of
-    :meth:`EncryptedStream.wrap` (``server_public_key`` excepted); bad options raise
-    :class:`InvalidParameterError` at construction.
+    Options: ``config=`` or the fields of :class:`EncryptedStreamConfig` as keywords
+    (``server_public_key`` excepted); bad options raise :class:`InvalidParameterError`
+    here. A connection whose handshake fails or times out, or whose handler ends with a
+    streamcrypt or transport error, is closed and logged on the
+    ``"streamcrypt.transports"`` logger (error type and message, never key bytes) at a
+    bounded rate: ten lines per ten seconds, then one summary line; other connections
+    keep going.
     """
 
-    listener: Listener[Any]
-    psk: KeyInput | None = None
-    static_key: KeyInput | None = None
-    accept_peer: AcceptPeer | None = None
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT
-    cipher: str = "ChaChaPoly"
-    hash: str = "BLAKE2s"
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL
-    policy: OffloadPolicy | None = DEFAULT_POLICY
-    _config: _Config = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._config = _Config.make(
-            server_side=True,
-            psk=self.psk,
-            static_key=self.static_key,
-            server_public_key=None,
-            accept_peer=self.accept_peer,
-            cipher=self.cipher,
-            hash=self.hash,
-            rekey_interval=self.rekey_interval,
-            policy=self.policy,
-        )
+    def __init__(
+        self, listener: Listener[Any], config: EncryptedStreamConfig | None = None, **options: Any
+    ) -> None:
+        self.listener = listener
+        self.config = EncryptedStreamConfig.of(config, options)
+        self._protocol = self.config.protocol(server_side=True)
+        self.failures = FailureLog(logger)
 
     async def serve(
         self,
@@ -918,11 +691,10 @@ class EncryptedListener(Listener[EncryptedStream]):
         async def wrapped(transport: AnyByteStream) -> None:
             peer = _peer_name(transport)
             try:
-                stream = await EncryptedStream._wrap(
-                    transport, self._config, self.handshake_timeout
-                )
+                stream = await EncryptedStream._wrap(transport, self.config, self._protocol)
             except Exception as exc:
-                logger.warning(
+                self.failures.failure(
+                    type(exc).__name__,
                     "encrypted handshake with %s failed, connection closed: %s: %s",
                     peer,
                     type(exc).__name__,
@@ -932,14 +704,16 @@ class EncryptedListener(Listener[EncryptedStream]):
             try:
                 await handler(stream)
             except (StreamCryptError, BrokenResourceError, ClosedResourceError, OSError) as exc:
-                logger.warning(
+                self.failures.failure(
+                    type(exc).__name__,
                     "encrypted connection with %s failed, connection closed: %s: %s",
                     peer,
                     type(exc).__name__,
                     exc,
                 )
             except EndOfStream:
-                logger.warning(
+                self.failures.failure(
+                    "EndOfStream",
                     "encrypted connection with %s: the handler read past the end, closed",
                     peer,
                 )
@@ -958,57 +732,31 @@ class EncryptedListener(Listener[EncryptedStream]):
         return self.listener.extra_attributes
 
     def __repr__(self) -> str:
-        return f"EncryptedListener({self.listener!r}, {self._config!r})"
+        return f"EncryptedListener({self.listener!r}, {self.config!r})"
 
 
 async def connect(
-    host: str,
-    port: int,
-    *,
-    psk: KeyInput | None = None,
-    static_key: KeyInput | None = None,
-    server_public_key: Buffer | None = None,
-    accept_peer: AcceptPeer | None = None,
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-    cipher: str = "ChaChaPoly",
-    hash: str = "BLAKE2s",
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    host: str, port: int, config: EncryptedStreamConfig | None = None, **options: Any
 ) -> EncryptedStream:
     """Connect over TCP and run the client handshake: ``async with await connect(...) as s:``.
 
     Options as in :meth:`EncryptedStream.wrap`; raises what it raises, plus anyio's
     connection errors (``OSError``).
     """
-    config = _Config.make(
-        server_side=False,
-        psk=psk,
-        static_key=static_key,
-        server_public_key=server_public_key,
-        accept_peer=accept_peer,
-        cipher=cipher,
-        hash=hash,
-        rekey_interval=rekey_interval,
-        policy=policy,
-    )
+    settings = EncryptedStreamConfig.of(config, options)
+    protocol = settings.protocol(server_side=False)
     transport = await anyio.connect_tcp(host, port)
-    return await EncryptedStream._wrap(transport, config, handshake_timeout)
+    return await EncryptedStream._wrap(transport, settings, protocol)
 
 
 async def serve(
     handler: Callable[[EncryptedStream], Awaitable[Any]],
     host: str = "127.0.0.1",
     port: int = 0,
+    config: EncryptedStreamConfig | None = None,
     *,
-    psk: KeyInput | None = None,
-    static_key: KeyInput | None = None,
-    accept_peer: AcceptPeer | None = None,
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-    cipher: str = "ChaChaPoly",
-    hash: str = "BLAKE2s",
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
     task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
+    **options: Any,
 ) -> None:
     """Listen on ``host:port`` and serve encrypted connections until cancelled.
 
@@ -1024,27 +772,10 @@ async def serve(
     :class:`EncryptedListener` does (bad clients are logged and closed, others go on).
     Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
-    _Config.make(  # validate before binding the port
-        server_side=True,
-        psk=psk,
-        static_key=static_key,
-        server_public_key=None,
-        accept_peer=accept_peer,
-        cipher=cipher,
-        hash=hash,
-        rekey_interval=rekey_interval,
-        policy=policy,
-    )
+    settings = EncryptedStreamConfig.of(config, options)
+    settings.protocol(server_side=True)  # validate before binding the port
     listener = EncryptedListener(
-        await anyio.create_tcp_listener(local_host=host, local_port=port),
-        psk=psk,
-        static_key=static_key,
-        accept_peer=accept_peer,
-        handshake_timeout=handshake_timeout,
-        cipher=cipher,
-        hash=hash,
-        rekey_interval=rekey_interval,
-        policy=policy,
+        await anyio.create_tcp_listener(local_host=host, local_port=port), settings
     )
     async with listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
