@@ -3,6 +3,7 @@ real aiohttp server and client on 127.0.0.1."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import hashlib
@@ -21,6 +22,7 @@ from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnsupportedFormatError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import (
+    BODY_DECRYPTED_KEY,
     EncryptedStreamResponse,
     decrypt_response,
     encrypted_body,
@@ -30,6 +32,9 @@ from streamcrypt.transports import (
 pytestmark = pytest.mark.asyncio
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+AES = {"Content-Encoding": "aes128gcm"}
 
 
 def ring(*ids: str) -> KeyRing:
@@ -342,18 +347,59 @@ async def test_encrypted_request_body(route: str, record_size: int) -> None:
         assert "Content-Encoding" not in log[0] and "Content-Length" not in log[0]
 
 
-async def test_plain_request_passes_and_other_codings_415() -> None:
+async def test_clear_request_bodies_and_other_codings_get_415() -> None:
+    """Fail closed: a body in clear, or in any coding but aes128gcm alone, gets 415 before
+    the handler (curl -d secret must not be answered 200); several Content-Encoding lines
+    read as one; allowed paths pass in clear and the request says which it got."""
     keys = ring()
     log: list[Any] = []
     async with served(echo_routes(log), keys) as (s, url):
         async with s.post(url + "/whole", data=b"hello") as r:
-            assert decrypt_bytes(await raw(r), keys).decode() == expect(b"hello")
+            assert r.status == 415 and b"hello" not in await r.read()
         for coding in ("gzip", "x-custom", "aes128gcm, gzip"):
             body = gzip.compress(b"abc") if coding == "gzip" else b"abc"
             headers = {"Content-Encoding": coding}
             async with s.post(url + "/echo", data=body, headers=headers) as r:
                 assert r.status == 415, coding
-    assert log == []
+        lines = [("Content-Encoding", "aes128gcm"), ("Content-Encoding", "gzip")]
+        async with s.post(url + "/echo", data=gzip.compress(b"abc"), headers=lines) as r:
+            assert r.status == 415
+        lines = [("Content-Encoding", "identity"), ("Content-Encoding", "aes128gcm")]
+        async with s.post(url + "/whole", data=encrypt_bytes(b"hi", keys), headers=lines) as r:
+            assert decrypt_bytes(await raw(r), keys).decode() == expect(b"hi")
+    assert all(not isinstance(entry, int) for entry in log)  # no clear body reached a handler
+
+    seen: list[bool] = []
+
+    async def flag(request: web.Request) -> web.Response:
+        seen.append(request[BODY_DECRYPTED_KEY])
+        return web.Response(body=await request.read())
+
+    async with served({"/open": flag, "/shut": flag}, keys, allow_clear_paths=["/open"]) as (
+        s,
+        url,
+    ):
+        async with s.post(url + "/open", data=b"public") as r:
+            assert decrypt_bytes(await raw(r), keys) == b"public"
+        async with s.get(url + "/shut") as r:
+            assert r.status == 200
+        async with s.post(url + "/shut", data=encrypt_bytes(b"x", keys), headers=AES) as r:
+            assert decrypt_bytes(await raw(r), keys) == b"x"
+    assert seen == [False, False, True]
+
+
+async def test_a_stalled_request_body_is_cut_with_408() -> None:
+    keys = ring()
+    body = encrypt_bytes(b"x" * 20000, keys)
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield body[:5000]
+        await asyncio.sleep(3)
+        yield body[5000:]
+
+    async with served(echo_routes([]), keys, body_timeout=0.3) as (s, url):
+        async with s.post(url + "/echo", data=stalling(), headers=AES) as r:
+            assert r.status == 408
 
 
 def tamper(keys: KeyRing) -> bytes:

@@ -34,12 +34,15 @@ from streamcrypt.codecs.ece import (
 from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy, pipeline
 from streamcrypt.errors import AuthenticationError, InvalidParameterError
 from streamcrypt.keys import KeyRing, SecretKey
-from streamcrypt.transports import EncryptionMiddleware
+from streamcrypt.transports import BODY_DECRYPTED, EncryptionMiddleware, EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
 Scope = dict[str, Any]
 App = Callable[[Scope, Any, Any], Awaitable[None]]
+
+
+AES_HEADERS = {"content-encoding": "aes128gcm"}
 
 
 def ring(*ids: str) -> KeyRing:
@@ -384,12 +387,102 @@ async def test_request_body_decrypted_streaming(record_size: int) -> None:
     assert "content-encoding" not in headers and "content-length" not in headers
 
 
-async def test_plain_request_passes() -> None:
+async def test_a_request_body_in_clear_is_refused_before_the_app() -> None:
+    """Fail closed: a POST body without aes128gcm gets 415 and the app never runs; a
+    request without a body, or on an allowed path, passes and the scope says how."""
+    keys = ring()
+    seen: list[tuple[str, bool]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        seen.append((scope["path"], scope[BODY_DECRYPTED]))
+        await PlainTextResponse(f"{len(body)}")(scope, receive, send)
+
+    mw = EncryptionMiddleware(app, keys=keys, allow_clear_paths=["/open"])
+    async with client(mw) as c:
+        r = await c.post("/echo", content=b"secret")
+        assert r.status_code == 415 and b"secret" not in r.content
+        assert seen == []
+        r = await c.post("/echo", content=b"")  # Content-Length: 0: nothing to protect
+        assert r.status_code == 200 and seen[-1] == ("/echo", False)
+        r = await c.get("/echo")
+        assert r.status_code == 200 and decrypt_bytes(r.content, keys) == b"0"
+        r = await c.post("/open/x", content=b"public")
+        assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/open/x", False)
+        r = await c.post("/echo", content=encrypt_bytes(b"secret", keys), headers=AES_HEADERS)
+        assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/echo", True)
+    methods = EncryptionMiddleware(app, keys=keys, allow_clear_methods=["put"])
+    async with client(methods) as c:
+        assert (await c.put("/x", content=b"ok")).status_code == 200
+        assert (await c.post("/x", content=b"no")).status_code == 415
+
+
+async def test_body_bytes_on_a_bodiless_request_never_reach_the_app() -> None:
+    """A GET that carries a body anyway (chunked, no Content-Length): the bytes raise in
+    the app's receive and the client gets 415."""
+    keys = ring()
+    got: list[bytes] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        got.append(message.get("body", b""))
+        await PlainTextResponse("read")(scope, receive, send)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"sneaky"
+
+    async with client(EncryptionMiddleware(app, keys=keys)) as c:
+        r = await c.request("GET", "/x", content=body())
+    assert r.status_code == 415 and got == []
+
+
+async def test_content_encoding_on_several_lines_is_read_as_one() -> None:
+    """RFC 9110: two lines mean the comma-joined value. identity + aes128gcm is an
+    encrypted body (decrypted); aes128gcm + gzip is not one we decrypt (415)."""
     keys = ring()
     app = EncryptionMiddleware(echo_app([]), keys=keys)
+    body = encrypt_bytes(b"hello", keys)
     async with client(app) as c:
-        r = await c.post("/echo", content=b"hello")
-    assert decrypt_bytes(r.content, keys).decode().startswith("5 ")
+        headers = [("content-encoding", "identity"), ("content-encoding", "aes128gcm")]
+        r = await c.post("/echo", content=body, headers=headers)
+        assert r.status_code == 200 and decrypt_bytes(r.content, keys).startswith(b"5 ")
+        headers = [("content-encoding", "aes128gcm"), ("content-encoding", "gzip")]
+        r = await c.post("/echo", content=body, headers=headers)
+        assert r.status_code == 415
+
+
+async def test_a_stalled_request_body_is_cut_with_408() -> None:
+    keys = ring()
+    app = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.3)
+    body = encrypt_bytes(b"x" * 20000, keys)
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield body[:5000]
+        await asyncio.sleep(3)
+        yield body[5000:]
+
+    async with client(app) as c:
+        # Only the timeout can make this 408: the whole body would decrypt (200) without it.
+        r = await c.post("/echo", content=stalling(), headers=AES_HEADERS)
+        assert r.status_code == 408
+
+
+async def test_settings_object_and_options() -> None:
+    keys = ring()
+    settings = EncryptionSettings(keys=keys, allow_clear_methods=frozenset({"put"}))
+    assert settings.allow_clear_methods == frozenset({"PUT"})
+    assert EncryptionMiddleware(echo_app([]), settings).settings is settings
+    with pytest.raises(InvalidParameterError, match="not both"):
+        EncryptionMiddleware(echo_app([]), settings, keys=keys)
+    with pytest.raises(InvalidParameterError, match="unknown option"):
+        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)
+    with pytest.raises(InvalidParameterError, match="keys="):
+        EncryptionMiddleware(echo_app([]))
 
 
 BAD = [

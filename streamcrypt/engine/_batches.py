@@ -481,10 +481,9 @@ class OrderedBatches:
         if buf is None:
             if len(self._free) > self._window_max:
                 self._free.pop(0)
-            # Batches differ by a piece or so: one size with headroom lets them all share.
+            # Sized to the work in flight (a 1 KiB body costs 64 KiB, not a whole batch).
             grain = 1 << 16
-            target = self._batch_size()
-            buf = bytearray(-(-max(size, target + target // 16) // grain) * grain)
+            buf = bytearray(-(-size // grain) * grain)
         return _Batch(jobs, [_Group(0, len(jobs), None, memoryview(buf)[:size])], buf)
 
     # -- high level: async drivers that emit in order -------------------------------------

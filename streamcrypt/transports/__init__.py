@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._asgi import EncryptionMiddleware
+from ._asgi import BODY_DECRYPTED, EncryptionMiddleware
 from ._atomic import commit_temporary, create_temporary, discard_temporary, fsync_directory
 from ._files import (
     FORMATS,
@@ -33,6 +33,7 @@ from ._stream import (
 )
 
 __all__ = [
+    "BODY_DECRYPTED",
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_RECORD_TIMEOUT",
@@ -67,6 +68,7 @@ __all__ = [
 # ``__all__``: the package itself imports without aiohttp.
 _AIOHTTP_NAMES = frozenset(
     {
+        "BODY_DECRYPTED_KEY",
         "SETTINGS_KEY",
         "EncryptedStreamResponse",
         "decrypt_response",
@@ -75,6 +77,7 @@ _AIOHTTP_NAMES = frozenset(
     }
 )
 if TYPE_CHECKING:
+    from ._aiohttp import BODY_DECRYPTED_KEY as BODY_DECRYPTED_KEY
     from ._aiohttp import SETTINGS_KEY as SETTINGS_KEY
     from ._aiohttp import EncryptedStreamResponse as EncryptedStreamResponse
     from ._aiohttp import decrypt_response as decrypt_response

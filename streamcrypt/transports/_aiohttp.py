@@ -35,8 +35,9 @@ are encrypted or refused with a 500 by ``on_unencryptable``, as in the ASGI midd
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +61,18 @@ from ..codecs.ece import (
     encrypted_length,
 )
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
-from ..errors import InvalidParameterError, StreamCryptError, UnsupportedFormatError
+from ..errors import (
+    InvalidParameterError,
+    PeerTimeoutError,
+    StreamCryptError,
+    UnsupportedFormatError,
+)
 from ..keys import KeyRing
 from ._asgi import _DECRYPT_FAILED
-from ._http import EncryptionSettings, Unencryptable
+from ._http import EncryptionSettings, RequestRule, announces_body, content_codings
 
 __all__ = [
+    "BODY_DECRYPTED_KEY",
     "SETTINGS_KEY",
     "EncryptedStreamResponse",
     "decrypt_response",
@@ -82,15 +89,16 @@ _FILE_CHUNK = 1 << 20
 _READ_LIMIT = 1 << 16
 
 
-def _codings(value: str | None) -> list[str]:
-    if not value:
-        return []
-    tokens = [t.strip().lower() for t in value.split(",")]
-    return [t for t in tokens if t not in ("", "identity")]
+def _codings(headers: Any) -> list[str]:
+    """Every Content-Encoding line's codings (RFC 9110: lines combine like commas)."""
+    return content_codings(headers.getall(hdrs.CONTENT_ENCODING, []))
 
 
 #: Where :func:`setup_encryption` keeps its settings in the application.
 SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
+#: Whether the handler's request body was decrypted (True) or came in clear (False: no
+#: body, an allowed path or method, or decrypt_requests=False): ``request[BODY_DECRYPTED_KEY]``.
+BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decrypted", bool)
 
 
 def _error(status: int, text: str) -> web.Response:
@@ -111,7 +119,8 @@ def _refusal(what: str, path: str) -> web.Response:
 
 
 def _set_encoding(headers: CIMultiDict[str]) -> None:
-    codings = _codings(headers.get(hdrs.CONTENT_ENCODING))
+    codings = _codings(headers)
+    headers.popall(hdrs.CONTENT_ENCODING, None)
     headers[hdrs.CONTENT_ENCODING] = ", ".join([*codings, _AES])
     vary = headers.get(hdrs.VARY)
     if vary is None:
@@ -208,25 +217,42 @@ class EncryptedStreamResponse(web.StreamResponse):
         await super().write_eof()
 
 
-class _NoFlowControl(BaseProtocol):
-    """The decrypting reader's protocol: it pulls only when empty, so it never pauses."""
+class _PullControl(BaseProtocol):
+    """The decrypting reader's flow control: its buffer above the limit pauses the task
+    that feeds it (``StreamReader`` calls these), below it resumes the task."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.room = anyio.Event()
+        self.room.set()
+
+    @property
+    def connected(self) -> bool:
+        return True  # the body's end comes as feed_eof, never as a closed connection
 
     def pause_reading(self) -> None:
-        return None
+        self.room = anyio.Event()
 
     def resume_reading(self, resume_parser: bool = True) -> None:
-        return None
+        self.room.set()
 
 
 class _DecryptingReader(StreamReader):
-    """A request body reader that pulls ciphertext only when the handler waits for data,
-    and holds only plaintext whose record verified."""
+    """A request body reader holding only plaintext whose record verified.
+
+    :meth:`pump` (a task beside the handler) reads ciphertext, decrypts it and feeds the
+    plaintext through ``StreamReader``'s public ``feed_data``/``feed_eof``; it waits while
+    the handler has not read what it has (the reader's own limit), so memory stays one
+    record plus the reader's buffer. A failure reaches the handler's read as the typed
+    error (``set_exception``).
+    """
 
     def __init__(self, request: web.BaseRequest, settings: EncryptionSettings) -> None:
-        # A protocol of its own: pausing the connection's would stall the pull below.
         loop = asyncio.get_running_loop()
-        super().__init__(_NoFlowControl(loop), _READ_LIMIT, loop=loop)
+        self._sc_control = _PullControl(loop)
+        super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
+        self._sc_timeout = settings.body_timeout
         self._sc_feeder = pipeline(
             EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
             policy=settings.policy,
@@ -236,21 +262,33 @@ class _DecryptingReader(StreamReader):
     async def _sc_put(self, view: memoryview) -> None:
         self.feed_data(bytes(view))
 
-    async def _wait(self, func_name: str) -> None:
-        # Called by every read method while nothing is buffered: pull one source chunk.
-        if self.sc_error is not None:
-            raise self.sc_error
-        chunk = await self._sc_source.readany()
+    async def _sc_chunk(self) -> bytes:
+        timeout = self._sc_timeout
+        if timeout is None:
+            return await self._sc_source.readany()
+        with anyio.move_on_after(timeout) as scope:
+            return await self._sc_source.readany()
+        assert scope.cancelled_caught
+        raise PeerTimeoutError(
+            f"the request body sent nothing for {timeout} s: the client stalled; cut"
+        )
+
+    async def pump(self) -> None:
         try:
-            if chunk:
+            while True:
+                await self._sc_control.room.wait()
+                chunk = await self._sc_chunk()
+                if not chunk:
+                    await self._sc_feeder.aclose()
+                    self.feed_eof()
+                    return
                 await self._sc_feeder.send(chunk)
-            else:
-                await self._sc_feeder.aclose()
-                self.feed_eof()
+                await self._sc_feeder.flush()  # records reach the handler as they verify
         except StreamCryptError as exc:
             self.sc_error = exc
             self.set_exception(exc)
-            raise
+        except Exception as exc:  # the connection failed under the body: the handler sees it
+            self.set_exception(exc)
 
 
 async def _file_response(
@@ -315,7 +353,7 @@ async def _seal(
         return await _file_response(resp, path, request)
     if not isinstance(resp, web.Response):
         return _refusal("an unprepared stream response", request.path)
-    if resp.status == 206 or _codings(resp.headers.get(hdrs.CONTENT_ENCODING)):
+    if resp.status == 206 or _codings(resp.headers):
         if refuse:
             what = "a ranged 206 answer" if resp.status == 206 else "an already encoded body"
             return _refusal(what, request.path)
@@ -384,20 +422,36 @@ def _middleware(settings: EncryptionSettings) -> Any:
         reader: _DecryptingReader | None = None
         prepared: list[bool] = []
         request[_PREPARED] = prepared  # the clone below shares this list
-        if settings.decrypt_requests:
-            codings = _codings(request.headers.get(hdrs.CONTENT_ENCODING))
-            if codings == [_AES]:
-                reader = _DecryptingReader(request, settings)
-                headers = CIMultiDict(request.headers)
-                headers.pop(hdrs.CONTENT_ENCODING, None)
-                headers.pop(hdrs.CONTENT_LENGTH, None)
-                clone = request.clone(headers=headers)
-                clone._payload = reader
-                request = clone
-            elif codings:
-                return _decrypt_error(UnsupportedFormatError("request content coding"))
+        has_body = request.body_exists or announces_body(
+            request.method, request.headers.get(hdrs.CONTENT_LENGTH), False
+        )
+        rule = settings.request_rule(
+            request.method, request.path, _codings(request.headers), has_body
+        )
+        if rule is RequestRule.REFUSE:
+            return _decrypt_error(UnsupportedFormatError("request body not in aes128gcm"))
+        if rule is RequestRule.DECRYPT:
+            reader = _DecryptingReader(request, settings)
+            headers = CIMultiDict(request.headers)
+            headers.popall(hdrs.CONTENT_ENCODING, None)
+            headers.pop(hdrs.CONTENT_LENGTH, None)
+            clone = request.clone(headers=headers)
+            clone._payload = reader
+            request = clone
+        request[BODY_DECRYPTED_KEY] = reader is not None
         try:
-            resp = await handler(request)
+            if reader is None:
+                resp = await handler(request)
+            else:
+                # A plain task, not a task group: the handler's own exceptions (typed
+                # errors, HTTPException) must reach the clauses below unwrapped.
+                pump = asyncio.get_running_loop().create_task(reader.pump())
+                try:
+                    resp = await handler(request)
+                finally:
+                    pump.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pump
         except StreamCryptError as exc:
             if reader is None or exc is not reader.sc_error or prepared:
                 raise  # a response is under way: the server aborts the connection
@@ -407,9 +461,7 @@ def _middleware(settings: EncryptionSettings) -> Any:
                 return _decrypt_error(reader.sc_error)
             if exc.get(_MARK) or _bodyless(request, exc) or isinstance(exc.body, Payload):
                 raise
-            if settings.on_unencryptable == "refuse" and _codings(
-                exc.headers.get(hdrs.CONTENT_ENCODING)
-            ):
+            if settings.on_unencryptable == "refuse" and _codings(exc.headers):
                 return _refusal("an already encoded body", request.path)
             await _encrypt_body(exc, settings, bytes(exc.body or b""))  # not a Payload
             raise
@@ -429,7 +481,7 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
             prepared.append(True)
         if resp.get(_MARK):
             if resp.status < 400 or isinstance(resp, EncryptedStreamResponse):
-                last = _codings(resp.headers.get(hdrs.CONTENT_ENCODING))[-1:]
+                last = _codings(resp.headers)[-1:]
                 if last != [_AES] and not _carries_nothing(request, resp):
                     raise web.HTTPInternalServerError(text="response coding was changed")
             return
@@ -454,36 +506,20 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
 
 
 def setup_encryption(
-    app: web.Application,
-    *,
-    keys: KeyRing,
-    record_size: int = DEFAULT_RECORD_SIZE,
-    include_paths: Iterable[str] | None = None,
-    exclude_paths: Iterable[str] = (),
-    content_types: Iterable[str] | None = None,
-    on_unencryptable: Unencryptable = "encrypt",
-    decrypt_requests: bool = True,
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    app: web.Application, settings: EncryptionSettings | None = None, **options: Any
 ) -> EncryptionSettings:
     """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
 
-    Installs the middleware (outermost) and the ``on_response_prepare`` guard, and
-    stores the settings under :data:`SETTINGS_KEY` for :class:`EncryptedStreamResponse`.
-    The options mean what they mean for the ASGI ``EncryptionMiddleware``. Raises
+    Options: ``settings=`` (an :class:`EncryptionSettings`) or its fields as keywords
+    (``keys=`` is required), meaning what they mean for the ASGI
+    ``EncryptionMiddleware``: requests fail closed (415 for a body not in aes128gcm unless
+    its path or method is allowed in clear; ``request[BODY_DECRYPTED_KEY]`` says which the
+    handler got), a stalled body is cut after ``body_timeout`` (408). Installs the
+    middleware (outermost) and the ``on_response_prepare`` guard, and stores the settings
+    under :data:`SETTINGS_KEY` for :class:`EncryptedStreamResponse`. Raises
     :class:`InvalidParameterError` for bad settings.
     """
-    settings = EncryptionSettings.create(
-        keys=keys,
-        record_size=record_size,
-        include_paths=include_paths,
-        exclude_paths=exclude_paths,
-        content_types=content_types,
-        on_unencryptable=on_unencryptable,
-        decrypt_requests=decrypt_requests,
-        max_record_size=max_record_size,
-        policy=policy,
-    )
+    settings = EncryptionSettings.of(settings, options)
     app[SETTINGS_KEY] = settings
     app.middlewares.insert(0, _middleware(settings))
     app.on_response_prepare.append(_guard(settings))
@@ -527,7 +563,7 @@ async def decrypt_response(
     :class:`UnsupportedFormatError` for another coding, then the decryptor's errors
     (:class:`AuthenticationError`, :class:`TruncatedStreamError`, ...).
     """
-    codings = _codings(response.headers.get(hdrs.CONTENT_ENCODING))
+    codings = _codings(response.headers)
     if codings[-1:] != [_AES]:
         raise UnsupportedFormatError(
             f"the response's Content-Encoding is {', '.join(codings) or 'identity'!r}, "

@@ -21,15 +21,19 @@ aes128gcm``; a 206 part is encrypted as a body of its own) or, with
 middleware does not know (``http.response.zerocopysend``) is always refused. Nothing the
 app sends after the response was replaced reaches the client.
 
-Requests: a body with ``Content-Encoding: aes128gcm`` is decrypted as it streams in:
-``receive`` is wrapped, ciphertext goes through a decrypting feeder, and the app gets
-only plaintext whose record verified; ``more_body: False`` comes only after the whole
-body authenticated (truncation included). The app's scope loses the request's
-``Content-Encoding`` and ``Content-Length`` (they describe the ciphertext). When the body
-fails, the app's ``receive`` raises the typed error and the client gets the error's
-``http_status`` (400, 413) with a short message, if no response had started; if one had,
-the exception goes on to the server, which aborts the connection. Any other request
-``Content-Encoding`` gets 415 before the app runs.
+Requests fail closed (:meth:`EncryptionSettings.request_rule`): a body with
+``Content-Encoding: aes128gcm`` (every header line read, as RFC 9110 says) is decrypted
+as it streams in: ``receive`` is wrapped, ciphertext goes through a decrypting feeder,
+and the app gets only plaintext whose record verified; ``more_body: False`` comes only
+after the whole body authenticated (truncation included). The app's scope loses the
+request's ``Content-Encoding`` and ``Content-Length`` (they describe the ciphertext). A
+body that stalls for ``body_timeout`` seconds fails with 408. When the body fails, the
+app's ``receive`` raises the typed error and the client gets the error's
+``http_status`` (400, 408, 413) with a short message, if no response had started; if one
+had, the exception goes on to the server, which aborts the connection. Any other request
+that announces a body gets 415 before the app runs, unless its path or method is allowed
+in clear; a request judged bodiless whose body comes anyway gets the same 415 from its
+``receive``. ``scope["streamcrypt.body_decrypted"]`` tells the app which it got.
 
 Keys come from a :class:`KeyRing` of 16-byte keys: the active key encrypts and its id is
 written into the header; a request body is decrypted with the key its header names.
@@ -39,23 +43,20 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal, TypeAlias
 
 import anyio
 
-from ..codecs.ece import (
-    CONTENT_ENCODING,
-    DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_RECORD_SIZE,
-    EceDecryptor,
-    EceEncryptor,
-    encrypted_length,
+from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted_length
+from ..engine import Feeder, pipeline
+from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
+from ._http import (
+    EncryptionSettings,
+    RequestRule,
+    announces_body,
+    content_codings,
 )
-from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
-from ..errors import StreamCryptError, UnsupportedFormatError
-from ..keys import KeyRing
-from ._http import EncryptionSettings, Unencryptable
 
 __all__ = ["EncryptionMiddleware"]
 
@@ -87,11 +88,9 @@ def _without(headers: _Headers, *names: bytes) -> _Headers:
     return [(k, v) for k, v in headers if k.lower() not in names]
 
 
-def _codings(value: bytes | None) -> list[bytes]:
-    if value is None:
-        return []
-    tokens = [t.strip().lower() for t in value.split(b",")]
-    return [t for t in tokens if t not in _IDENTITY]
+def _codings(headers: _Headers) -> list[str]:
+    """Every Content-Encoding line's codings (RFC 9110: lines combine like commas)."""
+    return content_codings(v for k, v in headers if k.lower() == b"content-encoding")
 
 
 def _add_vary(headers: _Headers, token: bytes) -> _Headers:
@@ -118,8 +117,13 @@ def _error_response(status: int, text: str) -> tuple[Message, Message]:
     return start, {"type": "http.response.body", "body": body, "more_body": False}
 
 
+#: The scope key saying whether the app's request body was decrypted (True) or came in
+#: clear (False: no body, an allowed path or method, or decrypt_requests=False).
+BODY_DECRYPTED = "streamcrypt.body_decrypted"
+
 _DECRYPT_FAILED = {
     400: "400 Bad Request: the aes128gcm request body failed to decrypt",
+    408: "408 Request Timeout: the request body stalled",
     413: "413 Content Too Large: the aes128gcm request body exceeds this server's limits",
     415: "415 Unsupported Media Type: this server accepts request bodies in the aes128gcm "
     "content coding only",
@@ -135,17 +139,11 @@ def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
 class EncryptionMiddleware:
     """Encrypt response bodies and decrypt request bodies with RFC 8188 ``aes128gcm``.
 
-    ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts. Paths: a
-    request is handled when its path starts with one of ``include_paths`` (all paths when
-    ``None``) and with none of ``exclude_paths``; other requests pass through untouched.
-    ``content_types``: media types whose responses are encrypted (``"text/*"``
-    wildcards allowed; ``None``: all). ``on_unencryptable``: ``"encrypt"`` or
-    ``"refuse"`` (500) for pathsend, 206 and already-encoded responses.
-    ``decrypt_requests``: decrypt ``aes128gcm`` request bodies and answer 415 to other
-    codings (``False``: requests pass through). ``max_record_size`` bounds what a request
-    header may demand (413 above it). ``policy``: offload policy of the pipelines; the
-    complete records of each body message leave before the next message is read (large
-    messages are sealed on worker threads).
+    Options: ``settings=`` (an :class:`EncryptionSettings`), or its fields as keywords
+    (``keys=`` is required: a :class:`KeyRing` of 16-byte keys). Requests fail closed: a
+    request that announces a body not encrypted with ``aes128gcm`` gets 415 before the app
+    runs, unless its path or method is in ``allow_clear_paths`` / ``allow_clear_methods``;
+    the scope's :data:`BODY_DECRYPTED` key says whether the app's body was decrypted.
     Raises :class:`InvalidParameterError` for bad settings; see the module docstring for
     the HTTP answers.
 
@@ -155,31 +153,10 @@ class EncryptionMiddleware:
     """
 
     def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        keys: KeyRing,
-        record_size: int = DEFAULT_RECORD_SIZE,
-        include_paths: Iterable[str] | None = None,
-        exclude_paths: Iterable[str] = (),
-        content_types: Iterable[str] | None = None,
-        on_unencryptable: Unencryptable = "encrypt",
-        decrypt_requests: bool = True,
-        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-        policy: OffloadPolicy | None = DEFAULT_POLICY,
+        self, app: ASGIApp, settings: EncryptionSettings | None = None, **options: Any
     ) -> None:
         self.app = app
-        self.settings = EncryptionSettings.create(
-            keys=keys,
-            record_size=record_size,
-            include_paths=include_paths,
-            exclude_paths=exclude_paths,
-            content_types=content_types,
-            on_unencryptable=on_unencryptable,
-            decrypt_requests=decrypt_requests,
-            max_record_size=max_record_size,
-            policy=policy,
-        )
+        self.settings = EncryptionSettings.of(settings, options)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
@@ -200,16 +177,32 @@ class _DecryptingReceive:
         ).feeder(self._collect)
         self._complete = False  # the whole body authenticated
         self._final_given = False
+        self._timeout = mw.settings.body_timeout
         self.error: StreamCryptError | None = None
 
     async def _collect(self, view: memoryview) -> None:
         self._ready.append(bytes(view))
 
+    async def _next(self) -> Message:
+        timeout = self._timeout
+        if timeout is None:
+            return await self._receive()
+        with anyio.move_on_after(timeout) as scope:
+            return await self._receive()
+        assert scope.cancelled_caught
+        raise PeerTimeoutError(
+            f"the request body sent nothing for {timeout} s: the client stalled; cut"
+        )
+
     async def __call__(self) -> Message:
         if self.error is not None:
             raise self.error
         while not self._ready and not self._complete:
-            message = await self._receive()
+            try:
+                message = await self._next()
+            except PeerTimeoutError as exc:
+                self.error = exc
+                raise
             if message["type"] != "http.request":
                 return message  # http.disconnect: the client is gone
             try:
@@ -234,6 +227,24 @@ class _DecryptingReceive:
         return await self._receive()  # after the body: wait for the disconnect
 
 
+class _ClearGuard:
+    """Wraps ``receive`` of a request judged bodiless: body bytes raise, never reach the app."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self.error: StreamCryptError | None = None
+
+    async def __call__(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request" and message.get("body"):
+            self.error = UnsupportedFormatError(
+                "the request sent a body in clear; this server accepts request bodies "
+                "in the aes128gcm content coding only"
+            )
+            raise self.error
+        return message
+
+
 class _Responder:
     """One request: wraps ``send`` (and ``receive`` when the body is encrypted)."""
 
@@ -255,22 +266,37 @@ class _Responder:
 
     async def run(self) -> None:
         headers: _Headers = list(self.scope.get("headers", []))
-        scope = self.scope
-        receive = self.receive
-        if self.mw.settings.decrypt_requests:
-            codings = _codings(_get(headers, b"content-encoding"))
-            if codings == [CONTENT_ENCODING.encode()]:
-                self.decrypting = _DecryptingReceive(self.receive, self.mw)
-                receive = self.decrypting
-                scope = dict(scope)
-                scope["headers"] = _without(headers, b"content-encoding", b"content-length")
-            elif codings:
-                await self._answer_error(UnsupportedFormatError("request content coding"))
-                return
+        scope = dict(self.scope)
+        receive: Receive = self.receive
+        method = str(scope.get("method", "GET"))
+        path = str(scope.get("path", ""))
+        has_body = announces_body(
+            method,
+            _get(headers, b"content-length"),
+            _get(headers, b"transfer-encoding") is not None,
+        )
+        settings = self.mw.settings
+        rule = settings.request_rule(method, path, _codings(headers), has_body)
+        if rule is RequestRule.REFUSE:
+            await self._answer_error(UnsupportedFormatError("request body not in aes128gcm"))
+            return
+        guard: _ClearGuard | None = None
+        if rule is RequestRule.DECRYPT:
+            self.decrypting = _DecryptingReceive(self.receive, self.mw)
+            receive = self.decrypting
+            scope["headers"] = _without(headers, b"content-encoding", b"content-length")
+        elif settings.decrypt_requests and not settings.clear_allowed(method, path):
+            # Judged bodiless: any body byte that comes anyway is refused, never handed over.
+            guard = _ClearGuard(self.receive)
+            receive = guard
+        scope[BODY_DECRYPTED] = rule is RequestRule.DECRYPT
         try:
             await self.mw.app(scope, receive, self._send)
         except StreamCryptError as exc:
-            if self.decrypting is None or exc is not self.decrypting.error:
+            expected = self.decrypting.error if self.decrypting is not None else None
+            if guard is not None:
+                expected = guard.error
+            if expected is None or exc is not expected:
                 raise
             if self.mode == "swallow":
                 return  # an error answer went out already
@@ -328,14 +354,14 @@ class _Responder:
             self.started = True
             await self.send(message)
             return
-        codings = _codings(_get(headers, b"content-encoding"))
+        codings = _codings(headers)
         if status == 206 or codings:
             what = "a ranged 206 answer" if status == 206 else "an already encoded body"
             if self.mw.settings.on_unencryptable == "refuse":
                 await self._refuse(what)
                 return
         self.mode = "encrypt"
-        coding = b", ".join([*codings, CONTENT_ENCODING.encode()])
+        coding = ", ".join([*codings, CONTENT_ENCODING]).encode()
         headers = _without(headers, b"content-encoding")
         headers.append((b"content-encoding", coding))
         self.start = {**message, "headers": _add_vary(headers, b"Content-Encoding")}

@@ -1,31 +1,101 @@
-"""What the HTTP middlewares share: their settings, checked once, and what they select.
+"""What the HTTP middlewares share: their settings, checked once, and the request rules.
 
 Framework-free (no starlette, no aiohttp), so both the ASGI middleware and the aiohttp
-helpers build on it.
+helpers build on it: one declaration of the options (:class:`EncryptionSettings`), one
+reading of ``Content-Encoding`` (all header lines, RFC 9110 section 5.3), one decision of
+what a request's body must be (:meth:`EncryptionSettings.request_rule`).
+
+Memory per request, by design: a request body is decrypted record by record, so what one
+request can pin is one partial record (at most ``max_record_size``, 64 KiB by default)
+plus one batch of verified plaintext not yet read by the app (about one record per body
+message read) plus the framework's own read buffer; a response streams through batches
+sized to the data in flight (a 1 KiB body costs about 1 KiB). A client that stops
+sending a body is cut after ``body_timeout`` seconds.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from ..codecs.ece import DEFAULT_MAX_RECORD_SIZE, DEFAULT_RECORD_SIZE, EceEncryptor
+from ..codecs.ece import CONTENT_ENCODING, DEFAULT_RECORD_SIZE, EceEncryptor
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import InvalidParameterError
 from ..keys import KeyRing
+from ._options import config_or_options
 
-__all__ = ["EncryptionSettings", "Unencryptable"]
+__all__ = [
+    "BODYLESS_METHODS",
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_REQUEST_MAX_RECORD_SIZE",
+    "EncryptionSettings",
+    "RequestRule",
+    "Unencryptable",
+    "announces_body",
+    "content_codings",
+]
 
 #: What to do with a response a gzip middleware would pass through untouched (file
 #: sends, 206 answers, bodies already carrying a Content-Encoding): encrypt it, or refuse
 #: it with a 500. Never send it in clear.
 Unencryptable: TypeAlias = Literal["encrypt", "refuse"]
+#: Largest record a request body may announce by default: RFC 8188's own default is
+#: 4096 and clients (http_ece, streamcrypt) use it; 64 KiB leaves room for clients that
+#: chose larger records while bounding what a stalled request pins.
+DEFAULT_REQUEST_MAX_RECORD_SIZE = 1 << 16
+#: Seconds a request body may go without a byte before the request is cut (408).
+DEFAULT_BODY_TIMEOUT = 30.0
+#: Methods whose requests carry no body unless they say so (Content-Length,
+#: Transfer-Encoding).
+BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE", "TRACE", "CONNECT"})
+
+
+class RequestRule(enum.Enum):
+    """What a middleware does with a request's body."""
+
+    DECRYPT = "decrypt"  # an aes128gcm body: decrypted before the app sees it
+    CLEAR = "clear"  # allowed in clear (no body, or an allowed path or method)
+    REFUSE = "refuse"  # anything else: 415 before the app runs
+
+
+def content_codings(values: Iterable[str | bytes]) -> list[str]:
+    """The codings of every ``Content-Encoding`` line, in order, lower case, without
+    ``identity`` (several lines mean the same as one comma-joined line)."""
+    out: list[str] = []
+    for value in values:
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        out += [t.strip().lower() for t in text.split(",")]
+    return [t for t in out if t not in ("", "identity")]
+
+
+def _paths(value: Iterable[str] | None, name: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise InvalidParameterError(f"{name} takes a list of path prefixes, not a str")
+    return tuple(value)
 
 
 @dataclass(frozen=True, slots=True)
 class EncryptionSettings:
-    """What an encrypting HTTP middleware encrypts, and how. Build with :meth:`create`."""
+    """What an encrypting HTTP middleware encrypts, decrypts and lets through.
+
+    ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts, a request body
+    is decrypted with the key its header names. Paths: a request is handled when its
+    path starts with one of ``include_paths`` (all paths when ``None``) and with none of
+    ``exclude_paths``; other requests pass through untouched. ``content_types``: media
+    types whose responses are encrypted (``"text/*"`` wildcards allowed; ``None``: all).
+    ``on_unencryptable``: ``"encrypt"`` or ``"refuse"`` (500) for file sends, 206 and
+    already-encoded responses. ``decrypt_requests``: decrypt ``aes128gcm`` request bodies
+    and refuse every other request body with 415 (``False``: request bodies pass in clear).
+    ``allow_clear_paths`` / ``allow_clear_methods``: path prefixes and methods whose
+    request bodies may come in clear. ``max_record_size``: the largest record a request
+    may announce (413 above it). ``body_timeout``: seconds a request body may stall (408).
+    ``policy``: offload policy of the pipelines. Bad settings raise
+    :class:`InvalidParameterError`.
+    """
 
     keys: KeyRing
     record_size: int = DEFAULT_RECORD_SIZE
@@ -34,46 +104,48 @@ class EncryptionSettings:
     content_types: frozenset[str] | None = None
     on_unencryptable: Unencryptable = "encrypt"
     decrypt_requests: bool = True
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    allow_clear_paths: tuple[str, ...] = ()
+    allow_clear_methods: frozenset[str] = frozenset()
+    max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT
     policy: OffloadPolicy | None = DEFAULT_POLICY
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.keys, KeyRing):
+            raise InvalidParameterError(
+                f"keys must be a KeyRing of 16-byte keys, not {type(self.keys).__name__}"
+            )
+        if self.on_unencryptable not in ("encrypt", "refuse"):
+            raise InvalidParameterError(
+                f"on_unencryptable must be 'encrypt' or 'refuse', not {self.on_unencryptable!r}"
+            )
+        if self.body_timeout is not None and not self.body_timeout > 0:
+            raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
+        EceEncryptor(self.keys, record_size=self.record_size)  # the record size and key, now
+        # Normalise what may come as any iterable.
+        set_ = object.__setattr__
+        set_(self, "include_paths", _paths(self.include_paths, "include_paths"))
+        set_(self, "exclude_paths", _paths(self.exclude_paths, "exclude_paths") or ())
+        set_(self, "allow_clear_paths", _paths(self.allow_clear_paths, "allow_clear_paths") or ())
+        set_(self, "allow_clear_methods", frozenset(m.upper() for m in self.allow_clear_methods))
+        if self.content_types is not None:
+            set_(
+                self,
+                "content_types",
+                frozenset(t.partition(";")[0].strip().lower() for t in self.content_types),
+            )
+
     @classmethod
-    def create(
-        cls,
-        *,
-        keys: KeyRing,
-        record_size: int = DEFAULT_RECORD_SIZE,
-        include_paths: Iterable[str] | None = None,
-        exclude_paths: Iterable[str] = (),
-        content_types: Iterable[str] | None = None,
-        on_unencryptable: Unencryptable = "encrypt",
-        decrypt_requests: bool = True,
-        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-        policy: OffloadPolicy | None = DEFAULT_POLICY,
-    ) -> EncryptionSettings:
-        """Check and normalise the options; raises :class:`InvalidParameterError`."""
-        if not isinstance(keys, KeyRing):
-            raise InvalidParameterError(
-                f"keys must be a KeyRing of 16-byte keys, not {type(keys).__name__}"
-            )
-        if on_unencryptable not in ("encrypt", "refuse"):
-            raise InvalidParameterError(
-                f"on_unencryptable must be 'encrypt' or 'refuse', not {on_unencryptable!r}"
-            )
-        EceEncryptor(keys, record_size=record_size)  # the record size and active key, now
-        return cls(
-            keys=keys,
-            record_size=record_size,
-            include_paths=None if include_paths is None else tuple(include_paths),
-            exclude_paths=tuple(exclude_paths),
-            content_types=None
-            if content_types is None
-            else frozenset(t.partition(";")[0].strip().lower() for t in content_types),
-            on_unencryptable=on_unencryptable,
-            decrypt_requests=decrypt_requests,
-            max_record_size=max_record_size,
-            policy=policy,
-        )
+    def of(cls, settings: EncryptionSettings | None, options: dict[str, Any]) -> EncryptionSettings:
+        """``settings``, or settings built from keyword ``options`` (not both)."""
+        if settings is None and "keys" not in options:
+            raise InvalidParameterError("keys= (a KeyRing of 16-byte keys) is required")
+        return config_or_options(cls, settings, options, "settings")
+
+    @classmethod
+    def create(cls, **options: Any) -> EncryptionSettings:
+        """The settings from keyword options (the constructor, kept for existing callers)."""
+        return cls.of(None, options)
 
     def selects(self, path: str) -> bool:
         """Whether requests to ``path`` are handled (prefix match)."""
@@ -91,3 +163,41 @@ class EncryptionSettings:
             content_type = content_type.decode("latin-1")
         media = (content_type or "").partition(";")[0].strip().lower()
         return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
+
+    def request_rule(
+        self, method: str, path: str, codings: list[str], has_body: bool
+    ) -> RequestRule:
+        """What to do with a request body: decrypt it, let it in clear, or refuse it.
+
+        ``has_body``: the request announced a body (a nonzero Content-Length, a
+        Transfer-Encoding, or a method that carries one); a middleware must still refuse
+        body bytes that arrive on a request judged bodiless unless they were allowed.
+        """
+        if not self.decrypt_requests:
+            return RequestRule.CLEAR
+        if codings == [CONTENT_ENCODING]:
+            return RequestRule.DECRYPT
+        if codings:
+            return RequestRule.REFUSE
+        if not has_body or self.clear_allowed(method, path):
+            return RequestRule.CLEAR
+        return RequestRule.REFUSE
+
+    def clear_allowed(self, method: str, path: str) -> bool:
+        """Whether this request's body may come in clear."""
+        return method.upper() in self.allow_clear_methods or any(
+            path.startswith(p) for p in self.allow_clear_paths
+        )
+
+
+def announces_body(method: str, content_length: str | bytes | None, chunked: bool) -> bool:
+    """Whether a request announced a body: a nonzero Content-Length, a Transfer-Encoding,
+    or neither on a method that carries a body (POST, PUT, PATCH...)."""
+    if content_length is not None:
+        text = (
+            content_length.decode("latin-1")
+            if isinstance(content_length, bytes)
+            else content_length
+        )
+        return text.strip() not in ("", "0")
+    return chunked or method.upper() not in BODYLESS_METHODS

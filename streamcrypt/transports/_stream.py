@@ -43,7 +43,7 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import anyio
@@ -93,6 +93,7 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import SecretKey
+from ._options import config_or_options
 from ._ratelog import FailureLog
 
 __all__ = [
@@ -220,22 +221,7 @@ class EncryptedStreamConfig:
         cls, config: EncryptedStreamConfig | None, options: dict[str, Any]
     ) -> EncryptedStreamConfig:
         """``config``, or one built from keyword ``options`` (not both)."""
-        if config is not None:
-            if options:
-                raise InvalidParameterError("give config= or keyword options, not both")
-            if not isinstance(config, EncryptedStreamConfig):
-                raise InvalidParameterError(
-                    f"config must be an EncryptedStreamConfig, not {type(config).__name__}"
-                )
-            return config
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InvalidParameterError(
-                f"unknown option(s) {', '.join(unknown)}; EncryptedStreamConfig takes "
-                f"{', '.join(sorted(known))}"
-            )
-        return cls(**options)
+        return config_or_options(cls, config, options, "config")
 
     def __repr__(self) -> str:
         return (
