@@ -146,7 +146,11 @@ class Aead:
 
     def __init__(self, key: bytes, nonce: bytes) -> None:
         self.ctx = AeadCtx()
-        init = {24: _lib.crypto_aead_init_x, 8: _lib.crypto_aead_init_djb, 12: _lib.crypto_aead_init_ietf}
+        init = {
+            24: _lib.crypto_aead_init_x,
+            8: _lib.crypto_aead_init_djb,
+            12: _lib.crypto_aead_init_ietf,
+        }
         init[len(nonce)](ctypes.byref(self.ctx), key, nonce)
 
     def write(self, plain: bytes, ad: bytes = b"") -> tuple[bytes, bytes]:
