@@ -194,3 +194,9 @@ def argon2(
         _Argon2Extras(key or None, ad or None, len(key), len(ad)),
     )
     return out.raw[:length]
+
+
+def blake2b_keyed(size: int, key: bytes, message: bytes) -> bytes:
+    out = _out(size)
+    _lib.crypto_blake2b_keyed(out, _size(size), key, _size(len(key)), message, _size(len(message)))
+    return out.raw[:size]

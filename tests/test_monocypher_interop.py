@@ -384,3 +384,24 @@ def test_argon2_bad_parameters_get_typed_errors() -> None:
         argon2(b"pw", bytes(7), passes=1, blocks=8)  # short salt
     with pytest.raises(InvalidParameterError):
         argon2(b"pw", bytes(16), passes=1, blocks=8, length=3)
+
+
+def test_curve_functions_bad_input_gets_typed_errors() -> None:
+    with pytest.raises(InvalidPublicKeyError):
+        elligator_map(bytes(31))
+    with pytest.raises(InvalidPublicKeyError):
+        elligator_rev(bytes(33), 0)
+    with pytest.raises(InvalidParameterError):
+        elligator_rev(bytes(32), 256)
+    with pytest.raises(InvalidKeySizeError):
+        elligator_key_pair(bytes(31))
+    with pytest.raises(InvalidKeySizeError):
+        x25519_dirty_fast(bytes(33))
+    with pytest.raises(InvalidKeySizeError):
+        x25519_inverse(bytes(31), bytes(32))
+    with pytest.raises(InvalidPublicKeyError):
+        x25519_inverse(bytes(32), bytes(31))
+    with pytest.raises(InvalidPublicKeyError):
+        eddsa_to_x25519(bytes(16))
+    with pytest.raises(InvalidPublicKeyError):
+        x25519_to_eddsa(bytes(64))
