@@ -38,6 +38,7 @@ from streamcrypt.primitives import (
     hsalsa20,
     xor,
 )
+from streamcrypt.primitives._xor import NATIVE_XOR_MIN, xor_bytes, xor_ints
 
 
 def _run(transform: object, pieces: list[bytes]) -> bytes:
@@ -56,6 +57,14 @@ def test_xor_one_shot_and_stream_agree_under_any_chunking() -> None:
         assert xor(data, key) == expected
         assert _run(XorCipher(key), random_splits(data, rng)) == expected
         assert xor(expected, key) == data
+
+
+def test_native_and_integer_xor_agree_across_the_threshold() -> None:
+    rng = random.Random("xor-paths")
+    for n in (0, 1, NATIVE_XOR_MIN - 1, NATIVE_XOR_MIN, NATIVE_XOR_MIN + 1, 100_000):
+        a, b = rng.randbytes(n), rng.randbytes(n)
+        expected = bytes(x ^ y for x, y in zip(a, b, strict=True))
+        assert xor_bytes(a, b) == xor_ints(a, b) == expected
 
 
 def test_xor_seek_and_errors() -> None:

@@ -91,7 +91,7 @@ class MonocypherAead(Lifecycle):
     :class:`InvalidTagSizeError`. Never reuse a (key, nonce) pair.
     """
 
-    __slots__ = ("_block0", "_kernel", "_nonce12", "variant")
+    __slots__ = ("_kernel", "_key", "_nonce12", "_spent", "variant")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer) -> None:
         raw = key_bytes(key, "a Monocypher AEAD key")
@@ -105,16 +105,20 @@ class MonocypherAead(Lifecycle):
         if variant == "x":
             raw, n = hchacha20(raw, n[:16]), n[16:]
         self._nonce12 = n if variant == "ietf" else bytes(4) + n
-        self._rekey(raw)
+        self._key = raw
+        self._kernel = ChaCha20Poly1305(raw)
+        self._spent = False  # the key served a message: ratchet before the next one
         self._init_lifecycle()
 
-    def _rekey(self, key: bytes) -> None:
-        self._kernel = ChaCha20Poly1305(key)
-        # ChaCha20 block 0 of this key: bytes 32..63 are the next key.
-        self._block0 = Cipher(algorithms.ChaCha20(key, bytes(4) + self._nonce12), None)
-
-    def _ratchet(self) -> None:
-        self._rekey(self._block0.encryptor().update(bytes(64))[32:])
+    def _current(self) -> ChaCha20Poly1305:
+        """The kernel for the next message, ratcheting lazily (a single message never pays)."""
+        if self._spent:
+            # ChaCha20 block 0 under the spent key: bytes 32..63 are the next key.
+            block0 = Cipher(algorithms.ChaCha20(self._key, bytes(4) + self._nonce12), None)
+            self._key = block0.encryptor().update(bytes(64))[32:]
+            self._kernel = ChaCha20Poly1305(self._key)
+            self._spent = False
+        return self._kernel
 
     @property
     def name(self) -> str:
@@ -124,22 +128,22 @@ class MonocypherAead(Lifecycle):
         """Encrypt one message: ``(mac, ciphertext)`` (``crypto_aead_write``)."""
         self._check()
         try:
-            sealed = self._kernel.encrypt(self._nonce12, plaintext, ad)
+            sealed = self._current().encrypt(self._nonce12, plaintext, ad)
         except Exception as exc:
             raise self._break_kernel(exc, self.name) from exc
-        self._ratchet()
+        self._spent = True
         return sealed[-MONOCYPHER_MAC_SIZE:], sealed[:-MONOCYPHER_MAC_SIZE]
 
     def read(self, mac: Buffer, ciphertext: Buffer, ad: Buffer = b"") -> bytes:
         """Verify and decrypt one message (``crypto_aead_read``)."""
         self._check()
         try:
-            plain = self._kernel.decrypt(self._nonce12, bytes(ciphertext) + _mac(mac), ad)
+            plain = self._current().decrypt(self._nonce12, bytes(ciphertext) + _mac(mac), ad)
         except InvalidTag:
             raise self._break(_failed()) from None
         except Exception as exc:
             raise self._break_kernel(exc, self.name) from exc
-        self._ratchet()
+        self._spent = True
         return plain
 
     def __repr__(self) -> str:

@@ -4,24 +4,47 @@ Not encryption in any modern sense: with a repeating key it falls to frequency a
 and it is only a one-time pad when the key is as long as the data, random and never
 reused. It is here for interop with cipherlib and for building formats.
 
-Bulk XOR runs on Python's arbitrary-precision integers (one ``int.from_bytes``, one
-``^`` and one ``to_bytes`` per call, all native loops): no per-byte Python loop.
-:func:`xor_bytes` is the one helper the other modules use to XOR equal-length buffers.
+:func:`xor_bytes` is the one helper every module uses to XOR equal-length buffers. With the
+``legacy`` extra installed it runs pycryptodome's native ``strxor`` (about 20 GB/s here) on
+inputs of :data:`NATIVE_XOR_MIN` bytes or more; below that, or without the extra, it XORs
+Python integers (``int.from_bytes``, ``^``, ``to_bytes``: native loops, about 0.25 GB/s,
+and cheaper per call on small inputs). Never a per-byte Python loop.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .._state import Buffer, Lifecycle
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import SecretKey
 
-__all__ = ["XorCipher", "xor", "xor_bytes"]
+__all__ = ["NATIVE_XOR_MIN", "XorCipher", "xor", "xor_bytes"]
+
+_strxor: Callable[..., bytes] | None
+try:
+    from Crypto.Util.strxor import strxor as _native_xor
+except ImportError:  # pragma: no cover - the legacy extra is installed in development
+    _strxor = None
+else:
+    _strxor = _native_xor
+
+#: Smallest input that goes to the native XOR: measured 2026 on the 2-core box, strxor
+#: costs ~3.8 us per call (ctypes) and the integer path ~1 us + 4 ns/byte.
+NATIVE_XOR_MIN = 1024
+
+
+def xor_ints(a: Buffer, b: Buffer) -> bytes:
+    """``a XOR b`` through Python integers (the path without the native kernel)."""
+    n = len(a)
+    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(n, "little")
 
 
 def xor_bytes(a: Buffer, b: Buffer) -> bytes:
     """``a XOR b`` for two buffers of the same length."""
-    n = len(a)
-    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(n, "little")
+    if _strxor is not None and len(a) >= NATIVE_XOR_MIN:
+        return _strxor(a, b)
+    return xor_ints(a, b)
 
 
 def _key(key: Buffer | SecretKey) -> bytes:
