@@ -321,7 +321,9 @@ def _monocypher_table(report: Report, quick: bool) -> None:
 
 def _mbps(nbytes: int, seconds: float) -> str:
     rate = nbytes / seconds
-    return f"{rate / 1e9:.2f} GB/s" if rate >= 1e9 else f"{rate / 1e6:.0f} MB/s"
+    if rate >= 1e9:
+        return f"{rate / 1e9:.2f} GB/s"
+    return f"{rate / 1e6:.0f} MB/s" if rate >= 1e7 else f"{rate / 1e6:.2f} MB/s"
 
 
 def _cipherlib_table(report: Report, quick: bool) -> None:

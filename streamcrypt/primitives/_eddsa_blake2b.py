@@ -41,8 +41,7 @@ from ..errors import (
     NotFinalizedError,
 )
 from ..keys import SecretKey, random_bytes
-from ._field25519 import L, trim_scalar
-from ._x25519_extras import key_bytes, point_bytes
+from ._field25519 import L, key_bytes, point_bytes, trim_scalar
 
 __all__ = [
     "EDDSA_SIGNATURE_SIZE",

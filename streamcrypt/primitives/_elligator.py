@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from .._state import Buffer
 from ..errors import InvalidParameterError
 from ..keys import SecretKey, random_bytes
-from ._field25519 import SQRTM1, A, P, fe, fe_bytes, invsqrt
-from ._x25519_extras import key_bytes, point_bytes, x25519_dirty_fast
+from ._field25519 import SQRTM1, A, P, fe, fe_bytes, invsqrt, key_bytes, point_bytes
+from ._x25519_extras import x25519_dirty_fast
 
 __all__ = ["elligator_key_pair", "elligator_map", "elligator_rev"]
 

@@ -6,7 +6,8 @@ per-key operations on a handful of field elements. Scalar multiplications run na
 (libsodium's Edwards arithmetic through PyNaCl, OpenSSL's X25519); what is left to Python
 is a few field multiplications, one inversion or one inverse square root per call, here.
 
-Encodings follow Monocypher's ``fe_frombytes``/``fe_tobytes``: 32 bytes little-endian, the
+:func:`key_bytes` and :func:`point_bytes` are the argument checks every curve function
+shares (32 bytes, typed errors). Encodings follow Monocypher's ``fe_frombytes``/``fe_tobytes``: 32 bytes little-endian, the
 top bit ignored on input, values at or above p taken modulo p, canonical output.
 
 The inverse square root is Monocypher's ``invsqrt`` contract: for x a non-zero square,
@@ -18,6 +19,8 @@ chosen does not matter.
 from __future__ import annotations
 
 from .._state import Buffer
+from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
+from ..keys import SecretKey
 
 __all__ = [
     "SQRTM1",
@@ -26,14 +29,15 @@ __all__ = [
     "L",
     "P",
     "edwards_add",
-    "edwards_decode",
     "edwards_encode",
     "fe",
     "fe_bytes",
     "invert",
     "invsqrt",
     "is_negative",
+    "key_bytes",
     "ladder",
+    "point_bytes",
     "trim_scalar",
 ]
 
@@ -49,6 +53,29 @@ D = (-121665 * pow(121666, -1, P)) % P
 SQRTM1 = pow(2, (P - 1) // 4, P)
 
 _MASK255 = (1 << 255) - 1
+
+
+def key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
+    """The raw 32 bytes of a secret, or :class:`InvalidKeySizeError` naming ``what``."""
+    if isinstance(key, SecretKey):
+        raw = key.secret_bytes()
+    elif isinstance(key, bytes | bytearray | memoryview):
+        raw = bytes(key)
+    else:
+        raise InvalidParameterError(f"{what} must be bytes-like, not {type(key).__name__}")
+    if len(raw) != 32:
+        raise InvalidKeySizeError(f"{what} must be {32} bytes, got {len(raw)}")
+    return raw
+
+
+def point_bytes(point: Buffer, what: str) -> bytes:
+    """The raw 32 bytes of a public value, or :class:`InvalidPublicKeyError`."""
+    if not isinstance(point, bytes | bytearray | memoryview):
+        raise InvalidParameterError(f"{what} must be bytes-like, not {type(point).__name__}")
+    raw = bytes(point)
+    if len(raw) != 32:
+        raise InvalidPublicKeyError(f"{what} must be {32} bytes, got {len(raw)}")
+    return raw
 
 
 def fe(data: Buffer) -> int:
@@ -112,25 +139,6 @@ def trim_scalar(data: Buffer) -> int:
 
 
 # --------------------------------------------------------------------------- Edwards
-
-
-def edwards_decode(data: Buffer) -> tuple[int, int] | None:
-    """Affine (x, y) of an edwards25519 encoding, or None off the curve.
-
-    Non-canonical y and a set sign bit on x = 0 are accepted, as Monocypher and
-    libsodium accept them.
-    """
-    y = fe(data)
-    yy = y * y % P
-    num = (yy - 1) % P
-    den = (D * yy + 1) % P
-    isr, ok = invsqrt(num * den)
-    if not ok:
-        return None
-    x = num * isr % P
-    if is_negative(x) != bool(data[31] >> 7):
-        x = -x % P
-    return x, y
 
 
 def edwards_encode(point: tuple[int, int]) -> bytes:

@@ -46,9 +46,8 @@ from ..errors import (
     InvalidTagSizeError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey
+from ..keys import SecretKey, as_secret_key
 from ._hchacha import hchacha20
-from ._x25519_extras import key_bytes
 
 __all__ = [
     "MONOCYPHER_MAC_SIZE",
@@ -94,7 +93,7 @@ class MonocypherAead(Lifecycle):
     __slots__ = ("_kernel", "_key", "_nonce12", "_spent", "variant")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer) -> None:
-        raw = key_bytes(key, "a Monocypher AEAD key")
+        raw = as_secret_key(key, 32, what="a Monocypher AEAD key").secret_bytes()
         n = bytes(nonce)
         variant = _VARIANTS.get(len(n))
         if variant is None:
@@ -195,6 +194,29 @@ class _Stream(Lifecycle):
         self._buf = bytearray()
         self._init_lifecycle()
 
+    def _record(self, piece: memoryview) -> bytes:
+        raise NotImplementedError
+
+    def _record_size(self) -> int:
+        raise NotImplementedError
+
+    def update(self, data: Buffer, /) -> bytes:
+        """Buffer ``data``; return the output of every whole record it completes."""
+        self._check()
+        self._buf += data
+        size = self._record_size()
+        out: list[bytes] = []
+        start = 0
+        try:
+            with memoryview(self._buf) as view:
+                while len(view) - start >= size:
+                    out.append(self._record(view[start : start + size]))
+                    start += size
+        except Exception as exc:
+            raise self._break(exc) from exc
+        del self._buf[:start]
+        return b"".join(out)
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self._ctx.variant} chunk_size={self._chunk} "
@@ -212,22 +234,12 @@ class MonocypherAeadEncryptor(_Stream):
 
     __slots__ = ()
 
-    def update(self, data: Buffer, /) -> bytes:
-        """Buffer ``data``; return the records of the full chunks it completes."""
-        self._check()
-        self._buf += data
-        out: list[bytes] = []
-        start = 0
-        try:
-            with memoryview(self._buf) as view:
-                while len(view) - start >= self._chunk:
-                    mac, ct = self._ctx.write(view[start : start + self._chunk], self._ad)
-                    out += (mac, ct)
-                    start += self._chunk
-        except Exception as exc:
-            raise self._break(exc) from exc
-        del self._buf[:start]
-        return b"".join(out)
+    def _record_size(self) -> int:
+        return self._chunk
+
+    def _record(self, piece: memoryview) -> bytes:
+        mac, ct = self._ctx.write(piece, self._ad)
+        return mac + ct
 
     def finalize(self) -> bytes:
         """The last record, which holds fewer than ``chunk_size`` bytes (maybe none)."""
@@ -251,25 +263,11 @@ class MonocypherAeadDecryptor(_Stream):
 
     __slots__ = ()
 
-    def _open(self, record: memoryview) -> bytes:
-        return self._ctx.read(record[:MONOCYPHER_MAC_SIZE], record[MONOCYPHER_MAC_SIZE:], self._ad)
+    def _record_size(self) -> int:
+        return MONOCYPHER_MAC_SIZE + self._chunk
 
-    def update(self, data: Buffer, /) -> bytes:
-        """Buffer ``data``; return the plaintext of the full records it completes."""
-        self._check()
-        self._buf += data
-        size = MONOCYPHER_MAC_SIZE + self._chunk
-        out: list[bytes] = []
-        start = 0
-        try:
-            with memoryview(self._buf) as view:
-                while len(view) - start >= size:
-                    out.append(self._open(view[start : start + size]))
-                    start += size
-        except Exception as exc:
-            raise self._break(exc) from exc
-        del self._buf[:start]
-        return b"".join(out)
+    def _record(self, piece: memoryview) -> bytes:
+        return self._ctx.read(piece[:MONOCYPHER_MAC_SIZE], piece[MONOCYPHER_MAC_SIZE:], self._ad)
 
     def finalize(self) -> bytes:
         """The last record's plaintext, once the stream's end is authenticated."""
@@ -284,7 +282,7 @@ class MonocypherAeadDecryptor(_Stream):
             )
         try:
             with memoryview(self._buf) as view:
-                out = self._open(view)
+                out = self._record(view)
         except Exception as exc:
             raise self._break(exc) from exc
         self._buf.clear()

@@ -35,7 +35,7 @@ from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
 from .._state import Buffer
-from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
+from ..errors import InvalidPublicKeyError
 from ..keys import SecretKey
 from ._field25519 import (
     SQRTM1,
@@ -49,7 +49,9 @@ from ._field25519 import (
     fe_bytes,
     invert,
     invsqrt,
+    key_bytes,
     ladder,
+    point_bytes,
     trim_scalar,
 )
 
@@ -61,31 +63,6 @@ __all__ = [
     "x25519_inverse",
     "x25519_to_eddsa",
 ]
-
-_KEY = 32
-
-
-def key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
-    """The raw 32 bytes of a secret, or :class:`InvalidKeySizeError` naming ``what``."""
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"{what} must be bytes-like, not {type(key).__name__}")
-    if len(raw) != _KEY:
-        raise InvalidKeySizeError(f"{what} must be {_KEY} bytes, got {len(raw)}")
-    return raw
-
-
-def point_bytes(point: Buffer, what: str) -> bytes:
-    """The raw 32 bytes of a public value, or :class:`InvalidPublicKeyError`."""
-    if not isinstance(point, bytes | bytearray | memoryview):
-        raise InvalidParameterError(f"{what} must be bytes-like, not {type(point).__name__}")
-    raw = bytes(point)
-    if len(raw) != _KEY:
-        raise InvalidPublicKeyError(f"{what} must be {_KEY} bytes, got {len(raw)}")
-    return raw
 
 
 def _sqrt(v: int) -> int:
