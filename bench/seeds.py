@@ -185,7 +185,7 @@ def _rows(
             pyx,
         ),
         (
-            "aead incremental write+read 65536B",
+            "aead incremental read 65536B",
             500,
             lambda: monocypher.IncrementalAuthenticatedEncryption(KEY, N24).unlock(mac64k, ct64k),
             lambda: MonocypherAead(KEY, N24).read(mac64k, ct64k),
