@@ -10,7 +10,6 @@ import importlib
 
 from ._report import Report
 
-
 SECTIONS = ["paths", "engine", "core", "formats", "sizes", "sockets", "http", "seeds"]
 
 
