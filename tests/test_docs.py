@@ -44,3 +44,11 @@ def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
     assert "64 random-access reads verified" in out.stdout
     hashes = [line.split()[-1] for line in out.stdout.splitlines() if "BLAKE3" in line]
     assert len(hashes) == 3 and len(set(hashes)) == 1
+
+
+def test_seeds_page_example_runs() -> None:
+    block = _python_blocks((REPO / "docs" / "SEEDS.md").read_text())[0]
+    out = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._argon2 import ARGON2_VARIANTS, Argon2Variant, argon2
 from ._kdf import HashName, hkdf, hkdf_expand, hkdf_extract
 from ._keyring import KeyRing
 from ._password import (
@@ -20,11 +21,13 @@ from ._password import (
     hash_password,
     password_needs_rehash,
     verify_password,
+    x25519_key_pair_from_password,
 )
 from ._secret import SecretKey, as_secret_key, constant_time_equal, random_bytes, wipe
 
 __all__ = [
     "ARGON2_SALT_SIZE",
+    "ARGON2_VARIANTS",
     "INTERACTIVE",
     "MAX_READ_PARAMS",
     "MAX_SCRYPT_READ_PARAMS",
@@ -32,11 +35,13 @@ __all__ = [
     "SCRYPT_DEFAULT",
     "SENSITIVE",
     "Argon2Params",
+    "Argon2Variant",
     "HashName",
     "KeyRing",
     "PasswordParams",
     "ScryptParams",
     "SecretKey",
+    "argon2",
     "as_secret_key",
     "check_read_params",
     "constant_time_equal",
@@ -49,4 +54,5 @@ __all__ = [
     "random_bytes",
     "verify_password",
     "wipe",
+    "x25519_key_pair_from_password",
 ]

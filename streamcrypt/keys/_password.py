@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeAlias
 
 import nacl.exceptions
+from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from nacl.pwhash import argon2id as _argon2id
 
@@ -52,6 +53,7 @@ __all__ = [
     "hash_password",
     "password_needs_rehash",
     "verify_password",
+    "x25519_key_pair_from_password",
 ]
 
 #: Bytes of salt Argon2id takes (libsodium's ``crypto_pwhash_SALTBYTES``).
@@ -282,3 +284,21 @@ def password_needs_rehash(encoded: str | Buffer, params: Argon2Params = INTERACT
     Raises :class:`FormatError` for a malformed string.
     """
     return _parse_encoded(encoded)[1] != params
+
+
+def x25519_key_pair_from_password(
+    password: str | Buffer, salt: Buffer, *, params: PasswordParams = INTERACTIVE
+) -> tuple[SecretKey, bytes]:
+    """(secret key, public key) of X25519, the secret derived from ``password`` and ``salt``.
+
+    NimCypher's ``keyPairFromPassword``: the secret is :func:`derive_key_from_password`'s
+    32-byte key (Argon2id by default), the public key its X25519 public key. The same
+    password and salt always give the same pair. Raises :class:`InvalidParameterError`.
+    """
+    secret = derive_key_from_password(password, salt, params=params, length=32)
+    public = (
+        x25519.X25519PrivateKey.from_private_bytes(secret.secret_bytes())
+        .public_key()
+        .public_bytes_raw()
+    )
+    return secret, public

@@ -33,7 +33,32 @@ from ._aes import (
     xts_tweak,
 )
 from ._chacha import ChaCha20, XChaCha20
+from ._eddsa_blake2b import (
+    EDDSA_SIGNATURE_SIZE,
+    EdDsaBlake2bPrivateKey,
+    EdDsaBlake2bPublicKey,
+    EdDsaBlake2bVerifier,
+    eddsa_blake2b_verify,
+)
+from ._elligator import elligator_key_pair, elligator_map, elligator_rev
 from ._hchacha import hchacha20
+from ._highlevel import (
+    CHALLENGE_MAC_SIZE,
+    challenge_mac,
+    open_box,
+    seal_box,
+    verify_challenge_mac,
+)
+from ._legacy_aes import AesIgeDecryptor, AesIgeEncryptor, AesPcbcDecryptor, AesPcbcEncryptor
+from ._monocypher_aead import (
+    MONOCYPHER_MAC_SIZE,
+    MonocypherAead,
+    MonocypherAeadDecryptor,
+    MonocypherAeadEncryptor,
+    aead_lock,
+    aead_unlock,
+)
+from ._salsa import Salsa20, Salsa20Poly1305, XSalsa20, XSalsa20Poly1305, hsalsa20
 from ._signing import (
     ED25519_SIGNATURE_SIZE,
     Ed25519phSigner,
@@ -60,13 +85,25 @@ from ._taps import (
     Sha512Tap,
     hash_tap,
 )
+from ._x25519_extras import (
+    eddsa_to_x25519,
+    eddsa_to_x25519_private,
+    x25519_dirty_fast,
+    x25519_dirty_small,
+    x25519_inverse,
+    x25519_to_eddsa,
+)
+from ._xor import XorCipher, xor
 
 __all__ = [
     "AES128GCM",
     "AES256GCM",
     "BLAKE3_THREADS_MIN",
+    "CHALLENGE_MAC_SIZE",
     "ED25519_SIGNATURE_SIZE",
+    "EDDSA_SIGNATURE_SIZE",
     "HMAC_MIN_TAG_LENGTH",
+    "MONOCYPHER_MAC_SIZE",
     "SUITES",
     "TAP_NAMES",
     "Aead",
@@ -83,8 +120,12 @@ __all__ = [
     "AesGcm",
     "AesGcmDecryptor",
     "AesGcmEncryptor",
+    "AesIgeDecryptor",
+    "AesIgeEncryptor",
     "AesOfbDecryptor",
     "AesOfbEncryptor",
+    "AesPcbcDecryptor",
+    "AesPcbcEncryptor",
     "AesTransform",
     "AesXtsDecryptor",
     "AesXtsEncryptor",
@@ -97,10 +138,18 @@ __all__ = [
     "Ed25519PublicKey",
     "Ed25519phSigner",
     "Ed25519phVerifier",
+    "EdDsaBlake2bPrivateKey",
+    "EdDsaBlake2bPublicKey",
+    "EdDsaBlake2bVerifier",
     "HashTap",
     "HmacTap",
     "MacTap",
+    "MonocypherAead",
+    "MonocypherAeadDecryptor",
+    "MonocypherAeadEncryptor",
     "Poly1305Tap",
+    "Salsa20",
+    "Salsa20Poly1305",
     "Sha3_256Tap",
     "Sha3_512Tap",
     "Sha256Tap",
@@ -108,9 +157,30 @@ __all__ = [
     "Sha512Tap",
     "XChaCha20",
     "XChaCha20Poly1305",
+    "XSalsa20",
+    "XSalsa20Poly1305",
+    "XorCipher",
+    "aead_lock",
     "aead_suite",
+    "aead_unlock",
+    "challenge_mac",
     "ed25519_verify",
+    "eddsa_blake2b_verify",
+    "eddsa_to_x25519",
+    "eddsa_to_x25519_private",
+    "elligator_key_pair",
+    "elligator_map",
+    "elligator_rev",
     "hash_tap",
     "hchacha20",
+    "hsalsa20",
+    "open_box",
+    "seal_box",
+    "verify_challenge_mac",
+    "x25519_dirty_fast",
+    "x25519_dirty_small",
+    "x25519_inverse",
+    "x25519_to_eddsa",
+    "xor",
     "xts_tweak",
 ]

@@ -53,6 +53,7 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import SecretKey, constant_time_equal
+from ._xor import xor_bytes
 
 __all__ = [
     "AesCbcDecryptor",
@@ -419,10 +420,6 @@ class AesCbcDecryptor(AesCbcEncryptor):
 # ------------------------------------------------------------------------------------ XTS
 
 
-def _xor(a: bytes, b: bytes) -> bytes:
-    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(len(a), "little")
-
-
 def _xts_composed(key: bytes, tweak: bytes, data: bytes, encrypt: bool) -> bytes:
     """XTS (IEEE 1619, with ciphertext stealing) built on the ECB kernel.
 
@@ -444,7 +441,7 @@ def _xts_composed(key: bytes, tweak: bytes, data: bytes, encrypt: bool) -> bytes
 
     def xex(blocks: bytes, tws: bytes, forward: bool) -> bytes:
         ctx = k1.encryptor() if forward else k1.decryptor()
-        return _xor(ctx.update(_xor(blocks, tws)), tws)
+        return xor_bytes(ctx.update(xor_bytes(blocks, tws)), tws)
 
     if not rest:
         return xex(data, b"".join(tweaks), encrypt)
