@@ -33,7 +33,14 @@ from ._aes import (
     xts_tweak,
 )
 from ._chacha import ChaCha20, XChaCha20
+from ._eme import EME_MAX_BLOCKS, Eme
 from ._hchacha import hchacha20
+from ._secretbox import (
+    SECRETBOX_KEY_SIZE,
+    SECRETBOX_NONCE_SIZE,
+    SECRETBOX_TAG_SIZE,
+    XSalsa20Poly1305,
+)
 from ._signing import (
     ED25519_SIGNATURE_SIZE,
     Ed25519phSigner,
@@ -66,7 +73,11 @@ __all__ = [
     "AES256GCM",
     "BLAKE3_THREADS_MIN",
     "ED25519_SIGNATURE_SIZE",
+    "EME_MAX_BLOCKS",
     "HMAC_MIN_TAG_LENGTH",
+    "SECRETBOX_KEY_SIZE",
+    "SECRETBOX_NONCE_SIZE",
+    "SECRETBOX_TAG_SIZE",
     "SUITES",
     "TAP_NAMES",
     "Aead",
@@ -93,6 +104,7 @@ __all__ = [
     "Blake3Tap",
     "ChaCha20",
     "ChaCha20Poly1305Suite",
+    "Eme",
     "Ed25519PrivateKey",
     "Ed25519PublicKey",
     "Ed25519phSigner",
@@ -108,6 +120,7 @@ __all__ = [
     "Sha512Tap",
     "XChaCha20",
     "XChaCha20Poly1305",
+    "XSalsa20Poly1305",
     "aead_suite",
     "ed25519_verify",
     "hash_tap",
