@@ -238,7 +238,9 @@ def test_round_trip_and_sizes(size: int) -> None:
     out = b"".join(dec.update(p) for p in random_splits(ct, rng, max_piece=70000)) + dec.finalize()
     assert out == data
     enc = rc.RcloneEncryptor(KEYS)
-    ct2 = b"".join(enc.update(p) for p in random_splits(data, rng, max_piece=70000)) + enc.finalize()
+    ct2 = (
+        b"".join(enc.update(p) for p in random_splits(data, rng, max_piece=70000)) + enc.finalize()
+    )
     assert rc.decrypt_bytes(ct2, KEYS) == data
 
 

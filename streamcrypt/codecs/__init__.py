@@ -2,14 +2,25 @@
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
-``secretstream`` (libsodium), ``envelope`` (the native container for passwords,
+``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 """
 
 from __future__ import annotations
 
-from . import age, armor, cobblestone, container, ece, envelope, noise, secretstream, tink
+from . import (
+    age,
+    armor,
+    cobblestone,
+    container,
+    ece,
+    envelope,
+    noise,
+    rclone,
+    secretstream,
+    tink,
+)
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -24,6 +35,7 @@ from .container import StreamDecryptor, StreamEncryptor
 from .ece import EceDecryptor, EceEncryptor
 from .envelope import EnvelopeDecryptor, EnvelopeEncryptor
 from .noise import NoiseHandshake
+from .rclone import RcloneDecryptor, RcloneEncryptor
 from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
 from .tink import TinkStreamDecryptor, TinkStreamEncryptor
 
@@ -37,6 +49,8 @@ __all__ = [
     "EnvelopeDecryptor",
     "EnvelopeEncryptor",
     "NoiseHandshake",
+    "RcloneDecryptor",
+    "RcloneEncryptor",
     "SecretStreamDecryptor",
     "SecretStreamEncryptor",
     "SegmentCodec",
@@ -56,6 +70,7 @@ __all__ = [
     "ece",
     "envelope",
     "noise",
+    "rclone",
     "secretstream",
     "tink",
 ]

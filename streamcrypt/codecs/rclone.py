@@ -64,7 +64,13 @@ from ..errors import (
 from ..keys import random_bytes
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
-from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob, SegmentLayout
+from ._segmented import (
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentJob,
+    SegmentLayout,
+)
 
 __all__ = [
     "BLOCK_DATA_SIZE",
@@ -485,7 +491,8 @@ def _remove_version(name: str) -> tuple[str, str] | None:
     if m is None:
         return None
     try:
-        datetime(*(int(g) for g in m.groups()[:6]))
+        year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         return None
     return base[: len(base) - _VERSION_LEN] + ext, tail
@@ -707,7 +714,9 @@ class RcloneNameCipher:
         if self._mode == "off":
             keep = len(path) - len(self._suffix)
             if keep <= 0 or not path.endswith(self._suffix):
-                raise FormatError(f"not an encrypted file name: it does not end in {self._suffix!r}")
+                raise FormatError(
+                    f"not an encrypted file name: it does not end in {self._suffix!r}"
+                )
             clear = path[:keep]
             removed = _remove_version(clear)
             if removed is not None and removed[0] == "":

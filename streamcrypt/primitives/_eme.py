@@ -80,7 +80,9 @@ class Eme:
         ls = [self._l0]
         for _ in range(m - 1):
             ls.append(_double(ls[-1]))
-        ppp = _ints(self._ecb(_bytes([p ^ lj for p, lj in zip(_ints(raw), ls, strict=True)]), forward))
+        ppp = _ints(
+            self._ecb(_bytes([p ^ lj for p, lj in zip(_ints(raw), ls, strict=True)]), forward)
+        )
         mp = t
         for block in ppp:
             mp ^= block
