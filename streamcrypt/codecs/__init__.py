@@ -2,7 +2,8 @@
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
-``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``envelope`` (the native container for passwords,
+``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the AWS Encryption SDK
+message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from . import (
     age,
     armor,
+    aws,
     cobblestone,
     container,
     ece,
@@ -30,6 +32,7 @@ from ._segmented import (
     SegmentLayout,
 )
 from .age import AgeDecryptor, AgeEncryptor
+from .aws import AwsDecryptor, AwsEncryptor
 from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
 from .container import StreamDecryptor, StreamEncryptor
 from .ece import EceDecryptor, EceEncryptor
@@ -42,6 +45,8 @@ from .tink import TinkStreamDecryptor, TinkStreamEncryptor
 __all__ = [
     "AgeDecryptor",
     "AgeEncryptor",
+    "AwsDecryptor",
+    "AwsEncryptor",
     "CobblestoneDecryptor",
     "CobblestoneEncryptor",
     "EceDecryptor",
@@ -65,6 +70,7 @@ __all__ = [
     "TinkStreamEncryptor",
     "age",
     "armor",
+    "aws",
     "cobblestone",
     "container",
     "ece",
