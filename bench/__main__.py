@@ -10,7 +10,7 @@ import importlib
 
 from ._report import Report
 
-SECTIONS = ["engine", "core", "formats", "sizes", "sockets", "http"]
+SECTIONS = ["engine", "core", "formats", "rclone_aws", "sizes", "sockets", "http"]
 
 
 def main() -> None:

@@ -762,6 +762,75 @@ class _FinalFrameSealer(AwsFrameCodec):
         return 24 + self._encrypt(iv, plaintext, aad, out[24 : 24 + n + _TAG])
 
 
+_FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
+_FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
+_SEQ = struct.Struct(">I")
+
+
+class _FramesJob(SegmentJob):
+    """Consecutive regular frames in one tight loop (the engine's hot path at 4 KiB frames).
+
+    Same contract and results as :meth:`SegmentJob.run_partial` over
+    :class:`AwsFrameCodec` segments, minus a method call, a few slices and a ``bytes``
+    concatenation per frame.
+    """
+
+    __slots__ = ()
+
+    def run_partial(
+        self, out: bytearray | memoryview | None = None
+    ) -> tuple[memoryview, Exception | None]:
+        codec = self.codec
+        assert isinstance(codec, AwsFrameCodec) and not self.final
+        src = memoryview(self.data).cast("B")
+        dst = memoryview(out if out is not None else bytearray(self.out_size))
+        size = codec.segment_size
+        full = size + AwsFrameCodec.overhead
+        prefix = codec._frame_prefix
+        head, tail = _FRAME_HEAD.pack, _FRAME_AAD_TAIL.pack
+        first = seq = self.first_index + 1
+        pos = written = 0
+        try:
+            if self.sealing:
+                encrypt = codec._encrypt
+                for seq in range(first, first + self.count):
+                    iv = head(seq, seq)
+                    dst[written : written + 16] = iv
+                    encrypt(
+                        iv[4:],
+                        src[pos : pos + size],
+                        prefix + tail(seq, size),
+                        dst[written + 16 : written + full],
+                    )
+                    pos += size
+                    written += full
+            else:
+                decrypt = codec._decrypt
+                unpack = _SEQ.unpack_from
+                for seq in range(first, first + self.count):
+                    if unpack(src, pos)[0] != seq:
+                        raise AuthenticationError(
+                            f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
+                            "were reordered, duplicated or dropped"
+                        )
+                    decrypt(
+                        bytes(src[pos + 4 : pos + 16]),
+                        src[pos + 16 : pos + full],
+                        prefix + tail(seq, size),
+                        dst[written : written + size],
+                    )
+                    pos += full
+                    written += size
+        except InvalidTag:
+            error = AuthenticationError(
+                f"frame {seq} did not verify: tampered, reordered or truncated message"
+            )
+            return dst[:written], error
+        except Exception as exc:
+            return dst[:written], exc
+        return dst[:written], None
+
+
 class _SingleBlockCodec(SegmentCodec):
     """A non-framed body: one AES-GCM call over everything (``IV || length || ct || tag``)."""
 
@@ -874,6 +943,13 @@ class _BodyEncryptor(SegmentedEncryptor):
     def __init__(self, codec: SegmentCodec, final_codec: SegmentCodec, header: bytes) -> None:
         super().__init__(codec, header)
         self._final_codec = final_codec
+
+    def _job(
+        self, codec: SegmentCodec, data: Buffer, count: int, final: bool = False
+    ) -> SegmentJob:
+        if not isinstance(codec, AwsFrameCodec) or final:
+            return super()._job(codec, data, count, final)
+        return _FramesJob(codec, True, self._claim(codec, count), count, data, False)
 
     def finish(self) -> list[SegmentJob]:
         self._check()
@@ -1186,7 +1262,7 @@ class AwsBodyDecryptor(Lifecycle):
         if first + count > _MAX_FRAMES:
             raise LimitExceededError("the message has more than 2**32 - 1 frames")
         self._index += count
-        return SegmentJob(self._codec, False, first, count, data, False)
+        return _FramesJob(self._codec, False, first, count, data, False)
 
     def _end_frames(self, frame: bytes, rest: memoryview) -> list[SegmentJob]:
         self._final = frame
