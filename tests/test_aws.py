@@ -49,7 +49,9 @@ def _header(ct: bytes) -> aws.AwsHeader:
 @pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 4096, 10000])
 def test_round_trip(suite: int, frame: int, size: int) -> None:
     data = _data(size)
-    ct = aws.encrypt_bytes(data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"})
+    ct = aws.encrypt_bytes(
+        data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"}
+    )
     assert aws.decrypt_bytes(ct, RING) == data
     assert aws.decrypt_bytes(ct, RING, encryption_context={"k": "v"}) == data
     header = _header(ct)
@@ -107,7 +109,9 @@ def test_encryptor_argument_errors() -> None:
     enc = aws.AwsEncryptor(RING, frame_length=0, max_body_size=1000)
     with pytest.raises(LimitExceededError):
         enc.update(bytes(1001))
-    assert "key hidden" in repr(RING) and "key hidden" in repr(aws.AwsFrameCodec(bytes(32), bytes(32), 10))
+    assert "key hidden" in repr(RING) and "key hidden" in repr(
+        aws.AwsFrameCodec(bytes(32), bytes(32), 10)
+    )
 
 
 def test_release_after_signature_and_verified_frames() -> None:
@@ -187,7 +191,9 @@ def test_header_limits_are_checked_field_by_field() -> None:
         aws.parse_header(_v2_header(edk_count=65535, edks=[]))  # refused at the count
     with pytest.raises(LimitExceededError):
         aws.parse_header(_v2_header(edks=[(b"ns", b"i", b"k")] * 65), max_encrypted_data_keys=64)
-    assert aws.parse_header(_v2_header(edks=[(b"ns", b"i", b"k")] * 65), max_encrypted_data_keys=None)
+    assert aws.parse_header(
+        _v2_header(edks=[(b"ns", b"i", b"k")] * 65), max_encrypted_data_keys=None
+    )
     with pytest.raises(LimitExceededError):
         aws.parse_header(_v2_header(frame=(1 << 26) + 1))
     with pytest.raises(LimitExceededError):
@@ -211,7 +217,9 @@ def test_header_limits_are_checked_field_by_field() -> None:
 
 
 def test_header_parsing_is_linear_fed_byte_by_byte() -> None:
-    ct = aws.encrypt_bytes(b"x", [aws.RawAesKeyring("ns", f"k{i}", bytes(32)) for i in range(60)] + [RING])
+    ct = aws.encrypt_bytes(
+        b"x", [aws.RawAesKeyring("ns", f"k{i}", bytes(32)) for i in range(60)] + [RING]
+    )
     hsize = _header(ct).size
     assert hsize > 4000
     dec = aws.AwsDecryptor(RING)

@@ -41,9 +41,15 @@ from streamcrypt.formats import aws as faws  # noqa: E402
 
 AES_KEY = bytes(range(32))
 CONTEXT = {"purpose": "interop", "tenant": "ünïcødé"}
-STRICT = aws_sdk.EncryptionSDKClient(commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT)
-ALLOW = aws_sdk.EncryptionSDKClient(commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_ALLOW_DECRYPT)
-LEGACY = aws_sdk.EncryptionSDKClient(commitment_policy=CommitmentPolicy.FORBID_ENCRYPT_ALLOW_DECRYPT)
+STRICT = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT
+)
+ALLOW = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_ALLOW_DECRYPT
+)
+LEGACY = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.FORBID_ENCRYPT_ALLOW_DECRYPT
+)
 RING = aws.RawAesKeyring("streamcrypt-test", "aes-key-1", AES_KEY)
 SUITES = list(Algorithm)
 FRAMES = [0, 128, 512, 4096, 65536]  # the SDK writes multiples of 128 only
@@ -107,15 +113,24 @@ def test_odd_frame_lengths_we_write_the_sdk_reads(frame: int) -> None:
 
 def test_same_header_fields_as_the_sdk() -> None:
     ours = aws.encrypt_bytes(b"x" * 10000, RING, suite=0x0578, encryption_context=CONTEXT)
-    theirs, _ = STRICT.encrypt(source=b"x" * 10000, key_provider=_their_aes(), encryption_context=CONTEXT)
+    theirs, _ = STRICT.encrypt(
+        source=b"x" * 10000, key_provider=_their_aes(), encryption_context=CONTEXT
+    )
     a, b = aws.parse_header(ours), aws.parse_header(theirs)
     assert a is not None and b is not None
-    assert (a.suite, a.framed, a.frame_length, a.size) == (b.suite, b.framed, b.frame_length, b.size)
+    assert (a.suite, a.framed, a.frame_length, a.size) == (
+        b.suite,
+        b.framed,
+        b.frame_length,
+        b.size,
+    )
     assert set(a.encryption_context) == set(b.encryption_context)
     assert len(ours) == len(theirs)  # same framing, same static-length signature
 
 
-@pytest.mark.parametrize("scheme", ["oaep-sha1", "oaep-sha256", "oaep-sha384", "oaep-sha512", "pkcs1"])
+@pytest.mark.parametrize(
+    "scheme", ["oaep-sha1", "oaep-sha256", "oaep-sha384", "oaep-sha512", "pkcs1"]
+)
 def test_raw_rsa_both_ways(scheme: aws.RsaPadding) -> None:
     private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = private.private_bytes(
@@ -141,7 +156,9 @@ def test_raw_rsa_both_ways(scheme: aws.RsaPadding) -> None:
     data = _data(9000)
     ct, _ = STRICT.encrypt(source=data, key_provider=theirs)
     assert aws.decrypt_bytes(ct, ring) == data
-    public_only = aws.RawRsaKeyring("rsa-ns", "rsa-key", public_key=private.public_key(), padding_scheme=scheme)
+    public_only = aws.RawRsaKeyring(
+        "rsa-ns", "rsa-key", public_key=private.public_key(), padding_scheme=scheme
+    )
     ours = aws.encrypt_bytes(data, [public_only, RING], suite=0x0478)
     assert STRICT.decrypt(source=ours, key_provider=theirs)[0] == data
     assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
@@ -149,9 +166,17 @@ def test_raw_rsa_both_ways(scheme: aws.RsaPadding) -> None:
         aws.decrypt_bytes(ours, public_only)
 
 
-def _sdk_message(suite: Any = Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384, frame: int = 4096, n: int = 20000) -> bytes:
+def _sdk_message(
+    suite: Any = Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384,
+    frame: int = 4096,
+    n: int = 20000,
+) -> bytes:
     ct, _ = _client(suite).encrypt(
-        source=_data(n), key_provider=_their_aes(), algorithm=suite, frame_length=frame, encryption_context=CONTEXT
+        source=_data(n),
+        key_provider=_their_aes(),
+        algorithm=suite,
+        frame_length=frame,
+        encryption_context=CONTEXT,
     )
     return bytes(ct)
 
@@ -182,7 +207,12 @@ def test_tampered_sdk_messages_are_refused_typed() -> None:
         bad = bytearray(ct)
         bad[pos] ^= 1
         assert _refused(bytes(bad)) is AuthenticationError
-    swapped = ct[:hsize] + ct[hsize + regular : hsize + 2 * regular] + ct[hsize : hsize + regular] + ct[hsize + 2 * regular :]
+    swapped = (
+        ct[:hsize]
+        + ct[hsize + regular : hsize + 2 * regular]
+        + ct[hsize : hsize + regular]
+        + ct[hsize + 2 * regular :]
+    )
     assert _refused(swapped) is AuthenticationError
     # Footer: the signature, its length; truncation anywhere; trailing bytes.
     bad = bytearray(ct)
@@ -222,17 +252,23 @@ def test_max_encrypted_data_keys_is_enforced() -> None:
     with pytest.raises(LimitExceededError):
         aws.encrypt_bytes(b"data", rings, max_encrypted_data_keys=3)
     their = aws_sdk.EncryptionSDKClient(
-        commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT, max_encrypted_data_keys=4
+        commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT,
+        max_encrypted_data_keys=4,
     )
     with pytest.raises(aws_sdk.exceptions.MaxEncryptedDataKeysExceeded):
         their.decrypt(source=ct, key_provider=_their_aes())
 
 
 def test_random_access_on_sdk_messages() -> None:
-    for suite in (Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384):
+    for suite in (
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY,
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384,
+    ):
         for frame, n in ((4096, 50000), (1024, 4000), (512, 0), (4096, 8192)):
             data = _data(n)
-            ct, _ = STRICT.encrypt(source=data, key_provider=_their_aes(), algorithm=suite, frame_length=frame)
+            ct, _ = STRICT.encrypt(
+                source=data, key_provider=_their_aes(), algorithm=suite, frame_length=frame
+            )
 
             def read_at(offset: int, length: int, ct: bytes = ct) -> bytes:
                 return ct[offset : offset + length]
@@ -256,7 +292,9 @@ def test_async_streams_with_the_sdk() -> None:
     async def main() -> None:
         ours = b"".join([c async for c in faws.encrypt(data, RING, encryption_context=CONTEXT)])
         assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
-        theirs, _ = STRICT.encrypt(source=data, key_provider=_their_aes(), encryption_context=CONTEXT)
+        theirs, _ = STRICT.encrypt(
+            source=data, key_provider=_their_aes(), encryption_context=CONTEXT
+        )
         got = b"".join([c async for c in faws.decrypt(theirs, RING, encryption_context=CONTEXT)])
         assert got == data
         got = b"".join([c async for c in faws.decrypt(theirs, RING, release="after-signature")])

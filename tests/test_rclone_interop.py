@@ -205,3 +205,61 @@ def test_large_file_both_ways(tmp_path: Path, keys: rc.RcloneKeys) -> None:
     assert rc.decrypt_bytes(ct, keys) == data
     (remote.root / remote.names.encrypt_path("mine")).write_bytes(rc.encrypt_bytes(data, keys))
     assert remote.run("cat", "sc:mine") == data
+
+
+def test_example_lists_reads_and_writes_a_remote(tmp_path: Path, keys: rc.RcloneKeys) -> None:
+    remote = _remote(tmp_path, keys, "standard", "base64", True)
+    files = {"a.txt": b"hello rclone", "dir/b.bin": random.Random(3).randbytes(200000)}
+    src = tmp_path / "src"
+    _write_tree(src, files)
+    remote.run("copy", str(src), "sc:")
+    example = Path(__file__).resolve().parent.parent / "examples" / "rclone_remote.py"
+    env = dict(os.environ)
+    env["RCLONE_CONFIG_SC_PASSWORD"] = remote.env["RCLONE_CONFIG_SC_PASSWORD"]
+    env["RCLONE_CONFIG_SC_PASSWORD2"] = remote.env["RCLONE_CONFIG_SC_PASSWORD2"]
+
+    def example_run(*args: str) -> bytes:
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(example),
+                str(remote.root),
+                "--remote",
+                "sc",
+                "--filename-encoding",
+                "base64",
+                *args,
+            ],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr.decode()
+        return out.stdout
+
+    listing = example_run("ls").decode().splitlines()
+    assert [line.split()[-1] for line in listing] == sorted(files)
+    assert example_run("cat", "dir/b.bin") == files["dir/b.bin"]
+    (tmp_path / "new").write_bytes(b"written by the example" * 5000)
+    example_run("put", str(tmp_path / "new"), "dir/new.txt")
+    assert remote.run("cat", "sc:dir/new.txt") == b"written by the example" * 5000
+    # A wrong password fails with a typed error and exit status 1.
+    env["RCLONE_CONFIG_SC_PASSWORD"] = rc.obscure("wrong")
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(example),
+            str(remote.root),
+            "--remote",
+            "sc",
+            "--filename-encoding",
+            "base64",
+            "ls",
+        ],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 1 and b"Error" in out.stderr
