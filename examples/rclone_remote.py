@@ -50,7 +50,7 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
             yield piece
 
 
-async def ls(root: Path, names: RcloneNameCipher) -> list[tuple[str, int]]:
+def ls(root: Path, names: RcloneNameCipher) -> list[tuple[str, int]]:
     """``(clear path, plaintext size)`` of every file under ``root``, sorted."""
     found = []
     for path in root.rglob("*"):
@@ -64,9 +64,9 @@ async def cat(
     root: Path, names: RcloneNameCipher, keys: RcloneKeys, name: str
 ) -> AsyncIterator[bytes]:
     """The verified plaintext of ``name``."""
-    path = root / names.encrypt_path(name)
-    size = decrypted_size(path.stat().st_size)
-    async for piece in rclone.decrypt(_chunks(path), keys, expected_size=size):
+    path = anyio.Path(root / names.encrypt_path(name))
+    size = decrypted_size((await path.stat()).st_size)
+    async for piece in rclone.decrypt(_chunks(Path(path)), keys, expected_size=size):
         yield piece
 
 
@@ -74,13 +74,13 @@ async def put(
     root: Path, names: RcloneNameCipher, keys: RcloneKeys, local: Path, name: str
 ) -> None:
     """Encrypt ``local`` into the remote as ``name`` (atomically)."""
-    dest = root / names.encrypt_path(name)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest = anyio.Path(root / names.encrypt_path(name))
+    await dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.partial")
     async with await anyio.open_file(tmp, "wb") as out:
         async for piece in rclone.encrypt(_chunks(local), keys):
             await out.write(piece)
-    tmp.replace(dest)
+    await tmp.replace(dest)
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -88,7 +88,7 @@ async def _main(args: argparse.Namespace) -> None:
     keys = await anyio.to_thread.run_sync(_keys, args)
     names = RcloneNameCipher(keys, args.filename_encryption, args.filename_encoding)
     if args.command == "ls":
-        for name, size in await ls(root, names):
+        for name, size in await anyio.to_thread.run_sync(ls, root, names):
             print(f"{size:>12} {name}")
     elif args.command == "cat":
         async for piece in cat(root, names, keys, args.name):
