@@ -213,28 +213,18 @@ def test_example_lists_reads_and_writes_a_remote(tmp_path: Path, keys: rc.Rclone
     src = tmp_path / "src"
     _write_tree(src, files)
     remote.run("copy", str(src), "sc:")
-    example = Path(__file__).resolve().parent.parent / "examples" / "rclone_remote.py"
+    example_py = Path(__file__).resolve().parent.parent / "examples" / "rclone_remote.py"
     env = dict(os.environ)
     env["RCLONE_CONFIG_SC_PASSWORD"] = remote.env["RCLONE_CONFIG_SC_PASSWORD"]
     env["RCLONE_CONFIG_SC_PASSWORD2"] = remote.env["RCLONE_CONFIG_SC_PASSWORD2"]
 
+    def example(*args: str) -> subprocess.CompletedProcess[bytes]:
+        command = [sys.executable, str(example_py), str(remote.root), "--remote", "sc"]
+        command += ["--filename-encoding", "base64", *args]
+        return subprocess.run(command, env=env, capture_output=True, timeout=120, check=False)
+
     def example_run(*args: str) -> bytes:
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(example),
-                str(remote.root),
-                "--remote",
-                "sc",
-                "--filename-encoding",
-                "base64",
-                *args,
-            ],
-            env=env,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        out = example(*args)
         assert out.returncode == 0, out.stderr.decode()
         return out.stdout
 
@@ -246,20 +236,5 @@ def test_example_lists_reads_and_writes_a_remote(tmp_path: Path, keys: rc.Rclone
     assert remote.run("cat", "sc:dir/new.txt") == b"written by the example" * 5000
     # A wrong password fails with a typed error and exit status 1.
     env["RCLONE_CONFIG_SC_PASSWORD"] = rc.obscure("wrong")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(example),
-            str(remote.root),
-            "--remote",
-            "sc",
-            "--filename-encoding",
-            "base64",
-            "ls",
-        ],
-        env=env,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    out = example("ls")
     assert out.returncode == 1 and b"Error" in out.stderr
