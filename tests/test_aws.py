@@ -280,3 +280,54 @@ def test_random_access(suite: int) -> None:
         assert aws.read_range(RING, read_at, len(ct), a, b) == data[a:b]
     with pytest.raises(TruncatedStreamError):
         aws.layout(RING, read_at, len(ct) - 1)
+
+
+_PREFIXES = [b"", b"\x02\x04\x78", b"\x02\x05\x78", b"\x01\x80\x01\x78", b"\x01\x80\x03\x78"]
+_GOOD = aws.encrypt_bytes(b"fuzz", RING, frame_length=64, encryption_context={"k": "v"})
+
+
+@given(
+    st.sampled_from(_PREFIXES),
+    st.binary(max_size=400),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
+@settings(max_examples=300, deadline=None)
+def test_fuzz_header_parser_and_decryptor_on_any_bytes(
+    prefix: bytes, blob: bytes, seed: int
+) -> None:
+    """After a valid magic, any bytes either parse or fail typed, in one call or fed in
+    pieces, whatever the legacy policy."""
+    data = prefix + blob
+    for allow_legacy in (False, True):
+        try:
+            aws.parse_header(data, allow_legacy=allow_legacy)
+        except StreamCryptError:
+            pass
+    try:
+        aws.header_size(data)
+    except StreamCryptError:
+        pass
+    dec = aws.AwsDecryptor(RING, allow_legacy=True)
+    try:
+        for piece in random_splits(data, random.Random(seed)):
+            assert dec.update(piece) == b""  # nothing forged ever opens
+        dec.finalize()
+    except StreamCryptError:
+        with pytest.raises(BrokenTransformError):
+            dec.update(b"x")
+
+
+@given(st.integers(min_value=0, max_value=len(_GOOD)), st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_any_tail_after_a_real_prefix(cut: int, tail: bytes) -> None:
+    data = _GOOD[:cut] + tail
+    try:
+        aws.parse_header(data)
+    except StreamCryptError:
+        pass
+    try:
+        out = aws.decrypt_bytes(data, RING)
+    except StreamCryptError:
+        pass
+    else:
+        assert data == _GOOD and out == b"fuzz"

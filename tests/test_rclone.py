@@ -358,3 +358,62 @@ def test_fuzz_headers_and_bodies_give_typed_errors() -> None:
 
 def test_memory_is_bounded_by_a_block() -> None:
     assert round_trip_peak_memory(rc.RcloneEncryptor(KEYS), rc.RcloneDecryptor(KEYS)) < 8 << 20
+
+
+_NAME_CIPHERS = [
+    rc.RcloneNameCipher(KEYS, mode, encoding, directory_name_encryption=dirs)  # type: ignore[arg-type]
+    for mode, encoding, dirs in [
+        ("standard", "base32", True),
+        ("standard", "base64", False),
+        ("standard", "base32768", True),
+        ("obfuscate", "base32", True),
+        ("off", "base32", True),
+    ]
+]
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_name_decoders_on_any_text(text: str) -> None:
+    """Names listed from a remote are untrusted: any text either decodes or fails typed."""
+    for names in _NAME_CIPHERS:
+        for call in (names.decrypt_segment, names.decrypt_path, names.decrypt_dir):
+            try:
+                assert isinstance(call(text), str)
+            except StreamCryptError:
+                pass
+    for call in (rc.reveal, b32k_decode):
+        try:
+            call(text)
+        except StreamCryptError:
+            pass
+
+
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=1 << 40))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_header_parsers_on_any_bytes(blob: bytes, size: int) -> None:
+    for head in (blob, rc.MAGIC + blob):
+        try:
+            size_hint = rc.header_size(head)
+        except FormatError:
+            assert head[:8] != rc.MAGIC[: len(head)]
+        else:
+            assert size_hint == (rc.HEADER_SIZE if len(head) >= 8 else None)
+        rc.is_rclone(head)
+        try:
+            rc.layout(KEYS, head, max(size, len(head)))
+        except StreamCryptError:
+            pass
+
+
+@given(st.binary(max_size=3000), st.integers(min_value=0, max_value=2**32 - 1))
+@settings(max_examples=100, deadline=None)
+def test_fuzz_streaming_decryptor_on_any_body(body: bytes, seed: int) -> None:
+    dec = rc.RcloneDecryptor(KEYS)
+    try:
+        for piece in random_splits(rc.MAGIC + bytes(24) + body, random.Random(seed)):
+            assert dec.update(piece) == b""  # nothing forged ever opens
+        dec.finalize()
+    except StreamCryptError:
+        with pytest.raises(BrokenTransformError):
+            dec.update(b"x")
