@@ -1,6 +1,7 @@
 """``make bench``: every benchmark section in one run, side by side, into bench/RESULTS.md.
 
-``python -m bench [--quick] [SECTION ...]`` — sections: see SECTIONS below.
+``python -m bench [--quick] [SECTION ...]`` — sections: see SECTIONS below. A run of some
+sections writes bench/RESULTS_<sections>.md instead, leaving the full run's file alone.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ._report import Report
+from ._report import RESULTS, Report
 
-SECTIONS = ["paths", "engine", "core", "formats", "sizes", "sockets", "http", "seeds"]
+SECTIONS = ["paths", "engine", "core", "formats", "rclone_aws", "sizes", "sockets", "http", "seeds"]
 
 
 def main() -> None:
@@ -22,7 +23,10 @@ def main() -> None:
     for name in args.sections:
         module = importlib.import_module(f"bench.{name}")
         module.run(report, quick=args.quick)
-    report.write()
+    if args.sections == SECTIONS:
+        report.write()
+    else:
+        report.write(RESULTS.with_name(f"RESULTS_{'_'.join(args.sections)}.md"))
 
 
 if __name__ == "__main__":

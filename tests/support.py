@@ -43,6 +43,23 @@ def record_vectors(name: str, ran: int, expected: int) -> None:
     assert ran == expected, f"{name}: ran {ran} vectors, the file holds {expected}"
 
 
+def round_trip_peak_memory(encryptor: Any, decryptor: Any, mib: int = 16) -> int:
+    """Peak traced memory (bytes) while ``mib`` MiB go through ``encryptor`` into
+    ``decryptor`` one MiB at a time: a streaming pair stays at a few segments."""
+    import tracemalloc
+
+    piece = bytes(1 << 20)
+    tracemalloc.start()
+    try:
+        for _ in range(mib):
+            decryptor.update(encryptor.update(piece))
+        decryptor.update(encryptor.finalize())
+        decryptor.finalize()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def random_splits(data: bytes, rng: random.Random, max_piece: int = 97) -> list[bytes]:
     """Cut ``data`` into random pieces, empty pieces included."""
     out: list[bytes] = []

@@ -2,14 +2,27 @@
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
-``secretstream`` (libsodium), ``envelope`` (the native container for passwords,
+``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the AWS Encryption SDK
+message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 """
 
 from __future__ import annotations
 
-from . import age, armor, cobblestone, container, ece, envelope, noise, secretstream, tink
+from . import (
+    age,
+    armor,
+    aws,
+    cobblestone,
+    container,
+    ece,
+    envelope,
+    noise,
+    rclone,
+    secretstream,
+    tink,
+)
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -19,17 +32,21 @@ from ._segmented import (
     SegmentLayout,
 )
 from .age import AgeDecryptor, AgeEncryptor
+from .aws import AwsDecryptor, AwsEncryptor
 from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
 from .container import StreamDecryptor, StreamEncryptor
 from .ece import EceDecryptor, EceEncryptor
 from .envelope import EnvelopeDecryptor, EnvelopeEncryptor
 from .noise import NoiseHandshake
+from .rclone import RcloneDecryptor, RcloneEncryptor
 from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
 from .tink import TinkStreamDecryptor, TinkStreamEncryptor
 
 __all__ = [
     "AgeDecryptor",
     "AgeEncryptor",
+    "AwsDecryptor",
+    "AwsEncryptor",
     "CobblestoneDecryptor",
     "CobblestoneEncryptor",
     "EceDecryptor",
@@ -37,6 +54,8 @@ __all__ = [
     "EnvelopeDecryptor",
     "EnvelopeEncryptor",
     "NoiseHandshake",
+    "RcloneDecryptor",
+    "RcloneEncryptor",
     "SecretStreamDecryptor",
     "SecretStreamEncryptor",
     "SegmentCodec",
@@ -51,11 +70,13 @@ __all__ = [
     "TinkStreamEncryptor",
     "age",
     "armor",
+    "aws",
     "cobblestone",
     "container",
     "ece",
     "envelope",
     "noise",
+    "rclone",
     "secretstream",
     "tink",
 ]

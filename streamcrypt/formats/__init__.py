@@ -9,6 +9,6 @@ codecs sit below the engine and never import it (docs/ARCHITECTURE.md).
 
 from __future__ import annotations
 
-from . import age, cobblestone, ece, secretstream, tink
+from . import age, aws, cobblestone, ece, rclone, secretstream, tink
 
-__all__ = ["age", "cobblestone", "ece", "secretstream", "tink"]
+__all__ = ["age", "aws", "cobblestone", "ece", "rclone", "secretstream", "tink"]

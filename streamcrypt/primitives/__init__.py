@@ -41,6 +41,7 @@ from ._eddsa_blake2b import (
     eddsa_blake2b_verify,
 )
 from ._elligator import elligator_key_pair, elligator_map, elligator_rev
+from ._eme import EME_MAX_BLOCKS, Eme
 from ._hchacha import hchacha20
 from ._highlevel import (
     CHALLENGE_MAC_SIZE,
@@ -58,7 +59,13 @@ from ._monocypher_aead import (
     aead_lock,
     aead_unlock,
 )
-from ._salsa import Salsa20, Salsa20Poly1305, XSalsa20, XSalsa20Poly1305, hsalsa20
+from ._salsa import Salsa20, Salsa20Poly1305, XSalsa20, hsalsa20
+from ._secretbox import (
+    SECRETBOX_KEY_SIZE,
+    SECRETBOX_NONCE_SIZE,
+    SECRETBOX_TAG_SIZE,
+    XSalsa20Poly1305,
+)
 from ._signing import (
     ED25519_SIGNATURE_SIZE,
     Ed25519phSigner,
@@ -102,8 +109,12 @@ __all__ = [
     "CHALLENGE_MAC_SIZE",
     "ED25519_SIGNATURE_SIZE",
     "EDDSA_SIGNATURE_SIZE",
+    "EME_MAX_BLOCKS",
     "HMAC_MIN_TAG_LENGTH",
     "MONOCYPHER_MAC_SIZE",
+    "SECRETBOX_KEY_SIZE",
+    "SECRETBOX_NONCE_SIZE",
+    "SECRETBOX_TAG_SIZE",
     "SUITES",
     "TAP_NAMES",
     "Aead",
@@ -141,6 +152,7 @@ __all__ = [
     "EdDsaBlake2bPrivateKey",
     "EdDsaBlake2bPublicKey",
     "EdDsaBlake2bVerifier",
+    "Eme",
     "HashTap",
     "HmacTap",
     "MacTap",

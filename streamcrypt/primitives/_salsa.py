@@ -16,8 +16,9 @@ input[8:]) minus the known input words gives it, as :mod:`._hchacha` does for Ch
 The AEADs are NaCl's ``crypto_secretbox`` construction: the Poly1305 key is the first 32
 bytes of keystream, the message is XORed with the keystream from byte 32 on, and the tag
 is Poly1305 of the ciphertext. The output is ``tag || ciphertext`` (NaCl's "easy" layout,
-tag first). :class:`XSalsa20Poly1305` *is* ``crypto_secretbox_easy`` and runs on libsodium
-(PyNaCl), no extra needed; :class:`Salsa20Poly1305` is the same construction over Salsa20
+tag first). :class:`~._secretbox.XSalsa20Poly1305` *is* ``crypto_secretbox_easy`` on libsodium
+(PyNaCl, no extra needed, in :mod:`._secretbox`); :class:`Salsa20Poly1305` is the same
+construction over Salsa20
 with an 8-byte nonce (pycryptodome, OpenSSL's Poly1305). Secretbox has no associated data:
 both refuse a non-empty ``aad``.
 """
@@ -29,8 +30,6 @@ from typing import Any, ClassVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
-from nacl import bindings as _sodium
-from nacl import exceptions as _nacl_exc
 
 from .._state import Buffer, Lifecycle
 from ..errors import (
@@ -41,12 +40,12 @@ from ..errors import (
     LimitExceededError,
 )
 from ..keys import SecretKey
+from ._secretbox import no_aad as _no_aad
 
 __all__ = [
     "Salsa20",
     "Salsa20Poly1305",
     "XSalsa20",
-    "XSalsa20Poly1305",
     "hsalsa20",
 ]
 
@@ -220,14 +219,6 @@ class XSalsa20(Salsa20):
         return hsalsa20(key, nonce[:16]), nonce[16:]
 
 
-def _no_aad(aad: Buffer, name: str) -> None:
-    if len(aad):
-        raise InvalidParameterError(
-            f"{name} is NaCl's secretbox, which takes no associated data; authenticate it "
-            "separately or use XChaCha20-Poly1305"
-        )
-
-
 def _failed(name: str) -> AuthenticationError:
     return AuthenticationError(f"{name} tag did not verify: wrong key or nonce, or tampered data")
 
@@ -278,35 +269,3 @@ class Salsa20Poly1305:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(<key hidden>)"
-
-
-class XSalsa20Poly1305(Salsa20Poly1305):
-    """NaCl's ``crypto_secretbox_easy`` (XSalsa20-Poly1305, 24-byte nonce), on libsodium.
-
-    Output ``tag || ciphertext``, exactly PyNaCl's ``SecretBox`` ciphertext (without the
-    nonce it prepends). Raises as :class:`Salsa20Poly1305`; needs no extra.
-    """
-
-    name = "xsalsa20-poly1305"
-    key_sizes = (32,)
-    nonce_size = 24
-    __slots__ = ()
-
-    def seal(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
-        """Encrypt and authenticate: ``tag || ciphertext``."""
-        _no_aad(aad, self.name)
-        n = _nonce(nonce, self.nonce_size, self.name)
-        out: bytes = _sodium.crypto_secretbox_easy(bytes(data), n, self._key)
-        return out
-
-    def open(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
-        """Verify and decrypt ``tag || ciphertext``; raises :class:`AuthenticationError`."""
-        _no_aad(aad, self.name)
-        n = _nonce(nonce, self.nonce_size, self.name)
-        if len(data) < _TAG:
-            raise _failed(self.name)
-        try:
-            out: bytes = _sodium.crypto_secretbox_open_easy(bytes(data), n, self._key)
-        except _nacl_exc.CryptoError:
-            raise _failed(self.name) from None
-        return out

@@ -1,0 +1,737 @@
+"""rclone crypt (the ``crypt`` remote), byte for byte: file contents, keys, names.
+
+Theory of operation
+-------------------
+**Contents.** An encrypted file is ``"RCLONE\\x00\\x00" || nonce (24) || block_0 || ...``.
+The plaintext is cut into 64 KiB blocks; block *i* is a NaCl secretbox (XSalsa20-Poly1305,
+16-byte tag first) under the 32-byte data key with nonce ``nonce + i`` (the 24 bytes read
+as one little-endian integer, incremented per block). The last block holds 1..65536 bytes;
+an empty file is the 32-byte header alone. So the body is a segmented stream
+(:class:`RcloneCodec` on the shared segmented core): blocks are independent, sealed and
+opened in parallel, and read by random access (:func:`layout`, :func:`read_range`).
+
+**No final-block marker.** Nothing in a block says it is the last one, and no length is
+stored: a file cut exactly at a block boundary (32 + k * 65552 bytes) is a valid, shorter
+rclone file, and no reader, rclone included, can tell. A cut *inside* a block is detected
+(that block no longer opens: :class:`AuthenticationError`; a tail of 1..16 bytes:
+:class:`TruncatedStreamError`), and reordered, duplicated or spliced blocks fail (their
+nonce differs). What streamcrypt does about the rest: everything it releases has verified;
+pass ``expected_size=`` (the plaintext size from a listing, a manifest, a database) to
+:class:`RcloneDecryptor`, :func:`layout` or :func:`read_range` and a shorter (or longer)
+file raises :class:`TruncatedStreamError` (:class:`FormatError`); random-access readers
+compute the plaintext size from the file size (rclone's ``DecryptedSize``), which is only
+as trustworthy as that file size.
+
+**Keys.** ``scrypt(password, salt, N=16384, r=8, p=1, 80 bytes)`` split into the data key
+(32), the name key (32) and the name tweak (16). The salt is ``password2`` (rclone's
+"salt" option) when set, else rclone's fixed default salt. The passwords in rclone.conf
+are *obscured* (:func:`reveal` / :func:`obscure`: AES-256-CTR under a key published in
+rclone's source, random IV, unpadded URL-safe base64): obscuring is not encryption.
+
+**Names.** Each path segment is encrypted on its own. ``standard``: PKCS#7-pad to 16 bytes,
+EME-AES-256 (name key, name tweak; deterministic, so equal names encrypt equally), then
+``base32`` (lower-case base32hex, unpadded; decoding ignores case), ``base64`` (unpadded
+URL-safe) or ``base32768``. ``obfuscate``: a keyed character rotation (no security, only
+hides names from casual view). ``off``: names in clear plus a suffix (``.bin``). With
+``directory_name_encryption=False`` only the last segment of a path is transformed. A
+version string ``-vYYYY-MM-DD-HHMMSS-mmm`` on the last segment stays in clear, as rclone
+keeps it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from .._state import Buffer
+from ..errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidKeySizeError,
+    InvalidPaddingError,
+    InvalidParameterError,
+    LimitExceededError,
+    TruncatedStreamError,
+)
+from ..keys import random_bytes
+from ..primitives import Eme, XSalsa20Poly1305
+from . import _base32768
+from ._segmented import (
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentJob,
+    SegmentLayout,
+)
+
+__all__ = [
+    "BLOCK_DATA_SIZE",
+    "BLOCK_SIZE",
+    "DEFAULT_SALT",
+    "HEADER_SIZE",
+    "MAGIC",
+    "NONCE_SIZE",
+    "TAG_SIZE",
+    "NameEncoding",
+    "NameEncryption",
+    "RcloneCodec",
+    "RcloneDecryptor",
+    "RcloneEncryptor",
+    "RcloneKeys",
+    "RcloneLayout",
+    "RcloneNameCipher",
+    "decrypt_bytes",
+    "decrypted_size",
+    "encrypt_bytes",
+    "encrypted_size",
+    "header_size",
+    "is_rclone",
+    "layout",
+    "obscure",
+    "read_range",
+    "reveal",
+]
+
+MAGIC = b"RCLONE\x00\x00"
+NONCE_SIZE = 24
+HEADER_SIZE = len(MAGIC) + NONCE_SIZE
+TAG_SIZE = 16
+BLOCK_DATA_SIZE = 64 * 1024
+BLOCK_SIZE = BLOCK_DATA_SIZE + TAG_SIZE
+#: The salt rclone uses when no password2 ("salt") is configured.
+DEFAULT_SALT = bytes.fromhex("a80df43a8fbd0308a7cab83e581f86b1")
+_KEY_MATERIAL = 32 + 32 + 16
+_NONCE_MOD = 1 << (8 * NONCE_SIZE)
+#: rclone's fixed key for obscuring config values (fs/config/obscure): public by design.
+_OBSCURE_KEY = bytes.fromhex("9c935b48730a554d6bfd7c63c886a92bd390198eb8128afbf4de162b8b95f638")
+_NAME_BLOCK = 16
+_MAX_NAME_CIPHERTEXT = 2048
+
+NameEncryption = Literal["standard", "obfuscate", "off"]
+NameEncoding = Literal["base32", "base64", "base32768"]
+
+
+# ---------------------------------------------------------------------------------------
+# Keys and obscured config values
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RcloneKeys:
+    """The three keys of a crypt remote: data key, name key, name tweak (no bytes in repr)."""
+
+    data_key: bytes = field(repr=False)
+    name_key: bytes = field(repr=False)
+    name_tweak: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        sizes = (len(self.data_key), len(self.name_key), len(self.name_tweak))
+        if sizes != (32, 32, 16):
+            raise InvalidKeySizeError(
+                f"rclone keys are 32 + 32 + 16 bytes (data key, name key, name tweak), got {sizes}"
+            )
+
+    @classmethod
+    def from_material(cls, material: Buffer) -> RcloneKeys:
+        """Split 80 bytes of key material (rclone's own tests use 80 zero bytes)."""
+        raw = bytes(material)
+        if len(raw) != _KEY_MATERIAL:
+            raise InvalidKeySizeError(f"rclone key material is 80 bytes, got {len(raw)}")
+        return cls(raw[:32], raw[32:64], raw[64:])
+
+    @classmethod
+    def from_password(cls, password: str, password2: str = "") -> RcloneKeys:
+        """Derive the keys as rclone does: scrypt(N=16384, r=8, p=1) over the password,
+        salted with ``password2`` or rclone's default salt. Both in clear (see
+        :meth:`from_config` for the obscured values of rclone.conf). Costs ~16 MiB and tens
+        of milliseconds. Raises :class:`InvalidParameterError` for an empty password
+        (rclone would use all-zero keys; ask for that with ``from_material(bytes(80))``).
+        """
+        if not password:
+            raise InvalidParameterError(
+                "an rclone crypt password must not be empty (rclone turns an empty password "
+                "into all-zero keys: use RcloneKeys.from_material(bytes(80)) for that)"
+            )
+        salt = password2.encode() if password2 else DEFAULT_SALT
+        kdf = Scrypt(salt=salt, length=_KEY_MATERIAL, n=16384, r=8, p=1)
+        return cls.from_material(kdf.derive(password.encode()))
+
+    @classmethod
+    def from_config(cls, password: str, password2: str = "") -> RcloneKeys:
+        """Keys from the ``password`` / ``password2`` values as rclone.conf stores them
+        (obscured). Raises :class:`FormatError` for a value that is not obscured."""
+        return cls.from_password(reveal(password), reveal(password2) if password2 else "")
+
+
+def _ctr(iv: bytes, data: bytes) -> bytes:
+    ctx = Cipher(algorithms.AES(_OBSCURE_KEY), modes.CTR(iv)).encryptor()
+    return ctx.update(data) + ctx.finalize()
+
+
+def obscure(value: str, *, iv: bytes | None = None) -> str:
+    """Obscure a config value as ``rclone obscure`` does (random IV unless given)."""
+    iv = random_bytes(16) if iv is None else bytes(iv)
+    if len(iv) != 16:
+        raise InvalidParameterError(f"the obscuring IV is 16 bytes, got {len(iv)}")
+    return base64.urlsafe_b64encode(iv + _ctr(iv, value.encode())).rstrip(b"=").decode()
+
+
+def reveal(value: str) -> str:
+    """The clear text of an obscured config value; raises :class:`FormatError`."""
+    raw = _b64url_decode(value, "obscured value")
+    if len(raw) < 16:
+        raise FormatError("an obscured value is at least 16 bytes once decoded: is it obscured?")
+    try:
+        return _ctr(raw[:16], raw[16:]).decode()
+    except UnicodeDecodeError:
+        raise FormatError("the revealed value is not UTF-8: is it obscured?") from None
+
+
+def _b64url_decode(text: str, what: str) -> bytes:
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", text) or len(text) % 4 == 1:
+        raise FormatError(f"{what} is not unpadded URL-safe base64")
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != text:
+        raise FormatError(f"{what} is not canonical base64 (non-zero unused bits)")
+    return raw
+
+
+# ---------------------------------------------------------------------------------------
+# File contents
+# ---------------------------------------------------------------------------------------
+
+
+class RcloneCodec(SegmentCodec):
+    """64 KiB secretbox blocks with nonce ``base + index`` (little-endian, 192 bits)."""
+
+    __slots__ = ("_base", "_box", "first_segment_size", "segment_size")
+
+    overhead: ClassVar[int] = TAG_SIZE
+    final_may_be_full: ClassVar[bool] = True
+    max_segments: int = 1 << 64  # rclone adds block counts to the nonce as a uint64
+
+    def __init__(self, data_key: bytes, nonce: bytes) -> None:
+        if len(nonce) != NONCE_SIZE:
+            raise InvalidParameterError(f"an rclone file nonce is {NONCE_SIZE} bytes")
+        self._box = XSalsa20Poly1305(data_key)
+        self._base = int.from_bytes(nonce, "little")
+        self.segment_size = self.first_segment_size = BLOCK_DATA_SIZE
+
+    def _nonce(self, index: int) -> bytes:
+        return ((self._base + index) % _NONCE_MOD).to_bytes(NONCE_SIZE, "little")
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        if not plaintext:
+            raise InvalidParameterError("rclone never writes an empty block")
+        return self._box.seal_into(self._nonce(index), plaintext, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        """Open block ``index``. Raises AuthenticationError, TruncatedStreamError.
+
+        An empty final block 0 is the empty file (a header alone): nothing to open.
+        """
+        size = len(ciphertext)
+        if size == 0 and index == 0 and final:
+            return 0
+        if size <= TAG_SIZE:
+            raise TruncatedStreamError(
+                f"rclone block {index} has {size} bytes, not more than its {TAG_SIZE}-byte "
+                "tag: the file was cut inside a block"
+            )
+        try:
+            return self._box.open_into(self._nonce(index), ciphertext, out)
+        except AuthenticationError:
+            raise AuthenticationError(
+                f"rclone block {index} did not verify: wrong password or salt, or a "
+                "tampered, reordered or cut file"
+            ) from None
+
+    def __repr__(self) -> str:
+        return "RcloneCodec(<key hidden>)"
+
+
+def encrypted_size(plaintext_size: int) -> int:
+    """The encrypted size of ``plaintext_size`` bytes (rclone's ``EncryptedSize``)."""
+    blocks, rest = divmod(plaintext_size, BLOCK_DATA_SIZE)
+    return HEADER_SIZE + blocks * BLOCK_SIZE + (TAG_SIZE + rest if rest else 0)
+
+
+def decrypted_size(stream_size: int) -> int:
+    """The plaintext size of an encrypted file of ``stream_size`` bytes (``DecryptedSize``).
+
+    Raises :class:`TruncatedStreamError` for a size no file can have.
+    """
+    payload = stream_size - HEADER_SIZE
+    if payload < 0:
+        raise TruncatedStreamError(
+            f"{stream_size} bytes cannot hold the {HEADER_SIZE}-byte rclone header"
+        )
+    blocks, rest = divmod(payload, BLOCK_SIZE)
+    if rest and rest <= TAG_SIZE:
+        raise TruncatedStreamError(
+            f"an rclone file of {stream_size} bytes ends inside a block's tag: truncated"
+        )
+    return blocks * BLOCK_DATA_SIZE + (rest - TAG_SIZE if rest else 0)
+
+
+def is_rclone(head: Buffer) -> bool:
+    """True when ``head`` starts with the rclone crypt magic (detection by magic)."""
+    return bytes(head[: len(MAGIC)]) == MAGIC
+
+
+def header_size(head: Buffer) -> int | None:
+    """The header length (always 32) once ``head`` shows the magic; ``None`` while shorter.
+
+    Raises :class:`FormatError` when the magic is wrong.
+    """
+    n = min(len(head), len(MAGIC))
+    if bytes(head[:n]) != MAGIC[:n]:
+        raise FormatError("not an rclone crypt file: bad magic (expected 'RCLONE\\0\\0')")
+    return HEADER_SIZE if len(head) >= len(MAGIC) else None
+
+
+def _open_header(keys: RcloneKeys, data: Buffer) -> RcloneCodec:
+    if len(data) < HEADER_SIZE:
+        raise TruncatedStreamError(
+            f"an rclone file is at least {HEADER_SIZE} bytes (magic and nonce), got {len(data)}"
+        )
+    header_size(data)
+    return RcloneCodec(keys.data_key, bytes(data[len(MAGIC) : HEADER_SIZE]))
+
+
+def _check_keys(keys: object) -> RcloneKeys:
+    if not isinstance(keys, RcloneKeys):
+        raise InvalidParameterError(
+            "rclone crypt takes RcloneKeys (RcloneKeys.from_password / from_config), "
+            f"not {type(keys).__name__}"
+        )
+    return keys
+
+
+class RcloneEncryptor(SegmentedEncryptor):
+    """Encrypt file contents for a crypt remote (sans-I/O transform).
+
+    ``nonce`` is for tests only (it must never repeat under one key): by default it is
+    random, as rclone's. An empty input gives the 32-byte header alone.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, keys: RcloneKeys, *, nonce: bytes | None = None) -> None:
+        keys = _check_keys(keys)
+        nonce = random_bytes(NONCE_SIZE) if nonce is None else bytes(nonce)
+        super().__init__(RcloneCodec(keys.data_key, nonce), MAGIC + nonce)
+
+    def finish(self) -> list[SegmentJob]:
+        """The final block's job; none for an empty file (rclone writes no empty block)."""
+        self._check()
+        if self._index == 0 and not self._held_len:
+            self._finish()
+            return []
+        return super().finish()
+
+
+class RcloneDecryptor(SegmentedDecryptor):
+    """Decrypt rclone crypt contents, releasing each 64 KiB block only after it verified.
+
+    Raises :class:`FormatError` (bad magic), :class:`AuthenticationError` (wrong keys,
+    tampering, reordering, a cut inside a block), :class:`TruncatedStreamError` (input
+    ended inside the header or inside a block's tag; with ``expected_size``, a file
+    shorter than that). Without ``expected_size`` a file cut at a block boundary cannot
+    be told from a shorter file (see the module docstring).
+    """
+
+    __slots__ = ("_expected",)
+
+    def __init__(self, keys: RcloneKeys, *, expected_size: int | None = None) -> None:
+        keys = _check_keys(keys)
+        self._expected = expected_size
+
+        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+            header_size(data)
+            if len(data) < HEADER_SIZE:
+                return None
+            return _open_header(keys, data), HEADER_SIZE
+
+        super().__init__(reader)
+
+    def finish(self) -> list[SegmentJob]:
+        """The final block's job; an empty file has none. Checks ``expected_size``."""
+        self._check()
+        codec = self._codec
+        if codec is not None:
+            held = self._held_len
+            total = self._index * BLOCK_DATA_SIZE + max(held - TAG_SIZE, 0)
+            error: Exception | None = None
+            if 0 < held <= TAG_SIZE:
+                error = TruncatedStreamError(
+                    f"the rclone file ends {held} byte(s) into block {self._index}, inside "
+                    "its tag: truncated"
+                )
+            elif self._expected is not None and total != self._expected:
+                error = _size_error(total, self._expected)
+            if error is not None:
+                raise self._break(error)
+            if held == 0:
+                self._finish()
+                return []
+        return super().finish()
+
+
+def _size_error(actual: int, expected: int) -> Exception:
+    if actual < expected:
+        return TruncatedStreamError(
+            f"the rclone file holds {actual} plaintext bytes, {expected} were expected: "
+            "it was cut (at a block boundary, which the format itself cannot show)"
+        )
+    return FormatError(
+        f"the rclone file holds {actual} plaintext bytes, more than the {expected} expected"
+    )
+
+
+class RcloneLayout(SegmentLayout):
+    """:class:`SegmentLayout` that also maps the empty file (a header and no block)."""
+
+    __slots__ = ()
+
+    @property
+    def segment_count(self) -> int:
+        if self.stream_size == self.header_size:
+            return 1  # one empty "final block" that opens to nothing
+        return super().segment_count
+
+    @property
+    def plaintext_size(self) -> int:
+        return decrypted_size(self.stream_size)
+
+
+def layout(
+    keys: RcloneKeys, head: Buffer, stream_size: int, *, expected_size: int | None = None
+) -> RcloneLayout:
+    """Check the magic at the start of ``head`` and map a file of ``stream_size`` bytes.
+
+    The plaintext size comes from the file size (rclone's ``DecryptedSize``); with
+    ``expected_size`` a different one raises (see :class:`RcloneDecryptor`). Raises
+    :class:`FormatError`, :class:`TruncatedStreamError`.
+    """
+    codec = _open_header(_check_keys(keys), head)
+    lay = RcloneLayout(codec, HEADER_SIZE, stream_size)
+    size = lay.plaintext_size
+    if expected_size is not None and size != expected_size:
+        raise _size_error(size, expected_size)
+    return lay
+
+
+def read_range(
+    keys: RcloneKeys,
+    read_at: Callable[[int, int], bytes],
+    stream_size: int,
+    start: int,
+    stop: int,
+    *,
+    expected_size: int | None = None,
+) -> bytes:
+    """Plaintext ``[start, stop)`` of an encrypted file, opening only the blocks covering it
+    (what ``rclone cat --offset --count`` returns). ``read_at(offset, length)`` reads
+    ciphertext. Raises as :func:`layout` and :class:`AuthenticationError`."""
+    lay = layout(keys, read_at(0, HEADER_SIZE), stream_size, expected_size=expected_size)
+    return lay.read(read_at, start, stop)
+
+
+def encrypt_bytes(plaintext: Buffer, keys: RcloneKeys, *, nonce: bytes | None = None) -> bytes:
+    """Encrypt a whole file's contents in one call."""
+    enc = RcloneEncryptor(keys, nonce=nonce)
+    return enc.update(plaintext) + enc.finalize()
+
+
+def decrypt_bytes(
+    ciphertext: Buffer, keys: RcloneKeys, *, expected_size: int | None = None
+) -> bytes:
+    """Decrypt a whole file's contents in one call; raises as :class:`RcloneDecryptor`."""
+    dec = RcloneDecryptor(keys, expected_size=expected_size)
+    return dec.update(ciphertext) + dec.finalize()
+
+
+# ---------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------
+
+_VERSION_SEARCH = re.compile(r"-v[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{6}-[0-9]{3}")
+_VERSION_TAIL = re.compile(
+    r"-v([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})-([0-9]{3})"
+)
+_VERSION_LEN = len("-v2006-01-02-150405.000")
+
+
+def _split_ext(name: str) -> tuple[str, str]:
+    dot = name.rfind(".")
+    if dot < 0:
+        return name, ""
+    base, ext = name[:dot], name[dot:]
+    return (ext, "") if base == "" else (base, ext)
+
+
+def _remove_version(name: str) -> tuple[str, str] | None:
+    """``(name without version, version)`` as rclone's ``version.Remove``, else None."""
+    if not _VERSION_SEARCH.search(name):
+        return None
+    base, ext = _split_ext(name)
+    if len(base) < _VERSION_LEN:
+        return None
+    tail = base[len(base) - _VERSION_LEN :]
+    m = _VERSION_TAIL.fullmatch(tail)
+    if m is None:
+        return None
+    try:
+        year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+        datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        return None
+    return base[: len(base) - _VERSION_LEN] + ext, tail
+
+
+def _add_version(name: str, version: str) -> str:
+    base, ext = _split_ext(name)
+    return base + version + ext
+
+
+def _rune(value: int) -> str:
+    """``chr`` as Go writes a rune: an invalid one becomes U+FFFD."""
+    return chr(value) if 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF else "\ufffd"
+
+
+def _go_mod(a: int, b: int) -> int:
+    """Go's ``%`` (truncated toward zero), for rotation amounts read from a name."""
+    r = abs(a) % b
+    return -r if a < 0 else r
+
+
+class RcloneNameCipher:
+    """Encrypt and decrypt file and directory names as a crypt remote does.
+
+    ``mode``: ``"standard"`` (EME-AES-256), ``"obfuscate"`` or ``"off"``; ``encoding``:
+    ``"base32"`` (rclone's default), ``"base64"`` or ``"base32768"``;
+    ``directory_name_encryption`` (default True, as rclone); ``suffix`` for ``off``
+    (``".bin"``; ``""`` or ``"none"`` for none). Decryption raises :class:`FormatError`
+    (bad encoding, wrong length), :class:`InvalidPaddingError` (wrong keys or not an
+    encrypted name); encryption raises :class:`LimitExceededError` for a name over 2047
+    bytes.
+    """
+
+    __slots__ = ("_dirs", "_eme", "_encoding", "_mode", "_name_key", "_suffix", "_tweak")
+
+    def __init__(
+        self,
+        keys: RcloneKeys,
+        mode: NameEncryption = "standard",
+        encoding: NameEncoding = "base32",
+        *,
+        directory_name_encryption: bool = True,
+        suffix: str = ".bin",
+    ) -> None:
+        keys = _check_keys(keys)
+        if mode not in ("standard", "obfuscate", "off"):
+            raise InvalidParameterError(
+                f"unknown rclone filename_encryption {mode!r}: standard, obfuscate or off"
+            )
+        if encoding not in ("base32", "base64", "base32768"):
+            raise InvalidParameterError(
+                f"unknown rclone filename_encoding {encoding!r}: base32, base64 or base32768"
+            )
+        if suffix.lower() == "none":
+            suffix = ""
+        elif suffix and not suffix.startswith("."):
+            suffix = "." + suffix  # as rclone does (it logs an error and adds the dot)
+        self._mode: NameEncryption = mode
+        self._encoding: NameEncoding = encoding
+        self._dirs = directory_name_encryption
+        self._suffix = suffix
+        self._eme = Eme(keys.name_key)
+        self._tweak = keys.name_tweak
+        self._name_key = keys.name_key
+
+    def __repr__(self) -> str:
+        return f"RcloneNameCipher(mode={self._mode!r}, encoding={self._encoding!r}, <keys hidden>)"
+
+    # -- encodings ----------------------------------------------------------------------
+    def _encode(self, data: bytes) -> str:
+        if self._encoding == "base32":
+            return base64.b32hexencode(data).decode().rstrip("=").lower()
+        if self._encoding == "base64":
+            return base64.urlsafe_b64encode(data).decode().rstrip("=")
+        return _base32768.encode(data)
+
+    def _decode(self, text: str) -> bytes:
+        if self._encoding == "base32":
+            if text.endswith("=") or not re.fullmatch(r"[0-9A-Va-v]*", text):
+                raise FormatError("bad base32 name encoding (base32hex, no padding)")
+            try:
+                raw = base64.b32hexdecode(text.upper() + "=" * (-len(text) % 8))
+            except binascii.Error:
+                raise FormatError("bad base32 name encoding (length)") from None
+            if self._encode(raw) != text.lower():
+                raise FormatError("bad base32 name encoding (not canonical)")
+            return raw
+        if self._encoding == "base64":
+            return _b64url_decode(text, "a base64 name")
+        return _base32768.decode(text)
+
+    # -- one segment --------------------------------------------------------------------
+    def encrypt_segment(self, name: str) -> str:
+        """One path segment (no ``/``) encrypted in ``standard`` or ``obfuscate`` mode."""
+        if not name:
+            return ""
+        if self._mode == "obfuscate":
+            return self._obfuscate(name)
+        raw = name.encode("utf-8", "surrogateescape")
+        pad = _NAME_BLOCK - len(raw) % _NAME_BLOCK
+        if len(raw) + pad > _MAX_NAME_CIPHERTEXT:
+            raise LimitExceededError(
+                f"an rclone encrypted name holds at most {_MAX_NAME_CIPHERTEXT - 1} bytes, "
+                f"this one has {len(raw)}"
+            )
+        return self._encode(self._eme.encrypt(self._tweak, raw + bytes([pad]) * pad))
+
+    def decrypt_segment(self, text: str) -> str:
+        """Undo :meth:`encrypt_segment`."""
+        if not text:
+            return ""
+        if self._mode == "obfuscate":
+            return self._deobfuscate(text)
+        raw = self._decode(text)
+        if len(raw) % _NAME_BLOCK:
+            raise FormatError("an encrypted name is not a multiple of 16 bytes once decoded")
+        if len(raw) > _MAX_NAME_CIPHERTEXT:
+            raise FormatError("an encrypted name is longer than 2048 bytes once decoded")
+        padded = self._eme.decrypt(self._tweak, raw)
+        pad = padded[-1]
+        if not 1 <= pad <= _NAME_BLOCK or padded[-pad:] != bytes([pad]) * pad:
+            raise InvalidPaddingError(
+                "the decrypted name has bad PKCS#7 padding: wrong password or salt, or not "
+                "an encrypted name"
+            )
+        return padded[:-pad].decode("utf-8", "surrogateescape")
+
+    def _rotation(self, base: int) -> int:
+        return base + sum(self._name_key)
+
+    def _obfuscate(self, name: str) -> str:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return "!." + name
+        total = sum(map(ord, name)) % 256
+        shift = self._rotation(total)
+        out = [f"{total}."]
+        for ch in name:
+            r = ord(ch)
+            if ch == "!":
+                out.append("!!")
+            elif "0" <= ch <= "9":
+                out.append(chr(48 + (r - 48 + shift % 9 + 1) % 10))
+            elif "A" <= ch <= "Z" or "a" <= ch <= "z":
+                pos = r - 65 - (6 if r >= 97 else 0)
+                pos = (pos + shift % 25 + 1) % 52
+                out.append(chr(65 + pos + (6 if pos >= 26 else 0)))
+            elif 0xA0 <= r <= 0xFF:
+                out.append(chr(0xA0 + (r - 0xA0 + shift % 95 + 1) % 96))
+            elif r >= 0x100:
+                block = r - r % 256
+                new = block + (r - block + shift % 127 + 1) % 256
+                out.append("!" + ch if 0xD800 <= new <= 0xDFFF else chr(new))
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    def _deobfuscate(self, text: str) -> str:
+        num, dot, rest = text.partition(".")
+        if not dot:
+            raise FormatError("not an obfuscated rclone name (no '.')")
+        if num == "!":
+            return rest
+        if not re.fullmatch(r"[+-]?[0-9]{1,18}", num):
+            raise FormatError("not an obfuscated rclone name (no rotation number)")
+        shift = self._rotation(int(num))
+        out: list[str] = []
+        quoted = False
+        for ch in rest:
+            r = ord(ch)
+            if quoted:
+                out.append(ch)
+                quoted = False
+            elif ch == "!":
+                quoted = True
+            elif "0" <= ch <= "9":
+                new = r - (_go_mod(shift, 9) + 1)
+                out.append(_rune(new + 10 if new < 48 else new))
+            elif "A" <= ch <= "Z" or "a" <= ch <= "z":
+                pos = r - 65 - (6 if r >= 97 else 0) - (_go_mod(shift, 25) + 1)
+                pos += 52 if pos < 0 else 0
+                out.append(_rune(65 + pos + (6 if pos >= 26 else 0)))
+            elif 0xA0 <= r <= 0xFF:
+                new = r - (_go_mod(shift, 95) + 1)
+                out.append(_rune(new + 96 if new < 0xA0 else new))
+            elif r >= 0x100:
+                block = r - r % 256
+                new = r - (_go_mod(shift, 127) + 1)
+                new += 256 if new < block else 0
+                out.append(_rune(new))
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    # -- paths --------------------------------------------------------------------------
+    def _transform_path(self, path: str, forward: bool) -> str:
+        segments = path.split("/")
+        last = len(segments) - 1
+        for i, segment in enumerate(segments):
+            if not self._dirs and i != last:
+                continue
+            version = _remove_version(segment) if i == last else None
+            if version is not None:
+                segment = version[0]
+            segment = self.encrypt_segment(segment) if forward else self.decrypt_segment(segment)
+            segments[i] = _add_version(segment, version[1]) if version is not None else segment
+        return "/".join(segments)
+
+    def encrypt_path(self, path: str) -> str:
+        """A file path (``a/b/name``) as the remote stores it (rclone ``EncryptFileName``)."""
+        if self._mode == "off":
+            return path + self._suffix
+        return self._transform_path(path, True)
+
+    def decrypt_path(self, path: str) -> str:
+        """The clear file path of a stored one; raises :class:`FormatError` and
+        :class:`InvalidPaddingError` (rclone ``DecryptFileName``)."""
+        if self._mode == "off":
+            keep = len(path) - len(self._suffix)
+            if keep <= 0 or not path.endswith(self._suffix):
+                raise FormatError(
+                    f"not an encrypted file name: it does not end in {self._suffix!r}"
+                )
+            clear = path[:keep]
+            removed = _remove_version(clear)
+            if removed is not None and removed[0] == "":
+                raise FormatError("not an encrypted file name: a version string alone")
+            return clear
+        return self._transform_path(path, False)
+
+    def encrypt_dir(self, path: str) -> str:
+        """A directory path as stored (rclone ``EncryptDirName``)."""
+        if self._mode == "off" or not self._dirs:
+            return path
+        return self._transform_path(path, True)
+
+    def decrypt_dir(self, path: str) -> str:
+        """The clear directory path of a stored one (rclone ``DecryptDirName``)."""
+        if self._mode == "off" or not self._dirs:
+            return path
+        return self._transform_path(path, False)

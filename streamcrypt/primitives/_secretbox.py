@@ -1,0 +1,149 @@
+"""NaCl ``crypto_secretbox``: XSalsa20-Poly1305 with a 24-byte nonce, tag first.
+
+``seal(nonce, data) -> tag || ciphertext`` and ``open(nonce, box)``, plus ``seal_into`` /
+``open_into`` writing into a caller's buffer of exactly the output size (the zero-copy
+path segmented formats use). The kernel is libsodium's ``crypto_secretbox_easy`` /
+``crypto_secretbox_open_easy`` called through PyNaCl's cffi module on the caller's buffers
+(PyNaCl's public bindings return fresh ``bytes``, a copy per call); cffi releases the GIL
+around the call, so boxes sealed on worker threads run on other cores. There is no
+associated data in secretbox. A box that does not open raises
+:class:`AuthenticationError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nacl._sodium import ffi as _ffi
+from nacl._sodium import lib as _lib
+
+from .._state import Buffer
+from ..errors import (
+    AuthenticationError,
+    InvalidKeySizeError,
+    InvalidNonceSizeError,
+    InvalidParameterError,
+)
+from ..keys import SecretKey
+
+__all__ = [
+    "SECRETBOX_KEY_SIZE",
+    "SECRETBOX_NONCE_SIZE",
+    "SECRETBOX_TAG_SIZE",
+    "XSalsa20Poly1305",
+    "no_aad",
+]
+
+SECRETBOX_KEY_SIZE = 32
+SECRETBOX_NONCE_SIZE = 24
+SECRETBOX_TAG_SIZE = 16
+
+
+def no_aad(aad: Buffer, name: str) -> None:
+    """Refuse associated data: NaCl's secretbox construction has none."""
+    if len(aad):
+        raise InvalidParameterError(
+            f"{name} is NaCl's secretbox, which takes no associated data; authenticate it "
+            "separately or use XChaCha20-Poly1305"
+        )
+
+
+def _view(buf: Buffer) -> memoryview:
+    return memoryview(buf).cast("B")
+
+
+class XSalsa20Poly1305:
+    """NaCl secretbox keyed once: seal and open many boxes (tag first, no AAD).
+
+    Construction raises :class:`InvalidKeySizeError`; a nonce of the wrong length raises
+    :class:`InvalidNonceSizeError`; ``open``/``open_into`` raise
+    :class:`AuthenticationError`; an ``out`` buffer of the wrong size or read-only raises
+    :class:`InvalidParameterError` before anything is written.
+    """
+
+    name = "xsalsa20-poly1305"
+    key_size = SECRETBOX_KEY_SIZE
+    key_sizes = (SECRETBOX_KEY_SIZE,)
+    nonce_size = SECRETBOX_NONCE_SIZE
+    tag_size = SECRETBOX_TAG_SIZE
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: Buffer | SecretKey) -> None:
+        raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
+        if len(raw) != SECRETBOX_KEY_SIZE:
+            raise InvalidKeySizeError(
+                f"{self.name} key must be {SECRETBOX_KEY_SIZE} bytes, got {len(raw)}"
+            )
+        self._key = raw
+
+    @staticmethod
+    def _check_nonce(nonce: Buffer) -> None:
+        if len(nonce) != SECRETBOX_NONCE_SIZE:
+            raise InvalidNonceSizeError(
+                f"secretbox nonce must be {SECRETBOX_NONCE_SIZE} bytes, got {len(nonce)}"
+            )
+
+    @staticmethod
+    def _out(out: bytearray | memoryview, size: int) -> memoryview:
+        view = memoryview(out).cast("B")
+        if view.readonly or len(view) != size:
+            raise InvalidParameterError(
+                f"secretbox output buffer must be writable and exactly {size} bytes, "
+                f"got {len(view)}{' (read-only)' if view.readonly else ''}"
+            )
+        return view
+
+    def _call(self, fn: Any, out: memoryview, src: memoryview, nonce: Buffer) -> int:
+        # The cdata views are released before returning: a from_buffer object left in a
+        # frame that a traceback keeps alive pins its memoryview, and the garbage
+        # collector cannot clear such a cycle safely.
+        with _ffi.from_buffer(out) as dst, _ffi.from_buffer(src) as inp:
+            rc: int = fn(dst, inp, len(src), bytes(nonce), self._key)
+        return rc
+
+    def seal_into(self, nonce: Buffer, data: Buffer, out: bytearray | memoryview) -> int:
+        """Seal ``data`` into ``out`` of exactly ``len(data) + 16`` bytes; returns that count."""
+        self._check_nonce(nonce)
+        src = _view(data)
+        size = len(src) + SECRETBOX_TAG_SIZE
+        self._call(_lib.crypto_secretbox_easy, self._out(out, size), src, nonce)
+        return size
+
+    def open_into(self, nonce: Buffer, box: Buffer, out: bytearray | memoryview) -> int:
+        """Open ``box`` (tag || ciphertext) into ``out`` of exactly ``len(box) - 16`` bytes.
+
+        Raises :class:`AuthenticationError` (also for a box shorter than a tag); on failure
+        nothing in ``out`` is valid.
+        """
+        self._check_nonce(nonce)
+        src = _view(box)
+        if len(src) < SECRETBOX_TAG_SIZE:
+            raise AuthenticationError(f"{self.name} box is shorter than its tag")
+        dst = self._out(out, len(src) - SECRETBOX_TAG_SIZE)
+        if self._call(_lib.crypto_secretbox_open_easy, dst, src, nonce) != 0:
+            raise AuthenticationError(
+                f"{self.name} box did not verify: wrong key or nonce, or tampered data"
+            )
+        return len(src) - SECRETBOX_TAG_SIZE
+
+    def seal(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
+        """``tag || ciphertext`` of ``data`` (PyNaCl's ``SecretBox`` output minus the nonce).
+
+        A non-empty ``aad`` raises :class:`InvalidParameterError`: secretbox has none.
+        """
+        no_aad(aad, self.name)
+        out = bytearray(len(data) + SECRETBOX_TAG_SIZE)
+        self.seal_into(nonce, data, out)
+        return bytes(out)
+
+    def open(self, nonce: Buffer, box: Buffer, aad: Buffer = b"") -> bytes:
+        """The plaintext of ``box``; raises :class:`AuthenticationError`."""
+        no_aad(aad, self.name)
+        size = max(len(box) - SECRETBOX_TAG_SIZE, 0)
+        out = bytearray(size)
+        self.open_into(nonce, box, out)
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return "XSalsa20Poly1305(<key hidden>)"

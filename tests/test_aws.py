@@ -1,0 +1,333 @@
+"""The AWS Encryption SDK message format on its own: round trips, limits, fuzz, random access.
+
+Interop with the aws-encryption-sdk package is in test_aws_interop.py.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import random_splits, round_trip_peak_memory
+
+from streamcrypt.codecs import aws
+from streamcrypt.errors import (
+    AuthenticationError,
+    BrokenTransformError,
+    FormatError,
+    InvalidParameterError,
+    InvalidSignatureError,
+    LimitExceededError,
+    StreamCryptError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.formats import aws as faws
+
+RING = aws.RawAesKeyring("ns", "key", bytes(range(32)))
+
+
+def _data(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+def _header(ct: bytes) -> aws.AwsHeader:
+    header = aws.parse_header(ct)
+    assert header is not None
+    return header
+
+
+@pytest.mark.parametrize("suite", [0x0478, 0x0578])
+@pytest.mark.parametrize("frame", [0, 1, 100, 4096])
+@pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 4096, 10000])
+def test_round_trip(suite: int, frame: int, size: int) -> None:
+    data = _data(size)
+    ct = aws.encrypt_bytes(
+        data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"}
+    )
+    assert aws.decrypt_bytes(ct, RING) == data
+    assert aws.decrypt_bytes(ct, RING, encryption_context={"k": "v"}) == data
+    header = _header(ct)
+    assert (header.suite.id, header.framed, header.frame_length) == (suite, frame > 0, frame)
+    assert aws.header_size(ct) == header.size and aws.is_aws(ct)
+
+
+@given(st.binary(max_size=20000), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
+    rng = random.Random(seed)
+    enc = aws.AwsEncryptor(RING, frame_length=rng.choice([1, 64, 4096]))
+    ct = b"".join(enc.update(p) for p in random_splits(data, rng, 3000)) + enc.finalize()
+    dec = aws.AwsDecryptor(RING)
+    out = b"".join(dec.update(p) for p in random_splits(ct, rng, 3000)) + dec.finalize()
+    assert out == data
+
+
+def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
+    data = _data(8192)
+    ct = aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=4096)
+    header = _header(ct)
+    # Two regular frames, then an empty final frame (as the Python SDK writes it).
+    assert len(ct) == header.size + 2 * (4096 + 32) + 40
+    # The spec's other choice: the last 4096 bytes in a full final frame. Seal one with
+    # the message's own key (read from the decryptor: test-only) and check it is read.
+    body = aws.AwsDecryptor(RING).body
+    body.update(ct[: header.size])
+    sealer = aws._FinalFrameSealer(body._key, header.message_id, 4096)
+    frame = bytearray(4096 + 40)
+    sealer.seal_segment(0, data[:4096], True, memoryview(frame))
+    assert aws.decrypt_bytes(ct[: header.size] + bytes(frame), RING) == data[:4096]
+
+
+def test_legacy_suites_need_allow_legacy() -> None:
+    ct = aws.encrypt_bytes(b"hello", RING, suite=0x0178, allow_legacy=True)
+    with pytest.raises(UnsupportedFormatError):
+        aws.decrypt_bytes(ct, RING)
+    assert aws.decrypt_bytes(ct, RING, allow_legacy=True) == b"hello"
+    with pytest.raises(UnsupportedFormatError):
+        aws.AwsEncryptor(RING, suite=0x0178)
+    with pytest.raises(UnsupportedFormatError):
+        aws.AwsEncryptor(RING, suite=0x9999)
+
+
+def test_encryptor_argument_errors() -> None:
+    with pytest.raises(InvalidParameterError):
+        aws.AwsEncryptor(RING, encryption_context={"aws-crypto-public-key": "x"})
+    with pytest.raises(InvalidParameterError):
+        aws.AwsEncryptor([])
+    with pytest.raises(InvalidParameterError):
+        aws.AwsEncryptor(RING, frame_length=-1)
+    with pytest.raises(LimitExceededError):
+        aws.AwsEncryptor(RING, encryption_context={"k": "v" * 70000})
+    enc = aws.AwsEncryptor(RING, frame_length=0, max_body_size=1000)
+    with pytest.raises(LimitExceededError):
+        enc.update(bytes(1001))
+    assert "key hidden" in repr(RING) and "key hidden" in repr(
+        aws.AwsFrameCodec(bytes(32), bytes(32), 10)
+    )
+
+
+def test_release_after_signature_and_verified_frames() -> None:
+    data = _data(50000)
+    ct = aws.encrypt_bytes(data, RING)
+    dec = aws.AwsDecryptor(RING)
+    first = dec.update(ct)
+    assert first == data[: len(first)] and len(first) == 12 * 4096  # the final frame is held
+    assert first + dec.finalize() == data
+    held = aws.AwsDecryptor(RING, release="after-signature")
+    assert held.update(ct) == b""
+    assert held.finalize() == data
+    small = aws.AwsDecryptor(RING, release="after-signature", max_buffered=1000)
+    with pytest.raises(LimitExceededError):
+        small.update(ct)
+
+
+def test_truncation_and_trailing_bytes() -> None:
+    for suite in (0x0478, 0x0578):
+        ct = aws.encrypt_bytes(_data(10000), RING, suite=suite, frame_length=1000)
+        for cut in range(1, len(ct), 97):
+            dec = aws.AwsDecryptor(RING)
+            with pytest.raises(StreamCryptError) as info:
+                dec.update(ct[:cut])
+                dec.finalize()
+            assert isinstance(info.value, TruncatedStreamError | AuthenticationError | FormatError)
+        with pytest.raises(FormatError):
+            aws.decrypt_bytes(ct + b"x", RING)
+
+
+def test_signature_tamper_and_reuse_across_messages() -> None:
+    a = aws.encrypt_bytes(_data(5000), RING)
+    b = aws.encrypt_bytes(_data(5000), RING)
+    footer = 2 + 103  # the static-length P-384 signature and its length
+    forged = a[:-footer] + b[-footer:]
+    with pytest.raises(InvalidSignatureError):
+        aws.decrypt_bytes(forged, RING)
+
+
+def test_engine_releases_verified_frames_then_the_error() -> None:
+    data = _data(4 << 20)
+    ct = bytearray(aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=65536))
+    hsize = _header(bytes(ct)).size
+    ct[hsize + 40 * (65536 + 32) + 50] ^= 1
+
+    async def main() -> None:
+        got = bytearray()
+        with pytest.raises(AuthenticationError):
+            async for chunk in faws.decrypt(bytes(ct), RING):
+                got += chunk
+        assert bytes(got) == data[: len(got)] and len(got) <= 40 * 65536
+
+    anyio.run(main)
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def _v2_header(
+    *,
+    context: bytes = b"",
+    edks: list[tuple[bytes, bytes, bytes]] | None = None,
+    edk_count: int | None = None,
+    content: int = 2,
+    frame: int = 4096,
+) -> bytes:
+    edks = edks if edks is not None else [(b"ns", b"info", b"x" * 10)]
+    out = b"\x02\x04\x78" + bytes(32) + struct.pack(">H", len(context)) + context
+    out += struct.pack(">H", len(edks) if edk_count is None else edk_count)
+    for parts in edks:
+        out += b"".join(struct.pack(">H", len(p)) + p for p in parts)
+    return out + bytes([content]) + struct.pack(">I", frame) + bytes(32) + bytes(16)
+
+
+def test_header_limits_are_checked_field_by_field() -> None:
+    with pytest.raises(LimitExceededError):
+        aws.parse_header(_v2_header(edk_count=65535, edks=[]))  # refused at the count
+    with pytest.raises(LimitExceededError):
+        aws.parse_header(_v2_header(edks=[(b"ns", b"i", b"k")] * 65), max_encrypted_data_keys=64)
+    assert aws.parse_header(
+        _v2_header(edks=[(b"ns", b"i", b"k")] * 65), max_encrypted_data_keys=None
+    )
+    with pytest.raises(LimitExceededError):
+        aws.parse_header(_v2_header(frame=(1 << 26) + 1))
+    with pytest.raises(LimitExceededError):
+        aws.parse_header(_v2_header(edks=[(b"ns", b"i", b"k" * 60000)] * 20))  # > 1 MiB header
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(edks=[], edk_count=0))
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(content=3))
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(content=1, frame=5))
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(context=b"\x00\x00"))  # a count of zero pairs
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(context=b"\x00\x02\x00\x01a\x00\x01b\x00\x01a\x00\x01c"))
+    with pytest.raises(FormatError):
+        aws.parse_header(_v2_header(context=b"\x00\x01\x00\x05ab"))
+    with pytest.raises(UnsupportedFormatError):
+        aws.parse_header(b"\x03" + bytes(100))
+    assert aws.parse_header(_v2_header()[:50]) is None
+    assert not aws.is_aws(b"RCLONE\x00\x00") and aws.is_aws(_v2_header())
+
+
+def test_header_parsing_is_linear_fed_byte_by_byte() -> None:
+    ct = aws.encrypt_bytes(
+        b"x", [aws.RawAesKeyring("ns", f"k{i}", bytes(32)) for i in range(60)] + [RING]
+    )
+    hsize = _header(ct).size
+    assert hsize > 4000
+    dec = aws.AwsDecryptor(RING)
+    t0 = time.perf_counter()
+    for i in range(len(ct)):
+        dec.update(ct[i : i + 1])
+    assert dec.finalize() == b"x"
+    elapsed = time.perf_counter() - t0
+    # A quadratic re-parse would cost ~hsize**2 / 2 field reads; this is a few ms.
+    assert elapsed < 2.0
+
+
+def test_fuzz_malformed_messages_give_typed_errors() -> None:
+    rng = random.Random(16)
+    good = aws.encrypt_bytes(_data(3000), RING, frame_length=500, encryption_context={"a": "b"})
+    for _ in range(400):
+        blob = bytearray(good[: rng.randint(0, len(good))])
+        for _ in range(rng.randint(0, 3)):
+            if blob:
+                blob[rng.randrange(len(blob))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            blob += rng.randbytes(rng.randint(1, 50))
+        dec = aws.AwsDecryptor(RING)
+        try:
+            dec.update(bytes(blob))
+            dec.finalize()
+        except StreamCryptError:
+            with pytest.raises(BrokenTransformError):
+                dec.update(b"x")
+
+
+def test_wrong_keyring_and_memory_bound() -> None:
+    ct = aws.encrypt_bytes(b"data", RING)
+    with pytest.raises(UnknownKeyError):
+        aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
+    assert round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING)) < 8 << 20
+
+
+def test_non_framed_body_limit_on_read() -> None:
+    ct = aws.encrypt_bytes(bytes(5000), RING, frame_length=0)
+    with pytest.raises(LimitExceededError):
+        aws.decrypt_bytes(ct, RING, max_body_size=4000)
+    with pytest.raises(UnsupportedFormatError):
+        aws.layout(RING, lambda o, n: ct[o : o + n], len(ct))
+
+
+@pytest.mark.parametrize("suite", [0x0478, 0x0578])
+def test_random_access(suite: int) -> None:
+    data = _data(100000)
+    ct = aws.encrypt_bytes(data, RING, suite=suite, frame_length=3000)
+
+    def read_at(offset: int, length: int) -> bytes:
+        return ct[offset : offset + length]
+
+    rng = random.Random(suite)
+    for _ in range(30):
+        a = rng.randint(0, len(data))
+        b = rng.randint(a, len(data) + 3)
+        assert aws.read_range(RING, read_at, len(ct), a, b) == data[a:b]
+    with pytest.raises(TruncatedStreamError):
+        aws.layout(RING, read_at, len(ct) - 1)
+
+
+_PREFIXES = [b"", b"\x02\x04\x78", b"\x02\x05\x78", b"\x01\x80\x01\x78", b"\x01\x80\x03\x78"]
+_GOOD = aws.encrypt_bytes(b"fuzz", RING, frame_length=64, encryption_context={"k": "v"})
+
+
+@given(
+    st.sampled_from(_PREFIXES),
+    st.binary(max_size=400),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
+@settings(max_examples=300, deadline=None)
+def test_fuzz_header_parser_and_decryptor_on_any_bytes(
+    prefix: bytes, blob: bytes, seed: int
+) -> None:
+    """After a valid magic, any bytes either parse or fail typed, in one call or fed in
+    pieces, whatever the legacy policy."""
+    data = prefix + blob
+    for allow_legacy in (False, True):
+        try:
+            aws.parse_header(data, allow_legacy=allow_legacy)
+        except StreamCryptError:
+            pass
+    try:
+        aws.header_size(data)
+    except StreamCryptError:
+        pass
+    dec = aws.AwsDecryptor(RING, allow_legacy=True)
+    try:
+        for piece in random_splits(data, random.Random(seed)):
+            assert dec.update(piece) == b""  # nothing forged ever opens
+        dec.finalize()
+    except StreamCryptError:
+        with pytest.raises(BrokenTransformError):
+            dec.update(b"x")
+
+
+@given(st.integers(min_value=0, max_value=len(_GOOD)), st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_any_tail_after_a_real_prefix(cut: int, tail: bytes) -> None:
+    data = _GOOD[:cut] + tail
+    try:
+        aws.parse_header(data)
+    except StreamCryptError:
+        pass
+    try:
+        out = aws.decrypt_bytes(data, RING)
+    except StreamCryptError:
+        pass
+    else:
+        assert data == _GOOD and out == b"fuzz"

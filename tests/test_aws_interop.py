@@ -1,0 +1,303 @@
+"""The AWS Encryption SDK message format against the ``aws-encryption-sdk`` package, both ways.
+
+Raw master keys (AES-GCM and RSA wrapping) need no network. Every algorithm suite and
+several frame lengths (0 = non-framed) go both ways; messages the SDK wrote, tampered in
+the header, a frame, the footer or the context, are refused here with typed errors.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import anyio
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+aws_sdk = pytest.importorskip("aws_encryption_sdk")
+from aws_encryption_sdk.identifiers import (  # noqa: E402
+    Algorithm,
+    CommitmentPolicy,
+    EncryptionKeyType,
+    WrappingAlgorithm,
+)
+from aws_encryption_sdk.internal.crypto.wrapping_keys import WrappingKey  # noqa: E402
+from aws_encryption_sdk.key_providers.raw import RawMasterKey  # noqa: E402
+
+from streamcrypt.codecs import aws  # noqa: E402
+from streamcrypt.errors import (  # noqa: E402
+    AuthenticationError,
+    FormatError,
+    InvalidSignatureError,
+    LimitExceededError,
+    StreamCryptError,
+    TruncatedStreamError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.formats import aws as faws  # noqa: E402
+
+AES_KEY = bytes(range(32))
+CONTEXT = {"purpose": "interop", "tenant": "ünïcødé"}
+STRICT = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT
+)
+ALLOW = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_ALLOW_DECRYPT
+)
+LEGACY = aws_sdk.EncryptionSDKClient(
+    commitment_policy=CommitmentPolicy.FORBID_ENCRYPT_ALLOW_DECRYPT
+)
+RING = aws.RawAesKeyring("streamcrypt-test", "aes-key-1", AES_KEY)
+SUITES = list(Algorithm)
+FRAMES = [0, 128, 512, 4096, 65536]  # the SDK writes multiples of 128 only
+SIZES = [0, 1, 4095, 4096, 4097, 70000]
+
+
+def _their_aes(key: bytes = AES_KEY) -> RawMasterKey:
+    return RawMasterKey(
+        provider_id="streamcrypt-test",
+        key_id=b"aes-key-1",
+        wrapping_key=WrappingKey(
+            wrapping_algorithm=WrappingAlgorithm.AES_256_GCM_IV12_TAG16_NO_PADDING,
+            wrapping_key=key,
+            wrapping_key_type=EncryptionKeyType.SYMMETRIC,
+        ),
+    )
+
+
+def _client(alg: Any) -> Any:
+    return STRICT if alg.is_committing() else LEGACY
+
+
+def _data(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+@pytest.mark.parametrize("alg", SUITES, ids=lambda a: f"0x{a.algorithm_id:04x}")
+@pytest.mark.parametrize("frame", FRAMES)
+def test_every_suite_both_ways(alg: Any, frame: int) -> None:
+    theirs = _their_aes()
+    legacy = not alg.is_committing()
+    for n in SIZES:
+        data = _data(n)
+        ct, _ = _client(alg).encrypt(
+            source=data,
+            key_provider=theirs,
+            algorithm=alg,
+            frame_length=frame,
+            encryption_context=CONTEXT,
+        )
+        assert aws.decrypt_bytes(ct, RING, allow_legacy=legacy, encryption_context=CONTEXT) == data
+        ours = aws.encrypt_bytes(
+            data,
+            RING,
+            suite=alg.algorithm_id,
+            frame_length=frame,
+            allow_legacy=legacy,
+            encryption_context=CONTEXT,
+        )
+        plain, header = ALLOW.decrypt(source=ours, key_provider=theirs)
+        assert plain == data
+        assert header.encryption_context["tenant"] == "ünïcødé"
+
+
+@pytest.mark.parametrize("frame", [1, 7, 1000])
+def test_odd_frame_lengths_we_write_the_sdk_reads(frame: int) -> None:
+    data = _data(3000)
+    ours = aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=frame)
+    assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
+
+
+def test_same_header_fields_as_the_sdk() -> None:
+    ours = aws.encrypt_bytes(b"x" * 10000, RING, suite=0x0578, encryption_context=CONTEXT)
+    theirs, _ = STRICT.encrypt(
+        source=b"x" * 10000, key_provider=_their_aes(), encryption_context=CONTEXT
+    )
+    a, b = aws.parse_header(ours), aws.parse_header(theirs)
+    assert a is not None and b is not None
+    assert (a.suite, a.framed, a.frame_length, a.size) == (
+        b.suite,
+        b.framed,
+        b.frame_length,
+        b.size,
+    )
+    assert set(a.encryption_context) == set(b.encryption_context)
+    assert len(ours) == len(theirs)  # same framing, same static-length signature
+
+
+@pytest.mark.parametrize(
+    "scheme", ["oaep-sha1", "oaep-sha256", "oaep-sha384", "oaep-sha512", "pkcs1"]
+)
+def test_raw_rsa_both_ways(scheme: aws.RsaPadding) -> None:
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    algo = {
+        "oaep-sha1": WrappingAlgorithm.RSA_OAEP_SHA1_MGF1,
+        "oaep-sha256": WrappingAlgorithm.RSA_OAEP_SHA256_MGF1,
+        "oaep-sha384": WrappingAlgorithm.RSA_OAEP_SHA384_MGF1,
+        "oaep-sha512": WrappingAlgorithm.RSA_OAEP_SHA512_MGF1,
+        "pkcs1": WrappingAlgorithm.RSA_PKCS1,
+    }[scheme]
+    theirs = RawMasterKey(
+        provider_id="rsa-ns",
+        key_id=b"rsa-key",
+        wrapping_key=WrappingKey(
+            wrapping_algorithm=algo, wrapping_key=pem, wrapping_key_type=EncryptionKeyType.PRIVATE
+        ),
+    )
+    ring = aws.RawRsaKeyring("rsa-ns", "rsa-key", private_key=pem, padding_scheme=scheme)
+    data = _data(9000)
+    ct, _ = STRICT.encrypt(source=data, key_provider=theirs)
+    assert aws.decrypt_bytes(ct, ring) == data
+    public_only = aws.RawRsaKeyring(
+        "rsa-ns", "rsa-key", public_key=private.public_key(), padding_scheme=scheme
+    )
+    ours = aws.encrypt_bytes(data, [public_only, RING], suite=0x0478)
+    assert STRICT.decrypt(source=ours, key_provider=theirs)[0] == data
+    assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
+    with pytest.raises(UnknownKeyError):
+        aws.decrypt_bytes(ours, public_only)
+
+
+def _sdk_message(
+    suite: Any = Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384,
+    frame: int = 4096,
+    n: int = 20000,
+) -> bytes:
+    ct, _ = _client(suite).encrypt(
+        source=_data(n),
+        key_provider=_their_aes(),
+        algorithm=suite,
+        frame_length=frame,
+        encryption_context=CONTEXT,
+    )
+    return bytes(ct)
+
+
+def _refused(ct: bytes, **options: Any) -> type[StreamCryptError]:
+    with pytest.raises(StreamCryptError) as info:
+        aws.decrypt_bytes(ct, RING, **options)
+    return type(info.value)
+
+
+def test_tampered_sdk_messages_are_refused_typed() -> None:
+    ct = _sdk_message()
+    header = aws.parse_header(ct)
+    assert header is not None
+    hsize = header.size
+    # Header: message id, context value, data key, commitment, tag.
+    for pos in (5, hsize - 16 - 32 - 5, hsize - 20, hsize - 1):
+        bad = bytearray(ct)
+        bad[pos] ^= 1
+        assert issubclass(_refused(bytes(bad)), AuthenticationError | FormatError | UnknownKeyError)
+    ctx_at = ct.index(b"interop")
+    bad = bytearray(ct)
+    bad[ctx_at] ^= 0x20  # 'interop' -> 'Interop': a different context
+    assert issubclass(_refused(bytes(bad)), AuthenticationError | UnknownKeyError)
+    # A frame's ciphertext, its sequence number, frames swapped.
+    regular = 4096 + 32
+    for pos in (hsize + 100, hsize + regular + 2):
+        bad = bytearray(ct)
+        bad[pos] ^= 1
+        assert _refused(bytes(bad)) is AuthenticationError
+    swapped = (
+        ct[:hsize]
+        + ct[hsize + regular : hsize + 2 * regular]
+        + ct[hsize : hsize + regular]
+        + ct[hsize + 2 * regular :]
+    )
+    assert _refused(swapped) is AuthenticationError
+    # Footer: the signature, its length; truncation anywhere; trailing bytes.
+    bad = bytearray(ct)
+    bad[-3] ^= 1
+    assert _refused(bytes(bad)) is InvalidSignatureError
+    for cut in (1, 50, 104, 110, len(ct) - hsize):
+        assert _refused(ct[:-cut]) in (TruncatedStreamError, AuthenticationError)
+    assert _refused(ct + b"\x00") is FormatError
+    # Expected context missing or different; wrong key; legacy refused by default.
+    assert _refused(ct, encryption_context={"purpose": "other"}) is AuthenticationError
+    with pytest.raises(UnknownKeyError):
+        aws.decrypt_bytes(ct, aws.RawAesKeyring("streamcrypt-test", "aes-key-1", bytes(32)))
+    legacy = _sdk_message(Algorithm.AES_256_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384)
+    assert _refused(legacy) is UnsupportedFormatError
+
+
+def test_release_modes_on_a_forged_signature() -> None:
+    ct = bytearray(_sdk_message(n=50000))
+    ct[-3] ^= 1
+    dec = aws.AwsDecryptor(RING)
+    released = dec.update(bytes(ct))
+    assert 0 < len(released) < 50000  # the verified frames, not the final one
+    with pytest.raises(InvalidSignatureError):
+        dec.finalize()
+    held = aws.AwsDecryptor(RING, release="after-signature")
+    assert held.update(bytes(ct)) == b""
+    with pytest.raises(InvalidSignatureError):
+        held.finalize()
+
+
+def test_max_encrypted_data_keys_is_enforced() -> None:
+    rings = [aws.RawAesKeyring("streamcrypt-test", f"k{i}", os.urandom(32)) for i in range(4)]
+    ct = aws.encrypt_bytes(b"data", [*rings, RING], suite=0x0478)
+    assert aws.decrypt_bytes(ct, RING) == b"data"
+    with pytest.raises(LimitExceededError):
+        aws.decrypt_bytes(ct, RING, max_encrypted_data_keys=4)
+    with pytest.raises(LimitExceededError):
+        aws.encrypt_bytes(b"data", rings, max_encrypted_data_keys=3)
+    their = aws_sdk.EncryptionSDKClient(
+        commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT,
+        max_encrypted_data_keys=4,
+    )
+    with pytest.raises(aws_sdk.exceptions.MaxEncryptedDataKeysExceeded):
+        their.decrypt(source=ct, key_provider=_their_aes())
+
+
+def test_random_access_on_sdk_messages() -> None:
+    for suite in (
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY,
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384,
+    ):
+        for frame, n in ((4096, 50000), (1024, 4000), (512, 0), (4096, 8192)):
+            data = _data(n)
+            ct, _ = STRICT.encrypt(
+                source=data, key_provider=_their_aes(), algorithm=suite, frame_length=frame
+            )
+
+            def read_at(offset: int, length: int, ct: bytes = ct) -> bytes:
+                return ct[offset : offset + length]
+
+            lay = aws.layout(RING, read_at, len(ct))
+            assert lay.plaintext_size == n
+            rng = random.Random(n)
+            for _ in range(20):
+                a = rng.randint(0, n)
+                b = rng.randint(a, n + 5)
+                assert lay.read(read_at, a, b) == data[a:b]
+            bad = bytearray(ct)
+            bad[-1] ^= 1
+            with pytest.raises(StreamCryptError):
+                aws.layout(RING, lambda o, k, bad=bytes(bad): bad[o : o + k], len(bad))
+
+
+def test_async_streams_with_the_sdk() -> None:
+    data = _data(3 << 20)
+
+    async def main() -> None:
+        ours = b"".join([c async for c in faws.encrypt(data, RING, encryption_context=CONTEXT)])
+        assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
+        theirs, _ = STRICT.encrypt(
+            source=data, key_provider=_their_aes(), encryption_context=CONTEXT
+        )
+        got = b"".join([c async for c in faws.decrypt(theirs, RING, encryption_context=CONTEXT)])
+        assert got == data
+        got = b"".join([c async for c in faws.decrypt(theirs, RING, release="after-signature")])
+        assert got == data
+
+    anyio.run(main)
