@@ -46,7 +46,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, random_bytes
+from ..keys import SecretKey, key_bytes, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesGcm
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
@@ -112,7 +112,7 @@ class CobblestoneHeader:
 
 
 def _input_key(key: KeyLike, variant: Variant | None) -> bytes:
-    raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
+    raw = key_bytes(key, "a Cobblestone input key")
     if variant is not None:
         if variant not in (128, 256):
             raise InvalidParameterError(f"Cobblestone variant must be 128 or 256, not {variant!r}")

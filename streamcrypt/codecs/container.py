@@ -150,10 +150,14 @@ def _header_tag(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
     return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
 
 
+#: What ``key=`` may be, as error messages say it.
+_KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey or a KeyRing"
+
+
 def _encryption_key(key: KeyLike) -> SecretKey:
     if isinstance(key, KeyRing):
         return key.active
-    return as_secret_key(key, 32)
+    return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
@@ -161,7 +165,7 @@ def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
         if not key_id:
             raise UnknownKeyError("the stream names no key id, so a KeyRing cannot pick a key")
         return key.get(key_id)
-    return as_secret_key(key, 32)
+    return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -276,6 +280,9 @@ class StreamDecryptor(SegmentedDecryptor):
     __slots__ = ()
 
     def __init__(self, key: KeyLike, *, aad: Buffer = b"") -> None:
+        if not isinstance(key, KeyRing):
+            as_secret_key(key, 32, kinds=_KEY_KINDS)  # a wrong key type fails here, not later
+
         def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
             if len(data) > MAX_HEADER_SIZE and read_header(data[:MAX_HEADER_SIZE]) is None:
                 raise FormatError("container header is longer than any valid header")

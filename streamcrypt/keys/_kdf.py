@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from .._state import Buffer
 from ..errors import InvalidParameterError
+from ._secret import key_bytes
 
 __all__ = ["HashName", "hkdf", "hkdf_expand", "hkdf_extract"]
 
@@ -34,7 +35,7 @@ def hkdf_extract(ikm: Buffer, salt: Buffer = b"", *, algorithm: HashName = "sha2
     """HKDF-Extract: PRK = HMAC-Hash(salt or zeros, IKM)."""
     alg = _algorithm(algorithm)
     h = hmac.HMAC(bytes(salt) or bytes(alg.digest_size), alg)
-    h.update(bytes(ikm))
+    h.update(key_bytes(ikm, "HKDF input keying material"))
     return h.finalize()
 
 

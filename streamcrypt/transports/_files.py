@@ -229,7 +229,7 @@ def _format(name: str) -> FileFormat:
     fmt = FORMATS.get(name)
     if fmt is None:
         raise UnsupportedFormatError(
-            f"unknown file format {name!r}; open_file speaks {', '.join(sorted(FORMATS))}"
+            f"unknown file format {name!r}; streamcrypt.open speaks {', '.join(sorted(FORMATS))}"
         )
     return fmt
 
@@ -773,7 +773,7 @@ class EncryptedFile:
     def wrap(
         cls,
         stream: Any,
-        mode: str,
+        mode: Literal["rb", "wb"],
         *,
         key: _container.KeyLike | None = None,
         suite: str | None = None,
@@ -1025,7 +1025,7 @@ async def _open_reader_on(
 
 def open_file(
     path: str | os.PathLike[str],
-    mode: str,
+    mode: Literal["rb", "wb"],
     *,
     key: _container.KeyLike | None = None,
     suite: str | None = None,
