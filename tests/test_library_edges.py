@@ -128,3 +128,25 @@ def test_messages_name_streamcrypt_open(tmp_path: Path) -> None:
         streamcrypt.open(tmp_path / "f", "rb", key=bytes(32), format="tink")
     with pytest.raises(InvalidParameterError, match="Use 'rb' or 'wb'"):
         streamcrypt.open(tmp_path / "f", "w", key=bytes(32))  # type: ignore[arg-type]
+
+
+def test_help_and_key_files_do_not_point_into_the_source_tree(tmp_path: Path) -> None:
+    """A wheel has no docs/ folder: what the installed command prints must not send the
+    user there (the full check of an installed wheel is ``make dist``)."""
+    out = _run("from streamcrypt.cli import main; main(['--help'])")
+    text = " ".join(out.stdout.split())
+    assert "docs/" not in text and "The streamcrypt command" in text, out.stderr
+    key = tmp_path / "k.key"
+    done = subprocess.run(
+        [sys.executable, "-m", "streamcrypt", "keygen", "-o", str(key)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "docs/" not in key.read_text()
+
+
+def test_the_lazy_aiohttp_names_are_listed_by_dir() -> None:
+    assert {"setup_encryption", "EncryptedStreamResponse"} <= set(dir(streamcrypt.transports))

@@ -43,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog=_PROG,
-        description="Streaming encryption, hashing, signing and encrypted pipes (docs/CLI.md).",
+        description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
+        '"The streamcrypt command" in the streamcrypt documentation.',
         epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
         "2 usage, 3 key problem, 4 I/O error",
     )

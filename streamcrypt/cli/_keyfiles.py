@@ -267,7 +267,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
             raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
         material = secrets.token_bytes(KEY_SIZE)
         text = (
-            "# streamcrypt symmetric key: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt symmetric key: SECRET, keep it private\n"
             f"{created}{_MAGIC_FIELD}: {_VERSION}\ntype: symmetric\nid: {kid}\n"
             f"key: {base64.b64encode(material).decode()}\n"
         )
@@ -278,7 +278,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
         signing = Ed25519PrivateKey.generate()
         public = base64.b64encode(signing.public_bytes()).decode()
         text = (
-            "# streamcrypt Ed25519 signing key: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt Ed25519 signing key: SECRET, keep it private\n"
             f"{created}# public key: {public}\n{_MAGIC_FIELD}: {_VERSION}\ntype: ed25519\n"
             f"key: {base64.b64encode(signing.secret_bytes()).decode()}\n"
         )
@@ -287,7 +287,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
         ident = _envelope.X25519Identity.generate()
         public = str(ident.recipient)
         text = (
-            "# streamcrypt X25519 identity: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt X25519 identity: SECRET, keep it private\n"
             f"{created}# public key: {public}\n{ident.to_string()}\n"
         )
         return text, public

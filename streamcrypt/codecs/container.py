@@ -54,10 +54,14 @@ __all__ = [
     "read_header",
 ]
 
+#: The four bytes that start a native container.
 MAGIC = b"SCRY"
 VERSION = 1
+#: Plaintext bytes per segment unless ``segment_size=`` says otherwise.
 DEFAULT_SEGMENT_SIZE = 65536
+#: Smallest ``segment_size`` a container may declare.
 MIN_SEGMENT_SIZE = 256
+#: Largest ``segment_size`` a container may declare (16 MiB).
 MAX_SEGMENT_SIZE = 1 << 24
 SALT_SIZE = 32
 TAG_SIZE = 32
@@ -76,6 +80,8 @@ _SUFFIX = struct.Struct(
 ).pack  # segment counter, last-segment flag  # magic, version, suite id, segment size
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
 
+#: A native-container key: 32 bytes, a :class:`SecretKey`, or a :class:`KeyRing` (by key
+#: id).
 KeyLike = Buffer | SecretKey | KeyRing
 
 

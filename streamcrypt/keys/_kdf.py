@@ -13,6 +13,7 @@ from ._secret import key_bytes
 
 __all__ = ["HashName", "hkdf", "hkdf_expand", "hkdf_extract"]
 
+#: The hashes HKDF runs over.
 HashName = Literal["sha256", "sha384", "sha512"]
 
 _HASHES: dict[str, type[hashes.HashAlgorithm]] = {

@@ -449,6 +449,8 @@ class XChaCha20Poly1305(Aead):
         return ChaCha20Poly1305(hchacha20(self._key, n[:16])), b"\0\0\0\0" + n[16:]
 
 
+#: Every AEAD suite by name (``aes-256-gcm``, ``aes-128-gcm``, ``chacha20-poly1305``,
+#: ``xchacha20-poly1305``).
 SUITES: dict[str, type[Aead]] = {
     cls.name: cls for cls in (AES256GCM, AES128GCM, ChaCha20Poly1305Suite, XChaCha20Poly1305)
 }

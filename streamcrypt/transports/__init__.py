@@ -74,6 +74,10 @@ if TYPE_CHECKING:
     from ._aiohttp import setup_encryption as setup_encryption
 
 
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_AIOHTTP_NAMES])  # the lazy names too (PEP 562)
+
+
 def __getattr__(name: str) -> Any:
     if name in _AIOHTTP_NAMES:
         try:
