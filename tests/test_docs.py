@@ -15,7 +15,8 @@ import pytest
 from support import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
+#: A fenced block: its info string (``python``, ``sh``, ``{include} ../README.md``...) and code.
+_FENCE = re.compile(r"^```([^`\n]*)\n(.*?)^```[ \t]*$", flags=re.S | re.M)
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Block:
 def _blocks(path: Path) -> list[Block]:
     text = path.read_text()
     return [
-        Block(path, text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2))
+        Block(path, text.count("\n", 0, m.start()) + 1, m.group(1).strip(), m.group(2))
         for m in _FENCE.finditer(text)
     ]
 
