@@ -6,10 +6,13 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 
@@ -101,3 +104,42 @@ class Report:
         body += "\n".join(t.markdown() for t in self.tables)
         path.write_text(body)
         print(f"\nwrote {path}")
+
+
+def proc_status(field: str) -> int:
+    """A byte figure from /proc/self/status (``"VmRSS:"``, ``"VmHWM:"``)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run_uvloop(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``anyio.run`` on uvloop, the loop the benchmarks measure."""
+    import anyio
+    import uvloop
+
+    return anyio.run(fn, backend_options={"loop_factory": uvloop.new_event_loop})
+
+
+async def ticker_lags(work: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """p50 and p99 (ms) of a 1 ms ticker's oversleep while ``work()`` runs on the loop."""
+    import anyio
+
+    lags: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        while not done:
+            t0 = time.perf_counter()
+            await anyio.sleep(0.001)
+            lags.append(time.perf_counter() - t0 - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0.01)
+        await work()
+        done = True
+    lags.sort()
+    return lags[len(lags) // 2] * 1e3, lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1e3

@@ -19,7 +19,7 @@ import streamcrypt as sc
 from streamcrypt.codecs.container import StreamEncryptor
 from streamcrypt.engine import DEFAULT_POLICY, wait_future
 
-from ._report import Report, gbps, median_time
+from ._report import Report, gbps, median_time, proc_status, run_uvloop
 
 KEY = bytes(32)
 BACKENDS = [
@@ -50,13 +50,6 @@ async def _to_thread_hops(n: int) -> list[float]:
 def _rss_child(batch: int, window: int, total: int) -> None:
     """In a fresh process: peak RSS growth (bytes) of encrypt | decrypt over ``total`` bytes."""
 
-    def status(field: str) -> int:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-        return 0
-
     policy = sc.OffloadPolicy(batch_size=batch, max_in_flight=window)
     chunk = os.urandom(1 << 20)
 
@@ -68,9 +61,9 @@ def _rss_child(batch: int, window: int, total: int) -> None:
         async for _ in sc.decrypt(sc.encrypt(source(), KEY, policy=policy), KEY, policy=policy):
             pass
 
-    base = status("VmRSS:")
-    anyio.run(main, backend_options={"loop_factory": uvloop.new_event_loop})
-    print(status("VmHWM:") - base)
+    base = proc_status("VmRSS:")
+    run_uvloop(main)
+    print(proc_status("VmHWM:") - base)
 
 
 def run(report: Report, quick: bool = False) -> None:

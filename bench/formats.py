@@ -53,6 +53,69 @@ def _ours(transform_factory: Callable[[], object], source: bytes) -> Callable[[]
     return run
 
 
+class TinkPeer:
+    """The ``tink`` package's streaming AEAD on a new AES256_GCM_HKDF_1MB key, in 1 MiB
+    writes and reads, and the same key as streamcrypt reads it (``key``, ``keyset``)."""
+
+    def __init__(self) -> None:
+        import tink
+        from tink import cleartext_keyset_handle, streaming_aead
+
+        from streamcrypt.codecs.tink import TinkKeyset, load_keyset
+
+        streaming_aead.register()
+        self.key = TinkStreamingKey.generate(TEMPLATES["AES256_GCM_HKDF_1MB"])
+        exported = TinkKeyset.of(self.key).to_json()
+        handle = cleartext_keyset_handle.read(tink.JsonKeysetReader(exported))
+        self.primitive = handle.primitive(streaming_aead.StreamingAead)
+        self.keyset = load_keyset(exported)
+
+    def encrypt(self, data: bytes) -> bytes:
+        class Kept(io.BytesIO):
+            def close(self) -> None:  # tink closes the sink with its stream; keep the bytes
+                pass
+
+        out = Kept()
+        view = memoryview(data)
+        with self.primitive.new_encrypting_stream(out, b"") as stream:
+            for off in range(0, len(view), 1 << 20):
+                stream.write(view[off : off + (1 << 20)])
+        return out.getvalue()
+
+    def decrypt(self, ciphertext: bytes) -> None:
+        with self.primitive.new_decrypting_stream(io.BytesIO(ciphertext), b"") as stream:
+            while stream.read(1 << 20):
+                pass
+
+
+class CobblestonePeer:
+    """``cryptography.cobblestone`` (Cobblestone-256) on one key, fed ``step`` bytes a call."""
+
+    def __init__(self, step: int) -> None:
+        from cryptography.cobblestone import Cobblestone256Encryptor
+
+        self.key = Cobblestone256Encryptor.generate_key()
+        self.step = step
+
+    def encrypt(self, data: bytes) -> bytes:
+        from cryptography.cobblestone import Cobblestone256Encryptor
+
+        enc = Cobblestone256Encryptor(self.key, b"")
+        view = memoryview(data)
+        parts = [enc.update(view[off : off + self.step]) for off in range(0, len(view), self.step)]
+        parts.append(enc.finalize())
+        return b"".join(parts)
+
+    def decrypt(self, ciphertext: bytes) -> None:
+        from cryptography.cobblestone import Cobblestone256Decryptor
+
+        dec = Cobblestone256Decryptor(self.key, b"")
+        view = memoryview(ciphertext)
+        for off in range(0, len(view), self.step):
+            dec.update(view[off : off + self.step])
+        dec.finalize()
+
+
 def run(report: Report, quick: bool = False) -> None:
     size = (256 if quick else 1024) << 20
     repeat = 3 if quick else 5
@@ -114,81 +177,38 @@ def run(report: Report, quick: bool = False) -> None:
     row("age v1 (X25519)", "decrypt", ours, "pyrage", theirs, "chacha")
 
     # Tink AES256_GCM_HKDF_1MB
-    import tink
-    from tink import cleartext_keyset_handle, streaming_aead
+    from streamcrypt.codecs.tink import TinkStreamDecryptor, TinkStreamEncryptor
 
-    from streamcrypt.codecs.tink import (
-        TinkKeyset,
-        TinkStreamDecryptor,
-        TinkStreamEncryptor,
-        load_keyset,
-    )
-
-    streaming_aead.register()
-    key = TinkStreamingKey.generate(TEMPLATES["AES256_GCM_HKDF_1MB"])
-    handle = cleartext_keyset_handle.read(tink.JsonKeysetReader(TinkKeyset.of(key).to_json()))
-    primitive = handle.primitive(streaming_aead.StreamingAead)
-    keyset = load_keyset(TinkKeyset.of(key).to_json())
-
-    class _Kept(io.BytesIO):
-        def close(self) -> None:  # tink closes the sink with its stream; keep the bytes
-            pass
-
-    def tink_encrypt() -> bytes:
-        out = _Kept()
-        with primitive.new_encrypting_stream(out, b"") as stream:
-            for off in range(0, size, 1 << 20):
-                stream.write(view[off : off + (1 << 20)])
-        return out.getvalue()
-
-    tct = tink_encrypt()
-
-    def tink_decrypt() -> None:
-        with primitive.new_decrypting_stream(io.BytesIO(tct), b"") as stream:
-            while stream.read(1 << 20):
-                pass
-
-    ours = gbps(size, median_time(_ours(lambda: TinkStreamEncryptor(key), data), repeat))
+    tink_peer = TinkPeer()
+    tct = tink_peer.encrypt(data)
+    ours = gbps(size, median_time(_ours(lambda: TinkStreamEncryptor(tink_peer.key), data), repeat))
     row(
         "Tink AES256_GCM_HKDF_1MB",
         "encrypt",
         ours,
         "tink",
-        gbps(size, median_time(tink_encrypt, max(2, repeat - 2))),
+        gbps(size, median_time(lambda: tink_peer.encrypt(data), max(2, repeat - 2))),
         "aes",
     )
-    ours = gbps(size, median_time(_ours(lambda: TinkStreamDecryptor(keyset), tct), repeat))
+    ours = gbps(
+        size, median_time(_ours(lambda: TinkStreamDecryptor(tink_peer.keyset), tct), repeat)
+    )
     row(
         "Tink AES256_GCM_HKDF_1MB",
         "decrypt",
         ours,
         "tink",
-        gbps(size, median_time(tink_decrypt, max(2, repeat - 2))),
+        gbps(size, median_time(lambda: tink_peer.decrypt(tct), max(2, repeat - 2))),
         "aes",
     )
 
     # C2SP chunked encryption, Cobblestone-256
-    from cryptography.cobblestone import Cobblestone256Decryptor, Cobblestone256Encryptor
-
     from streamcrypt.codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
 
-    ckey = Cobblestone256Encryptor.generate_key()
-
-    def theirs_enc() -> bytes:
-        enc = Cobblestone256Encryptor(ckey, b"")
-        parts = [enc.update(view[off : off + SEG]) for off in range(0, size, SEG)]
-        parts.append(enc.finalize())
-        return b"".join(parts)
-
-    cct = theirs_enc()
-
-    def theirs_dec() -> None:
-        dec = Cobblestone256Decryptor(ckey, b"")
-        cview = memoryview(cct)
-        for off in range(0, len(cct), SEG):
-            dec.update(cview[off : off + SEG])
-        dec.finalize()
-
+    c2sp_peer = CobblestonePeer(SEG)
+    ckey = c2sp_peer.key
+    cct = c2sp_peer.encrypt(data)
+    theirs_enc, theirs_dec = (lambda: c2sp_peer.encrypt(data)), (lambda: c2sp_peer.decrypt(cct))
     ours = gbps(size, median_time(_ours(lambda: CobblestoneEncryptor(ckey), data), repeat))
     row(
         "C2SP chunked (Cobblestone-256)",

@@ -5,49 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ._state import Buffer
-from .codecs._segmented import SegmentedTransform, SegmentJob
 from .codecs.container import DEFAULT_SEGMENT_SIZE, KeyLike, StreamDecryptor, StreamEncryptor
-from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline
+from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "run_segmented"]
-
-
-def run_segmented(
-    transform: SegmentedTransform, data: Buffer, policy: OffloadPolicy | None = DEFAULT_POLICY
-) -> bytes:
-    """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
-
-    Synchronous: batches go to the policy's worker threads and this call waits for them.
-    Errors come out after nothing is returned (one-shot calls release all or nothing).
-    A one-shot call must return fresh memory, and on this project's machine first-touch
-    page faults cost ~0.5 ms per MiB, more than AES-GCM itself: for large data the
-    streaming API (reused buffers) is the fast path.
-    """
-    view = memoryview(data).cast("B")
-    step = policy.batch_size if policy is not None else max(len(view), 1)
-    jobs: list[SegmentJob] = []
-    for off in range(0, len(view), step):
-        jobs += transform.feed(view[off : off + step])
-    jobs += transform.finish()
-    header = transform.take_header()
-    # One output buffer; each job writes its own slice (in parallel when large). A fresh
-    # buffer per job would cost a page fault per 4 KiB, more than the cipher itself.
-    out = memoryview(bytearray(sum(job.out_size for job in jobs)))
-    slices, pos = [], 0
-    for job in jobs:
-        slices.append(out[pos : pos + job.out_size])
-        pos += job.out_size
-    try:
-        if policy is None or len(view) < policy.inline_limit or len(jobs) < 2:
-            written = [job.run(piece) for job, piece in zip(jobs, slices, strict=True)]
-        else:
-            futures = [
-                policy.submit(job.run, piece) for job, piece in zip(jobs, slices, strict=True)
-            ]
-            written = [f.result() for f in futures]
-    except Exception as exc:
-        raise transform.fail(exc) from None
-    return b"".join([header, *written])
 
 
 def encrypt_bytes(

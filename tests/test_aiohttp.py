@@ -429,7 +429,7 @@ def _status(field: str) -> int:
 async def test_32_mib_each_way_bounded_memory() -> None:
     keys = ring()
     size = 32 << 20
-    policy = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10)
+    policy = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10, adaptive=False)
     seed = os.urandom(1 << 20)
     count = {"n": size >> 20}
 

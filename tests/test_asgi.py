@@ -565,7 +565,7 @@ async def _big_roundtrip(size: int, policy: OffloadPolicy | None, limit: int) ->
     assert growth < limit, f"peak RSS grew by {growth >> 20} MiB"
 
 
-SMALL_BATCHES = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10)
+SMALL_BATCHES = OffloadPolicy(batch_size=256 << 10, inline_limit=128 << 10, adaptive=False)
 
 
 async def test_32_mib_bounded_memory() -> None:
@@ -575,7 +575,7 @@ async def test_32_mib_bounded_memory() -> None:
 
 async def test_256_mib_bounded_memory() -> None:
     """The same with 1 MiB batches: the peak does not follow the body size."""
-    await _big_roundtrip(256 << 20, OffloadPolicy(batch_size=1 << 20), 32 << 20)
+    await _big_roundtrip(256 << 20, OffloadPolicy(batch_size=1 << 20, adaptive=False), 32 << 20)
 
 
 async def test_transports_import_without_the_optional_extras() -> None:

@@ -274,7 +274,7 @@ def test_random_access_reads_only_covering_segments(suite: str) -> None:
 
 def test_bytes_api_in_parallel_matches_inline() -> None:
     data = random.Random(6).randbytes(3 << 20)
-    policy = sc.OffloadPolicy(batch_size=256 << 10, inline_limit=0)
+    policy = sc.OffloadPolicy(batch_size=256 << 10, inline_limit=0, adaptive=False)
     ct = sc.encrypt_bytes(data, KEY, segment_size=4096, policy=policy)
     assert sc.decrypt_bytes(ct, KEY, policy=None) == data
     assert sc.decrypt_bytes(ct, KEY, policy=policy) == data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 KEY = bytes(range(32))
 # Tiny batches and no inline limit, so that small tests exercise the worker path.
-THREADED = OffloadPolicy(batch_size=16 << 10, inline_limit=0, max_in_flight=3)
+THREADED = OffloadPolicy(batch_size=16 << 10, inline_limit=0, max_in_flight=3, adaptive=False)
 POLICIES = [pytest.param(None, id="inline"), pytest.param(THREADED, id="threads")]
 
 
@@ -66,7 +67,7 @@ async def test_user_executor_and_sink_callback() -> None:
         got.append(bytes(view))
 
     with ThreadPoolExecutor(2) as pool:
-        policy = OffloadPolicy(batch_size=8192, inline_limit=0, executor=pool)
+        policy = OffloadPolicy(batch_size=8192, inline_limit=0, executor=pool, adaptive=False)
         await sc.pipeline(StreamEncryptor(KEY, segment_size=1024), policy=policy).run(
             chunks_of(data), sink
         )
@@ -137,29 +138,78 @@ async def test_bad_sources_and_policies() -> None:
         sc.pipeline()
 
 
-async def test_event_loop_stays_responsive_with_offload() -> None:
-    """A ticker keeps ticking while 64 MiB streams through worker threads."""
+@pytest.mark.parametrize("policy", [sc.engine.DEFAULT_POLICY, None], ids=["default", "inline"])
+async def test_event_loop_never_waits_long(policy: OffloadPolicy | None) -> None:
+    """A 1 ms ticker's longest gap while 256 MiB stream through from a source that never
+    yields to the loop by itself: only the engine's checkpoints (between inline batches,
+    while waiting for workers) let it run. Without them the gap would be the whole
+    stream's time (about 0.2 s here)."""
     data = bytes(1 << 20)
-    ticks = 0
+    gaps: list[float] = []
 
     async def source() -> AsyncIterator[bytes]:
-        for _ in range(64):
+        for _ in range(256):
             yield data
 
     async def ticker() -> None:
-        nonlocal ticks
+        last = time.perf_counter()
         while True:
             await anyio.sleep(0.001)
-            ticks += 1
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
+        await anyio.sleep(0.005)
         n = 0
-        async for c in sc.encrypt(source(), KEY, policy=OffloadPolicy(batch_size=4 << 20)):
+        async for c in sc.encrypt(source(), KEY, policy=policy):
             n += len(c)
         tg.cancel_scope.cancel()
-    assert n > 64 << 20
-    assert ticks > 0
+    assert n > 256 << 20
+    assert len(gaps) > 10
+    assert max(gaps) < 0.04, f"the loop was held {max(gaps) * 1e3:.1f} ms"
+
+
+@pytest.mark.parametrize("which", ["age", "envelope"])
+async def test_encryptor_kdf_runs_off_the_loop(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encryptor's password KDF (scrypt for age, Argon2id for the envelope) runs where
+    the engine runs its first feed: on a worker, never on the event loop."""
+    import threading
+
+    from streamcrypt.codecs import age as age_codec
+    from streamcrypt.codecs import envelope as envelope_codec
+
+    loop_thread = threading.current_thread()
+    threads: list[bool] = []
+    if which == "age":
+        real_scrypt = age_codec._scrypt
+
+        def spy_scrypt(*args: object) -> bytes:
+            threads.append(threading.current_thread() is loop_thread)
+            return real_scrypt(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(age_codec, "_scrypt", spy_scrypt)
+        enc: object = age_codec.AgeEncryptor(passphrase="correct horse", work_factor=10)
+    else:
+        real_derive = envelope_codec.derive_key_from_password
+
+        def spy_derive(*args: object, **kwargs: object) -> object:
+            threads.append(threading.current_thread() is loop_thread)
+            return real_derive(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(envelope_codec, "derive_key_from_password", spy_derive)
+        enc = envelope_codec.EnvelopeEncryptor(
+            passphrase="correct horse", passphrase_params=sc.keys.INTERACTIVE
+        )
+    assert threads == []  # nothing derived in the constructor
+    out = await sc.pipeline(enc).collect(chunks_of(b"x" * 100_000))  # type: ignore[arg-type]
+    assert threads == [False]
+    if which == "age":
+        assert age_codec.decrypt_bytes(out, passphrase="correct horse") == b"x" * 100_000
+    else:
+        got = envelope_codec.decrypt_bytes(out, passphrase="correct horse")
+        assert got == b"x" * 100_000
 
 
 class _Upper:
@@ -207,7 +257,7 @@ async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolic
     async def sink(view: memoryview) -> None:
         out.append(bytes(view))
 
-    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0) if policy is not None else None
+    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0, adaptive=False) if policy is not None else None
     feeder = sc.pipeline(StreamDecryptor(KEY), policy=big).feeder(sink)
     data = random.Random(14).randbytes(5000)
     ct = sc.encrypt_bytes(data, KEY, segment_size=1024)

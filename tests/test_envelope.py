@@ -155,7 +155,7 @@ def test_one_segment_released_before_the_end() -> None:
 @pytest.mark.parametrize("signed", [False, True])
 async def test_engine_with_offload_policy(signed: bool) -> None:
     data = bytes(random.Random(3).randbytes(200_000))
-    policy = OffloadPolicy(batch_size=16384, inline_limit=0)
+    policy = OffloadPolicy(batch_size=16384, inline_limit=0, adaptive=False)
     sign = SIGNER if signed else None
     verify = SIGNER.public_key() if signed else None
     enc = ev.EnvelopeEncryptor(
@@ -174,7 +174,7 @@ async def test_engine_with_offload_policy(signed: bool) -> None:
 
 def test_engine_sync_entry() -> None:
     """The same through anyio.run, as the lead's high-level functions will use it."""
-    policy = OffloadPolicy(batch_size=16384, inline_limit=0)
+    policy = OffloadPolicy(batch_size=16384, inline_limit=0, adaptive=False)
     enc = ev.EnvelopeEncryptor(recipients=[KX.recipient], segment_size=1024)
     blob = anyio.run(pipeline(enc, policy=policy).collect, DATA)
     assert ev.decrypt_bytes(blob, identities=KX) == DATA

@@ -24,7 +24,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from streamcrypt import decrypt_bytes, encrypt_bytes
 from streamcrypt.codecs import container
 from streamcrypt.codecs.age import X25519Identity
-from streamcrypt.engine import OffloadPolicy
+from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -43,7 +43,7 @@ OTHER_KEY = bytes(range(1, 33))
 SEG = 1024
 CT_SEG = SEG + 16
 #: Forces every seal and open batch onto worker threads, in many small batches.
-THREADED = OffloadPolicy(inline_limit=0, batch_size=4096, max_in_flight=2)
+THREADED = OffloadPolicy(inline_limit=0, batch_size=4096, max_in_flight=2, adaptive=False)
 POLICIES = [pytest.param(None, id="inline"), pytest.param(THREADED, id="threaded")]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -211,17 +211,21 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
         assert await f.read(20) == data[50 * SEG + 10 : 50 * SEG + 30]
         assert sum(read) == CT_SEG  # exactly one segment
         read.clear()
-        for pos in range(50 * SEG + 30, 51 * SEG, 100):  # small sequential reads: cached
-            assert await f.read(100) == data[pos : pos + 100]
-        assert sum(read) == CT_SEG  # only segment 51, which the last read reached
-        read.clear()
-        await f.seek(51 * SEG + 1000)
-        assert await f.read(3 * SEG) == data[51 * SEG + 1000 : 54 * SEG + 1000]
-        assert sum(read) == 3 * CT_SEG  # segment 51 from the cache, 52-54 from disk
+        await f.seek(80 * SEG + 1000)  # random reads: exactly the segments they cover
+        assert await f.read(3 * SEG) == data[80 * SEG + 1000 : 83 * SEG + 1000]
+        assert sum(read) == 4 * CT_SEG
         read.clear()
         await f.seek(-5, io.SEEK_END)
         assert await f.read() == data[-5:]
         assert sum(read) == 10 + 16  # the final (short) segment only
+        read.clear()
+        await f.seek(20 * SEG + 30)
+        for pos in range(20 * SEG + 30, 23 * SEG, 100):  # small sequential reads
+            assert await f.read(100) == data[pos : pos + 100]
+    # Segments 20-23, each read once, and (reads going forward) read-ahead of at most
+    # max_in_flight segments beyond them; closing waited for the read-ahead in flight.
+    assert 4 * CT_SEG <= sum(read) <= (4 + DEFAULT_MAX_IN_FLIGHT) * CT_SEG
+    assert all(n == CT_SEG for n in read)
 
 
 class CountingFile:
@@ -570,7 +574,7 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
 
         return wrapper
 
-    for name in ("pread", "write", "fsync", "replace", "open", "fstat", "close"):
+    for name in ("pread", "write", "writev", "fsync", "replace", "open", "fstat", "close"):
         monkeypatch.setattr(os, name, spy(name, getattr(os, name)))
     path = tmp_path / "t.enc"
     data = plaintext(3 * SEG)
@@ -578,7 +582,7 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
     async with open_file(path, "rb", key=KEY, policy=None) as f:
         assert await f.read() == data
     names = {name for name, _ in calls}
-    assert {"pread", "write", "fsync", "replace", "open"} <= names
+    assert {"pread", "writev", "fsync", "replace", "open"} <= names
     assert all(ident != loop_thread for _, ident in calls), calls
 
 

@@ -35,6 +35,7 @@ from .._state import Buffer, Lifecycle
 from ..errors import FormatError, LimitExceededError, TruncatedStreamError
 
 __all__ = [
+    "HeaderBuilder",
     "HeaderReader",
     "SegmentCodec",
     "SegmentJob",
@@ -79,7 +80,8 @@ class SegmentJob:
     """Seal or open ``count`` consecutive segments: a pure function, safe on any thread.
 
     ``data`` holds the segments' input back to back; the last one is the stream's final
-    segment when ``final`` is true. :meth:`run` returns a view of the output.
+    segment when ``final`` is true. :meth:`run_into` is what the engine calls;
+    :meth:`run` is the convenience that raises.
     """
 
     codec: SegmentCodec
@@ -97,19 +99,21 @@ class SegmentJob:
 
     def run(self, out: bytearray | memoryview | None = None) -> memoryview:
         """Run the job into ``out`` (allocated when None); return the written part."""
-        done, error = self.run_partial(out)
+        dst = memoryview(out if out is not None else bytearray(self.out_size))
+        written, error = self.run_into(dst)
         if error is not None:
             raise error
-        return done
+        return dst[:written]
 
-    def run_partial(
-        self, out: bytearray | memoryview | None = None
-    ) -> tuple[memoryview, Exception | None]:
-        """Like :meth:`run`, but stop at the first failing segment and return the output
-        of the segments before it (all verified) together with the failure."""
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        """Run into ``out`` (at least :attr:`out_size` bytes); never raises.
+
+        Returns the bytes written and the failure that stopped the job, if any: on a
+        failure, the first bytes written are the output of the segments before the
+        failing one (all verified), and nothing after them may be used.
+        """
         codec = self.codec
         src = memoryview(self.data)
-        dst = memoryview(out if out is not None else bytearray(self.out_size))
         size = len(src)
         first, last = self.first_index, self.first_index + self.count - 1
         # Hot loop: one kernel call per segment, so keep everything else out of it.
@@ -126,16 +130,35 @@ class SegmentJob:
             while index < last:
                 end = pos + (full0 if index == 0 else full)
                 written += work(
-                    index, src[pos:end], False, dst[written : written + end - pos + step]
+                    index, src[pos:end], False, out[written : written + end - pos + step]
                 )
                 pos = end
                 index += 1
             written += work(
-                index, src[pos:size], self.final, dst[written : written + size - pos + step]
+                index, src[pos:size], self.final, out[written : written + size - pos + step]
             )
         except Exception as exc:
-            return dst[:written], exc
-        return dst[:written], None
+            return written, exc
+        return written, None
+
+    def split(self, max_bytes: int) -> list[SegmentJob]:
+        """This job as consecutive jobs of whole segments, about ``max_bytes`` of input
+        each (at least one segment); only the last keeps ``final``."""
+        codec = self.codec
+        full = codec.full_plaintext(1) if self.sealing else codec.full_ciphertext(1)
+        per = max(1, max_bytes // full)
+        if self.count <= per:
+            return [self]
+        full0 = codec.full_plaintext(0) if self.sealing else codec.full_ciphertext(0)
+        view = memoryview(self.data)
+        jobs: list[SegmentJob] = []
+        pos, index, left = 0, self.first_index, self.count
+        while left > per:
+            size = per * full + (full0 - full if index == 0 else 0)
+            jobs.append(SegmentJob(codec, self.sealing, index, per, view[pos : pos + size], False))
+            pos, index, left = pos + size, index + per, left - per
+        jobs.append(SegmentJob(codec, self.sealing, index, left, view[pos:], self.final))
+        return jobs
 
 
 @runtime_checkable
@@ -151,9 +174,15 @@ class SegmentedTransform(Protocol):
 
 
 class _Segmenter(Lifecycle):
-    """The bookkeeping both directions share: cut input into segments, assign indices."""
+    """The bookkeeping both directions share: cut input into segments, assign indices.
 
-    __slots__ = ("_codec", "_index", "_pending", "_sealing")
+    Input not yet part of a complete segment is *held*: read-only pieces by reference
+    (the engine hands over only immutable data), writable ones as a copy. A segment
+    that lies whole inside one piece is never copied; one that straddles pieces is
+    joined once.
+    """
+
+    __slots__ = ("_codec", "_held", "_held_len", "_index", "_sealing")
 
     _codec: SegmentCodec | None
 
@@ -161,7 +190,8 @@ class _Segmenter(Lifecycle):
         self._init_lifecycle()
         self._codec = codec
         self._sealing = sealing
-        self._pending = bytearray()
+        self._held: list[memoryview] = []
+        self._held_len = 0
         self._index = 0
 
     def _full(self, codec: SegmentCodec, index: int) -> int:
@@ -177,25 +207,37 @@ class _Segmenter(Lifecycle):
         self._index = first + count
         return first
 
+    def _hold(self, view: memoryview) -> None:
+        if view:
+            self._held.append(view if view.readonly else memoryview(bytes(view)))
+            self._held_len += len(view)
+
+    def _take_held(self, tail: memoryview | None = None) -> Buffer:
+        """Everything held (plus ``tail``) as one buffer; the hold is emptied."""
+        parts = self._held
+        if tail:
+            parts.append(tail)
+        out: Buffer = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._held = []
+        self._held_len = 0
+        return out
+
     def _cut(self, data: Buffer) -> list[SegmentJob]:
-        """Turn pending bytes plus ``data`` into jobs for every segment known to be non-final."""
+        """Turn held bytes plus ``data`` into jobs for every segment known to be non-final."""
         codec = self._codec
         assert codec is not None
         jobs: list[SegmentJob] = []
         hold = codec.final_may_be_full
         view = memoryview(data).cast("B")
-        pending = self._pending
-        if pending:
-            need = self._full(codec, self._index) - len(pending)
+        if self._held_len:
+            need = self._full(codec, self._index) - self._held_len
             if len(view) < need or (hold and len(view) == need):
-                pending += view
+                self._hold(view)
                 return jobs
-            pending += view[:need]
+            jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
-            jobs.append(self._job(codec, bytes(pending), 1))
-            pending.clear()
         # Whole segments straight from the caller's buffer, no copy.
-        start = pos = count = 0
+        pos = count = 0
         while True:
             full = self._full(codec, self._index + count)
             if len(view) - pos < full or (hold and len(view) - pos == full):
@@ -203,8 +245,8 @@ class _Segmenter(Lifecycle):
             pos += full
             count += 1
         if count:
-            jobs.append(self._job(codec, view[start:pos], count))
-        pending += view[pos:]
+            jobs.append(self._job(codec, view[:pos], count))
+        self._hold(view[pos:])
         return jobs
 
     def _job(
@@ -223,9 +265,10 @@ class _Segmenter(Lifecycle):
 
     @property
     def header_pending(self) -> bool:
-        """True while a decryptor has not read its header yet: reading it may run a
-        password KDF (scrypt, Argon2id) or public-key work, so the engine does it on a
-        worker thread. Always False for an encryptor."""
+        """True while the header is not settled: a decryptor has not read it yet, or an
+        encryptor has not built it yet. Settling it may run a password KDF (scrypt,
+        Argon2id) or public-key work, so the engine then calls ``feed``/``finish`` on a
+        worker thread."""
         return self._codec is None
 
     @staticmethod
@@ -237,21 +280,45 @@ class _Segmenter(Lifecycle):
         return b"".join([job.run() for job in jobs])
 
 
+#: Builds an encryptor's codec and header when first needed (may run a password KDF).
+HeaderBuilder = Callable[[], "tuple[SegmentCodec, bytes]"]
+
+
 class SegmentedEncryptor(_Segmenter):
     """Seal a stream segment by segment: ``header`` first, then the sealed segments.
 
     As a transform: ``update(data) -> bytes`` and ``finalize() -> bytes``. The engine uses
-    ``take_header()``, ``feed()`` and ``finish()`` to run the jobs elsewhere.
+    ``take_header()``, ``feed()`` and ``finish()`` to run the jobs elsewhere. Give either
+    the keyed ``codec`` and ``header``, or ``build``: a function returning both, called on
+    the first ``feed``/``finish`` (so that an expensive key derivation happens where the
+    engine runs it, never in the constructor on the event loop).
     """
 
-    __slots__ = ("_header",)
+    __slots__ = ("_build", "_header")
 
-    def __init__(self, codec: SegmentCodec, header: bytes = b"") -> None:
+    def __init__(
+        self,
+        codec: SegmentCodec | None = None,
+        header: bytes = b"",
+        *,
+        build: HeaderBuilder | None = None,
+    ) -> None:
+        if (codec is None) == (build is None):
+            raise TypeError("give either codec (and header) or build")
         super().__init__(codec, sealing=True)
         self._header = header
+        self._build = build
+
+    def _settle(self) -> SegmentCodec:
+        codec = self._codec
+        if codec is None:
+            assert self._build is not None
+            codec, self._header = self._build()
+            self._codec, self._build = codec, None
+        return codec
 
     def take_header(self) -> bytes:
-        """The header bytes, once; ``b""`` afterwards."""
+        """The header bytes, once; ``b""`` afterwards (and before the header is built)."""
         header, self._header = self._header, b""
         return header
 
@@ -259,6 +326,7 @@ class SegmentedEncryptor(_Segmenter):
         """Jobs for every segment that is now complete. Do not modify ``data`` until they ran."""
         self._check()
         try:
+            self._settle()
             return self._cut(data)
         except Exception as exc:
             raise self._break(exc) from None
@@ -266,13 +334,11 @@ class SegmentedEncryptor(_Segmenter):
     def finish(self) -> list[SegmentJob]:
         """The job sealing the final segment; the encryptor is finalized."""
         self._check()
-        codec = self._codec
-        assert codec is not None
         try:
-            job = self._job(codec, bytes(self._pending), 1, final=True)
+            codec = self._settle()
+            job = self._job(codec, self._take_held(), 1, final=True)
         except Exception as exc:
             raise self._break(exc) from None
-        self._pending.clear()
         self._finish()
         return [job]
 
@@ -300,6 +366,7 @@ class SegmentedDecryptor(_Segmenter):
 
     ``update`` returns ``b""`` until a whole segment verified; ``finalize`` opens the final
     segment and raises :class:`TruncatedStreamError` if the stream ended early.
+
     """
 
     __slots__ = ("_read_header",)
@@ -324,34 +391,36 @@ class SegmentedDecryptor(_Segmenter):
             raise self._break(exc) from None
 
     def _feed_header(self, view: memoryview) -> list[SegmentJob]:
-        # The reader sees everything so far (it may judge by length); one copy, not three.
-        held = len(self._pending)
-        seen = bytes(self._pending) + bytes(view) if held else bytes(view)
+        # The reader sees everything so far (it may judge by length).
+        self._hold(view)
+        seen = bytes(self._take_held())
         parsed = self._read_header(seen)
         if parsed is None:
-            self._pending += view
+            self._hold(memoryview(seen))
             return []
         self._codec, used = parsed
-        self._pending.clear()
-        if used < held:  # the header ended inside held bytes (maybe many segments of them)
-            return self._cut(seen[used:])
-        return self._cut(view[used - held :])
+        return self._cut(memoryview(seen)[used:])
+
+    def _last_look(self) -> None:
+        """Ask the header reader once more about everything held (at the end)."""
+        if self._codec is None and self._held_len:
+            self._feed_header(memoryview(b""))
 
     def finish(self) -> list[SegmentJob]:
         """The job opening the final segment; raises TruncatedStreamError if there is none."""
         self._check()
         try:
+            self._last_look()
             codec = self._codec
             if codec is None:
                 raise TruncatedStreamError("the stream ended inside its header")
-            if len(self._pending) < codec.overhead:
+            if self._held_len < codec.overhead:
                 raise TruncatedStreamError(
                     f"the stream ended after {self._index} segment(s) without its final segment"
                 )
-            job = self._job(codec, bytes(self._pending), 1, final=True)
+            job = self._job(codec, self._take_held(), 1, final=True)
         except Exception as exc:
             raise self._break(exc) from None
-        self._pending.clear()
         self._finish()
         return [job]
 

@@ -777,7 +777,9 @@ class AgeEncryptor(SegmentedEncryptor):
 
     Give ``recipients`` (``age1...`` strings or recipient objects) or a ``passphrase``.
     Raises :class:`InvalidParameterError` (no recipient, a passphrase mixed with
-    recipients, classic mixed with post-quantum) and :class:`FormatError` (bad key string).
+    recipients, classic mixed with post-quantum) and :class:`FormatError` (bad key string)
+    here; the header (scrypt for a passphrase) is built on the first ``feed``/``finish``,
+    which the engine runs on a worker thread.
     """
 
     __slots__ = ()
@@ -790,10 +792,14 @@ class AgeEncryptor(SegmentedEncryptor):
         work_factor: int = DEFAULT_WORK_FACTOR,
     ) -> None:
         targets = _recipient_list(recipients, passphrase, work_factor)
-        file_key = random_bytes(FILE_KEY_SIZE)
-        nonce = random_bytes(NONCE_SIZE)
-        header = _build_header(file_key, targets)
-        super().__init__(_payload_codec(file_key, nonce), header + nonce)
+
+        def build() -> tuple[SegmentCodec, bytes]:
+            file_key = random_bytes(FILE_KEY_SIZE)
+            nonce = random_bytes(NONCE_SIZE)
+            header = _build_header(file_key, targets)
+            return _payload_codec(file_key, nonce), header + nonce
+
+        super().__init__(build=build)
 
 
 class _HeaderReader:

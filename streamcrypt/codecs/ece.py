@@ -438,15 +438,15 @@ class EceDecryptor(SegmentedDecryptor):
 
     def finish(self) -> list[SegmentJob]:
         """The job opening the last record; raises :class:`TruncatedStreamError` if none."""
-        if (
-            self._allow_no_records
-            and self._header is not None
-            and self._index == 0
-            and not self._pending
-        ):
+        if self._allow_no_records:
             self._check()
-            self._finish()
-            return []
+            try:
+                self._last_look()
+            except Exception as exc:
+                raise self._break(exc) from None
+            if self._header is not None and self._index == 0 and not self._held_len:
+                self._finish()
+                return []
         return super().finish()
 
 

@@ -72,7 +72,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, TypeAlias
 
@@ -735,7 +735,10 @@ class EnvelopeEncryptor:
     :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
     """
 
-    __slots__ = ("_header", "_inner", "_signer", "header")
+    __slots__ = ("_build", "_header", "_inner", "_signer", "header")
+
+    #: The envelope header, once built (``None`` until the first ``feed``/``finish``).
+    header: EnvelopeHeader | None
 
     def __init__(
         self,
@@ -752,21 +755,42 @@ class EnvelopeEncryptor:
             raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
         recips = _recipient_list(recipients, passphrase, passphrase_params)
         file_key = random_bytes(FILE_KEY_SIZE)
-        stanzas = [r.wrap(file_key) for r in recips]
-        body = _encode_header(stanzas, sign_with.public_bytes() if sign_with else None)
         mac_key, payload_key = _keys(file_key)
-        raw = body + _mac(mac_key, body, aad)
-        self.header = EnvelopeHeader(
-            tuple(stanzas), sign_with.public_bytes() if sign_with else None, raw
-        )
-        self._inner = container.StreamEncryptor(
-            payload_key, suite=suite, segment_size=segment_size, aad=raw + bytes(aad)
-        )
+        public = sign_with.public_bytes() if sign_with else None
+        associated = bytes(aad)
+        # Checked now; the container header is built (keyed) with the rest below.
+        container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+
+        def build() -> None:
+            # Wrapping the file key may run a password KDF: the engine calls this (through
+            # feed/finish while header_pending) on a worker thread.
+            stanzas = [r.wrap(file_key) for r in recips]
+            body = _encode_header(stanzas, public)
+            raw = body + _mac(mac_key, body, associated)
+            self.header = EnvelopeHeader(tuple(stanzas), public, raw)
+            self._inner = container.StreamEncryptor(
+                payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
+            )
+            self._header = raw
+            if self._signer is not None:
+                self._header = raw + self._inner.take_header()
+                self._signer.update(self._header)
+
+        self._build: Callable[[], None] | None = build
         self._signer = Ed25519phSigner(sign_with) if sign_with is not None else None
-        self._header = raw
-        if self._signer is not None:
-            self._header = raw + self._inner.take_header()
-            self._signer.update(self._header)
+        self.header = None
+        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+        self._header = b""
+
+    def _settle(self) -> None:
+        if self._build is None:
+            return
+        self._inner._check()  # a failure recorded before the header was built stands
+        build, self._build = self._build, None
+        try:
+            build()
+        except Exception as exc:
+            raise self._inner.fail(exc) from None
 
     @property
     def state(self) -> State:
@@ -774,11 +798,14 @@ class EnvelopeEncryptor:
 
     @property
     def header_pending(self) -> bool:
-        """Always False: an encryptor writes its header, it never reads one."""
-        return False
+        """True until the header is built (the first ``feed``/``finish`` builds it)."""
+        return self._build is not None
 
     def take_header(self) -> bytes:
-        """The envelope and container headers, once; ``b""`` afterwards."""
+        """The envelope and container headers, once; ``b""`` afterwards (and before the
+        first ``feed``/``finish`` built them)."""
+        if self._build is not None:
+            return b""
         header, self._header = self._header, b""
         return header + self._inner.take_header()
 
@@ -797,11 +824,13 @@ class EnvelopeEncryptor:
 
     def feed(self, data: Buffer) -> list[SegmentJob]:
         """Jobs for the segments now complete (already sealed when signing)."""
+        self._settle()
         jobs = self._inner.feed(data)
         return jobs if self._signer is None else self._signed(jobs, False)
 
     def finish(self) -> list[SegmentJob]:
         """The final segment's job (followed by the signature when signing)."""
+        self._settle()
         jobs = self._inner.finish()
         return jobs if self._signer is None else self._signed(jobs, True)
 

@@ -825,12 +825,13 @@ class TinkStreamDecryptor(SegmentedDecryptor):
         if self._codec is None:
             # Several keys, and the stream ended before the reader could pick one: pick now.
             try:
-                opened = _open_header(self._keys, self._aad, bytes(self._pending), at_end=True)
-                if opened is not None:
+                seen = bytes(self._take_held())
+                opened = _open_header(self._keys, self._aad, seen, at_end=True)
+                if opened is None:
+                    self._hold(memoryview(seen))
+                else:
                     self._codec, used = opened
-                    rest = bytes(self._pending[used:])
-                    self._pending.clear()
-                    jobs = self._cut(rest)
+                    jobs = self._cut(memoryview(seen)[used:])
             except Exception as exc:
                 raise self._break(exc) from None
         return jobs + super().finish()

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from ._adaptive import INLINE_BATCH, Controller
+from ._batches import (
+    CLAIM_SIZE,
+    Emit,
+    Job,
+    OrderedBatches,
+    fresh_bytes,
+    run_all,
+    run_segmented,
+)
 from ._offload import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_INLINE_LIMIT,
@@ -14,16 +24,25 @@ from ._offload import (
 from ._pipeline import Feeder, Pipeline, Sink, Source, pipeline
 
 __all__ = [
+    "CLAIM_SIZE",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_INLINE_LIMIT",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_POLICY",
     "DEFAULT_WORKERS",
+    "INLINE_BATCH",
+    "Controller",
+    "Emit",
     "Feeder",
+    "Job",
     "OffloadPolicy",
+    "OrderedBatches",
     "Pipeline",
     "Sink",
     "Source",
+    "fresh_bytes",
     "pipeline",
+    "run_all",
+    "run_segmented",
     "wait_future",
 ]

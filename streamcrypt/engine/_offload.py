@@ -2,8 +2,8 @@
 
 Native kernels (OpenSSL through ``cryptography`` >= 50, libsodium, BLAKE3) release the GIL
 on large inputs, so work on other threads runs on other cores. A thread hop is expensive
-next to the kernel, so work crosses in batches of many segments, a bounded number of
-batches in flight, and small work stays on the event loop.
+next to the kernel, so work crosses in batches, and whether a batch crosses at all is
+decided from measurements on the path it is on (:mod:`._adaptive`), not from constants.
 
 Work is submitted to a ``concurrent.futures.Executor`` (the policy's, or one shared pool
 of ``workers`` threads) without awaiting, so batches run while the loop reads the next
@@ -36,32 +36,33 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Measured 2026-12-02 on the project's 2-core AMD EPYC (VAES, AVX-512); `make bench`,
-# section "engine", repeats these. A hop as done here (executor submit, then a wake through
-# the loop's thread-safe scheduler) costs 29-54 us (uvloop), 55-89 us (asyncio), 68-73 us
-# (trio), medians over runs; anyio.to_thread measured 37-200 us (it blocks a thread while
-# waiting, and takes no Executor). Sealing 64 KiB costs 3.8 us with AES-256-GCM
-# (17 GB/s hot, ~9 GB/s streaming from memory) and 14.6 us with ChaCha20-Poly1305
-# (4.5 GB/s). Below 1 MiB of work a hop is not worth it.
-DEFAULT_INLINE_LIMIT = 1 << 20
-# 4 MiB is ~0.45 ms of AES-GCM and ~1 ms of ChaCha20 work per hop (hop <= 10% of it);
-# 8 MiB was no faster and doubled memory: peak RSS growth of an encrypt | decrypt chain
-# was 109 MiB at 8 MiB x 3, 61 MiB at 4 MiB x 3, 38 MiB at 2 MiB x 3.
+# These are bounds, not tuning: whether work between them leaves the loop is measured on
+# the path at run time (see _adaptive.py and docs/ENGINE.md). Machines of this project's
+# kind measured 1.6 to 14 GB/s for one-thread AES-GCM and 30 to 200 us per thread hop.
+#: Work smaller than this never leaves the loop: at the fastest hop and slowest kernel
+#: measured (30 us, 1.6 GB/s) a hop is worth 50 KB of work, at the slowest hop and
+#: fastest kernel (200 us, 14 GB/s) 2.8 MB: 256 KiB is where offload can start to pay.
+DEFAULT_INLINE_LIMIT = 256 << 10
+#: Bytes per batch handed to a worker: at 14 GB/s 4 MiB is 0.3 ms of work, so even the
+#: slowest hop measured (200 us) is under half of it; at 1.6 GB/s it is 2.6 ms. Larger
+#: batches only cost memory (peak RSS grows with batch_size x max_in_flight).
 DEFAULT_BATCH_SIZE = 4 << 20
-# Two cores: one batch per worker plus one being emitted keeps both busy.
-DEFAULT_MAX_IN_FLIGHT = 3
 DEFAULT_WORKERS = max(2, os.cpu_count() or 2)
+#: One batch per worker plus one being emitted keeps every worker busy.
+DEFAULT_MAX_IN_FLIGHT = DEFAULT_WORKERS + 1
 
 
 @dataclass(frozen=True, slots=True)
 class OffloadPolicy:
     """When work leaves the event loop, and how much of it at once.
 
-    ``inline_limit``: batches smaller than this run on the loop thread.
-    ``batch_size``: bytes of segments handed to a worker per hop.
+    ``inline_limit``: work smaller than this always runs on the loop thread.
+    ``batch_size``: bytes of work handed to a worker per hop.
     ``max_in_flight``: batches submitted but not yet emitted (bounds memory).
     ``workers``: threads of the shared pool (ignored when ``executor`` is given).
     ``executor``: any ``concurrent.futures.Executor`` to run batches on instead.
+    ``adaptive``: measure each path and keep work inline where offload does not pay
+    (the default); ``False`` offloads every batch of at least ``inline_limit``.
     Pass ``policy=None`` wherever a policy is taken to keep everything inline.
     """
 
@@ -70,6 +71,7 @@ class OffloadPolicy:
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     workers: int = DEFAULT_WORKERS
     executor: Executor | None = None
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.max_in_flight < 1 or self.workers < 1:
@@ -80,6 +82,10 @@ class OffloadPolicy:
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Start ``fn(*args)`` on a worker thread; returns at once."""
         return (self.executor or _shared_pool(self.workers)).submit(fn, *args)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread, awaited (for one-off work such as a KDF)."""
+        return await wait_future(self.submit(fn, *args))
 
 
 DEFAULT_POLICY = OffloadPolicy()

@@ -7,15 +7,20 @@ cut into pieces of at most ``policy.batch_size`` and pushed through the stages i
 each stage pushes its output to the next, the last one to the sink.
 
 * A *segmented* stage (anything with ``feed``/``finish`` returning
-  :class:`~streamcrypt.codecs._segmented.SegmentJob` s: the container, age, Tink, C2SP,
-  RFC 8188) collects jobs into batches of ``batch_size`` bytes and submits each batch to
-  a worker thread without waiting, up to ``max_in_flight`` batches; outputs are emitted
-  strictly in order, each into a reused output buffer. Counters and finality are decided
-  on the loop thread by ``feed`` before dispatch, so a cancelled wait cannot
-  desynchronise the stream (the stage is broken instead). Batches under
-  ``inline_limit`` run on the loop thread.
-* Any other transform runs its ``update`` inline, or on a worker thread for a piece of
-  at least ``inline_limit`` bytes (one at a time: such transforms are stateful).
+  :class:`~streamcrypt.codecs._segmented.SegmentJob` s: the container, envelope, age,
+  Tink, C2SP, RFC 8188) hands its jobs to the engine's one scheduler,
+  :class:`~._batches.OrderedBatches`, which runs them in ordered, bounded batches,
+  inline or on workers as measured (see :mod:`._adaptive`). Counters and finality are
+  decided on the loop thread by ``feed`` before dispatch; while a header is pending
+  (an encryptor's password KDF, a decryptor reading its header) ``feed``/``finish`` run
+  on a worker, so a KDF never runs on the event loop.
+* Any other transform runs its ``update`` inline, or on a worker thread when its
+  controller finds that pays (one piece at a time: such transforms are stateful).
+
+Output: a segmented stage whose consumer is done with each piece before it returns (a
+callable sink, a plain stage) gets views of reused buffers; one whose output is kept (the
+async iterator, a byte stream, a downstream segmented stage) gets new ``bytes`` per batch,
+written in place by whichever thread ran the batch and never copied.
 
 Memory is bounded by ``max_in_flight`` batches of input and output plus one segment of
 each stage: never by the stream length. A pipeline emits in batches; for interactive
@@ -33,20 +38,22 @@ from collections.abc import (
     Callable,
     Iterable,
 )
-from concurrent.futures import Future
 from contextlib import aclosing
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
-import anyio
 import anyio.lowlevel
 from anyio.abc import ByteSendStream
 
 from .._state import Buffer, Chain, Transform
-from ..codecs._segmented import SegmentedTransform, SegmentJob
+from ..codecs._segmented import SegmentedTransform
 from ..errors import AlreadyFinalizedError, InvalidParameterError
-from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ._adaptive import Controller
+from ._batches import OrderedBatches
+from ._offload import DEFAULT_POLICY, OffloadPolicy
 
 __all__ = ["Feeder", "Pipeline", "Sink", "Source", "pipeline"]
+
+T = TypeVar("T")
 
 #: What a pipeline reads: an async iterable of byte chunks (anyio byte receive streams
 #: are such), or a bytes-like object taken whole.
@@ -55,181 +62,95 @@ Source: TypeAlias = AsyncIterable[Buffer] | Buffer
 #: a memoryview before it returns (the view's buffer is reused afterwards).
 Sink: TypeAlias = ByteSendStream | Callable[[memoryview], Awaitable[Any]]
 
-_Push = Callable[[memoryview], Awaitable[None]]
-
-
-def _run_batch(jobs: list[SegmentJob], out: bytearray) -> tuple[int, BaseException | None]:
-    """Worker body: run jobs back to back into ``out``; stop at the first failure.
-
-    Returns the bytes written and the failure, so that everything before a failed
-    segment (all of it verified) is still released, in order, before the error.
-    """
-    view = memoryview(out)
-    pos = 0
-    for job in jobs:
-        done, error = job.run_partial(view[pos : pos + job.out_size])
-        pos += len(done)
-        if error is not None:
-            return pos, error
-    return pos, None
-
-
-class _Batch:
-    __slots__ = ("future", "jobs", "out", "result")
-
-    def __init__(self, jobs: list[SegmentJob], out: bytearray) -> None:
-        self.jobs = jobs
-        self.out = out
-        self.future: Future[tuple[int, BaseException | None]] | None = None
-        self.result: tuple[int, BaseException | None] | None = None
+_Push = Callable[[Buffer], Awaitable[object]]
 
 
 class _SegmentedStage:
-    """Runs a segmented transform's jobs in ordered, bounded, parallel batches."""
+    """Feeds a segmented transform's jobs to the scheduler and emits its output in order."""
 
     def __init__(
-        self, stage: SegmentedTransform, policy: OffloadPolicy | None, push: _Push
+        self,
+        stage: SegmentedTransform,
+        policy: OffloadPolicy | None,
+        push: _Push,
+        site: str,
+        reuse: bool,
     ) -> None:
         self._stage = stage
         self._policy = policy
         self._push = push
-        self._jobs: list[SegmentJob] = []
-        self._job_bytes = 0
-        self._in_flight: deque[_Batch] = deque()
-        self._free: list[bytearray] = []
+        self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
+
+    async def _emit(self, parts: list[Buffer]) -> None:
+        for part in parts:
+            await self._push(part)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, on a worker while the header is pending (it may run a KDF)."""
+        if self._stage.header_pending and self._policy is not None:
+            try:
+                return await self._policy.run(fn, *args)
+            except BaseException as exc:  # cancelled with the call possibly still running
+                raise self._stage.fail(exc) from None
+        return fn(*args)
 
     async def _emit_header(self) -> None:
         header = self._stage.take_header()
         if header:
-            await self._push(memoryview(header))
+            await self._push(header)
 
-    async def push(self, data: memoryview) -> None:
+    async def push(self, data: Buffer) -> None:
+        view = memoryview(data)
+        if not view.readonly:
+            # Jobs keep views of their input until they ran: never of a buffer the caller
+            # (or an upstream stage) may reuse.
+            view = memoryview(bytes(view))
+        jobs = await self._call(self._stage.feed, view)
         await self._emit_header()
-        if not data.readonly:
-            # Jobs keep views of their input until they ran; an upstream stage's output is
-            # a view of a buffer it recycles, so it must be copied before it is kept.
-            data = memoryview(bytes(data))
-        if self._stage.header_pending and self._policy is not None:
-            # Reading a header may run scrypt or Argon2id at a cost the input chooses:
-            # never on the event loop.
-            jobs = await wait_future(self._policy.submit(self._stage.feed, data))
-        else:
-            jobs = self._stage.feed(data)
-        for job in jobs:
-            self._jobs.append(job)
-            self._job_bytes += job.out_size
-        limit = self._policy.batch_size if self._policy is not None else 0
-        # Launch when one more segment would overflow the batch: a batch-sized piece of
-        # ciphertext holds a little less than a batch of plaintext, and waiting for a
-        # second piece would double the batch and halve the parallelism.
-        segment = self._jobs[-1].codec.full_ciphertext(1) if self._jobs else 0
-        if self._jobs and self._job_bytes + segment > limit:
-            await self._launch()
-        else:
-            await self._emit_ready()
+        await self._batches.put(jobs, self._emit)
 
     async def flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
-        if self._jobs:
-            await self._launch()
-        while self._in_flight:
-            await self._emit_oldest()
-
-    async def _emit_ready(self) -> None:
-        """Emit finished batches at the head of the queue (in order) without waiting."""
-        while self._in_flight and (
-            self._in_flight[0].future is None or self._in_flight[0].future.done()
-        ):
-            await self._emit_oldest()
+        await self._batches.flush(self._emit)
 
     async def close(self) -> None:
-        await self._emit_header()
         try:
-            final_jobs = self._stage.finish()
+            final_jobs = await self._call(self._stage.finish)
         except Exception:
             # e.g. TruncatedStreamError: release everything verified before it first.
-            if self._jobs:
-                await self._launch()
-            while self._in_flight:
-                await self._emit_oldest()
+            await self._batches.flush(self._emit)
             raise
-        for job in final_jobs:
-            self._jobs.append(job)
-            self._job_bytes += job.out_size
-        if self._jobs:
-            await self._launch()
-        while self._in_flight:
-            await self._emit_oldest()
-
-    def _buffer(self, size: int) -> bytearray:
-        """A reused output buffer: a fresh one costs page faults worth more than the cipher."""
-        for i, buf in enumerate(self._free):
-            if len(buf) >= size:
-                return self._free.pop(i)
-        # Batches differ by a segment or so: one size with headroom lets them all share
-        # (a batch launches before one more segment would overflow it).
-        batch = self._policy.batch_size if self._policy is not None else 0
-        floor = batch + batch // 16
-        grain = 1 << 16
-        if len(self._free) > 2:
-            self._free.pop(0)
-        return bytearray(-(-max(size, floor) // grain) * grain)
-
-    async def _launch(self) -> None:
-        batch = _Batch(self._jobs, self._buffer(self._job_bytes))
-        size = self._job_bytes
-        self._jobs, self._job_bytes = [], 0
-        policy = self._policy
-        if policy is None or size < policy.inline_limit:
-            batch.result = _run_batch(batch.jobs, batch.out)
-        else:
-            batch.future = policy.submit(_run_batch, batch.jobs, batch.out)
-        self._in_flight.append(batch)
-        window = policy.max_in_flight if policy is not None else 1
-        while len(self._in_flight) >= window:
-            await self._emit_oldest()
-        await self._emit_ready()
-
-    async def _emit_oldest(self) -> None:
-        batch = self._in_flight[0]
-        try:
-            if batch.result is None:
-                assert batch.future is not None
-                batch.result = await wait_future(batch.future)
-        except BaseException as exc:
-            # Cancelled (or the executor failed) with work possibly still running: the
-            # stream can no longer be trusted to continue.
-            self._in_flight.clear()
-            raise self._stage.fail(exc) from None
-        self._in_flight.popleft()
-        # One checkpoint per batch (~1 MiB inline, a batch offloaded): the event loop
-        # gets a turn even when every future was already done.
-        await anyio.lowlevel.checkpoint()
-        written, error = batch.result
-        if written:
-            await self._push(memoryview(batch.out)[:written])
-        self._free.append(batch.out)
-        if error is not None:
-            self._in_flight.clear()
-            raise self._stage.fail(error)
+        await self._emit_header()
+        await self._batches.put(final_jobs, self._emit)
+        await self._batches.flush(self._emit)
 
 
 class _PlainStage:
-    """Runs an ordinary transform, offloading large pieces one at a time."""
+    """Runs an ordinary transform, a controller deciding whether pieces go to a worker."""
 
-    def __init__(self, stage: Transform, policy: OffloadPolicy | None, push: _Push) -> None:
+    def __init__(
+        self, stage: Transform, policy: OffloadPolicy | None, push: _Push, site: str
+    ) -> None:
         self._stage = stage
         self._policy = policy
+        self._control = Controller(policy, site) if policy is not None else None
         self._push = push
 
-    async def push(self, data: memoryview) -> None:
-        policy = self._policy
-        if policy is not None and len(data) >= policy.inline_limit:
-            out = await wait_future(policy.submit(self._stage.update, data))
-        else:
-            out = self._stage.update(data)
-        if out:
-            await self._push(memoryview(out))
+    async def push(self, data: Buffer) -> None:
+        data = memoryview(data)
+        control = self._control
+        step = control.batch_size if control is not None else len(data) or 1
+        for off in range(0, len(data), step):
+            piece = data[off : off + step]
+            if control is not None and control.launch(len(piece)):
+                assert self._policy is not None
+                out = await self._policy.run(self._stage.update, piece)
+            else:
+                out = self._stage.update(piece)
+                if off:
+                    await anyio.lowlevel.checkpoint()
+            if out:
+                await self._push(out)
 
     async def flush(self) -> None:
         """Nothing is held here: every update's output was already pushed."""
@@ -237,26 +158,31 @@ class _PlainStage:
     async def close(self) -> None:
         out = self._stage.finalize()
         if out:
-            await self._push(memoryview(out))
+            await self._push(out)
 
 
-def _as_push(sink: Sink) -> _Push:
+_Stage: TypeAlias = _SegmentedStage | _PlainStage
+
+
+def _as_push(sink: Sink) -> tuple[_Push, bool]:
+    """The push function for ``sink`` and whether it is done with each view on return."""
     if isinstance(sink, ByteSendStream):
         send = sink.send
 
-        async def to_stream(view: memoryview) -> None:
-            await send(bytes(view))
+        async def to_stream(data: Buffer) -> None:
+            await send(data if isinstance(data, bytes) else bytes(data))
 
-        return to_stream
+        return to_stream, False
 
-    async def to_callable(view: memoryview) -> None:
-        await sink(view)
+    async def to_callable(data: Buffer) -> None:
+        await sink(memoryview(data))
 
-    return to_callable
+    return to_callable, True
 
 
 async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]:
-    """Pieces of at most ``size`` bytes, without copying."""
+    """Pieces of at most ``size`` bytes, without copying. An async generator given as the
+    source is closed when the pipeline stops early (its ``finally`` blocks run now)."""
     if isinstance(source, bytes | bytearray | memoryview):
         view = memoryview(source).cast("B")
         for off in range(0, len(view), size):
@@ -267,16 +193,21 @@ async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]
             "a pipeline source must be an async iterable of bytes or a bytes-like object, "
             f"not {type(source).__name__}"
         )
-    async for chunk in source:
-        view = memoryview(chunk).cast("B")
-        if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
-            view = memoryview(bytes(view))
-        if len(view) <= size:
-            if len(view):
-                yield view
-            continue
-        for off in range(0, len(view), size):
-            yield view[off : off + size]
+    it = aiter(source)
+    try:
+        async for chunk in it:
+            view = memoryview(chunk).cast("B")
+            if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
+                view = memoryview(bytes(view))
+            if len(view) <= size:
+                if len(view):
+                    yield view
+                continue
+            for off in range(0, len(view), size):
+                yield view[off : off + size]
+    finally:
+        if isinstance(it, AsyncGenerator):
+            await it.aclose()
 
 
 class Pipeline:
@@ -296,21 +227,27 @@ class Pipeline:
     def __or__(self, other: Transform) -> Pipeline:
         return Pipeline(*self.stages, other, policy=self.policy)
 
-    def _build(self, push: _Push) -> list[_SegmentedStage | _PlainStage]:
-        runners: list[_SegmentedStage | _PlainStage] = []
+    def _build(self, push: _Push, done_on_return: bool, site: str) -> list[_Stage]:
+        """Runners from last to first; each pushes into the next, the last into ``push``.
+
+        ``done_on_return``: the final consumer is done with each view when it returns,
+        so a segmented stage feeding it may lend reused buffers.
+        """
+        runners: list[_Stage] = []
         for stage in reversed(self.stages):
-            runner: _SegmentedStage | _PlainStage
+            runner: _Stage
             if isinstance(stage, SegmentedTransform):
-                runner = _SegmentedStage(stage, self.policy, push)
+                runner = _SegmentedStage(stage, self.policy, push, site, reuse=done_on_return)
             else:
-                runner = _PlainStage(stage, self.policy, push)
+                runner = _PlainStage(stage, self.policy, push, site + "-plain")
             runners.append(runner)
             push = runner.push
+            # A plain stage consumes its input in update(); a segmented one keeps views.
+            done_on_return = isinstance(runner, _PlainStage)
         runners.reverse()
         return runners
 
-    async def _drive(self, source: Source, push: _Push) -> None:
-        runners = self._build(push)
+    async def _drive(self, source: Source, runners: list[_Stage]) -> None:
         first = runners[0]
         async with aclosing(_chunks(source, self._piece_size)) as pieces:
             async for piece in pieces:
@@ -325,20 +262,22 @@ class Pipeline:
     def feeder(self, sink: Sink) -> Feeder:
         """Push-mode driving: ``await f.send(data)`` as data arrives, ``await f.aclose()``
         at the end (for callers that are handed data, like ASGI ``send`` hooks)."""
-        return Feeder(self._build(_as_push(sink)), self._piece_size)
+        push, done = _as_push(sink)
+        return Feeder(self._build(push, done, "pipeline-feeder"), self._piece_size)
 
     async def run(self, source: Source, sink: Sink) -> None:
         """Drive everything from ``source`` into ``sink``."""
-        await self._drive(source, _as_push(sink))
+        push, done = _as_push(sink)
+        await self._drive(source, self._build(push, done, "pipeline-sink"))
 
     async def stream(self, source: Source) -> AsyncIterator[bytes]:
         """The output as an async iterator of ``bytes`` chunks (at most a batch each)."""
         ready: deque[bytes] = deque()
 
-        async def collect(view: memoryview) -> None:
-            ready.append(bytes(view))
+        async def collect(data: Buffer) -> None:
+            ready.append(data if isinstance(data, bytes) else bytes(data))
 
-        runners = self._build(collect)
+        runners = self._build(collect, False, "pipeline-stream")
         first = runners[0]
         error: Exception | None = None
         async with aclosing(_chunks(source, self._piece_size)) as pieces:
@@ -365,11 +304,11 @@ class Pipeline:
         """All output as one ``bytes`` (only for data that fits in memory)."""
         parts: list[bytes] = []
 
-        async def add(view: memoryview) -> None:
-            parts.append(bytes(view))
+        async def add(data: Buffer) -> None:
+            parts.append(data if isinstance(data, bytes) else bytes(data))
 
-        await self._drive(source, add)
-        return b"".join(parts)
+        await self._drive(source, self._build(add, False, "pipeline-stream"))
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def __repr__(self) -> str:
         return f"Pipeline({' | '.join(type(s).__name__ for s in self.stages)})"
@@ -379,7 +318,7 @@ class Feeder:
     """Drives a pipeline from pushed data; every output goes to the sink before
     ``send`` returns, except what a segmented stage holds back for its next batch."""
 
-    def __init__(self, runners: list[_SegmentedStage | _PlainStage], piece_size: int) -> None:
+    def __init__(self, runners: list[_Stage], piece_size: int) -> None:
         self._runners = runners
         self._piece = piece_size
         self._closed = False

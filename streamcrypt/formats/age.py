@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from functools import partial
 
 from .._state import Buffer
 from ..codecs.age import (
+    DEFAULT_MAX_WORK_FACTOR,
+    DEFAULT_WORK_FACTOR,
     AgeDecryptor,
     AgeEncryptor,
     IdentityLike,
     RecipientLike,
-    decrypt_bytes,
-    encrypt_bytes,
 )
-from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, wait_future
+from ..codecs.armor import ArmorDecoder, ArmorEncoder, dearmor, is_armored
+from ..codecs.armor import armor as _armor
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ._run import stream
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
@@ -37,8 +37,7 @@ async def encrypt(
     The arguments are checked when iteration starts; a passphrase's scrypt runs on a
     worker thread (inline only with ``policy=None``), never on the event loop.
     """
-    make = partial(AgeEncryptor, list(recipients), passphrase, work_factor=work_factor)
-    enc = make() if policy is None else await wait_future(policy.submit(make))
+    enc = AgeEncryptor(list(recipients), passphrase, work_factor=work_factor)
     async for piece in stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy):
         yield piece
 
@@ -79,3 +78,36 @@ async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIter
     if rest is not None:
         async for chunk in rest:
             yield chunk
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    recipients: Iterable[RecipientLike] = (),
+    passphrase: str | Buffer | None = None,
+    armor: bool = False,
+    *,
+    work_factor: int = DEFAULT_WORK_FACTOR,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its
+    chunks sealed on all cores. Raises as :class:`AgeEncryptor`."""
+    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    out = run_segmented(enc, plaintext, policy)
+    return _armor(out) if armor else out
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    identities: Iterable[IdentityLike] = (),
+    passphrase: str | Buffer | None = None,
+    *,
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.
+
+    Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
+    """
+    data = dearmor(ciphertext) if is_armored(ciphertext) else ciphertext
+    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    return run_segmented(dec, data, policy)

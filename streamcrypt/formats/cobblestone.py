@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from .._state import Buffer
-from ..codecs.cobblestone import (
-    CobblestoneDecryptor,
-    CobblestoneEncryptor,
-    Variant,
-    decrypt_bytes,
-    encrypt_bytes,
-)
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ..keys import SecretKey
 from ._run import stream
 
@@ -45,3 +39,30 @@ def decrypt(
     return stream(
         source, CobblestoneDecryptor(key, context=context, variant=variant), policy=policy
     )
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    key: Buffer | SecretKey,
+    *,
+    context: Buffer = b"",
+    variant: Variant | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt a whole message (random salt), chunks sealed on all cores."""
+    return run_segmented(
+        CobblestoneEncryptor(key, context=context, variant=variant), plaintext, policy
+    )
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    key: Buffer | SecretKey,
+    *,
+    context: Buffer = b"",
+    variant: Variant | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt a whole message, chunks opened on all cores; all or nothing."""
+    dec = CobblestoneDecryptor(key, context=context, variant=variant)
+    return run_segmented(dec, ciphertext, policy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from .._state import Buffer
 from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
     DEFAULT_RECORD_SIZE,
@@ -11,11 +12,9 @@ from ..codecs.ece import (
     EceEncryptor,
     EceKey,
     EceKeySource,
-    decrypt_bytes,
-    encrypt_bytes,
     encrypted_length,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ..keys import KeyRing
 from ._run import stream
 
@@ -43,3 +42,31 @@ def decrypt(
 ) -> AsyncIterator[bytes]:
     """Decrypt an ``aes128gcm`` body, yielding only verified records."""
     return stream(source, EceDecryptor(key, max_record_size=max_record_size), policy=policy)
+
+
+def encrypt_bytes(
+    body: Buffer,
+    key: EceKey | KeyRing,
+    *,
+    salt: bytes | None = None,
+    record_size: int = DEFAULT_RECORD_SIZE,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores."""
+    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
+    return run_segmented(enc, body, policy)
+
+
+def decrypt_bytes(
+    body: Buffer,
+    key: EceKeySource,
+    *,
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    allow_no_records: bool = False,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing."""
+    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
+    return run_segmented(dec, body, policy)

@@ -10,10 +10,8 @@ from ..codecs.tink import (
     TinkStreamDecryptor,
     TinkStreamEncryptor,
     TinkStreamingKey,
-    decrypt_bytes,
-    encrypt_bytes,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ._run import stream
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
@@ -39,3 +37,25 @@ def decrypt(
 ) -> AsyncIterator[bytes]:
     """Decrypt a Tink streaming ciphertext, yielding only verified segments."""
     return stream(source, TinkStreamDecryptor(key, aad=aad), policy=policy)
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    key: TinkKeyLike,
+    *,
+    aad: Buffer = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt ``plaintext`` into one Tink streaming ciphertext, segments on all cores."""
+    return run_segmented(TinkStreamEncryptor(key, aad=aad), plaintext, policy)
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    key: TinkKeyLike | Sequence[TinkStreamingKey],
+    *,
+    aad: Buffer = b"",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt a whole Tink streaming ciphertext, segments on all cores; all or nothing."""
+    return run_segmented(TinkStreamDecryptor(key, aad=aad), ciphertext, policy)

@@ -58,7 +58,14 @@ from ..codecs._segmented import (
     SegmentJob,
     SegmentLayout,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, pipeline, wait_future
+from ..engine import (
+    CLAIM_SIZE,
+    DEFAULT_POLICY,
+    OffloadPolicy,
+    OrderedBatches,
+    pipeline,
+    wait_future,
+)
 from ..errors import (
     BrokenTransformError,
     FormatError,
@@ -260,11 +267,15 @@ def _pread_all(fd: int, offset: int, length: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _write_all(fd: int, parts: list[memoryview]) -> None:
-    for part in parts:
-        view = part
-        while view:
-            view = view[os.write(fd, view) :]
+def _write_all(fd: int, parts: list[Buffer]) -> None:
+    """Write ``parts`` in order (one ``writev`` each time the kernel takes them all)."""
+    views = [memoryview(part) for part in parts if len(part)]
+    while views:
+        done = os.writev(fd, views)
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if done:
+            views[0] = views[0][done:]
 
 
 def _open_for_reading(path: str) -> tuple[int, int]:
@@ -274,14 +285,6 @@ def _open_for_reading(path: str) -> tuple[int, int]:
     except BaseException:
         os.close(fd)
         raise
-
-
-def _seal_batch(jobs: list[SegmentJob], out: bytearray) -> int:
-    view = memoryview(out)
-    pos = 0
-    for job in jobs:
-        pos += len(job.run(view[pos : pos + job.out_size]))
-    return pos
 
 
 def remove_stale_temporaries(
@@ -322,11 +325,15 @@ class _Threads:
         self._policy = policy or DEFAULT_POLICY
         self._running: set[Future[Any]] = set()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    def start(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``fn(*args)`` on a worker; remembered until it finished."""
         future = self._policy.submit(fn, *args)
         self._running.add(future)
         future.add_done_callback(self._running.discard)
-        return await wait_future(future)
+        return future
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await wait_future(self.start(fn, *args))
 
     async def settle(self) -> None:
         """Wait until no call started here is still running (before closing its fd)."""
@@ -440,7 +447,7 @@ class _StreamChunks:
 
 
 class _Sink(Protocol):
-    async def write(self, parts: list[memoryview]) -> None: ...
+    async def write(self, parts: list[Buffer]) -> None: ...
 
     async def commit(self) -> None: ...
 
@@ -448,19 +455,31 @@ class _Sink(Protocol):
 
 
 class _AtomicFileSink:
-    """Writes a temporary beside ``dest``; commit renames it into place."""
+    """Writes a temporary beside ``dest``; commit renames it into place.
+
+    Writes go *behind*: ``write`` starts writing its buffer on a worker and returns, after
+    waiting for the write before it, so the next batch is sealed while this one is written.
+    """
 
     def __init__(self, dest: str, fd: int, tmp: str, threads: _Threads) -> None:
         self._dest = dest
         self._fd: int | None = fd
         self.tmp = tmp
         self._threads = threads
+        self._writing: Future[None] | None = None
 
-    async def write(self, parts: list[memoryview]) -> None:
+    async def _written(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await wait_future(writing)
+
+    async def write(self, parts: list[Buffer]) -> None:
         assert self._fd is not None
-        await self._threads.run(_write_all, self._fd, parts)
+        await self._written()
+        self._writing = self._threads.start(_write_all, self._fd, parts)
 
     async def commit(self) -> None:
+        await self._written()
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
@@ -473,6 +492,7 @@ class _AtomicFileSink:
 
     async def abort(self) -> None:
         fd, self._fd = self._fd, None
+        self._writing = None
         await self._threads.settle()
         await self._threads.run(discard_temporary, fd, self.tmp)
 
@@ -484,13 +504,14 @@ class _StreamSink:
         self._obj = obj
         self._close = close
 
-    async def write(self, parts: list[memoryview]) -> None:
+    async def write(self, parts: list[Buffer]) -> None:
         obj = self._obj
         for part in parts:
+            data = part if isinstance(part, bytes) else bytes(part)
             if isinstance(obj, ByteSendStream):
-                await obj.send(bytes(part))
+                await obj.send(data)
             else:
-                await obj.write(bytes(part))
+                await obj.write(data)
 
     async def commit(self) -> None:
         flush = getattr(self._obj, "flush", None)
@@ -509,106 +530,116 @@ class _StreamSink:
 # ---------------------------------------------------------------------------------------
 
 
-class _Batch:
-    __slots__ = ("future", "out", "written")
-
-    def __init__(self, out: bytearray) -> None:
-        self.out = out
-        self.future: Future[int] | None = None
-        self.written = 0
-
-
 class _Writer:
-    """Seals in ordered, bounded, parallel batches and writes each batch in one call."""
+    """Seals through the engine's scheduler and writes each sealed batch, in order.
 
-    def __init__(self, enc: SegmentedEncryptor, sink: _Sink, policy: OffloadPolicy | None) -> None:
+    Settling the header (an encryptor's password KDF) runs on a worker thread.
+    """
+
+    def __init__(
+        self, enc: SegmentedEncryptor, sink: _Sink, policy: OffloadPolicy | None, threads: _Threads
+    ) -> None:
         self._enc = enc
         self._sink = sink
-        self._policy = policy
-        self._limit = policy.batch_size if policy is not None else _INLINE_PIECE
-        self._window = policy.max_in_flight if policy is not None else 1
-        self._header = enc.take_header()
-        self._jobs: list[SegmentJob] = []
-        self._job_bytes = 0
-        self._in_flight: deque[_Batch] = deque()
-        self._free: list[bytearray] = []
+        self._threads = threads
+        self._batches = OrderedBatches(policy, site="file-write", fail=enc.fail)
+        self._piece = policy.batch_size if policy is not None else _INLINE_PIECE
         self.position = 0
 
+    async def _jobs(self, fn: Callable[..., list[SegmentJob]], *args: Any) -> list[SegmentJob]:
+        jobs = await self._threads.run(fn, *args) if self._enc.header_pending else fn(*args)
+        header = self._enc.take_header()
+        if header:
+            await self._sink.write([header])
+        return jobs
+
     async def write(self, view: memoryview) -> int:
-        for off in range(0, len(view), self._limit):
-            piece = view[off : off + self._limit]
+        for off in range(0, len(view), self._piece):
+            piece = view[off : off + self._piece]
             if not piece.readonly:  # jobs keep views of their input: never of a caller's buffer
                 piece = memoryview(bytes(piece))
-            for job in self._enc.feed(piece):
-                self._jobs.append(job)
-                self._job_bytes += job.out_size
-            if self._job_bytes >= self._limit:
-                await self._launch()
+            jobs = await self._jobs(self._enc.feed, piece)
+            await self._batches.put(jobs, self._sink.write)
         self.position += len(view)
         return len(view)
 
     async def close(self) -> None:
-        for job in self._enc.finish():
-            self._jobs.append(job)
-            self._job_bytes += job.out_size
-        await self._launch()
-        while self._in_flight:
-            await self._emit_oldest()
+        jobs = await self._jobs(self._enc.finish)
+        await self._batches.put(jobs, self._sink.write)
+        await self._batches.flush(self._sink.write)
         await self._sink.commit()
 
-    def _buffer(self, size: int) -> bytearray:
-        while self._free:
-            buf = self._free.pop()
-            if len(buf) >= size:
-                return buf
-        grain = 1 << 16
-        return bytearray(-(-size // grain) * grain)
+    async def abort(self) -> None:
+        await self._batches.settle()
+        await self._sink.abort()
 
-    async def _launch(self) -> None:
-        if not self._jobs:
-            return
-        jobs, size = self._jobs, self._job_bytes
-        self._jobs, self._job_bytes = [], 0
-        batch = _Batch(self._buffer(size))
-        policy = self._policy
-        if policy is None or size < policy.inline_limit:
-            batch.written = _seal_batch(jobs, batch.out)
-        else:
-            batch.future = policy.submit(_seal_batch, jobs, batch.out)
-        self._in_flight.append(batch)
-        while len(self._in_flight) >= self._window or (
-            self._in_flight and self._in_flight[0].future is None
-        ):
-            await self._emit_oldest()
 
-    async def _emit_oldest(self) -> None:
-        batch = self._in_flight[0]
-        if batch.future is not None:
-            batch.written = await wait_future(batch.future)
-            batch.future = None
-        self._in_flight.popleft()
-        parts = [memoryview(batch.out)[: batch.written]]
-        if self._header:
-            parts.insert(0, memoryview(self._header))
-            self._header = b""
-        await self._sink.write(parts)
-        self._free.append(batch.out)
+class _PreadJob:
+    """Read a run of segments' ciphertext with ``pread`` and open it: a worker's job."""
+
+    __slots__ = ("_fd", "_job", "_length", "_offset", "out_size")
+
+    def __init__(self, fd: int, job: SegmentJob, offset: int, length: int) -> None:
+        self._fd = fd
+        self._job = job
+        self._offset = offset
+        self._length = length
+        self.out_size = max(0, length - job.count * job.codec.overhead)
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        try:
+            data = _pread_all(self._fd, self._offset, self._length)
+        except OSError as exc:
+            return 0, exc
+        if len(data) != self._length:
+            return 0, TruncatedStreamError(
+                "the file is shorter than when it was opened: it was truncated meanwhile"
+            )
+        self._job.data = data
+        return self._job.run_into(out)
 
 
 class _RandomReader:
-    """Random access through a SegmentLayout with a one-segment plaintext cache."""
+    """Random access through a SegmentLayout, with read-ahead for sequential reads.
+
+    A read is served from the *span* last opened (whole segments around the position,
+    about the size of the read); past it, the next span comes from the engine's
+    scheduler. From a file descriptor, spans are read and opened on workers (``pread``
+    and the cipher in one job); once a read continues the span before it, up to
+    ``max_in_flight`` spans ahead are already in flight; a seek elsewhere drops them.
+    Random reads read only the segments they cover. A span whose segment fails opens up to that segment: reads before it succeed,
+    a read that touches it raises, the rest of the file stays readable.
+    """
 
     def __init__(
-        self, source: _RandomAccess, layout: SegmentLayout, policy: OffloadPolicy | None
+        self,
+        source: _RandomAccess,
+        layout: SegmentLayout,
+        policy: OffloadPolicy | None,
+        threads: _Threads,
     ) -> None:
         self._source = source
         self._layout = layout
         self._policy = policy
+        self._threads = threads
         self.size = layout.plaintext_size
         self.position = 0
-        self._cache_start = 0
-        self._cache = b""
         self.piece = policy.batch_size if policy is not None else _INLINE_PIECE
+        self._cache = b""
+        self._cache_start = 0
+        # Read-ahead runs only where the worker can read by itself (a descriptor) and a
+        # policy lets work leave the loop.
+        self._fd = source.fd if isinstance(source, _FdSource) and policy is not None else None
+        self._batches = self._new_batches()
+        self._spans: deque[tuple[int, int]] = deque()  # plaintext ranges in flight, in order
+        self._span = 0
+        self._dropped: list[OrderedBatches] = []
+
+    def _new_batches(self) -> OrderedBatches:
+        # One output object per span, so a read of exactly a span returns it uncopied.
+        return OrderedBatches(
+            self._policy, site="file-read", always_offload=self._fd is not None, piece=1 << 62
+        )
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -616,64 +647,90 @@ class _RandomReader:
         parts: list[bytes] = []
         pos = start
         while pos < stop:
-            part = await self._read_some(pos, min(stop, pos + self.piece))
-            parts.append(part)
-            pos += len(part)
+            offset = pos - self._cache_start
+            if 0 <= offset < len(self._cache):
+                take = min(stop - pos, len(self._cache) - offset)
+                parts.append(self._cache[offset : offset + take])
+                pos += take
+            else:
+                await self._load(pos, stop - pos)
         self.position = pos
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    async def _read_some(self, start: int, stop: int) -> bytes:
-        cache_end = self._cache_start + len(self._cache)
-        if self._cache_start <= start < cache_end:
-            end = min(stop, cache_end)
-            return self._cache[start - self._cache_start : end - self._cache_start]
+    def _span_size(self, want: int) -> int:
+        seg = self._layout.codec.full_plaintext(1)
+        return min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
+
+    def _queue(self, start: int, jobs: list[Any]) -> None:
+        self._batches.queue(jobs)
+        self._batches.launch()
+        self._spans.append((start, start + sum(job.out_size for job in jobs)))
+
+    def _queue_span(self, start: int) -> None:
+        """Queue, as one batch of claim-sized jobs, the span of whole segments from
+        plaintext ``start`` (a segment boundary), each job reading its own ciphertext."""
+        assert self._fd is not None
         layout = self._layout
-        planned = layout.plan(start, stop)
+        first = layout.segment_of(start)
+        last = layout.segment_of(min(self.size, start + self._span) - 1)
+        per = max(1, CLAIM_SIZE // layout.codec.full_ciphertext(1))
+        jobs: list[Any] = []
+        for i in range(first, last + 1, per):
+            j = min(last, i + per - 1)
+            planned = layout.plan(layout.plaintext_offset(i), layout.plaintext_offset(j + 1))
+            assert planned is not None
+            job, offset, length, _skip = planned
+            jobs.append(_PreadJob(self._fd, job, offset, length))
+            if job.final:  # a range that reaches the end took the final segment with it
+                break
+        self._queue(start, jobs)
+
+    async def _queue_direct(self, start: int) -> None:
+        """Without read-ahead: fetch the span's ciphertext here, then queue its job."""
+        planned = self._layout.plan(start, start + self._span)
         assert planned is not None
-        job, offset, length, skip = planned
-        ciphertext = await self._source.read_at(offset, length)
-        if len(ciphertext) != length:
+        job, offset, length, _skip = planned
+        job.data = await self._source.read_at(offset, length)
+        if len(job.data) != length:
             raise TruncatedStreamError(
                 "the file is shorter than when it was opened: it was truncated meanwhile"
             )
-        job.data = ciphertext
-        plain = await self._open(job)
-        last = job.first_index + job.count - 1
-        last_start = layout.plaintext_offset(last)
-        first_start = layout.plaintext_offset(job.first_index)
-        self._cache = bytes(plain[last_start - first_start :])
-        self._cache_start = last_start
-        return bytes(plain[skip : skip + stop - start])
+        self._queue(start, [job])
 
-    async def _open(self, job: SegmentJob) -> memoryview:
-        policy = self._policy
-        if policy is None or len(job.data) < policy.inline_limit:
-            return job.run()
-        if job.count < 2:
-            return await wait_future(policy.submit(job.run))
-        # Split the segments across the workers, each opening into its slice of ``out``.
+    async def _load(self, pos: int, want: int) -> None:
         layout = self._layout
-        parts = min(job.count, policy.workers)
-        per = -(-job.count // parts)
-        out = bytearray(job.out_size)
-        view = memoryview(out)
-        data = memoryview(job.data)
-        first = job.first_index
-        c0, p0 = layout.ciphertext_offset(first), layout.plaintext_offset(first)
-        futures: list[Future[memoryview]] = []
-        total = 0
-        for i in range(first, first + job.count, per):
-            count = min(per, first + job.count - i)
-            last = i + count == first + job.count
-            c_start = layout.ciphertext_offset(i) - c0
-            c_end = len(data) if last else layout.ciphertext_offset(i + count) - c0
-            p_start = layout.plaintext_offset(i) - p0
-            sub = SegmentJob(job.codec, False, i, count, data[c_start:c_end], job.final and last)
-            futures.append(policy.submit(sub.run, view[p_start : p_start + sub.out_size]))
-        for future in futures:
-            done: memoryview = await wait_future(future)
-            total += len(done)
-        return view[:total]
+        start = layout.plaintext_offset(layout.segment_of(pos))
+        want += pos - start
+        if not self._spans or self._spans[0][0] != start:
+            self._restart(want)
+            if self._fd is not None:
+                self._queue_span(start)
+            else:
+                await self._queue_direct(start)
+        span_start, span_stop = self._spans.popleft()
+        await self._batches.wait()
+        parts, error = self._batches.pop()
+        sequential = span_start == self._cache_start + len(self._cache)
+        out = parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+        self._cache, self._cache_start = out, span_start
+        if error is not None:
+            self._restart(want)
+            if pos >= span_start + len(out):
+                raise error
+            return
+        if self._fd is not None and sequential:  # read ahead while reads go forward
+            nxt = self._spans[-1][1] if self._spans else span_stop
+            while nxt < self.size and not self._batches.window_full:
+                self._queue_span(nxt)
+                nxt = self._spans[-1][1]
+
+    def _restart(self, want: int) -> None:
+        """Drop what is in flight (a seek, or a failed span) and size spans for ``want``."""
+        if self._batches.broken or not self._batches.idle:
+            self._dropped.append(self._batches)
+            self._batches = self._new_batches()
+        self._spans.clear()
+        self._span = self._span_size(want)
 
     async def seek(self, offset: int, whence: int) -> int:
         if whence == io.SEEK_SET:
@@ -690,6 +747,9 @@ class _RandomReader:
         return target
 
     async def aclose(self) -> None:
+        # Jobs in flight read the descriptor: let them finish before it is closed.
+        for batches in [*self._dropped, self._batches]:
+            await batches.settle()
         await self._source.aclose()
 
 
@@ -897,7 +957,7 @@ class EncryptedFile:
         with anyio.CancelScope(shield=True):
             impl = self._impl
             if isinstance(impl, _Writer):
-                await impl._sink.abort()
+                await impl.abort()
             else:
                 await impl.aclose()
 
@@ -1020,7 +1080,7 @@ async def _open_reader_on(
         with anyio.CancelScope(shield=True):
             await source.aclose()
         raise
-    return EncryptedFile("rb", _RandomReader(source, layout, policy))
+    return EncryptedFile("rb", _RandomReader(source, layout, policy, threads))
 
 
 def open_file(
@@ -1066,7 +1126,7 @@ def open_file(
             with anyio.CancelScope(shield=True):  # never leave a temporary behind
                 fd, tmp = await threads.run(create_temporary, dest)
             sink = _AtomicFileSink(dest, fd, tmp, threads)
-            return EncryptedFile("wb", _Writer(enc, sink, policy))
+            return EncryptedFile("wb", _Writer(enc, sink, policy, threads))
         with anyio.CancelScope(shield=True):  # never leak the descriptor
             fd, size = await threads.run(_open_for_reading, dest)
         return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
@@ -1091,7 +1151,7 @@ def _open_wrapped(
                     "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
                 )
             enc = await threads.run(fmt.encryptor, opts)
-            return EncryptedFile("wb", _Writer(enc, _StreamSink(stream, close), policy))
+            return EncryptedFile("wb", _Writer(enc, _StreamSink(stream, close), policy, threads))
         if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
             try:
                 base = await stream.tell()

@@ -75,7 +75,6 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -94,7 +93,6 @@ from anyio import (
 from anyio.abc import (
     AnyByteStream,
     ByteReceiveStream,
-    ByteSendStream,
     ByteStream,
     Listener,
     SocketAttribute,
@@ -104,21 +102,25 @@ from anyio.abc import (
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from .._state import Buffer
-from ..codecs.noise import (
-    MAX_MESSAGE_LEN,
-    MAX_NONCE,
-    TAGLEN,
-    CipherState,
-    FixedKeyCipher,
-    NoiseHandshake,
+from ..codecs.noise import TAGLEN, CipherState, NoiseHandshake
+from ..codecs.records import (
+    CLOSE,
+    DATA,
+    HEADER_LEN,
+    MAX_RECORD_DATA,
+    RECORDS_PER_JOB,
+    OpenRecords,
+    SealRecords,
+    record_count,
+    scan_data_records,
+    take_nonces,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy, OrderedBatches
 from ..errors import (
     FormatError,
     HandshakeError,
     InvalidKeySizeError,
     InvalidParameterError,
-    LimitExceededError,
     PeerRejectedError,
     StreamCryptError,
     TruncatedStreamError,
@@ -144,8 +146,6 @@ logger = logging.getLogger("streamcrypt.transports")
 DEFAULT_REKEY_INTERVAL: Final = 65536
 #: Seconds allowed for the whole handshake before the connection is closed.
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
-#: The most plaintext one record carries: the Noise message limit minus the tag.
-MAX_RECORD_DATA: Final = MAX_MESSAGE_LEN - TAGLEN
 
 _MAGIC: Final = b"sc"
 _VERSION: Final = 1
@@ -158,76 +158,14 @@ _HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
 #: is not a streamcrypt peer.
 _MAX_HANDSHAKE_FRAME: Final = 1024
 
-_DATA: Final = 0
-_CLOSE: Final = 1
-_HEADER_LEN: Final = 3
-#: Records sealed on the loop go to the transport in writes of at most this much data:
-#: 17 full records, so that a 1 MiB ``send()`` is one write, not 16 records and a stub.
-_SEND_BATCH: Final = -(-(1 << 20) // MAX_RECORD_DATA) * MAX_RECORD_DATA
-#: ``max_bytes`` asked of the transport per receive, plus the policy's ``inline_limit`` (at
-#: most ``_MAX_READ_EXTRA``) so that one read can hold a run worth offloading. Ciphertext
-#: buffered by a stream (waiting to be opened, or in workers) is at most one read plus one
-#: record: the transport is read only when no complete record is left. 256 KiB measured
-#: best for the inline path (1 MiB reads cut ChaChaPoly over asyncio streams from 0.72 to
-#: 0.57 GB/s: one large inline decrypt and join per read overlaps less with the sender).
+#: ``max_bytes`` asked of the transport per receive while records are opened inline. While
+#: the receive scheduler offloads, a read may hold its whole window (a run worth a worker).
+#: Ciphertext buffered by a stream (waiting to be opened, or in workers) is at most one
+#: read plus one record: the transport is read only when no complete record is left.
+#: 256 KiB measured best for the inline path (1 MiB reads cut ChaChaPoly over asyncio
+#: streams from 0.72 to 0.57 GB/s: one large inline decrypt per read overlaps less with
+#: the sender).
 _RECV_SIZE: Final = 1 << 18
-_MAX_READ_EXTRA: Final = 7 << 20
-_WIRE_OVERHEAD: Final = _HEADER_LEN + TAGLEN
-
-# Offload threshold: the policy's inline_limit (the engine default, 1 MiB), kept after
-# measuring on 2026-12-02 (2-core AMD EPYC, uvloop, bench/sockets.py with both ends on one
-# loop, 256 MiB, medians of 4): 1 MiB sends went from 0.63 to 1.10 GB/s (ChaChaPoly) and
-# from 0.76 to 1.26 GB/s (AESGCM) when offloaded, but 256 KiB sends fell from 0.57 to
-# 0.39 GB/s (ChaChaPoly): a hop costs ~50-70 us here (146 us against 91 us inline to seal
-# 256 KiB with ChaChaPoly). With 4 MiB sends AESGCM was even (1.45 vs 1.54, noisy).
-
-#: ``(key, first nonce, records)``: consecutive records sealed or opened under one key.
-_Run = tuple[FixedKeyCipher, int, int]
-#: A worker's opened batch: verified plaintext, then the failure that stopped it (if any).
-_Opened = tuple[bytes, "StreamCryptError | None"]
-
-
-def _record_count(size: int) -> int:
-    return max(1, -(-size // MAX_RECORD_DATA))
-
-
-def _seal_records(runs: list[_Run], rtype: int, data: memoryview, out: bytearray) -> bytearray:
-    """Seal ``data`` as consecutive records into ``out`` (sized exactly). Pure: any thread."""
-    src = 0
-    dst = 0
-    with memoryview(out) as view:
-        for key, first, count in runs:
-            for n in range(first, first + count):
-                chunk = data[src : src + MAX_RECORD_DATA]
-                length = len(chunk) + TAGLEN
-                header = bytes((length >> 8, length & 0xFF, rtype))
-                view[dst : dst + _HEADER_LEN] = header
-                body = dst + _HEADER_LEN
-                key.seal_into(n, header, chunk, view[body : body + length])
-                src += len(chunk)
-                dst = body + length
-    return out
-
-
-def _open_records(runs: list[_Run], data: memoryview) -> _Opened:
-    """Open consecutive records in ``data``; stop at the first that fails. Pure: any thread.
-
-    Returns the plaintext of the records verified before any failure, and that failure.
-    """
-    parts: list[bytes] = []
-    pos = 0
-    try:
-        for key, first, count in runs:
-            for n in range(first, first + count):
-                length = (data[pos] << 8) | data[pos + 1]
-                body = pos + _HEADER_LEN
-                parts.append(key.open(n, data[pos:body], data[body : body + length]))
-                pos = body + length
-    except StreamCryptError as exc:
-        return b"".join(parts), exc
-    finally:
-        data.release()
-    return b"".join(parts), None
 
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
@@ -397,9 +335,10 @@ class EncryptedStream(ByteStream):
     _handshake_hash: bytes = field(default=b"", init=False)
     _rbuf: bytearray = field(default_factory=bytearray, init=False)
     _rpos: int = field(default=0, init=False)
-    _pending: bytes = field(default=b"", init=False)
+    _pending: deque[bytes] = field(default_factory=deque, init=False)
     _pending_pos: int = field(default=0, init=False)
-    _opening: deque[Future[_Opened]] = field(default_factory=deque, init=False)
+    _sending: OrderedBatches = field(init=False)
+    _receiving: OrderedBatches = field(init=False)
     _sent_records: int = field(default=0, init=False)
     _received_records: int = field(default=0, init=False)
     _eof_sent: bool = field(default=False, init=False)
@@ -609,12 +548,18 @@ class EncryptedStream(ByteStream):
 
     # -- records -----------------------------------------------------------------------------
 
+    def __post_init__(self) -> None:
+        # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
+        self._sending = OrderedBatches(self._config.policy, site="socket-send", piece=1 << 62)
+        self._receiving = self._new_receiver()
+
+    def _new_receiver(self) -> OrderedBatches:
+        return OrderedBatches(self._config.policy, site="socket-receive")
+
     async def _transport_receive(self) -> bytes:
         transport = self.transport_stream
         if isinstance(transport, ByteReceiveStream):
-            policy = self._config.policy
-            extra = 0 if policy is None else min(policy.inline_limit, _MAX_READ_EXTRA)
-            return await transport.receive(_RECV_SIZE + extra)
+            return await transport.receive(max(_RECV_SIZE, self._receiving.budget))
         return await transport.receive()
 
     def _append(self, chunk: bytes) -> None:
@@ -637,102 +582,40 @@ class EncryptedStream(ByteStream):
                 f"this EncryptedStream is broken by an earlier failure: {self._failure!r}"
             ) from self._failure
 
-    def _take_nonces(self, cs: CipherState, done: int, count: int) -> list[_Run]:
-        """Assign keys and nonces to the next ``count`` records of one direction.
-
-        Runs on the loop thread before any work is dispatched; ``done`` is the number of
-        records of that direction so far. Rekeys fall between runs, so a batch may span
-        a rekey: each run carries its own key. Raises :class:`LimitExceededError` when
-        the nonces run out.
-        """
-        interval = self._config.rekey_interval
-        runs: list[_Run] = []
-        while count:
-            take = count if interval is None else min(count, interval - done % interval)
-            first = cs.nonce
-            if first + take >= MAX_NONCE:
-                raise LimitExceededError(
-                    "Noise nonce space exhausted (2**64-1 records): start a new connection"
-                )
-            runs.append((cs.fixed_key(), first, take))
-            cs.set_nonce(first + take)
-            done += take
-            count -= take
-            if interval is not None and done % interval == 0:
-                cs.rekey()
-        return runs
-
-    def _plan_send(self, rtype: int, data: memoryview) -> tuple[list[_Run], bytearray]:
+    def _seal_jobs(self, rtype: int, view: memoryview) -> list[SealRecords]:
+        """Jobs sealing ``view`` as records, keys and nonces assigned here, in order."""
         cs = self._send_cs
         assert cs is not None
-        count = _record_count(len(data))
-        runs = self._take_nonces(cs, self._sent_records, count)
-        self._sent_records += count
-        return runs, bytearray(len(data) + count * _WIRE_OVERHEAD)
+        interval = self._config.rekey_interval
+        step = RECORDS_PER_JOB * MAX_RECORD_DATA
+        jobs: list[SealRecords] = []
+        offset = 0
+        while True:
+            piece = view[offset : offset + step]
+            count = record_count(len(piece))
+            runs = take_nonces(cs, self._sent_records, count, interval)
+            self._sent_records += count
+            jobs.append(SealRecords(runs, rtype, piece))
+            offset += len(piece)
+            if offset >= len(view):
+                return jobs
 
-    def _offload_limit(self, policy: OffloadPolicy) -> int:
-        """Bytes of record data from which work goes to workers (empty records never do)."""
-        return max(1, policy.inline_limit)
-
-    async def _transport_send(self, sealed: bytearray) -> None:
-        transport = self.transport_stream
-        if isinstance(transport, ByteSendStream):
-            # anyio's byte streams take any bytes-like object; ``sealed`` is never
-            # touched again, so no copy is needed.
-            await transport.send(cast(bytes, sealed))
-        else:
-            await transport.send(bytes(sealed))
+    async def _transport_send(self, sealed: list[Buffer]) -> None:
+        # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
+        for part in sealed:
+            await self.transport_stream.send(cast(bytes, part))
 
     async def _send_records(self, rtype: int, data: Buffer) -> None:
         await checkpoint_if_cancelled()
         try:
             with memoryview(data) as raw, raw.cast("B") as view:
-                policy = self._config.policy
-                if policy is None or len(view) < self._offload_limit(policy):
-                    offset = 0
-                    while True:
-                        piece = view[offset : offset + _SEND_BATCH]
-                        runs, out = self._plan_send(rtype, piece)
-                        await self._transport_send(_seal_records(runs, rtype, piece, out))
-                        offset += len(piece)
-                        if offset >= len(view):
-                            break
-                else:
-                    await self._send_offloaded(rtype, view, policy)
+                jobs = self._seal_jobs(rtype, view)
+                await self._sending.put(jobs, self._transport_send)
+                await self._sending.flush(self._transport_send)
         except BaseException as exc:
             # Sealed records (and their nonces) may be lost: the counters cannot agree.
             self._fail(exc)
             raise
-
-    async def _send_offloaded(self, rtype: int, view: memoryview, policy: OffloadPolicy) -> None:
-        """Seal ``view`` in worker batches (nonces assigned here first), send them in order."""
-        step = max(1, -(-policy.batch_size // MAX_RECORD_DATA)) * MAX_RECORD_DATA
-        total = len(view)
-        offset = 0
-        sealing: deque[Future[bytearray]] = deque()
-
-        def submit() -> None:
-            nonlocal offset
-            piece = view[offset : offset + step]
-            runs, out = self._plan_send(rtype, piece)
-            sealing.append(policy.submit(_seal_records, runs, rtype, piece, out))
-            offset += len(piece)
-
-        try:
-            while offset < total and len(sealing) < policy.max_in_flight:
-                submit()
-            while sealing:
-                sealed = await wait_future(sealing[0])
-                sealing.popleft()
-                if offset < total:
-                    submit()
-                await self._transport_send(sealed)
-        finally:
-            # Only after a failure or cancellation (the stream is then broken): batches not
-            # started are dropped; one already running finishes in the background, reading
-            # the caller's buffer and writing its own.
-            for future in sealing:
-                future.cancel()
 
     async def send(self, item: Buffer) -> None:
         """Seal ``item`` as one or more records and send them now.
@@ -749,7 +632,7 @@ class EncryptedStream(ByteStream):
             if not item:
                 await anyio.lowlevel.checkpoint()
                 return
-            await self._send_records(_DATA, item)
+            await self._send_records(DATA, item)
 
     async def send_eof(self) -> None:
         """Send the authenticated close record, then half-close the transport if it can.
@@ -762,7 +645,7 @@ class EncryptedStream(ByteStream):
             await anyio.lowlevel.checkpoint()
             return
         with self._send_guard:
-            await self._send_records(_CLOSE, b"")
+            await self._send_records(CLOSE, b"")
             self._eof_sent = True
             try:
                 await self.transport_stream.send_eof()
@@ -773,7 +656,7 @@ class EncryptedStream(ByteStream):
         """Open the next complete record in the buffer, or ``None`` if it has not all come."""
         buf = self._rbuf
         pos = self._rpos
-        if len(buf) - pos < _HEADER_LEN:
+        if len(buf) - pos < HEADER_LEN:
             return None
         length = (buf[pos] << 8) | buf[pos + 1]
         if length < TAGLEN:
@@ -781,13 +664,13 @@ class EncryptedStream(ByteStream):
                 f"record length {length} is shorter than the {TAGLEN}-byte tag: the peer "
                 "is not an EncryptedStream or the stream is corrupt"
             )
-        end = pos + _HEADER_LEN + length
+        end = pos + HEADER_LEN + length
         if len(buf) < end:
             return None
-        header = bytes(buf[pos : pos + _HEADER_LEN])
+        header = bytes(buf[pos : pos + HEADER_LEN])
         cs = self._recv_cs
         assert cs is not None
-        with memoryview(buf) as view, view[pos + _HEADER_LEN : end] as body:
+        with memoryview(buf) as view, view[pos + HEADER_LEN : end] as body:
             plaintext = cs.decrypt(header, body)
         self._rpos = end
         if end == len(buf):
@@ -817,7 +700,7 @@ class EncryptedStream(ByteStream):
             raise ValueError("max_bytes must be a positive integer")
         self._check_usable()
         with self._receive_guard:
-            if self._pending_pos < len(self._pending):
+            if self._pending:
                 await anyio.lowlevel.checkpoint()
                 return self._take_pending(max_bytes)
             if self._eof_received:
@@ -832,92 +715,78 @@ class EncryptedStream(ByteStream):
                 raise self._fail(exc) from None
 
     def _take_pending(self, max_bytes: int) -> bytes:
-        start = self._pending_pos
-        end = start + max_bytes
-        out = self._pending[start:end]
-        if end >= len(self._pending):
-            self._pending = b""
-            self._pending_pos = 0
-        else:
-            self._pending_pos = end
-        return out
+        """Up to ``max_bytes`` of the verified plaintext waiting (whole pieces uncopied)."""
+        pending = self._pending
+        out: list[bytes] = []
+        size = 0
+        while pending and size < max_bytes:
+            piece = pending[0]
+            start = self._pending_pos
+            take = min(len(piece) - start, max_bytes - size)
+            out.append(piece if start == 0 and take == len(piece) else piece[start : start + take])
+            size += take
+            if start + take == len(piece):
+                pending.popleft()
+                self._pending_pos = 0
+            else:
+                self._pending_pos = start + take
+        return out[0] if len(out) == 1 else b"".join(out)
 
-    def _offload_open(self) -> bool:
-        """Hand runs of buffered complete data records to workers; ``True`` if any went.
+    def _queue_open(self) -> bool:
+        """Hand the complete data records at the head of the buffer to the receive
+        scheduler, keys and nonces assigned here in record order; ``True`` if any went.
 
-        Only when the run holds at least the policy's ``inline_limit`` of data. Keys and
-        nonces are assigned here, in record order; each batch gets a view of the current
-        buffer, which is then replaced by a copy of its tail (never touched again here).
+        As much as the scheduler wants ahead (a batch inline, its window when it
+        offloads). The jobs keep a view of the current buffer, which is then replaced by a
+        copy of its tail, never touched again here.
         """
-        policy = self._config.policy
-        if policy is None:
-            return False
+        sched = self._receiving
         buf = self._rbuf
-        pos = self._rpos
-        size = len(buf)
-        limit = self._offload_limit(policy)
-        batches: list[tuple[int, int, int]] = []  # (start, end, records)
-        start = pos
-        records = 0
-        data = 0
-        total = 0
-        while size - pos >= _HEADER_LEN and buf[pos + 2] == _DATA:
-            length = (buf[pos] << 8) | buf[pos + 1]
-            end = pos + _HEADER_LEN + length
-            if length < TAGLEN or end > size:
-                break  # malformed or incomplete: left for the inline path
-            pos = end
-            records += 1
-            data += length - TAGLEN
-            if data >= policy.batch_size:
-                batches.append((start, pos, records))
-                total += data
-                start, records, data = pos, 0, 0
-                if len(batches) + len(self._opening) >= policy.max_in_flight:
-                    break
-        if records:
-            batches.append((start, pos, records))
-            total += data
-        if not batches or total < limit:
+        runs = scan_data_records(buf, self._rpos, sched.budget)
+        if not runs:
             return False
         cs = self._recv_cs
         assert cs is not None
+        interval = self._config.rekey_interval
+        jobs: list[OpenRecords] = []
         with memoryview(buf) as view:
-            for first, last, count in batches:
-                runs = self._take_nonces(cs, self._received_records, count)
+            for start, end, count in runs:
+                keys = take_nonces(cs, self._received_records, count, interval)
                 self._received_records += count
-                self._opening.append(policy.submit(_open_records, runs, view[first:last]))
-        self._rbuf = buf[pos:]
+                jobs.append(OpenRecords(keys, view[start:end], count))
+        self._rbuf = buf[runs[-1][1] :]
         self._rpos = 0
+        sched.queue(jobs)
+        while sched.queued:
+            sched.launch()
         return True
 
-    async def _receive_opened(self, max_bytes: int) -> bytes:
-        """The next batch a worker opened: its verified data, then its failure (if any)."""
-        plaintext, error = await wait_future(self._opening[0])
-        self._opening.popleft()
-        if error is not None:
-            for future in self._opening:
-                future.cancel()
-            self._opening.clear()
-            if not plaintext:
-                raise error
-            self._deferred = error
-        self._pending = plaintext
-        self._pending_pos = 0
-        return self._take_pending(max_bytes)
-
     async def _receive_record(self, max_bytes: int) -> bytes:
-        # Cancellation may strike only before a record is consumed: once one is opened
-        # (its counter advanced), the call yields with a shielded checkpoint and returns
-        # it, so a cancelled receive() never drops verified data.
+        # Cancellation may strike only before a record is consumed: once records are
+        # handed to the scheduler (their counters advanced) they stay there until a call
+        # returns them, and a call that has them yields with a shielded checkpoint.
         await checkpoint_if_cancelled()
         checkpointed = False
         while True:
-            if self._opening or self._offload_open():
-                plaintext = await self._receive_opened(max_bytes)
-                if plaintext:
-                    return plaintext
-                checkpointed = True
+            sched = self._receiving
+            if sched.in_flight:
+                await sched.wait()  # changes nothing when cancelled
+                plaintext, error = sched.pop()
+                if error is not None:
+                    self._receiving = self._new_receiver()
+                    if not any(plaintext):
+                        raise error
+                    self._deferred = cast(StreamCryptError, error)
+                if not any(plaintext):
+                    continue
+                if not checkpointed:
+                    await cancel_shielded_checkpoint()
+                self._pending.extend(
+                    part if isinstance(part, bytes) else bytes(part) for part in plaintext if part
+                )
+                self._pending_pos = 0
+                return self._take_pending(max_bytes)
+            if self._queue_open():
                 continue
             record = self._next_record()
             if record is None:
@@ -937,56 +806,25 @@ class EncryptedStream(ByteStream):
                 checkpointed = True
                 self._append(chunk)
                 continue
-            rtype, plaintext = record
-            if rtype == _CLOSE:
-                if plaintext:
+            rtype, data = record
+            if rtype == CLOSE:
+                if data:
                     raise FormatError("the close record carries data: the peer is not conformant")
                 self._eof_received = True
                 if not checkpointed:
                     await cancel_shielded_checkpoint()
                 raise EndOfStream
-            if rtype != _DATA:
+            if rtype != DATA:
                 raise FormatError(
                     f"authenticated record of unknown type {rtype}: the peer speaks a "
                     "newer EncryptedStream version"
                 )
-            if not plaintext:
-                continue
-            if not checkpointed:
-                await cancel_shielded_checkpoint()
-            if len(plaintext) > max_bytes:
-                self._pending = plaintext
+            if data:
+                if not checkpointed:
+                    await cancel_shielded_checkpoint()
+                self._pending.append(data)
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
-            return self._gather(plaintext, max_bytes)
-
-    def _gather(self, first: bytes, max_bytes: int) -> bytes:
-        """Append the data records already buffered, while they fit in ``max_bytes``.
-
-        Fewer, larger returns for bulk transfers. A failure in a later record is kept for
-        the next call, so verified data is never lost to it.
-        """
-        parts = [first]
-        total = len(first)
-        buf = self._rbuf
-        while True:
-            pos = self._rpos
-            if len(buf) - pos < _HEADER_LEN or buf[pos + 2] != _DATA:
-                break
-            length = (buf[pos] << 8) | buf[pos + 1]
-            if length < TAGLEN or total + length - TAGLEN > max_bytes:
-                break
-            if len(buf) < pos + _HEADER_LEN + length:
-                break
-            try:
-                record = self._next_record()
-            except StreamCryptError as exc:
-                self._deferred = exc
-                break
-            assert record is not None
-            parts.append(record[1])
-            total += len(record[1])
-        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def aclose(self) -> None:
         """Send the close record (if not sent yet and the stream is sound), then close.
@@ -1001,7 +839,7 @@ class EncryptedStream(ByteStream):
             if not self._eof_sent and not self._broken and self._send_cs is not None:
                 try:
                     with self._send_guard:
-                        await self._send_records(_CLOSE, b"")
+                        await self._send_records(CLOSE, b"")
                         self._eof_sent = True
                 except (BusyResourceError, ClosedResourceError, BrokenResourceError, OSError):
                     pass  # a concurrent sender, or the transport is gone: just close

@@ -1,0 +1,414 @@
+"""Issue 11: the engine on the paths users take, default policy against ``policy=None``.
+
+Every row runs its variants interleaved (A B C D, A B C D, ...) in one process and quotes
+medians, so that the machine's noise (steal time on a shared VM) falls on all variants
+alike; the limits it is divided by (the raw kernel on one thread and on all cores, over
+64 KiB segments of in-memory data) are measured interleaved in the same row.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.file import FileReadStream
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
+import streamcrypt as sc
+from streamcrypt.engine import DEFAULT_POLICY
+
+from ._report import Report, Table, proc_status, run_uvloop, ticker_lags
+from .formats import CobblestonePeer, TinkPeer
+
+KEY = bytes(range(32))
+SEG = 65536
+SUITES = {"AES-256-GCM": "aes-256-gcm", "ChaCha20-Poly1305": "chacha20-poly1305"}
+KERNELS: dict[str, Callable[[bytes], AESGCM | ChaCha20Poly1305]] = {
+    "AES-256-GCM": AESGCM,
+    "ChaCha20-Poly1305": ChaCha20Poly1305,
+}
+POLICIES: dict[str, sc.OffloadPolicy | None] = {"default": DEFAULT_POLICY, "None": None}
+
+
+class Limits:
+    """The raw kernel over 64 KiB segments: one thread, and one part per core."""
+
+    def __init__(self, data: bytes, kernel: AESGCM | ChaCha20Poly1305) -> None:
+        self.view = memoryview(data)
+        self.kernel = kernel
+        self.cores = os.cpu_count() or 2
+        self.pool = ThreadPoolExecutor(self.cores)
+
+    def _part(self, part: memoryview) -> None:
+        enc, nonce = self.kernel.encrypt, bytes(12)
+        for off in range(0, len(part), SEG):
+            enc(nonce, part[off : off + SEG], None)
+
+    def one(self) -> None:
+        self._part(self.view)
+
+    def all(self) -> None:
+        step = -(-len(self.view) // self.cores // SEG) * SEG
+        parts = [self.view[o : o + step] for o in range(0, len(self.view), step)]
+        list(self.pool.map(self._part, parts))
+
+
+def interleaved(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds of each variant, run in turn ``rounds`` times (after one warm-up)."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(rounds + 1):
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            fn()
+            if r:
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _gen(data: bytes, chunk: int) -> Callable[[], AsyncIterator[bytes]]:
+    def make() -> AsyncIterator[bytes]:
+        async def gen() -> AsyncIterator[bytes]:
+            for off in range(0, len(data), chunk):
+                yield data[off : off + chunk]
+
+        return gen()
+
+    return make
+
+
+def _drain(make_iter: Callable[[], AsyncIterator[bytes]]) -> Callable[[], object]:
+    def run() -> object:
+        async def main() -> int:
+            n = 0
+            async for piece in make_iter():
+                n += len(piece)
+            return n
+
+        return run_uvloop(main)
+
+    return run
+
+
+class Row:
+    """One table row: variants measured against the limits of one kernel, interleaved."""
+
+    def __init__(self, table: Table, limits: Limits, size: int, rounds: int) -> None:
+        self.table = table
+        self.limits = limits
+        self.size = size
+        self.rounds = rounds
+
+    def add(self, label: str, default: Callable[[], object], inline: Callable[[], object]) -> None:
+        t = interleaved(
+            {
+                "one": self.limits.one,
+                "all": self.limits.all,
+                "default": default,
+                "None": inline,
+            },
+            self.rounds,
+        )
+        limit_size = len(self.limits.view)
+        one, all_ = limit_size / t["one"], limit_size / t["all"]
+        d, n = self.size / t["default"], self.size / t["None"]
+        self.table.add(
+            label,
+            d / 1e9,
+            n / 1e9,
+            f"{d / n:.2f}x",
+            f"{d / one:.2f}x / {d / all_:.2f}x",
+            f"{one / 1e9:.2f} / {all_ / 1e9:.2f}",
+        )
+
+
+COLUMNS = [
+    "path",
+    "default GB/s",
+    "policy=None GB/s",
+    "default / None",
+    "default / limit (1 thread / all cores)",
+    "limit GB/s (1 / all)",
+]
+
+
+def _iterators(report: Report, size: int, rounds: int, tmp: Path) -> None:
+    data = os.urandom(size)
+    path = tmp / "plain.bin"
+    path.write_bytes(data)
+    for suite_name, suite in SUITES.items():
+        limits = Limits(data, KERNELS[suite_name](KEY))
+        t = report.table(
+            f"encrypt() / decrypt() async iterators, {suite_name}, {size >> 20} MiB "
+            f"(medians of {rounds}, interleaved)",
+            COLUMNS,
+        )
+        row = Row(t, limits, size, rounds)
+        ct = sc.encrypt_bytes(data, KEY, suite=suite, policy=None)
+        ct_path = tmp / f"ct-{suite}.sc"
+        ct_path.write_bytes(ct)
+        sources: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
+            ("async generator, 64 KiB chunks", _gen(data, 64 << 10), _gen(ct, 64 << 10)),
+            ("async generator, 1 MiB chunks", _gen(data, 1 << 20), _gen(ct, 1 << 20)),
+            (
+                "anyio FileReadStream (file on disk)",
+                lambda: _file_stream(path),
+                lambda: _file_stream(ct_path),
+            ),
+            ("one bytes object", lambda: data, lambda: ct),
+        ]
+        for label, plain_src, ct_src in sources:
+            for verb in ("encrypt", "decrypt"):
+
+                def make(policy: sc.OffloadPolicy | None, verb: str = verb) -> Callable[[], object]:
+                    if verb == "encrypt":
+                        return _drain(
+                            lambda: sc.encrypt(plain_src(), KEY, suite=suite, policy=policy)
+                        )
+                    return _drain(lambda: sc.decrypt(ct_src(), KEY, policy=policy))
+
+                row.add(f"{verb}(), {label}", make(DEFAULT_POLICY), make(None))
+        t.notes.append(
+            "targets (issue 11): default >= policy=None on every row; 1 MiB chunks >= 0.85x "
+            "the all-cores limit, 64 KiB chunks >= 0.7x it"
+        )
+
+
+async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
+    async with await FileReadStream.from_path(path) as stream:
+        async for chunk in stream:
+            yield chunk
+
+
+def _file_stream(path: Path) -> AsyncIterator[bytes]:
+    return _file_chunks(path)
+
+
+def _one_shot(report: Report, sizes: list[int], rounds: int) -> None:
+    t = report.table(
+        f"encrypt_bytes / decrypt_bytes, AES-256-GCM (medians of {rounds}, interleaved)",
+        COLUMNS,
+    )
+    for size in sizes:
+        data = os.urandom(size)
+        ct = sc.encrypt_bytes(data, KEY, policy=None)
+        row = Row(t, Limits(data, AESGCM(KEY)), size, rounds)
+        label = f"{size >> 20} MiB"
+        row.add(
+            f"encrypt_bytes {label}",
+            lambda: sc.encrypt_bytes(data, KEY),
+            lambda: sc.encrypt_bytes(data, KEY, policy=None),
+        )
+        row.add(
+            f"decrypt_bytes {label}",
+            lambda: sc.decrypt_bytes(ct, KEY),
+            lambda: sc.decrypt_bytes(ct, KEY, policy=None),
+        )
+    t.notes.append("target (issue 11): 64 MiB >= 0.5x the one-thread limit")
+
+
+def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
+    chunk = 1 << 20
+    block = os.urandom(chunk)
+    t = report.table(
+        f"Files on disk, {size >> 20} MiB in 1 MiB calls, AES-256-GCM (medians of {rounds}, "
+        "interleaved)",
+        ["path", "GB/s", "ratio to plain anyio file"],
+    )
+    plain, enc = tmp / "plain-file.bin", tmp / "enc-file.sc"
+
+    async def write_plain() -> None:
+        part = tmp / ".plain.tmp"
+        async with await anyio.open_file(part, "wb") as f:
+            for _ in range(size // chunk):
+                await f.write(block)
+            await f.flush()
+            await anyio.to_thread.run_sync(os.fsync, f.wrapped.fileno())
+        await anyio.to_thread.run_sync(os.replace, part, plain)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            await anyio.to_thread.run_sync(os.fsync, fd)
+        finally:
+            os.close(fd)
+
+    def write_enc(policy: sc.OffloadPolicy | None) -> Callable[[], object]:
+        async def main() -> None:
+            async with sc.open(enc, "wb", key=KEY, policy=policy) as f:
+                for _ in range(size // chunk):
+                    await f.write(block)
+
+        return lambda: run_uvloop(main)
+
+    async def read_plain() -> None:
+        async with await anyio.open_file(plain, "rb") as f:
+            while await f.read(chunk):
+                pass
+
+    def read_enc(policy: sc.OffloadPolicy | None) -> Callable[[], object]:
+        async def main() -> None:
+            async with sc.open(enc, "rb", key=KEY, policy=policy) as f:
+                while await f.read(chunk):
+                    pass
+
+        return lambda: run_uvloop(main)
+
+    w = interleaved(
+        {
+            "plain": lambda: run_uvloop(write_plain),
+            "default": write_enc(DEFAULT_POLICY),
+            "None": write_enc(None),
+        },
+        rounds,
+    )
+    for name in ("plain", "default", "None"):
+        label = "plain anyio file" if name == "plain" else f"streamcrypt.open policy={name}"
+        t.add(f"write, {label}", size / w[name] / 1e9, f"{w['plain'] / w[name]:.2f}x")
+    r = interleaved(
+        {
+            "plain": lambda: run_uvloop(read_plain),
+            "default": read_enc(DEFAULT_POLICY),
+            "None": read_enc(None),
+        },
+        rounds,
+    )
+    for name in ("plain", "default", "None"):
+        label = "plain anyio file" if name == "plain" else f"streamcrypt.open policy={name}"
+        t.add(f"read, {label}", size / r[name] / 1e9, f"{r['plain'] / r[name]:.2f}x")
+    t.notes.append(
+        "writes: temporary file, fsync, rename, fsync of the directory on both sides; reads "
+        "from the page cache on both sides. Target (issue 11): >= 0.8x plain"
+    )
+
+
+def _formats(report: Report, size: int, rounds: int) -> None:
+    import pyrage
+
+    from streamcrypt.codecs import age as age_codec
+    from streamcrypt.formats import age, cobblestone
+    from streamcrypt.formats import tink as tink_format
+
+    data = os.urandom(size)
+    chacha = Limits(data, ChaCha20Poly1305(KEY))
+    aes = Limits(data, AESGCM(KEY))
+    t = report.table(
+        f"Formats through the async iterator (1 MiB chunks) against their peers, {size >> 20} "
+        f"MiB (medians of {rounds}, interleaved)",
+        ["format, direction", "streamcrypt GB/s", "peer GB/s", "vs peer", "vs limit (1 / all)"],
+    )
+
+    def line(
+        label: str, limits: Limits, ours: Callable[[], object], peer: Callable[[], object]
+    ) -> None:
+        m = interleaved({"one": limits.one, "all": limits.all, "ours": ours, "peer": peer}, rounds)
+        o, p = size / m["ours"], size / m["peer"]
+        one, all_ = size / m["one"], size / m["all"]
+        t.add(label, o / 1e9, p / 1e9, f"{o / p:.2f}x", f"{o / one:.2f}x / {o / all_:.2f}x")
+
+    ident = pyrage.x25519.Identity.generate()
+    recipient = str(ident.to_public())
+    age_ct = pyrage.encrypt(data, [ident.to_public()])
+    line(
+        "age encrypt (pyrage)",
+        chacha,
+        _drain(lambda: age.encrypt(_gen(data, 1 << 20)(), [recipient])),
+        lambda: pyrage.encrypt(data, [ident.to_public()]),
+    )
+    line(
+        "age decrypt (pyrage)",
+        chacha,
+        _drain(lambda: age.decrypt(_gen(age_ct, 1 << 20)(), [str(ident)])),
+        lambda: pyrage.decrypt(age_ct, [ident]),
+    )
+    assert age_codec.decrypt_bytes(age_ct, [str(ident)]) == data
+
+    tink_peer = TinkPeer()
+    tink_ct = tink_peer.encrypt(data)
+    line(
+        "Tink AES256_GCM_HKDF_1MB encrypt (tink)",
+        aes,
+        _drain(lambda: tink_format.encrypt(_gen(data, 1 << 20)(), tink_peer.key)),
+        lambda: tink_peer.encrypt(data),
+    )
+    line(
+        "Tink AES256_GCM_HKDF_1MB decrypt (tink)",
+        aes,
+        _drain(lambda: tink_format.decrypt(_gen(tink_ct, 1 << 20)(), tink_peer.keyset)),
+        lambda: tink_peer.decrypt(tink_ct),
+    )
+    c2sp_peer = CobblestonePeer(1 << 20)
+    key = c2sp_peer.key
+    c2sp = c2sp_peer.encrypt(data)
+    line(
+        "C2SP Cobblestone-256 encrypt (cryptography)",
+        aes,
+        _drain(lambda: cobblestone.encrypt(_gen(data, 1 << 20)(), key)),
+        lambda: c2sp_peer.encrypt(data),
+    )
+    line(
+        "C2SP Cobblestone-256 decrypt (cryptography)",
+        aes,
+        _drain(lambda: cobblestone.decrypt(_gen(c2sp, 1 << 20)(), key)),
+        lambda: c2sp_peer.decrypt(c2sp),
+    )
+    t.notes.append(
+        "targets (issue 11): age decrypt >= 0.8x its all-cores limit (ChaCha20-Poly1305); C2SP "
+        ">= 2x cryptography.cobblestone both ways; Tink decrypt >= 1.5x tink"
+    )
+
+
+def _soak_child(total: int) -> None:
+    """In a fresh process: stream ``total`` bytes through encrypt() from a 1 MiB generator,
+    with a 1 ms ticker; print p50 and p99 ticker oversleep (ms) and peak RSS growth (MiB)."""
+    chunk = os.urandom(1 << 20)
+
+    async def source() -> AsyncIterator[bytes]:
+        for _ in range(total >> 20):
+            yield chunk
+
+    async def stream() -> None:
+        n = 0
+        async for piece in sc.decrypt(sc.encrypt(source(), KEY), KEY):
+            n += len(piece)
+        assert n == total
+
+    async def main() -> tuple[float, float]:
+        return await ticker_lags(stream)
+
+    base = proc_status("VmRSS:")
+    p50, p99 = run_uvloop(main)
+    print(f"{p50} {p99} {(proc_status('VmHWM:') - base) / (1 << 20)}")
+
+
+def _soak(report: Report, total: int) -> None:
+    t = report.table(
+        f"{total >> 30} GiB through encrypt() then decrypt() (1 MiB generator, default policy)",
+        ["loop lag p50 (ms)", "loop lag p99 (ms)", "peak RSS growth (MiB)"],
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", f"from bench.paths import _soak_child; _soak_child({total})"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    p50, p99, rss = (float(x) for x in out.stdout.split())
+    t.add(p50, p99, rss)
+    t.notes.append("targets (issue 11): lag p99 <= 5 ms; peak RSS growth <= 64 MiB for 4 GiB")
+
+
+def run(report: Report, quick: bool = False) -> None:
+    rounds = 3 if quick else 5
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as d:
+        tmp = Path(d)
+        _iterators(report, (128 if quick else 512) << 20, rounds, tmp)
+        _one_shot(report, [1 << 20, 64 << 20] + ([] if quick else [256 << 20]), rounds)
+        _files(report, (256 if quick else 1024) << 20, 3, tmp)
+    _formats(report, (64 if quick else 256) << 20, rounds)
+    _soak(report, (1 if quick else 4) << 30)

@@ -1,0 +1,168 @@
+"""Whether a batch leaves the event loop: measured on the path it is on.
+
+Theory of operation
+-------------------
+Offload pays only when the threads it adds get a core and the GIL. Neither is knowable
+in advance: two vCPUs may give no more than one, and a loop thread that runs Python
+without pause (a source generator, a consumer, many small chunks) starves workers of
+the GIL, which they retake after every kernel call; then running the kernel inline is
+faster. So each scheduler measures its own path and keeps whatever is faster.
+
+A :class:`Controller` counts the bytes its scheduler launches and the time they take,
+in *epochs* of ``EPOCH_BATCHES`` offload batches' worth of bytes. It starts in the mode
+its *site* (pipeline stream, file write, socket send...) last settled on in this process
+(inline the first time), and with that site's probing period. After ``period`` measured
+epochs it *probes* the other mode for one measured epoch (after any switch, a window's
+worth of bytes only warms up: the window fills or drains) and keeps whichever has the
+higher median rate over its last three epochs, inline on a tie within ``MARGIN``. While
+the verdict holds the period doubles up to ``MAX_STAY``, so probing costs a few percent
+of a long stream; when the verdict flips it starts again from one.
+
+One-shot calls (:func:`~._batches.run_all`) have the caller run jobs itself while helper
+threads take others; a helper that gets no core simply claims little. The share the
+helpers claimed is the measurement there: when they take under ``MIN_HELPER_SHARE``,
+the next calls run without them, and try again after a doubling number of calls.
+
+Short work never reaches a measurement and runs in its site's last verdict; work below
+the policy's ``inline_limit`` never leaves the loop; ``adaptive=False`` offloads every
+batch of at least ``inline_limit``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from ._offload import OffloadPolicy
+
+__all__ = ["INLINE_BATCH", "Controller", "OneShotVerdict"]
+
+#: Bytes per inline batch: the loop checkpoints between batches, so this bounds the time
+#: the loop is held (0.6 ms at the slowest one-thread AES-GCM measured, 1.6 GB/s).
+INLINE_BATCH = 1 << 20
+EPOCH_BATCHES = 4
+MARGIN = 1.05
+MAX_STAY = 32
+MIN_HELPER_SHARE = 0.15
+
+#: The last verdict of every site in this process (True: offload) and its probing period.
+_VERDICTS: dict[str, tuple[bool, int]] = {}
+
+
+class Controller:
+    """Decides, batch by batch, whether work on one path goes to workers."""
+
+    __slots__ = (
+        "_adaptive",
+        "_chosen",
+        "_epoch_bytes",
+        "_mark",
+        "_offload",
+        "_period",
+        "_policy",
+        "_probing",
+        "_rates",
+        "_site",
+        "_stay",
+        "_warm",
+    )
+
+    def __init__(self, policy: OffloadPolicy, site: str) -> None:
+        self._policy = policy
+        self._site = site
+        self._adaptive = policy.adaptive
+        chosen, period = _VERDICTS.get(site, (False, 1)) if policy.adaptive else (True, 1)
+        self._chosen = self._offload = chosen
+        self._period = self._stay = period
+        self._rates: dict[bool, list[float]] = {False: [], True: []}
+        self._epoch_bytes = 0
+        self._mark = time.perf_counter()
+        self._warm = self._warmup()
+        self._probing = False
+
+    @property
+    def offloading(self) -> bool:
+        """The current mode (a batch below ``inline_limit`` stays inline regardless)."""
+        return self._offload
+
+    @property
+    def batch_size(self) -> int:
+        """Bytes per batch in the current mode."""
+        size = self._policy.batch_size
+        return size if self._offload else min(size, INLINE_BATCH)
+
+    def launch(self, size: int) -> bool:
+        """Account a batch of ``size`` bytes; ``True`` if it should run on a worker."""
+        offload = self._offload and size >= self._policy.inline_limit
+        if self._adaptive:
+            self._account(size)
+        return offload
+
+    def _warmup(self) -> int:
+        """Bytes not measured after a switch: offloading, the window filling; inline, the
+        last offloaded batches draining."""
+        return self._policy.max_in_flight * self.batch_size
+
+    def _account(self, size: int) -> None:
+        if self._warm > 0:
+            self._warm -= size
+            if self._warm <= 0:
+                self._mark = time.perf_counter()
+            return
+        self._epoch_bytes += size
+        if self._epoch_bytes < EPOCH_BATCHES * self._policy.batch_size:
+            return
+        now = time.perf_counter()
+        rate = self._epoch_bytes / max(now - self._mark, 1e-9)
+        self._mark, self._epoch_bytes = now, 0
+        rates = self._rates[self._offload]
+        rates.append(rate)
+        del rates[:-3]
+        if self._probing:
+            self._probing = False
+            best = self._best()
+            self._period = min(self._period * 2, MAX_STAY) if best == self._chosen else 1
+            self._stay = self._period
+            self._chosen = best
+            _VERDICTS[self._site] = (best, self._period)
+            self._switch(best)
+            return
+        self._stay -= 1
+        if self._stay <= 0:
+            self._probing = True
+            self._switch(not self._offload)
+
+    def _best(self) -> bool:
+        inline, offload = self._rates[False], self._rates[True]
+        if not inline or not offload:
+            return bool(offload)
+        return statistics.median(offload) > statistics.median(inline) * MARGIN
+
+    def _switch(self, offload: bool) -> None:
+        if offload != self._offload:
+            self._offload = offload
+            self._warm = self._warmup()
+            self._epoch_bytes = 0
+
+
+class OneShotVerdict:
+    """Whether one-shot calls of a site bring helper threads (see the module docstring)."""
+
+    __slots__ = ("_skip", "_skipping")
+
+    def __init__(self) -> None:
+        self._skip = 0
+        self._skipping = 1
+
+    def helpers_wanted(self) -> bool:
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        return True
+
+    def record(self, helper_share: float) -> None:
+        if helper_share < MIN_HELPER_SHARE:
+            self._skip = self._skipping
+            self._skipping = min(self._skipping * 2, MAX_STAY)
+        else:
+            self._skipping = 1

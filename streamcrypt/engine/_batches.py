@@ -1,0 +1,612 @@
+"""Ordered batches: the one scheduler every parallel path runs on.
+
+Theory of operation
+-------------------
+Work arrives as *jobs* (:class:`Job`): pure functions such as "seal segments 40-55" or
+"open these records" that write at most ``out_size`` bytes into a buffer they are given
+and report how much they wrote and whether they failed. The owner (a pipeline stage, an
+encrypted file, an encrypted socket) decides counters, nonces and finality on the loop
+thread before it hands jobs over, so nothing here can desynchronise a stream.
+
+:class:`OrderedBatches` groups jobs into batches of about the controller's batch size and
+runs each batch inline, on the loop thread, or on a worker thread, as its
+:class:`~._adaptive.Controller` decides from what it measures; at most ``max_in_flight``
+batches are outstanding. Batches are taken back strictly in order, so output order never
+depends on which thread finished first. Inside a batch, jobs (cut into pieces of about
+``CLAIM_SIZE``) are *claimed* one at a time from a shared counter: when the loop must wait
+for a batch whose worker is slow to get a core, it claims the rest and runs it itself,
+and a batch a busy pool has not started is taken back whole.
+
+A job that fails stops its batch: the output of the jobs before it and the verified part
+of the failing job are handed out with the failure, everything after is dropped, and the
+scheduler is broken for good. The async drivers (:meth:`put`, :meth:`flush`) also break
+it on cancellation or when the consumer fails, since output may then be lost; the
+low-level :meth:`wait` changes nothing when cancelled (a receiver can resume).
+
+Output model (measured, see docs/ENGINE.md): fresh memory costs a page fault per 4 KiB,
+on this project's VMs about 1 ms per MiB, more than AES-GCM itself. So output is written
+once, where it will be read: in *reuse* mode into a few recycled buffers lent to a
+consumer that is done with them before it asks for more (sinks); otherwise into a new
+``bytes`` object per batch, filled in place by the worker (:func:`fresh_bytes`), which
+the consumer keeps without a copy and the allocator recycles when it is dropped.
+:func:`run_all` (one-shot calls) fills one such object with the whole output, the
+calling thread and helper threads claiming pieces of it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Future
+from typing import Protocol, TypeAlias
+
+import anyio.lowlevel
+
+from .._state import Buffer
+from ..codecs._segmented import SegmentedTransform
+from ..errors import BrokenTransformError
+from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
+from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
+
+__all__ = [
+    "CLAIM_SIZE",
+    "Emit",
+    "Job",
+    "OrderedBatches",
+    "fresh_bytes",
+    "run_all",
+    "run_segmented",
+]
+
+#: Bytes of work a thread claims at a time inside a batch: small enough that the loop can
+#: take over most of a batch and that the last claim finishes soon, large enough that
+#: claiming (about a microsecond) is lost in the kernel time (80 us at 3 GB/s).
+CLAIM_SIZE = 256 << 10
+#: Below this a fresh output is a bytearray copied once; above it, filled in place.
+_FRESH_IN_PLACE = 64 << 10
+
+
+class Job(Protocol):
+    """A pure unit of work the scheduler may run on any thread."""
+
+    @property
+    def out_size(self) -> int:
+        """The most bytes :meth:`run_into` may write."""
+        ...
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        """Write the output into ``out``; return the bytes written and the failure, if
+        any (then only the written bytes, all verified, may be used). Never raises."""
+        ...
+
+
+#: Receives each batch's output in order, in pieces: ``bytes`` it may keep, or (reuse mode)
+#: views it must be done with before it returns.
+Emit: TypeAlias = Callable[[list[Buffer]], Awaitable[object]]
+
+
+# ---------------------------------------------------------------------------------------
+# Fresh output objects
+# ---------------------------------------------------------------------------------------
+
+
+def _bytes_c_api() -> tuple[Callable[[None, int], bytes], Callable[[bytes], int]] | None:
+    """CPython's ``PyBytes_FromStringAndSize`` and ``PyBytes_AsString``, through ctypes."""
+    if sys.implementation.name != "cpython":  # pragma: no cover - others copy once
+        return None
+    new = ctypes.pythonapi.PyBytes_FromStringAndSize
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    address = ctypes.pythonapi.PyBytes_AsString
+    address.restype = ctypes.c_void_p
+    address.argtypes = (ctypes.py_object,)
+    return new, address
+
+
+_BYTES_C_API = _bytes_c_api()
+
+
+def fresh_bytes(size: int) -> tuple[Buffer, memoryview]:
+    """A new output object of ``size`` bytes and a writable view of its memory.
+
+    On CPython large outputs are ``bytes`` created uninitialised through the C API
+    (``PyBytes_FromStringAndSize(NULL, size)``, as C extensions build them) and filled
+    through the view before anyone else sees them: written once, never copied. The
+    caller must fill every byte before handing the object out and must drop the view.
+    Elsewhere, and for small sizes, the object is a ``bytearray`` to be copied by
+    :func:`finish_fresh`.
+    """
+    if _BYTES_C_API is None or size < _FRESH_IN_PLACE:
+        buf = bytearray(size)
+        return buf, memoryview(buf)
+    new, address = _BYTES_C_API
+    obj = new(None, size)
+    array = (ctypes.c_char * size).from_address(address(obj))
+    return obj, memoryview(array).cast("B")
+
+
+def finish_fresh(obj: Buffer) -> bytes:
+    """The ``bytes`` a filled :func:`fresh_bytes` object stands for."""
+    return obj if isinstance(obj, bytes) else bytes(obj)
+
+
+# ---------------------------------------------------------------------------------------
+# Batches
+# ---------------------------------------------------------------------------------------
+
+
+def _pieces(jobs: Iterable[Job]) -> Iterable[Job]:
+    """Jobs cut to about CLAIM_SIZE where they can be (``split``), so threads can share."""
+    for job in jobs:
+        split = getattr(job, "split", None)
+        if split is not None and job.out_size > 2 * CLAIM_SIZE:
+            yield from split(CLAIM_SIZE)
+        else:
+            yield job
+
+
+class _Batch:
+    """Jobs, where each writes, and what running them gave.
+
+    Consecutive jobs share an output *group*: one buffer they fill side by side, handed
+    out whole once every job of the group filled its slot.
+    """
+
+    __slots__ = (
+        "claims",
+        "failed_at",
+        "future",
+        "groups",
+        "handed",
+        "jobs",
+        "lent",
+        "results",
+        "slots",
+    )
+
+    def __init__(
+        self, jobs: list[Job], groups: list[_Group], lent: bytearray | None = None
+    ) -> None:
+        self.jobs = jobs
+        self.groups = groups
+        #: The recycled buffer the groups are views of (reuse mode), or None.
+        self.lent = lent
+        self.slots: list[memoryview] = []
+        for group in groups:
+            pos = 0
+            for job in jobs[group.first : group.end]:
+                self.slots.append(group.view[pos : pos + job.out_size])
+                pos += job.out_size
+        self.results: list[tuple[int, Exception | None] | None] = [None] * len(jobs)
+        self.claims = itertools.count()
+        #: A hint of how many claims were handed out (racy, never above the truth).
+        self.handed = 0
+        #: Jobs after this index are skipped: one at or before it failed.
+        self.failed_at = len(jobs)
+        self.future: Future[int] | None = None
+
+    @property
+    def unclaimed(self) -> bool:
+        """Whether jobs may be left to claim (a hint: :meth:`work` is exact)."""
+        return self.handed < min(len(self.jobs), self.failed_at)
+
+    def work(self, budget: int | None = None) -> int:
+        """Run unclaimed jobs until none is left (or ``budget`` bytes are done); any thread.
+
+        Returns the number of jobs this call ran. ``next()`` on the shared counter is
+        atomic under the GIL, so every job runs exactly once whoever claims it; a job
+        claimed before a failure of a later one still runs (its output comes first).
+        """
+        jobs, results, slots = self.jobs, self.results, self.slots
+        n = len(jobs)
+        ran = done = 0
+        for i in self.claims:
+            self.handed = max(self.handed, i + 1)
+            if i >= n or i > self.failed_at:
+                break
+            try:
+                result = jobs[i].run_into(slots[i])
+            except Exception as exc:  # a job must not raise; if one does, it failed
+                result = (0, exc)
+            results[i] = result
+            ran += 1
+            if result[1] is not None:
+                self.failed_at = min(self.failed_at, i)
+                break
+            done += len(slots[i])
+            if budget is not None and done >= budget:
+                break
+        return ran
+
+    def collect(self) -> tuple[list[Buffer], Exception | None]:
+        """The output of each group in order, up to the first failure (then the verified
+        part of the failing job is the last piece), and that failure.
+
+        A group whose jobs all filled their slots is handed out as its own buffer (a fresh
+        ``bytes``, or a view of a lent buffer); otherwise its pieces are joined (copied).
+        """
+        parts: list[Buffer] = []
+        results, slots = self.results, self.slots
+        for group in self.groups:
+            pieces: list[memoryview] = []
+            error: Exception | None = None
+            for i in range(group.first, group.end):
+                result = results[i]
+                assert result is not None  # every job before a failure ran
+                written, error = result
+                pieces.append(slots[i][:written])
+                if error is not None:
+                    break
+            if error is None and all(
+                len(p) == len(slots[group.first + k]) for k, p in enumerate(pieces)
+            ):
+                parts.append(group.handed_out())
+            else:
+                parts.append(b"".join(pieces))
+            if error is not None:
+                return parts, error
+        return parts, None
+
+
+class _Group:
+    """The buffer a run of consecutive jobs ``[first, end)`` writes into."""
+
+    __slots__ = ("end", "first", "owner", "view")
+
+    def __init__(self, first: int, end: int, owner: Buffer | None, view: memoryview) -> None:
+        self.first = first
+        self.end = end
+        self.owner = owner  # a fresh object to hand out, or None: ``view`` is lent
+        self.view = view
+
+    def handed_out(self) -> Buffer:
+        return self.view if self.owner is None else finish_fresh(self.owner)
+
+
+def _fresh_groups(jobs: list[Job], piece: int) -> list[_Group]:
+    """Groups of consecutive jobs of about ``piece`` bytes, each with a fresh object."""
+    groups: list[_Group] = []
+    first = size = 0
+    for i, job in enumerate(jobs):
+        size += job.out_size
+        if size >= piece or i == len(jobs) - 1:
+            owner, view = fresh_bytes(size)
+            groups.append(_Group(first, i + 1, owner, view))
+            first, size = i + 1, 0
+    return groups
+
+
+class OrderedBatches:
+    """The ordered, bounded, parallel batch scheduler (see the module docstring).
+
+    ``site`` names the path for the controller's per-process verdicts; ``reuse`` lends
+    recycled buffers instead of fresh ``bytes`` (the consumer must be done with each
+    view before it asks for the next); ``fail`` turns a job's failure into what the
+    owner raises (e.g. ``transform.fail``, which marks the transform broken);
+    ``always_offload`` sends every batch to a worker (jobs that do blocking I/O);
+    ``piece``: the size of the new objects fresh output comes in (consecutive jobs share
+    one; see docs/ENGINE.md for why about 256 KiB).
+    """
+
+    def __init__(
+        self,
+        policy: OffloadPolicy | None,
+        *,
+        site: str,
+        reuse: bool = False,
+        fail: Callable[[BaseException], BaseException] = lambda exc: exc,
+        always_offload: bool = False,
+        piece: int = CLAIM_SIZE,
+    ) -> None:
+        self.piece = piece
+        self._policy = policy
+        self._always = always_offload and policy is not None
+        self._control = (
+            Controller(policy, site) if policy is not None and not always_offload else None
+        )
+        self._window_max = policy.max_in_flight if policy is not None else 1
+        self._reuse = reuse
+        self._fail = fail
+        self._queued: list[Job] = []
+        self._queued_bytes = 0
+        self._window: deque[_Batch] = deque()
+        self._free: list[bytearray] = []
+        self._lent: bytearray | None = None
+        self._failure: BaseException | None = None
+        self._abandoned: list[Future[int]] = []
+        self._held_loop = 0  # bytes run inline since the loop last got a turn
+
+    # -- state --------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing in flight."""
+        return not self._queued and not self._window
+
+    @property
+    def broken(self) -> bool:
+        """A failure or cancellation broke this scheduler for good."""
+        return self._failure is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._window)
+
+    @property
+    def window_full(self) -> bool:
+        return len(self._window) >= self._window_max
+
+    @property
+    def head_done(self) -> bool:
+        """The oldest batch has finished (``pop`` would not wait)."""
+        if not self._window:
+            return False
+        future = self._window[0].future
+        return future is None or future.done()
+
+    @property
+    def queued(self) -> bool:
+        """Jobs are queued and not launched yet."""
+        return bool(self._queued)
+
+    @property
+    def budget(self) -> int:
+        """Bytes of work worth queuing ahead: one batch inline, the window when offloading."""
+        offloading = self._always or (self._control is not None and self._control.offloading)
+        return self._batch_size() * (self._window_max if offloading else 1)
+
+    @property
+    def batch_full(self) -> bool:
+        """Enough is queued for a batch."""
+        return self._queued_bytes >= self._batch_size()
+
+    def _batch_size(self) -> int:
+        if self._control is not None:
+            return self._control.batch_size
+        return self._policy.batch_size if self._always and self._policy else INLINE_BATCH
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise BrokenTransformError(
+                f"the batch scheduler is unusable after an earlier failure: {self._failure!r}"
+            ) from self._failure
+
+    def _break(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        for batch in self._window:
+            if batch.future is not None and not batch.future.cancel():
+                self._abandoned.append(batch.future)
+            batch.failed_at = -1  # a running worker stops at its next claim
+        self._window.clear()
+        self._queued.clear()
+
+    # -- low level: queue, launch, wait, pop ----------------------------------------------
+
+    def queue(self, jobs: Iterable[Job]) -> None:
+        """Add jobs to the batch being gathered (never runs anything)."""
+        self._check()
+        for job in _pieces(jobs):
+            self._queued.append(job)
+            self._queued_bytes += job.out_size
+
+    def launch(self) -> None:
+        """Start what is queued as one batch: inline now, or on a worker.
+
+        The caller keeps the window bounded (``window_full`` means pop first).
+        """
+        self._check()
+        if not self._queued:
+            return
+        target = self._batch_size()
+        queued = self._queued
+        size = count = 0
+        while count < len(queued) and size < target:
+            size += queued[count].out_size
+            count += 1
+        jobs = queued[:count]
+        del queued[:count]
+        self._queued_bytes -= size
+        batch = self._batch(jobs, size)
+        control = self._control
+        if self._always or (control is not None and control.launch(size)):
+            assert self._policy is not None
+            try:
+                batch.future = self._policy.submit(batch.work)
+            except RuntimeError:  # the executor is shutting down: run it here
+                batch.work()
+        else:
+            batch.work()
+        self._window.append(batch)
+
+    async def wait(self) -> None:
+        """Until the oldest batch has finished; cancelling this changes nothing.
+
+        While its worker has not started, the batch is taken back and run here; while
+        the worker is busy with it, the loop claims what is left, an inline batch's worth
+        at a time with a checkpoint between, so the loop stays responsive.
+        """
+        batch = self._window[0]
+        future = batch.future
+        while future is not None and not future.done():
+            if future.cancel():  # never started: the pool is busy elsewhere
+                batch.future = future = None
+            elif not batch.unclaimed:
+                await wait_future(future)
+                return
+            while batch.unclaimed:
+                batch.work(INLINE_BATCH)
+                if batch.unclaimed or future is not None:
+                    await anyio.lowlevel.checkpoint()
+
+    async def settle(self) -> None:
+        """Until no worker runs a batch of this scheduler any more (results dropped):
+        before closing what its jobs read, such as a file descriptor."""
+        futures = self._abandoned + [b.future for b in self._window if b.future is not None]
+        for future in futures:
+            if not future.cancel():
+                try:
+                    await wait_future(future)
+                except Exception:
+                    pass
+        self._abandoned.clear()
+
+    def pop(self) -> tuple[list[Buffer], BaseException | None]:
+        """The oldest finished batch's output (in pieces, in order) and its failure (then
+        the scheduler is broken and the failure, passed through ``fail``, is returned to
+        raise). In reuse mode the pieces are views valid until the next ``pop``."""
+        self._check()
+        batch = self._window.popleft()
+        if self._lent is not None:
+            self._free.append(self._lent)
+        parts, error = batch.collect()
+        self._lent = batch.lent
+        if error is not None:
+            failure = self._fail(error)
+            self._break(failure)
+            return parts, failure
+        return parts, None
+
+    def _batch(self, jobs: list[Job], size: int) -> _Batch:
+        if not self._reuse:
+            return _Batch(jobs, _fresh_groups(jobs, self.piece))
+        buf = None
+        for i, candidate in enumerate(self._free):
+            if len(candidate) >= size:
+                buf = self._free.pop(i)
+                break
+        if buf is None:
+            if len(self._free) > self._window_max:
+                self._free.pop(0)
+            # Batches differ by a piece or so: one size with headroom lets them all share.
+            grain = 1 << 16
+            target = self._batch_size()
+            buf = bytearray(-(-max(size, target + target // 16) // grain) * grain)
+        return _Batch(jobs, [_Group(0, len(jobs), None, memoryview(buf)[:size])], buf)
+
+    # -- high level: async drivers that emit in order -------------------------------------
+
+    async def put(self, jobs: Iterable[Job], emit: Emit) -> None:
+        """Queue ``jobs``, launch every batch that filled up, emit finished batches in
+        order (waiting while the window is full). Breaks the scheduler if it fails or is
+        cancelled; raises a job's failure after emitting what verified before it."""
+        self._check()
+        try:
+            self.queue(jobs)
+            while self.batch_full:
+                await self._make_room(emit)
+                self.launch()
+                await self._emit_done(emit)
+            await self._emit_done(emit)
+        except BaseException as exc:
+            self._break(exc)
+            raise
+
+    async def flush(self, emit: Emit) -> None:
+        """Launch what is queued and emit everything in flight (same failure rules)."""
+        self._check()
+        try:
+            while self._queued:
+                await self._make_room(emit)
+                self.launch()
+            while self._window:
+                await self._emit_one(emit)
+        except BaseException as exc:
+            self._break(exc)
+            raise
+
+    async def _make_room(self, emit: Emit) -> None:
+        while self.window_full:
+            await self._emit_one(emit)
+
+    async def _emit_done(self, emit: Emit) -> None:
+        while self.head_done:
+            await self._emit_one(emit)
+
+    async def _emit_one(self, emit: Emit) -> None:
+        head = self._window[0]
+        yields = head.future is not None and not head.future.done()  # wait() will wait
+        await self.wait()
+        out, error = self.pop()
+        self._held_loop = 0 if yields else self._held_loop + sum(map(len, head.slots))
+        if self._held_loop >= INLINE_BATCH:
+            # After a batch's worth of inline work the loop gets a turn, even when the
+            # source and the consumer never yield to it themselves.
+            self._held_loop = 0
+            await anyio.lowlevel.checkpoint()
+        if any(out):
+            await emit(out)
+        if error is not None:
+            raise error
+
+
+_ONESHOT: dict[str, OneShotVerdict] = {}
+
+
+def run_all(
+    jobs: Sequence[Job],
+    policy: OffloadPolicy | None,
+    *,
+    head: Buffer = b"",
+    site: str = "one-shot",
+) -> bytes:
+    """Run every job of a one-shot call into one new ``bytes``: ``head``, then the output.
+
+    Synchronous. The calling thread claims and runs pieces itself; helper threads (when
+    the work is large and helpers have been getting cores, see
+    :class:`~._adaptive.OneShotVerdict`) claim others. All or nothing: on a failure
+    the first one is raised and nothing is returned.
+    """
+    pieces = list(_pieces(jobs))
+    size = sum(job.out_size for job in pieces)
+    obj, full = fresh_bytes(len(head) + size)
+    full[: len(head)] = head
+    # One group over the whole object, head included in what it hands out.
+    batch = _Batch(pieces, [_Group(0, len(pieces), obj, full[len(head) :])])
+    verdict = _ONESHOT.setdefault(site, OneShotVerdict())
+    helpers: list[Future[int]] = []
+    if (
+        policy is not None
+        and size >= 2 * policy.inline_limit
+        and len(pieces) > 1
+        and verdict.helpers_wanted()
+    ):
+        wanted = min(policy.workers, len(pieces) - 1)
+        helpers = [policy.submit(batch.work) for _ in range(wanted)]
+    mine = batch.work()
+    helped = 0
+    for future in helpers:
+        if future.cancel():
+            continue
+        helped += future.result()
+    if helpers:
+        verdict.record(helped / max(1, helped + mine))
+    parts, error = batch.collect()
+    if error is not None:
+        raise error
+    written = sum(result[0] for result in batch.results if result is not None)
+    if written == size:  # every piece filled its slot: the object itself is the output
+        return finish_fresh(obj)
+    return bytes(head) + bytes(parts[0])
+
+
+def run_segmented(
+    transform: SegmentedTransform, data: Buffer, policy: OffloadPolicy | None = DEFAULT_POLICY
+) -> bytes:
+    """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
+
+    Synchronous: the calling thread runs segments itself while helper threads take
+    others (:func:`~streamcrypt.engine.run_all`); the output is written once, into the
+    ``bytes`` returned. Errors come out after nothing is returned (one-shot calls
+    release all or nothing).
+    """
+    view = memoryview(data).cast("B")
+    try:
+        jobs = transform.feed(view)
+        jobs += transform.finish()
+        return run_all(jobs, policy, head=transform.take_header())
+    except Exception as exc:
+        raise transform.fail(exc) from None

@@ -1,0 +1,313 @@
+"""The engine's one scheduler (OrderedBatches, run_all) and its offload controller."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import anyio
+import pytest
+
+import streamcrypt as sc
+from streamcrypt.codecs.container import StreamEncryptor
+from streamcrypt.engine import (
+    CLAIM_SIZE,
+    INLINE_BATCH,
+    Controller,
+    OffloadPolicy,
+    OrderedBatches,
+    _adaptive,
+    fresh_bytes,
+    run_all,
+)
+from streamcrypt.errors import AuthenticationError, BrokenTransformError
+
+KEY = bytes(range(32))
+
+
+class FakeJob:
+    """Writes ``tag`` repeated ``size`` times (optionally slowly, or failing halfway)."""
+
+    def __init__(self, tag: int, size: int, delay: float = 0.0, fail: bool = False) -> None:
+        self.tag = tag
+        self.out_size = size
+        self.delay = delay
+        self.fail = fail
+        self.thread: threading.Thread | None = None
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        self.thread = threading.current_thread()
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail:
+            half = self.out_size // 2
+            out[:half] = bytes([self.tag]) * half
+            return half, AuthenticationError(f"job {self.tag} failed")
+        out[: self.out_size] = bytes([self.tag]) * self.out_size
+        return self.out_size, None
+
+
+def expected(jobs: list[FakeJob]) -> bytes:
+    return b"".join(bytes([j.tag]) * j.out_size for j in jobs)
+
+
+FORCED = OffloadPolicy(inline_limit=0, batch_size=64 << 10, max_in_flight=3, adaptive=False)
+
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+@pytest.mark.parametrize("policy", [FORCED, None], ids=["workers", "inline"])
+async def test_output_is_in_order_whatever_finishes_first(
+    policy: OffloadPolicy | None, reuse: bool
+) -> None:
+    rng = random.Random(1)
+    jobs = [FakeJob(i % 251, rng.randint(1, 40_000), rng.random() / 500) for i in range(60)]
+    sched = OrderedBatches(policy, site="test", reuse=reuse)
+    out = bytearray()
+
+    async def emit(parts: list[Any]) -> None:
+        for part in parts:
+            out.extend(part)  # a reused view is consumed before emit returns
+
+    for i in range(0, len(jobs), 7):
+        await sched.put(jobs[i : i + 7], emit)
+    await sched.flush(emit)
+    assert bytes(out) == expected(jobs)
+    assert sched.idle
+    if policy is not None:
+        assert any(j.thread is not threading.current_thread() for j in jobs)
+    else:
+        assert all(j.thread is threading.current_thread() for j in jobs)
+
+
+async def test_fresh_outputs_are_bytes_kept_without_copies() -> None:
+    policy = OffloadPolicy(inline_limit=0, batch_size=1 << 20, adaptive=False)
+    sched = OrderedBatches(policy, site="test")
+    kept: list[Any] = []
+
+    async def emit(parts: list[Any]) -> None:
+        kept.extend(parts)
+
+    jobs = [FakeJob(7, 100_000), FakeJob(8, 100_000), FakeJob(9, 300_000)]
+    await sched.put(jobs, emit)
+    await sched.flush(emit)
+    assert all(type(k) is bytes for k in kept)
+    assert b"".join(kept) == expected(jobs)
+    # Consecutive jobs share one new object of about CLAIM_SIZE (the last takes the rest).
+    assert [len(k) for k in kept] == [500_000]
+
+
+async def test_a_failure_releases_what_came_before_then_breaks() -> None:
+    jobs = [FakeJob(1, 50_000), FakeJob(2, 50_000), FakeJob(3, 50_000, fail=True)]
+    jobs += [FakeJob(4, 50_000)]
+    failures: list[BaseException] = []
+
+    def fail(exc: BaseException) -> BaseException:
+        failures.append(exc)
+        return exc
+
+    sched = OrderedBatches(FORCED, site="test", fail=fail)
+    out = bytearray()
+
+    async def emit(parts: list[Any]) -> None:
+        for part in parts:
+            out.extend(part)
+
+    with pytest.raises(AuthenticationError, match="job 3"):
+        await sched.put(jobs, emit)
+        await sched.flush(emit)
+    assert bytes(out) == expected(jobs[:2]) + bytes([3]) * 25_000  # verified part of job 3
+    assert len(failures) == 1
+    assert sched.broken
+    with pytest.raises(BrokenTransformError):
+        await sched.put([FakeJob(5, 10)], emit)
+
+
+async def test_cancelled_driver_breaks_the_scheduler() -> None:
+    sched = OrderedBatches(FORCED, site="test")
+
+    async def emit(parts: list[Any]) -> None:
+        await anyio.sleep(1)
+
+    with anyio.move_on_after(0.05) as scope:
+        await sched.put([FakeJob(1, 70_000), FakeJob(2, 70_000)], emit)
+        await sched.flush(emit)
+    assert scope.cancelled_caught
+    assert sched.broken
+    await sched.settle()  # nothing left running
+
+
+class PendingPool(Executor):
+    """Accepts work and never starts it (a pool busy with other work)."""
+
+    def __init__(self) -> None:
+        self.futures: list[Future[Any]] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.futures.append(future)
+        return future
+
+
+async def test_the_loop_takes_back_a_batch_no_worker_started() -> None:
+    pool = PendingPool()
+    policy = OffloadPolicy(inline_limit=0, batch_size=1 << 20, adaptive=False, executor=pool)
+    sched = OrderedBatches(policy, site="test")
+    jobs = [FakeJob(i, CLAIM_SIZE) for i in range(4)]
+    sched.queue(jobs)
+    sched.launch()
+    assert len(pool.futures) == 1 and sched.in_flight == 1
+    await sched.wait()
+    parts, error = sched.pop()
+    assert error is None and b"".join(parts) == expected(jobs)
+    assert all(j.thread is threading.current_thread() for j in jobs)
+    assert pool.futures[0].cancelled()
+
+
+async def test_the_loop_claims_what_a_slow_worker_has_not_reached() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    class Slow(FakeJob):
+        def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+            started.set()
+            release.wait(5)
+            return super().run_into(out)
+
+    sched = OrderedBatches(FORCED, site="test")
+    jobs: list[FakeJob] = [Slow(0, 1000)] + [FakeJob(i, 1000) for i in range(1, 6)]
+    sched.queue(jobs)
+    sched.launch()
+    await anyio.to_thread.run_sync(started.wait, 5)
+    threading.Timer(0.2, release.set).start()
+    await sched.wait()
+    parts, error = sched.pop()
+    assert error is None and b"".join(parts) == expected(jobs)
+    assert jobs[0].thread is not threading.current_thread()
+    assert all(j.thread is threading.current_thread() for j in jobs[1:])
+
+
+async def test_wait_survives_cancellation_with_a_running_worker() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    class Blocking(FakeJob):
+        def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+            started.set()
+            release.wait(5)
+            return super().run_into(out)
+
+    sched = OrderedBatches(FORCED, site="test")
+    jobs = [Blocking(9, 1000)]
+    sched.queue(jobs)
+    sched.launch()
+    await anyio.to_thread.run_sync(started.wait, 5)
+    with anyio.move_on_after(0.05) as scope:
+        await sched.wait()
+    assert scope.cancelled_caught and not sched.broken
+    release.set()
+    await sched.wait()
+    parts, error = sched.pop()
+    assert error is None and b"".join(parts) == expected(jobs)
+
+
+def test_run_all_uses_helpers_and_returns_one_bytes() -> None:
+    policy = OffloadPolicy(inline_limit=0, workers=2)
+    jobs = [FakeJob(i, CLAIM_SIZE, 0.002) for i in range(16)]
+    out = run_all(jobs, policy, head=b"HEAD")
+    assert type(out) is bytes
+    assert out == b"HEAD" + expected(jobs)
+    threads = {j.thread for j in jobs}
+    assert threading.current_thread() in threads  # the caller ran some
+    assert len(threads) > 1  # helpers ran others
+
+
+def test_run_all_is_all_or_nothing() -> None:
+    jobs = [FakeJob(1, CLAIM_SIZE), FakeJob(2, CLAIM_SIZE, fail=True), FakeJob(3, CLAIM_SIZE)]
+    with pytest.raises(AuthenticationError, match="job 2"):
+        run_all(jobs, OffloadPolicy(inline_limit=0))
+    short = [FakeJob(1, 10), FakeJob(2, 10)]
+    short[1].out_size = 12  # a job may write less than its bound (RFC 8188 padding)
+    short[1].run_into = lambda out: (out.__setitem__(slice(0, 10), b"x" * 10), (10, None))[1]  # type: ignore[method-assign]
+    assert run_all(short, None) == b"\x01" * 10 + b"x" * 10
+
+
+def test_fresh_bytes_are_filled_in_place() -> None:
+    obj, view = fresh_bytes(1 << 20)
+    view[:] = b"\xab" * (1 << 20)
+    view.release()
+    assert type(obj) is bytes and obj == b"\xab" * (1 << 20)
+    small, view = fresh_bytes(10)
+    view[:] = b"0123456789"
+    assert bytes(small) == b"0123456789"
+
+
+def test_split_jobs_give_the_same_output() -> None:
+    enc = StreamEncryptor(KEY, segment_size=1024)
+    data = random.Random(3).randbytes(100 * 1024 + 5)
+    (job,) = enc.feed(data)
+    whole = bytes(job.run())
+    parts = job.split(10_000)
+    assert len(parts) == 12 and sum(p.count for p in parts) == job.count  # 9 segments each
+    assert b"".join(bytes(p.run()) for p in parts) == whole
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("offload_faster", [True, False])
+def test_controller_keeps_the_faster_mode(
+    offload_faster: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(_adaptive.time, "perf_counter", clock)
+    monkeypatch.setattr(_adaptive, "_VERDICTS", {})
+    policy = OffloadPolicy(batch_size=4 << 20, inline_limit=0)
+    control = Controller(policy, "test")
+    assert not control.offloading  # nothing learned yet: inline first
+    launched: list[tuple[int, bool]] = []  # (bytes, offloaded)
+    while sum(n for n, _ in launched) < 8 << 30:
+        size = control.batch_size
+        launched.append((size, control.launch(size)))
+        fast = control.offloading == offload_faster
+        clock.now += size / (2e9 if fast else 1e9)
+    tail = launched[len(launched) // 2 :]
+    share = sum(n for n, off in tail if off) / sum(n for n, _ in tail)
+    if offload_faster:
+        assert share > 0.9  # settled on offload, probing inline now and then
+        assert _adaptive._VERDICTS["test"][0] is True
+    else:
+        assert share < 0.1
+        assert _adaptive._VERDICTS["test"][0] is False
+    assert _adaptive._VERDICTS["test"][1] > 1  # the verdict held: probing backed off
+    assert control.batch_size == (4 << 20 if control.offloading else INLINE_BATCH)
+    # A new controller of the same site starts from the verdict.
+    assert Controller(policy, "test").offloading is offload_faster
+
+
+def test_controller_respects_inline_limit_and_fixed_mode() -> None:
+    fixed = Controller(OffloadPolicy(adaptive=False, inline_limit=1000), "test-fixed")
+    assert fixed.launch(999) is False
+    assert fixed.launch(1000) is True
+
+
+def test_pipeline_output_matches_inline_for_every_policy() -> None:
+    data = random.Random(4).randbytes(9 << 20)
+
+    async def run(policy: OffloadPolicy | None) -> bytes:
+        return await sc.pipeline(
+            StreamEncryptor(KEY, salt=bytes(32), nonce_prefix=bytes(7)), policy=policy
+        ).collect(data)
+
+    outs = {anyio.run(run, p) for p in (None, FORCED, OffloadPolicy())}
+    assert len(outs) == 1
