@@ -575,3 +575,69 @@ def test_passphrase_prompt_without_echo(work: Path) -> None:
         start_new_session=True,  # no controlling terminal
     )
     assert no_tty.returncode == 2 and b"--passphrase-file" in no_tty.stderr
+
+
+# ------------------------------------------------------------------ outputs that fail
+
+
+def test_output_directory_or_missing_directory_fails_before_any_work(
+    work: Path, key: Path
+) -> None:
+    (work / "d").mkdir()
+    for args in (
+        ["encrypt", "-k", key, "-o", "d", "in.bin"],
+        ["decrypt", "-k", key, "-o", "d", "in.bin"],
+        ["sign", "-k", "sign.key", "-o", "d", "in.bin"],
+        ["keygen", "-o", "d"],
+    ):
+        # stdin never closes: a command that read its input first would hang, not fail
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamcrypt", *map(str, args[:-1]), "-"]
+            if args[0] in ("encrypt", "decrypt", "sign")
+            else [sys.executable, "-m", "streamcrypt", *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=work,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        try:
+            _, err = proc.communicate(timeout=TIMEOUT)
+        finally:
+            proc.kill()
+        assert proc.returncode == 4, err
+        assert err == b"streamcrypt: error: d is a directory; -o takes the name of a file\n"
+    assert os.listdir(work / "d") == [] and leftovers(work) == []
+    missing = sc("encrypt", "-k", key, "-o", "nodir/x.sc", "in.bin", cwd=work)
+    assert missing.returncode == 4
+    assert b"cannot write nodir/x.sc: the directory" in missing.stderr
+    assert b"nodir does not exist" in missing.stderr and b".tmp" not in missing.stderr
+
+
+def test_clean_removes_what_a_killed_run_left(work: Path, key: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(  # stdin stays open: the run is mid-stream when killed
+        [sys.executable, "-m", "streamcrypt", "encrypt", "-k", str(key), "-o", "out.sc"],
+        stdin=subprocess.PIPE,
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(DATA)
+    proc.stdin.flush()
+    deadline = time.monotonic() + TIMEOUT
+    while not leftovers(work) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(TIMEOUT)
+    proc.stdin.close()
+    [tmp] = leftovers(work)
+    assert not (work / "out.sc").exists()
+    young = sc("clean", work, cwd=work)  # a run may still be writing a young temporary
+    assert young.returncode == 0 and young.stdout == b"" and leftovers(work) == [tmp]
+    assert b"kept 1 temporary" in young.stderr and b"--older-than 0" in young.stderr
+    gone = sc("clean", "--older-than", "0", cwd=work)
+    assert gone.returncode == 0 and leftovers(work) == []
+    assert gone.stdout.decode().strip().endswith(tmp)

@@ -16,6 +16,7 @@ from ._commands import (
     HASH_ALGOS,
     KEY_TYPES,
     run_bench,
+    run_clean,
     run_connect,
     run_hash,
     run_keygen,
@@ -123,6 +124,16 @@ def _build_parser() -> _Parser:
         p.add_argument("--psk-file", metavar="KEYFILE", help="pre-shared symmetric key file")
         p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
         p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
+
+    p = command("clean", run_clean, "remove temporaries left beside outputs by killed runs")
+    p.add_argument("directories", nargs="*", metavar="DIR", help="directories (default: .)")
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="only temporaries not modified for this long (default 3600)",
+    )
 
     p = command("bench", run_bench, "run the benchmarks (from a source checkout)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")

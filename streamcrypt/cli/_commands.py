@@ -26,13 +26,14 @@ from ..primitives import (
     Sha256Tap,
     Sha512Tap,
 )
-from ..transports import EncryptedStream
+from ..transports import EncryptedStream, remove_stale_temporaries
 from ._errors import EXIT_IO, EXIT_USAGE, CliError, describe
-from ._io import Input, Output, Progress, open_output
+from ._io import Input, Output, Progress, check_output, open_output
 from ._keyfiles import load_key_file, new_key_text, parse_public_key, write_key_file
 
 __all__ = [
     "run_bench",
+    "run_clean",
     "run_connect",
     "run_hash",
     "run_keygen",
@@ -54,6 +55,7 @@ def _say(message: str) -> None:
 
 def run_keygen(args: argparse.Namespace) -> int:
     """Write a new key file (mode 0600) and print its public half, if any, to stdout."""
+    check_output(args.output)
     text, public = new_key_text(args.type, args.key_id)
     write_key_file(args.output, text, force=args.force)
     if public is not None:
@@ -114,6 +116,7 @@ def run_hash(args: argparse.Namespace) -> int:
 
 def run_sign(args: argparse.Namespace) -> int:
     """Ed25519ph over the input; the base64 signature (one line) to stdout or ``-o``."""
+    check_output(args.output)
     kf = load_key_file(args.key)
     kf.require("ed25519", purpose="sign needs an Ed25519 key file (keygen --type ed25519)")
     assert kf.ed25519 is not None
@@ -312,6 +315,42 @@ def run_connect(args: argparse.Namespace) -> int:
 
     _run_async(main)
     return 0
+
+
+# -------------------------------------------------------------------------------- clean
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    """Remove the temporaries that killed runs (``kill -9``, a crash) left beside their
+    outputs; prints each path removed, and says how many younger ones were kept."""
+    status = 0
+    for directory in args.directories or ["."]:
+        try:
+            removed = remove_stale_temporaries(directory, older_than=args.older_than)
+            kept = _temporaries_left(directory)
+        except OSError as exc:
+            _say(f"error: {describe(exc)}")
+            status = EXIT_IO
+            continue
+        for path in removed:
+            print(path, flush=True)
+        if kept:
+            _say(
+                f"kept {kept} temporar{'y' if kept == 1 else 'ies'} in {directory} modified "
+                f"less than {args.older_than:g} s ago (a run may still be writing it); "
+                "--older-than 0 removes them once no streamcrypt writes there"
+            )
+    return status
+
+
+def _temporaries_left(directory: str) -> int:
+    """How many output temporaries (``.NAME.streamcrypt-<16 hex>.tmp``) remain."""
+    with os.scandir(directory) as entries:
+        return sum(
+            1
+            for e in entries
+            if e.name.startswith(".") and ".streamcrypt-" in e.name and e.name.endswith(".tmp")
+        )
 
 
 # -------------------------------------------------------------------------------- bench

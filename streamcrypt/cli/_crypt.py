@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
-from ._io import Input, Output, Progress, StdoutOutput, open_output
+from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
 from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
 
 __all__ = ["FORMATS", "add_arguments", "run_decrypt", "run_encrypt"]
@@ -500,6 +500,7 @@ async def _stream(plan: Plan, inp: Input, out: Output) -> None:
 def _run(
     args: argparse.Namespace, planner: Callable[[argparse.Namespace], Plan], *, decrypting: bool
 ) -> int:
+    check_output(args.output)  # before any work: a bad -o fails at once
     inp = Input(args.input)
     try:
         plan = planner(args)
