@@ -641,3 +641,85 @@ def test_clean_removes_what_a_killed_run_left(work: Path, key: Path) -> None:
     gone = sc("clean", "--older-than", "0", cwd=work)
     assert gone.returncode == 0 and leftovers(work) == []
     assert gone.stdout.decode().strip().endswith(tmp)
+
+
+# -------------------------------------------------------------- age's command line
+
+
+def test_age_style_command_line_with_recipients_file(work: Path, public: dict[str, str]) -> None:
+    import pyrage
+
+    (work / "recips.txt").write_text(
+        f"# the team\n{public['id.age']}\n\n  {public['other.age']}  \n"
+    )
+    enc = sc("-R", "recips.txt", "-o", "a.age", "in.bin", cwd=work)  # no command word: age's
+    assert enc.returncode == 0
+    for name in ("id.age", "other.age"):
+        secret = (work / name).read_text().split()[-1]
+        sealed = (work / "a.age").read_bytes()
+        assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(secret)]) == DATA
+        dec = sc("-d", "-i", name, "a.age", cwd=work)
+        assert dec.returncode == 0 and dec.stdout == DATA
+    armored = sc("-e", "-a", "-r", public["id.age"], cwd=work, stdin=DATA)
+    assert armored.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    back = sc("--decrypt", "-i", "id.age", "-o", "back.bin", cwd=work, stdin=armored.stdout)
+    assert back.returncode == 0 and (work / "back.bin").read_bytes() == DATA
+    both = sc("-e", "-d", "-i", "id.age", "a.age", cwd=work)
+    assert both.returncode == 2 and b"exclude each other" in both.stderr
+    # -r given a file says to use -R, and never echoes what it read
+    mistaken = sc("-r", "recips.txt", "in.bin", cwd=work)
+    assert mistaken.returncode == 3 and b"give a file of recipients with -R" in mistaken.stderr
+    (work / "bad.txt").write_text(f"{public['id.age']}\nAGE-SECRET-KEY-1NOTAKEY\n")
+    bad = sc("-R", "bad.txt", "in.bin", cwd=work)
+    assert bad.returncode == 3 and b"bad.txt line 2 does not parse" in bad.stderr
+    assert b"NOTAKEY" not in bad.stderr
+
+
+def test_short_passphrase_flag_prompts(work: Path) -> None:
+    code, seen = _on_a_terminal(
+        ["-p", "--work-factor", "10", "-o", "p.age", "in.bin"], work, [b"pw", b"pw"]
+    )
+    assert code == 0 and b"Confirm passphrase:" in seen, seen
+    code, seen = _on_a_terminal(["-d", "-p", "-o", "back.bin", "p.age"], work, [b"pw"])
+    assert code == 0 and (work / "back.bin").read_bytes() == DATA
+
+
+def test_keygen_to_stdout_and_public_half_with_y(work: Path, public: dict[str, str]) -> None:
+    made = sc("keygen", "--type", "age", cwd=work)  # as age-keygen: key out, public to stderr
+    assert made.returncode == 0 and made.stdout.decode().strip().split()[-1].startswith(
+        "AGE-SECRET-KEY-1"
+    )
+    assert made.stderr.decode().startswith("Public key: age1")
+    again = sc("keygen", "-y", cwd=work, stdin=made.stdout)
+    assert again.returncode == 0 and again.stdout.decode() == made.stderr.decode()[12:]
+    for name in ("id.age", "id.x", "sign.key"):  # -y gives what keygen printed
+        half = sc("keygen", "-y", name, cwd=work)
+        assert half.returncode == 0 and half.stdout.decode() == public[name] + "\n"
+    sym = sc("keygen", "-y", "k.key", cwd=work)
+    assert sym.returncode == 3 and b"no public half" in sym.stderr
+    written = sc("keygen", "-y", "id.age", "-o", "id.pub", cwd=work)
+    assert written.returncode == 0 and (work / "id.pub").read_text() == public["id.age"] + "\n"
+
+
+def test_keygen_post_quantum_identity(work: Path) -> None:
+    made = sc("keygen", "--type", "age-pq", "-o", "pq.key", cwd=work)
+    assert made.returncode == 0
+    recipient = made.stdout.decode().strip()
+    assert recipient.startswith("age1pq1")
+    assert "AGE-SECRET-KEY-PQ-1" in (work / "pq.key").read_text()
+    assert stat.S_IMODE((work / "pq.key").stat().st_mode) == 0o600
+    enc = sc("-r", recipient, "-o", "pq.age", "in.bin", cwd=work)
+    assert enc.returncode == 0 and b"mlkem768x25519" in (work / "pq.age").read_bytes()[:300]
+    dec = sc("-d", "-i", "pq.key", "pq.age", cwd=work)
+    assert dec.returncode == 0 and dec.stdout == DATA
+
+
+def test_decrypt_detects_the_format_and_says_so(work: Path, key: Path) -> None:
+    assert sc("encrypt", "-k", key, "-o", "f.sc", "in.bin", cwd=work).returncode == 0
+    wrong = sc("decrypt", "-i", "id.age", "f.sc", cwd=work)
+    assert wrong.returncode == 2
+    assert b"--format" not in wrong.stderr  # the user gave no --format
+    assert b"the input is a native streamcrypt container" in wrong.stderr
+    assert b"-k KEYFILE" in wrong.stderr
+    forced = sc("decrypt", "--format", "native", "-i", "id.age", "f.sc", cwd=work)
+    assert forced.returncode == 2 and b"does not apply to --format native" in forced.stderr

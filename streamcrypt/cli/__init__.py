@@ -45,7 +45,9 @@ def _build_parser() -> _Parser:
     parser = _Parser(
         prog=_PROG,
         description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
-        '"The streamcrypt command" in the streamcrypt documentation.',
+        '"The streamcrypt command" in the streamcrypt documentation. As age: '
+        "streamcrypt [-e|-d] [-r RECIPIENT | -R FILE | -i IDENTITY | -p] [-a] [-o OUT] [IN] "
+        "(the encrypt and decrypt commands, without the command word).",
         epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
         "2 usage, 3 key problem, 4 I/O error",
     )
@@ -59,9 +61,30 @@ def _build_parser() -> _Parser:
         p.set_defaults(run=runner)
         return p
 
-    p = command("keygen", run_keygen, "generate a key file (mode 0600)")
-    p.add_argument("-o", "--output", required=True, metavar="KEYFILE", help="the key file")
-    p.add_argument("-t", "--type", choices=KEY_TYPES, default="symmetric", help="key type")
+    p = command(
+        "keygen", run_keygen, "generate a key file (mode 0600), or print a key's public half"
+    )
+    p.add_argument(
+        "input", nargs="?", metavar="KEYFILE", help="-y: the key file to read (default: stdin)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="KEYFILE",
+        help="the key file (default: the key to stdout, its public half to stderr)",
+    )
+    p.add_argument(
+        "-y",
+        dest="public",
+        action="store_true",
+        help="print the public half of each key in KEYFILE (as age-keygen -y)",
+    )
+    p.add_argument(
+        "-t",
+        "--type",
+        choices=KEY_TYPES,
+        help="key type (default symmetric); age-pq: post-quantum ML-KEM-768 + X25519 (age)",
+    )
     p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
 
@@ -140,10 +163,32 @@ def _build_parser() -> _Parser:
     return parser
 
 
+_DECRYPT_FLAGS = ("-d", "--decrypt")
+_ENCRYPT_FLAGS = ("-e", "--encrypt")
+
+
+def _age_style(argv: list[str], parser: _Parser) -> list[str]:
+    """age's command line (``streamcrypt [-e|-d] [-r ...] [-i ...] [-o OUT] [IN]``, no
+    command word) as ``encrypt ...`` / ``decrypt ...``; any other line unchanged.
+
+    It applies only when the first argument is an option other than ``-h``/``--help``/
+    ``--version``: ``-d``/``--decrypt`` anywhere (before ``--``) means decrypt, otherwise
+    it encrypts, as age does (``-e``/``--encrypt`` optional)."""
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    end = argv.index("--") if "--" in argv else len(argv)
+    options = argv[:end]
+    decrypt = any(a in _DECRYPT_FLAGS for a in options)
+    if decrypt and any(a in _ENCRYPT_FLAGS for a in options):
+        parser.error("-e (encrypt) and -d (decrypt) exclude each other")
+    rest = [a for a in options if a not in _DECRYPT_FLAGS + _ENCRYPT_FLAGS] + argv[end:]
+    return ["decrypt" if decrypt else "encrypt", *rest]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_age_style(list(sys.argv[1:] if argv is None else argv), parser))
     runner: Runner = args.run
     try:
         return runner(args)

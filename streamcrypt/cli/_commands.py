@@ -29,7 +29,13 @@ from ..primitives import (
 from ..transports import EncryptedStream, remove_stale_temporaries
 from ._errors import EXIT_IO, EXIT_USAGE, CliError, describe
 from ._io import Input, Output, Progress, check_output, open_output
-from ._keyfiles import load_key_file, new_key_text, parse_public_key, write_key_file
+from ._keyfiles import (
+    load_key_file,
+    new_key_text,
+    parse_public_key,
+    public_lines,
+    write_key_file,
+)
 
 __all__ = [
     "run_bench",
@@ -42,7 +48,7 @@ __all__ = [
     "run_verify",
 ]
 
-KEY_TYPES = ("symmetric", "x25519", "ed25519", "age")
+KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
 HASH_ALGOS = ("blake3", "sha256", "sha512")
 
 
@@ -54,13 +60,40 @@ def _say(message: str) -> None:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
-    """Write a new key file (mode 0600) and print its public half, if any, to stdout."""
+    """Write a new key file (mode 0600) and print its public half, if any, to stdout; or,
+    without ``-o``, the key to stdout and its public half to stderr, as age-keygen does.
+    ``-y``: print the public half of each key in an existing key file instead."""
+    to_stdout = args.output in (None, "-")
+    if args.public:
+        if args.type is not None or args.key_id is not None or args.force:
+            raise CliError("-y takes only an input key file and -o", EXIT_USAGE)
+        kf = load_key_file(args.input or "-")
+        out = "".join(line + "\n" for line in public_lines(kf))
+        if to_stdout:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        else:
+            check_output(args.output)
+            write_key_file(args.output, out, force=True, mode=0o644)
+        return 0
+    if args.input is not None:
+        raise CliError("keygen takes no input file (except with -y)", EXIT_USAGE)
     check_output(args.output)
-    text, public = new_key_text(args.type, args.key_id)
+    text, public = new_key_text(args.type or "symmetric", args.key_id)
+    if to_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if public is not None:
+            _say_plain(f"Public key: {public}")
+        return 0
     write_key_file(args.output, text, force=args.force)
     if public is not None:
         print(public, flush=True)
     return 0
+
+
+def _say_plain(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------- hash
