@@ -723,3 +723,25 @@ def test_decrypt_detects_the_format_and_says_so(work: Path, key: Path) -> None:
     assert b"-k KEYFILE" in wrong.stderr
     forced = sc("decrypt", "--format", "native", "-i", "id.age", "f.sc", cwd=work)
     assert forced.returncode == 2 and b"does not apply to --format native" in forced.stderr
+
+
+def test_hash_check_as_sha256sum_c(work: Path, key: Path) -> None:
+    (work / "b.bin").write_bytes(b"second")
+    made = sc("hash", "--algo", "blake3", "in.bin", "b.bin", cwd=work)
+    (work / "SUMS").write_bytes(made.stdout)
+    ok = sc("hash", "--algo", "blake3", "--check", "SUMS", cwd=work)
+    assert ok.returncode == 0 and ok.stdout == b"in.bin: OK\nb.bin: OK\n"
+    # sha256sum's own output, with the binary marker, read from stdin
+    listed = f"{hashlib.sha256(DATA).hexdigest()} *in.bin\n".encode()
+    assert sc("hash", "-c", cwd=work, stdin=listed).stdout == b"in.bin: OK\n"
+    (work / "b.bin").write_bytes(b"altered")
+    bad = sc("hash", "--algo", "blake3", "-c", "SUMS", cwd=work)
+    assert bad.returncode == 1 and bad.stdout == b"in.bin: OK\nb.bin: FAILED\n"
+    assert b"1 of 2 computed digests did not match" in bad.stderr
+    wrong_algo = sc("hash", "-c", "SUMS", cwd=work)  # sha256 against BLAKE3 digests
+    assert wrong_algo.returncode == 1
+    (work / "b.bin").unlink()
+    gone = sc("hash", "--algo", "blake3", "-c", "SUMS", cwd=work)
+    assert gone.returncode == 4 and b"b.bin: FAILED open or read" in gone.stdout
+    (work / "junk").write_text("not a checksum line\n")
+    assert sc("hash", "-c", "junk", cwd=work).returncode == 2

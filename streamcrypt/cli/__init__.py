@@ -101,6 +101,12 @@ def _build_parser() -> _Parser:
         metavar="KEYFILE",
         help="symmetric key file: HMAC-SHA-256/512, or keyed BLAKE3",
     )
+    p.add_argument(
+        "-c",
+        "--check",
+        action="store_true",
+        help="read '<digest>  <name>' lines from FILES (as sha256sum -c) and check each",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     p = command("sign", run_sign, "sign a file or stdin with Ed25519ph (base64 signature)")

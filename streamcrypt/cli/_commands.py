@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import hmac
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from ..primitives import (
     Sha512Tap,
 )
 from ..transports import EncryptedStream, remove_stale_temporaries
-from ._errors import EXIT_IO, EXIT_USAGE, CliError, describe
+from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
 from ._io import Input, Output, Progress, check_output, open_output
 from ._keyfiles import (
     load_key_file,
@@ -112,35 +113,105 @@ async def _digest(inp: Input, tap: HashTap | Ed25519phSigner | Ed25519phVerifier
         tap.update(chunk)
 
 
+def _hash_one(
+    name: str, algo: str, key: bytes | None, quiet: bool, *, report: bool = True
+) -> str | None:
+    """The hex digest of one input (``-`` is stdin); ``None`` on an I/O error (reported on
+    stderr if ``report``)."""
+    try:
+        inp = Input(name)
+    except OSError as exc:
+        if report:
+            _say(f"error: {describe(exc)}")
+        return None
+    try:
+        tap = _hash_tap(algo, key)
+        with Progress(f"hashing {inp.name}", inp.size, enabled=not quiet) as progress:
+            inp.progress = progress
+            anyio.run(_digest, inp, tap)
+        tap.finalize()
+    except OSError as exc:
+        if report:
+            _say(f"error: {describe(exc)}")
+        return None
+    finally:
+        inp.close()
+    return tap.hexdigest()
+
+
+def _check_lines(path: str) -> list[tuple[str, str]]:
+    """``(digest, name)`` from the lines of a checksum file (``-`` is stdin), as sha256sum
+    writes them: ``<hex>  <name>`` or ``<hex> *<name>``."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = describe(exc) if isinstance(exc, OSError) else "not UTF-8 text"
+        raise CliError(f"cannot read the checksum file {path}: {reason}", EXIT_IO) from None
+    entries: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, sep, name = line.partition(" ")
+        if not sep or name[:1] not in (" ", "*") or not name[1:]:
+            raise CliError(
+                f"{path} line {number} is not '<hex digest>  <name>' (as sha256sum writes)",
+                EXIT_USAGE,
+            )
+        entries.append((digest.lower(), name[1:]))
+    if not entries:
+        raise CliError(f"the checksum file {path} lists no file", EXIT_USAGE)
+    return entries
+
+
+def _run_check(args: argparse.Namespace, key: bytes | None) -> int:
+    """``hash --check``: recompute each listed digest; ``<name>: OK`` or ``FAILED``."""
+    failed = unreadable = total = 0
+    for path in args.files or ["-"]:
+        for digest, name in _check_lines(path):
+            total += 1
+            got = _hash_one(name, args.algo, key, args.quiet, report=False)
+            if got is None:
+                unreadable += 1
+                print(f"{name}: FAILED open or read", flush=True)
+            elif hmac.compare_digest(got, digest):
+                print(f"{name}: OK", flush=True)
+            else:
+                failed += 1
+                print(f"{name}: FAILED", flush=True)
+    if failed:
+        raise CliError(
+            f"{failed} of {total} computed digests did not match ({args.algo}"
+            + (", keyed" if key is not None else "")
+            + ")",
+            EXIT_DATA,
+        )
+    if unreadable:
+        raise CliError(f"{unreadable} of {total} listed files could not be read", EXIT_IO)
+    return 0
+
+
 def run_hash(args: argparse.Namespace) -> int:
-    """Print ``<hex digest>  <name>`` for each input, as sha256sum does (``-`` is stdin)."""
+    """Print ``<hex digest>  <name>`` for each input, as sha256sum does (``-`` is stdin);
+    with ``--check``, verify the digests listed in the given files instead."""
     key = None
     if args.hmac_key:
         kf = load_key_file(args.hmac_key)
         kf.require("symmetric", purpose="--hmac-key needs a symmetric key file")
         assert kf.symmetric is not None
         key = kf.symmetric.secret_bytes()
+    if args.check:
+        return _run_check(args, key)
     status = 0
     for name in args.files or ["-"]:
-        try:
-            inp = Input(name)
-        except OSError as exc:
-            _say(f"error: {describe(exc)}")
+        digest = _hash_one(name, args.algo, key, args.quiet)
+        if digest is None:
             status = EXIT_IO
             continue
-        try:
-            tap = _hash_tap(args.algo, key)
-            with Progress(f"hashing {inp.name}", inp.size, enabled=not args.quiet) as progress:
-                inp.progress = progress
-                anyio.run(_digest, inp, tap)
-            tap.finalize()
-        except OSError as exc:
-            _say(f"error: {describe(exc)}")
-            status = EXIT_IO
-            continue
-        finally:
-            inp.close()
-        print(f"{tap.hexdigest()}  {inp.name}", flush=True)
+        print(f"{digest}  {name}", flush=True)
     return status
 
 
