@@ -107,7 +107,7 @@ def check_wheel(wheel: Path, project: dict[str, object]) -> None:
         info = f"streamcrypt-{project['version']}.dist-info"
         check_metadata(z.read(f"{info}/METADATA"), wheel.name, project)
         entry_points = z.read(f"{info}/entry_points.txt").decode()
-    if "streamcrypt = streamcrypt.cli:main" not in entry_points:
+    if "streamcrypt = streamcrypt.cli:run" not in entry_points:
         fail("the wheel has no streamcrypt console script")
     for needed in ("streamcrypt/__init__.py", "streamcrypt/py.typed", f"{info}/licenses/LICENSE"):
         if needed not in names:

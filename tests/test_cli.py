@@ -745,3 +745,47 @@ def test_hash_check_as_sha256sum_c(work: Path, key: Path) -> None:
     assert gone.returncode == 4 and b"b.bin: FAILED open or read" in gone.stdout
     (work / "junk").write_text("not a checksum line\n")
     assert sc("hash", "-c", "junk", cwd=work).returncode == 2
+
+
+def test_ctrl_c_while_reading_a_terminal_stops_at_once(work: Path, key: Path) -> None:
+    """Ctrl-C on a terminal stops a command blocked reading that terminal: exit 130, one
+    line, no traceback, no output file and no temporary left (before, it lingered until
+    the input closed)."""
+    import pty
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdin, stdout and stderr are the pty
+        os.chdir(work)
+        os.environ["PYTHONPATH"] = str(REPO)
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "streamcrypt", "encrypt", "-k", str(key), "-o", "out.sc"],
+        )
+    seen = b""
+    status = None
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not leftovers(work) and time.monotonic() < deadline:  # the output is open
+            time.sleep(0.05)
+        os.write(fd, b"typed but never ended\n")
+        time.sleep(0.3)
+        os.write(fd, b"\x03")  # the terminal's interrupt character: SIGINT
+        interrupted = time.monotonic()
+        while time.monotonic() < interrupted + 5 and status is None:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    pass
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = os.waitstatus_to_exitcode(st)
+    finally:
+        if status is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert status == 130, seen
+    assert b"streamcrypt: interrupted" in seen and b"Traceback" not in seen
+    assert not (work / "out.sc").exists() and leftovers(work) == []

@@ -8,6 +8,7 @@ Ctrl-C), never a traceback and never key bytes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -27,7 +28,7 @@ from ._commands import (
 from ._crypt import add_arguments, run_decrypt, run_encrypt
 from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 _PROG = "streamcrypt"
 Runner = Callable[[argparse.Namespace], int]
@@ -207,3 +208,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure: one line, a documented code, no traceback
         sys.stderr.write(f"{_PROG}: error: {describe(exc)}\n")
         return exit_code(exc)
+
+
+def run() -> None:
+    """The ``streamcrypt`` program (console script and ``python -m streamcrypt``): exits
+    with :func:`main`'s code.
+
+    After Ctrl-C (code 130) the process ends at once with ``os._exit``, once the outputs
+    were cleaned up and stdout/stderr flushed: a worker thread may still be blocked
+    reading a terminal or a pipe, and a normal interpreter exit would wait for it, until
+    the input closed."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    raise SystemExit(code)
