@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := test,aiohttp,asgi,cli,bench,legacy,argon2
+EXTRAS := test,aiohttp,asgi,cli,bench,legacy,argon2,docs,dist
 
-.PHONY: demo test test-all bench lint lock clean
+.PHONY: demo test test-all bench lint docs dist lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,20 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check streamcrypt
 	$(BIN)/mypy
 
+# The documentation site (docs/_build/html): guides, CLI reference, format specs, and the API
+# reference generated from the docstrings. Any warning fails the build.
+docs: $(STAMP)
+	rm -rf docs/_api docs/_build
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
+# sdist and wheel into dist/, their metadata and contents checked, then the wheel installed
+# into a clean venv per extra (and none) for a smoke test (.ci/check_dist.py).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python .ci/check_dist.py dist
+
 # Re-pin every dependency to what currently resolves (run after editing pyproject.toml).
 lock:
 	rm -rf .lock-venv
@@ -41,4 +55,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist docs/_build docs/_api

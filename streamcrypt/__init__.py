@@ -11,7 +11,12 @@ from ._api import decrypt, decrypt_bytes, encrypt, encrypt_bytes
 from .engine import OffloadPolicy, Pipeline, pipeline
 from .keys import KeyRing, SecretKey
 from .transports import EncryptedFile, EncryptedStream, connect, serve
-from .transports import open_file as open
+from .transports import open_file as _open_file
+
+#: ``streamcrypt.open(path, "rb" | "wb", ...)``: the same function as
+#: :func:`streamcrypt.transports.open_file`. Used qualified, it stays out of ``__all__``
+#: so that ``from streamcrypt import *`` never replaces the builtin ``open``.
+open = _open_file
 
 __all__ = [
     "EncryptedFile",
@@ -26,7 +31,6 @@ __all__ = [
     "encrypt",
     "encrypt_bytes",
     "errors",
-    "open",
     "pipeline",
     "serve",
 ]

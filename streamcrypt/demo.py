@@ -125,6 +125,7 @@ async def run_demo(mib: int = 256, directory: str | None = None) -> bool:
 
 
 def main() -> None:
+    """``python -m streamcrypt.demo [--mib N]``: run the demo end to end (``make demo``)."""
     parser = argparse.ArgumentParser(
         prog="python -m streamcrypt.demo", description=__doc__.split("\n")[0]
     )

@@ -93,8 +93,11 @@ __all__ = [
     "shared_point",
 ]
 
+#: The curves eciespy offers.
 Curve = Literal["secp256k1", "x25519", "ed25519"]
+#: The symmetric ciphers eciespy offers (AES-256-GCM, XChaCha20-Poly1305).
 Cipher = Literal["aes-256-gcm", "xchacha20"]
+#: AES-GCM nonce lengths eciespy offers (16 is its default).
 NonceLength = Literal[12, 16]
 
 _TAG = 16

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-VECTORS = REPO.parent / "shared" / "vectors"
+#: The official vectors, vendored (tests/vectors/README.md says where each file came from).
+VECTORS = REPO / "tests" / "vectors"
 
 #: (file, ran, expected) triples, printed at the end of the run by conftest.
 VECTOR_COUNTS: list[tuple[str, int, int]] = []
@@ -18,14 +19,12 @@ VECTOR_COUNTS: list[tuple[str, int, int]] = []
 def vector_path(*parts: str) -> Path:
     path = VECTORS.joinpath(*parts)
     if not path.exists():
-        raise FileNotFoundError(
-            f"official vectors missing: {path} (see ../shared/vectors/README.md)"
-        )
+        raise FileNotFoundError(f"official vectors missing: {path} (see tests/vectors/README.md)")
     return path
 
 
 def wycheproof(name: str) -> dict[str, Any]:
-    """A Wycheproof v1 file from ../shared/vectors/wycheproof."""
+    """A Wycheproof v1 file from tests/vectors/wycheproof."""
     data: dict[str, Any] = json.loads(vector_path("wycheproof", name).read_text())
     return data
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import random
 import time
 import zlib
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pyrage
 import pytest
-from support import VECTORS, random_splits, record_vectors
+from support import random_splits, record_vectors, vector_path
 
 from streamcrypt.codecs import age
 from streamcrypt.codecs._bech32 import bech32_decode, bech32_encode
@@ -703,16 +702,8 @@ def test_bad_armor_through_decrypt_bytes() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The age testkit (C2SP/CCTV age/testdata), when present
+# The age testkit (C2SP/CCTV age/testdata, vendored in tests/vectors/age-testkit)
 # ---------------------------------------------------------------------------------------
-
-
-def _testkit_dir() -> Path | None:
-    env = os.environ.get("STREAMCRYPT_AGE_TESTKIT")
-    for path in ([Path(env)] if env else []) + [VECTORS / "age-testkit"]:
-        if path.is_dir():
-            return path
-    return None
 
 
 #: Vectors whose file ends inside the header: we say "truncated", the testkit "header failure".
@@ -771,13 +762,25 @@ def _run_testkit_vector(path: Path) -> None:
     identities += [age.ScryptIdentity(p) for p in meta.get("passphrase", [])]
     identities = identities or [age.X25519Identity.generate()]  # "empty" names none
     if meta.get("armored") == ["yes"]:
+        # The streaming decoder, fed one byte at a time, must agree with the one-shot call.
+        one_by_one = ArmorDecoder()
+        try:
+            body_bytewise = b"".join(one_by_one.update(body[i : i + 1]) for i in range(len(body)))
+            body_bytewise += one_by_one.finalize()
+        except FormatError:
+            body_bytewise = None
         try:
             body = dearmor(body)
         except FormatError:
             assert expect == "armor failure", path.name
+            assert body_bytewise is None, path.name
             return
+        assert body_bytewise == body, path.name
     assert expect != "armor failure", path.name
     released, err = _feed(age.AgeDecryptor(identities), body, 4096)
+    again, err_again = _feed(age.AgeDecryptor(identities), body, 997)
+    assert (again, type(err_again)) == (released, type(err)), path.name
+    _check_random_access(path.name, body, identities, expect, released, err)
     if expect == "success":
         assert err is None, (path.name, err)
     elif expect == "no match":
@@ -809,14 +812,33 @@ def _run_testkit_vector(path: Path) -> None:
         assert hashlib.sha256(released).hexdigest() == meta["payload"][0], path.name
 
 
+def _check_random_access(
+    name: str,
+    body: bytes,
+    identities: list[age.IdentityLike],
+    expect: str,
+    released: bytes,
+    err: BaseException | None,
+) -> None:
+    """The random-access reader (``age.layout``) reads a valid file whole and fails on an
+    invalid one: with the streaming reader's error where the header fails, with some typed
+    error (never a wrong plaintext) where the payload does."""
+    try:
+        lay = age.layout(body, len(body), identities)
+        lay.verify_end(lambda offset, length: body[offset : offset + length])
+        whole = lay.read(lambda offset, length: body[offset : offset + length], 0, len(body))
+    except StreamCryptError as exc:
+        assert expect != "success", (name, exc)
+        if expect != "payload failure":
+            assert type(exc) is type(err), (name, exc, err)
+        return
+    assert expect == "success", name
+    assert whole == released, name
+
+
 def test_age_testkit() -> None:
-    folder = _testkit_dir()
-    if folder is None:
-        pytest.skip(
-            "age testkit not present: copy C2SP/CCTV age/testdata to ../shared/vectors/"
-            "age-testkit (or set STREAMCRYPT_AGE_TESTKIT) to run its vectors"
-        )
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    files = sorted(vector_path("age-testkit").iterdir())
+    assert len(files) == 143, "tests/vectors/age-testkit holds the 143 files of CCTV 1e3d2860"
     ran = 0
     for path in files:
         _run_testkit_vector(path)

@@ -575,3 +575,217 @@ def test_passphrase_prompt_without_echo(work: Path) -> None:
         start_new_session=True,  # no controlling terminal
     )
     assert no_tty.returncode == 2 and b"--passphrase-file" in no_tty.stderr
+
+
+# ------------------------------------------------------------------ outputs that fail
+
+
+def test_output_directory_or_missing_directory_fails_before_any_work(
+    work: Path, key: Path
+) -> None:
+    (work / "d").mkdir()
+    for args in (
+        ["encrypt", "-k", key, "-o", "d", "in.bin"],
+        ["decrypt", "-k", key, "-o", "d", "in.bin"],
+        ["sign", "-k", "sign.key", "-o", "d", "in.bin"],
+        ["keygen", "-o", "d"],
+    ):
+        # stdin never closes: a command that read its input first would hang, not fail
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamcrypt", *map(str, args[:-1]), "-"]
+            if args[0] in ("encrypt", "decrypt", "sign")
+            else [sys.executable, "-m", "streamcrypt", *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=work,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        try:
+            _, err = proc.communicate(timeout=TIMEOUT)
+        finally:
+            proc.kill()
+        assert proc.returncode == 4, err
+        assert err == b"streamcrypt: error: d is a directory; -o takes the name of a file\n"
+    assert os.listdir(work / "d") == [] and leftovers(work) == []
+    missing = sc("encrypt", "-k", key, "-o", "nodir/x.sc", "in.bin", cwd=work)
+    assert missing.returncode == 4
+    assert b"cannot write nodir/x.sc: the directory" in missing.stderr
+    assert b"nodir does not exist" in missing.stderr and b".tmp" not in missing.stderr
+
+
+def test_clean_removes_what_a_killed_run_left(work: Path, key: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(  # stdin stays open: the run is mid-stream when killed
+        [sys.executable, "-m", "streamcrypt", "encrypt", "-k", str(key), "-o", "out.sc"],
+        stdin=subprocess.PIPE,
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(DATA)
+    proc.stdin.flush()
+    deadline = time.monotonic() + TIMEOUT
+    while not leftovers(work) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(TIMEOUT)
+    proc.stdin.close()
+    [tmp] = leftovers(work)
+    assert not (work / "out.sc").exists()
+    young = sc("clean", work, cwd=work)  # a run may still be writing a young temporary
+    assert young.returncode == 0 and young.stdout == b"" and leftovers(work) == [tmp]
+    assert b"kept 1 temporary" in young.stderr and b"--older-than 0" in young.stderr
+    gone = sc("clean", "--older-than", "0", cwd=work)
+    assert gone.returncode == 0 and leftovers(work) == []
+    assert gone.stdout.decode().strip().endswith(tmp)
+
+
+# -------------------------------------------------------------- age's command line
+
+
+def test_age_style_command_line_with_recipients_file(work: Path, public: dict[str, str]) -> None:
+    import pyrage
+
+    (work / "recips.txt").write_text(
+        f"# the team\n{public['id.age']}\n\n  {public['other.age']}  \n"
+    )
+    enc = sc("-R", "recips.txt", "-o", "a.age", "in.bin", cwd=work)  # no command word: age's
+    assert enc.returncode == 0
+    for name in ("id.age", "other.age"):
+        secret = (work / name).read_text().split()[-1]
+        sealed = (work / "a.age").read_bytes()
+        assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(secret)]) == DATA
+        dec = sc("-d", "-i", name, "a.age", cwd=work)
+        assert dec.returncode == 0 and dec.stdout == DATA
+    armored = sc("-e", "-a", "-r", public["id.age"], cwd=work, stdin=DATA)
+    assert armored.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    back = sc("--decrypt", "-i", "id.age", "-o", "back.bin", cwd=work, stdin=armored.stdout)
+    assert back.returncode == 0 and (work / "back.bin").read_bytes() == DATA
+    both = sc("-e", "-d", "-i", "id.age", "a.age", cwd=work)
+    assert both.returncode == 2 and b"exclude each other" in both.stderr
+    # -r given a file says to use -R, and never echoes what it read
+    mistaken = sc("-r", "recips.txt", "in.bin", cwd=work)
+    assert mistaken.returncode == 3 and b"give a file of recipients with -R" in mistaken.stderr
+    (work / "bad.txt").write_text(f"{public['id.age']}\nAGE-SECRET-KEY-1NOTAKEY\n")
+    bad = sc("-R", "bad.txt", "in.bin", cwd=work)
+    assert bad.returncode == 3 and b"bad.txt line 2 does not parse" in bad.stderr
+    assert b"NOTAKEY" not in bad.stderr
+
+
+def test_short_passphrase_flag_prompts(work: Path) -> None:
+    code, seen = _on_a_terminal(
+        ["-p", "--work-factor", "10", "-o", "p.age", "in.bin"], work, [b"pw", b"pw"]
+    )
+    assert code == 0 and b"Confirm passphrase:" in seen, seen
+    code, seen = _on_a_terminal(["-d", "-p", "-o", "back.bin", "p.age"], work, [b"pw"])
+    assert code == 0 and (work / "back.bin").read_bytes() == DATA
+
+
+def test_keygen_to_stdout_and_public_half_with_y(work: Path, public: dict[str, str]) -> None:
+    made = sc("keygen", "--type", "age", cwd=work)  # as age-keygen: key out, public to stderr
+    assert made.returncode == 0 and made.stdout.decode().strip().split()[-1].startswith(
+        "AGE-SECRET-KEY-1"
+    )
+    assert made.stderr.decode().startswith("Public key: age1")
+    again = sc("keygen", "-y", cwd=work, stdin=made.stdout)
+    assert again.returncode == 0 and again.stdout.decode() == made.stderr.decode()[12:]
+    for name in ("id.age", "id.x", "sign.key"):  # -y gives what keygen printed
+        half = sc("keygen", "-y", name, cwd=work)
+        assert half.returncode == 0 and half.stdout.decode() == public[name] + "\n"
+    sym = sc("keygen", "-y", "k.key", cwd=work)
+    assert sym.returncode == 3 and b"no public half" in sym.stderr
+    written = sc("keygen", "-y", "id.age", "-o", "id.pub", cwd=work)
+    assert written.returncode == 0 and (work / "id.pub").read_text() == public["id.age"] + "\n"
+
+
+def test_keygen_post_quantum_identity(work: Path) -> None:
+    made = sc("keygen", "--type", "age-pq", "-o", "pq.key", cwd=work)
+    assert made.returncode == 0
+    recipient = made.stdout.decode().strip()
+    assert recipient.startswith("age1pq1")
+    assert "AGE-SECRET-KEY-PQ-1" in (work / "pq.key").read_text()
+    assert stat.S_IMODE((work / "pq.key").stat().st_mode) == 0o600
+    enc = sc("-r", recipient, "-o", "pq.age", "in.bin", cwd=work)
+    assert enc.returncode == 0 and b"mlkem768x25519" in (work / "pq.age").read_bytes()[:300]
+    dec = sc("-d", "-i", "pq.key", "pq.age", cwd=work)
+    assert dec.returncode == 0 and dec.stdout == DATA
+
+
+def test_decrypt_detects_the_format_and_says_so(work: Path, key: Path) -> None:
+    assert sc("encrypt", "-k", key, "-o", "f.sc", "in.bin", cwd=work).returncode == 0
+    wrong = sc("decrypt", "-i", "id.age", "f.sc", cwd=work)
+    assert wrong.returncode == 2
+    assert b"--format" not in wrong.stderr  # the user gave no --format
+    assert b"the input is a native streamcrypt container" in wrong.stderr
+    assert b"-k KEYFILE" in wrong.stderr
+    forced = sc("decrypt", "--format", "native", "-i", "id.age", "f.sc", cwd=work)
+    assert forced.returncode == 2 and b"does not apply to --format native" in forced.stderr
+
+
+def test_hash_check_as_sha256sum_c(work: Path, key: Path) -> None:
+    (work / "b.bin").write_bytes(b"second")
+    made = sc("hash", "--algo", "blake3", "in.bin", "b.bin", cwd=work)
+    (work / "SUMS").write_bytes(made.stdout)
+    ok = sc("hash", "--algo", "blake3", "--check", "SUMS", cwd=work)
+    assert ok.returncode == 0 and ok.stdout == b"in.bin: OK\nb.bin: OK\n"
+    # sha256sum's own output, with the binary marker, read from stdin
+    listed = f"{hashlib.sha256(DATA).hexdigest()} *in.bin\n".encode()
+    assert sc("hash", "-c", cwd=work, stdin=listed).stdout == b"in.bin: OK\n"
+    (work / "b.bin").write_bytes(b"altered")
+    bad = sc("hash", "--algo", "blake3", "-c", "SUMS", cwd=work)
+    assert bad.returncode == 1 and bad.stdout == b"in.bin: OK\nb.bin: FAILED\n"
+    assert b"1 of 2 computed digests did not match" in bad.stderr
+    wrong_algo = sc("hash", "-c", "SUMS", cwd=work)  # sha256 against BLAKE3 digests
+    assert wrong_algo.returncode == 1
+    (work / "b.bin").unlink()
+    gone = sc("hash", "--algo", "blake3", "-c", "SUMS", cwd=work)
+    assert gone.returncode == 4 and b"b.bin: FAILED open or read" in gone.stdout
+    (work / "junk").write_text("not a checksum line\n")
+    assert sc("hash", "-c", "junk", cwd=work).returncode == 2
+
+
+def test_ctrl_c_while_reading_a_terminal_stops_at_once(work: Path, key: Path) -> None:
+    """Ctrl-C on a terminal stops a command blocked reading that terminal: exit 130, one
+    line, no traceback, no output file and no temporary left (before, it lingered until
+    the input closed)."""
+    import pty
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdin, stdout and stderr are the pty
+        os.chdir(work)
+        os.environ["PYTHONPATH"] = str(REPO)
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "streamcrypt", "encrypt", "-k", str(key), "-o", "out.sc"],
+        )
+    seen = b""
+    status = None
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not leftovers(work) and time.monotonic() < deadline:  # the output is open
+            time.sleep(0.05)
+        os.write(fd, b"typed but never ended\n")
+        time.sleep(0.3)
+        os.write(fd, b"\x03")  # the terminal's interrupt character: SIGINT
+        interrupted = time.monotonic()
+        while time.monotonic() < interrupted + 5 and status is None:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    pass
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = os.waitstatus_to_exitcode(st)
+    finally:
+        if status is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert status == 130, seen
+    assert b"streamcrypt: interrupted" in seen and b"Traceback" not in seen
+    assert not (work / "out.sc").exists() and leftovers(work) == []

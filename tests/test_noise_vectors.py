@@ -1,6 +1,6 @@
 """Noise handshake state machine: cacophony and snow vectors, then the edges by hand.
 
-Vector files: ../shared/vectors/noise/cacophony.txt and snow.txt (JSON, ``vectors[]``).
+Vector files: tests/vectors/noise/cacophony.txt and snow.txt (JSON, ``vectors[]``).
 Every vector whose DH is 25519 is applicable: every pattern named in them (fundamental,
 one-way, deferred, PSK variants including multi-PSK names) are implemented here.
 

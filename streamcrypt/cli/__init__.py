@@ -8,6 +8,7 @@ Ctrl-C), never a traceback and never key bytes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -16,6 +17,7 @@ from ._commands import (
     HASH_ALGOS,
     KEY_TYPES,
     run_bench,
+    run_clean,
     run_connect,
     run_hash,
     run_keygen,
@@ -26,7 +28,7 @@ from ._commands import (
 from ._crypt import add_arguments, run_decrypt, run_encrypt
 from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 _PROG = "streamcrypt"
 Runner = Callable[[argparse.Namespace], int]
@@ -43,7 +45,10 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog=_PROG,
-        description="Streaming encryption, hashing, signing and encrypted pipes (docs/CLI.md).",
+        description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
+        '"The streamcrypt command" in the streamcrypt documentation. As age: '
+        "streamcrypt [-e|-d] [-r RECIPIENT | -R FILE | -i IDENTITY | -p] [-a] [-o OUT] [IN] "
+        "(the encrypt and decrypt commands, without the command word).",
         epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
         "2 usage, 3 key problem, 4 I/O error",
     )
@@ -57,9 +62,30 @@ def _build_parser() -> _Parser:
         p.set_defaults(run=runner)
         return p
 
-    p = command("keygen", run_keygen, "generate a key file (mode 0600)")
-    p.add_argument("-o", "--output", required=True, metavar="KEYFILE", help="the key file")
-    p.add_argument("-t", "--type", choices=KEY_TYPES, default="symmetric", help="key type")
+    p = command(
+        "keygen", run_keygen, "generate a key file (mode 0600), or print a key's public half"
+    )
+    p.add_argument(
+        "input", nargs="?", metavar="KEYFILE", help="-y: the key file to read (default: stdin)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="KEYFILE",
+        help="the key file (default: the key to stdout, its public half to stderr)",
+    )
+    p.add_argument(
+        "-y",
+        dest="public",
+        action="store_true",
+        help="print the public half of each key in KEYFILE (as age-keygen -y)",
+    )
+    p.add_argument(
+        "-t",
+        "--type",
+        choices=KEY_TYPES,
+        help="key type (default symmetric); age-pq: post-quantum ML-KEM-768 + X25519 (age)",
+    )
     p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
 
@@ -75,6 +101,12 @@ def _build_parser() -> _Parser:
         "--hmac-key",
         metavar="KEYFILE",
         help="symmetric key file: HMAC-SHA-256/512, or keyed BLAKE3",
+    )
+    p.add_argument(
+        "-c",
+        "--check",
+        action="store_true",
+        help="read '<digest>  <name>' lines from FILES (as sha256sum -c) and check each",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -123,15 +155,47 @@ def _build_parser() -> _Parser:
         p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
         p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
 
+    p = command("clean", run_clean, "remove temporaries left beside outputs by killed runs")
+    p.add_argument("directories", nargs="*", metavar="DIR", help="directories (default: .)")
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="only temporaries not modified for this long (default 3600)",
+    )
+
     p = command("bench", run_bench, "run the benchmarks (from a source checkout)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     return parser
 
 
+_DECRYPT_FLAGS = ("-d", "--decrypt")
+_ENCRYPT_FLAGS = ("-e", "--encrypt")
+
+
+def _age_style(argv: list[str], parser: _Parser) -> list[str]:
+    """age's command line (``streamcrypt [-e|-d] [-r ...] [-i ...] [-o OUT] [IN]``, no
+    command word) as ``encrypt ...`` / ``decrypt ...``; any other line unchanged.
+
+    It applies only when the first argument is an option other than ``-h``/``--help``/
+    ``--version``: ``-d``/``--decrypt`` anywhere (before ``--``) means decrypt, otherwise
+    it encrypts, as age does (``-e``/``--encrypt`` optional)."""
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    end = argv.index("--") if "--" in argv else len(argv)
+    options = argv[:end]
+    decrypt = any(a in _DECRYPT_FLAGS for a in options)
+    if decrypt and any(a in _ENCRYPT_FLAGS for a in options):
+        parser.error("-e (encrypt) and -d (decrypt) exclude each other")
+    rest = [a for a in options if a not in _DECRYPT_FLAGS + _ENCRYPT_FLAGS] + argv[end:]
+    return ["decrypt" if decrypt else "encrypt", *rest]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_age_style(list(sys.argv[1:] if argv is None else argv), parser))
     runner: Runner = args.run
     try:
         return runner(args)
@@ -144,3 +208,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure: one line, a documented code, no traceback
         sys.stderr.write(f"{_PROG}: error: {describe(exc)}\n")
         return exit_code(exc)
+
+
+def run() -> None:
+    """The ``streamcrypt`` program (console script and ``python -m streamcrypt``): exits
+    with :func:`main`'s code.
+
+    After Ctrl-C (code 130) the process ends at once with ``os._exit``, once the outputs
+    were cleaned up and stdout/stderr flushed: a worker thread may still be blocked
+    reading a terminal or a pipe, and a normal interpreter exit would wait for it, until
+    the input closed."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    raise SystemExit(code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import hmac
 import os
 import subprocess
 import sys
@@ -26,13 +27,20 @@ from ..primitives import (
     Sha256Tap,
     Sha512Tap,
 )
-from ..transports import EncryptedStream
-from ._errors import EXIT_IO, EXIT_USAGE, CliError, describe
-from ._io import Input, Output, Progress, open_output
-from ._keyfiles import load_key_file, new_key_text, parse_public_key, write_key_file
+from ..transports import EncryptedStream, remove_stale_temporaries
+from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
+from ._io import Input, Output, Progress, check_output, open_output
+from ._keyfiles import (
+    load_key_file,
+    new_key_text,
+    parse_public_key,
+    public_lines,
+    write_key_file,
+)
 
 __all__ = [
     "run_bench",
+    "run_clean",
     "run_connect",
     "run_hash",
     "run_keygen",
@@ -41,7 +49,7 @@ __all__ = [
     "run_verify",
 ]
 
-KEY_TYPES = ("symmetric", "x25519", "ed25519", "age")
+KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
 HASH_ALGOS = ("blake3", "sha256", "sha512")
 
 
@@ -53,12 +61,40 @@ def _say(message: str) -> None:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
-    """Write a new key file (mode 0600) and print its public half, if any, to stdout."""
-    text, public = new_key_text(args.type, args.key_id)
+    """Write a new key file (mode 0600) and print its public half, if any, to stdout; or,
+    without ``-o``, the key to stdout and its public half to stderr, as age-keygen does.
+    ``-y``: print the public half of each key in an existing key file instead."""
+    to_stdout = args.output in (None, "-")
+    if args.public:
+        if args.type is not None or args.key_id is not None or args.force:
+            raise CliError("-y takes only an input key file and -o", EXIT_USAGE)
+        kf = load_key_file(args.input or "-")
+        out = "".join(line + "\n" for line in public_lines(kf))
+        if to_stdout:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        else:
+            check_output(args.output)
+            write_key_file(args.output, out, force=True, mode=0o644)
+        return 0
+    if args.input is not None:
+        raise CliError("keygen takes no input file (except with -y)", EXIT_USAGE)
+    check_output(args.output)
+    text, public = new_key_text(args.type or "symmetric", args.key_id)
+    if to_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if public is not None:
+            _say_plain(f"Public key: {public}")
+        return 0
     write_key_file(args.output, text, force=args.force)
     if public is not None:
         print(public, flush=True)
     return 0
+
+
+def _say_plain(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------- hash
@@ -77,35 +113,105 @@ async def _digest(inp: Input, tap: HashTap | Ed25519phSigner | Ed25519phVerifier
         tap.update(chunk)
 
 
+def _hash_one(
+    name: str, algo: str, key: bytes | None, quiet: bool, *, report: bool = True
+) -> str | None:
+    """The hex digest of one input (``-`` is stdin); ``None`` on an I/O error (reported on
+    stderr if ``report``)."""
+    try:
+        inp = Input(name)
+    except OSError as exc:
+        if report:
+            _say(f"error: {describe(exc)}")
+        return None
+    try:
+        tap = _hash_tap(algo, key)
+        with Progress(f"hashing {inp.name}", inp.size, enabled=not quiet) as progress:
+            inp.progress = progress
+            anyio.run(_digest, inp, tap)
+        tap.finalize()
+    except OSError as exc:
+        if report:
+            _say(f"error: {describe(exc)}")
+        return None
+    finally:
+        inp.close()
+    return tap.hexdigest()
+
+
+def _check_lines(path: str) -> list[tuple[str, str]]:
+    """``(digest, name)`` from the lines of a checksum file (``-`` is stdin), as sha256sum
+    writes them: ``<hex>  <name>`` or ``<hex> *<name>``."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = describe(exc) if isinstance(exc, OSError) else "not UTF-8 text"
+        raise CliError(f"cannot read the checksum file {path}: {reason}", EXIT_IO) from None
+    entries: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, sep, name = line.partition(" ")
+        if not sep or name[:1] not in (" ", "*") or not name[1:]:
+            raise CliError(
+                f"{path} line {number} is not '<hex digest>  <name>' (as sha256sum writes)",
+                EXIT_USAGE,
+            )
+        entries.append((digest.lower(), name[1:]))
+    if not entries:
+        raise CliError(f"the checksum file {path} lists no file", EXIT_USAGE)
+    return entries
+
+
+def _run_check(args: argparse.Namespace, key: bytes | None) -> int:
+    """``hash --check``: recompute each listed digest; ``<name>: OK`` or ``FAILED``."""
+    failed = unreadable = total = 0
+    for path in args.files or ["-"]:
+        for digest, name in _check_lines(path):
+            total += 1
+            got = _hash_one(name, args.algo, key, args.quiet, report=False)
+            if got is None:
+                unreadable += 1
+                print(f"{name}: FAILED open or read", flush=True)
+            elif hmac.compare_digest(got, digest):
+                print(f"{name}: OK", flush=True)
+            else:
+                failed += 1
+                print(f"{name}: FAILED", flush=True)
+    if failed:
+        raise CliError(
+            f"{failed} of {total} computed digests did not match ({args.algo}"
+            + (", keyed" if key is not None else "")
+            + ")",
+            EXIT_DATA,
+        )
+    if unreadable:
+        raise CliError(f"{unreadable} of {total} listed files could not be read", EXIT_IO)
+    return 0
+
+
 def run_hash(args: argparse.Namespace) -> int:
-    """Print ``<hex digest>  <name>`` for each input, as sha256sum does (``-`` is stdin)."""
+    """Print ``<hex digest>  <name>`` for each input, as sha256sum does (``-`` is stdin);
+    with ``--check``, verify the digests listed in the given files instead."""
     key = None
     if args.hmac_key:
         kf = load_key_file(args.hmac_key)
         kf.require("symmetric", purpose="--hmac-key needs a symmetric key file")
         assert kf.symmetric is not None
         key = kf.symmetric.secret_bytes()
+    if args.check:
+        return _run_check(args, key)
     status = 0
     for name in args.files or ["-"]:
-        try:
-            inp = Input(name)
-        except OSError as exc:
-            _say(f"error: {describe(exc)}")
+        digest = _hash_one(name, args.algo, key, args.quiet)
+        if digest is None:
             status = EXIT_IO
             continue
-        try:
-            tap = _hash_tap(args.algo, key)
-            with Progress(f"hashing {inp.name}", inp.size, enabled=not args.quiet) as progress:
-                inp.progress = progress
-                anyio.run(_digest, inp, tap)
-            tap.finalize()
-        except OSError as exc:
-            _say(f"error: {describe(exc)}")
-            status = EXIT_IO
-            continue
-        finally:
-            inp.close()
-        print(f"{tap.hexdigest()}  {inp.name}", flush=True)
+        print(f"{digest}  {name}", flush=True)
     return status
 
 
@@ -114,6 +220,7 @@ def run_hash(args: argparse.Namespace) -> int:
 
 def run_sign(args: argparse.Namespace) -> int:
     """Ed25519ph over the input; the base64 signature (one line) to stdout or ``-o``."""
+    check_output(args.output)
     kf = load_key_file(args.key)
     kf.require("ed25519", purpose="sign needs an Ed25519 key file (keygen --type ed25519)")
     assert kf.ed25519 is not None
@@ -312,6 +419,42 @@ def run_connect(args: argparse.Namespace) -> int:
 
     _run_async(main)
     return 0
+
+
+# -------------------------------------------------------------------------------- clean
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    """Remove the temporaries that killed runs (``kill -9``, a crash) left beside their
+    outputs; prints each path removed, and says how many younger ones were kept."""
+    status = 0
+    for directory in args.directories or ["."]:
+        try:
+            removed = remove_stale_temporaries(directory, older_than=args.older_than)
+            kept = _temporaries_left(directory)
+        except OSError as exc:
+            _say(f"error: {describe(exc)}")
+            status = EXIT_IO
+            continue
+        for path in removed:
+            print(path, flush=True)
+        if kept:
+            _say(
+                f"kept {kept} temporar{'y' if kept == 1 else 'ies'} in {directory} modified "
+                f"less than {args.older_than:g} s ago (a run may still be writing it); "
+                "--older-than 0 removes them once no streamcrypt writes there"
+            )
+    return status
+
+
+def _temporaries_left(directory: str) -> int:
+    """How many output temporaries (``.NAME.streamcrypt-<16 hex>.tmp``) remain."""
+    with os.scandir(directory) as entries:
+        return sum(
+            1
+            for e in entries
+            if e.name.startswith(".") and ".streamcrypt-" in e.name and e.name.endswith(".tmp")
+        )
 
 
 # -------------------------------------------------------------------------------- bench

@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
-from ._io import Input, Output, Progress, StdoutOutput, open_output
+from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
 from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
 
 __all__ = ["FORMATS", "add_arguments", "run_decrypt", "run_encrypt"]
@@ -89,7 +89,17 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
             help="public key to encrypt to: age1... (age) or sc-x25519-pub1... (native); "
             "repeatable",
         )
-    p.add_argument("--passphrase", action="store_true", help="prompt for a passphrase (no echo)")
+        p.add_argument(
+            "-R",
+            "--recipients-file",
+            metavar="FILE",
+            action="append",
+            default=[],
+            help="a file of recipients, one per line ('#' comments), as age's -R; repeatable",
+        )
+    p.add_argument(
+        "-p", "--passphrase", action="store_true", help="prompt for a passphrase (no echo)"
+    )
     p.add_argument(
         "--passphrase-file",
         metavar="FILE",
@@ -210,12 +220,19 @@ def _load_keys(args: argparse.Namespace, *, confirm: bool) -> _Keys:
     return keys
 
 
-def _reject(args: argparse.Namespace, fmt: str, *names: str) -> None:
+def _reject(args: argparse.Namespace, fmt: str, *names: str, why: str | None = None) -> None:
+    """A usage error for any of the options ``names`` given, though ``fmt`` ignores them.
+
+    ``why`` says how the format was chosen when ``--format`` was not given (detected from
+    the input, inferred from the keys), so the message never names an option the user did
+    not type."""
     for name in names:
         value = getattr(args, name, None)
         if value not in (None, False, [], ""):
             flag = "--" + name.replace("_", "-")
-            raise _usage(f"{flag} does not apply to --format {fmt}")
+            if args.format or why is None:
+                raise _usage(f"{flag} does not apply to --format {fmt}")
+            raise _usage(f"{flag} does not apply: {why}")
 
 
 @dataclass
@@ -231,6 +248,36 @@ class Plan:
 # ------------------------------------------------------------------------------ encrypt
 
 
+def _recipient_texts(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every recipient of ``-r`` and ``-R``, each with where it came from (for messages)."""
+    texts = [(t.strip(), f"-r recipient number {n}") for n, t in enumerate(args.recipient, 1)]
+    for path in args.recipients_file:
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = describe(exc) if isinstance(exc, OSError) else "not UTF-8 text"
+            raise KeyFileError(f"cannot read the recipients file {path}: {reason}") from None
+        found = [
+            (line.strip(), f"{path} line {n}")
+            for n, line in enumerate(lines, 1)
+            if line.strip() and not line.strip().startswith("#")
+        ]
+        if not found:
+            raise KeyFileError(f"the recipients file {path} holds no recipient")
+        texts.extend(found)
+    return texts
+
+
+def _bad_recipient(text: str, where: str, exc: Exception) -> KeyFileError:
+    """The message for a recipient that does not parse; never echoes it (it may be a
+    secret key pasted by mistake)."""
+    hint = ""
+    if where.startswith("-r") and os.path.isfile(text):
+        hint = f" ({text} is a file: give a file of recipients with -R)"
+    return KeyFileError(f"{where} does not parse: {exc}{hint}")
+
+
 def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     if args.format:
         return str(args.format)
@@ -241,7 +288,7 @@ def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     if (
         args.armor
         or args.work_factor is not None
-        or any(r.strip().lower().startswith("age1") for r in args.recipient)
+        or any(r.lower().startswith("age1") for r, _ in _recipient_texts(args))
         or any(kf.kind == "age" for kf in keys.identities)
     ):
         return "age"
@@ -254,8 +301,10 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
     aad = _aad(args)
     key = keys.key
     if fmt == "tink":
-        _reject(args, fmt, "recipient", "identity", "passphrase", "passphrase_file", "armor")
-        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with")
+        why = "-k is a Tink keyset, so the output is a Tink ciphertext"
+        _reject(args, fmt, "recipient", "recipients_file", "identity", "passphrase", why=why)
+        _reject(args, fmt, "passphrase_file", "armor", why=why)
+        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with", why=why)
         if key is None:
             raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
         key.require("tink", purpose="--format tink needs a Tink JSON keyset")
@@ -267,13 +316,14 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
             raise KeyFileError(f"{key.path}: {exc}") from None
         return Plan(fmt, lambda head: [_tink.TinkStreamEncryptor(keyset, aad=aad)])
     if fmt == "age":
-        _reject(args, fmt, "suite", "segment_size", "aad", "kdf", "sign_with")
+        why = "the keys given make an age file"
+        _reject(args, fmt, "suite", "segment_size", "aad", "kdf", "sign_with", why=why)
         recipients: list[_age.RecipientLike] = []
-        for number, text in enumerate(args.recipient, 1):
+        for text, where in _recipient_texts(args):
             try:
-                recipients.append(_age.parse_recipient(text.strip()))
-            except StreamCryptError as exc:  # never echo it: it may be a secret key
-                raise KeyFileError(f"-r recipient number {number} does not parse: {exc}") from None
+                recipients.append(_age.parse_recipient(text))
+            except StreamCryptError as exc:
+                raise _bad_recipient(text, where, exc) from None
         for kf in keys.identity_files():
             kf.require("age", purpose="age encryption needs age identities or age1... recipients")
             recipients.extend(ident.recipient for ident in kf.age_identities)
@@ -300,7 +350,7 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
 
         return Plan(fmt, build_age)
     # native
-    _reject(args, fmt, "armor", "work_factor")
+    _reject(args, fmt, "armor", "work_factor", why="the keys given make a native file")
     suite = args.suite or "aes-256-gcm"
     seg = args.segment_size or _container.DEFAULT_SEGMENT_SIZE
     if not _container.MIN_SEGMENT_SIZE <= seg <= _container.MAX_SEGMENT_SIZE:
@@ -308,8 +358,9 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
             f"--segment-size must be {_container.MIN_SEGMENT_SIZE}..{_container.MAX_SEGMENT_SIZE}"
         )
     if key is not None and key.kind == "symmetric":
-        _reject(args, fmt, "recipient", "identity", "passphrase", "passphrase_file", "kdf")
-        _reject(args, fmt, "sign_with")
+        why = "-k is a symmetric key, so the output is a native container under it"
+        _reject(args, fmt, "recipient", "recipients_file", "identity", "passphrase", why=why)
+        _reject(args, fmt, "passphrase_file", "kdf", "sign_with", why=why)
         secret = key.symmetric
         assert secret is not None
         return Plan(
@@ -324,11 +375,11 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
             "-r sc-x25519-pub1... recipients, -i identity files or --passphrase"
         )
     env_recipients: list[_envelope.RecipientLike] = []
-    for number, text in enumerate(args.recipient, 1):
+    for text, where in _recipient_texts(args):
         try:
-            env_recipients.append(_envelope.parse_recipient(text.strip()))
-        except StreamCryptError as exc:  # never echo it: it may be a secret key
-            raise KeyFileError(f"-r recipient number {number} does not parse: {exc}") from None
+            env_recipients.append(_envelope.parse_recipient(text))
+        except StreamCryptError as exc:
+            raise _bad_recipient(text, where, exc) from None
     for kf in keys.identity_files():
         kf.require("x25519", purpose="the native format needs streamcrypt identities")
         env_recipients.extend(ident.recipient for ident in kf.envelope_identities)
@@ -402,14 +453,20 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
             raise CliError(describe(exc), EXIT_DATA) from None
         key = keys.key
         if fmt == "tink":
-            _reject(args, fmt, "identity", "passphrase", "passphrase_file", "verify_with")
+            _reject(
+                args,
+                fmt,
+                *("identity", "passphrase", "passphrase_file", "verify_with"),
+                why="the input is not a streamcrypt or age file, so it is read as a Tink "
+                "ciphertext under the -k keyset",
+            )
             if key is None:
                 raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
             key.require("tink", purpose="a Tink ciphertext needs a Tink JSON keyset")
             assert key.tink_keyset is not None
             return [_tink.TinkStreamDecryptor(key.tink_keyset, aad=aad)]
         if fmt == "age":
-            _reject(args, fmt, "aad", "verify_with")
+            _reject(args, fmt, "aad", "verify_with", why="the input is an age file")
             identities: list[_age.IdentityLike] = []
             for kf in keys.identity_files():
                 kf.require("age", purpose="an age file needs age identities")
@@ -429,7 +486,13 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
         if head.startswith(_container.MAGIC) or (
             args.format == "native" and not head.startswith(_envelope.MAGIC)
         ):
-            _reject(args, fmt, "identity", "passphrase", "passphrase_file", "verify_with")
+            _reject(
+                args,
+                fmt,
+                *("identity", "passphrase", "passphrase_file", "verify_with"),
+                why="the input is a native streamcrypt container, encrypted under a "
+                "symmetric key: give that key file with -k KEYFILE",
+            )
             if key is None:
                 raise KeyFileError("the input is a native container: give -k KEYFILE")
             key.require("symmetric", purpose="a native container needs a symmetric key")
@@ -500,6 +563,7 @@ async def _stream(plan: Plan, inp: Input, out: Output) -> None:
 def _run(
     args: argparse.Namespace, planner: Callable[[argparse.Namespace], Plan], *, decrypting: bool
 ) -> int:
+    check_output(args.output)  # before any work: a bad -o fails at once
     inp = Input(args.input)
     try:
         plan = planner(args)

@@ -22,8 +22,18 @@ import anyio
 import anyio.to_thread
 
 from ..transports import commit_temporary, create_temporary, discard_temporary
+from ._errors import EXIT_IO, CliError
 
-__all__ = ["READ_SIZE", "FileOutput", "Input", "Output", "Progress", "StdoutOutput", "open_output"]
+__all__ = [
+    "READ_SIZE",
+    "FileOutput",
+    "Input",
+    "Output",
+    "Progress",
+    "StdoutOutput",
+    "check_output",
+    "open_output",
+]
 
 #: Bytes asked of the operating system per read.
 READ_SIZE = 1 << 20
@@ -247,9 +257,11 @@ class FileOutput(Output):
         assert fd is not None
         try:
             await anyio.to_thread.run_sync(commit_temporary, fd, self._tmp, self.name)
-        except BaseException:
+        except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(discard_temporary, None, self._tmp)
+            if isinstance(exc, OSError):  # name the file the user gave, not the temporary
+                raise _cannot_write(self.name, exc) from None
             raise
 
     async def abort(self) -> None:
@@ -258,10 +270,34 @@ class FileOutput(Output):
             await anyio.to_thread.run_sync(discard_temporary, fd, self._tmp)
 
 
+def _cannot_write(path: str, exc: OSError) -> CliError:
+    return CliError(f"cannot write {path}: {exc.strerror or exc}", EXIT_IO)
+
+
+def check_output(path: str | None) -> None:
+    """Fail at once (exit 4), before any work, when ``-o PATH`` can never be written:
+    ``PATH`` is a directory, or the directory it names does not exist or is not one."""
+    if path is None or path == "-":
+        return
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory; -o takes the name of a file", EXIT_IO)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(parent):
+        raise CliError(f"cannot write {path}: the directory {parent} does not exist", EXIT_IO)
+    if not os.path.isdir(parent):
+        raise CliError(f"cannot write {path}: {parent} is not a directory", EXIT_IO)
+
+
 async def open_output(path: str | None) -> Output:
-    """The output for ``-o PATH`` (atomic) or standard output (``None`` or ``-``)."""
+    """The output for ``-o PATH`` (atomic) or standard output (``None`` or ``-``).
+
+    Errors name ``PATH``, never the temporary beside it (:class:`CliError`, exit 4)."""
     if path is None or path == "-":
         return StdoutOutput()
-    with anyio.CancelScope(shield=True):  # never leave a temporary behind
-        fd, tmp = await anyio.to_thread.run_sync(create_temporary, path)
+    check_output(path)
+    try:
+        with anyio.CancelScope(shield=True):  # never leave a temporary behind
+            fd, tmp = await anyio.to_thread.run_sync(create_temporary, path)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     return FileOutput(path, fd, tmp)

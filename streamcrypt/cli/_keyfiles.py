@@ -21,6 +21,7 @@ import binascii
 import datetime
 import os
 import secrets
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -39,7 +40,9 @@ __all__ = [
     "KeyFile",
     "KeyFileError",
     "load_key_file",
+    "new_key_text",
     "parse_public_key",
+    "public_lines",
     "write_key_file",
 ]
 
@@ -99,8 +102,11 @@ class KeyFile:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_KEY_FILE + 1)
+        if path == "-":  # standard input (keygen -y)
+            raw = sys.stdin.buffer.read(_MAX_KEY_FILE + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(_MAX_KEY_FILE + 1)
     except OSError as exc:
         raise KeyFileError(f"cannot read key file {path}: {exc.strerror or exc}") from None
     if len(raw) > _MAX_KEY_FILE:
@@ -251,6 +257,19 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
     return raw
 
 
+def public_lines(kf: KeyFile) -> list[str]:
+    """The public half of each key in ``kf``, one line each (``keygen -y``).
+
+    Raises :class:`KeyFileError` for a kind without a public half (symmetric keys)."""
+    if kf.ed25519 is not None:
+        return [base64.b64encode(kf.ed25519.public_bytes()).decode()]
+    if kf.kind == "age":
+        return [str(ident.recipient) for ident in kf.age_identities]
+    if kf.kind == "x25519":
+        return [str(ident.recipient) for ident in kf.envelope_identities]
+    raise KeyFileError(f"{kf.path} holds {kf.describe()}, which has no public half")
+
+
 # --------------------------------------------------------------------------------- writing
 
 
@@ -267,7 +286,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
             raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
         material = secrets.token_bytes(KEY_SIZE)
         text = (
-            "# streamcrypt symmetric key: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt symmetric key: SECRET, keep it private\n"
             f"{created}{_MAGIC_FIELD}: {_VERSION}\ntype: symmetric\nid: {kid}\n"
             f"key: {base64.b64encode(material).decode()}\n"
         )
@@ -278,7 +297,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
         signing = Ed25519PrivateKey.generate()
         public = base64.b64encode(signing.public_bytes()).decode()
         text = (
-            "# streamcrypt Ed25519 signing key: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt Ed25519 signing key: SECRET, keep it private\n"
             f"{created}# public key: {public}\n{_MAGIC_FIELD}: {_VERSION}\ntype: ed25519\n"
             f"key: {base64.b64encode(signing.secret_bytes()).decode()}\n"
         )
@@ -287,9 +306,14 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
         ident = _envelope.X25519Identity.generate()
         public = str(ident.recipient)
         text = (
-            "# streamcrypt X25519 identity: SECRET, keep it private (docs/CLI.md)\n"
+            "# streamcrypt X25519 identity: SECRET, keep it private\n"
             f"{created}# public key: {public}\n{ident.to_string()}\n"
         )
+        return text, public
+    if kind == "age-pq":
+        pq_ident = _age.MLKEM768X25519Identity.generate()
+        public = str(pq_ident.recipient)
+        text = f"{created}# public key: {public}\n{pq_ident.to_string()}\n"
         return text, public
     if kind == "age":
         age_ident = _age.X25519Identity.generate()
@@ -299,7 +323,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
     raise CliError(f"unknown key type {kind!r}", EXIT_USAGE)
 
 
-def write_key_file(path: str, text: str, *, force: bool) -> None:
+def write_key_file(path: str, text: str, *, force: bool, mode: int = 0o600) -> None:
     """Write a key file with mode 0600; an existing file is replaced only with ``force``.
 
     Without ``force`` the file is created exclusively (``O_EXCL``): an existing file is a
@@ -308,7 +332,7 @@ def write_key_file(path: str, text: str, *, force: bool) -> None:
     data = text.encode()
     if not force:
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
         except FileExistsError:
             raise CliError(
                 f"{path} exists; refusing to overwrite a key file (use --force)", EXIT_USAGE
@@ -324,7 +348,7 @@ def write_key_file(path: str, text: str, *, force: bool) -> None:
             raise
         os.close(fd)
         return
-    tmp_fd, tmp = create_temporary(path, mode=0o600)  # owner-only from creation on
+    tmp_fd, tmp = create_temporary(path, mode=mode)  # owner-only from creation on
     try:
         view = memoryview(data)
         while view:

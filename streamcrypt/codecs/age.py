@@ -102,11 +102,16 @@ __all__ = [
     "parse_recipient",
 ]
 
+#: The first line of every age v1 header.
 VERSION_LINE = b"age-encryption.org/v1"
 _VERSION_PREFIX = b"age-encryption.org/"
+#: Plaintext bytes per payload chunk (the last chunk may be shorter).
 CHUNK_SIZE = 65536
+#: Bytes of the ChaCha20-Poly1305 tag after each chunk.
 TAG_SIZE = 16
+#: Bytes of the random file key that each recipient stanza wraps.
 FILE_KEY_SIZE = 16
+#: Bytes of the random payload nonce between the header and the payload.
 NONCE_SIZE = 16
 #: scrypt work factor (log2 N) used when encrypting with a passphrase (age's default).
 DEFAULT_WORK_FACTOR = 18
@@ -599,7 +604,9 @@ class MLKEM768X25519Identity:
     __str__ = __repr__
 
 
+#: A recipient: an ``age1...`` string or a :class:`Recipient`.
 RecipientLike = str | Recipient
+#: An identity: an ``AGE-SECRET-KEY-1...`` string or an :class:`Identity`.
 IdentityLike = str | Identity
 
 

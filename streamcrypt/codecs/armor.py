@@ -40,8 +40,11 @@ __all__ = [
     "is_armored",
 ]
 
+#: The line that opens an armored age file.
 BEGIN_LINE = b"-----BEGIN AGE ENCRYPTED FILE-----"
+#: The line that closes an armored age file.
 END_LINE = b"-----END AGE ENCRYPTED FILE-----"
+#: Base64 columns of every line but the last.
 COLUMNS = 64
 _BYTES_PER_LINE = COLUMNS // 4 * 3  # 48
 _WHITESPACE = b" \t\r\n\v\f"

@@ -46,7 +46,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, random_bytes
+from ..keys import SecretKey, key_bytes, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesGcm
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
@@ -70,12 +70,19 @@ __all__ = [
     "read_range",
 ]
 
+#: Plaintext bytes per chunk (the final chunk holds 0 to 16384).
 CHUNK_SIZE = 16384
+#: Bytes of the random salt that starts the header.
 SALT_SIZE = 24
+#: Bytes of the key commitment that follows the salt.
 COMMITMENT_SIZE = 32
+#: Bytes of the header: salt and commitment.
 HEADER_SIZE = SALT_SIZE + COMMITMENT_SIZE
+#: Bytes of an AES-GCM chunk nonce.
 NONCE_SIZE = 12
+#: Bytes of the AES-GCM tag after each chunk.
 TAG_SIZE = 16
+#: Most chunks in one message (the chunk counter's range).
 MAX_CHUNKS = 1 << 38
 _LABEL = b"c2sp.org/chunked-encryption@v1+"
 
@@ -112,7 +119,7 @@ class CobblestoneHeader:
 
 
 def _input_key(key: KeyLike, variant: Variant | None) -> bytes:
-    raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
+    raw = key_bytes(key, "a Cobblestone input key")
     if variant is not None:
         if variant not in (128, 256):
             raise InvalidParameterError(f"Cobblestone variant must be 128 or 256, not {variant!r}")

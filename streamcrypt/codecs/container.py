@@ -54,10 +54,14 @@ __all__ = [
     "read_header",
 ]
 
+#: The four bytes that start a native container.
 MAGIC = b"SCRY"
 VERSION = 1
+#: Plaintext bytes per segment unless ``segment_size=`` says otherwise.
 DEFAULT_SEGMENT_SIZE = 65536
+#: Smallest ``segment_size`` a container may declare.
 MIN_SEGMENT_SIZE = 256
+#: Largest ``segment_size`` a container may declare (16 MiB).
 MAX_SEGMENT_SIZE = 1 << 24
 SALT_SIZE = 32
 TAG_SIZE = 32
@@ -76,6 +80,8 @@ _SUFFIX = struct.Struct(
 ).pack  # segment counter, last-segment flag  # magic, version, suite id, segment size
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
 
+#: A native-container key: 32 bytes, a :class:`SecretKey`, or a :class:`KeyRing` (by key
+#: id).
 KeyLike = Buffer | SecretKey | KeyRing
 
 
@@ -150,10 +156,14 @@ def _header_tag(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
     return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
 
 
+#: What ``key=`` may be, as error messages say it.
+_KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey or a KeyRing"
+
+
 def _encryption_key(key: KeyLike) -> SecretKey:
     if isinstance(key, KeyRing):
         return key.active
-    return as_secret_key(key, 32)
+    return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
@@ -161,7 +171,7 @@ def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
         if not key_id:
             raise UnknownKeyError("the stream names no key id, so a KeyRing cannot pick a key")
         return key.get(key_id)
-    return as_secret_key(key, 32)
+    return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -276,6 +286,9 @@ class StreamDecryptor(SegmentedDecryptor):
     __slots__ = ()
 
     def __init__(self, key: KeyLike, *, aad: Buffer = b"") -> None:
+        if not isinstance(key, KeyRing):
+            as_secret_key(key, 32, kinds=_KEY_KINDS)  # a wrong key type fails here, not later
+
         def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
             if len(data) > MAX_HEADER_SIZE and read_header(data[:MAX_HEADER_SIZE]) is None:
                 raise FormatError("container header is longer than any valid header")

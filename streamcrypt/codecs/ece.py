@@ -90,9 +90,11 @@ __all__ = [
 
 #: The HTTP ``Content-Encoding`` token.
 CONTENT_ENCODING = "aes128gcm"
+#: Bytes of the random salt in the header.
 SALT_SIZE = 16
 #: Size of the input keying material this codec takes.
 KEY_SIZE = 16
+#: Bytes of the AES-128-GCM tag of each record.
 TAG_SIZE = 16
 #: Ciphertext bytes each record adds: the padding delimiter and the GCM tag.
 OVERHEAD = TAG_SIZE + 1
@@ -100,12 +102,14 @@ OVERHEAD = TAG_SIZE + 1
 MIN_RECORD_SIZE = OVERHEAD + 1
 #: ``rs`` is an unsigned 32-bit field.
 MAX_RECORD_SIZE = (1 << 32) - 1
+#: Record size (``rs``, ciphertext bytes per record) unless ``record_size=`` says otherwise.
 DEFAULT_RECORD_SIZE = 4096
 #: What a decoder buffers at most for one record unless told otherwise (hostile ``rs``).
 DEFAULT_MAX_RECORD_SIZE = 1 << 24
 _FIXED = struct.Struct(">16sIB")  # salt, rs, idlen
 #: Size of a header without key id; with one it is longer by ``len(keyid)``.
 HEADER_SIZE = _FIXED.size
+#: Longest header: a key id holds at most 255 bytes.
 MAX_HEADER_SIZE = HEADER_SIZE + 255
 _CEK_INFO = b"Content-Encoding: aes128gcm\x00"
 _NONCE_INFO = b"Content-Encoding: nonce\x00"

@@ -22,17 +22,17 @@ ChaCha20-Poly1305(wrap key, nonce 0^12, file key, aad = type byte || body before
 check). The check tells an identity that a stanza is its own without revealing to anyone
 else whom it is for, and commits the stanza to one wrap key (no partitioning oracles).
 
-======  ================  ================================================  ============
-type    label             body before check/wrapped; S; HKDF salt           body bytes
-======  ================  ================================================  ============
-0x01    argon2id          salt 16, ops u32, mem KiB u32; Argon2id(pw); ""   88
-0x02    scrypt            salt 16, log2 N u8, r u32, p u32; scrypt(pw); ""  89
-0x10    x25519            ephemeral 32; X25519(e, R); ephemeral || R        96
-0x11    ecies-secp256k1   ephemeral 33 (SEC1 compressed); the key of         97
+======  ================  ====================================================  ==========
+type    label             body before check/wrapped; S; HKDF salt               body bytes
+======  ================  ====================================================  ==========
+0x01    argon2id          salt 16, ops u32, mem KiB u32; Argon2id(pw); ""       88
+0x02    scrypt            salt 16, log2 N u8, r u32, p u32; scrypt(pw); ""      89
+0x10    x25519            ephemeral 32; X25519(e, R); ephemeral || R            96
+0x11    ecies-secp256k1   ephemeral 33 (SEC1 compressed); the key of            97
                           ``ecies.encapsulate`` (eciespy's HKDF over the
                           uncompressed points); ephemeral
-0x12    ecies-x25519      ephemeral 32; ``ecies.encapsulate`` key; ephemeral  96
-======  ================  ================================================  ============
+0x12    ecies-x25519      ephemeral 32; ``ecies.encapsulate`` key; ephemeral    96
+======  ================  ====================================================  ==========
 
 At most one passphrase stanza (0x01 or 0x02) per header; unknown stanza types are
 skipped (they are still covered by the mac); the header is at most 64 KiB.
@@ -151,6 +151,7 @@ __all__ = [
     "parse_recipient",
 ]
 
+#: The four bytes that start an envelope.
 MAGIC = b"SCEV"
 VERSION = 1
 FLAG_SIGNED = 0x01
@@ -158,16 +159,22 @@ FILE_KEY_SIZE = 32
 MAC_SIZE = 32
 CHECK_SIZE = 16
 WRAPPED_SIZE = FILE_KEY_SIZE + 16
+#: Bytes of the Ed25519ph signature a signed envelope ends with.
 SIGNATURE_SIZE = ED25519_SIGNATURE_SIZE
 #: Most stanzas (recipients plus at most one passphrase) in one header.
 MAX_STANZAS = 64
 #: Longest envelope header a reader buffers before refusing it (FormatError).
 MAX_HEADER_SIZE = 1 << 16
 
+#: Stanza type: a passphrase, Argon2id.
 ARGON2ID = 0x01
+#: Stanza type: a passphrase, scrypt.
 SCRYPT = 0x02
+#: Stanza type: an X25519 recipient.
 X25519 = 0x10
+#: Stanza type: a secp256k1 recipient (ECIES, as eciespy).
 ECIES_SECP256K1 = 0x11
+#: Stanza type: an X25519 recipient wrapped as eciespy's ECIES does it.
 ECIES_X25519 = 0x12
 
 _INFO = b"streamcrypt envelope v1 "
@@ -628,7 +635,9 @@ class PassphraseIdentity:
         return "PassphraseIdentity(<passphrase hidden>)"
 
 
+#: A recipient: a :class:`Recipient` or its string form.
 RecipientLike: TypeAlias = Recipient | str
+#: An identity: an :class:`Identity` or its string form.
 IdentityLike: TypeAlias = Identity | str
 
 

@@ -49,7 +49,7 @@ from ..errors import (
     LimitExceededError,
     StreamCryptError,
 )
-from ..keys import SecretKey
+from ..keys import SecretKey, key_bytes
 from ..primitives import AES256GCM, Aead, ChaCha20Poly1305Suite
 from ._noise_patterns import HandshakePattern, NoiseProtocolName, parse_pattern
 
@@ -91,12 +91,8 @@ _HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
 }
 
 
-def _raw(key: Buffer | SecretKey) -> bytes:
-    return key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
-
-
 def _private_key(key: Buffer | SecretKey, what: str) -> X25519PrivateKey:
-    raw = _raw(key)
+    raw = key_bytes(key, what)
     if len(raw) != DHLEN:
         raise InvalidKeySizeError(
             f"{what} must be a {DHLEN}-byte X25519 private key, got {len(raw)}"
@@ -170,7 +166,7 @@ class CipherState(Lifecycle):
         if key is None:
             self._key = self._aead = None
         else:
-            raw = _raw(key)
+            raw = key_bytes(key, "a Noise cipher key")
             if len(raw) != 32:
                 raise self._break(
                     InvalidKeySizeError(f"a Noise cipher key is 32 bytes, got {len(raw)}")
@@ -551,7 +547,7 @@ class NoiseHandshake(Lifecycle):
             raise InvalidParameterError(
                 f"{protocol.name} uses {pattern.psk_count} pre-shared key(s), got {len(psks)}"
             )
-        raw_psks = [_raw(p) for p in psks]
+        raw_psks = [key_bytes(p, "a Noise pre-shared key") for p in psks]
         for p in raw_psks:
             if len(p) != 32:
                 raise InvalidKeySizeError(f"a Noise pre-shared key is 32 bytes, got {len(p)}")

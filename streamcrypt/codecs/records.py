@@ -94,11 +94,15 @@ __all__ = [
     "take_nonces",
 ]
 
+#: Record type: application data.
 DATA: Final = 0
+#: Record type: the authenticated end of the stream (empty plaintext).
 CLOSE: Final = 1
+#: Bytes in front of each Noise message: length (2) and type (1).
 HEADER_LEN: Final = 3
 #: The most plaintext one record carries: the Noise message limit minus the tag.
 MAX_RECORD_DATA: Final = MAX_MESSAGE_LEN - TAGLEN
+#: Bytes a record adds to its data on the wire: the header and the tag.
 WIRE_OVERHEAD: Final = HEADER_LEN + TAGLEN
 #: Full records per job: about the engine's claim size (256 KiB).
 RECORDS_PER_JOB: Final = 4

@@ -88,11 +88,18 @@ __all__ = [
     "Tag",
 ]
 
+#: Bytes of the stream header (libsodium's ``HEADERBYTES``, 24).
 HEADER_SIZE: int = _nacl.crypto_secretstream_xchacha20poly1305_HEADERBYTES  # 24
+#: Bytes each message adds: a tag byte and a 16-byte MAC (``ABYTES``, 17).
 ABYTES: int = _nacl.crypto_secretstream_xchacha20poly1305_ABYTES  # 17
+#: Bytes of a secretstream key (``KEYBYTES``, 32).
 KEY_SIZE: int = _nacl.crypto_secretstream_xchacha20poly1305_KEYBYTES  # 32
+#: Most plaintext bytes in one message (libsodium's ``MESSAGEBYTES_MAX``).
 MESSAGE_MAX: int = _nacl.crypto_secretstream_xchacha20poly1305_MESSAGEBYTES_MAX
+#: Plaintext bytes per message of the streaming encryptor unless ``chunk_size=`` says
+#: otherwise.
 DEFAULT_CHUNK_SIZE = 65536
+#: Largest ``chunk_size`` the streaming encryptor and decryptor take (16 MiB).
 MAX_CHUNK_SIZE = 1 << 24
 
 _State = _nacl.crypto_secretstream_xchacha20poly1305_state

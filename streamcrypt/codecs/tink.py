@@ -90,15 +90,21 @@ __all__ = [
     "load_keyset",
 ]
 
+#: Keyset type URL of AES-GCM-HKDF streaming keys.
 AES_GCM_HKDF_TYPE_URL = "type.googleapis.com/google.crypto.tink.AesGcmHkdfStreamingKey"
+#: Keyset type URL of AES-CTR-HMAC streaming keys.
 AES_CTR_HMAC_TYPE_URL = "type.googleapis.com/google.crypto.tink.AesCtrHmacStreamingKey"
 
+#: Bytes of the random nonce prefix in a ciphertext header.
 NONCE_PREFIX_SIZE = 7
+#: Bytes of the AES-GCM tag of each segment.
 GCM_TAG_SIZE = 16
+#: Bytes of the derived HMAC key of AES-CTR-HMAC.
 HMAC_KEY_SIZE = 32
 #: Tink stores the segment size as an int32; we refuse anything larger.
 MAX_CIPHERTEXT_SEGMENT_SIZE = (1 << 31) - 1
 
+#: A hash Tink's streaming key templates name (HKDF and HMAC).
 TinkHash = Literal["sha1", "sha256", "sha512"]
 
 #: Tink's ``HashType`` enum (common.proto) for the hashes its streaming AEADs accept.
@@ -183,6 +189,7 @@ class AesCtrHmacStreamingParams:
         _validate_common(self)
 
 
+#: The parameters of either Tink streaming AEAD key type.
 TinkStreamingParams = AesGcmHkdfStreamingParams | AesCtrHmacStreamingParams
 
 

@@ -23,7 +23,14 @@ from ._password import (
     verify_password,
     x25519_key_pair_from_password,
 )
-from ._secret import SecretKey, as_secret_key, constant_time_equal, random_bytes, wipe
+from ._secret import (
+    SecretKey,
+    as_secret_key,
+    constant_time_equal,
+    key_bytes,
+    random_bytes,
+    wipe,
+)
 
 __all__ = [
     "ARGON2_SALT_SIZE",
@@ -50,6 +57,7 @@ __all__ = [
     "hkdf",
     "hkdf_expand",
     "hkdf_extract",
+    "key_bytes",
     "password_needs_rehash",
     "random_bytes",
     "verify_password",

@@ -9,9 +9,11 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from .._state import Buffer
 from ..errors import InvalidParameterError
+from ._secret import key_bytes
 
 __all__ = ["HashName", "hkdf", "hkdf_expand", "hkdf_extract"]
 
+#: The hashes HKDF runs over.
 HashName = Literal["sha256", "sha384", "sha512"]
 
 _HASHES: dict[str, type[hashes.HashAlgorithm]] = {
@@ -34,7 +36,7 @@ def hkdf_extract(ikm: Buffer, salt: Buffer = b"", *, algorithm: HashName = "sha2
     """HKDF-Extract: PRK = HMAC-Hash(salt or zeros, IKM)."""
     alg = _algorithm(algorithm)
     h = hmac.HMAC(bytes(salt) or bytes(alg.digest_size), alg)
-    h.update(bytes(ikm))
+    h.update(key_bytes(ikm, "HKDF input keying material"))
     return h.finalize()
 
 

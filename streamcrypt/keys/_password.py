@@ -101,8 +101,11 @@ class Argon2Params:
         return self.ops * self.mem
 
 
+#: libsodium's INTERACTIVE Argon2id parameters: 2 passes over 64 MiB.
 INTERACTIVE = Argon2Params(_argon2id.OPSLIMIT_INTERACTIVE, _argon2id.MEMLIMIT_INTERACTIVE)
+#: libsodium's MODERATE Argon2id parameters: 3 passes over 256 MiB.
 MODERATE = Argon2Params(_argon2id.OPSLIMIT_MODERATE, _argon2id.MEMLIMIT_MODERATE)
+#: libsodium's SENSITIVE Argon2id parameters: 4 passes over 1 GiB.
 SENSITIVE = Argon2Params(_argon2id.OPSLIMIT_SENSITIVE, _argon2id.MEMLIMIT_SENSITIVE)
 Argon2Params.INTERACTIVE = INTERACTIVE
 Argon2Params.MODERATE = MODERATE
@@ -154,6 +157,7 @@ MAX_READ_PARAMS = SENSITIVE
 #: The scrypt equivalent: 2**20 x r = 8 (1 GiB), p = 1.
 MAX_SCRYPT_READ_PARAMS = ScryptParams(1 << 20)
 
+#: Parameters of either password KDF.
 PasswordParams: TypeAlias = Argon2Params | ScryptParams
 
 

@@ -9,7 +9,46 @@ from typing import NoReturn
 from .._state import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 
-__all__ = ["SecretKey", "as_secret_key", "constant_time_equal", "random_bytes", "wipe"]
+__all__ = [
+    "SecretKey",
+    "as_secret_key",
+    "constant_time_equal",
+    "key_bytes",
+    "random_bytes",
+    "wipe",
+]
+
+_BYTES_LIKE = "bytes-like (bytes, bytearray, memoryview)"
+_KINDS = f"{_BYTES_LIKE} or a SecretKey"
+
+
+def _wrong_kind(key: object, what: str, kinds: str) -> InvalidParameterError:
+    """The error for a key of the wrong type: what a key must be, and what to do instead.
+
+    Names only the type, never the value (a str key may be a secret typed by hand).
+    """
+    hint = ""
+    if key is None:
+        hint = " (no key was given)"
+    elif isinstance(key, str):
+        hint = (
+            ": a str is not key material; for a hex key use bytes.fromhex(text), for a "
+            "password derive a key with streamcrypt.keys.derive_key_from_password()"
+        )
+    return InvalidParameterError(f"{what} must be {kinds}, not {type(key).__name__}{hint}")
+
+
+def key_bytes(key: Buffer | SecretKey, what: str = "a key") -> bytes:
+    """The raw bytes of a key given as bytes-like or a :class:`SecretKey`.
+
+    Raises :class:`InvalidParameterError` (naming what a key must be) for anything else,
+    ``str`` and ``None`` included. The length is the caller's to check.
+    """
+    if isinstance(key, SecretKey):
+        return key.secret_bytes()
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    raise _wrong_kind(key, what, _KINDS)
 
 
 def random_bytes(n: int) -> bytes:
@@ -45,6 +84,8 @@ class SecretKey:
     __slots__ = ("_material", "key_id")
 
     def __init__(self, material: Buffer, *, key_id: str = "") -> None:
+        if not isinstance(material, bytes | bytearray | memoryview):
+            raise _wrong_kind(material, "SecretKey material", _BYTES_LIKE)
         if len(material) == 0:
             raise InvalidKeySizeError("a secret key cannot be empty")
         if len(key_id.encode()) > 255:
@@ -89,14 +130,18 @@ class SecretKey:
 
 
 def as_secret_key(
-    key: Buffer | SecretKey, size: int | None = 32, *, what: str = "key"
+    key: Buffer | SecretKey, size: int | None = 32, *, what: str = "a key", kinds: str = _KINDS
 ) -> SecretKey:
     """Accept raw bytes or a :class:`SecretKey`; check the size when ``size`` is given.
 
-    Raises :class:`InvalidKeySizeError` naming the expected size.
+    Raises :class:`InvalidKeySizeError` naming the expected size, and
+    :class:`InvalidParameterError` naming what a key must be (``kinds``) for any other
+    type (``str`` and ``None`` included).
     """
-    sk = key if isinstance(key, SecretKey) else SecretKey(key) if len(key) else None
-    actual = len(sk) if sk is not None else 0
-    if sk is None or (size is not None and actual != size):
-        raise InvalidKeySizeError(f"{what} must be {size} bytes, got {actual}")
-    return sk
+    if not isinstance(key, SecretKey | bytes | bytearray | memoryview):
+        raise _wrong_kind(key, what, kinds if size is None else f"{kinds} ({size} bytes)")
+    actual = len(key) if isinstance(key, SecretKey) else memoryview(key).nbytes
+    if actual == 0 or (size is not None and actual != size):
+        want = "non-empty" if size is None else f"{size} bytes"
+        raise InvalidKeySizeError(f"{what} must be {want}, got {actual}")
+    return key if isinstance(key, SecretKey) else SecretKey(key)

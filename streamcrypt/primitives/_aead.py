@@ -30,7 +30,7 @@ from ..errors import (
     LimitExceededError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey
+from ..keys import SecretKey, key_bytes
 from ._hchacha import hchacha20
 
 __all__ = [
@@ -50,16 +50,6 @@ _NATIVE_IV_MIN = 8
 _NATIVE_IV_MAX = 128
 #: SP 800-38D: at most 2**39 - 256 bits of plaintext per invocation.
 _GCM_MAX_DATA = (1 << 36) - 32
-
-
-def _key_bytes(key: Buffer | SecretKey) -> bytes:
-    if isinstance(key, SecretKey):
-        return key.secret_bytes()
-    if isinstance(key, bytes | bytearray | memoryview):
-        return bytes(key)
-    raise InvalidParameterError(
-        f"a key must be bytes-like or a SecretKey, not {type(key).__name__}"
-    )
 
 
 def _nbytes(buf: Buffer) -> int:
@@ -113,7 +103,7 @@ class Aead:
     __slots__ = ("_kernel",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         if len(raw) != self.key_size:
             raise InvalidKeySizeError(
                 f"{self.name} key must be {self.key_size} bytes, got {len(raw)}"
@@ -329,7 +319,7 @@ class AesGcm(Aead):
     __slots__ = ("_aes", "_slow")
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         self._aes: algorithms.AES | None = None
         self._slow: _GcmAnyIv | None = None
         if self._fixed_nonce:
@@ -447,7 +437,7 @@ class XChaCha20Poly1305(Aead):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         if len(raw) != 32:
             raise InvalidKeySizeError(f"{self.name} key must be 32 bytes, got {len(raw)}")
         self._key = raw
@@ -459,6 +449,8 @@ class XChaCha20Poly1305(Aead):
         return ChaCha20Poly1305(hchacha20(self._key, n[:16])), b"\0\0\0\0" + n[16:]
 
 
+#: Every AEAD suite by name (``aes-256-gcm``, ``aes-128-gcm``, ``chacha20-poly1305``,
+#: ``xchacha20-poly1305``).
 SUITES: dict[str, type[Aead]] = {
     cls.name: cls for cls in (AES256GCM, AES128GCM, ChaCha20Poly1305Suite, XChaCha20Poly1305)
 }

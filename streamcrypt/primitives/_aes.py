@@ -52,7 +52,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, constant_time_equal
+from ..keys import SecretKey, constant_time_equal, key_bytes
 from ._xor import xor_bytes
 
 __all__ = [
@@ -101,10 +101,6 @@ _MODES: dict[str, Callable[[bytes], _PlainMode]] = {
 }
 
 
-def _key_bytes(key: Buffer | SecretKey) -> bytes:
-    return key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
-
-
 def _sizes(sizes: tuple[int, ...]) -> str:
     return ", ".join(str(s) for s in sizes[:-1]) + f" or {sizes[-1]}"
 
@@ -139,7 +135,7 @@ class AesTransform(Lifecycle):
     __slots__ = ("_ctx", "_key_size")
 
     def __init__(self, key: Buffer | SecretKey, iv: Buffer) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         if len(raw) not in self.key_sizes:
             raise InvalidKeySizeError(
                 f"AES-{self.mode} key must be {_sizes(self.key_sizes)} bytes, got {len(raw)}"
@@ -474,7 +470,7 @@ class AesXtsEncryptor(AesTransform):
     __slots__ = ("_key", "_tweak", "_unit")
 
     def __init__(self, key: Buffer | SecretKey, tweak: Buffer) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         half = len(raw) // 2
         if len(raw) in self.key_sizes and constant_time_equal(raw[:half], raw[half:]):
             raise InvalidParameterError("AES-XTS key halves must differ: use two independent keys")

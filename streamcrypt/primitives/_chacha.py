@@ -32,7 +32,7 @@ from ..errors import (
     InvalidParameterError,
     LimitExceededError,
 )
-from ..keys import SecretKey
+from ..keys import SecretKey, key_bytes
 from ._hchacha import hchacha20
 
 __all__ = ["ChaCha20", "XChaCha20"]
@@ -40,10 +40,6 @@ __all__ = ["ChaCha20", "XChaCha20"]
 BLOCK = 64
 KEY_SIZE = 32
 _RUN_BLOCKS = 1 << 32  # blocks one kernel context can produce from counter 0
-
-
-def _key_bytes(key: Buffer | SecretKey) -> bytes:
-    return key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
 
 
 class ChaCha20(Lifecycle):
@@ -63,7 +59,7 @@ class ChaCha20(Lifecycle):
     __slots__ = ("_counter", "_counter_bits", "_ctx", "_key", "_left", "_nonce", "_run_left")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer, *, counter: int = 0) -> None:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         if len(raw) != KEY_SIZE:
             raise InvalidKeySizeError(
                 f"{self.variant} key must be {KEY_SIZE} bytes, got {len(raw)}"

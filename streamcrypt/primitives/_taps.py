@@ -41,7 +41,7 @@ from ..errors import (
     NotFinalizedError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey
+from ..keys import SecretKey, key_bytes
 
 __all__ = [
     "BLAKE3_THREADS_MIN",
@@ -71,16 +71,6 @@ BLAKE3_THREADS_MIN = 1 << 20
 
 #: Shortest truncated HMAC tag ``HmacTap`` accepts (128 bits).
 HMAC_MIN_TAG_LENGTH = 16
-
-
-def _key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
-    if isinstance(key, SecretKey):
-        return key.secret_bytes()
-    if isinstance(key, bytes | bytearray | memoryview):
-        return bytes(key)
-    raise InvalidParameterError(
-        f"{what} key must be bytes-like or a SecretKey, not {type(key).__name__}"
-    )
 
 
 def _nbytes(data: Buffer) -> int:
@@ -300,7 +290,7 @@ class _Blake2Tap(HashTap):
         person: Buffer = b"",
     ) -> None:
         name = self._tap_name
-        raw = _key_bytes(key, name)
+        raw = key_bytes(key, f"a {name} key")
         size = self._max_digest if digest_size is None else digest_size
         if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= self._max_digest:
             raise InvalidParameterError(
@@ -387,7 +377,7 @@ class Blake3Tap(HashTap):
         length: int = 32,
         max_threads: int | None = None,
     ) -> None:
-        raw = None if key is None else _key_bytes(key, "blake3")
+        raw = None if key is None else key_bytes(key, "a BLAKE3 key")
         if raw is not None and derive_key_context is not None:
             raise InvalidParameterError(
                 "blake3 takes a key or a derive_key_context, not both; derive-key mode "
@@ -500,7 +490,7 @@ class HmacTap(MacTap):
         *,
         tag_length: int | None = None,
     ) -> None:
-        raw = _key_bytes(key, "HMAC")
+        raw = key_bytes(key, "an HMAC key")
         if not raw:
             raise InvalidKeySizeError("HMAC key must not be empty")
         try:
@@ -539,7 +529,7 @@ class Poly1305Tap(MacTap):
     __slots__ = ("_ctx",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = _key_bytes(key, "poly1305")
+        raw = key_bytes(key, "a Poly1305 key")
         if len(raw) != 32:
             raise InvalidKeySizeError(f"poly1305 key must be 32 bytes, got {len(raw)}")
         super().__init__("poly1305", 16)

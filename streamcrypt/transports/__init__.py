@@ -85,9 +85,21 @@ if TYPE_CHECKING:
     from ._aiohttp import setup_encryption as setup_encryption
 
 
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_AIOHTTP_NAMES])  # the lazy names too (PEP 562)
+
+
 def __getattr__(name: str) -> Any:
     if name in _AIOHTTP_NAMES:
-        from . import _aiohttp
-
+        try:
+            from . import _aiohttp
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.partition(".")[0] not in {"aiohttp", "multidict"}:
+                raise
+            raise ModuleNotFoundError(
+                f"streamcrypt.transports.{name} needs aiohttp, which is not installed: "
+                "install the extra with  pip install 'streamcrypt[aiohttp]'",
+                name=exc.name,
+            ) from exc
         return getattr(_aiohttp, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

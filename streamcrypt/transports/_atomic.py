@@ -18,6 +18,8 @@ __all__ = ["commit_temporary", "create_temporary", "discard_temporary", "fsync_d
 
 
 def fsync_directory(directory: str) -> None:
+    """Flush a directory's entries (a rename in it) to disk; a no-op where a directory
+    cannot be opened (Windows)."""
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
     try:
         dfd = os.open(directory, flags)
@@ -74,6 +76,7 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
 
 
 def commit_temporary(fd: int, tmp: str, dest: str) -> None:
+    """Fsync and close the temporary, rename it over ``dest``, then fsync the directory."""
     try:
         os.fsync(fd)
     finally:
@@ -83,6 +86,7 @@ def commit_temporary(fd: int, tmp: str, dest: str) -> None:
 
 
 def discard_temporary(fd: int | None, tmp: str) -> None:
+    """Close the temporary (unless ``fd`` is ``None``) and remove it; ``dest`` is untouched."""
     try:
         if fd is not None:
             os.close(fd)

@@ -236,7 +236,7 @@ def _format(name: str) -> FileFormat:
     fmt = FORMATS.get(name)
     if fmt is None:
         raise UnsupportedFormatError(
-            f"unknown file format {name!r}; open_file speaks {', '.join(sorted(FORMATS))}"
+            f"unknown file format {name!r}; streamcrypt.open speaks {', '.join(sorted(FORMATS))}"
         )
     return fmt
 
@@ -833,7 +833,7 @@ class EncryptedFile:
     def wrap(
         cls,
         stream: Any,
-        mode: str,
+        mode: Literal["rb", "wb"],
         *,
         key: _container.KeyLike | None = None,
         suite: str | None = None,
@@ -1085,7 +1085,7 @@ async def _open_reader_on(
 
 def open_file(
     path: str | os.PathLike[str],
-    mode: str,
+    mode: Literal["rb", "wb"],
     *,
     key: _container.KeyLike | None = None,
     suite: str | None = None,

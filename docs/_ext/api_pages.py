@@ -1,0 +1,188 @@
+"""What the API reference documents, module by module (a local Sphinx extension).
+
+Every public module (no ``_`` in its dotted name) gets a page (autosummary, template
+``_templates/autosummary/module.rst``) documenting each name of its ``__all__``:
+
+* classes and functions where they are defined: on the page of the public module that
+  exports them from its private submodules (``streamcrypt.keys`` for
+  ``streamcrypt.keys._secret.SecretKey``); a page that re-exports a name documented
+  elsewhere links to it instead (``streamcrypt.SecretKey``);
+* constants and type aliases (which carry no docstring of their own) with the ``#:``
+  comment above their assignment, or failing that the plain ``#`` comment block there,
+  and the expression they are assigned (when short).
+
+After reading, every name of the plan must have become a documented object: a public
+name with no documentation is a warning, which ``make docs`` (``-W``) turns into a
+failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sphinx.util import logging
+
+import streamcrypt
+
+logger = logging.getLogger(__name__)
+
+#: Public names a module serves that its ``__all__`` leaves out on purpose:
+#: ``streamcrypt.open`` (kept out of ``__all__`` so a star import keeps the builtin) and
+#: the aiohttp helpers (loaded on first use, as they need the ``aiohttp`` extra).
+EXTRA_NAMES: dict[str, list[str]] = {
+    "streamcrypt": ["open"],
+    "streamcrypt.transports": sorted(streamcrypt.transports._AIOHTTP_NAMES),
+}
+
+#: Docs for constants whose defining module has no comment for them (modules that other
+#: work is rewriting: move these into ``#:`` comments there when it lands).
+DATA_DOCS: dict[str, str] = {
+    "streamcrypt.engine.DEFAULT_WORKERS": (
+        "Threads of the shared worker pool: the number of CPUs, at least 2."
+    ),
+    "streamcrypt.engine.DEFAULT_POLICY": (
+        "The :class:`OffloadPolicy` with every default, taken wherever ``policy=`` is left out."
+    ),
+}
+
+#: Longest assigned expression shown as a constant's value.
+MAX_VALUE = 72
+
+
+@dataclass
+class Data:
+    name: str
+    doc: list[str]
+    value: str | None
+
+
+@dataclass
+class Page:
+    members: list[str] = field(default_factory=list)
+    data: list[Data] = field(default_factory=list)
+    aliases: list[tuple[str, str]] = field(default_factory=list)
+
+
+def public_modules() -> list[str]:
+    """Every public module of the package."""
+    found = pkgutil.walk_packages(streamcrypt.__path__, "streamcrypt.")
+    names = ["streamcrypt", *(info.name for info in found)]
+    return [n for n in names if not any(part.startswith("_") for part in n.split("."))]
+
+
+def exported(module: ModuleType) -> list[str]:
+    return [*module.__all__, *EXTRA_NAMES.get(module.__name__, ())]
+
+
+def _home(obj: Any) -> tuple[str, str] | None:
+    """The public module (and name there) that documents a class or function: its
+    defining module with the private parts dropped (``a.b._c`` -> ``a.b``)."""
+    defined = getattr(obj, "__module__", None)
+    if not isinstance(defined, str) or not defined.startswith("streamcrypt"):
+        return None
+    parts = defined.split(".")
+    while any(p.startswith("_") for p in parts):
+        parts.pop()
+    public = importlib.import_module(".".join(parts))
+    for name in exported(public):
+        if getattr(public, name, None) is obj:
+            return public.__name__, name
+    return None
+
+
+def _sources(module: ModuleType) -> list[Path]:
+    """The module's own file, then (for a package) its private submodules' files."""
+    own = Path(inspect.getfile(module))
+    if own.name != "__init__.py":
+        return [own]
+    return [own, *sorted(p for p in own.parent.glob("_*.py") if p.name != "__init__.py")]
+
+
+def _assignment(path: Path, name: str) -> Data | None:
+    """The doc and the assigned expression of a module-level ``name = ...`` in ``path``,
+    following ``from .module import name`` to where it is assigned."""
+    text = path.read_text()
+    lines = text.splitlines()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ImportFrom) and node.level and node.module:
+            if any((a.asname or a.name) == name and a.name == name for a in node.names):
+                base = path.parent.joinpath(*[".."] * (node.level - 1), *node.module.split("."))
+                target = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+                return _assignment(target.resolve(), name) if target.exists() else None
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            continue
+        doc: list[str] = []
+        i = node.lineno - 2
+        while i >= 0 and lines[i].lstrip().startswith("#"):
+            doc.insert(0, lines[i].strip())
+            i -= 1
+        special = [ln[2:].strip() for ln in doc if ln.startswith("#:")]
+        plain = [ln.lstrip("#").strip() for ln in doc]
+        value = ast.get_source_segment(text, node.value) if node.value is not None else None
+        if value is not None and ("\n" in value or len(value) > MAX_VALUE):
+            value = None
+        return Data(name, special or plain, value)
+    return None
+
+
+def _data(module: ModuleType, name: str) -> Data:
+    for path in _sources(module):
+        found = _assignment(path, name)
+        if found is not None:
+            break
+    else:
+        found = Data(name, [], None)
+    extra = DATA_DOCS.get(f"{module.__name__}.{name}")
+    if extra and not found.doc:
+        found.doc = [extra]
+    return found
+
+
+def plan() -> dict[str, Page]:
+    pages: dict[str, Page] = {}
+    for modname in public_modules():
+        module = importlib.import_module(modname)
+        page = pages[modname] = Page()
+        for name in exported(module):
+            obj = getattr(module, name)
+            if isinstance(obj, ModuleType):
+                page.aliases.append((name, obj.__name__))
+            elif inspect.isclass(obj) or inspect.isfunction(obj):
+                home = _home(obj)
+                if home is None or home == (modname, name):
+                    page.members.append(name)
+                else:
+                    page.aliases.append((name, ".".join(home)))
+            else:
+                page.data.append(_data(module, name))
+    return pages
+
+
+def _check(app: Any, env: Any) -> None:
+    objects = env.get_domain("py").objects
+    for modname, page in app.config.autosummary_context["api"].items():
+        if f"_api/{modname}" not in env.all_docs:
+            logger.warning("public module %s has no page: list it in docs/api.md", modname)
+        for name in [*page.members, *(d.name for d in page.data)]:
+            if f"{modname}.{name}" not in objects:
+                logger.warning("public name %s.%s is not documented", modname, name)
+        for d in page.data:
+            if not d.doc:
+                logger.warning(
+                    "public constant %s.%s has no comment: add a #: comment above it",
+                    modname,
+                    d.name,
+                )
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("env-updated", _check)
+    return {"parallel_read_safe": True}
