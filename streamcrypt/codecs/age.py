@@ -47,7 +47,6 @@ from typing import ClassVar, Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from .._state import Buffer
 from ..errors import (
@@ -61,7 +60,14 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import (
+    ScryptParams,
+    SecretKey,
+    as_secret_key,
+    derive_key_from_password,
+    hkdf,
+    random_bytes,
+)
 from ..primitives import ChaCha20Poly1305Suite
 from ._bech32 import bech32_decode, bech32_encode
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
@@ -410,8 +416,9 @@ def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
 
 
 def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
-    kdf = Scrypt(salt=_SCRYPT_LABEL + salt, length=32, n=1 << work_factor, r=8, p=1)
-    return kdf.derive(passphrase)
+    """age's scrypt (r = 8, p = 1); :class:`LimitExceededError` if its memory is not there."""
+    params = ScryptParams(1 << work_factor, 8, 1)
+    return derive_key_from_password(passphrase, _SCRYPT_LABEL + salt, params=params).secret_bytes()
 
 
 class ScryptRecipient:
@@ -460,14 +467,18 @@ class ScryptIdentity:
                 raise FormatError("an age scrypt stanza must be the only stanza in the header")
             _check_shape(stanza, 3)
             salt = _stanza_arg(stanza, 1, 16)
-            if not _WORK_FACTOR.fullmatch(stanza.args[2]):
+            digits = stanza.args[2]
+            if not _WORK_FACTOR.fullmatch(digits):
                 raise FormatError("age scrypt work factor must be a decimal without leading 0")
-            work_factor = int(stanza.args[2])
-            if work_factor > self.max_work_factor:
+            # Compare lengths first: int() refuses strings of more than 4300 digits.
+            cap = str(self.max_work_factor)
+            if len(digits) > len(cap) or int(digits) > self.max_work_factor:
+                shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
                 raise LimitExceededError(
-                    f"age scrypt work factor {work_factor} is over the limit "
+                    f"age scrypt work factor {shown} is over the limit "
                     f"{self.max_work_factor}; raise max_work_factor if you trust this file"
                 )
+            work_factor = int(digits)
             return _unwrap_key(_scrypt(self._passphrase, salt, work_factor), stanza.body)
         return None
 
