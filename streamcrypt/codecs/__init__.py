@@ -1,7 +1,7 @@
 """Layer 2: wire formats as sans-I/O encoders and decoders on the layer-1 primitives.
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
-``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
+``tink`` (its keysets in ``tink_keyset``), ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
 ``secretstream`` (libsodium), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
@@ -9,7 +9,18 @@ handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.for
 
 from __future__ import annotations
 
-from . import age, armor, cobblestone, container, ece, envelope, noise, secretstream, tink
+from . import (
+    age,
+    armor,
+    cobblestone,
+    container,
+    ece,
+    envelope,
+    noise,
+    secretstream,
+    tink,
+    tink_keyset,
+)
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -58,4 +69,5 @@ __all__ = [
     "noise",
     "secretstream",
     "tink",
+    "tink_keyset",
 ]
