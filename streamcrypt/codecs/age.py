@@ -240,6 +240,7 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
         return None
     end = raw.find(b"\n", mark + 1)
     if end < 0:
+        _precheck(raw[: mark + 1])  # as fed in pieces: a bad line fails before the MAC line
         if len(raw) - mark - 1 > _MAC_LINE_SIZE:
             raise FormatError("age header MAC line is too long")
         return None
