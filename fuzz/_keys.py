@@ -25,12 +25,14 @@ MAX_WORK_FACTOR = 12
 MAX_ARGON2 = Argon2Params(2, 1 << 20)
 MAX_SCRYPT = ScryptParams(1 << 12)
 
-#: Three keys, two of one header length, so the decryptor tries keys on segment 0.
+#: Four keys, three of one header length, so the decryptor tries keys on segment 0 (and,
+#: for the 1 MB key, holds up to a megabyte of it first).
 TINK_KEYSET = tk.TinkKeyset(
     (
         tk.TinkStreamingKey.raw(bytes(range(16)), "AES128_GCM_HKDF_4KB", key_id=1),
         tk.TinkStreamingKey.raw(bytes(range(5, 21)), "AES128_CTR_HMAC_SHA256_4KB", key_id=2),
         tk.TinkStreamingKey.raw(bytes(range(9, 41)), "AES256_GCM_HKDF_4KB", key_id=3),
+        tk.TinkStreamingKey.raw(bytes(range(7, 23)), "AES128_CTR_HMAC_SHA256_1MB", key_id=4),
     ),
     1,
 )

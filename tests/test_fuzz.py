@@ -89,7 +89,7 @@ def _one_byte_pieces(target: str, data: bytes) -> Finding | None:
 REPRODUCERS = [
     lambda: linearity(TARGETS["age"], incomplete_age_header(64 << 10), 64),
     lambda: linearity(TARGETS["age-armored"], armor.armor(incomplete_age_header(48 << 10)), 64),
-    lambda: linearity(TARGETS["envelope"], TARGETS["envelope"].stress()[0], 1),
+    lambda: linearity(TARGETS["tink-stream"], TARGETS["tink-stream"].stress()[0], 64),
     lambda: _one_byte_pieces("age-armored", b" " * 12 + corpus("age-armored")[0]),
     lambda: _one_byte_pieces("age-armored", _BROKEN_ARMOR),
 ]
