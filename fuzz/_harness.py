@@ -326,11 +326,7 @@ def _bad_armor_both_refused(finding: Finding) -> bool:
 
 
 #: Issue 14 findings 2 and 4 belong to the lead; the fuzzers find them, nobody hides them.
-_QUADRATIC = "issue 14 finding 2: header parsing rejoins or re-parses every held byte on each feed"
 KNOWN_OPEN: tuple[KnownIssue, ...] = (
-    KnownIssue("age", "quadratic", _QUADRATIC),
-    KnownIssue("age-armored", "quadratic", _QUADRATIC),
-    KnownIssue("tink-stream", "quadratic", _QUADRATIC),
     KnownIssue(
         "age-armored",
         "chunking",

@@ -19,8 +19,7 @@ import pytest
 from fuzz import _peers
 from fuzz.__main__ import Session, corpus, mutation_loop
 from fuzz._harness import KNOWN_OPEN, Finding, check, known_open, linearity, verdict
-from fuzz.targets import TARGETS, incomplete_age_header
-from streamcrypt.codecs import armor
+from fuzz.targets import TARGETS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "FUZZING.md"
 SMOKE_INPUTS = 600
@@ -87,9 +86,6 @@ def _one_byte_pieces(target: str, data: bytes) -> Finding | None:
 
 #: One reproducer per KNOWN_OPEN entry, in the same order.
 REPRODUCERS = [
-    lambda: linearity(TARGETS["age"], incomplete_age_header(64 << 10), 64),
-    lambda: linearity(TARGETS["age-armored"], armor.armor(incomplete_age_header(48 << 10)), 64),
-    lambda: linearity(TARGETS["tink-stream"], TARGETS["tink-stream"].stress()[0], 64),
     lambda: _one_byte_pieces("age-armored", b" " * 12 + corpus("age-armored")[0]),
     lambda: _one_byte_pieces("age-armored", _BROKEN_ARMOR),
 ]

@@ -253,11 +253,62 @@ def _precheck(raw: bytes) -> None:
     """Fail early on a line no header can hold, rather than buffering up to the size cap."""
     lines = raw.split(b"\n")
     for line in lines[1:-1]:  # the complete lines after the version line
-        if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
-            raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
-    partial = lines[-1]
-    if len(lines) > 1 and len(partial) > _COLUMNS and not partial.startswith(b"-> "):
+        _check_line(line)
+    if len(lines) > 1:
+        _check_partial(lines[-1])
+
+
+def _check_line(line: bytes) -> None:
+    if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
+        raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
+
+
+def _check_partial(partial: bytes) -> None:
+    if len(partial) > _COLUMNS and not partial.startswith(b"-> "):
         raise FormatError("age stanza body line is longer than 64 columns")
+
+
+class _HeaderScan:
+    """Where the header ends, in bytes that arrive in pieces: each byte is looked at about
+    once, so reading a header is linear in its length whatever the chunking. Checks lines
+    as :func:`parse_header` does, in the same order (a bad line fails before the MAC line).
+    """
+
+    __slots__ = ("_line", "_max_size", "_searched")
+
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        self._line = 0  # start of the first line not checked yet (0: the version line)
+        self._searched = 0  # no LF in data[_line:_searched]
+
+    def __call__(self, data: bytes | bytearray) -> int | None:
+        """The header's length once its MAC line is complete, else ``None``."""
+        if self._line == 0:
+            if not _check_version(bytes(data[:258])):  # it refuses a line past 256 bytes
+                return None
+            self._line = self._searched = data.find(b"\n") + 1
+        while True:
+            start = self._line
+            end = data.find(b"\n", max(start, self._searched))
+            if end < 0:
+                break
+            if data.startswith(b"---", start):
+                if end + 1 > self._max_size:
+                    raise FormatError(f"age header is longer than {self._max_size} bytes")
+                return end + 1
+            _check_line(bytes(data[start:end]))
+            self._line = self._searched = end + 1
+        self._searched = len(data)
+        start = self._line
+        partial = len(data) - start
+        # The MAC line's cap (48) is below a body line's (64), so it is met first.
+        if partial > _MAC_LINE_SIZE and data.startswith(b"---", start):
+            raise FormatError("age header MAC line is too long")
+        if partial > _COLUMNS and not data.startswith(b"-> ", start):
+            raise FormatError("age stanza body line is longer than 64 columns")
+        if len(data) > self._max_size and not data.startswith(b"---", start):
+            raise FormatError(f"age header is longer than {self._max_size} bytes (or not a header)")
+        return None
 
 
 def _parse_complete(text: bytes) -> AgeHeader:
@@ -810,25 +861,26 @@ class AgeEncryptor(SegmentedEncryptor):
 class _HeaderReader:
     """Parses the header once complete, unwraps the file key once, then waits for the nonce."""
 
-    __slots__ = ("_file_key", "_identities", "_max_header_size", "header")
+    __slots__ = ("_file_key", "_identities", "_scan", "header")
 
     def __init__(self, identities: Sequence[Identity], max_header_size: int) -> None:
         self._identities = identities
-        self._max_header_size = max_header_size
+        self._scan = _HeaderScan(max_header_size)
         self.header: AgeHeader | None = None
         self._file_key = b""
 
-    def __call__(self, data: bytes) -> tuple[SegmentCodec, int] | None:
+    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
         if self.header is None:
-            header = parse_header(data, max_size=self._max_header_size)
-            if header is None:
+            size = self._scan(data)
+            if size is None:
                 return None
+            header = _parse_complete(bytes(data[:size]))
             self._file_key = _open_file_key(header, self._identities)
             self.header = header
         end = self.header.size + NONCE_SIZE
         if len(data) < end:
-            return None
-        codec = _payload_codec(self._file_key, data[self.header.size : end])
+            return end
+        codec = _payload_codec(self._file_key, bytes(data[self.header.size : end]))
         self._file_key = b""
         return codec, end
 
@@ -912,7 +964,7 @@ def layout(
     ``stream_size`` bytes for random access (``SegmentLayout.read``)."""
     reader = _HeaderReader(_identity_list(identities, passphrase, max_work_factor), max_header_size)
     opened = reader(bytes(head))
-    if opened is None:
+    if opened is None or isinstance(opened, int):
         raise TruncatedStreamError("the data is shorter than the age header and payload nonce")
     codec, size = opened
     return SegmentLayout(codec, size, stream_size)

@@ -259,7 +259,7 @@ def _decryption_keys(key: TinkKeyLike | Sequence[TinkStreamingKey]) -> tuple[Tin
 def _open_header(
     keys: Sequence[TinkStreamingKey],
     aad: bytes,
-    data: bytes,
+    data: bytes | bytearray,
     *,
     at_end: bool,
     stream_size: int | None = None,
@@ -286,7 +286,7 @@ def _open_header(
     if len(data) < hl:
         return None
     dks = hl - 1 - NONCE_PREFIX_SIZE
-    salt, prefix = data[1 : 1 + dks], data[1 + dks : hl]
+    salt, prefix = bytes(data[1 : 1 + dks]), bytes(data[1 + dks : hl])
     if len(candidates) == 1:
         return _codec(candidates[0], salt, prefix, aad), hl
     body = memoryview(data)[hl:]
@@ -374,7 +374,7 @@ class TinkStreamDecryptor(SegmentedDecryptor):
         self._aad = bytes(aad)
         keys, ad = self._keys, self._aad
 
-        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+        def reader(data: bytearray) -> tuple[SegmentCodec, int] | int | None:
             return _open_header(keys, ad, data, at_end=False)
 
         super().__init__(reader)
@@ -386,12 +386,11 @@ class TinkStreamDecryptor(SegmentedDecryptor):
         if self._codec is None:
             # Several keys, and the stream ended before the reader could pick one: pick now.
             try:
-                seen = bytes(self._take_held())
+                seen = self._header_held()
                 opened = _open_header(self._keys, self._aad, seen, at_end=True)
-                if opened is None:
-                    self._hold(memoryview(seen))
-                else:
+                if opened is not None:
                     self._codec, used = opened
+                    self._head = bytearray()
                     jobs = self._cut(memoryview(seen)[used:])
             except Exception as exc:
                 raise self._break(exc) from None
