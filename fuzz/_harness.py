@@ -307,42 +307,8 @@ class KnownIssue:
     applies: Callable[[Finding], bool] = field(default=lambda finding: True)
 
 
-def _leading_whitespace(finding: Finding) -> bool:
-    return finding.data[:1].isspace()
-
-
-def _bad_armor_both_refused(finding: Finding) -> bool:
-    """Armor that does not de-armor, refused both ways (only the fault named differs)."""
-    from streamcrypt.codecs import armor
-    from streamcrypt.errors import FormatError
-
-    if "'ok'" in finding.detail or "whole ok" in finding.detail:
-        return False
-    try:
-        armor.dearmor(finding.data)
-    except FormatError:
-        return True
-    return False
-
-
-#: Issue 14 findings 2 and 4 belong to the lead; the fuzzers find them, nobody hides them.
-KNOWN_OPEN: tuple[KnownIssue, ...] = (
-    KnownIssue(
-        "age-armored",
-        "chunking",
-        "issue 14 finding 4: formats.age.decrypt looks for armor in the first 10 bytes "
-        "of an async source only",
-        _leading_whitespace,
-    ),
-    KnownIssue(
-        "age-armored",
-        "chunking",
-        "issue 14 finding 4, same two paths: age.decrypt_bytes de-armors the whole input "
-        "first, formats.age.decrypt streams it, so with armor that breaks after a bad age "
-        "header the two report different faults",
-        _bad_armor_both_refused,
-    ),
-)
+#: Findings someone else is fixing (none open now: issue 14's were fixed with their tests).
+KNOWN_OPEN: tuple[KnownIssue, ...] = ()
 
 
 def known_open(finding: Finding) -> KnownIssue | None:

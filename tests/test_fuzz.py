@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,7 @@ def test_linear_in_the_bytes_received(name: str) -> None:
         assert linearity(target, data, 64) is None
 
 
-# ---------------------------------------------------------------- known-open findings
+# ------------------------------------------------------- fixed chunking findings
 
 
 #: Armor without its END line around an age header no identity opens (minimised).
@@ -85,24 +86,22 @@ def _one_byte_pieces(target: str, data: bytes) -> Finding | None:
 
 
 #: One reproducer per KNOWN_OPEN entry, in the same order.
-REPRODUCERS = [
-    lambda: _one_byte_pieces("age-armored", b" " * 12 + corpus("age-armored")[0]),
-    lambda: _one_byte_pieces("age-armored", _BROKEN_ARMOR),
-]
+REPRODUCERS: list[Callable[[], Finding | None]] = []
 
 
 @pytest.mark.parametrize(
-    "index",
+    "reproduce",
     [
         pytest.param(
-            n, marks=pytest.mark.xfail(strict=True, reason=i.issue), id=f"{i.target}-{i.kind}"
-        )
-        for n, i in enumerate(KNOWN_OPEN)
+            lambda: _one_byte_pieces("age-armored", b" " * 12 + corpus("age-armored")[0]),
+            id="age-armored-leading-whitespace",
+        ),
+        pytest.param(lambda: _one_byte_pieces("age-armored", _BROKEN_ARMOR), id="broken-armor"),
     ],
 )
-def test_known_open_finding_is_gone(index: int) -> None:
-    """Fails while the issue is open; when it passes, remove the KNOWN_OPEN entry."""
-    finding = REPRODUCERS[index]()
+def test_fixed_chunking_findings_stay_fixed(reproduce: Callable[[], Finding | None]) -> None:
+    """Issue 14 finding 4 (once KNOWN_OPEN entries): one verdict whole and byte by byte."""
+    finding = reproduce()
     assert finding is None, finding.detail
 
 

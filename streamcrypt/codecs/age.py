@@ -72,8 +72,8 @@ from ..primitives import ChaCha20Poly1305Suite
 from ._bech32 import bech32_decode, bech32_encode
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
+from .armor import ArmorDecoder, is_armored
 from .armor import armor as _armor
-from .armor import dearmor, is_armored
 
 __all__ = [
     "CHUNK_SIZE",
@@ -944,11 +944,14 @@ def decrypt_bytes(
 
     Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
     """
-    data: Buffer = ciphertext
-    if is_armored(data):
-        data = dearmor(data)
     dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
-    return dec.update(data) + dec.finalize()
+    if not is_armored(ciphertext):
+        return dec.update(ciphertext) + dec.finalize()
+    # The same chain a stream goes through: the first fault in byte order wins.
+    armored = ArmorDecoder()
+    out = dec.update(armored.update(ciphertext))
+    out += dec.update(armored.finalize())
+    return out + dec.finalize()
 
 
 def layout(
