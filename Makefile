@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := test,aiohttp,asgi,cli,bench,legacy,argon2,docs,dist
 
-.PHONY: demo test test-all bench lint docs dist lock clean
+.PHONY: demo test test-all bench fuzz fuzz-smoke lint docs dist lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,24 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Coverage-guided fuzzing of every decoder and key parser (docs/FUZZING.md), FUZZ_SECONDS
+# per target, with the peers asked too. The fuzz extra (atheris) goes into the same venv.
+FUZZ_SECONDS ?= 60
+FUZZ_STAMP := $(VENV)/.fuzz-installed
+
+$(FUZZ_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[fuzz]' || \
+		echo "atheris did not install: fuzzing falls back to --engine mutate (docs/FUZZING.md)"
+	touch $(FUZZ_STAMP)
+
+fuzz: $(FUZZ_STAMP)
+	$(BIN)/python -m fuzz linearity
+	$(BIN)/python -m fuzz run --diff --seconds $(FUZZ_SECONDS)
+
+# The deterministic smoke alone (it also runs in `make test`, tests/test_fuzz.py).
+fuzz-smoke: $(STAMP)
+	$(BIN)/python -m fuzz smoke --diff
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -55,4 +73,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist docs/_build docs/_api
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist docs/_build docs/_api fuzz/.work

@@ -7,6 +7,7 @@ each page and fails the build when a public name goes undocumented).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,10 @@ def _readme_links(app: Any, relative_path: Path, parent_docname: str, content: l
     if relative_path.name == "README.md":
         text = content[0].replace("](examples/", "](../examples/")
         text = text.replace("](CHANGELOG.md)", "](changelog.md)")
-        content[0] = text.replace(
-            "[bench/RESULTS.md](bench/RESULTS.md)",
-            "{download}`bench/RESULTS.md <../bench/RESULTS.md>`",
+        content[0] = re.sub(
+            r"\[bench/(RESULTS[\w-]*\.md)\]\(bench/\1\)",
+            r"{download}`bench/\1 <../bench/\1>`",
+            text,
         )
 
 

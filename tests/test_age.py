@@ -480,6 +480,11 @@ def test_scrypt_rules() -> None:
         bad = _mutate_header(header, args, args[:-2] + bad_wf)
         with pytest.raises(FormatError):
             age.decrypt_bytes(bad + rest, passphrase="pw")
+    # Past Python's 4300-digit int() limit: still over the cap, not a bare ValueError.
+    for huge_wf in (b"9" * 4301, b"1" + b"0" * 20000, b"23", b"100"):
+        bad = _mutate_header(header, args, args[:-2] + huge_wf)
+        with pytest.raises(LimitExceededError, match="over the limit"):
+            age.decrypt_bytes(bad + rest, passphrase="pw")
     # an scrypt stanza must stand alone
     extra = age.Stanza(("X25519", _b64(bytes(range(32)))), bytes(32)).encode()
     mixed = header.replace(b"\n---", b"\n" + extra[:-1] + b"\n---", 1)

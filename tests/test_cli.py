@@ -317,6 +317,23 @@ def test_tink_keyset_interop(work: Path) -> None:
     assert wrong.returncode == 1 and not (work / "x").exists()
 
 
+@pytest.mark.parametrize(
+    "keyset",
+    [
+        '{"primaryKeyId": 1e400, "key": []}',  # was exit 1: cannot convert float infinity
+        '{"primaryKeyId": 1, "key": [{"keyId": Infinity}]}',
+        '{"a":' + "[" * 5000,  # was a RecursionError
+        '{"primaryKeyId": 1, "primaryKeyId": 2, "key": []}',
+    ],
+)
+def test_hostile_tink_keyset_is_a_key_problem(work: Path, keyset: str) -> None:
+    """docs/CLI.md: a malformed key file exits 3 (issue 14)."""
+    (work / "bad.json").write_text(keyset)
+    proc = sc("decrypt", "--format", "tink", "-k", "bad.json", "-o", "x", "in.bin", cwd=work)
+    assert proc.returncode == 3, proc.stderr
+    assert b"bad.json" in proc.stderr and not (work / "x").exists()
+
+
 # ------------------------------------------------------------------------------ hash
 
 

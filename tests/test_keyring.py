@@ -167,6 +167,13 @@ def test_hostile_kdf_parameters_are_refused_before_work() -> None:
         KeyRing.from_json(json.dumps(doc), "pw", max_params=FAST)
     sdoc = json.loads(_ring().to_json("pw", params=ScryptParams(16, 1, 1)))
     sdoc["kdf"]["n"] = 1 << 30
+    with pytest.raises(FormatError, match="below 2"):  # RFC 7914: n < 2**(16 r) = 2**16
+        KeyRing.from_json(json.dumps(sdoc), "pw")
+    sdoc["kdf"]["r"] = 8
+    with pytest.raises(LimitExceededError):
+        KeyRing.from_json(json.dumps(sdoc), "pw")
+    # Passes an estimate of 128 r (n + p) (1 GiB - 1 KiB); OpenSSL would take 2 GiB.
+    sdoc["kdf"].update(n=2, r=2796202, p=1)
     with pytest.raises(LimitExceededError):
         KeyRing.from_json(json.dumps(sdoc), "pw")
 
@@ -192,6 +199,41 @@ def test_hostile_kdf_parameters_are_refused_before_work() -> None:
 def test_malformed_json(text: str) -> None:
     with pytest.raises(FormatError):
         KeyRing.from_json(text, "pw")
+
+
+_KDF_LIST_ALG = (
+    '{"streamcrypt_keyring": 1, "keys": [], "active": null, "kdf": {"alg": []},'
+    ' "cipher": "chacha20-poly1305", "nonce": "", "secrets": ""}'
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 979,  # RecursionError inside json under pytest's stack
+        "[" * 100_000 + "]" * 100_000,  # RecursionError at any stack depth
+        '{"a":' * 50_000 + "1" + "}" * 50_000,
+        _KDF_LIST_ALG,  # TypeError: unhashable type: 'list'
+        '{"streamcrypt_keyring": 1, "streamcrypt_keyring": 1}',  # a member twice
+    ],
+)
+def test_hostile_json_gives_format_errors(text: str) -> None:
+    """Regressions from issue 14: each of these escaped as an untyped exception."""
+    with pytest.raises(FormatError):
+        KeyRing.from_json(text, "pw")
+    with pytest.raises(FormatError):
+        KeyRing.from_json(text.encode(), b"pw")
+
+
+@pytest.mark.parametrize("key_id", ["\ud800", "a\udfffb"])
+def test_lone_surrogate_key_id_is_a_format_error(key_id: str) -> None:
+    """A clear ring naming a key ``"\ud800"`` gave UnicodeEncodeError (issue 14)."""
+    doc = json.loads(_ring().to_json(insecure_plaintext=True))
+    doc["keys"][0]["id"] = key_id
+    text = json.dumps(doc)
+    assert "\\ud" in text  # JSON escapes: the text itself is plain ASCII
+    with pytest.raises(FormatError, match="surrogate"):
+        KeyRing.from_json(text, insecure_plaintext=True)
 
 
 def test_unsupported_versions() -> None:

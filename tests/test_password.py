@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import cryptography_vectors
@@ -230,3 +233,127 @@ def test_check_read_params() -> None:
             check_read_params(params)
     with pytest.raises(LimitExceededError):
         check_read_params(INTERACTIVE, max_params=FAST)
+
+
+# ---------------------------------------------------------------------------------------
+# What scrypt really allocates, and what happens when the memory is not there (issue 14)
+# ---------------------------------------------------------------------------------------
+
+_SCRYPT_PEAK = """
+import sys
+from streamcrypt.keys import ScryptParams, derive_key_from_password
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
+
+derive_key_from_password("pw", b"salt", params=ScryptParams(2, 1, 1))  # OpenSSL loaded
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current RSS
+base = status("VmRSS:")
+n, r, p = map(int, sys.argv[1:])
+derive_key_from_password("pw", b"salt", params=ScryptParams(n, r, p))
+print(status("VmHWM:") - base)
+"""
+
+
+def _scrypt_peak_growth(params: ScryptParams) -> int:
+    """Peak RSS growth of one scrypt run in a fresh process (tracemalloc cannot see
+    OpenSSL's allocations; the kernel's resident high-water mark can)."""
+    argv = [sys.executable, "-c", _SCRYPT_PEAK, str(params.n), str(params.r), str(params.p)]
+    out = subprocess.run(argv, capture_output=True, check=True, timeout=120, text=True)
+    return int(out.stdout)
+
+
+@pytest.mark.parametrize(
+    "params", [ScryptParams(2, 104_857, 1), ScryptParams(16, 20_000, 3), ScryptParams(1 << 16)]
+)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+def test_scrypt_memory_is_what_openssl_allocates(params: ScryptParams) -> None:
+    grown = _scrypt_peak_growth(params)
+    assert 0.97 * params.memory <= grown <= 1.03 * params.memory + (2 << 20), (
+        grown,
+        params.memory,
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+def test_scrypt_read_cap_bounds_the_real_peak() -> None:
+    """The largest ``r`` a 16 MiB cap lets through at n = 2 stays within 16 MiB for real.
+
+    Counted as ``128 r (n + p)``, the same cap let through a third more ``r`` and twice
+    the memory (issue 14: n = 2, r = 2796202 passed the 1 GiB default and took 2 GiB).
+    """
+    cap = ScryptParams(1 << 14)
+    r = cap.memory // (128 * (2 + 2 + 2))
+    hostile = ScryptParams(2, r, 1)
+    check_read_params(hostile, max_scrypt=cap)
+    with pytest.raises(LimitExceededError):
+        check_read_params(ScryptParams(2, r + 1, 1), max_scrypt=cap)
+    assert _scrypt_peak_growth(hostile) <= 1.03 * cap.memory + (2 << 20)
+    with pytest.raises(LimitExceededError):
+        check_read_params(ScryptParams(2, 2_796_202, 1))
+
+
+def test_scrypt_params_follow_rfc_7914() -> None:
+    ScryptParams((1 << 16) // 2, 1, 1)
+    for n, r, p in ((1 << 16, 1, 1), (1 << 32, 2, 1), (2, 1 << 24, 1), (2, 1 << 12, 1 << 12)):
+        with pytest.raises(InvalidParameterError):
+            ScryptParams(n, r, p)
+
+
+_NO_MEMORY = """
+import json, resource, struct
+from streamcrypt import KeyRing
+from streamcrypt.codecs import age, envelope
+from streamcrypt.keys import SENSITIVE, Argon2Params, ScryptParams, SecretKey
+from streamcrypt.keys import derive_key_from_password
+
+small_argon = Argon2Params(3, 8 << 20)
+sealed_age = age.encrypt_bytes(b"x", passphrase="pw", work_factor=2)
+sealed_env = envelope.encrypt_bytes(b"x", passphrase="pw", passphrase_params=small_argon)
+ring = KeyRing([SecretKey.generate(key_id="a")])
+ring_doc = json.loads(ring.to_json("pw", params=Argon2Params(1, 8192)))
+ring_doc["kdf"]["mem"] = SENSITIVE.mem
+ring_scrypt = json.loads(ring.to_json("pw", params=ScryptParams(16)))
+ring_scrypt["kdf"]["n"] = 1 << 20
+
+paths = {
+    "argon2id": lambda: derive_key_from_password("pw", bytes(16), params=SENSITIVE),
+    "scrypt": lambda: derive_key_from_password("pw", b"s", params=ScryptParams(1 << 20)),
+    # The stanza's work factor is read before the header MAC can be checked.
+    "age scrypt": lambda: age.decrypt_bytes(
+        sealed_age.replace(b" 2\\n", b" 20\\n", 1), passphrase="pw"
+    ),
+    "envelope argon2id": lambda: envelope.decrypt_bytes(
+        sealed_env.replace(struct.pack(">II", 3, 8192), struct.pack(">II", 1, 1 << 20), 1),
+        passphrase="pw",
+    ),
+    "keyring argon2id": lambda: KeyRing.from_json(json.dumps(ring_doc), "pw"),
+    "keyring scrypt": lambda: KeyRing.from_json(json.dumps(ring_scrypt), "pw"),
+}
+# Everything is loaded: now leave 256 MiB of address space, a quarter of what each needs.
+with open("/proc/self/statm") as f:
+    size = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20),) * 2)
+out = {}
+for name, run in paths.items():
+    try:
+        run()
+        out[name] = "no error"
+    except Exception as exc:
+        out[name] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+def test_kdf_without_memory_is_limit_exceeded_on_every_path() -> None:
+    """Without the memory, every KDF path raises LimitExceededError (issue 14: age gave a
+    raw MemoryError and Argon2id nacl's RuntimeError)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_MEMORY], capture_output=True, check=True, timeout=120
+    )
+    result = json.loads(out.stdout)
+    assert result == dict.fromkeys(result, "LimitExceededError"), result
+    assert len(result) == 6

@@ -44,6 +44,7 @@ LAYERS = {
     "errors": 0,
     "keys": 0,
     "_state": 0,
+    "_json": 0,
     "primitives": 1,
     "codecs": 2,
     "engine": 3,

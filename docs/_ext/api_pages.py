@@ -155,7 +155,7 @@ def plan() -> dict[str, Page]:
             obj = getattr(module, name)
             if isinstance(obj, ModuleType):
                 page.aliases.append((name, obj.__name__))
-            elif inspect.isclass(obj) or inspect.isfunction(obj):
+            elif inspect.isclass(obj) or inspect.isfunction(inspect.unwrap(obj)):
                 home = _home(obj)
                 if home is None or home == (modname, name):
                     page.members.append(name)

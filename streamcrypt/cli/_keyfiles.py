@@ -29,6 +29,7 @@ from typing import Literal
 from ..codecs import age as _age
 from ..codecs import envelope as _envelope
 from ..codecs import tink as _tink
+from ..codecs import tink_keyset as _tink_keyset
 from ..codecs._x25519 import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
@@ -195,7 +196,7 @@ def load_key_file(path: str) -> KeyFile:
     text = _read_text(path)
     if text.lstrip().startswith("{"):
         try:
-            return KeyFile(path, "tink", tink_keyset=_tink.load_keyset(text))
+            return KeyFile(path, "tink", tink_keyset=_tink_keyset.keyset_from_json(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
     lines = [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]

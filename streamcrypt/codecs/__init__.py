@@ -1,9 +1,9 @@
 """Layer 2: wire formats as sans-I/O encoders and decoders on the layer-1 primitives.
 
 One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
-``tink``, ``cobblestone`` (C2SP chunked encryption), ``ece`` (RFC 8188),
-``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the AWS Encryption SDK
-message format), ``envelope`` (the native container for passwords,
+``tink`` (its keysets in ``tink_keyset``), ``cobblestone`` (C2SP chunked encryption),
+``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
+AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 """
@@ -22,6 +22,7 @@ from . import (
     rclone,
     secretstream,
     tink,
+    tink_keyset,
 )
 from ._segmented import (
     SegmentCodec,
@@ -79,4 +80,5 @@ __all__ = [
     "rclone",
     "secretstream",
     "tink",
+    "tink_keyset",
 ]

@@ -355,10 +355,14 @@ class SegmentedEncryptor(_Segmenter):
         return self.take_header() + self.run_all(jobs)
 
 
-#: Parses a header from the start of a stream: ``None`` while more bytes are needed, else
-#: the keyed codec and the header length. Raises FormatError, AuthenticationError,
+#: Parses a header from the start of a stream, given every byte received so far (one
+#: bytearray that grows in place, never rejoined): ``None`` while more bytes are needed,
+#: or an int, the held length below which asking again is pointless, else the keyed codec
+#: and the header length. Each call must cost about the bytes new since the last (keep a
+#: scan position; copy out only what it keeps), so header parsing stays linear in the
+#: bytes received whatever the chunking. Raises FormatError, AuthenticationError,
 #: UnknownKeyError; it must raise FormatError itself past its maximum header size.
-HeaderReader = Callable[[bytes], "tuple[SegmentCodec, int] | None"]
+HeaderReader = Callable[[bytearray], "tuple[SegmentCodec, int] | int | None"]
 
 
 class SegmentedDecryptor(_Segmenter):
@@ -369,11 +373,13 @@ class SegmentedDecryptor(_Segmenter):
 
     """
 
-    __slots__ = ("_read_header",)
+    __slots__ = ("_head", "_head_need", "_read_header")
 
     def __init__(self, read_header: HeaderReader) -> None:
         super().__init__(None, sealing=False)
         self._read_header = read_header
+        self._head = bytearray()
+        self._head_need = 0
 
     @property
     def codec(self) -> SegmentCodec | None:
@@ -390,21 +396,29 @@ class SegmentedDecryptor(_Segmenter):
         except Exception as exc:
             raise self._break(exc) from None
 
-    def _feed_header(self, view: memoryview) -> list[SegmentJob]:
-        # The reader sees everything so far (it may judge by length).
-        self._hold(view)
-        seen = bytes(self._take_held())
-        parsed = self._read_header(seen)
-        if parsed is None:
-            self._hold(memoryview(seen))
+    def _feed_header(self, view: memoryview, *, last: bool = False) -> list[SegmentJob]:
+        # The reader sees everything so far (it may judge by length), appended in place.
+        head = self._head
+        head += view
+        if len(head) < self._head_need and not last:
+            return []
+        parsed = self._read_header(head)
+        if parsed is None or isinstance(parsed, int):
+            self._head_need = parsed or 0
             return []
         self._codec, used = parsed
-        return self._cut(memoryview(seen)[used:])
+        rest = memoryview(head)[used:].tobytes()
+        self._head = bytearray()
+        return self._cut(rest)
+
+    def _header_held(self) -> bytes:
+        """The header bytes held so far (the reader has not settled the header yet)."""
+        return bytes(self._head)
 
     def _last_look(self) -> None:
         """Ask the header reader once more about everything held (at the end)."""
-        if self._codec is None and self._held_len:
-            self._feed_header(memoryview(b""))
+        if self._codec is None and self._head:
+            self._feed_header(memoryview(b""), last=True)
 
     def finish(self) -> list[SegmentJob]:
         """The job opening the final segment; raises TruncatedStreamError if there is none."""

@@ -47,7 +47,6 @@ from typing import ClassVar, Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from .._state import Buffer
 from ..errors import (
@@ -61,13 +60,20 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import (
+    ScryptParams,
+    SecretKey,
+    as_secret_key,
+    derive_key_from_password,
+    hkdf,
+    random_bytes,
+)
 from ..primitives import ChaCha20Poly1305Suite
 from ._bech32 import bech32_decode, bech32_encode
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
+from .armor import ArmorDecoder, is_armored
 from .armor import armor as _armor
-from .armor import dearmor, is_armored
 
 __all__ = [
     "CHUNK_SIZE",
@@ -239,6 +245,7 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
         return None
     end = raw.find(b"\n", mark + 1)
     if end < 0:
+        _precheck(raw[: mark + 1])  # as fed in pieces: a bad line fails before the MAC line
         if len(raw) - mark - 1 > _MAC_LINE_SIZE:
             raise FormatError("age header MAC line is too long")
         return None
@@ -251,11 +258,62 @@ def _precheck(raw: bytes) -> None:
     """Fail early on a line no header can hold, rather than buffering up to the size cap."""
     lines = raw.split(b"\n")
     for line in lines[1:-1]:  # the complete lines after the version line
-        if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
-            raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
-    partial = lines[-1]
-    if len(lines) > 1 and len(partial) > _COLUMNS and not partial.startswith(b"-> "):
+        _check_line(line)
+    if len(lines) > 1:
+        _check_partial(lines[-1])
+
+
+def _check_line(line: bytes) -> None:
+    if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
+        raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
+
+
+def _check_partial(partial: bytes) -> None:
+    if len(partial) > _COLUMNS and not partial.startswith(b"-> "):
         raise FormatError("age stanza body line is longer than 64 columns")
+
+
+class _HeaderScan:
+    """Where the header ends, in bytes that arrive in pieces: each byte is looked at about
+    once, so reading a header is linear in its length whatever the chunking. Checks lines
+    as :func:`parse_header` does, in the same order (a bad line fails before the MAC line).
+    """
+
+    __slots__ = ("_line", "_max_size", "_searched")
+
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        self._line = 0  # start of the first line not checked yet (0: the version line)
+        self._searched = 0  # no LF in data[_line:_searched]
+
+    def __call__(self, data: bytes | bytearray) -> int | None:
+        """The header's length once its MAC line is complete, else ``None``."""
+        if self._line == 0:
+            if not _check_version(bytes(data[:258])):  # it refuses a line past 256 bytes
+                return None
+            self._line = self._searched = data.find(b"\n") + 1
+        while True:
+            start = self._line
+            end = data.find(b"\n", max(start, self._searched))
+            if end < 0:
+                break
+            if data.startswith(b"---", start):
+                if end + 1 > self._max_size:
+                    raise FormatError(f"age header is longer than {self._max_size} bytes")
+                return end + 1
+            _check_line(bytes(data[start:end]))
+            self._line = self._searched = end + 1
+        self._searched = len(data)
+        start = self._line
+        partial = len(data) - start
+        # The MAC line's cap (48) is below a body line's (64), so it is met first.
+        if partial > _MAC_LINE_SIZE and data.startswith(b"---", start):
+            raise FormatError("age header MAC line is too long")
+        if partial > _COLUMNS and not data.startswith(b"-> ", start):
+            raise FormatError("age stanza body line is longer than 64 columns")
+        if len(data) > self._max_size and not data.startswith(b"---", start):
+            raise FormatError(f"age header is longer than {self._max_size} bytes (or not a header)")
+        return None
 
 
 def _parse_complete(text: bytes) -> AgeHeader:
@@ -415,8 +473,9 @@ def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
 
 
 def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
-    kdf = Scrypt(salt=_SCRYPT_LABEL + salt, length=32, n=1 << work_factor, r=8, p=1)
-    return kdf.derive(passphrase)
+    """age's scrypt (r = 8, p = 1); :class:`LimitExceededError` if its memory is not there."""
+    params = ScryptParams(1 << work_factor, 8, 1)
+    return derive_key_from_password(passphrase, _SCRYPT_LABEL + salt, params=params).secret_bytes()
 
 
 class ScryptRecipient:
@@ -465,14 +524,18 @@ class ScryptIdentity:
                 raise FormatError("an age scrypt stanza must be the only stanza in the header")
             _check_shape(stanza, 3)
             salt = _stanza_arg(stanza, 1, 16)
-            if not _WORK_FACTOR.fullmatch(stanza.args[2]):
+            digits = stanza.args[2]
+            if not _WORK_FACTOR.fullmatch(digits):
                 raise FormatError("age scrypt work factor must be a decimal without leading 0")
-            work_factor = int(stanza.args[2])
-            if work_factor > self.max_work_factor:
+            # Compare lengths first: int() refuses strings of more than 4300 digits.
+            cap = str(self.max_work_factor)
+            if len(digits) > len(cap) or int(digits) > self.max_work_factor:
+                shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
                 raise LimitExceededError(
-                    f"age scrypt work factor {work_factor} is over the limit "
+                    f"age scrypt work factor {shown} is over the limit "
                     f"{self.max_work_factor}; raise max_work_factor if you trust this file"
                 )
+            work_factor = int(digits)
             return _unwrap_key(_scrypt(self._passphrase, salt, work_factor), stanza.body)
         return None
 
@@ -805,25 +868,26 @@ class AgeEncryptor(SegmentedEncryptor):
 class _HeaderReader:
     """Parses the header once complete, unwraps the file key once, then waits for the nonce."""
 
-    __slots__ = ("_file_key", "_identities", "_max_header_size", "header")
+    __slots__ = ("_file_key", "_identities", "_scan", "header")
 
     def __init__(self, identities: Sequence[Identity], max_header_size: int) -> None:
         self._identities = identities
-        self._max_header_size = max_header_size
+        self._scan = _HeaderScan(max_header_size)
         self.header: AgeHeader | None = None
         self._file_key = b""
 
-    def __call__(self, data: bytes) -> tuple[SegmentCodec, int] | None:
+    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
         if self.header is None:
-            header = parse_header(data, max_size=self._max_header_size)
-            if header is None:
+            size = self._scan(data)
+            if size is None:
                 return None
+            header = _parse_complete(bytes(data[:size]))
             self._file_key = _open_file_key(header, self._identities)
             self.header = header
         end = self.header.size + NONCE_SIZE
         if len(data) < end:
-            return None
-        codec = _payload_codec(self._file_key, data[self.header.size : end])
+            return end
+        codec = _payload_codec(self._file_key, bytes(data[self.header.size : end]))
         self._file_key = b""
         return codec, end
 
@@ -887,11 +951,14 @@ def decrypt_bytes(
 
     Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
     """
-    data: Buffer = ciphertext
-    if is_armored(data):
-        data = dearmor(data)
     dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
-    return dec.update(data) + dec.finalize()
+    if not is_armored(ciphertext):
+        return dec.update(ciphertext) + dec.finalize()
+    # The same chain a stream goes through: the first fault in byte order wins.
+    armored = ArmorDecoder()
+    out = dec.update(armored.update(ciphertext))
+    out += dec.update(armored.finalize())
+    return out + dec.finalize()
 
 
 def layout(
@@ -907,7 +974,7 @@ def layout(
     ``stream_size`` bytes for random access (``SegmentLayout.read``)."""
     reader = _HeaderReader(_identity_list(identities, passphrase, max_work_factor), max_header_size)
     opened = reader(bytes(head))
-    if opened is None:
+    if opened is None or isinstance(opened, int):
         raise TruncatedStreamError("the data is shorter than the age header and payload nonce")
     codec, size = opened
     return SegmentLayout(codec, size, stream_size)

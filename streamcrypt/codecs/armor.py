@@ -38,6 +38,7 @@ __all__ = [
     "armor",
     "dearmor",
     "is_armored",
+    "sniff_armor",
 ]
 
 #: The line that opens an armored age file.
@@ -53,10 +54,31 @@ _B64_LINE = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
 _MAX_LINE = max(len(BEGIN_LINE), COLUMNS) + 2
 
 
+#: How far :func:`is_armored` looks: the armor must start within this many bytes.
+SNIFF_SIZE = 4096
+
+
 def is_armored(data: Buffer) -> bool:
     """True when ``data`` (after leading whitespace) starts like armor (``-----BEGIN``)."""
-    head = bytes(data[:4096]).lstrip(_WHITESPACE)
+    head = bytes(data[:SNIFF_SIZE]).lstrip(_WHITESPACE)
     return head.startswith(b"-----")
+
+
+def sniff_armor(head: Buffer, at_end: bool = False) -> bool | None:
+    """:func:`is_armored` of data that starts with ``head``, or ``None`` while ``head``
+    cannot tell yet (``at_end``: ``head`` is all the data).
+
+    The answer never depends on how the data is cut: once it is not ``None`` it is what
+    :func:`is_armored` says of the whole data, so a stream reader asks again with more
+    bytes until it gets one (at most :data:`SNIFF_SIZE` of them).
+    """
+    window = bytes(head[:SNIFF_SIZE])
+    rest = window.lstrip(_WHITESPACE)
+    if len(rest) >= 5 or (rest and not b"-----".startswith(rest)):
+        return rest.startswith(b"-----")
+    if at_end or len(window) >= SNIFF_SIZE:
+        return rest.startswith(b"-----")
+    return None
 
 
 class ArmorEncoder(Lifecycle):
@@ -102,27 +124,41 @@ class ArmorDecoder(Lifecycle):
 
     Raises :class:`FormatError` for anything but the one canonical armor of the payload
     (whitespace around the block excepted), also when the input ends before the END line.
+    A bad line is reported on the call after the one that returns the bytes of the good
+    lines before it, so a decoder behind this one meets those bytes first: the first fault
+    in byte order wins, however the input is cut.
     """
 
-    __slots__ = ("_buf", "_eol", "_phase")
+    __slots__ = ("_buf", "_eol", "_error", "_phase")
 
     def __init__(self) -> None:
         self._init_lifecycle()
         self._buf = bytearray()
         self._phase = _BEFORE
         self._eol = b""
+        self._error: FormatError | None = None
 
     def update(self, data: Buffer) -> bytes:
         """Decode every complete line; returns the bytes they carry."""
         self._check()
+        if self._error is not None:
+            raise self._break(self._error)
+        out = bytearray()
         try:
-            return self._feed(data)
+            self._feed(data, out)
+        except FormatError as exc:
+            if not out:
+                raise self._break(exc) from None
+            self._error = exc  # the good lines' bytes first, the fault on the next call
         except Exception as exc:
             raise self._break(exc) from None
+        return bytes(out)
 
     def finalize(self) -> bytes:
         """Check the END line was seen and only whitespace follows it."""
         self._check()
+        if self._error is not None:
+            raise self._break(self._error)
         try:
             if self._phase != _AFTER_END and bytes(self._buf) == END_LINE:
                 self._line(END_LINE, bytearray())  # the END line may lack its line ending
@@ -134,29 +170,28 @@ class ArmorDecoder(Lifecycle):
         self._finish()
         return b""
 
-    def _feed(self, data: Buffer) -> bytes:
+    def _feed(self, data: Buffer, out: bytearray) -> None:
         buf = self._buf
         buf += data
-        out = bytearray()
         if self._phase == _BEFORE:
             stripped = len(buf) - len(buf.lstrip(_WHITESPACE))
             del buf[:stripped]
             if not buf:
-                return b""
+                return
             if not BEGIN_LINE.startswith(bytes(buf[: len(BEGIN_LINE)])):
                 raise FormatError(
                     "armor must start with -----BEGIN AGE ENCRYPTED FILE----- "
                     "(only whitespace may precede it)"
                 )
             if len(buf) < len(BEGIN_LINE) + 1:
-                return b""
+                return
             rest = buf[len(BEGIN_LINE) :]
             if rest.startswith(b"\n"):
                 self._eol = b"\n"
             elif rest.startswith(b"\r\n"):
                 self._eol = b"\r\n"
             elif rest == b"\r":
-                return b""
+                return
             else:
                 raise FormatError("the armor BEGIN line must end right after its label")
             del buf[: len(BEGIN_LINE) + len(self._eol)]
@@ -176,7 +211,6 @@ class ArmorDecoder(Lifecycle):
             if buf.strip(_WHITESPACE):
                 raise FormatError("armor has data after its END line")
             buf.clear()
-        return bytes(out)
 
     def _line(self, line: bytes, out: bytearray) -> None:
         if line == END_LINE:

@@ -121,10 +121,12 @@ __all__ = [
     "serialize_encryption_context",
 ]
 
+#: Plaintext bytes per frame an encryptor writes unless told otherwise (the SDKs' default).
 DEFAULT_FRAME_LENGTH = 4096
 #: Encrypted data keys a reader accepts unless told otherwise (each may cost an RSA
 #: decryption; the SDK's own default is no limit).
 DEFAULT_MAX_ENCRYPTED_DATA_KEYS = 64
+#: Longest message header a reader accepts unless told otherwise.
 DEFAULT_MAX_HEADER_SIZE = 1 << 20
 #: Longest frame a reader buffers (the format allows 2**32 - 1; the SDKs write 4 KiB).
 DEFAULT_MAX_FRAME_LENGTH = 1 << 26

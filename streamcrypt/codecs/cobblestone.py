@@ -293,10 +293,10 @@ class CobblestoneDecryptor(SegmentedDecryptor):
         raw = _input_key(key, variant)
         ctx = bytes(context)
 
-        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+        def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             if len(data) < HEADER_SIZE:
                 return None
-            return _open_header(raw, ctx, data), HEADER_SIZE
+            return _open_header(raw, ctx, bytes(data[:HEADER_SIZE])), HEADER_SIZE
 
         super().__init__(reader)
 

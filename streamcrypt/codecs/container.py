@@ -289,10 +289,11 @@ class StreamDecryptor(SegmentedDecryptor):
         if not isinstance(key, KeyRing):
             as_secret_key(key, 32, kinds=_KEY_KINDS)  # a wrong key type fails here, not later
 
-        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
-            if len(data) > MAX_HEADER_SIZE and read_header(data[:MAX_HEADER_SIZE]) is None:
+        def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
+            head = bytes(data[:MAX_HEADER_SIZE])  # bounded: a header fits in it
+            if len(data) > MAX_HEADER_SIZE and read_header(head) is None:
                 raise FormatError("container header is longer than any valid header")
-            return _open_header(key, aad, data)
+            return _open_header(key, aad, head)
 
         super().__init__(reader)
 

@@ -415,7 +415,7 @@ class EceDecryptor(SegmentedDecryptor):
         self._header: EceHeader | None = None
         self._allow_no_records = allow_no_records
 
-        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
+        def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             header = read_header(data)
             if header is None:
                 return None

@@ -242,13 +242,21 @@ def parse_header(data: Buffer) -> EnvelopeHeader | None:
     stanzas, longer than :data:`MAX_HEADER_SIZE`) and :class:`UnsupportedFormatError`
     (another version, unknown flags).
     """
-    buf = bytes(data[: MAX_HEADER_SIZE + 1])
+    parsed = _parse_header(bytes(memoryview(data).cast("B")[: MAX_HEADER_SIZE + 1]))
+    return parsed if isinstance(parsed, EnvelopeHeader) else None
+
+
+def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
+    """:func:`parse_header` without copying ``buf``: the header, or while it is incomplete
+    the length ``buf`` must reach before asking again helps. Walks the stanza lengths
+    only, so asking again costs the stanza count, not the bytes held."""
+    n = min(len(buf), MAX_HEADER_SIZE + 1)
     if not buf.startswith(MAGIC):
-        if len(buf) >= len(MAGIC) or not MAGIC.startswith(buf):
+        if n >= len(MAGIC) or not MAGIC.startswith(buf):
             raise FormatError("not a streamcrypt envelope (bad magic)")
-        return None
-    if len(buf) < 6:
-        return None
+        return len(MAGIC)
+    if n < 6:
+        return 6
     version, flags = buf[4], buf[5]
     if version != VERSION:
         raise UnsupportedFormatError(f"unsupported envelope version {version}; this reads 1")
@@ -257,21 +265,20 @@ def parse_header(data: Buffer) -> EnvelopeHeader | None:
     pos = 6
     signer = None
     if flags & FLAG_SIGNED:
-        if len(buf) < pos + 32:
-            return None
-        signer = buf[pos : pos + 32]
+        if n < pos + 32:
+            return pos + 32
+        signer = bytes(buf[pos : pos + 32])
         pos += 32
-    if len(buf) < pos + 1:
-        return None
+    if n < pos + 1:
+        return pos + 1
     count = buf[pos]
     pos += 1
     if not 1 <= count <= MAX_STANZAS:
         raise FormatError(f"envelope has {count} stanzas; it must have 1..{MAX_STANZAS}")
-    stanzas: list[Stanza] = []
+    spans: list[tuple[int, int, int]] = []
     for _ in range(count):
-        if len(buf) < pos + 3:
-            _need_more(buf)
-            return None
+        if n < pos + 3:
+            return _need_more(n, pos + 3)
         kind, length = struct.unpack_from(">BH", buf, pos)
         pos += 3
         if kind in _PREFIX_SIZES and length != _PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE:
@@ -279,23 +286,23 @@ def parse_header(data: Buffer) -> EnvelopeHeader | None:
                 f"envelope {_LABELS[kind].decode()} stanza must be "
                 f"{_PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE} bytes, got {length}"
             )
-        if len(buf) < pos + length:
-            _need_more(buf)
-            return None
-        stanzas.append(Stanza(kind, buf[pos : pos + length]))
+        if n < pos + length:
+            return _need_more(n, pos + length)
+        spans.append((kind, pos, length))
         pos += length
-    if sum(s.kind in _PASSPHRASE_TYPES for s in stanzas) > 1:
+    if sum(kind in _PASSPHRASE_TYPES for kind, _, _ in spans) > 1:
         raise FormatError("envelope has more than one passphrase stanza")
-    if len(buf) < pos + MAC_SIZE:
-        _need_more(buf)
-        return None
-    return EnvelopeHeader(tuple(stanzas), signer, buf[: pos + MAC_SIZE])
+    if n < pos + MAC_SIZE:
+        return _need_more(n, pos + MAC_SIZE)
+    stanzas = tuple(Stanza(kind, bytes(buf[at : at + size])) for kind, at, size in spans)
+    return EnvelopeHeader(stanzas, signer, bytes(buf[: pos + MAC_SIZE]))
 
 
-def _need_more(buf: bytes) -> None:
-    """Called when the header is incomplete: refuse it once it passed the size limit."""
-    if len(buf) > MAX_HEADER_SIZE:
+def _need_more(held: int, need: int) -> int:
+    """The header is incomplete: refuse it once it passed the size limit."""
+    if held > MAX_HEADER_SIZE:
         raise FormatError(f"envelope header is longer than {MAX_HEADER_SIZE} bytes")
+    return min(need, MAX_HEADER_SIZE + 1)
 
 
 def _keys(file_key: bytes) -> tuple[bytes, SecretKey]:
@@ -899,26 +906,23 @@ class _HeaderReader:
                 )
         return payload_key
 
-    def __call__(self, data: bytes) -> tuple[SegmentCodec, int] | None:
+    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
         if self.header is None:
-            header = parse_header(data)
-            if header is None:
-                return None
+            header = _parse_header(data)
+            if isinstance(header, int):
+                return header
             self._payload_key = self._open(header)
             self.header = header
         assert self._payload_key is not None
         size = self.header.size
-        inner = data[size:]
+        inner = bytes(data[size : size + container.MAX_HEADER_SIZE])  # a header fits in it
         parsed = container.read_header(inner)
         if parsed is None or len(inner) < parsed[1] + container.TAG_SIZE:
             return None
         if parsed[0].key_id:
             raise FormatError("the container inside an envelope must not name a key id")
         lay = container.layout(
-            self._payload_key,
-            inner[: container.MAX_HEADER_SIZE],
-            len(inner),
-            aad=self.header.raw + self._aad,
+            self._payload_key, inner, len(data) - size, aad=self.header.raw + self._aad
         )
         return lay.codec, size + lay.header_size
 
@@ -1099,7 +1103,7 @@ def layout(
     idents = _identity_list(identities, passphrase, max_params, max_scrypt)
     reader = _HeaderReader(idents, aad, None)
     opened = reader(bytes(head))
-    if opened is None or reader.header is None:
+    if opened is None or isinstance(opened, int) or reader.header is None:
         raise FormatError("the data is shorter than the envelope and container headers")
     codec, size = opened
     end = stream_size - (SIGNATURE_SIZE if reader.header.signed else 0)

@@ -100,11 +100,17 @@ __all__ = [
     "reveal",
 ]
 
+#: The 8 bytes every rclone crypt file starts with.
 MAGIC = b"RCLONE\x00\x00"
+#: Bytes of the file nonce after the magic (block i uses nonce + i).
 NONCE_SIZE = 24
+#: Bytes of a file header: magic and nonce.
 HEADER_SIZE = len(MAGIC) + NONCE_SIZE
+#: Bytes of the Poly1305 tag of each block.
 TAG_SIZE = 16
+#: Plaintext bytes per block (the last block may be shorter).
 BLOCK_DATA_SIZE = 64 * 1024
+#: Bytes of a sealed full block: tag and ciphertext.
 BLOCK_SIZE = BLOCK_DATA_SIZE + TAG_SIZE
 #: The salt rclone uses when no password2 ("salt") is configured.
 DEFAULT_SALT = bytes.fromhex("a80df43a8fbd0308a7cab83e581f86b1")
@@ -115,7 +121,9 @@ _OBSCURE_KEY = bytes.fromhex("9c935b48730a554d6bfd7c63c886a92bd390198eb8128afbf4
 _NAME_BLOCK = 16
 _MAX_NAME_CIPHERTEXT = 2048
 
+#: rclone's ``filename_encryption`` settings.
 NameEncryption = Literal["standard", "obfuscate", "off"]
+#: rclone's ``filename_encoding`` settings for encrypted names.
 NameEncoding = Literal["base32", "base64", "base32768"]
 
 
@@ -355,11 +363,12 @@ class RcloneDecryptor(SegmentedDecryptor):
         keys = _check_keys(keys)
         self._expected = expected_size
 
-        def reader(data: bytes) -> tuple[SegmentCodec, int] | None:
-            header_size(data)
-            if len(data) < HEADER_SIZE:
+        def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
+            head = bytes(data[:HEADER_SIZE])  # bounded: the header is fixed-size
+            header_size(head)
+            if len(head) < HEADER_SIZE:
                 return None
-            return _open_header(keys, data), HEADER_SIZE
+            return _open_header(keys, head), HEADER_SIZE
 
         super().__init__(reader)
 

@@ -113,8 +113,11 @@ MAGIC: Final = b"sc"
 VERSION: Final = 1
 PREAMBLE_LEN: Final = 6
 PROLOGUE: Final = b"streamcrypt EncryptedStream\x00"
+#: Noise patterns a preamble may name, with their wire codes.
 PATTERNS: Final = {"NNpsk0": 1, "NK": 2, "IK": 3, "XX": 4}
+#: Noise ciphers a preamble may name, with their wire codes.
 CIPHERS: Final = {"ChaChaPoly": 1, "AESGCM": 2}
+#: Noise hashes a preamble may name, with their wire codes.
 HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
 #: Handshake messages here carry empty payloads (at most 96 bytes); anything far larger
 #: is not a streamcrypt peer.
@@ -316,6 +319,7 @@ class Complete:
         return f"Complete({self.protocol_name})"
 
 
+#: What :meth:`Handshake.next_event` returns: wait for data, vet the peer, or done.
 HandshakeEvent = NeedData | VetPeer | Complete
 
 

@@ -13,14 +13,13 @@ from ..codecs.age import (
     IdentityLike,
     RecipientLike,
 )
-from ..codecs.armor import ArmorDecoder, ArmorEncoder, dearmor, is_armored
+from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored, sniff_armor
 from ..codecs.armor import armor as _armor
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
+from ..errors import FormatError
 from ._run import stream
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
-
-_BEGIN = b"-----BEGIN"
 
 
 async def encrypt(
@@ -50,26 +49,30 @@ async def decrypt(
     max_work_factor: int = 22,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
-    """Decrypt an age stream (armor detected by itself), yielding only verified chunks."""
+    """Decrypt an age stream (armor detected by itself), yielding only verified chunks.
+
+    Armor is detected as :func:`decrypt_bytes` detects it, however the source is cut
+    (leading whitespace included): reading goes on until the verdict is known.
+    """
     dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
-    first, rest = await _peek(source, len(_BEGIN))
-    stages = [ArmorDecoder(), dec] if is_armored(first) else [dec]
+    first, rest, armored = await _sniff(source)
+    stages = [ArmorDecoder(), dec] if armored else [dec]
     async for piece in stream(_prepend(first, rest), *stages, policy=policy):
         yield piece
 
 
-async def _peek(source: Source, n: int) -> tuple[bytes, AsyncIterator[Buffer] | None]:
-    """At least ``n`` leading bytes (fewer only at the end) and an iterator of the rest."""
+async def _sniff(source: Source) -> tuple[bytes, AsyncIterator[Buffer] | None, bool]:
+    """The leading bytes read, an iterator of the rest, and whether the data is armored."""
     if isinstance(source, bytes | bytearray | memoryview):
-        return bytes(source), None
+        return bytes(source), None, is_armored(source)
     it = aiter(source)
-    head = b""
-    while len(head) < n:
+    head = bytearray()
+    while (armored := sniff_armor(head)) is None:
         try:
-            head += bytes(await anext(it))
+            head += await anext(it)
         except StopAsyncIteration:
-            break
-    return head, it
+            return bytes(head), it, is_armored(head)
+    return bytes(head), it, armored
 
 
 async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIterator[Buffer]:
@@ -108,6 +111,15 @@ def decrypt_bytes(
 
     Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
     """
-    data = dearmor(ciphertext) if is_armored(ciphertext) else ciphertext
+    data: Buffer = ciphertext
+    if is_armored(ciphertext):
+        armored = ArmorDecoder()
+        data = armored.update(ciphertext)
+        try:
+            armored.finalize()
+        except FormatError:
+            # As a stream meets them: a fault in the bytes before the bad armor wins.
+            AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor).update(data)
+            raise
     dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
     return run_segmented(dec, data, policy)

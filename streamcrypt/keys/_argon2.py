@@ -23,6 +23,7 @@ from ._secret import SecretKey
 
 __all__ = ["ARGON2_VARIANTS", "Argon2Variant", "argon2"]
 
+#: The Argon2 variants :func:`argon2` computes.
 Argon2Variant = Literal["argon2d", "argon2i", "argon2id"]
 #: RFC 9106 type numbers (and Monocypher's ``CRYPTO_ARGON2_D/I/ID``).
 ARGON2_VARIANTS: dict[str, int] = {"argon2d": 0, "argon2i": 1, "argon2id": 2}

@@ -38,6 +38,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+from .._json import load_json
 from .._state import Buffer
 from ..errors import (
     AuthenticationError,
@@ -95,6 +96,8 @@ def _kdf_params(doc: object) -> tuple[PasswordParams, bytes]:
         raise FormatError("key ring field 'kdf' must be an object")
     alg = doc.get("alg")
     fields = {"argon2id": {"alg", "ops", "mem", "salt"}, "scrypt": {"alg", "n", "r", "p", "salt"}}
+    if not isinstance(alg, str):
+        raise FormatError("key ring field 'kdf.alg' must be a string")
     if alg not in fields:
         raise UnsupportedFormatError(f"unknown key ring KDF {alg!r}; this reads argon2id, scrypt")
     if set(doc) != fields[alg]:
@@ -280,14 +283,12 @@ class KeyRing:
         Raises :class:`AuthenticationError` for a wrong password or any tampering with an
         encrypted ring (and for a clear ring when a password was given: a swapped-in
         clear ring is refused unless ``insecure_plaintext=True``), :class:`FormatError`
-        for malformed JSON, :class:`LimitExceededError` for KDF parameters above the caps
-        (checked before any KDF work), :class:`InvalidParameterError` for an encrypted
-        ring without a password.
+        for malformed JSON (a member named twice in one object included),
+        :class:`LimitExceededError` for KDF parameters above the caps (checked before any
+        KDF work) or a KDF that cannot get its memory, :class:`InvalidParameterError` for
+        an encrypted ring without a password.
         """
-        try:
-            doc = json.loads(bytes(text) if not isinstance(text, str) else text)
-        except (ValueError, UnicodeDecodeError):
-            raise FormatError("key ring is not valid JSON") from None
+        doc = load_json(text, "key ring")
         if not isinstance(doc, dict) or doc.get(_FORMAT) != _VERSION:
             if isinstance(doc, dict) and _FORMAT in doc:
                 raise UnsupportedFormatError(

@@ -88,7 +88,13 @@ class SecretKey:
             raise _wrong_kind(material, "SecretKey material", _BYTES_LIKE)
         if len(material) == 0:
             raise InvalidKeySizeError("a secret key cannot be empty")
-        if len(key_id.encode()) > 255:
+        if not isinstance(key_id, str):
+            raise InvalidParameterError(f"a key id is a str, not {type(key_id).__name__}")
+        try:
+            id_size = len(key_id.encode())
+        except UnicodeEncodeError:
+            raise InvalidParameterError("a key id must be text without lone surrogates") from None
+        if id_size > 255:
             raise InvalidParameterError("a key id is at most 255 bytes of UTF-8")
         self._material = bytearray(material)
         self.key_id = key_id

@@ -27,6 +27,7 @@ from ..keys import SecretKey
 
 __all__ = ["EME_MAX_BLOCKS", "Eme"]
 
+#: Most 16-byte blocks one EME call takes (2 KiB, as the EME-32 construction allows).
 EME_MAX_BLOCKS = 128
 _MASK = (1 << 128) - 1
 

@@ -34,8 +34,11 @@ __all__ = [
     "no_aad",
 ]
 
+#: Bytes of a secretbox key.
 SECRETBOX_KEY_SIZE = 32
+#: Bytes of a secretbox nonce (random nonces are safe at this size).
 SECRETBOX_NONCE_SIZE = 24
+#: Bytes of the Poly1305 tag a secretbox puts first.
 SECRETBOX_TAG_SIZE = 16
 
 

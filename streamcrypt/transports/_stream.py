@@ -128,6 +128,8 @@ DEFAULT_RECORD_TIMEOUT: Final = 30.0
 #: ChaChaPoly over asyncio streams from 0.72 to 0.57 GB/s: one large inline decrypt per
 #: read overlaps less with the sender).
 _RECV_SIZE: Final = 1 << 18
+#: Most ciphertext bytes asked of the transport in one read (1 MiB): with one record, the
+#: bound on buffered ciphertext per connection.
 MAX_READ: Final = 1 << 20
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).

@@ -1,0 +1,126 @@
+"""One verdict whatever the chunking for armored age (issue 14, finding 4).
+
+``formats.age.decrypt`` used to look for armor in the first 10 bytes of an async source
+only, so leading whitespace split across pieces turned an armored file into a refused
+binary one; and armor that broke after an age header no identity opens was a FormatError
+whole and an UnknownKeyError in pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import pytest
+
+from streamcrypt import formats
+from streamcrypt.codecs import age, armor
+from streamcrypt.errors import FormatError, StreamCryptError, UnknownKeyError
+
+ME = age.X25519Identity(bytes(range(1, 33)))
+OTHER = age.X25519Identity(bytes(range(2, 34)))
+PAYLOAD = b"armored payload " * 10
+ARMORED = age.encrypt_bytes(PAYLOAD, [ME.recipient], armor=True)
+
+
+def _stream(pieces: Sequence[bytes], identity: age.X25519Identity = ME) -> bytes:
+    async def source() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    async def run() -> bytes:
+        out = formats.age.decrypt(source(), [identity], policy=None)
+        return b"".join([chunk async for chunk in out])
+
+    return anyio.run(run)
+
+
+def _verdict(call: object) -> str:
+    try:
+        call()  # type: ignore[operator]
+    except StreamCryptError as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+@pytest.mark.parametrize("lead", [b"", b" " * 12, b"\n\r   \t\n" * 3, b" " * 700])
+def test_every_split_of_the_armored_prefix(lead: bytes) -> None:
+    """Leading whitespace and the BEGIN line cut at every point: accepted every time."""
+    data = lead + ARMORED
+    assert age.decrypt_bytes(data, [ME]) == PAYLOAD
+    assert formats.age.decrypt_bytes(data, [ME], policy=None) == PAYLOAD
+    prefix = len(lead) + len(armor.BEGIN_LINE) + 1
+    for cut in range(prefix + 1):
+        assert _stream([data[:cut], data[cut:]]) == PAYLOAD, cut
+    head = data[:prefix]
+    assert _stream([*(head[i : i + 1] for i in range(len(head))), data[prefix:]]) == PAYLOAD
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        ARMORED,
+        b" " * 12 + ARMORED,
+        b"\t" * 4094 + b"-----BEGIN",  # the armor must start within 4096 bytes
+        b"\t" * 4091 + b"-----BEGIN",
+        b" " * 5000 + ARMORED,
+        age.encrypt_bytes(b"x", [ME.recipient]),
+        b"  ----",
+        b"  -- not armor",
+        b"   ",
+        b"",
+    ],
+)
+def test_sniff_agrees_with_is_armored_at_every_cut(data: bytes) -> None:
+    whole = armor.is_armored(data)
+    for cut in range(min(len(data), 4200) + 1):
+        verdict = armor.sniff_armor(data[:cut])
+        assert verdict is None or verdict == whole, cut
+    assert armor.sniff_armor(data, at_end=True) == whole
+
+
+def test_leading_whitespace_past_the_sniff_window_is_one_verdict() -> None:
+    """Armor starting after 4096 bytes of whitespace is not armor, whole or in pieces."""
+    data = b" " * 5000 + ARMORED
+    whole = _verdict(lambda: age.decrypt_bytes(data, [ME]))
+    assert whole == FormatError.__name__
+    assert _verdict(lambda: _stream([data[i : i + 7] for i in range(0, len(data), 7)])) == whole
+
+
+def _broken_armor() -> bytes:
+    """Armor whose END line is missing, around an age file for OTHER only."""
+    return age.encrypt_bytes(PAYLOAD, [OTHER.recipient], armor=True).rsplit(b"-----END", 1)[0]
+
+
+def _bad_line_after_header() -> bytes:
+    """A stray line after the lines that hold the header and payload nonce."""
+    lines = age.encrypt_bytes(PAYLOAD, [OTHER.recipient], armor=True).split(b"\n")
+    return b"\n".join([*lines[:5], b"not base64 !", *lines[5:]])
+
+
+@pytest.mark.parametrize("make", [_broken_armor, _bad_line_after_header])
+def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> None:
+    data = make()  # type: ignore[operator]
+    expected = UnknownKeyError.__name__  # the header comes before the bad armor
+    assert _verdict(lambda: age.decrypt_bytes(data, [ME])) == expected
+    assert _verdict(lambda: formats.age.decrypt_bytes(data, [ME], policy=None)) == expected
+    for size in (1, 7, 64, 65, 1000, len(data)):
+        pieces = [data[i : i + size] for i in range(0, len(data), size)]
+        assert _verdict(lambda p=pieces: _stream(p)) == expected, size
+
+
+def test_bad_armor_before_anything_decodes_is_a_format_error() -> None:
+    data = b"-----BEGIN AGE ENCRYPTED FILE-----\nnot base64 !\n"
+    assert _verdict(lambda: age.decrypt_bytes(data, [ME])) == FormatError.__name__
+    assert _verdict(lambda: _stream([data[i : i + 1] for i in range(len(data))])) == (
+        FormatError.__name__
+    )
+
+
+def test_armor_decoder_reports_a_bad_line_after_the_good_bytes() -> None:
+    dec = armor.ArmorDecoder()
+    good = armor.armor(bytes(100)).split(b"\n")
+    out = dec.update(b"\n".join(good[:2]) + b"\n!!!!\n")
+    assert out == bytes(48)
+    with pytest.raises(FormatError):
+        dec.update(b"")
