@@ -32,6 +32,7 @@ from ._aes import (
     AesXtsEncryptor,
     xts_tweak,
 )
+from ._cdc import CDC_AVG_SIZE, CDC_MAX_SIZE, CDC_MIN_SIZE, ContentChunker
 from ._chacha import ChaCha20, XChaCha20
 from ._hchacha import hchacha20
 from ._signing import (
@@ -65,6 +66,9 @@ __all__ = [
     "AES128GCM",
     "AES256GCM",
     "BLAKE3_THREADS_MIN",
+    "CDC_AVG_SIZE",
+    "CDC_MAX_SIZE",
+    "CDC_MIN_SIZE",
     "ED25519_SIGNATURE_SIZE",
     "HMAC_MIN_TAG_LENGTH",
     "SUITES",
@@ -93,6 +97,7 @@ __all__ = [
     "Blake3Tap",
     "ChaCha20",
     "ChaCha20Poly1305Suite",
+    "ContentChunker",
     "Ed25519PrivateKey",
     "Ed25519PublicKey",
     "Ed25519phSigner",
