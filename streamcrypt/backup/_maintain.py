@@ -22,7 +22,7 @@ from typing import Any
 
 import fsspec
 
-from ..codecs.backup import BlobEntry, PackOpener, PackWriter, StoreConfig
+from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, PackOpener, PackWriter, StoreConfig
 from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
 from ..errors import FormatError, InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
@@ -109,18 +109,26 @@ def _check_pack(
 ) -> tuple[list[tuple[bytes, str]], str | None, int]:
     """Damaged chunks (id, why), a table problem, and bytes read (worker thread)."""
     try:
-        if not read_data:
-            table = store.read_pack_table_sync(pack_id, size)
-            data = memoryview(b"")
-        else:
+        if read_data:
             data = memoryview(store.read_pack_sync(pack_id))
             opener = PackOpener(store.keys, pack_id, data)
-            table = opener.table(data, len(data))
+        else:
+            data = memoryview(b"")
+            header = store.read_sync(store.pack_path(pack_id), 0, PACK_HEADER_SIZE)
+            opener = PackOpener(store.keys, pack_id, header)
     except (StreamCryptError, OSError) as exc:
-        return [(e.chunk_id, str(exc)) for e in entries], f"{type(exc).__name__}: {exc}", 0
+        why = f"{type(exc).__name__}: {exc}"
+        return [(e.chunk_id, why) for e in entries], why, 0
     problem = None
-    if {(e.chunk_id, e.offset) for e in table} != {(e.chunk_id, e.offset) for e in entries}:
-        problem = "the pack's table does not match the index"
+    try:
+        if read_data:
+            table = opener.table(data, len(data))
+        else:
+            table = store.read_pack_table_sync(pack_id, size)
+        if {(e.chunk_id, e.offset) for e in table} != {(e.chunk_id, e.offset) for e in entries}:
+            problem = "the pack's table does not match the index"
+    except (StreamCryptError, OSError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
     bad: list[tuple[bytes, str]] = []
     if read_data:
         for entry in entries:
@@ -201,18 +209,26 @@ async def verify(
             pack_id, future = inflight.popleft()
             bad, table_problem, nbytes = await wait_future(future)
             short = pack_id.hex()[:16]
-            if table_problem is not None:
-                problems.append(Problem("pack", f"pack {short}...: {table_problem}"))
-            for cid, why in bad:
-                if index.chunks[cid].pack_id != pack_id:
-                    continue  # a duplicate; the indexed copy is checked in its own pack
+            mine = [cid for cid, _ in bad if index.chunks[cid].pack_id == pack_id]
+            if len(bad) == len(index.packs[pack_id]) > 1:  # nothing in it opens: one problem
+                files = sorted({f for cid in mine for f in users.get(cid, ())})
+                why = table_problem or bad[0][1]
                 problems.append(
-                    Problem(
-                        "chunk",
-                        f"chunk {cid.hex()[:16]}... in pack {short}...: {why}",
-                        tuple(sorted(users.get(cid, ()))),
-                    )
+                    Problem("pack", f"pack {short}... is unreadable: {why}", tuple(files))
                 )
+            else:
+                if table_problem is not None:
+                    problems.append(Problem("pack", f"pack {short}...: {table_problem}"))
+                for cid, why in bad:
+                    if index.chunks[cid].pack_id != pack_id:
+                        continue  # a duplicate; the indexed copy is checked in its own pack
+                    problems.append(
+                        Problem(
+                            "chunk",
+                            f"chunk {cid.hex()[:16]}... in pack {short}...: {why}",
+                            tuple(sorted(users.get(cid, ()))),
+                        )
+                    )
             chunks += len(index.packs[pack_id]) if read_data else 0
             done += nbytes
             if progress is not None:

@@ -146,7 +146,7 @@ class BackupKeys:
             index=SecretKey(sub("index encryption")),
             snapshot=SecretKey(sub("snapshot encryption")),
             signing=Ed25519PrivateKey(sub("snapshot signing")),
-            chunker_seed=int.from_bytes(sub("chunker seed", 8), "big"),
+            chunker_seed=int.from_bytes(sub("chunker seed", 8), "big") >> 1,
         )
 
     def chunk_id_of(self, data: Buffer) -> bytes:

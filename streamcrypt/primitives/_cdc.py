@@ -12,7 +12,7 @@ of each chunk, uses a stricter mask before ``avg_size`` and a looser one after i
 The kernel is `pyfastcdc` (Cython, a port of the ``v2020`` module of nlfiedler's
 ``fastcdc`` crate; its cut loop runs without the GIL). ``seed`` is XORed into the gear
 table, so the boundaries, visible as chunk sizes in an encrypted store, depend on a key
-(a 64-bit seed: it makes boundaries unpredictable to an outsider, it does not hide chunk
+(a 63-bit seed: it makes boundaries unpredictable to an outsider, it does not hide chunk
 sizes themselves).
 
 Streaming: ``update(data)`` returns the chunks that are certainly complete; the last
@@ -48,7 +48,8 @@ CDC_MIN_SIZE = CDC_AVG_SIZE // 4
 #: Default maximum chunk size (FastCDC's ``avg * 4``).
 CDC_MAX_SIZE = CDC_AVG_SIZE * 4
 
-_SEED_MAX = (1 << 64) - 1
+# pyfastcdc shifts the seed left by one bit in a 64-bit integer: 63 bits fit.
+_SEED_MAX = (1 << 63) - 1
 
 
 def _kernel(avg: int, min_size: int, max_size: int, seed: int) -> FastCDC:
@@ -67,7 +68,7 @@ class ContentChunker(Lifecycle):
 
     ``update(data)`` returns the chunks completed so far (read-only ``memoryview`` s,
     possibly none), ``finalize()`` the last one. :meth:`cut` splits a whole buffer at
-    once. ``seed`` (0 .. 2**64-1; 0 is FastCDC's published table) keys the boundaries.
+    once. ``seed`` (0 .. 2**63-1; 0 is FastCDC's published table) keys the boundaries.
     Raises :class:`InvalidParameterError` for sizes outside FastCDC's ranges
     (64 <= min <= avg <= max, avg 256 B .. 4 MiB, max <= 16 MiB).
     """
@@ -95,7 +96,7 @@ class ContentChunker(Lifecycle):
                 f"max 1 KiB..16 MiB; got min={min_size} avg={avg_size} max={max_size}"
             )
         if not 0 <= seed <= _SEED_MAX:
-            raise InvalidParameterError("the chunker seed must be a 64-bit unsigned integer")
+            raise InvalidParameterError("the chunker seed must be an integer in 0 .. 2**63-1")
         self._init_lifecycle()
         self._cdc = _kernel(avg_size, min_size, max_size, seed)
         self._max = max_size
