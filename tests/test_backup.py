@@ -478,3 +478,23 @@ def test_large_tree_round_trip(tmp_path: Path) -> None:
     run(sb.restore, store, "big", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
     assert run(sb.verify, store, KEY).ok
+
+
+def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
+    """Any fsspec URL works as a store; here fsspec's in-memory file system."""
+    src = tmp_path / "src"
+    make_tree(src, random.Random(4))
+    url = f"memory://sc-backup-{os.urandom(6).hex()}"
+    run(sb.Store.open, url, KEY, create=True, pack_size=1 << 18)
+    first = run(sb.backup, src, url, KEY, name="mem")
+    assert first.packs_written > 3
+    second = run(sb.backup, src, url, KEY, name="mem2")
+    assert second.files_read == 0 and second.chunks_new == 0
+    assert sb.list_snapshots(url) == ["mem", "mem2"]
+    run(sb.restore, url, "mem2", tmp_path / "dest", KEY)
+    assert listing(tmp_path / "dest") == listing(src)
+    assert run(sb.verify, url, KEY).ok
+    run(sb.forget, url, KEY, ["mem"])
+    assert run(sb.prune, url, KEY).packs_deleted == 0
+    with pytest.raises(FileNotFoundError):
+        sb.list_snapshots(f"memory://sc-backup-none-{os.urandom(6).hex()}")

@@ -152,13 +152,18 @@ class _Work:
                 new.append(_NewBlob(cid, flags, payload, len(piece)))
 
 
-def _read_all(path: str) -> bytes:
+def _read_all(path: str, size: int) -> bytes:
+    """A small file whole; one read when its size is as scanned (a regular file returns
+    fewer bytes than asked only at its end)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        parts = []
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        parts = [data]  # it grew since the scan
         while block := os.read(fd, _READ_BLOCK):
             parts.append(block)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)
     finally:
         os.close(fd)
 
@@ -182,7 +187,7 @@ class _SmallFiles:
             done = _Done(entry)
             files.append(done)
             try:
-                data = _read_all(entry.full)
+                data = _read_all(entry.full, entry.st.st_size)
             except OSError as exc:
                 done.error = f"{entry.path} ({exc.strerror or exc})"
                 continue

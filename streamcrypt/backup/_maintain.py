@@ -20,14 +20,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, PackOpener, PackWriter, StoreConfig
 from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
 from ..errors import FormatError, InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, check_snapshot_name, run_blocking
+from ._store import Store, check_snapshot_name, open_location, run_blocking
 
 __all__ = [
     "Problem",
@@ -44,7 +42,7 @@ def list_snapshots(
     location: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
 ) -> list[str]:
     """Snapshot names in a store, in name order (no key needed). Blocking."""
-    fs, root = fsspec.core.url_to_fs(os.fspath(location), **(storage_options or {}))
+    fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
         raise FileNotFoundError(f"{os.fspath(location)!r} is not a backup store (no config)")

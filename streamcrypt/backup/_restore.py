@@ -35,10 +35,14 @@ from ._store import Index, Store, require_chunks, run_blocking
 
 __all__ = ["RestoreReport", "restore"]
 
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | _NOFOLLOW
 
-#: (file path relative to the snapshot, offset in the file)
-_Target = tuple[str, int]
+#: (file path relative to the snapshot, its path in the staging directory, offset in it)
+_Target = tuple[str, str, int]
+_Wanted = dict[bytes, tuple[BlobEntry, list[_Target]]]
+#: Sealed bytes of one pack restored per worker hop (several hops share a large pack).
+_JOB_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,40 +70,50 @@ def _local(root: str, rel: str) -> str:
 
 
 def _describe(targets: Sequence[_Target]) -> str:
-    names = sorted({path for path, _ in targets})
+    names = sorted({path for path, _, _ in targets})
     more = f" (and {len(names) - 1} other files)" if len(names) > 1 else ""
     return f"{names[0]!r}{more}"
 
 
+def _is_zero(data: bytes) -> bool:
+    return not data[0] and not data[-1] and data.count(0) == len(data)
+
+
+def _set_metadata(fd: int, node: Node, holes: set[str]) -> None:
+    if node.path in holes:
+        os.ftruncate(fd, node.size)
+    os.fchmod(fd, node.mode)
+    os.utime(fd, ns=(node.mtime_ns, node.mtime_ns))
+
+
 class _PackJob:
-    """Restore the wanted blobs of one pack (runs on a worker thread)."""
+    """Restore some blobs of one pack (runs on a worker thread); files whose every chunk
+    is among them are finished here (size, mode, times)."""
 
     def __init__(
         self,
         store: Store,
         pack_id: bytes,
-        wanted: dict[bytes, tuple[BlobEntry, list[_Target]]],
-        staging: str,
+        wanted: list[tuple[BlobEntry, list[_Target]]],
+        complete: list[Node],
     ) -> None:
         self.store = store
         self.pack_id = pack_id
-        self.wanted = sorted(wanted.values(), key=lambda item: item[0].offset)
-        self.staging = staging
+        self.wanted = wanted
+        self.complete = complete
 
     def _sealed(self) -> tuple[PackOpener, list[memoryview]]:
         store, entries = self.store, [e for e, _ in self.wanted]
-        end = entries[-1].offset + entries[-1].length
-        needed = sum(e.length for e in entries)
-        if 2 * needed >= end:  # most of the pack: one read
-            data = memoryview(store.read_sync(store.pack_path(self.pack_id), 0, end))
-            opener = PackOpener(store.keys, self.pack_id, data[:PACK_HEADER_SIZE])
-            return opener, [data[e.offset : e.offset + e.length] for e in entries]
-        header = store.read_sync(store.pack_path(self.pack_id), 0, PACK_HEADER_SIZE)
-        opener = PackOpener(store.keys, self.pack_id, header)
+        path = store.pack_path(self.pack_id)
+        start, end = entries[0].offset, entries[-1].offset + entries[-1].length
+        opener = PackOpener(store.keys, self.pack_id, store.read_sync(path, 0, PACK_HEADER_SIZE))
+        if 2 * sum(e.length for e in entries) >= end - start:  # mostly wanted: one read
+            data = memoryview(store.read_sync(path, start, end))
+            return opener, [data[e.offset - start : e.offset - start + e.length] for e in entries]
         return opener, [memoryview(store.read_blob_sync(self.pack_id, e)) for e in entries]
 
-    def run(self) -> tuple[int, int, set[str]]:
-        """Returns bytes written, chunks verified, and files with holes."""
+    def run(self) -> tuple[int, int, set[str], set[str]]:
+        """Bytes written, chunks verified, files with holes, files finished."""
         written = 0
         holes: set[str] = set()
         fds: dict[str, int] = {}
@@ -114,46 +128,72 @@ class _PackJob:
                     plain = opener.blob(entry, blob)
                 except StreamCryptError as exc:
                     raise type(exc)(f"{_describe(targets)}: {exc}") from None
-                zero = plain.count(0) == len(plain)
-                for path, offset in targets:
-                    fd = fds.get(path)
+                zero = _is_zero(plain) if plain else False
+                for rel, full, offset in targets:
+                    fd = fds.get(rel)
                     if fd is None:
-                        fd = fds[path] = os.open(_local(self.staging, path), _OPEN_FLAGS, 0o600)
+                        fd = fds[rel] = os.open(full, _OPEN_FLAGS, 0o600)
                     if zero:
-                        holes.add(path)
+                        holes.add(rel)
                         continue
-                    view = memoryview(plain)
+                    view, pos = memoryview(plain), offset
                     while view:
-                        n = os.pwrite(fd, view, offset)
-                        view, offset = view[n:], offset + n
+                        n = os.pwrite(fd, view, pos)
+                        view, pos = view[n:], pos + n
                     written += len(plain)
+            for node in self.complete:
+                _set_metadata(fds[node.path], node, holes)
         finally:
             for fd in fds.values():
                 os.close(fd)
-        return written, len(self.wanted), holes
+        return written, len(self.wanted), holes, {n.path for n in self.complete}
 
 
 def _plan(
-    manifest: Manifest, index: Index
-) -> dict[bytes, dict[bytes, tuple[BlobEntry, list[_Target]]]]:
+    manifest: Manifest, index: Index, staging: str
+) -> list[tuple[bytes, list[Any], list[Node]]]:
+    """Jobs: runs of wanted blobs of one pack (at most ``_JOB_BYTES``), where each goes,
+    and the files wholly inside the run."""
     require_chunks(index, manifest)
-    packs: dict[bytes, dict[bytes, tuple[BlobEntry, list[_Target]]]] = {}
+    packs: dict[bytes, _Wanted] = {}
+    chunks = index.chunks
     for node in manifest.files():
         offset = 0
+        full = _local(staging, node.path)
         for cid in node.chunks:
-            loc = index.chunks[cid]
-            wanted = packs.setdefault(loc.pack_id, {})
+            loc = chunks[cid]
+            wanted = packs.get(loc.pack_id)
+            if wanted is None:
+                wanted = packs[loc.pack_id] = {}
             item = wanted.get(cid)
             if item is None:
                 item = wanted[cid] = (loc.entry, [])
-            item[1].append((node.path, offset))
+            item[1].append((node.path, full, offset))
             offset += loc.entry.raw_length
         if offset != node.size:
             raise FormatError(
                 f"{node.path!r}: its chunks hold {offset} bytes but the manifest says "
                 f"{node.size}: the index or the manifest is corrupt"
             )
-    return packs
+    jobs: list[tuple[bytes, list[Any], list[Node]]] = []
+    job_of: dict[bytes, int] = {}
+    for pack_id, wanted in packs.items():
+        run: list[tuple[BlobEntry, list[_Target]]] = []
+        size = 0
+        for item in sorted(wanted.values(), key=lambda it: it[0].offset):
+            if run and size + item[0].length > _JOB_BYTES:
+                jobs.append((pack_id, run, []))
+                run, size = [], 0
+            run.append(item)
+            size += item[0].length
+            job_of[item[0].chunk_id] = len(jobs)
+        jobs.append((pack_id, run, []))
+    for node in manifest.files():
+        if node.chunks:
+            first = job_of[node.chunks[0]]
+            if all(job_of[c] == first for c in node.chunks):
+                jobs[first][2].append(node)
+    return jobs
 
 
 def _new_destination(dest: str | os.PathLike[str]) -> str:
@@ -165,27 +205,34 @@ def _new_destination(dest: str | os.PathLike[str]) -> str:
 
 def _prepare(staging: str, manifest: Manifest) -> None:
     os.mkdir(staging, 0o700)
-    for node in manifest.nodes:
-        if node.kind == "dir":
-            os.makedirs(_local(staging, node.path), 0o700, exist_ok=True)
-        elif node.kind == "file":
-            os.makedirs(os.path.dirname(_local(staging, node.path)), 0o700, exist_ok=True)
-            if not node.chunks:
-                os.close(os.open(_local(staging, node.path), _OPEN_FLAGS, 0o600))
-
-
-def _finish(staging: str, manifest: Manifest, holes: set[str]) -> None:
-    """Sizes of sparse files, modes and times, then links, then directories deepest first."""
-    dirs: list[Node] = []
+    made = {""}
     for node in manifest.nodes:
         path = _local(staging, node.path)
+        parent = node.path.rpartition("/")[0]
+        if parent not in made:
+            os.makedirs(_local(staging, parent), 0o700, exist_ok=True)
+            made.add(parent)
+        if node.kind == "dir":
+            os.makedirs(path, 0o700, exist_ok=True)
+            made.add(node.path)
+        elif node.kind == "file" and not node.chunks:
+            os.close(os.open(path, _OPEN_FLAGS, 0o600))
+
+
+def _finish(staging: str, manifest: Manifest, holes: set[str], finished: set[str]) -> None:
+    """Files not finished by a pack job, then links, then directories deepest first."""
+    dirs: list[Node] = []
+    for node in manifest.nodes:
         if node.kind == "file":
-            if node.path in holes:
-                os.truncate(path, node.size)
-            os.chmod(path, node.mode)
-            os.utime(path, ns=(node.mtime_ns, node.mtime_ns))
+            if node.path in finished:
+                continue
+            fd = os.open(_local(staging, node.path), os.O_WRONLY | _NOFOLLOW)
+            try:
+                _set_metadata(fd, node, holes)
+            finally:
+                os.close(fd)
         elif node.kind == "symlink":
-            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+            path = _local(staging, node.path)
             os.symlink(node.target, path)
             if os.utime in os.supports_follow_symlinks:
                 os.utime(path, ns=(node.mtime_ns, node.mtime_ns), follow_symlinks=False)
@@ -222,37 +269,39 @@ async def restore(
     async with opened.lock(exclusive=False):
         manifest = await opened.load_snapshot(name)
         index = await opened.load_index()
-        plan = _plan(manifest, index)
         parent, base = os.path.split(dest_path)
         staging = os.path.join(parent, f".{base}.restore-{secrets.token_hex(8)}")
+        plan = _plan(manifest, index, staging)
         total = sum(n.size for n in manifest.files())
         try:
             await run_blocking(policy, _prepare, staging, manifest)
             written = verified = 0
             holes: set[str] = set()
-            jobs = deque(_PackJob(opened, pid, wanted, staging) for pid, wanted in plan.items())
+            finished: set[str] = set()
+            jobs = deque(_PackJob(opened, *job) for job in plan)
             limit = 1 if policy is None else max(2, policy.workers) + 1
-            inflight: deque[Future[tuple[int, int, set[str]]]] = deque()
+            inflight: deque[Future[tuple[int, int, set[str], set[str]]]] = deque()
             while jobs or inflight:
                 while jobs and len(inflight) < limit:
                     job = jobs.popleft()
                     if policy is None:
-                        future: Future[tuple[int, int, set[str]]] = Future()
+                        future: Future[tuple[int, int, set[str], set[str]]] = Future()
                         future.set_result(job.run())
                     else:
                         future = policy.submit(job.run)
                     inflight.append(future)
                 try:
-                    n, chunks, job_holes = await wait_future(inflight.popleft())
+                    n, chunks, job_holes, job_done = await wait_future(inflight.popleft())
                 except BaseException:
                     wait(list(inflight))  # the other packs finish before staging goes
                     raise
                 written += n
                 verified += chunks
                 holes |= job_holes
+                finished |= job_done
                 if progress is not None:
                     progress(min(written, total), total)
-            await run_blocking(policy, _finish, staging, manifest, holes)
+            await run_blocking(policy, _finish, staging, manifest, holes, finished)
             os.rename(staging, dest_path)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

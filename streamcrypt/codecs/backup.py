@@ -59,10 +59,10 @@ from ..primitives import (
     CDC_MAX_SIZE,
     CDC_MIN_SIZE,
     ED25519_SIGNATURE_SIZE,
-    Blake3Tap,
     ContentChunker,
     Ed25519PrivateKey,
     Ed25519PublicKey,
+    blake3_keyed,
 )
 from . import container
 
@@ -130,6 +130,7 @@ class BackupKeys:
     snapshot: SecretKey
     signing: Ed25519PrivateKey
     chunker_seed: int = field(repr=False)
+    _chunk_id_raw: bytes = field(default=b"", repr=False)
 
     @classmethod
     def derive(cls, master: SecretKey) -> BackupKeys:
@@ -140,21 +141,20 @@ class BackupKeys:
         def sub(label: str, length: int = 32) -> bytes:
             return hkdf(secret, info=_LABEL + label.encode(), length=length)
 
+        chunk_id = sub("chunk id")
         return cls(
-            chunk_id=SecretKey(sub("chunk id")),
+            chunk_id=SecretKey(chunk_id),
             pack=SecretKey(sub("pack encryption")),
             index=SecretKey(sub("index encryption")),
             snapshot=SecretKey(sub("snapshot encryption")),
             signing=Ed25519PrivateKey(sub("snapshot signing")),
             chunker_seed=int.from_bytes(sub("chunker seed", 8), "big") >> 1,
+            _chunk_id_raw=chunk_id,
         )
 
     def chunk_id_of(self, data: Buffer) -> bytes:
         """The id of a chunk: keyed BLAKE3 of its plaintext (32 bytes)."""
-        tap = Blake3Tap(key=self.chunk_id, max_threads=1)
-        tap.update(data)
-        tap.finalize()
-        return tap.digest()
+        return blake3_keyed(self._chunk_id_raw or self.chunk_id, data)
 
     def chunker(self, config: StoreConfig) -> ContentChunker:
         """A chunker with the store's sizes and this key's boundaries."""
@@ -278,8 +278,11 @@ def compress_blob(data: Buffer, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, b
 def _decompress(flags: int, payload: bytes, raw_length: int) -> bytes:
     if not flags & FLAG_ZSTD:
         return payload
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_compressors, "reader", None)
+    if decompressor is None:
+        decompressor = _compressors.reader = zstandard.ZstdDecompressor()
     try:
-        out = zstandard.ZstdDecompressor().decompress(payload, max_output_size=raw_length)
+        out = decompressor.decompress(payload, max_output_size=raw_length)
     except zstandard.ZstdError:
         raise FormatError("an authenticated blob does not decompress") from None
     return out

@@ -59,6 +59,7 @@ from ._taps import (
     Sha256Tap,
     Sha384Tap,
     Sha512Tap,
+    blake3_keyed,
     hash_tap,
 )
 
@@ -114,6 +115,7 @@ __all__ = [
     "XChaCha20",
     "XChaCha20Poly1305",
     "aead_suite",
+    "blake3_keyed",
     "ed25519_verify",
     "hash_tap",
     "hchacha20",
