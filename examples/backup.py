@@ -80,36 +80,28 @@ def write_key(path: str | os.PathLike[str]) -> None:
 
 @contextmanager
 def progress_bar(description: str, enabled: bool) -> Iterator[store_api.Progress | None]:
-    """A rich progress bar on a terminal (as the streamcrypt command shows), else nothing."""
-    if not enabled or not sys.stderr.isatty():
+    """The ``streamcrypt`` command's progress bar (rich, on a terminal, after half a second
+    of work), fed by the library's ``progress(done, total)`` callback."""
+    if not enabled:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from streamcrypt.cli._io import Progress  # the command's bar: one look for both
 
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    )
-    task = bar.add_task(description, total=None)
+    bar: Progress | None = None
+    shown = 0
 
     def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+        nonlocal bar, shown
+        if bar is None:
+            bar = Progress(description, total, enabled=True)
+        bar.advance(done - shown)
+        shown = done
 
-    with bar:
+    try:
         yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,8 +45,9 @@ from ..codecs.backup import (
 from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
-from ._store import Index, Store, check_snapshot_name, run_blocking
+from ._store import Index, Store, check_snapshot_name
 from ._tree import ScanEntry, scan_tree
+from ._work import ordered, run_blocking, submit
 
 __all__ = ["BackupReport", "Progress", "backup", "default_snapshot_name", "salvage"]
 
@@ -296,13 +298,7 @@ class _PackSink:
         self.uploading = (writer.pack_id, writer.entries)
         rel = self.store.pack_path(writer.pack_id)
         policy = self.store.policy
-        if policy is None:
-            self.store.write_sync(rel, data)
-            done: Future[None] = Future()
-            done.set_result(None)
-            self.upload = done
-        else:
-            self.upload = policy.submit(self.store.write_sync, rel, data)
+        self.upload = submit(policy, self.store.write_sync, rel, data)
 
     async def checkpoint(self) -> None:
         if self.unindexed:
@@ -386,6 +382,10 @@ def _unchanged(entry: ScanEntry, old: Node | None, index: Index) -> bool:
     )
 
 
+def _run_task(task: _SmallFiles | _LargeFile) -> _Result:
+    return task.run()
+
+
 def _plan(work: _Work, todo: list[ScanEntry]) -> deque[_SmallFiles | _LargeFile]:
     tasks: deque[_SmallFiles | _LargeFile] = deque()
     batch: list[ScanEntry] = []
@@ -462,33 +462,23 @@ async def backup(
         skipped = list(scan.skipped)
         bytes_read = files_read = 0
         tasks = _plan(work, todo)
-        limit = 1 if policy is None else max(2, policy.workers) + 1
-        inflight: deque[tuple[_SmallFiles | _LargeFile, Future[_Result]]] = deque()
-        while tasks or inflight:
-            while tasks and len(inflight) < limit:
-                task = tasks.popleft()
-                if policy is None:
-                    future: Future[_Result] = Future()
-                    future.set_result(task.run())
-                else:
-                    future = policy.submit(task.run)
-                inflight.append((task, future))
-            task, future = inflight.popleft()
-            result = await wait_future(future)
-            for blob in result.new:
-                await sink.add(blob)
-            for done in result.files:
-                if done.error is not None:
-                    skipped.append(done.error)
-                    continue
-                chunks_of[done.entry.path] = (tuple(done.chunks), done.size)
-                files_read += 1
-            bytes_read += result.bytes_read
-            done_bytes += result.bytes_read
-            if progress is not None:
-                progress(min(done_bytes, total), total)
-            if not task.finished:
-                tasks.appendleft(task)
+        async with aclosing(ordered(policy, tasks, _run_task)) as results:
+            async for task, result in results:
+                for blob in result.new:
+                    await sink.add(blob)
+                for done in result.files:
+                    if done.error is not None:
+                        skipped.append(done.error)
+                        continue
+                    chunks_of[done.entry.path] = (tuple(done.chunks), done.size)
+                    files_read += 1
+                bytes_read += result.bytes_read
+                done_bytes += result.bytes_read
+                if progress is not None:
+                    progress(min(done_bytes, total), total)
+                await opened.refresh_lock()
+                if not task.finished:
+                    tasks.appendleft(task)  # the next step of a large file
         await sink.close()
 
         nodes = []

@@ -16,16 +16,17 @@ import os
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, PackOpener, PackWriter, StoreConfig
-from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import FormatError, InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, check_snapshot_name, open_location, run_blocking
+from ._store import Store, check_snapshot_name, open_location
+from ._work import ordered, run_blocking
 
 __all__ = [
     "Problem",
@@ -179,58 +180,46 @@ async def verify(
         stored = await opened.list_packs()
         total = sum(stored.get(pid, 0) for pid in index.packs)
         done = chunks = 0
-        jobs = deque(index.packs.items())
-        limit = 1 if policy is None else max(2, policy.workers) + 1
-        inflight: deque[tuple[bytes, Future[tuple[list[tuple[bytes, str]], str | None, int]]]]
-        inflight = deque()
-        while jobs or inflight:
-            while jobs and len(inflight) < limit:
-                pack_id, entries = jobs.popleft()
-                if pack_id not in stored:
-                    lost = [
-                        e.chunk_id for e in entries if index.chunks[e.chunk_id].pack_id == pack_id
-                    ]
-                    files = sorted({f for cid in lost for f in users.get(cid, ())})
+        missing_packs = [pid for pid in index.packs if pid not in stored]
+        for pack_id in missing_packs:
+            lost = [c for c, loc in index.chunks.items() if loc.pack_id == pack_id]
+            files = sorted({f for cid in lost for f in users.get(cid, ())})
+            problems.append(
+                Problem("pack", f"pack {pack_id.hex()[:16]}... is missing", tuple(files))
+            )
+        jobs = deque(pid for pid in index.packs if pid in stored)
+
+        def check(pack_id: bytes) -> tuple[list[tuple[bytes, str]], str | None, int]:
+            return _check_pack(opened, pack_id, index.packs[pack_id], stored[pack_id], read_data)
+
+        async with aclosing(ordered(policy, jobs, check)) as results:
+            async for pack_id, (bad, table_problem, nbytes) in results:
+                short = pack_id.hex()[:16]
+                mine = [cid for cid, _ in bad if index.chunks[cid].pack_id == pack_id]
+                if len(bad) == len(index.packs[pack_id]) > 1:  # nothing in it opens: one problem
+                    files = sorted({f for cid in mine for f in users.get(cid, ())})
+                    why = table_problem or bad[0][1]
                     problems.append(
-                        Problem("pack", f"pack {pack_id.hex()[:16]}... is missing", tuple(files))
+                        Problem("pack", f"pack {short}... is unreadable: {why}", tuple(files))
                     )
-                    continue
-                args = (opened, pack_id, entries, stored[pack_id], read_data)
-                if policy is None:
-                    future: Future[Any] = Future()
-                    future.set_result(_check_pack(*args))
                 else:
-                    future = policy.submit(_check_pack, *args)
-                inflight.append((pack_id, future))
-            if not inflight:
-                continue
-            pack_id, future = inflight.popleft()
-            bad, table_problem, nbytes = await wait_future(future)
-            short = pack_id.hex()[:16]
-            mine = [cid for cid, _ in bad if index.chunks[cid].pack_id == pack_id]
-            if len(bad) == len(index.packs[pack_id]) > 1:  # nothing in it opens: one problem
-                files = sorted({f for cid in mine for f in users.get(cid, ())})
-                why = table_problem or bad[0][1]
-                problems.append(
-                    Problem("pack", f"pack {short}... is unreadable: {why}", tuple(files))
-                )
-            else:
-                if table_problem is not None:
-                    problems.append(Problem("pack", f"pack {short}...: {table_problem}"))
-                for cid, why in bad:
-                    if index.chunks[cid].pack_id != pack_id:
-                        continue  # a duplicate; the indexed copy is checked in its own pack
-                    problems.append(
-                        Problem(
-                            "chunk",
-                            f"chunk {cid.hex()[:16]}... in pack {short}...: {why}",
-                            tuple(sorted(users.get(cid, ()))),
+                    if table_problem is not None:
+                        problems.append(Problem("pack", f"pack {short}...: {table_problem}"))
+                    for cid, why in bad:
+                        if index.chunks[cid].pack_id != pack_id:
+                            continue  # a duplicate; the indexed copy is checked in its own pack
+                        problems.append(
+                            Problem(
+                                "chunk",
+                                f"chunk {cid.hex()[:16]}... in pack {short}...: {why}",
+                                tuple(sorted(users.get(cid, ()))),
+                            )
                         )
-                    )
-            chunks += len(index.packs[pack_id]) if read_data else 0
-            done += nbytes
-            if progress is not None:
-                progress(min(done, total), total)
+                chunks += len(index.packs[pack_id]) if read_data else 0
+                done += nbytes
+                if progress is not None:
+                    progress(min(done, total), total)
+                await opened.refresh_lock()
         orphans = sum(1 for pid in stored if pid not in index.packs)
     return VerifyReport(
         snapshots=len(names),

@@ -22,16 +22,17 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, wait
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, Manifest, Node, PackOpener
-from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import FormatError, StreamCryptError
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Index, Store, require_chunks, run_blocking
+from ._store import Index, Store, require_chunks
+from ._work import ordered, run_blocking
 
 __all__ = ["RestoreReport", "restore"]
 
@@ -279,28 +280,15 @@ async def restore(
             holes: set[str] = set()
             finished: set[str] = set()
             jobs = deque(_PackJob(opened, *job) for job in plan)
-            limit = 1 if policy is None else max(2, policy.workers) + 1
-            inflight: deque[Future[tuple[int, int, set[str], set[str]]]] = deque()
-            while jobs or inflight:
-                while jobs and len(inflight) < limit:
-                    job = jobs.popleft()
-                    if policy is None:
-                        future: Future[tuple[int, int, set[str], set[str]]] = Future()
-                        future.set_result(job.run())
-                    else:
-                        future = policy.submit(job.run)
-                    inflight.append(future)
-                try:
-                    n, chunks, job_holes, job_done = await wait_future(inflight.popleft())
-                except BaseException:
-                    wait(list(inflight))  # the other packs finish before staging goes
-                    raise
-                written += n
-                verified += chunks
-                holes |= job_holes
-                finished |= job_done
-                if progress is not None:
-                    progress(min(written, total), total)
+            async with aclosing(ordered(policy, jobs, _PackJob.run)) as results:
+                async for _, (n, chunks, job_holes, job_done) in results:
+                    written += n
+                    verified += chunks
+                    holes |= job_holes
+                    finished |= job_done
+                    if progress is not None:
+                        progress(min(written, total), total)
+                    await opened.refresh_lock()
             await run_blocking(policy, _finish, staging, manifest, holes, finished)
             os.rename(staging, dest_path)
         except BaseException:

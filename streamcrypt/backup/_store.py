@@ -43,10 +43,11 @@ from ..codecs.backup import (
     open_snapshot,
     seal_snapshot,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import FormatError, InvalidParameterError, StoreLockedError, StreamCryptError
 from ..keys import SecretKey
-from ..transports import commit_temporary, create_temporary, discard_temporary
+from ..transports import write_atomic
+from ._work import run_blocking
 
 __all__ = [
     "LOCK_STALE_SECONDS",
@@ -56,7 +57,6 @@ __all__ = [
     "check_snapshot_name",
     "open_location",
     "require_chunks",
-    "run_blocking",
 ]
 
 T = TypeVar("T")
@@ -125,13 +125,6 @@ def open_location(
 
     fs, root = fsspec.core.url_to_fs(text, **(storage_options or {}))
     return fs, root, False
-
-
-async def run_blocking(policy: OffloadPolicy | None, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` on the policy's worker threads (inline when ``policy`` is None)."""
-    if policy is None:
-        return fn(*args)
-    return await wait_future(policy.submit(fn, *args))
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,15 +242,7 @@ class Store:
         parent = path.rsplit("/", 1)[0]
         if self._local:
             os.makedirs(parent, exist_ok=True)
-            fd, tmp = create_temporary(path, mode=0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            except BaseException:
-                discard_temporary(fd, tmp)
-                raise
-            commit_temporary(fd, tmp, path)
+            write_atomic(path, data, mode=0o600)
         else:
             self.fs.makedirs(parent, exist_ok=True)
             self.fs.pipe_file(path, data)
