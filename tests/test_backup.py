@@ -22,6 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamcrypt import backup as sb
 from streamcrypt.codecs.backup import (
@@ -160,6 +162,22 @@ def test_chunker_streaming_bounds_and_shift_resistance() -> None:
         ContentChunker(100)
     with pytest.raises(InvalidParameterError):
         ContentChunker(seed=1 << 63)
+
+
+_DATA = random.Random(2).randbytes(3 * MiB)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(_DATA)), max_size=12))
+def test_chunker_any_split_gives_the_same_chunks(cuts: list[int]) -> None:
+    chunker = ContentChunker(16 * 1024, seed=7)
+    pieces: list[bytes] = []
+    bounds = [0, *sorted(cuts), len(_DATA)]
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        pieces += [bytes(p) for p in chunker.update(_DATA[a:b])]
+    pieces += [bytes(p) for p in chunker.finalize()]
+    assert [len(p) for p in pieces] == ContentChunker(16 * 1024, seed=7).cut(_DATA)
+    assert b"".join(pieces) == _DATA
 
 
 # -- the format --------------------------------------------------------------------------------
@@ -350,6 +368,14 @@ def test_tampered_renamed_snapshot_and_wrong_key(env: dict[str, Any], tmp_path: 
     with pytest.raises(UnknownKeyError):
         run(sb.backup, env["src"], store, SecretKey(bytes(32)))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(FileExistsError):  # never restores over an existing directory
+        run(sb.restore, store, "one", tmp_path, KEY)
+    # the config is signed: a changed chunker size is refused before anything is read
+    config = json.loads((store / "config").read_text())
+    config["config"] = config["config"].replace('"avg":262144', '"avg":131072')
+    (store / "config").write_text(json.dumps(config))
+    with pytest.raises(InvalidSignatureError):
+        run(sb.verify, store, KEY)
 
 
 def test_lock_keeps_two_writers_apart_and_stale_locks_go(tmp_path: Path) -> None:
