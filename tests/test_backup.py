@@ -7,6 +7,7 @@ killed with SIGKILL in a subprocess that the next run completes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -173,7 +174,7 @@ def test_chunker_any_split_gives_the_same_chunks(cuts: list[int]) -> None:
     chunker = ContentChunker(16 * 1024, seed=7)
     pieces: list[bytes] = []
     bounds = [0, *sorted(cuts), len(_DATA)]
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         pieces += [bytes(p) for p in chunker.update(_DATA[a:b])]
     pieces += [bytes(p) for p in chunker.finalize()]
     assert [len(p) for p in pieces] == ContentChunker(16 * 1024, seed=7).cut(_DATA)
