@@ -45,12 +45,12 @@ async def ordered(
 ) -> AsyncGenerator[tuple[J, T], None]:
     """``(job, run(job))`` for the jobs of the deque, in submission order, a few at once.
 
-    One more job than there are workers is in flight, so every worker stays busy while the
-    loop takes the oldest result. The consumer may put jobs back on the deque (a large
+    ``max(policy.max_in_flight, workers + 1)`` jobs are in flight, so every worker stays
+    busy while the loop takes the oldest result. The consumer may put jobs back on the deque (a large
     file's next step) between results. If a job fails, or the consumer stops, the jobs
     still running finish before this returns (they may touch what the caller cleans up).
     """
-    limit = 1 if policy is None else max(2, policy.workers) + 1
+    limit = 1 if policy is None else max(policy.max_in_flight, policy.workers + 1)
     inflight: deque[tuple[J, Future[T]]] = deque()
     try:
         while jobs or inflight:
