@@ -42,12 +42,12 @@ from ..codecs.backup import (
     StoreConfig,
     compress_blob,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls, wait_future
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ._store import Index, Store, check_snapshot_name
 from ._tree import ScanEntry, scan_tree
-from ._work import ordered, run_blocking, submit
+from ._work import run_blocking, submit
 
 __all__ = ["BackupReport", "Progress", "backup", "default_snapshot_name", "salvage"]
 
@@ -462,7 +462,7 @@ async def backup(
         skipped = list(scan.skipped)
         bytes_read = files_read = 0
         tasks = _plan(work, todo)
-        async with aclosing(ordered(policy, tasks, _run_task)) as results:
+        async with aclosing(ordered_calls(policy, tasks, _run_task)) as results:
             async for task, result in results:
                 for blob in result.new:
                     await sink.add(blob)

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, PackOpener, PackWriter, StoreConfig
-from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ._backup import Progress
 from ._store import Store, check_snapshot_name, open_location
-from ._work import ordered, run_blocking
+from ._work import run_blocking
 
 __all__ = [
     "Problem",
@@ -192,7 +192,7 @@ async def verify(
         def check(pack_id: bytes) -> tuple[list[tuple[bytes, str]], str | None, int]:
             return _check_pack(opened, pack_id, index.packs[pack_id], stored[pack_id], read_data)
 
-        async with aclosing(ordered(policy, jobs, check)) as results:
+        async with aclosing(ordered_calls(policy, jobs, check)) as results:
             async for pack_id, (bad, table_problem, nbytes) in results:
                 short = pack_id.hex()[:16]
                 mine = [cid for cid, _ in bad if index.chunks[cid].pack_id == pack_id]

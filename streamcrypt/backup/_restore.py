@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, Manifest, Node, PackOpener
-from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, StreamCryptError
 from ..keys import SecretKey
 from ._backup import Progress
 from ._store import Index, Store, require_chunks
-from ._work import ordered, run_blocking
+from ._work import run_blocking
 
 __all__ = ["RestoreReport", "restore"]
 
@@ -280,7 +280,7 @@ async def restore(
             holes: set[str] = set()
             finished: set[str] = set()
             jobs = deque(_PackJob(opened, *job) for job in plan)
-            async with aclosing(ordered(policy, jobs, _PackJob.run)) as results:
+            async with aclosing(ordered_calls(policy, jobs, _PackJob.run)) as results:
                 async for _, (n, chunks, job_holes, job_done) in results:
                     written += n
                     verified += chunks
