@@ -11,7 +11,18 @@ import importlib
 
 from ._report import RESULTS, Report
 
-SECTIONS = ["paths", "engine", "core", "formats", "rclone_aws", "sizes", "sockets", "http", "seeds"]
+SECTIONS = [
+    "paths",
+    "engine",
+    "core",
+    "formats",
+    "rclone_aws",
+    "sizes",
+    "sockets",
+    "http",
+    "seeds",
+    "backup",
+]
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "NotFinalizedError",
     "PeerRejectedError",
     "PeerTimeoutError",
+    "StoreLockedError",
     "StreamCryptError",
     "TruncatedStreamError",
     "UnknownKeyError",
@@ -127,3 +128,13 @@ class BrokenTransformError(StreamCryptError, RuntimeError):
 
     ``__cause__`` holds the first failure.
     """
+
+
+class StoreLockedError(StreamCryptError):
+    """A backup store is locked by another process (a backup, prune or forget in progress).
+
+    The message names the holder (host, process id, age); a lock whose process is gone
+    is removed automatically.
+    """
+
+    http_status = 409

@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
-import math
 import os
 import random
 import select
-import shutil
 import signal
 import socket
 import stat
@@ -23,7 +21,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import anyio
 import pytest
@@ -31,10 +28,7 @@ import pytest
 import streamcrypt
 from streamcrypt.errors import (
     AuthenticationError,
-    FormatError,
     HandshakeError,
-    InvalidSignatureError,
-    UnknownKeyError,
 )
 from streamcrypt.keys import KeyRing, SecretKey
 
@@ -56,289 +50,79 @@ def load_example(name: str) -> ModuleType:
 
 
 # -- backup.py --------------------------------------------------------------------------------
+# The library under it is tested in test_backup.py; here, the program as its docstring runs it.
 
 backup_mod = load_example("backup")
-
-
-def chunk_files(store: Path) -> set[str]:
-    return {p.name for p in (store / "chunks").rglob("*") if p.is_file()}
-
-
-def tree_listing(root: Path) -> dict[str, tuple[str, int, bytes | None]]:
-    """Every entry under ``root``: kind, permission bits, and the bytes of files."""
-    out: dict[str, tuple[str, int, bytes | None]] = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        mode = stat.S_IMODE(path.stat().st_mode)
-        out[rel] = ("file", mode, path.read_bytes()) if path.is_file() else ("dir", mode, None)
-    return out
-
-
-def make_tree(root: Path, rng: random.Random) -> None:
-    """Nested dirs, an empty file, an empty dir, and MB-sized files sharing content."""
-    base = rng.randbytes(3 * MiB)
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "readme.txt").write_text("streamcrypt backup example\n" * 50)
-    (root / "empty.bin").write_bytes(b"")
-    (root / "empty-dir").mkdir()
-    (root / "data" / "nested" / "deep").mkdir(parents=True)
-    (root / "data" / "base.bin").write_bytes(base)
-    (root / "data" / "nested" / "deep" / "copy.bin").write_bytes(base)  # all chunks shared
-    (root / "data" / "variant.bin").write_bytes(base[: 2 * MiB] + rng.randbytes(MiB))
-    (root / "docs" / "script.sh").write_text("#!/bin/sh\necho hi\n")
-    os.chmod(root / "docs" / "script.sh", 0o750)
-
-
-def chunk_ids(keys: Any, data: bytes) -> list[str]:
-    chunker = backup_mod.Chunker(keys.gear)
-    pieces = chunker.update(data) + chunker.finalize()
-    assert b"".join(pieces) == data
-    return [backup_mod._keyed_blake3(keys.chunk_id, p).hex() for p in pieces]
-
-
-@pytest.fixture(scope="module")
-def backup_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One tree backed up twice (before and after a small change), shared by the tests."""
-    root = tmp_path_factory.mktemp("backup")
-    rng = random.Random(8)
-    src, store, keyfile = root / "src", root / "store", root / "backup.key"
-    make_tree(src, rng)
-    assert backup_mod.main(["keygen", str(keyfile)]) == 0
-    key = backup_mod.load_key(keyfile)
-    first_listing = tree_listing(src)
-
-    assert (
-        backup_mod.main(["backup", str(src), str(store), "--key", str(keyfile), "--name", "one"])
-        == 0
-    )
-    after_first = chunk_files(store)
-
-    # Change three bytes in the middle of one file, add one new file.
-    base = bytearray((src / "data" / "base.bin").read_bytes())
-    base[1_500_000:1_500_003] = b"\xff\x00\xff"
-    (src / "data" / "base.bin").write_bytes(base)
-    (src / "docs" / "new.bin").write_bytes(rng.randbytes(200_000))
-    report2 = anyio.run(lambda: backup_mod.backup(src, store, key, name="two"), backend="trio")
-    return {
-        "root": root,
-        "src": src,
-        "store": store,
-        "key": key,
-        "keyfile": keyfile,
-        "first_listing": first_listing,
-        "after_first": after_first,
-        "report2": report2,
-    }
-
-
-def test_backup_chunker_bounds_and_shift_resistance() -> None:
-    keys = backup_mod.BackupKeys.derive(SecretKey(bytes(range(32))))
-    data = random.Random(1).randbytes(4 * MiB)
-    chunker = backup_mod.Chunker(keys.gear)
-    pieces: list[bytes] = []
-    for off in range(0, len(data), 100_000):  # odd block size: boundaries must not move
-        pieces += chunker.update(data[off : off + 100_000])
-    pieces += chunker.finalize()
-    assert b"".join(pieces) == data
-    sizes = [len(p) for p in pieces]
-    assert all(backup_mod.MIN_CHUNK <= s <= backup_mod.MAX_CHUNK for s in sizes[:-1])
-    assert 40_000 < sum(sizes) / len(sizes) < 100_000  # about 64 KiB on average
-    assert [len(p) for p in backup_mod.Chunker(keys.gear).update(data)] == sizes[:-1]
-    # Insert 10 bytes near the front: all chunks but the first one or two are unchanged.
-    before = chunk_ids(keys, data)
-    after = chunk_ids(keys, data[:1000] + b"0123456789" + data[1000:])
-    assert len(set(after) - set(before)) <= 2
-    assert after[-10:] == before[-10:]
-    # Another key gives other boundaries (the gear table is derived from the key).
-    other = backup_mod.BackupKeys.derive(SecretKey(bytes(32)))
-    assert [len(p) for p in backup_mod.Chunker(other.gear).update(data)][:5] != sizes[:5]
-
-
-def test_backup_first_run_dedups_and_restores(backup_env: dict[str, Any], tmp_path: Path) -> None:
-    store, key = backup_env["store"], backup_env["key"]
-    keys = backup_mod.BackupKeys.derive(key)
-    listing = backup_env["first_listing"]
-    expected: set[str] = set()
-    references = 0
-    for entry in listing.values():
-        if entry[0] == "file":
-            ids = chunk_ids(keys, entry[2])
-            references += len(ids)
-            expected |= set(ids)
-    # identical chunks are stored once: copy.bin and variant.bin's first 2 MiB add nothing
-    assert backup_env["after_first"] == expected
-    assert len(expected) < references - 40
-
-    dest = tmp_path / "restored-one"
-    report = anyio.run(backup_mod.restore, store, "one", dest, key)
-    assert tree_listing(dest) == listing
-    assert report.files == sum(1 for e in listing.values() if e[0] == "file")
-    assert report.chunks_verified == references
-    assert (dest / "empty.bin").read_bytes() == b""
-    assert (dest / "empty-dir").is_dir()
-    assert stat.S_IMODE((dest / "docs" / "script.sh").stat().st_mode) == 0o750
-
-
-def test_backup_second_run_stores_only_new_chunks(
-    backup_env: dict[str, Any], tmp_path: Path
-) -> None:
-    src, store, key = backup_env["src"], backup_env["store"], backup_env["key"]
-    keys = backup_mod.BackupKeys.derive(key)
-    report = backup_env["report2"]
-    new_files = chunk_files(store) - backup_env["after_first"]
-
-    # What the change implies: the edited chunk(s) of base.bin plus the new file's chunks.
-    old_base = backup_env["first_listing"]["data/base.bin"][2]
-    old_ids = chunk_ids(keys, old_base)
-    new_ids = chunk_ids(keys, (src / "data" / "base.bin").read_bytes())
-    edited = [i for i in new_ids if i not in set(old_ids)]
-    assert 1 <= len(edited) <= 2  # the edit touched one chunk (two if it moved a boundary)
-    assert new_ids[:5] == old_ids[:5] and new_ids[-5:] == old_ids[-5:]
-    added = chunk_ids(keys, (src / "docs" / "new.bin").read_bytes())
-    assert len(added) <= math.ceil(200_000 / backup_mod.MIN_CHUNK)
-
-    assert len(new_files) == len(set(edited) | set(added))
-    assert new_files == set(edited) | set(added)
-    assert report.chunks_new == len(new_files)
-    assert report.chunks_reused == report.chunks - report.chunks_new
-    assert report.chunks_reused > 100
-
-    dest = tmp_path / "restored-two"
-    anyio.run(backup_mod.restore, store, "two", dest, key)
-    assert tree_listing(dest) == tree_listing(src)
-    assert backup_mod.list_snapshots(store) == ["one", "two"]
-
-
-@pytest.fixture
-def store_copy(backup_env: dict[str, Any], tmp_path: Path) -> Path:
-    copy = tmp_path / "store"
-    shutil.copytree(backup_env["store"], copy)
-    return copy
-
-
-def manifest_chunks(store: Path, key: SecretKey, path: str) -> list[str]:
-    keys = backup_mod.BackupKeys.derive(key)
-    manifest = backup_mod._load_manifest(store, "two", keys)
-    return next(list(f.chunks) for f in manifest.files if f.path == path)
-
-
-def assert_restore_fails(
-    store: Path, key: SecretKey, tmp_path: Path, error: type[Exception]
-) -> pytest.ExceptionInfo[Exception]:
-    out = tmp_path / "out"
-    out.mkdir()
-    dest = out / "restored"
-    with pytest.raises(error) as info:
-        anyio.run(backup_mod.restore, store, "two", dest, key)
-    assert list(out.iterdir()) == []  # no destination, no staging directory left
-    return info
 
 
 def flip_byte(path: Path, offset: int) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
+    os.chmod(path, 0o600)
     path.write_bytes(data)
 
 
-def test_backup_tampered_chunk_fails_and_writes_nothing(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path
-) -> None:
-    key = backup_env["key"]
-    # the last file restored, so earlier files were already written to the staging dir
-    victim = manifest_chunks(store_copy, key, "docs/script.sh")[0]
-    flip_byte(backup_mod.chunk_path(store_copy, victim), -5)
-    assert_restore_fails(store_copy, key, tmp_path, AuthenticationError)
+def test_backup_tool_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, store, keyfile = tmp_path / "src", tmp_path / "store", tmp_path / "backup.key"
+    (src / "docs").mkdir(parents=True)
+    (src / "docs" / "readme.txt").write_text("streamcrypt backup example\n" * 50)
+    (src / "empty.bin").write_bytes(b"")
+    (src / "data.bin").write_bytes(random.Random(8).randbytes(MiB))
+    (src / "link").symlink_to("docs/readme.txt")
+    os.chmod(src / "docs" / "readme.txt", 0o640)
+    assert backup_mod.main(["keygen", str(keyfile)]) == 0
+    assert stat.S_IMODE(keyfile.stat().st_mode) == 0o600
+    assert backup_mod.main(["keygen", str(keyfile)]) == 1  # never overwrites a key
+    key = ["--key", str(keyfile)]
+    assert backup_mod.main(["backup", str(src), str(store), *key, "--name", "one"]) == 0
+    assert "3 files (3 read, 0 unchanged)" in capsys.readouterr().out
+    assert backup_mod.main(["backup", str(src), str(store), *key, "--name", "two"]) == 0
+    assert "3 files (0 read, 3 unchanged)" in capsys.readouterr().out
+    assert backup_mod.main(["list", str(store)]) == 0
+    assert capsys.readouterr().out.split() == ["one", "two"]
+    dest = tmp_path / "restored"
+    assert backup_mod.main(["restore", str(store), "latest", str(dest), *key]) == 0
+    assert "restored 3 files" in capsys.readouterr().out
+    assert (dest / "docs" / "readme.txt").read_bytes() == (src / "docs" / "readme.txt").read_bytes()
+    assert stat.S_IMODE((dest / "docs" / "readme.txt").stat().st_mode) == 0o640
+    assert os.readlink(dest / "link") == "docs/readme.txt"
+    assert backup_mod.main(["verify", str(store), *key]) == 0
+    assert "no problems" in capsys.readouterr().out
+    assert backup_mod.main(["forget", str(store), "one", *key]) == 0
+    assert backup_mod.main(["prune", str(store), *key]) == 0
+    assert "deleted 0 packs" in capsys.readouterr().out  # "two" still uses every chunk
+
+    # damage: verify names the file and fails; restore fails typed and writes nothing
+    pack = max(
+        (p for p in (store / "data").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size
+    )
+    flip_byte(pack, pack.stat().st_size // 2)
+    assert backup_mod.main(["verify", str(store), *key]) == 1
+    assert "two:data.bin" in capsys.readouterr().out
+    out = tmp_path / "again"
+    assert backup_mod.main(["restore", str(store), "two", str(out), *key]) == 1
+    err = capsys.readouterr().err
+    assert "AuthenticationError" in err and "data.bin" in err
+    assert not out.exists()
+    wrong = tmp_path / "wrong.key"
+    assert backup_mod.main(["keygen", str(wrong)]) == 0
+    assert backup_mod.main(["verify", str(store), "--key", str(wrong)]) == 1
+    assert "UnknownKeyError" in capsys.readouterr().err
 
 
-def test_backup_swapped_chunks_fail(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path
-) -> None:
-    key = backup_env["key"]
-    a, b = manifest_chunks(store_copy, key, "data/variant.bin")[-2:]
-    shutil.copyfile(backup_mod.chunk_path(store_copy, a), backup_mod.chunk_path(store_copy, b))
-    assert_restore_fails(store_copy, key, tmp_path, AuthenticationError)
-
-
-def test_backup_missing_chunk_fails(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path
-) -> None:
-    key = backup_env["key"]
-    victim = manifest_chunks(store_copy, key, "docs/new.bin")[0]
-    backup_mod.chunk_path(store_copy, victim).unlink()
-    assert_restore_fails(store_copy, key, tmp_path, FormatError)
-
-
-@pytest.mark.parametrize("offset", [10, 64 + 10, -3], ids=["signature", "header", "tail"])
-def test_backup_tampered_manifest_fails(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path, offset: int
-) -> None:
-    flip_byte(store_copy / "snapshots" / "two", offset)
-    assert_restore_fails(store_copy, backup_env["key"], tmp_path, InvalidSignatureError)
-
-
-def test_backup_renamed_snapshot_fails(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path
-) -> None:
-    (store_copy / "snapshots" / "two").unlink()
-    shutil.copyfile(store_copy / "snapshots" / "one", store_copy / "snapshots" / "two")
-    assert_restore_fails(store_copy, backup_env["key"], tmp_path, InvalidSignatureError)
-
-
-def test_backup_wrong_key_fails(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path
-) -> None:
-    wrong = SecretKey.generate(32)
-    assert_restore_fails(store_copy, wrong, tmp_path, InvalidSignatureError)
-    with pytest.raises(UnknownKeyError):
-        anyio.run(lambda: backup_mod.backup(backup_env["src"], store_copy, wrong, name="x"))
-    assert not (store_copy / "snapshots" / "x").exists()
-
-
-def test_backup_store_hides_names_and_content(backup_env: dict[str, Any]) -> None:
-    store = backup_env["store"]
-    readme = b"streamcrypt backup example"
-    for path in store.rglob("*"):
-        if path.is_file() and path.name != "store.json":
-            blob = path.read_bytes()
-            assert readme not in blob and b"readme.txt" not in blob and b"base.bin" not in blob
-    public = backup_mod.BackupKeys.derive(backup_env["key"]).signing.public_key()
-    backup_mod.verify_signature(store, "two", public)  # the public key alone suffices
-
-
-def test_backup_cli_reports_typed_failure(
-    backup_env: dict[str, Any], store_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    keyfile = str(backup_env["keyfile"])
-    flip_byte(store_copy / "snapshots" / "two", -3)
-    dest = tmp_path / "cli-out"
-    assert backup_mod.main(["restore", str(store_copy), "latest", str(dest), "--key", keyfile]) == 1
-    assert "InvalidSignatureError" in capsys.readouterr().err
-    assert not dest.exists()
-    assert backup_mod.main(["restore", str(store_copy), "one", str(dest), "--key", keyfile]) == 0
-    assert "restored" in capsys.readouterr().out
-    assert tree_listing(dest) == backup_env["first_listing"]
-
-
-def test_backup_skips_links_and_its_own_store(tmp_path: Path) -> None:
+def test_backup_tool_runs_as_its_docstring_shows(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    (src / "sub").mkdir(parents=True)
-    (src / "sub" / "a.txt").write_text("a")
-    (src / "link").symlink_to(src / "sub" / "a.txt")
-    (src / "dirlink").symlink_to(src / "sub")
-    key = SecretKey.generate(32)
-    report = anyio.run(backup_mod.backup, src, src / "store", key)  # the store inside src
-    assert report.files == 1 and report.dirs == 1
-    assert sorted(report.skipped) == ["dirlink", "link"]
-    again = anyio.run(lambda: backup_mod.backup(src, src / "store", key, name="again"))
-    assert again.files == 1 and again.chunks_new == 0 and again.chunks_reused == 1
-    dest = tmp_path / "dest"
-    anyio.run(backup_mod.restore, src / "store", "again", dest, key)
-    assert tree_listing(dest) == {
-        "sub": tree_listing(src)["sub"],
-        "sub/a.txt": tree_listing(src)["sub/a.txt"],
-    }
-    with pytest.raises(FileExistsError):  # never restores over an existing directory
-        anyio.run(backup_mod.restore, src / "store", "again", dest, key)
+    src.mkdir()
+    (src / "a.txt").write_text("a" * 1000)
+    keyfile, store = tmp_path / "backup.key", tmp_path / "store"
+    assert run_example("backup.py", "keygen", str(keyfile)).returncode == 0
+    done = run_example("backup.py", "backup", str(src), str(store), "--key", str(keyfile))
+    assert done.returncode == 0, done.stderr
+    [name] = run_example("backup.py", "list", str(store)).stdout.split()
+    dest = tmp_path / "restored"
+    done = run_example("backup.py", "restore", str(store), name, str(dest), "--key", str(keyfile))
+    assert done.returncode == 0, done.stderr
+    assert (dest / "a.txt").read_text() == "a" * 1000
 
 
 # -- encrypt_file.py ----------------------------------------------------------------------------

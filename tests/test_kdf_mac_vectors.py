@@ -31,6 +31,7 @@ from streamcrypt.primitives import (
     Sha256Tap,
     Sha384Tap,
     Sha512Tap,
+    blake3_keyed,
 )
 
 RNG = random.Random(8439)
@@ -123,6 +124,8 @@ def test_blake3_official_vectors() -> None:
             assert _run(tap, message) == expected[:32]
             assert tap.digest(len(expected)) == expected  # extended output
             assert tap.hexdigest(len(expected) // 2) == expected[: len(expected) // 2].hex()
+            if mode == "keyed_hash":  # the one-shot path gives the same digest
+                assert blake3_keyed(key, message) == expected[:32]
             ran += 1
     record_vectors(
         "blake3/test_vectors.json (hash, keyed, derive-key)", ran, 3 * len(data["cases"])

@@ -50,6 +50,7 @@ LAYERS = {
     "engine": 3,
     "transports": 4,
     "formats": 5,
+    "backup": 5,
     "ecies": 2,
     "_api": 5,
     "cli": 5,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
 from concurrent.futures import Executor, Future
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -21,6 +23,7 @@ from streamcrypt.engine import (
     OrderedBatches,
     _adaptive,
     fresh_bytes,
+    ordered_calls,
     run_all,
 )
 from streamcrypt.errors import AuthenticationError, BrokenTransformError
@@ -214,6 +217,78 @@ async def test_wait_survives_cancellation_with_a_running_worker() -> None:
     await sched.wait()
     parts, error = sched.pop()
     assert error is None and b"".join(parts) == expected(jobs)
+
+
+class Calls:
+    """A blocking call for ordered_calls: sleeps a little, records what ran where."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.fail_on = fail_on
+        self.running = 0
+        self.most = 0
+        self.threads: set[threading.Thread] = set()
+        self.lock = threading.Lock()
+        self.rng = random.Random(3)
+
+    def __call__(self, item: tuple[int, int]) -> tuple[int, int]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.threads.add(threading.current_thread())
+            delay = self.rng.random() / 200
+        try:
+            time.sleep(delay)
+            if item[0] == self.fail_on:
+                raise OSError(f"item {item[0]} failed")
+            return item[0] * 10, item[1]
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("policy", [FORCED, None], ids=["workers", "inline"])
+async def test_ordered_calls_in_order_with_next_steps_put_back(
+    policy: OffloadPolicy | None,
+) -> None:
+    calls = Calls()
+    items = deque((i, 0) for i in range(20))
+    seen = []
+    async for (item, step), (result, _) in ordered_calls(policy, items, calls):
+        assert result == item * 10
+        seen.append((item, step))
+        if item % 5 == 0 and step < 2:  # a long job: its next step goes first
+            items.appendleft((item, step + 1))
+    assert [s for s in seen if s[0] % 5] == [(i, 0) for i in range(20) if i % 5]
+    for i in range(0, 20, 5):
+        assert [s for s in seen if s[0] == i] == [(i, 0), (i, 1), (i, 2)]
+    in_flight = 1 if policy is None else FORCED.max_in_flight
+    assert 1 <= calls.most <= in_flight
+    if policy is None:
+        assert calls.threads == {threading.current_thread()}
+
+
+async def test_ordered_calls_failure_comes_in_order_after_running_calls_finish() -> None:
+    calls = Calls(fail_on=7)
+    got = []
+    with pytest.raises(OSError, match="item 7"):
+        async for (item, _), _ in ordered_calls(FORCED, deque((i, 0) for i in range(30)), calls):
+            got.append(item)
+    assert got == list(range(7))
+    assert calls.running == 0  # nothing still running once the failure is out
+
+
+async def test_ordered_calls_cancelled_or_stopped_leaves_nothing_running() -> None:
+    calls = Calls()
+    with anyio.move_on_after(0.02) as scope:
+        async with aclosing(ordered_calls(FORCED, deque((i, 0) for i in range(500)), calls)) as it:
+            async for _ in it:
+                pass
+    assert scope.cancelled_caught and calls.running == 0
+    async with aclosing(ordered_calls(FORCED, deque((i, 0) for i in range(50)), calls)) as it:
+        async for (item, _), _ in it:
+            if item == 3:
+                break
+    assert calls.running == 0
 
 
 def test_run_all_uses_helpers_and_returns_one_bytes() -> None:

@@ -39,6 +39,7 @@ from streamcrypt.primitives import (
     Sha256Tap,
     Sha384Tap,
     Sha512Tap,
+    blake3_keyed,
     hash_tap,
 )
 
@@ -303,6 +304,9 @@ def test_blake3_modes_and_extended_output() -> None:
     fresh = Blake3Tap()
     with pytest.raises(NotFinalizedError):
         fresh.digest(64)
+    assert blake3_keyed(SecretKey(KEY32), data) == long[:32]
+    with pytest.raises(InvalidKeySizeError, match="32 bytes, got 16"):
+        blake3_keyed(bytes(16), data)
 
 
 def test_blake3_threads_are_chosen_by_the_first_large_update() -> None:

@@ -6,6 +6,8 @@ One module per format: ``container`` (the native format, docs/FORMAT.md), ``age`
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
+``backup`` (the chunked-backup store's packs, index files and snapshots) needs the
+``backup`` extra and is imported on its own: ``from streamcrypt.codecs import backup``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from ._batches import (
     Job,
     OrderedBatches,
     fresh_bytes,
+    ordered_calls,
     run_all,
     run_segmented,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "Sink",
     "Source",
     "fresh_bytes",
+    "ordered_calls",
     "pipeline",
     "run_all",
     "run_segmented",

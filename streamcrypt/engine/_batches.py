@@ -30,7 +30,8 @@ consumer that is done with them before it asks for more (sinks); otherwise into 
 ``bytes`` object per batch, filled in place by the worker (:func:`fresh_bytes`), which
 the consumer keeps without a copy and the allocator recycles when it is dropped.
 :func:`run_all` (one-shot calls) fills one such object with the whole output, the
-calling thread and helper threads claiming pieces of it.
+calling thread and helper threads claiming pieces of it. :func:`ordered_calls` runs
+calls whose results are Python objects (blocking file work) through the same scheduler.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ import ctypes
 import itertools
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Future
-from typing import Protocol, TypeAlias
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
+import anyio
 import anyio.lowlevel
 
 from .._state import Buffer
@@ -57,6 +59,7 @@ __all__ = [
     "Job",
     "OrderedBatches",
     "fresh_bytes",
+    "ordered_calls",
     "run_all",
     "run_segmented",
 ]
@@ -540,6 +543,63 @@ class OrderedBatches:
             await emit(out)
         if error is not None:
             raise error
+
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+
+class _Call(Generic[A, R]):
+    """A job that writes nothing: ``fn(arg)``, its result kept on the job."""
+
+    __slots__ = ("arg", "fn", "result")
+    out_size = 0
+
+    def __init__(self, fn: Callable[[A], R], arg: A) -> None:
+        self.fn = fn
+        self.arg = arg
+        self.result: R
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        try:
+            self.result = self.fn(self.arg)
+        except Exception as exc:
+            return 0, exc
+        return 0, None
+
+
+async def ordered_calls(
+    policy: OffloadPolicy | None, args: deque[A], fn: Callable[[A], R]
+) -> AsyncGenerator[tuple[A, R], None]:
+    """``(arg, fn(arg))`` for the items of the deque, in order, ``max_in_flight`` at once.
+
+    For blocking calls (reading and chunking files, reading packs): each call is a batch
+    of its own on a worker (``policy=None``: one at a time, inline), through
+    :class:`OrderedBatches`, so a call no worker has started is run by the loop while it
+    waits. The consumer may put items back on the deque between results (the next step
+    of a long job). A call that raises ends the iteration with that exception, after the
+    results before it; whenever the iteration ends (a failure, the consumer stopping,
+    cancellation), the calls still running finish before this returns, since they may
+    touch what the caller cleans up.
+    """
+    batches = OrderedBatches(policy, site="calls", always_offload=True)
+    calls: deque[_Call[A, R]] = deque()
+    try:
+        while args or calls:
+            while args and not batches.window_full:
+                call = _Call(fn, args.popleft())
+                batches.queue((call,))
+                batches.launch()
+                calls.append(call)
+            await batches.wait()
+            _, error = batches.pop()
+            call = calls.popleft()
+            if error is not None:
+                raise error
+            yield call.arg, call.result
+    finally:
+        with anyio.CancelScope(shield=True):
+            await batches.settle()
 
 
 _ONESHOT: dict[str, OneShotVerdict] = {}

@@ -32,6 +32,7 @@ from ._aes import (
     AesXtsEncryptor,
     xts_tweak,
 )
+from ._cdc import CDC_AVG_SIZE, CDC_MAX_SIZE, CDC_MIN_SIZE, ContentChunker
 from ._chacha import ChaCha20, XChaCha20
 from ._eddsa_blake2b import (
     EDDSA_SIGNATURE_SIZE,
@@ -90,6 +91,7 @@ from ._taps import (
     Sha256Tap,
     Sha384Tap,
     Sha512Tap,
+    blake3_keyed,
     hash_tap,
 )
 from ._x25519_extras import (
@@ -106,6 +108,9 @@ __all__ = [
     "AES128GCM",
     "AES256GCM",
     "BLAKE3_THREADS_MIN",
+    "CDC_AVG_SIZE",
+    "CDC_MAX_SIZE",
+    "CDC_MIN_SIZE",
     "CHALLENGE_MAC_SIZE",
     "ED25519_SIGNATURE_SIZE",
     "EDDSA_SIGNATURE_SIZE",
@@ -145,6 +150,7 @@ __all__ = [
     "Blake3Tap",
     "ChaCha20",
     "ChaCha20Poly1305Suite",
+    "ContentChunker",
     "Ed25519PrivateKey",
     "Ed25519PublicKey",
     "Ed25519phSigner",
@@ -175,6 +181,7 @@ __all__ = [
     "aead_lock",
     "aead_suite",
     "aead_unlock",
+    "blake3_keyed",
     "challenge_mac",
     "ed25519_verify",
     "eddsa_blake2b_verify",

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._asgi import BODY_DECRYPTED, EncryptionMiddleware
-from ._atomic import commit_temporary, create_temporary, discard_temporary, fsync_directory
+from ._atomic import (
+    commit_temporary,
+    create_temporary,
+    discard_temporary,
+    fsync_directory,
+    write_atomic,
+)
 from ._files import (
     FORMATS,
     EncryptedFile,
@@ -61,6 +67,7 @@ __all__ = [
     "open_file",
     "remove_stale_temporaries",
     "serve",
+    "write_atomic",
 ]
 
 # The aiohttp helpers need the optional ``aiohttp`` extra, so they load on first use

@@ -14,7 +14,13 @@ import os
 import secrets
 import stat
 
-__all__ = ["commit_temporary", "create_temporary", "discard_temporary", "fsync_directory"]
+__all__ = [
+    "commit_temporary",
+    "create_temporary",
+    "discard_temporary",
+    "fsync_directory",
+    "write_atomic",
+]
 
 
 def fsync_directory(directory: str) -> None:
@@ -95,3 +101,19 @@ def discard_temporary(fd: int | None, tmp: str) -> None:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+
+
+def write_atomic(
+    dest: str, data: bytes | bytearray | memoryview, *, mode: int | None = None
+) -> None:
+    """Write ``data`` as the whole new content of ``dest``, atomically (temporary, fsync,
+    rename, fsync of the directory); ``mode`` as for :func:`create_temporary`."""
+    fd, tmp = create_temporary(dest, mode=mode)
+    try:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        discard_temporary(fd, tmp)
+        raise
+    commit_temporary(fd, tmp, dest)

@@ -1,0 +1,50 @@
+"""Chunked, deduplicating, encrypted backups: the store and its operations (layer 5).
+
+A store lives on any fsspec file system (a local directory, or ``s3://...`` with the
+right fsspec plugin). Its format is :mod:`streamcrypt.codecs.backup`; the layout, what is
+encrypted and authenticated, and what leaks are in docs/BACKUP.md. Every operation is
+async (anyio: asyncio or trio), runs its blocking and CPU work on the engine's worker
+threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store's lock::
+
+    report = await backup("~/Documents", "/mnt/store", key)
+    await restore("/mnt/store", report.snapshot, "./restored", key)
+    assert (await verify("/mnt/store", key)).ok
+
+Needs the ``backup`` extra (``pyfastcdc``, ``zstandard``, ``fsspec``).
+"""
+
+from __future__ import annotations
+
+from ._backup import BackupReport, Progress, backup, default_snapshot_name, salvage
+from ._maintain import (
+    Problem,
+    PruneReport,
+    VerifyReport,
+    forget,
+    list_snapshots,
+    prune,
+    verify,
+)
+from ._restore import RestoreReport, restore
+from ._store import LOCK_STALE_SECONDS, Index, Location, Store
+
+__all__ = [
+    "LOCK_STALE_SECONDS",
+    "BackupReport",
+    "Index",
+    "Location",
+    "Problem",
+    "Progress",
+    "PruneReport",
+    "RestoreReport",
+    "Store",
+    "VerifyReport",
+    "backup",
+    "default_snapshot_name",
+    "forget",
+    "list_snapshots",
+    "prune",
+    "restore",
+    "salvage",
+    "verify",
+]

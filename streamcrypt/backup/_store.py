@@ -1,0 +1,495 @@
+"""The backup store over fsspec: files, the lock, the index and the snapshots.
+
+Layout (docs/BACKUP.md)::
+
+    STORE/config                 plain JSON, signed: store id, signer, chunker and pack sizes
+    STORE/data/<2 hex>/<pack id> packs of sealed blobs (codecs.backup)
+    STORE/index/<random id>      encrypted index files: pack id -> blob entries
+    STORE/snapshots/<name>       signed, encrypted manifests
+    STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive)
+
+Every write goes to a temporary name beside its destination and is renamed into place
+after an fsync on local storage (a PUT is already atomic on object stores), so a killed
+process leaves whole files or ignorable temporaries (names starting with a dot). Order
+makes the store consistent at every instant: packs before the index files that name
+them, index files before the snapshots that use their chunks; prune writes the new index
+before it deletes anything.
+
+Blocking calls (fsspec's local file system is synchronous) run on the engine's worker
+threads through the :class:`~streamcrypt.engine.OffloadPolicy` given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..codecs.backup import (
+    PACK_HEADER_SIZE,
+    BackupKeys,
+    BlobEntry,
+    Manifest,
+    PackOpener,
+    StoreConfig,
+    decode_index,
+    encode_index,
+    open_snapshot,
+    seal_snapshot,
+)
+from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..errors import FormatError, InvalidParameterError, StoreLockedError, StreamCryptError
+from ..keys import SecretKey
+from ..transports import write_atomic
+from ._work import run_blocking
+
+__all__ = [
+    "LOCK_STALE_SECONDS",
+    "Index",
+    "Location",
+    "Store",
+    "check_snapshot_name",
+    "open_location",
+    "require_chunks",
+]
+
+T = TypeVar("T")
+
+#: A lock not refreshed for this long is stale (a live holder refreshes it every 5 min).
+LOCK_STALE_SECONDS = 30 * 60
+_LOCK_REFRESH_SECONDS = 5 * 60
+
+
+class _LocalFiles:
+    """The few file-system calls a store makes, on a local directory, with the names
+    and result shapes of fsspec's (importing fsspec costs ~0.1-0.2 s of start-up)."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        with open(path, "rb", buffering=0) as f:
+            if start:
+                f.seek(start)
+            if end is None:
+                return f.read()
+            return f.read(max(0, end - (start or 0)))
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        os.makedirs(path, exist_ok=exist_ok)
+
+    def rm_file(self, path: str) -> None:
+        os.unlink(path)
+
+    def _info(self, path: str, st: os.stat_result) -> dict[str, Any]:
+        kind = "directory" if os.path.isdir(path) else "file"
+        return {"name": path, "type": kind, "size": st.st_size}
+
+    def ls(self, path: str, detail: bool = True) -> list[Any]:
+        with os.scandir(path) as it:
+            entries = [(e.path, e.stat(follow_symlinks=False)) for e in it]
+        if not detail:
+            return [p for p, _ in entries]
+        return [self._info(p, st) for p, st in entries]
+
+    def find(
+        self, path: str, maxdepth: int | None = None, detail: bool = False
+    ) -> dict[str, Any] | list[str]:
+        found: dict[str, Any] = {}
+        base_depth = path.rstrip("/").count("/")
+        for top, dirs, files in os.walk(path):
+            if maxdepth is not None and top.rstrip("/").count("/") - base_depth >= maxdepth:
+                dirs[:] = []
+                continue  # deeper than asked (fsspec: maxdepth=1 is the folder itself)
+            for name in files:
+                full = os.path.join(top, name)
+                found[full] = {"name": full, "type": "file", "size": os.lstat(full).st_size}
+        return found if detail else sorted(found)
+
+
+def open_location(
+    location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+) -> tuple[Any, str, bool]:
+    """``(file system, root, is_local)``: a plain path is a local directory, anything
+    with a scheme (``s3://``, ``memory://``...) goes through fsspec."""
+    text = os.fspath(location)
+    if "://" not in text or text.startswith("file://"):
+        return _LocalFiles(), os.path.abspath(text.removeprefix("file://")), True
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(text, **(storage_options or {}))
+    return fs, root, False
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a chunk is stored: its pack and its entry in that pack's table."""
+
+    pack_id: bytes
+    entry: BlobEntry
+
+
+@dataclass(slots=True)
+class Index:
+    """All index files of a store, merged: chunk id -> location, pack id -> entries."""
+
+    chunks: dict[bytes, Location] = field(default_factory=dict)
+    packs: dict[bytes, list[BlobEntry]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def add_pack(self, pack_id: bytes, entries: Sequence[BlobEntry]) -> None:
+        self.packs[pack_id] = list(entries)
+        for e in entries:
+            self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.chunks
+
+
+def _pack_path(pack_id: bytes) -> str:
+    name = pack_id.hex()
+    return f"data/{name[:2]}/{name}"
+
+
+def check_snapshot_name(name: str) -> str:
+    if not name or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name:
+        raise InvalidParameterError(f"{name!r} is not a snapshot name")
+    return name
+
+
+class Store:
+    """An opened backup store: keys, config, and async access to its files.
+
+    Open with :meth:`open`; take :meth:`lock` before reading or changing it. Raises
+    :class:`UnknownKeyError` when the store belongs to another key, ``FileNotFoundError``
+    when there is no store (and ``create`` is false).
+    """
+
+    def __init__(
+        self,
+        fs: Any,
+        root: str,
+        keys: BackupKeys,
+        config: StoreConfig,
+        policy: OffloadPolicy | None,
+        *,
+        local: bool,
+    ) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.keys = keys
+        self.config = config
+        self.policy = policy
+        self._local = local
+        self._lock_name: str | None = None
+        self._lock_doc: dict[str, Any] = {}
+        self._lock_time = 0.0
+
+    @property
+    def is_local(self) -> bool:
+        """True for a store on the local file system (fsync and rename; a lock's pid)."""
+        return self._local
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        location: str | os.PathLike[str],
+        master: SecretKey,
+        *,
+        create: bool = False,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
+        storage_options: dict[str, Any] | None = None,
+        **params: int,
+    ) -> Store:
+        """Open the store at ``location`` (a path or an fsspec URL); ``create`` makes a new
+        one there if none exists (``params``: :class:`StoreConfig` sizes)."""
+        fs, root, local = await run_blocking(None, open_location, location, storage_options)
+        keys = BackupKeys.derive(master)
+        placeholder = StoreConfig("", keys.signing.public_bytes())
+        store = cls(fs, root, keys, placeholder, policy, local=local)
+        store.config = await store._run(store._open_config, create, params)
+        return store
+
+    def _open_config(self, create: bool, params: dict[str, int]) -> StoreConfig:
+        path = self._path("config")
+        if self.fs.exists(path):
+            return StoreConfig.decode(self.fs.cat_file(path), self.keys)
+        if not create:
+            raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
+        config = StoreConfig.new(self.keys, **params)
+        self.fs.makedirs(self.root, exist_ok=True)
+        self.write_sync("config", config.encode(self.keys))
+        return config
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _path(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await run_blocking(self.policy, fn, *args)
+
+    def write_sync(self, rel: str, data: bytes) -> None:
+        path = self._path(rel)
+        parent = path.rsplit("/", 1)[0]
+        if self._local:
+            os.makedirs(parent, exist_ok=True)
+            write_atomic(path, data, mode=0o600)
+        else:
+            self.fs.makedirs(parent, exist_ok=True)
+            self.fs.pipe_file(path, data)
+
+    async def write(self, rel: str, data: bytes) -> None:
+        await self._run(self.write_sync, rel, data)
+
+    def read_sync(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
+        data: bytes = self.fs.cat_file(self._path(rel), start=start, end=end)
+        return data
+
+    async def read(self, rel: str) -> bytes:
+        return await self._run(self.read_sync, rel)
+
+    def _delete_sync(self, rels: Sequence[str]) -> None:
+        for rel in rels:
+            try:
+                self.fs.rm_file(self._path(rel))
+            except FileNotFoundError:
+                pass
+
+    async def delete(self, rels: Sequence[str]) -> None:
+        if rels:
+            await self._run(self._delete_sync, list(rels))
+
+    def _list_sync(self, rel: str, recursive: bool) -> dict[str, int]:
+        """Names (relative to ``rel``) and sizes of files, temporaries left out."""
+        base = self._path(rel)
+        if not self.fs.exists(base):
+            return {}
+        found: dict[str, int] = {}
+        infos = self.fs.find(base, detail=True) if recursive else self.fs.ls(base, detail=True)
+        items = infos.values() if isinstance(infos, dict) else infos
+        for info in items:
+            if info.get("type") != "file":
+                continue
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith("."):
+                continue
+            found[name] = int(info.get("size") or 0)
+        return found
+
+    async def list_files(self, rel: str, *, recursive: bool = False) -> dict[str, int]:
+        return await self._run(self._list_sync, rel, recursive)
+
+    def _temporaries_sync(self) -> list[str]:
+        out = []
+        for sub in ("data", "index", "snapshots", "locks", ""):
+            base = self._path(sub) if sub else self.root
+            if not self.fs.exists(base):
+                continue
+            for path in self.fs.find(base, maxdepth=None if sub else 1):
+                name = path.rsplit("/", 1)[-1]
+                if name.startswith(".") and name.endswith(".tmp"):
+                    out.append(path[len(self.root) + 1 :])
+        return out
+
+    async def temporaries(self) -> list[str]:
+        """Temporaries a killed writer left behind (removed by prune)."""
+        return await self._run(self._temporaries_sync)
+
+    # -- packs ----------------------------------------------------------------------------------
+
+    async def list_packs(self) -> dict[bytes, int]:
+        """Pack ids in storage and their sizes."""
+        found = await self.list_files("data", recursive=True)
+        out: dict[bytes, int] = {}
+        for name, size in found.items():
+            try:
+                out[bytes.fromhex(name)] = size
+            except ValueError:
+                continue
+        return out
+
+    async def write_pack(self, pack_id: bytes, data: bytes) -> None:
+        await self.write(_pack_path(pack_id), data)
+
+    def read_pack_sync(self, pack_id: bytes) -> bytes:
+        return self.read_sync(_pack_path(pack_id))
+
+    def read_blob_sync(self, pack_id: bytes, entry: BlobEntry) -> bytes:
+        return self.read_sync(_pack_path(pack_id), entry.offset, entry.offset + entry.length)
+
+    def read_pack_table_sync(self, pack_id: bytes, size: int) -> list[BlobEntry]:
+        """The authenticated table of a pack, read from its two ends (no blob is read)."""
+        header = self.read_sync(_pack_path(pack_id), 0, PACK_HEADER_SIZE)
+        opener = PackOpener(self.keys, pack_id, header)
+        tail = self.read_sync(_pack_path(pack_id), max(0, size - 65536), size)
+        need = PackOpener.table_size(tail)
+        if need > len(tail):
+            tail = self.read_sync(_pack_path(pack_id), max(0, size - need), size)
+        return opener.table(tail, size)
+
+    def pack_path(self, pack_id: bytes) -> str:
+        return _pack_path(pack_id)
+
+    # -- index ----------------------------------------------------------------------------------
+
+    async def load_index(self, errors: list[str] | None = None) -> Index:
+        """Read and merge every index file. Raises :class:`AuthenticationError` and
+        :class:`FormatError` naming the index file that fails (with ``errors``, appends
+        the message there and goes on)."""
+        names = sorted(await self.list_files("index"))
+        index = Index()
+
+        def load(name: str) -> dict[bytes, list[BlobEntry]]:
+            try:
+                return decode_index(self.keys, self.read_sync(f"index/{name}"))
+            except StreamCryptError as exc:
+                raise type(exc)(f"index file {name}: {exc}") from None
+
+        for name in names:
+            try:
+                packs = await self._run(load, name)
+            except StreamCryptError as exc:
+                if errors is None:
+                    raise
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            for pack_id, entries in packs.items():
+                index.add_pack(pack_id, entries)
+            index.files.append(name)
+        return index
+
+    async def write_index(self, packs: dict[bytes, list[BlobEntry]]) -> str:
+        """Write an index file for ``packs``; returns its name."""
+        name = secrets.token_hex(16)
+        await self.write(f"index/{name}", encode_index(self.keys, packs))
+        return name
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    async def snapshot_names(self) -> list[str]:
+        """Snapshot names, in name order (default names sort by time)."""
+        return sorted(await self.list_files("snapshots"))
+
+    async def load_snapshot(self, name: str) -> Manifest:
+        """Verify, decrypt and parse a snapshot. Raises :class:`InvalidSignatureError`,
+        :class:`AuthenticationError`, :class:`FormatError`; ``FileNotFoundError``."""
+        rel = f"snapshots/{check_snapshot_name(name)}"
+        try:
+            data = await self.read(rel)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no snapshot {name!r} in the store") from None
+        return await self._run(open_snapshot, self.keys, name, data)
+
+    async def write_snapshot(self, manifest: Manifest) -> None:
+        name = check_snapshot_name(manifest.snapshot)
+        if await self._run(self.fs.exists, self._path(f"snapshots/{name}")):
+            raise InvalidParameterError(f"snapshot {name!r} already exists in the store")
+        await self.write(f"snapshots/{name}", seal_snapshot(self.keys, manifest))
+
+    # -- locking ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stale(doc: dict[str, Any], now: float) -> bool:
+        if now - float(doc.get("time", 0)) > LOCK_STALE_SECONDS:
+            return True
+        if doc.get("host") != socket.gethostname():
+            return False
+        try:
+            os.kill(int(doc["pid"]), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, KeyError, ValueError, TypeError):
+            return False
+        return False
+
+    def _conflicts_sync(self, exclusive: bool, own: str | None) -> list[str]:
+        """Descriptions of live locks that conflict; stale ones are removed."""
+        now = time.time()
+        conflicts = []
+        for name in self._list_sync("locks", False):
+            if name == own:
+                continue
+            try:
+                doc = json.loads(self.read_sync(f"locks/{name}"))
+                if not isinstance(doc, dict):
+                    raise ValueError
+            except FileNotFoundError:
+                continue
+            except ValueError:
+                doc = {}
+            if doc and self._stale(doc, now):
+                self._delete_sync([f"locks/{name}"])
+                continue
+            if exclusive or doc.get("exclusive", True):
+                age = now - float(doc.get("time", now))
+                conflicts.append(
+                    f"{'exclusive' if doc.get('exclusive', True) else 'shared'} lock of "
+                    f"process {doc.get('pid', '?')} on {doc.get('host', '?')}, "
+                    f"refreshed {age:.0f} s ago"
+                )
+        return conflicts
+
+    def _acquire_sync(self, exclusive: bool) -> None:
+        def refuse(conflicts: list[str]) -> StoreLockedError:
+            return StoreLockedError(
+                f"the store is locked ({'; '.join(conflicts)}): another backup, prune or "
+                f"forget is running; a lock goes stale after {LOCK_STALE_SECONDS // 60} "
+                "minutes without refresh or when its process is gone"
+            )
+
+        if conflicts := self._conflicts_sync(exclusive, None):
+            raise refuse(conflicts)
+        name = secrets.token_hex(16)
+        self._lock_doc = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "time": time.time(),
+            "exclusive": exclusive,
+        }
+        self.write_sync(f"locks/{name}", json.dumps(self._lock_doc).encode())
+        # Two processes may both have written a lock: each one that sees the other backs off.
+        if conflicts := self._conflicts_sync(exclusive, name):
+            self._delete_sync([f"locks/{name}"])
+            raise refuse(conflicts)
+        self._lock_name, self._lock_time = name, time.monotonic()
+
+    async def refresh_lock(self) -> None:
+        """Rewrite the lock's time when it is older than five minutes (long runs)."""
+        if self._lock_name and time.monotonic() - self._lock_time > _LOCK_REFRESH_SECONDS:
+            self._lock_doc["time"] = time.time()
+            self._lock_time = time.monotonic()
+            await self.write(f"locks/{self._lock_name}", json.dumps(self._lock_doc).encode())
+
+    @asynccontextmanager
+    async def lock(self, *, exclusive: bool) -> AsyncIterator[None]:
+        """Hold a lock: exclusive for backup, prune and forget, shared for reading.
+
+        Raises :class:`StoreLockedError` when a live conflicting lock exists.
+        """
+        await self._run(self._acquire_sync, exclusive)
+        try:
+            yield
+        finally:
+            name, self._lock_name = self._lock_name, None
+            if name is not None:
+                await self._run(self._delete_sync, [f"locks/{name}"])
+
+
+def require_chunks(index: Index, manifest: Manifest) -> None:
+    """Raise :class:`FormatError` naming the first file with a chunk missing from the index."""
+    for node in manifest.files():
+        for cid in node.chunks:
+            if cid not in index.chunks:
+                raise FormatError(
+                    f"{node.path!r}: chunk {cid.hex()[:16]}... is missing from the store "
+                    f"(snapshot {manifest.snapshot!r})"
+                )

@@ -1,0 +1,679 @@
+"""The streamcrypt backup store format, version 1: keys, packs, index files, snapshots.
+
+Theory of operation
+-------------------
+A store (layout and rationale: docs/BACKUP.md) holds content-defined chunks of files,
+each stored once under its *chunk id*: keyed BLAKE3 of the chunk's plaintext. Every key
+comes from one 32-byte master key by HKDF-SHA256 under its own label
+(:class:`BackupKeys`), so no key serves two purposes.
+
+**Blobs and packs.** A chunk is compressed with zstd (kept raw when that does not make
+it smaller) and sealed as one *blob*; many blobs go into one *pack* file, as restic and
+borg do, so thousands of small files are not thousands of objects::
+
+    pack    = header || blob_0 || ... || blob_n-1 || sealed table || u32_be(len(sealed table))
+    header  = "SCBK" | version u8 (= 1) | kind u8 (= 1, pack) | salt (32 random bytes)
+    key     = HKDF-SHA256(pack master key, salt, "streamcrypt-backup v1 pack " || pack id)
+    blob    = AES-256-GCM(key, nonce = u96_be(offset of the blob in the pack),
+                          payload, aad = "blob" || chunk id || flags)
+    table   = AES-256-GCM(key, nonce = 12 x 0xff, count u32 || count x entry,
+                          aad = "table" || header)
+    entry   = chunk id (32) | flags u8 (bit 0: zstd) | offset u32 | sealed length u32
+              | plaintext length u32
+
+Each blob authenticates alone and only under its own id and pack (the pack id, a random
+name, is bound into the key), so one damaged byte condemns one blob, and a blob moved or
+renamed does not open. Opening a blob also recomputes its id from the plaintext.
+
+**Index files** map chunk ids to their places (the entries of many packs); **snapshot
+files** hold the signed manifest of one backup. Both are native containers (docs/FORMAT.md)
+over zstd-compressed bytes, each under its own key and associated data; a snapshot is
+additionally signed with Ed25519 over its name and ciphertext, so the public key alone
+checks it. The store's ``config`` is plain JSON, signed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import zstandard
+
+from .._state import Buffer
+from ..errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    InvalidSignatureError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from ..keys import SecretKey, constant_time_equal, hkdf, random_bytes
+from ..primitives import (
+    AES256GCM,
+    CDC_AVG_SIZE,
+    CDC_MAX_SIZE,
+    CDC_MIN_SIZE,
+    ED25519_SIGNATURE_SIZE,
+    ContentChunker,
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+    blake3_keyed,
+)
+from . import container
+
+__all__ = [
+    "DEFAULT_PACK_SIZE",
+    "DEFAULT_ZSTD_LEVEL",
+    "FLAG_ZSTD",
+    "ID_SIZE",
+    "PACK_HEADER_SIZE",
+    "BackupKeys",
+    "BlobEntry",
+    "Manifest",
+    "Node",
+    "PackOpener",
+    "PackWriter",
+    "StoreConfig",
+    "compress_blob",
+    "decode_index",
+    "encode_index",
+    "open_snapshot",
+    "seal_snapshot",
+    "verify_snapshot_signature",
+]
+
+FORMAT = "streamcrypt-backup"
+VERSION = 1
+#: Bytes of a blob or object id (keyed BLAKE3).
+ID_SIZE = 32
+#: Plaintext bytes of blobs a pack collects before it is sealed and stored (restic's
+#: default pack size).
+DEFAULT_PACK_SIZE = 16 << 20
+#: zstd level of chunk compression: 3 is zstd's default and close to restic's "auto".
+DEFAULT_ZSTD_LEVEL = 3
+#: Blob flag: the chunk was compressed with zstd before sealing.
+FLAG_ZSTD = 0x01
+
+_LABEL = b"streamcrypt-backup v1 "
+_MAGIC = b"SCBK"
+_KIND_PACK = 1
+_SALT_SIZE = 32
+#: Bytes of a pack file's header: magic, version and salt.
+PACK_HEADER_SIZE = len(_MAGIC) + 2 + _SALT_SIZE
+_TAG = 16
+_TABLE_NONCE = b"\xff" * 12
+_ENTRY = struct.Struct(">32sBIII")
+_COUNT = struct.Struct(">I")
+_INDEX_MAGIC = b"SCBI\x01"
+_INDEX_AAD = _LABEL + b"index"
+_SNAPSHOT_AAD = _LABEL + b"snapshot\x00"
+_SIGNED_SNAPSHOT = _LABEL + b"signed snapshot\x00"
+_SIGNED_CONFIG = _LABEL + b"signed config\x00"
+#: Largest plaintext a blob may declare (the chunker's maximum is 16 MiB).
+_MAX_BLOB = 1 << 24
+#: Largest manifest or index plaintext a reader decompresses.
+_MAX_DOC = 1 << 31
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class BackupKeys:
+    """Every key of a store, derived from the master key (one HKDF label each)."""
+
+    chunk_id: SecretKey
+    pack: SecretKey
+    index: SecretKey
+    snapshot: SecretKey
+    signing: Ed25519PrivateKey
+    chunker_seed: int = field(repr=False)
+    _chunk_id_raw: bytes = field(default=b"", repr=False)
+
+    @classmethod
+    def derive(cls, master: SecretKey) -> BackupKeys:
+        secret = master.secret_bytes()
+        if len(secret) != 32:
+            raise InvalidParameterError("a backup master key is 32 bytes")
+
+        def sub(label: str, length: int = 32) -> bytes:
+            return hkdf(secret, info=_LABEL + label.encode(), length=length)
+
+        chunk_id = sub("chunk id")
+        return cls(
+            chunk_id=SecretKey(chunk_id),
+            pack=SecretKey(sub("pack encryption")),
+            index=SecretKey(sub("index encryption")),
+            snapshot=SecretKey(sub("snapshot encryption")),
+            signing=Ed25519PrivateKey(sub("snapshot signing")),
+            chunker_seed=int.from_bytes(sub("chunker seed", 8), "big") >> 1,
+            _chunk_id_raw=chunk_id,
+        )
+
+    def chunk_id_of(self, data: Buffer) -> bytes:
+        """The id of a chunk: keyed BLAKE3 of its plaintext (32 bytes)."""
+        return blake3_keyed(self._chunk_id_raw or self.chunk_id, data)
+
+    def chunker(self, config: StoreConfig) -> ContentChunker:
+        """A chunker with the store's sizes and this key's boundaries."""
+        return ContentChunker(
+            config.avg_size,
+            min_size=config.min_size,
+            max_size=config.max_size,
+            seed=self.chunker_seed,
+        )
+
+    def __repr__(self) -> str:
+        return f"BackupKeys(<hidden>, signer={self.signing.public_bytes().hex()})"
+
+
+def _sign(keys: BackupKeys, context: bytes, message: bytes) -> bytes:
+    return keys.signing.sign(context + message)
+
+
+# -- the store's config ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The store's parameters (plain, signed JSON at ``STORE/config``)."""
+
+    store_id: str
+    signer: bytes
+    avg_size: int = CDC_AVG_SIZE
+    min_size: int = CDC_MIN_SIZE
+    max_size: int = CDC_MAX_SIZE
+    pack_size: int = DEFAULT_PACK_SIZE
+    zstd_level: int = DEFAULT_ZSTD_LEVEL
+
+    @classmethod
+    def new(cls, keys: BackupKeys, **params: int) -> StoreConfig:
+        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), **params)
+
+    def _doc(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "id": self.store_id,
+            "signer": self.signer.hex(),
+            "chunker": {"avg": self.avg_size, "min": self.min_size, "max": self.max_size},
+            "pack_size": self.pack_size,
+            "zstd_level": self.zstd_level,
+        }
+
+    def encode(self, keys: BackupKeys) -> bytes:
+        body = json.dumps(self._doc(), sort_keys=True, separators=(",", ":"))
+        signature = _sign(keys, _SIGNED_CONFIG, body.encode())
+        return json.dumps({"config": body, "signature": signature.hex()}, indent=1).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, keys: BackupKeys | None = None) -> StoreConfig:
+        """Parse (and with ``keys``, check the signer and signature of) a config file.
+
+        Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
+        :class:`UnknownKeyError` (the store belongs to another key) and
+        :class:`InvalidSignatureError`.
+        """
+        try:
+            outer = json.loads(data)
+            body = outer["config"]
+            doc = json.loads(body)
+            signature = bytes.fromhex(outer["signature"])
+            if doc["format"] != FORMAT:
+                raise FormatError("not a streamcrypt backup store config")
+            if doc["version"] != VERSION:
+                raise UnsupportedFormatError(
+                    f"backup store version {doc['version']}; this reads {VERSION}"
+                )
+            chunker = doc["chunker"]
+            config = cls(
+                store_id=str(doc["id"]),
+                signer=bytes.fromhex(doc["signer"]),
+                avg_size=int(chunker["avg"]),
+                min_size=int(chunker["min"]),
+                max_size=int(chunker["max"]),
+                pack_size=int(doc["pack_size"]),
+                zstd_level=int(doc["zstd_level"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FormatError(f"the store config is malformed ({type(exc).__name__})") from None
+        if not 1 << 16 <= config.pack_size <= 1 << 30 or not 1 <= config.zstd_level <= 22:
+            raise FormatError("the store config holds a pack size or zstd level out of range")
+        if keys is not None:
+            if config.signer != keys.signing.public_bytes():
+                raise UnknownKeyError(
+                    "this key does not belong to the store (its config names another "
+                    "signer): check the key file"
+                )
+            keys.signing.public_key().verify(_SIGNED_CONFIG + body.encode(), signature)
+        return config
+
+
+# -- blobs ----------------------------------------------------------------------------------------
+
+_compressors = threading.local()
+
+
+def compress_blob(data: Buffer, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, bytes]:
+    """``(flags, payload)``: zstd-compressed when that is smaller, else the raw bytes.
+
+    Thread-safe (one compressor per thread); zstd releases the GIL while it works.
+    """
+    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_compressors, "cache", None)
+    if cache is None:
+        cache = _compressors.cache = {}
+    compressor = cache.get(level)
+    if compressor is None:
+        compressor = cache[level] = zstandard.ZstdCompressor(
+            level=level, write_checksum=False, write_content_size=True
+        )
+    packed = compressor.compress(data)
+    if len(packed) < len(data):
+        return FLAG_ZSTD, packed
+    return 0, bytes(data)
+
+
+def _decompress(flags: int, payload: bytes, raw_length: int) -> bytes:
+    if not flags & FLAG_ZSTD:
+        return payload
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_compressors, "reader", None)
+    if decompressor is None:
+        decompressor = _compressors.reader = zstandard.ZstdDecompressor()
+    try:
+        out = decompressor.decompress(payload, max_output_size=raw_length)
+    except zstandard.ZstdError:
+        raise FormatError("an authenticated blob does not decompress") from None
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BlobEntry:
+    """Where one blob lies in its pack, and what it holds."""
+
+    chunk_id: bytes
+    flags: int
+    offset: int
+    length: int
+    raw_length: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(self.chunk_id, self.flags, self.offset, self.length, self.raw_length)
+
+
+def _encode_entries(entries: Sequence[BlobEntry]) -> bytes:
+    return _COUNT.pack(len(entries)) + b"".join([e.encode() for e in entries])
+
+
+def _decode_entries(data: bytes, pos: int) -> tuple[list[BlobEntry], int]:
+    if len(data) < pos + _COUNT.size:
+        raise FormatError("a blob table is truncated")
+    (count,) = _COUNT.unpack_from(data, pos)
+    pos += _COUNT.size
+    end = pos + count * _ENTRY.size
+    if len(data) < end:
+        raise FormatError("a blob table is truncated")
+    entries = [
+        BlobEntry(cid, flags, off, length, raw)
+        for cid, flags, off, length, raw in _ENTRY.iter_unpack(data[pos:end])
+    ]
+    for e in entries:
+        if e.length < _TAG or e.raw_length > _MAX_BLOB:
+            raise FormatError("a blob table holds an impossible blob size")
+    return entries, end
+
+
+def _pack_cipher(keys: BackupKeys, pack_id: bytes, salt: bytes) -> AES256GCM:
+    if len(pack_id) != ID_SIZE:
+        raise InvalidParameterError("a pack id is 32 bytes")
+    key = hkdf(keys.pack.secret_bytes(), salt=salt, info=_LABEL + b"pack " + pack_id)
+    return AES256GCM(key)
+
+
+def _blob_aad(chunk_id: bytes, flags: int) -> bytes:
+    return b"blob" + chunk_id + bytes([flags])
+
+
+class PackWriter:
+    """Collect blobs into one pack (sans-I/O): ``add`` seals a blob at once, ``finish``
+    returns the pack's bytes. The pack id is random (its hex is the file name)."""
+
+    __slots__ = ("_aead", "_header", "_parts", "_size", "entries", "pack_id", "plain_size")
+
+    def __init__(self, keys: BackupKeys, pack_id: bytes | None = None) -> None:
+        self.pack_id = random_bytes(ID_SIZE) if pack_id is None else pack_id
+        salt = random_bytes(_SALT_SIZE)
+        self._aead = _pack_cipher(keys, self.pack_id, salt)
+        self._header = _MAGIC + bytes([VERSION, _KIND_PACK]) + salt
+        self._parts: list[bytes] = [self._header]
+        self._size = len(self._header)
+        self.entries: list[BlobEntry] = []
+        self.plain_size = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of the pack so far (without the table)."""
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, chunk_id: bytes, flags: int, payload: Buffer, raw_length: int) -> BlobEntry:
+        """Seal a blob (already compressed by :func:`compress_blob`) into the pack."""
+        offset = self._size
+        sealed = self._aead.seal(offset.to_bytes(12, "big"), payload, _blob_aad(chunk_id, flags))
+        entry = BlobEntry(chunk_id, flags, offset, len(sealed), raw_length)
+        self._parts.append(sealed)
+        self._size += len(sealed)
+        self.entries.append(entry)
+        self.plain_size += raw_length
+        return entry
+
+    def add_sealed(self, entry: BlobEntry, plaintext_payload: Buffer) -> BlobEntry:
+        """Re-seal a blob moved from another pack (its payload, still compressed)."""
+        return self.add(entry.chunk_id, entry.flags, plaintext_payload, entry.raw_length)
+
+    def finish(self) -> bytes:
+        table = self._aead.seal(
+            _TABLE_NONCE, _encode_entries(self.entries), b"table" + self._header
+        )
+        return b"".join([*self._parts, table, _COUNT.pack(len(table))])
+
+
+class PackOpener:
+    """Read a pack (sans-I/O): :meth:`table` from its tail, :meth:`payload` and
+    :meth:`blob` from the sealed bytes of one blob.
+
+    Raises :class:`FormatError` (not a pack, malformed table) and
+    :class:`AuthenticationError` (a damaged, moved or renamed pack or blob).
+    """
+
+    __slots__ = ("_aead", "_header", "keys", "pack_id")
+
+    def __init__(self, keys: BackupKeys, pack_id: bytes, header: Buffer) -> None:
+        head = bytes(header[:PACK_HEADER_SIZE])
+        if len(head) < PACK_HEADER_SIZE or head[:4] != _MAGIC or head[5] != _KIND_PACK:
+            raise FormatError(f"pack {pack_id.hex()[:16]}... is not a streamcrypt pack")
+        if head[4] != VERSION:
+            raise UnsupportedFormatError(f"pack version {head[4]}; this reads {VERSION}")
+        self.keys = keys
+        self.pack_id = pack_id
+        self._header = head
+        self._aead = _pack_cipher(keys, pack_id, head[6:])
+
+    @staticmethod
+    def table_size(tail: Buffer) -> int:
+        """Bytes at the end of the pack that hold the sealed table (from its last 4)."""
+        if len(tail) < _COUNT.size:
+            raise FormatError("a pack is shorter than its trailer")
+        return int.from_bytes(tail[-_COUNT.size :], "big") + _COUNT.size
+
+    def table(self, tail: Buffer, pack_size: int) -> list[BlobEntry]:
+        """The authenticated blob table, from the pack's last bytes (``tail``)."""
+        need = self.table_size(tail)
+        if len(tail) < need or pack_size < PACK_HEADER_SIZE + need:
+            raise FormatError(f"pack {self.pack_id.hex()[:16]}... is truncated")
+        sealed = bytes(tail[len(tail) - need : len(tail) - _COUNT.size])
+        try:
+            plain = self._aead.open(_TABLE_NONCE, sealed, b"table" + self._header)
+        except AuthenticationError:
+            raise AuthenticationError(
+                f"the table of pack {self.pack_id.hex()[:16]}... did not authenticate: "
+                "the pack was altered or renamed"
+            ) from None
+        entries, end = _decode_entries(plain, 0)
+        limit = pack_size - need
+        for e in entries:
+            if e.offset < PACK_HEADER_SIZE or e.offset + e.length > limit:
+                raise FormatError("a pack table points outside its pack")
+        if end != len(plain):
+            raise FormatError("a pack table has trailing bytes")
+        return entries
+
+    def payload(self, entry: BlobEntry, sealed: Buffer) -> bytes:
+        """The blob's payload, still compressed (authenticated under its id and flags)."""
+        try:
+            return self._aead.open(
+                entry.offset.to_bytes(12, "big"), sealed, _blob_aad(entry.chunk_id, entry.flags)
+            )
+        except AuthenticationError:
+            raise AuthenticationError(
+                f"chunk {entry.chunk_id.hex()[:16]}... in pack {self.pack_id.hex()[:16]}... "
+                "did not authenticate: the pack is damaged"
+            ) from None
+
+    def blob(self, entry: BlobEntry, sealed: Buffer) -> bytes:
+        """The chunk's plaintext: authenticated, decompressed, and checked against its id."""
+        plain = _decompress(entry.flags, self.payload(entry, sealed), entry.raw_length)
+        if len(plain) != entry.raw_length or not constant_time_equal(
+            self.keys.chunk_id_of(plain), entry.chunk_id
+        ):
+            raise AuthenticationError(
+                f"chunk {entry.chunk_id.hex()[:16]}... does not hash to its id: the store "
+                "is corrupt"
+            )
+        return plain
+
+
+# -- documents (index files, manifests) ---------------------------------------------------------
+
+
+def _seal_doc(key: SecretKey, plain: bytes, aad: bytes) -> bytes:
+    """A native container over ``plain``, sealed inline (documents are small)."""
+    enc = container.StreamEncryptor(key, aad=aad)
+    return enc.update(plain) + enc.finalize()
+
+
+def _open_doc(key: SecretKey, data: bytes, aad: bytes) -> bytes:
+    dec = container.StreamDecryptor(key, aad=aad)
+    return dec.update(data) + dec.finalize()
+
+
+# -- index files --------------------------------------------------------------------------------
+
+
+def encode_index(keys: BackupKeys, packs: Mapping[bytes, Sequence[BlobEntry]]) -> bytes:
+    """An encrypted index file listing the blobs of ``packs`` (pack id -> entries)."""
+    parts = [_INDEX_MAGIC, _COUNT.pack(len(packs))]
+    for pack_id, entries in packs.items():
+        parts += [pack_id, _encode_entries(entries)]
+    plain = zstandard.ZstdCompressor(level=DEFAULT_ZSTD_LEVEL).compress(b"".join(parts))
+    return _seal_doc(keys.index, plain, _INDEX_AAD)
+
+
+def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
+    """Decrypt and parse an index file. Raises :class:`AuthenticationError`,
+    :class:`FormatError`."""
+    plain = _inflate(_open_doc(keys.index, data, _INDEX_AAD), "index")
+    if not plain.startswith(_INDEX_MAGIC):
+        raise FormatError("not a streamcrypt backup index")
+    pos = len(_INDEX_MAGIC)
+    (count,) = _COUNT.unpack_from(plain, pos)
+    pos += _COUNT.size
+    packs: dict[bytes, list[BlobEntry]] = {}
+    for _ in range(count):
+        pack_id = plain[pos : pos + ID_SIZE]
+        if len(pack_id) != ID_SIZE:
+            raise FormatError("a backup index is truncated")
+        entries, pos = _decode_entries(plain, pos + ID_SIZE)
+        packs[pack_id] = entries
+    if pos != len(plain):
+        raise FormatError("a backup index has trailing bytes")
+    return packs
+
+
+def _inflate(data: bytes, what: str) -> bytes:
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=_MAX_DOC)
+    except zstandard.ZstdError:
+        raise FormatError(f"an authenticated {what} does not decompress") from None
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+_KINDS = ("file", "dir", "symlink")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One entry of a snapshot: a file, a directory or a symbolic link.
+
+    ``ctime_ns`` and ``inode`` serve the metadata cache of the next backup (a file whose
+    size, times and inode are unchanged is not read again).
+    """
+
+    kind: str
+    path: str
+    mode: int
+    mtime_ns: int
+    size: int = 0
+    chunks: tuple[bytes, ...] = ()
+    target: str = ""
+    ctime_ns: int = 0
+    inode: int = 0
+
+    def to_json(self) -> list[Any]:
+        if self.kind == "file":
+            return [
+                "f",
+                self.path,
+                self.mode,
+                self.mtime_ns,
+                self.size,
+                self.ctime_ns,
+                self.inode,
+                [c.hex() for c in self.chunks],
+            ]
+        if self.kind == "dir":
+            return ["d", self.path, self.mode, self.mtime_ns]
+        return ["l", self.path, self.mode, self.mtime_ns, self.target]
+
+
+def _safe_path(value: object) -> str:
+    if not isinstance(value, str) or not value or "\x00" in value or value.startswith("/"):
+        raise FormatError("the manifest holds an empty, absolute or non-text path")
+    if any(part in ("", ".", "..") for part in value.split("/")):
+        raise FormatError("the manifest holds a path that leaves the restore directory")
+    return value
+
+
+def _uint(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FormatError("the manifest holds a bad number")
+    return value
+
+
+def _chunk_id(value: object) -> bytes:
+    if not isinstance(value, str) or len(value) != 2 * ID_SIZE:
+        raise FormatError("the manifest holds a malformed chunk id")
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise FormatError("the manifest holds a malformed chunk id") from None
+
+
+def _node(item: object) -> Node:
+    if not isinstance(item, list) or not item:
+        raise FormatError("the manifest holds a malformed entry")
+    tag = item[0]
+    if tag == "f" and len(item) == 8:
+        _, path, mode, mtime, size, ctime, inode, chunks = item
+        if not isinstance(chunks, list):
+            raise FormatError("the manifest holds a malformed chunk list")
+        return Node(
+            "file",
+            _safe_path(path),
+            _uint(mode) & 0o7777,
+            _uint(mtime),
+            _uint(size),
+            tuple(_chunk_id(c) for c in chunks),
+            ctime_ns=_uint(ctime),
+            inode=_uint(inode),
+        )
+    if tag == "d" and len(item) == 4:
+        return Node("dir", _safe_path(item[1]), _uint(item[2]) & 0o7777, _uint(item[3]))
+    if tag == "l" and len(item) == 5 and isinstance(item[4], str) and item[4]:
+        return Node("symlink", _safe_path(item[1]), _uint(item[2]), _uint(item[3]), target=item[4])
+    raise FormatError("the manifest holds an entry of unknown kind")
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What one snapshot holds: its nodes (sorted by path) and where they came from."""
+
+    snapshot: str
+    created: str
+    source: str
+    host: str
+    nodes: tuple[Node, ...]
+
+    def files(self) -> Iterable[Node]:
+        return (n for n in self.nodes if n.kind == "file")
+
+    def encode(self) -> bytes:
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "snapshot": self.snapshot,
+            "created": self.created,
+            "source": self.source,
+            "host": self.host,
+            "nodes": [n.to_json() for n in self.nodes],
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, name: str) -> Manifest:
+        """Parse a manifest; raises :class:`FormatError` for anything unexpected."""
+        try:
+            doc = json.loads(data)
+            if doc["format"] != FORMAT or doc["version"] != VERSION:
+                raise FormatError("not a version-1 backup manifest")
+            if doc["snapshot"] != name:
+                raise FormatError("the manifest belongs to another snapshot")
+            nodes = tuple(_node(item) for item in doc["nodes"])
+            return cls(name, str(doc["created"]), str(doc["source"]), str(doc["host"]), nodes)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FormatError(f"the manifest is malformed ({type(exc).__name__})") from None
+
+
+def _signed_snapshot(name: str, ciphertext: Buffer) -> bytes:
+    return name.encode() + b"\x00" + bytes(ciphertext)
+
+
+def seal_snapshot(keys: BackupKeys, manifest: Manifest) -> bytes:
+    """A snapshot file: Ed25519 signature (64 bytes) || encrypted, compressed manifest."""
+    name = manifest.snapshot
+    plain = zstandard.ZstdCompressor(level=9).compress(manifest.encode())
+    ciphertext = _seal_doc(keys.snapshot, plain, _SNAPSHOT_AAD + name.encode())
+    return _sign(keys, _SIGNED_SNAPSHOT, _signed_snapshot(name, ciphertext)) + ciphertext
+
+
+def verify_snapshot_signature(
+    public_key: Ed25519PublicKey | Buffer, name: str, data: bytes
+) -> None:
+    """Check a snapshot file's signature with the public key alone.
+
+    Raises :class:`InvalidSignatureError` (altered, renamed, or signed by another key).
+    """
+    key = public_key if isinstance(public_key, Ed25519PublicKey) else Ed25519PublicKey(public_key)
+    signature, ciphertext = data[:ED25519_SIGNATURE_SIZE], data[ED25519_SIGNATURE_SIZE:]
+    try:
+        key.verify(_SIGNED_SNAPSHOT + _signed_snapshot(name, ciphertext), signature)
+    except InvalidSignatureError:
+        raise InvalidSignatureError(
+            f"snapshot {name!r}: the signature does not verify: the snapshot file was "
+            "altered or renamed, or this is not the store's key"
+        ) from None
+
+
+def open_snapshot(keys: BackupKeys, name: str, data: bytes) -> Manifest:
+    """Verify, decrypt and parse a snapshot file. Raises :class:`InvalidSignatureError`,
+    :class:`AuthenticationError`, :class:`FormatError`."""
+    verify_snapshot_signature(keys.signing.public_key(), name, data)
+    plain = _open_doc(keys.snapshot, data[ED25519_SIGNATURE_SIZE:], _SNAPSHOT_AAD + name.encode())
+    return Manifest.decode(_inflate(plain, "manifest"), name)

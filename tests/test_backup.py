@@ -1,0 +1,527 @@
+"""Chunked backups: the chunker, the store format, and backup/restore/verify/prune.
+
+Real trees (symbolic links, empty and sparse files, modes, times), dedup counts after
+edits, damage found by verify and by restore with the file named, the lock, and a backup
+killed with SIGKILL in a subprocess that the next run completes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamcrypt import backup as sb
+from streamcrypt.codecs.backup import (
+    BackupKeys,
+    Manifest,
+    Node,
+    PackOpener,
+    PackWriter,
+    compress_blob,
+    decode_index,
+    encode_index,
+    open_snapshot,
+    seal_snapshot,
+    verify_snapshot_signature,
+)
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    InvalidSignatureError,
+    StoreLockedError,
+    UnknownKeyError,
+)
+from streamcrypt.keys import SecretKey
+from streamcrypt.primitives import ContentChunker
+
+MiB = 1 << 20
+KEY = SecretKey(bytes(range(32)))
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "backup.py"
+
+
+def run(fn: Callable[..., Any], *args: Any, backend: str = "asyncio", **kwargs: Any) -> Any:
+    return anyio.run(lambda: fn(*args, **kwargs), backend=backend)
+
+
+def new_store(path: Path, pack_size: int = 256 * 1024) -> Path:
+    """A store with small packs, so that small trees span several of them."""
+    run(sb.Store.open, path, KEY, create=True, pack_size=pack_size)
+    return path
+
+
+def listing(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry: kind, mode, mtime (ns), and content or link target."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        st = path.lstat()
+        mode = stat.S_IMODE(st.st_mode)
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[rel] = ("dir", mode, st.st_mtime_ns)
+        else:
+            out[rel] = ("file", mode, st.st_mtime_ns, path.read_bytes())
+    return out
+
+
+def make_tree(root: Path, rng: random.Random) -> None:
+    base = rng.randbytes(3 * MiB)
+    (root / "docs" / "deep" / "er").mkdir(parents=True)
+    (root / "docs" / "readme.txt").write_text("streamcrypt backup example\n" * 500)
+    (root / "docs" / "deep" / "er" / "notes.md").write_text("# notes\n" * 3000)
+    (root / "empty.bin").write_bytes(b"")
+    (root / "empty-dir").mkdir()
+    (root / "data").mkdir()
+    (root / "data" / "base.bin").write_bytes(base)
+    (root / "data" / "copy.bin").write_bytes(base)  # every chunk shared with base.bin
+    (root / "data" / "large.bin").write_bytes(rng.randbytes(9 * MiB))  # read in steps
+    for i in range(40):
+        (root / "docs" / f"small-{i:02}.txt").write_bytes(b"x%d\n" % i * rng.randint(1, 400))
+    (root / "docs" / "script.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(root / "docs" / "script.sh", 0o750)
+    os.chmod(root / "docs" / "readme.txt", 0o600)
+    with open(root / "sparse.img", "wb") as f:
+        f.truncate(24 * MiB)
+        f.seek(8 * MiB)
+        f.write(b"island" * 1000)
+    (root / "links").mkdir()
+    (root / "links" / "to-file").symlink_to("../docs/readme.txt")
+    (root / "links" / "to-dir").symlink_to("../docs")
+    (root / "links" / "dangling").symlink_to("nowhere/at/all")
+    (root / "ünïcode naïve.txt").write_text("名前")
+    os.utime(root / "docs" / "readme.txt", ns=(1_600_000_000_123_456_789,) * 2)
+    os.chmod(root / "empty-dir", 0o750)
+
+
+def chunk_ids(data: bytes) -> list[bytes]:
+    keys = BackupKeys.derive(KEY)
+    chunker = ContentChunker(seed=keys.chunker_seed)
+    pieces = chunker.update(data) + chunker.finalize()
+    return [keys.chunk_id_of(p) for p in pieces]
+
+
+async def _locate(store: Path, snapshot: str, path: str) -> tuple[Path, int, int]:
+    """The pack file, offset and length of the first chunk of ``path``."""
+    opened = await sb.Store.open(store, KEY)
+    manifest = await opened.load_snapshot(snapshot)
+    index = await opened.load_index()
+    node = next(n for n in manifest.nodes if n.path == path)
+    loc = index.chunks[node.chunks[0]]
+    return store / opened.pack_path(loc.pack_id), loc.entry.offset, loc.entry.length
+
+
+def locate(store: Path, snapshot: str, path: str) -> tuple[Path, int, int]:
+    result: tuple[Path, int, int] = anyio.run(_locate, store, snapshot, path)
+    return result
+
+
+def flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    os.chmod(path, 0o600)
+    path.write_bytes(data)
+
+
+# -- the chunker ------------------------------------------------------------------------------
+
+
+def test_chunker_streaming_bounds_and_shift_resistance() -> None:
+    data = random.Random(1).randbytes(6 * MiB)
+    chunker = ContentChunker(seed=42)
+    pieces: list[bytes] = []
+    for off in range(0, len(data), 100_003):  # odd block size: boundaries must not move
+        pieces += [bytes(p) for p in chunker.update(data[off : off + 100_003])]
+    pieces += [bytes(p) for p in chunker.finalize()]
+    assert b"".join(pieces) == data
+    sizes = [len(p) for p in pieces]
+    assert sizes == ContentChunker(seed=42).cut(data)
+    assert all(64 * 1024 <= s <= MiB for s in sizes[:-1])
+    # an insertion near the front changes the first chunk or two only
+    moved = ContentChunker(seed=42).cut(data[:1000] + b"0123456789" + data[1000:])
+    assert moved[2:] == sizes[2:] or moved[1:] == sizes[1:]
+    assert ContentChunker(seed=43).cut(data)[:4] != sizes[:4]  # the seed moves boundaries
+    assert ContentChunker(seed=42).update(b"") == [] and ContentChunker().finalize() == []
+    with pytest.raises(InvalidParameterError):
+        ContentChunker(100)
+    with pytest.raises(InvalidParameterError):
+        ContentChunker(seed=1 << 63)
+
+
+_DATA = random.Random(2).randbytes(3 * MiB)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(_DATA)), max_size=12))
+def test_chunker_any_split_gives_the_same_chunks(cuts: list[int]) -> None:
+    chunker = ContentChunker(16 * 1024, seed=7)
+    pieces: list[bytes] = []
+    bounds = [0, *sorted(cuts), len(_DATA)]
+    for a, b in itertools.pairwise(bounds):
+        pieces += [bytes(p) for p in chunker.update(_DATA[a:b])]
+    pieces += [bytes(p) for p in chunker.finalize()]
+    assert [len(p) for p in pieces] == ContentChunker(16 * 1024, seed=7).cut(_DATA)
+    assert b"".join(pieces) == _DATA
+
+
+# -- the format --------------------------------------------------------------------------------
+
+
+def test_pack_blobs_bind_to_id_and_pack() -> None:
+    keys = BackupKeys.derive(KEY)
+    text = b"hello pack " * 1000
+    writer = PackWriter(keys)
+    flags, payload = compress_blob(text)
+    assert flags == 1 and len(payload) < len(text)
+    a = writer.add(keys.chunk_id_of(text), flags, payload, len(text))
+    noise = os.urandom(5000)
+    b = writer.add(keys.chunk_id_of(noise), *compress_blob(noise), len(noise))
+    assert b.flags == 0  # random bytes are kept raw
+    pack = writer.finish()
+    opener = PackOpener(keys, writer.pack_id, pack)
+    assert opener.table(pack, len(pack)) == [a, b]
+    assert opener.blob(a, pack[a.offset : a.offset + a.length]) == text
+    assert opener.blob(b, pack[b.offset : b.offset + b.length]) == noise
+    with pytest.raises(AuthenticationError):  # a blob read as another one
+        opener.blob(a, pack[b.offset : b.offset + b.length])
+    with pytest.raises(AuthenticationError):  # the pack renamed
+        PackOpener(keys, bytes(32), pack).table(pack, len(pack))
+    index = encode_index(keys, {writer.pack_id: [a, b]})
+    assert decode_index(keys, index) == {writer.pack_id: [a, b]}
+    with pytest.raises(AuthenticationError):
+        decode_index(BackupKeys.derive(SecretKey(bytes(32))), index)
+
+
+def test_snapshot_is_signed_and_bound_to_its_name() -> None:
+    keys = BackupKeys.derive(KEY)
+    node = Node("file", "a/b.txt", 0o644, 1, 3, (bytes(32),), ctime_ns=2, inode=3)
+    manifest = Manifest("snap", "2025-01-01", "/src", "host", (node,))
+    sealed = seal_snapshot(keys, manifest)
+    assert open_snapshot(keys, "snap", sealed) == manifest
+    verify_snapshot_signature(keys.signing.public_key(), "snap", sealed)
+    with pytest.raises(InvalidSignatureError):
+        open_snapshot(keys, "other", sealed)
+    with pytest.raises(InvalidSignatureError):
+        open_snapshot(keys, "snap", sealed[:-1] + bytes([sealed[-1] ^ 1]))
+    evil = Manifest("snap", "x", "/", "h", (Node("file", "../escape", 0o644, 1),))
+    with pytest.raises(FormatError):
+        open_snapshot(keys, "snap", seal_snapshot(keys, evil))
+
+
+# -- backup and restore --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One tree backed up twice (before and after small edits), shared by the tests."""
+    root = tmp_path_factory.mktemp("backup")
+    rng = random.Random(8)
+    src, store = root / "src", new_store(root / "store")
+    make_tree(src, rng)
+    first_listing = listing(src)
+    old_base = (src / "data" / "base.bin").read_bytes()
+    one = run(sb.backup, src, store, KEY, name="one", backend="trio")
+    packs_one = set((store / "data").rglob("*"))
+    # three bytes changed in the middle of one file, one file added
+    base = bytearray(old_base)
+    base[1_500_000:1_500_003] = b"\xff\x00\xff"
+    (src / "data" / "base.bin").write_bytes(base)
+    (src / "docs" / "new.bin").write_bytes(rng.randbytes(200_000))
+    two = run(sb.backup, src, store, KEY, name="two")
+    return {
+        "root": root,
+        "src": src,
+        "store": store,
+        "one": one,
+        "two": two,
+        "first_listing": first_listing,
+        "old_base": old_base,
+        "packs_one": packs_one,
+    }
+
+
+def test_round_trip_of_a_real_tree(env: dict[str, Any], tmp_path: Path) -> None:
+    one = env["one"]
+    expected = env["first_listing"]
+    assert one.files == sum(v[0] == "file" for v in expected.values())
+    assert one.links == 3 and one.skipped == () and one.parent is None
+    assert one.files_read == one.files
+    dest = tmp_path / "restored"
+    report = run(sb.restore, env["store"], "one", dest, KEY, backend="trio")
+    assert listing(dest) == expected
+    assert report.files == one.files and report.bytes_written == one.bytes_total
+    sparse = (dest / "sparse.img").stat()
+    assert sparse.st_size == 24 * MiB
+    assert sparse.st_blocks * 512 < 4 * MiB  # the holes stayed holes
+    assert os.readlink(dest / "links" / "dangling") == "nowhere/at/all"
+
+
+def test_second_backup_reads_only_changed_files_and_stores_only_new_chunks(
+    env: dict[str, Any], tmp_path: Path
+) -> None:
+    one, two, src = env["one"], env["two"], env["src"]
+    assert two.parent == "one"
+    assert two.files_read == 2  # base.bin and new.bin; the rest came from the cache
+    old_ids = chunk_ids(env["old_base"])
+    new_ids = chunk_ids((src / "data" / "base.bin").read_bytes())
+    edited = set(new_ids) - set(old_ids)
+    assert 1 <= len(edited) <= 2 and new_ids[-3:] == old_ids[-3:]
+    added = set(chunk_ids((src / "docs" / "new.bin").read_bytes()))
+    assert two.chunks_new == len(edited | added)
+    assert two.bytes_new <= 2 * MiB + 200_000
+    # copy.bin shares every chunk of the old base.bin: stored once in the first backup
+    assert one.chunks - one.chunks_new >= len(old_ids)
+    dest = tmp_path / "two"
+    run(sb.restore, env["store"], "two", dest, KEY)
+    assert listing(dest) == listing(src)
+    assert sb.list_snapshots(env["store"]) == ["one", "two"]
+    # an unchanged tree: nothing read, nothing stored
+    three = run(sb.backup, src, env["store"], KEY, name="three")
+    assert three.files_read == 0 and three.chunks_new == 0 and three.packs_written == 0
+    # a touched file is read again (its mtime changed) but stores nothing new
+    os.utime(src / "docs" / "small-03.txt", ns=(1, 1))
+    four = run(sb.backup, src, env["store"], KEY, name="four", use_cache=True)
+    assert four.files_read == 1 and four.chunks_new == 0
+    run(sb.forget, env["store"], KEY, ["three", "four"])
+
+
+def test_store_hides_names_and_content(env: dict[str, Any]) -> None:
+    for path in env["store"].rglob("*"):
+        if path.is_file() and path.name != "config":
+            blob = path.read_bytes()
+            assert b"streamcrypt backup example" not in blob
+            assert b"readme" not in blob and b"notes" not in blob
+    keys = BackupKeys.derive(KEY)
+    data = (env["store"] / "snapshots" / "two").read_bytes()
+    verify_snapshot_signature(keys.signing.public_bytes(), "two", data)  # public key alone
+
+
+def test_verify_finds_a_damaged_chunk_and_names_the_file(
+    env: dict[str, Any], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    subprocess.run(["cp", "-a", str(env["store"]), str(store)], check=True)
+    assert run(sb.verify, store, KEY).ok
+    pack, offset, length = locate(store, "two", "docs/deep/er/notes.md")
+    flip(pack, offset + length // 2)
+    report = run(sb.verify, store, KEY)
+    assert not report.ok
+    [problem] = report.problems
+    assert problem.kind == "chunk" and "one:docs/deep/er/notes.md" in problem.files
+    assert "two:docs/deep/er/notes.md" in problem.files
+    # restore fails with the file named, and leaves nothing behind
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(AuthenticationError, match=r"notes\.md"):
+        run(sb.restore, store, "two", out / "dest", KEY)
+    assert list(out.iterdir()) == []
+
+
+def test_verify_finds_a_damaged_or_missing_pack(env: dict[str, Any], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    subprocess.run(["cp", "-a", str(env["store"]), str(store)], check=True)
+    pack, _, _ = locate(store, "one", "docs/readme.txt")
+    flip(pack, pack.stat().st_size - 10)  # inside the pack's table
+    report = run(sb.verify, store, KEY, read_data=False)
+    assert [p.kind for p in report.problems] == ["pack"]
+    assert "table" in report.problems[0].message
+    pack.unlink()
+    report = run(sb.verify, store, KEY)
+    [problem] = report.problems
+    assert problem.kind == "pack" and "missing" in problem.message
+    assert "one:docs/readme.txt" in problem.files
+    with pytest.raises(FileNotFoundError, match=r"'[^']+' \(and \d+ other files\)") as info:
+        run(sb.restore, store, "one", tmp_path / "dest", KEY)
+    assert f"one:{str(info.value).split(chr(39))[1]}" in problem.files
+    assert not (tmp_path / "dest").exists()
+
+
+def test_tampered_renamed_snapshot_and_wrong_key(env: dict[str, Any], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    subprocess.run(["cp", "-a", str(env["store"]), str(store)], check=True)
+    snap = store / "snapshots" / "two"
+    flip(snap, 100)
+    with pytest.raises(InvalidSignatureError):
+        run(sb.restore, store, "two", tmp_path / "a", KEY)
+    snap.unlink()
+    (store / "snapshots" / "one").rename(snap)
+    with pytest.raises(InvalidSignatureError):
+        run(sb.restore, store, "two", tmp_path / "b", KEY)
+    report = run(sb.verify, store, KEY)
+    assert [p.kind for p in report.problems] == ["snapshot"]
+    with pytest.raises(UnknownKeyError):
+        run(sb.backup, env["src"], store, SecretKey(bytes(32)))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(FileExistsError):  # never restores over an existing directory
+        run(sb.restore, store, "one", tmp_path, KEY)
+    # the config is signed: a changed chunker size is refused before anything is read
+    config = json.loads((store / "config").read_text())
+    config["config"] = config["config"].replace('"avg":262144', '"avg":131072')
+    (store / "config").write_text(json.dumps(config))
+    with pytest.raises(InvalidSignatureError):
+        run(sb.verify, store, KEY)
+
+
+def test_lock_keeps_two_writers_apart_and_stale_locks_go(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data")
+    store = new_store(tmp_path / "store")
+
+    async def second_while_first_holds() -> None:
+        opened = await sb.Store.open(store, KEY)
+        async with opened.lock(exclusive=True):
+            with pytest.raises(StoreLockedError, match="locked"):
+                await sb.backup(src, store, KEY)
+            with pytest.raises(StoreLockedError):
+                await sb.verify(store, KEY)  # readers wait for writers too
+        async with opened.lock(exclusive=False):
+            assert (await sb.verify(store, KEY)).ok  # two readers are fine
+
+    anyio.run(second_while_first_holds)
+    # a lock left by a dead process on this host is stale
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lock = {
+        "host": socket.gethostname(),
+        "pid": int(dead.stdout),
+        "time": time.time(),
+        "exclusive": True,
+    }
+    (store / "locks").mkdir(exist_ok=True)
+    (store / "locks" / "deadbeef").write_text(json.dumps(lock))
+    assert run(sb.backup, src, store, KEY).files == 1
+    assert list((store / "locks").iterdir()) == []
+
+
+def test_prune_drops_what_no_snapshot_uses(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(6):
+        (src / f"f{i}.bin").write_bytes(rng.randbytes(300_000))
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="a")
+    (src / "f0.bin").write_bytes(rng.randbytes(300_000))
+    (src / "f1.bin").unlink()
+    run(sb.backup, src, store, KEY, name="b")
+    before = sum(p.stat().st_size for p in (store / "data").rglob("*") if p.is_file())
+    (store / "data" / ".leftover.streamcrypt-0.tmp").write_bytes(b"junk")
+    run(sb.forget, store, KEY, ["a"])
+    with pytest.raises(FileNotFoundError):
+        run(sb.forget, store, KEY, ["a"])
+    report = run(sb.prune, store, KEY, max_unused=0.0)
+    assert report.chunks_removed >= 2 and report.temporaries_removed == 1
+    after = sum(p.stat().st_size for p in (store / "data").rglob("*") if p.is_file())
+    assert after < before - 500_000
+    assert len(list((store / "index").iterdir())) == 1
+    assert run(sb.verify, store, KEY).ok
+    run(sb.restore, store, "b", tmp_path / "dest", KEY)
+    assert listing(tmp_path / "dest") == listing(src)
+
+
+def test_killed_backup_leaves_a_consistent_store_and_the_next_run_completes(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(11)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(48):
+        (src / f"f{i:02}.bin").write_bytes(rng.randbytes(MiB))
+    store = new_store(tmp_path / "store", pack_size=1 << 16)
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY.secret_bytes().hex())
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "-q", "backup", str(src), str(store), "--key", str(keyfile)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list((store / "data").rglob("*"))) >= 8:  # some packs landed
+            break
+        time.sleep(0.002)
+    assert proc.poll() is None, "the backup finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert sb.list_snapshots(store) == []
+    packs_before = len([p for p in (store / "data").rglob("*") if p.is_file()])
+    assert packs_before >= 4
+    assert run(sb.verify, store, KEY).ok  # consistent: nothing references what is missing
+
+    report = run(sb.backup, src, store, KEY, name="again")  # the dead lock is stale
+    assert report.files == 48
+    assert report.chunks_new < report.chunks  # what the killed run stored was reused
+    checked = run(sb.verify, store, KEY)
+    assert checked.ok and checked.orphan_packs == 0
+    run(sb.restore, store, "again", tmp_path / "dest", KEY)
+    assert listing(tmp_path / "dest") == listing(src)
+
+
+def test_inline_policy_gives_the_same_store_contents(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    make_tree(src, random.Random(3))
+    store = new_store(tmp_path / "store")
+    report = run(sb.backup, src, store, KEY, name="inline", policy=None)
+    assert report.files_read == report.files
+    run(sb.restore, store, "inline", tmp_path / "dest", KEY, policy=None)
+    assert listing(tmp_path / "dest") == listing(src)
+    assert run(sb.verify, store, KEY, policy=None).ok
+
+
+@pytest.mark.slow
+def test_large_tree_round_trip(tmp_path: Path) -> None:
+    rng = random.Random(17)
+    src = tmp_path / "src"
+    for d in range(20):
+        (src / f"d{d}").mkdir(parents=True)
+        for f in range(100):
+            size = rng.choice([0, 100, 5000, 70_000, 400_000])
+            (src / f"d{d}" / f"f{f}").write_bytes(rng.randbytes(size))
+    (src / "huge.bin").write_bytes(rng.randbytes(200 * MiB))
+    store = tmp_path / "store"
+    run(sb.backup, src, store, KEY, name="big")
+    run(sb.restore, store, "big", tmp_path / "dest", KEY)
+    assert listing(tmp_path / "dest") == listing(src)
+    assert run(sb.verify, store, KEY).ok
+
+
+def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
+    """Any fsspec URL works as a store; here fsspec's in-memory file system."""
+    src = tmp_path / "src"
+    make_tree(src, random.Random(4))
+    url = f"memory://sc-backup-{os.urandom(6).hex()}"
+    run(sb.Store.open, url, KEY, create=True, pack_size=1 << 18)
+    first = run(sb.backup, src, url, KEY, name="mem")
+    assert first.packs_written > 3
+    second = run(sb.backup, src, url, KEY, name="mem2")
+    assert second.files_read == 0 and second.chunks_new == 0
+    assert sb.list_snapshots(url) == ["mem", "mem2"]
+    run(sb.restore, url, "mem2", tmp_path / "dest", KEY)
+    assert listing(tmp_path / "dest") == listing(src)
+    assert run(sb.verify, url, KEY).ok
+    run(sb.forget, url, KEY, ["mem"])
+    assert run(sb.prune, url, KEY).packs_deleted == 0
+    with pytest.raises(FileNotFoundError):
+        sb.list_snapshots(f"memory://sc-backup-none-{os.urandom(6).hex()}")
