@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := test,aiohttp,asgi,cli,bench
+EXTRAS := test,aiohttp,asgi,cli,bench,dask
 
 .PHONY: demo test test-all bench lint lock clean
 
