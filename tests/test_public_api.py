@@ -50,6 +50,7 @@ LAYERS = {
     "transports": 4,
     "formats": 5,
     "ecies": 2,
+    "cluster": 5,
     "_api": 5,
     "cli": 5,
     "demo": 5,

@@ -71,3 +71,23 @@ def test_wrong_key_and_bad_ranges_fail() -> None:
         lay.seal_plan(0, 0)
     with pytest.raises(InvalidParameterError):
         SegmentLayout.for_plaintext(lay.codec, lay.header_size, -1)
+
+
+@pytest.mark.parametrize("size", [0, 256, 1000])
+def test_open_plan_by_ranges(size: int) -> None:
+    plain = _plaintext(size)
+    enc = container.StreamEncryptor(KEY, segment_size=256)
+    whole = enc.update(plain) + enc.finalize()
+    lay = container.layout(KEY, whole, len(whole))
+    got = bytearray(size)
+    for first in range(lay.segment_count):
+        job, offset, length, at = lay.open_plan(first, 1)
+        job.data = whole[offset : offset + length]
+        opened = job.run()
+        got[at : at + len(opened)] = opened
+    assert bytes(got) == plain
+    # the last segment opened as non-final fails: the final flag is in the nonce
+    job, offset, length, _ = lay.open_plan(lay.segment_count - 1, 1)
+    job.data, job.final = whole[offset : offset + length], False
+    with pytest.raises(AuthenticationError):
+        job.run()

@@ -495,6 +495,22 @@ class SegmentLayout:
         job = SegmentJob(self.codec, True, first, count, b"", final)
         return job, start, stop - start, self.ciphertext_offset(first)
 
+    def open_plan(self, first: int, count: int) -> tuple[SegmentJob, int, int, int]:
+        """Opening segments ``[first, first + count)``: a job template, the ciphertext
+        offset and length it takes, and the plaintext offset of its output (final exactly
+        when the range ends with the last segment, which proves the stream's length)."""
+        total = self.segment_count
+        if count < 1 or first < 0 or first + count > total:
+            raise InvalidParameterError(
+                f"segments {first}..{first + count - 1} are outside 0..{total - 1}"
+            )
+        end = first + count
+        final = end == total
+        start = self.ciphertext_offset(first)
+        stop = self.stream_size if final else self.ciphertext_offset(end)
+        job = SegmentJob(self.codec, False, first, count, b"", final)
+        return job, start, stop - start, self.plaintext_offset(first)
+
     @property
     def segment_count(self) -> int:
         payload = self.stream_size - self.header_size
