@@ -10,7 +10,7 @@ import importlib
 
 from ._report import Report
 
-SECTIONS = ["paths", "engine", "core", "formats", "sizes", "sockets", "http"]
+SECTIONS = ["paths", "engine", "core", "formats", "sizes", "sockets", "http", "cluster"]
 
 
 def main() -> None:
