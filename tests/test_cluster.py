@@ -321,3 +321,26 @@ def test_keys_themselves_are_refused(tmp_path: Path) -> None:
         cluster.FileKey(str(tmp_path / "missing")).resolve()
     with pytest.raises(InvalidParameterError):
         cluster.KeyRingFile("x")
+
+
+def test_cli_front_runs_on_the_scheduler(client: Client, tmp_path: Path) -> None:
+    from streamcrypt.cli import main
+    from streamcrypt.cli._cluster import load_symmetric_key
+
+    files = _tree(tmp_path / "src", [1000, 70_000])
+    keyfile = str(tmp_path / "k.key")
+    assert main(["keygen", "-o", keyfile]) == 0
+    address = client.scheduler.address
+    src, enc, dec = (str(tmp_path / n) for n in ("src", "enc", "dec"))
+    assert main(["encrypt", "--scheduler", address, src, enc, "-k", keyfile, "-q"]) == 0
+    key = load_symmetric_key(keyfile)
+    for rel, data in files.items():
+        d = container.StreamDecryptor(key)
+        assert d.update((tmp_path / "enc" / rel).read_bytes()) + d.finalize() == data
+    assert main(["decrypt", "--scheduler", address, enc, dec, "-k", keyfile, "-q"]) == 0
+    assert all((tmp_path / "dec" / rel).read_bytes() == data for rel, data in files.items())
+    (tmp_path / "enc" / "d0" / "obj0.bin").write_bytes(b"SCRY garbage")
+    assert (
+        main(["decrypt", "--scheduler", address, enc, str(tmp_path / "x"), "-k", keyfile, "-q"])
+        == 1
+    )
