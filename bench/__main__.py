@@ -22,6 +22,7 @@ SECTIONS = [
     "http",
     "seeds",
     "backup",
+    "cluster",
 ]
 
 

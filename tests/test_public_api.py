@@ -52,6 +52,7 @@ LAYERS = {
     "formats": 5,
     "backup": 5,
     "ecies": 2,
+    "cluster": 5,
     "_api": 5,
     "cli": 5,
     "demo": 5,

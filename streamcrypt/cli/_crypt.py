@@ -43,6 +43,7 @@ from ..errors import (
     UnknownKeyError,
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
+from ._cluster import add_cluster_arguments, run_cluster
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
 from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
 from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
@@ -148,6 +149,7 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
             help="native envelopes: sign the ciphertext with this Ed25519 key file",
         )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_cluster_arguments(p)
 
 
 # ------------------------------------------------------------------------------ options
@@ -602,10 +604,18 @@ def _run(
 
 
 def run_encrypt(args: argparse.Namespace) -> int:
-    """``streamcrypt encrypt``."""
+    """``streamcrypt encrypt`` (on a Dask cluster with ``--scheduler``)."""
+    if getattr(args, "scheduler", None):
+        return run_cluster(args, "encrypt")
+    if getattr(args, "destination", None):
+        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
     return _run(args, _plan_encrypt, decrypting=False)
 
 
 def run_decrypt(args: argparse.Namespace) -> int:
-    """``streamcrypt decrypt``."""
+    """``streamcrypt decrypt`` (on a Dask cluster with ``--scheduler``)."""
+    if getattr(args, "scheduler", None):
+        return run_cluster(args, "decrypt")
+    if getattr(args, "destination", None):
+        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
     return _run(args, _plan_decrypt, decrypting=True)

@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
 from .._state import Buffer, Lifecycle
-from ..errors import FormatError, LimitExceededError, TruncatedStreamError
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    LimitExceededError,
+    TruncatedStreamError,
+)
 
 __all__ = [
     "HeaderBuilder",
@@ -460,6 +465,65 @@ class SegmentLayout:
     codec: SegmentCodec
     header_size: int
     stream_size: int
+
+    @classmethod
+    def for_plaintext(
+        cls, codec: SegmentCodec, header_size: int, plaintext_size: int
+    ) -> SegmentLayout:
+        """The layout that ``plaintext_size`` bytes will have once sealed behind a header
+        of ``header_size`` bytes: what lets many workers seal one stream by ranges."""
+        if plaintext_size < 0:
+            raise InvalidParameterError("a plaintext size cannot be negative")
+        full0, full = codec.full_plaintext(0), codec.full_plaintext(1)
+        if plaintext_size < full0 or (codec.final_may_be_full and plaintext_size == full0):
+            count = 1
+        elif codec.final_may_be_full:
+            count = 1 + -(-(plaintext_size - full0) // full)
+        else:  # the final segment is shorter than a full one, possibly empty
+            count = 2 + (plaintext_size - full0) // full
+        if count > codec.max_segments:
+            raise LimitExceededError(
+                f"{plaintext_size} bytes would exceed {codec.max_segments} segments; "
+                "use a larger segment size"
+            )
+        return cls(codec, header_size, header_size + plaintext_size + count * codec.overhead)
+
+    def seal_plan(self, first: int, count: int) -> tuple[SegmentJob, int, int, int]:
+        """Sealing segments ``[first, first + count)`` of this layout: a job template, the
+        plaintext offset and length it takes, and the ciphertext offset of its output.
+
+        The job is final exactly when the range ends with the stream's last segment, so
+        the ranges of one stream can be sealed anywhere, in any order, and their outputs
+        written at their offsets give the bytes a single sequential run gives. Fill the
+        job's ``data`` with plaintext ``[offset, offset + length)``.
+        """
+        total = self.segment_count
+        if count < 1 or first < 0 or first + count > total:
+            raise InvalidParameterError(
+                f"segments {first}..{first + count - 1} are outside 0..{total - 1}"
+            )
+        end = first + count
+        final = end == total
+        start = self.plaintext_offset(first)
+        stop = self.plaintext_size if final else self.plaintext_offset(end)
+        job = SegmentJob(self.codec, True, first, count, b"", final)
+        return job, start, stop - start, self.ciphertext_offset(first)
+
+    def open_plan(self, first: int, count: int) -> tuple[SegmentJob, int, int, int]:
+        """Opening segments ``[first, first + count)``: a job template, the ciphertext
+        offset and length it takes, and the plaintext offset of its output (final exactly
+        when the range ends with the last segment, which proves the stream's length)."""
+        total = self.segment_count
+        if count < 1 or first < 0 or first + count > total:
+            raise InvalidParameterError(
+                f"segments {first}..{first + count - 1} are outside 0..{total - 1}"
+            )
+        end = first + count
+        final = end == total
+        start = self.ciphertext_offset(first)
+        stop = self.stream_size if final else self.ciphertext_offset(end)
+        job = SegmentJob(self.codec, False, first, count, b"", final)
+        return job, start, stop - start, self.plaintext_offset(first)
 
     @property
     def segment_count(self) -> int:

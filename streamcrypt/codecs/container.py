@@ -52,6 +52,7 @@ __all__ = [
     "StreamEncryptor",
     "layout",
     "read_header",
+    "sealing_layout",
 ]
 
 #: The four bytes that start a native container.
@@ -308,3 +309,20 @@ def layout(key: KeyLike, head: bytes, stream_size: int, *, aad: Buffer = b"") ->
         raise FormatError("the data is shorter than a container header")
     codec, size = opened
     return SegmentLayout(codec, size, stream_size)
+
+
+def sealing_layout(
+    key: KeyLike, header: bytes, plaintext_size: int, *, aad: Buffer = b""
+) -> SegmentLayout:
+    """Authenticate an encryptor's ``header`` and map the stream it starts once
+    ``plaintext_size`` bytes are sealed behind it: with :meth:`SegmentLayout.seal_plan`,
+    any worker holding the key can seal any range of segments of that stream.
+
+    Raises :class:`AuthenticationError` (wrong key or associated data),
+    :class:`FormatError`, :class:`UnknownKeyError`.
+    """
+    opened = _open_header(key, aad, header[:MAX_HEADER_SIZE])
+    if opened is None:
+        raise FormatError("the data is shorter than a container header")
+    codec, size = opened
+    return SegmentLayout.for_plaintext(codec, size, plaintext_size)

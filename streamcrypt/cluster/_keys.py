@@ -1,0 +1,196 @@
+"""Key providers: a picklable name for where a worker finds its key, never the key itself.
+
+A task sent to a Dask worker is pickled, and :class:`~streamcrypt.keys.SecretKey` refuses
+to be pickled. What travels instead is a provider: a small frozen object that says where
+the key comes from (an environment variable, a file, a password-protected KeyRing file, a
+callable of the user's) and reads it on the worker, at the start of each task. Its repr
+names the source, never a secret; a KeyRing file's password is itself named by where it
+comes from (an environment variable or a file), so it never travels either.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
+from ..keys import KeyRing, SecretKey
+
+__all__ = [
+    "CallableKey",
+    "EnvKey",
+    "FileKey",
+    "KeyMaterial",
+    "KeyProvider",
+    "KeyRingFile",
+    "as_provider",
+]
+
+#: What a provider resolves to: a key, or a ring (its active key encrypts, any key by id
+#: decrypts).
+KeyMaterial = SecretKey | KeyRing
+_KEY_SIZE = 32
+
+
+def _decode_key(text: bytes, where: str) -> bytes:
+    """32 raw bytes, 64 hex digits or base64 of 32 bytes (surrounding whitespace ignored)."""
+    if len(text) == _KEY_SIZE:
+        return text
+    stripped = text.strip()
+    try:
+        if len(stripped) == 2 * _KEY_SIZE:
+            return bytes.fromhex(stripped.decode("ascii"))
+        raw = base64.b64decode(stripped, validate=True)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raw = b""
+    if len(raw) != _KEY_SIZE:
+        raise InvalidKeySizeError(f"{where} must hold a 32-byte key (raw, 64 hex digits or base64)")
+    return raw
+
+
+class KeyProvider:
+    """Where a worker gets its key. Subclasses are frozen dataclasses that name a source
+    and implement :meth:`resolve`; they pickle, and their repr shows no secret."""
+
+    __slots__ = ()
+
+    def resolve(self) -> KeyMaterial:
+        """Read the key where the provider says (on the worker). Raises
+        :class:`UnknownKeyError` when the source is missing, :class:`InvalidKeySizeError`
+        for a key of the wrong size."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class EnvKey(KeyProvider):
+    """The key in environment variable ``variable`` of each worker (hex or base64)."""
+
+    variable: str
+    key_id: str = ""
+
+    def resolve(self) -> KeyMaterial:
+        value = os.environ.get(self.variable)
+        if value is None:
+            raise UnknownKeyError(
+                f"environment variable {self.variable} is not set on this worker; "
+                "set it in the environment the workers start in"
+            )
+        raw = _decode_key(value.encode(), f"environment variable {self.variable}")
+        return SecretKey(raw, key_id=self.key_id)
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20)
+    except OSError as exc:
+        raise UnknownKeyError(
+            f"{what} {path!r} cannot be read on this worker ({exc.strerror or exc})"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class FileKey(KeyProvider):
+    """The key in a file on each worker: 32 raw bytes, 64 hex digits or base64."""
+
+    path: str
+    key_id: str = ""
+
+    def resolve(self) -> KeyMaterial:
+        raw = _decode_key(_read_file(self.path, "key file"), f"key file {self.path!r}")
+        return SecretKey(raw, key_id=self.key_id)
+
+
+# A KeyRing file's password KDF (Argon2id) takes a good part of a second: each worker
+# process opens a ring once and keeps it while the file is unchanged.
+_RINGS: dict[tuple[object, ...], KeyRing] = {}
+_RINGS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRingFile(KeyProvider):
+    """A password-protected :class:`KeyRing` file (``KeyRing.to_json``) on each worker.
+
+    The password is named, not given: ``password_env`` (an environment variable of the
+    worker) or ``password_file`` (a file on the worker, trailing newline dropped). Each
+    worker process opens the ring once (the KDF is slow) while the file is unchanged.
+    """
+
+    path: str
+    password_env: str | None = None
+    password_file: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.password_env is None) == (self.password_file is None):
+            raise InvalidParameterError("KeyRingFile takes one of password_env= or password_file=")
+
+    def _password(self) -> bytes:
+        if self.password_env is not None:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise UnknownKeyError(
+                    f"environment variable {self.password_env} (the key ring password) "
+                    "is not set on this worker"
+                )
+            return value.encode()
+        assert self.password_file is not None
+        return _read_file(self.password_file, "key ring password file").rstrip(b"\r\n")
+
+    def resolve(self) -> KeyMaterial:
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise UnknownKeyError(
+                f"key ring file {self.path!r} cannot be read on this worker ({exc.strerror or exc})"
+            ) from None
+        cache_key = (self.path, self.password_env, self.password_file, st.st_mtime_ns, st.st_size)
+        with _RINGS_LOCK:
+            ring = _RINGS.get(cache_key)
+            if ring is None:
+                text = _read_file(self.path, "key ring file")
+                ring = KeyRing.from_json(text, self._password())
+                _RINGS[cache_key] = ring
+            return ring
+
+
+@dataclass(frozen=True, slots=True)
+class CallableKey(KeyProvider):
+    """A function of the user's, called on the worker, that returns the key (a
+    :class:`SecretKey`, a :class:`KeyRing` or 32 bytes): a secrets manager, a KMS unwrap.
+
+    The function travels by pickle (cloudpickle), so it must not capture a key itself.
+    """
+
+    function: Callable[[], KeyMaterial | bytes]
+    key_id: str = ""
+
+    def resolve(self) -> KeyMaterial:
+        got = self.function()
+        if isinstance(got, SecretKey | KeyRing):
+            return got
+        if isinstance(got, bytes | bytearray):
+            if len(got) != _KEY_SIZE:
+                raise InvalidKeySizeError(f"the key callable returned {len(got)} bytes, not 32")
+            return SecretKey(got, key_id=self.key_id)
+        raise InvalidParameterError(
+            f"the key callable returned {type(got).__name__}, not a SecretKey, KeyRing or bytes"
+        )
+
+    def __repr__(self) -> str:
+        name = getattr(self.function, "__qualname__", type(self.function).__name__)
+        return f"CallableKey({name})"
+
+
+def as_provider(key: object, what: str = "key") -> KeyProvider:
+    """``key`` if it is a provider; raises :class:`InvalidParameterError` for anything
+    else (keys themselves never travel to workers)."""
+    if isinstance(key, KeyProvider):
+        return key
+    raise InvalidParameterError(
+        f"{what} must be a key provider (EnvKey, FileKey, KeyRingFile or CallableKey), not "
+        f"{type(key).__name__}: keys never travel to workers, providers say where to find them"
+    )
