@@ -145,3 +145,25 @@ async def ticker_lags(work: Callable[[], Awaitable[object]]) -> tuple[float, flo
         done = True
     lags.sort()
     return lags[len(lags) // 2] * 1e3, lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1e3
+
+
+async def interleaved_async(
+    variants: dict[str, Callable[[], Awaitable[object]]], rounds: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Wall seconds of each variant, run in turn (A B C, A B C, ...) ``rounds`` times after
+    ``warmup`` untimed turns, so that the machine's noise falls on every variant alike.
+    Returns every timed run, for the caller's medians."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(warmup + rounds):
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            await fn()
+            if r >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``samples``, nearest rank."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
