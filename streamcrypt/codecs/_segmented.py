@@ -370,6 +370,10 @@ class SegmentedEncryptor(_Segmenter):
 HeaderReader = Callable[[bytearray], "tuple[SegmentCodec, int] | int | None"]
 
 
+#: Bytes a decryptor adds to the held header bytes per look of its header reader.
+_HEAD_STEP = 1 << 20
+
+
 class SegmentedDecryptor(_Segmenter):
     """Open a stream segment by segment, releasing only verified plaintext.
 
@@ -402,19 +406,32 @@ class SegmentedDecryptor(_Segmenter):
             raise self._break(exc) from None
 
     def _feed_header(self, view: memoryview, *, last: bool = False) -> list[SegmentJob]:
-        # The reader sees everything so far (it may judge by length), appended in place.
+        # The reader sees everything so far (it may judge by length), appended in place, at
+        # most _HEAD_STEP more per look: a large first feed is not copied whole, only the
+        # header's neighbourhood; the rest goes on as the caller's own bytes.
         head = self._head
-        head += view
-        if len(head) < self._head_need and not last:
-            return []
-        parsed = self._read_header(head)
-        if parsed is None or isinstance(parsed, int):
-            self._head_need = parsed or 0
-            return []
-        self._codec, used = parsed
-        rest = memoryview(head)[used:].tobytes()
-        self._head = bytearray()
-        return self._cut(rest)
+        while True:
+            room = max(self._head_need - len(head), _HEAD_STEP)
+            head += view[:room]
+            view = view[room:]
+            more = len(view) > 0
+            if len(head) < self._head_need and not last:
+                if not more:
+                    return []
+                continue
+            parsed = self._read_header(head)
+            if parsed is None or isinstance(parsed, int):
+                self._head_need = parsed or 0
+                if not more:
+                    return []
+                continue
+            self._codec, used = parsed
+            rest = memoryview(head)[used:].tobytes()
+            self._head = bytearray()
+            jobs = self._cut(rest)
+            if more:
+                jobs += self._cut(view)
+            return jobs
 
     def _header_held(self) -> bytes:
         """The header bytes held so far (the reader has not settled the header yet)."""
