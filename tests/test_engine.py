@@ -143,7 +143,9 @@ async def test_event_loop_never_waits_long(policy: OffloadPolicy | None) -> None
     """A 1 ms ticker's longest gap while 256 MiB stream through from a source that never
     yields to the loop by itself: only the engine's checkpoints (between inline batches,
     while waiting for workers) let it run. Without them the gap would be the whole
-    stream's time (about 0.2 s here)."""
+    stream's time (about 0.2 s here). The bound is relative to that time: on a loaded
+    machine a descheduled process stretches one 1 MiB piece to tens of ms, and the whole
+    stream with it."""
     data = bytes(1 << 20)
     gaps: list[float] = []
 
@@ -163,12 +165,15 @@ async def test_event_loop_never_waits_long(policy: OffloadPolicy | None) -> None
         tg.start_soon(ticker)
         await anyio.sleep(0.005)
         n = 0
+        started = time.perf_counter()
         async for c in sc.encrypt(source(), KEY, policy=policy):
             n += len(c)
+        elapsed = time.perf_counter() - started
         tg.cancel_scope.cancel()
     assert n > 256 << 20
     assert len(gaps) > 10
-    assert max(gaps) < 0.04, f"the loop was held {max(gaps) * 1e3:.1f} ms"
+    longest = max(gaps)
+    assert longest < elapsed / 8, f"the loop was held {longest * 1e3:.1f} of {elapsed * 1e3:.0f} ms"
 
 
 @pytest.mark.parametrize("which", ["age", "envelope"])
