@@ -293,6 +293,79 @@ def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, st
     assert bad.returncode == 1 and not (work / "t.bin").exists()
 
 
+# --------------------------------------------------------------------- rclone and aws
+
+
+def test_rclone_round_trip_detection_and_wrong_password(work: Path) -> None:
+    from streamcrypt.codecs import rclone
+
+    (work / "pw").write_text("correct horse\n")
+    (work / "salt").write_text("pinch of salt\n")
+    secrets = ("--passphrase-file", "pw", "--password2-file", "salt")
+    enc = sc("encrypt", "--format", "rclone", *secrets, "-o", "r.bin", "in.bin", cwd=work)
+    assert enc.returncode == 0
+    sealed = (work / "r.bin").read_bytes()
+    keys = rclone.RcloneKeys.from_password("correct horse", "pinch of salt")
+    assert sealed.startswith(rclone.MAGIC) and rclone.decrypt_bytes(sealed, keys) == DATA
+    # detected by its magic, through a pipe and to a file
+    back = sc("decrypt", *secrets, cwd=work, stdin=sealed)
+    assert back.returncode == 0 and back.stdout == DATA
+    assert sc("decrypt", *secrets, "-o", "r.out", "r.bin", cwd=work).returncode == 0
+    assert (work / "r.out").read_bytes() == DATA
+    # rclone cannot tell a wrong password from tampering: exit 1, nothing left behind
+    wrong = sc("decrypt", "--passphrase-file", "pw", "-o", "w.bin", "r.bin", cwd=work)
+    assert wrong.returncode == 1 and b"wrong password" in wrong.stderr
+    assert not (work / "w.bin").exists() and not leftovers(work)
+    assert b"correct horse" not in wrong.stderr
+    no_pw = sc("decrypt", "-o", "w.bin", "r.bin", cwd=work)
+    assert no_pw.returncode == 3 and b"--passphrase" in no_pw.stderr
+    misplaced = sc("encrypt", "-k", "k.key", "--password2-file", "salt", "in.bin", cwd=work)
+    assert misplaced.returncode == 2 and b"--password2-file does not apply" in misplaced.stderr
+
+
+def test_aws_raw_aes_key_round_trip_interop_and_errors(work: Path) -> None:
+    import aws_encryption_sdk
+    from aws_encryption_sdk.identifiers import EncryptionKeyType, WrappingAlgorithm
+    from aws_encryption_sdk.internal.crypto.wrapping_keys import WrappingKey
+    from aws_encryption_sdk.key_providers.raw import RawMasterKey
+
+    aes = os.urandom(32)
+    (work / "aes.key").write_bytes(aes)
+    (work / "other.key").write_bytes(os.urandom(32))
+    names = ("--key-namespace", "ns", "--key-name", "key-1")
+    enc = sc("encrypt", "-k", "aes.key", *names, "--context", "purpose=test", "-o", "a.bin",
+             "in.bin", cwd=work)  # fmt: skip
+    assert enc.returncode == 0
+    sealed = (work / "a.bin").read_bytes()
+    assert sealed[:3] == b"\x02\x05\x78"  # version 2, suite 0x0578
+    theirs = RawMasterKey(
+        provider_id="ns",
+        key_id=b"key-1",
+        wrapping_key=WrappingKey(
+            wrapping_algorithm=WrappingAlgorithm.AES_256_GCM_IV12_TAG16_NO_PADDING,
+            wrapping_key=aes,
+            wrapping_key_type=EncryptionKeyType.SYMMETRIC,
+        ),
+    )
+    client = aws_encryption_sdk.EncryptionSDKClient()
+    plain, header = client.decrypt(source=sealed, key_provider=theirs)
+    assert plain == DATA and header.encryption_context["purpose"] == "test"
+    their_ct, _ = client.encrypt(source=DATA[:70_000], key_provider=theirs)
+    back = sc("decrypt", "-k", "aes.key", *names, cwd=work, stdin=their_ct)  # detected
+    assert back.returncode == 0 and back.stdout == DATA[:70_000]
+    mine = sc("decrypt", "-k", "aes.key", *names, "--context", "purpose=test", "a.bin", cwd=work)
+    assert mine.returncode == 0 and mine.stdout == DATA
+    wrong = sc("decrypt", "-k", "other.key", *names, "-o", "w.bin", "a.bin", cwd=work)
+    assert wrong.returncode == 3 and not (work / "w.bin").exists() and not leftovers(work)
+    context = sc("decrypt", "-k", "aes.key", *names, "--context", "purpose=other", "a.bin",
+                 cwd=work)  # fmt: skip
+    assert context.returncode == 1 and context.stdout == b""
+    not_raw = sc("decrypt", "--format", "aws", "-k", "k.key", "a.bin", cwd=work)
+    assert not_raw.returncode == 3 and b"16, 24 or 32 bytes" in not_raw.stderr
+    raw_elsewhere = sc("encrypt", "--format", "native", "-k", "aes.key", "in.bin", cwd=work)
+    assert raw_elsewhere.returncode == 3 and b"--format aws" in raw_elsewhere.stderr
+
+
 # ------------------------------------------------------------------------------ tink
 
 

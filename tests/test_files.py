@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from streamcrypt import decrypt_bytes, encrypt_bytes
-from streamcrypt.codecs import container
+from streamcrypt.codecs import container, rclone
 from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy
 from streamcrypt.errors import (
@@ -652,6 +652,61 @@ def test_age_passphrase_keeps_the_loop_responsive(tmp_path: Path) -> None:
     assert got == data
     assert worst_gap < 0.3, worst_gap
     assert pyrage.passphrase.decrypt(path.read_bytes(), "correct horse") == data
+
+
+# ---------------------------------------------------------------------------------------
+# rclone crypt (interop with the rclone binary: tests/test_rclone_interop.py)
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 5 * 65536 + 321])
+async def test_rclone_round_trip_and_random_access(
+    tmp_path: Path, size: int, policy: OffloadPolicy | None
+) -> None:
+    data = plaintext(size, 21)
+    path = tmp_path / "f.bin"
+    opts: dict[str, Any] = {"format": "rclone", "password": "pw", "password2": "salt"}
+    async with open_file(path, "wb", policy=policy, **opts) as f:
+        for off in range(0, size, 40_000):
+            await f.write(data[off : off + 40_000])
+    assert path.read_bytes()[:8] == rclone.MAGIC
+    assert path.stat().st_size == rclone.encrypted_size(size)
+    keys = rclone.RcloneKeys.from_password("pw", "salt")
+    assert rclone.decrypt_bytes(path.read_bytes(), keys) == data
+    async with open_file(path, "rb", policy=policy, **opts) as f:
+        assert f.seekable and f.size == size
+        assert await f.read() == data
+        for start in (0, 1, 65535, 65536, size // 2, size - 1):
+            if 0 <= start < size:
+                await f.seek(start)
+                assert await f.read(70_000) == data[start : start + 70_000]
+    async with EncryptedFile.wrap(ChunkReceiver(path.read_bytes(), 3000), "rb", **opts) as f:
+        assert await f.read() == data
+
+
+async def test_rclone_wrong_password_and_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    data = plaintext(3 * 65536, 22)
+    async with open_file(path, "wb", format="rclone", password="pw") as f:
+        await f.write(data)
+    for wrong in ({"password": "px"}, {"password": "pw", "password2": "other salt"}):
+        with pytest.raises(AuthenticationError, match="wrong password"):
+            async with open_file(path, "rb", format="rclone", **wrong):
+                pytest.fail("the body must not run")
+    native = tmp_path / "native.enc"
+    await write_file(native, data)
+    with pytest.raises(FormatError, match="magic"):
+        async with open_file(native, "rb", format="rclone", password="pw"):
+            pytest.fail("the body must not run")
+    with pytest.raises(InvalidParameterError, match="password="):
+        open_file(path, "rb", format="rclone")
+    with pytest.raises(InvalidParameterError):
+        open_file(path, "wb", format="rclone", password="pw", segment_size=SEG)
+    with pytest.raises(InvalidParameterError, match="rclone"):
+        open_file(path, "wb", key=KEY, password="pw")
+    with pytest.raises(InvalidParameterError, match="rclone"):
+        open_file(path, "rb", format="age", passphrase="pw", password2="salt")
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+import streamcrypt
 from streamcrypt.codecs import rclone as rc
 from streamcrypt.errors import AuthenticationError
 from streamcrypt.formats import rclone as frc
@@ -243,3 +244,32 @@ def test_example_lists_reads_and_writes_a_remote(tmp_path: Path, keys: rc.Rclone
     env["RCLONE_CONFIG_SC_PASSWORD"] = rc.obscure("wrong")
     out = example("ls")
     assert out.returncode == 1 and b"Error" in out.stderr
+
+
+def test_open_files_both_ways(tmp_path: Path, keys: rc.RcloneKeys) -> None:
+    """streamcrypt.open(format="rclone") writes files rclone reads, and reads rclone's
+    files by random access, ranges agreeing with ``rclone cat --offset --count``."""
+    remote = _remote(tmp_path, keys, "standard", "base32", True)
+    opts = {"format": "rclone", "password": PASSWORD, "password2": PASSWORD2}
+
+    async def main() -> None:
+        for size in (0, 1, 65535, 65536, 65537, 5 * 65536 + 999):
+            data = random.Random(size).randbytes(size)
+            ours = remote.root / remote.names.encrypt_path(f"ours-{size}")
+            async with streamcrypt.open(ours, "wb", **opts) as f:
+                await f.write(data)
+            assert remote.run("cat", f"sc:ours-{size}") == data
+            (tmp_path / "src").write_bytes(data)
+            remote.run("copyto", str(tmp_path / "src"), f"sc:theirs-{size}")
+            theirs = remote.root / remote.names.encrypt_path(f"theirs-{size}")
+            async with streamcrypt.open(theirs, "rb", **opts) as f:
+                assert f.size == size and await f.read() == data
+                for offset, count in [(0, 1), (65535, 2), (65536, 65536), (size - 5, 100)]:
+                    if not 0 <= offset < size:
+                        continue
+                    cat = ["cat", "--offset", str(offset), "--count", str(count)]
+                    expected = remote.run(*cat, f"sc:theirs-{size}")
+                    await f.seek(offset)
+                    assert await f.read(count) == expected == data[offset : offset + count]
+
+    anyio.run(main)

@@ -30,8 +30,10 @@ import anyio
 
 from .._state import Transform
 from ..codecs import age as _age
+from ..codecs import aws as _aws
 from ..codecs import container as _container
 from ..codecs import envelope as _envelope
+from ..codecs import rclone as _rclone
 from ..codecs import tink as _tink
 from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
 from ..engine import DEFAULT_POLICY, pipeline
@@ -50,13 +52,18 @@ from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
 
 __all__ = ["FORMATS", "add_arguments", "run_decrypt", "run_encrypt"]
 
-FORMATS = ("native", "age", "tink")
+FORMATS = ("native", "age", "tink", "rclone", "aws")
 KDF_LEVELS: dict[str, Argon2Params] = {
     "interactive": INTERACTIVE,
     "moderate": MODERATE,
     "sensitive": SENSITIVE,
 }
 _AGE_PREFIXES = (b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")
+_AWS_NAMESPACE = "streamcrypt"
+_AWS_KEY_NAME = "default"
+#: Options only some formats take (checked with :func:`_reject`).
+_RCLONE_ONLY = ("password2_file",)
+_AWS_ONLY = ("key_namespace", "key_name", "context")
 
 
 def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
@@ -69,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         "-k",
         "--key",
         metavar="KEYFILE",
-        help="key file: symmetric key (native), Tink JSON keyset (tink), or an identity file",
+        help="key file: symmetric key (native), Tink JSON keyset (tink), raw AES key of "
+        "16, 24 or 32 bytes (aws), or an identity file",
     )
     p.add_argument(
         "-i",
@@ -107,9 +115,32 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         help="read the passphrase from the first line of FILE (for scripts)",
     )
     p.add_argument(
+        "--password2-file",
+        metavar="FILE",
+        help="rclone: read password2 (the crypt remote's salt) from the first line of FILE",
+    )
+    p.add_argument(
+        "--key-namespace",
+        metavar="NS",
+        help=f"aws: the raw AES keyring's namespace (provider id; default {_AWS_NAMESPACE})",
+    )
+    p.add_argument(
+        "--key-name",
+        metavar="NAME",
+        help=f"aws: the raw AES keyring's key name (default {_AWS_KEY_NAME})",
+    )
+    p.add_argument(
+        "--context",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="aws: an encryption context entry (on decrypt: one the message must carry); "
+        "repeatable",
+    )
+    p.add_argument(
         "--format",
         choices=FORMATS,
-        help="native (default), age or tink; "
+        help="native (default), age, tink, rclone or aws; "
         + ("detected from the input when left out" if decrypt else "inferred from the keys"),
     )
     p.add_argument("--aad", metavar="TEXT", help="associated data (native, tink), UTF-8")
@@ -159,24 +190,25 @@ def _usage(message: str) -> CliError:
     return CliError(message, EXIT_USAGE)
 
 
+def _first_line(path: str, what: str) -> str:
+    """The first line of a secret's file (a passphrase, rclone's password2)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            line = f.readline().rstrip("\r\n")
+    except UnicodeDecodeError:  # its message would show a byte of the secret
+        raise KeyFileError(f"the {what} file {path} is not valid UTF-8") from None
+    except OSError as exc:
+        raise KeyFileError(f"cannot read the {what} file {path}: {describe(exc)}") from None
+    if not line:
+        raise KeyFileError(f"the {what} file {path} is empty")
+    return line
+
+
 def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
     if args.passphrase and args.passphrase_file:
         raise _usage("give --passphrase or --passphrase-file, not both")
     if args.passphrase_file:
-        try:
-            with open(args.passphrase_file, encoding="utf-8") as f:
-                line = f.readline().rstrip("\r\n")
-        except UnicodeDecodeError:  # its message would show a byte of the passphrase
-            raise KeyFileError(
-                f"the passphrase file {args.passphrase_file} is not valid UTF-8"
-            ) from None
-        except OSError as exc:
-            raise KeyFileError(
-                f"cannot read the passphrase file {args.passphrase_file}: {describe(exc)}"
-            ) from None
-        if not line:
-            raise KeyFileError(f"the passphrase file {args.passphrase_file} is empty")
-        return line
+        return _first_line(args.passphrase_file, "passphrase")
     if not args.passphrase:
         return None
     try:  # getpass prompts on /dev/tty: is there one?
@@ -202,6 +234,9 @@ class _Keys:
     key: KeyFile | None = None
     identities: list[KeyFile] = field(default_factory=list)
     passphrase: str | None = None
+    #: ``-k`` when it holds 16, 24 or 32 raw bytes (an AES key for --format aws): no text
+    #: key file is that short.
+    raw_key: bytes | None = field(default=None, repr=False)
 
     def identity_files(self) -> list[KeyFile]:
         files = list(self.identities)
@@ -213,13 +248,77 @@ class _Keys:
 def _load_keys(args: argparse.Namespace, *, confirm: bool) -> _Keys:
     keys = _Keys()
     if args.key:
-        keys.key = load_key_file(args.key)
+        keys.raw_key = _raw_aes_key(args.key)
+        if keys.raw_key is None:
+            keys.key = load_key_file(args.key)
     for path in args.identity:
         kf = load_key_file(path)
         kf.require("x25519", "age", purpose="-i takes an identity file")
         keys.identities.append(kf)
     keys.passphrase = _read_passphrase(args, confirm=confirm)
     return keys
+
+
+def _raw_aes_key(path: str) -> bytes | None:
+    """The bytes of ``path`` when it holds exactly 16, 24 or 32 bytes, else ``None``."""
+    try:
+        if os.path.getsize(path) not in (16, 24, 32):
+            return None
+        with open(path, "rb") as f:
+            raw = f.read(33)
+    except OSError:
+        return None  # load_key_file reports it
+    return raw if len(raw) in (16, 24, 32) else None
+
+
+def _require_no_raw_key(args: argparse.Namespace, keys: _Keys, fmt: str) -> None:
+    if keys.raw_key is not None:
+        raise KeyFileError(
+            f"{args.key} holds {len(keys.raw_key)} raw bytes, an AES key for --format aws; "
+            f"--format {fmt} does not take it"
+        )
+
+
+def _rclone_keys(args: argparse.Namespace, keys: _Keys, why: str) -> _rclone.RcloneKeys:
+    """rclone's keys from --passphrase / --passphrase-file and --password2-file."""
+    _require_no_raw_key(args, keys, "rclone")
+    _reject(args, "rclone", "identity", "aad", *_AWS_ONLY, why=why)
+    _reject(args, "rclone", "key", why=why)
+    if keys.passphrase is None:
+        raise KeyFileError(
+            "rclone crypt needs its password: --passphrase (prompt) or --passphrase-file FILE"
+        )
+    salt = _first_line(args.password2_file, "password2") if args.password2_file else ""
+    try:
+        return _rclone.RcloneKeys.from_password(keys.passphrase, salt)
+    except StreamCryptError as exc:
+        raise KeyFileError(describe(exc)) from None
+
+
+def _aws_keyring(args: argparse.Namespace, keys: _Keys, why: str) -> _aws.RawAesKeyring:
+    """The raw AES keyring of -k (16, 24 or 32 raw bytes) and its names."""
+    _reject(args, "aws", "identity", "passphrase", "passphrase_file", "aad", why=why)
+    _reject(args, "aws", *_RCLONE_ONLY, why=why)
+    if keys.raw_key is None:
+        if args.key:
+            raise KeyFileError(
+                f"{args.key} is not a raw AES key: --format aws takes -k FILE holding "
+                "exactly 16, 24 or 32 bytes"
+            )
+        raise KeyFileError("--format aws needs -k KEYFILE (a raw AES key of 16, 24 or 32 bytes)")
+    return _aws.RawAesKeyring(
+        args.key_namespace or _AWS_NAMESPACE, args.key_name or _AWS_KEY_NAME, keys.raw_key
+    )
+
+
+def _aws_context(args: argparse.Namespace) -> dict[str, str]:
+    context: dict[str, str] = {}
+    for item in args.context:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise _usage(f"--context takes KEY=VALUE, not {item!r}")
+        context[name] = value
+    return context
 
 
 def _reject(args: argparse.Namespace, fmt: str, *names: str, why: str | None = None) -> None:
@@ -283,6 +382,8 @@ def _bad_recipient(text: str, where: str, exc: Exception) -> KeyFileError:
 def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     if args.format:
         return str(args.format)
+    if keys.raw_key is not None:
+        return "aws"
     if keys.key is not None and keys.key.kind == "tink":
         return "tink"
     if keys.key is not None and keys.key.kind == "age":
@@ -302,6 +403,21 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
     fmt = _encrypt_format(args, keys)
     aad = _aad(args)
     key = keys.key
+    _other_format_options(args, keys, fmt, f"the keys given choose the {fmt} format")
+    if fmt in ("rclone", "aws"):
+        why = (
+            "-k is a raw AES key, so the output is an AWS Encryption SDK message"
+            if fmt == "aws"
+            else "--format rclone"
+        )
+        _reject(args, fmt, "recipient", "recipients_file", "armor", why=why)
+        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with", why=why)
+        if fmt == "rclone":
+            rclone_keys = _rclone_keys(args, keys, why)
+            return Plan(fmt, lambda head: [_rclone.RcloneEncryptor(rclone_keys)])
+        ring = _aws_keyring(args, keys, why)
+        context = _aws_context(args)
+        return Plan(fmt, lambda head: [_aws.AwsEncryptor(ring, encryption_context=context)])
     if fmt == "tink":
         why = "-k is a Tink keyset, so the output is a Tink ciphertext"
         _reject(args, fmt, "recipient", "recipients_file", "identity", "passphrase", why=why)
@@ -416,6 +532,15 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
 # ------------------------------------------------------------------------------ decrypt
 
 
+def _other_format_options(args: argparse.Namespace, keys: _Keys, fmt: str, why: str) -> None:
+    """Usage errors for the options of rclone / aws given with another format."""
+    if fmt != "rclone":
+        _reject(args, fmt, *_RCLONE_ONLY, why=why)
+    if fmt != "aws":
+        _reject(args, fmt, *_AWS_ONLY, why=why)
+        _require_no_raw_key(args, keys, fmt)
+
+
 def _detect(head: bytes, keys: _Keys) -> str:
     if head.startswith(_container.MAGIC):
         return "native"
@@ -423,12 +548,17 @@ def _detect(head: bytes, keys: _Keys) -> str:
         return "native"
     if head.lstrip().startswith(_AGE_PREFIXES):
         return "age"
+    if _rclone.is_rclone(head):
+        return "rclone"
+    if _aws.is_aws(head):
+        return "aws"
     if keys.key is not None and keys.key.kind == "tink":
         return "tink"
     if not head:
         raise FormatError("the input is empty: there is nothing to decrypt")
     raise FormatError(
-        "the input is not a streamcrypt container or envelope, nor an age file "
+        "the input is not a streamcrypt container or envelope, an age, rclone crypt or "
+        "AWS Encryption SDK file "
         "(for a Tink ciphertext give -k KEYSET or --format tink)"
     )
 
@@ -454,6 +584,16 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
         except FormatError as exc:  # the data, not the key, is the problem here
             raise CliError(describe(exc), EXIT_DATA) from None
         key = keys.key
+        _other_format_options(args, keys, fmt, f"the input is in the {fmt} format")
+        if fmt in ("rclone", "aws"):
+            why = "the input is " + (
+                "an rclone crypt file" if fmt == "rclone" else "an AWS message"
+            )
+            _reject(args, fmt, "verify_with", why=why)
+            if fmt == "rclone":
+                return [_rclone.RcloneDecryptor(_rclone_keys(args, keys, why))]
+            ring = _aws_keyring(args, keys, why)
+            return [_aws.AwsDecryptor(ring, encryption_context=_aws_context(args))]
         if fmt == "tink":
             _reject(
                 args,

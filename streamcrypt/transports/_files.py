@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A file is a segmented stream (the native container, or age) on disk. Every byte of file
+A file is a segmented stream (the native container, age, or rclone crypt) on disk. Every byte of file
 I/O and every header check runs on worker threads (the offload policy's pool; with
 ``policy=None`` the crypto stays on the loop thread, the I/O still does not).
 
@@ -52,6 +52,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from .._state import Buffer
 from ..codecs import age as _age
 from ..codecs import container as _container
+from ..codecs import rclone as _rclone
 from ..codecs._segmented import (
     SegmentedDecryptor,
     SegmentedEncryptor,
@@ -111,8 +112,10 @@ class FileOptions:
     recipients: tuple[_age.RecipientLike, ...] = ()
     identities: tuple[_age.IdentityLike, ...] = ()
     passphrase: str | Buffer | None = None
+    password: str | None = None
+    password2: str = ""
 
-    def __repr__(self) -> str:  # never show keys or passphrases
+    def __repr__(self) -> str:  # never show keys, passphrases or passwords
         return f"FileOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
 
 
@@ -142,6 +145,7 @@ def _native_check(opts: FileOptions, mode: str) -> None:
         raise InvalidParameterError(
             'recipients=, identities= and passphrase= belong to format="age", not "native"'
         )
+    _no_password(opts, "native")
     if mode == "rb" and (opts.suite is not None or opts.segment_size is not None):
         raise InvalidParameterError(
             "suite= and segment_size= apply to writing; a reader takes them from the header"
@@ -173,7 +177,15 @@ def _native_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
     return _container.layout(opts.key, head, size, aad=opts.aad)
 
 
+def _no_password(opts: FileOptions, name: str) -> None:
+    if opts.password is not None or opts.password2:
+        raise InvalidParameterError(
+            f'password= and password2= belong to format="rclone", not "{name}"'
+        )
+
+
 def _age_check(opts: FileOptions, mode: str) -> None:
+    _no_password(opts, "age")
     if opts.key is not None:
         raise InvalidParameterError(
             'format="age" takes recipients=/identities= or passphrase=, not key='
@@ -210,6 +222,45 @@ def _age_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
     return _age.layout(head, size, opts.identities, opts.passphrase)
 
 
+def _rclone_check(opts: FileOptions, mode: str) -> None:
+    if not opts.password:
+        raise InvalidParameterError(
+            'format="rclone" needs password= (the crypt remote\'s password, in clear; '
+            "password2= is its optional salt)"
+        )
+    if (
+        opts.key is not None
+        or opts.recipients
+        or opts.identities
+        or opts.passphrase is not None
+        or opts.suite is not None
+        or opts.segment_size is not None
+        or opts.aad
+    ):
+        raise InvalidParameterError(
+            "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
+            "takes only password= and password2=: drop key=, recipients=, identities=, "
+            "passphrase=, suite=, segment_size= and aad="
+        )
+
+
+def _rclone_keys(opts: FileOptions) -> _rclone.RcloneKeys:
+    assert opts.password is not None
+    return _rclone.RcloneKeys.from_password(opts.password, opts.password2)
+
+
+def _rclone_encryptor(opts: FileOptions) -> SegmentedEncryptor:
+    return _rclone.RcloneEncryptor(_rclone_keys(opts))
+
+
+def _rclone_decryptor(opts: FileOptions) -> SegmentedDecryptor:
+    return _rclone.RcloneDecryptor(_rclone_keys(opts))
+
+
+def _rclone_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
+    return _rclone.layout(_rclone_keys(opts), head, size)
+
+
 #: The formats :func:`open_file` speaks, by ``format=`` name. Binary age only: armored
 #: age cannot be read by random access.
 FORMATS: dict[str, FileFormat] = {
@@ -228,6 +279,14 @@ FORMATS: dict[str, FileFormat] = {
         _age_header_size,
         _age_layout,
         _age.DEFAULT_MAX_HEADER_SIZE,
+    ),
+    "rclone": FileFormat(
+        _rclone_check,
+        _rclone_encryptor,
+        _rclone_decryptor,
+        _rclone.header_size,
+        _rclone_layout,
+        _rclone.HEADER_SIZE,
     ),
 }
 
@@ -844,6 +903,8 @@ class EncryptedFile:
         recipients: Iterable[_age.RecipientLike] = (),
         identities: Iterable[_age.IdentityLike] = (),
         passphrase: str | Buffer | None = None,
+        password: str | None = None,
+        password2: str = "",
         close_wrapped: bool = True,
     ) -> FileOpener:
         """Encrypt into / decrypt from an already open async object.
@@ -859,7 +920,9 @@ class EncryptedFile:
         """
         checked = _check_mode(mode)
         fmt = _format(format)
-        opts = _options(key, suite, segment_size, aad, recipients, identities, passphrase)
+        opts = _options(
+            key, suite, segment_size, aad, recipients, identities, passphrase, password, password2
+        )
         fmt.check(opts, checked)
         return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
 
@@ -1032,11 +1095,21 @@ def _options(
     recipients: Iterable[_age.RecipientLike],
     identities: Iterable[_age.IdentityLike],
     passphrase: str | Buffer | None,
+    password: str | None,
+    password2: str,
 ) -> FileOptions:
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     return FileOptions(
-        key, suite, segment_size, aad, tuple(recipients), tuple(identities), passphrase
+        key,
+        suite,
+        segment_size,
+        aad,
+        tuple(recipients),
+        tuple(identities),
+        passphrase,
+        password,
+        password2,
     )
 
 
@@ -1096,14 +1169,20 @@ def open_file(
     recipients: Iterable[_age.RecipientLike] = (),
     identities: Iterable[_age.IdentityLike] = (),
     passphrase: str | Buffer | None = None,
+    password: str | None = None,
+    password2: str = "",
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
     ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format="native"``
     (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
-    ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``) or ``"age"``
+    ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``), ``"age"``
     (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
-    ``passphrase=`` to read). Writes are atomic (see the module docstring; a symlink at
+    ``passphrase=`` to read) or ``"rclone"`` (rclone crypt file contents: ``password=``
+    and the optional ``password2=``, rclone's salt, both in clear; reveal obscured
+    rclone.conf values with :func:`streamcrypt.codecs.rclone.reveal`). rclone files
+    carry no end marker: a file cut at a 64 KiB block boundary reads as a shorter
+    file (see :mod:`streamcrypt.codecs.rclone`). Writes are atomic (see the module docstring; a symlink at
     the destination is replaced, not followed). ``policy``
     governs the crypto offload; ``None`` keeps the crypto on the event loop (file I/O
     always runs on worker threads).
@@ -1115,7 +1194,9 @@ def open_file(
     """
     checked = _check_mode(mode)
     fmt = _format(format)
-    opts = _options(key, suite, segment_size, aad, recipients, identities, passphrase)
+    opts = _options(
+        key, suite, segment_size, aad, recipients, identities, passphrase, password, password2
+    )
     fmt.check(opts, checked)
     dest = os.fspath(path)
     threads = _Threads(policy)
