@@ -30,7 +30,7 @@ from anyio.abc import AnyByteStream, ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .keys import random_bytes
-from .transports._stream import EncryptedStream
+from .transports import EncryptedStream
 
 __all__ = [
     "MemoryByteStream",

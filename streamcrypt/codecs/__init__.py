@@ -8,6 +8,8 @@ X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 ``backup`` (the chunked-backup store's packs, index files and snapshots) needs the
 ``backup`` extra and is imported on its own: ``from streamcrypt.codecs import backup``.
+:class:`X25519PublicText` / :class:`X25519SecretText` are the Bech32-texted X25519 key
+pairs that age's and the envelope's recipients and identities subclass.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ._segmented import (
     SegmentJob,
     SegmentLayout,
 )
+from ._x25519 import X25519PublicText, X25519SecretText
 from .age import AgeDecryptor, AgeEncryptor
 from .aws import AwsDecryptor, AwsEncryptor
 from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
@@ -71,6 +74,8 @@ __all__ = [
     "StreamEncryptor",
     "TinkStreamDecryptor",
     "TinkStreamEncryptor",
+    "X25519PublicText",
+    "X25519SecretText",
     "age",
     "armor",
     "aws",

@@ -76,7 +76,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._state import Buffer, Chain, Lifecycle, Transform
+from ..abc import Buffer, Chain, Lifecycle, Transform
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -37,7 +37,7 @@ from typing import Literal
 
 from cryptography.exceptions import InvalidTag
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -51,7 +51,7 @@ from typing import Any, TypeAlias
 
 from cryptography.exceptions import InvalidTag
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -80,7 +80,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from .. import ecies
-from .._state import Buffer, State
+from ..abc import Buffer, State
 from ..errors import (
     AuthenticationError,
     FormatError,

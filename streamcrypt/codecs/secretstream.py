@@ -64,7 +64,7 @@ import enum
 from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -39,7 +39,7 @@ import struct
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -49,15 +49,15 @@ from typing import Any, Literal, Protocol, TypeVar
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from .._state import Buffer
-from ..codecs import age as _age
-from ..codecs import container as _container
-from ..codecs._segmented import (
+from ..abc import Buffer
+from ..codecs import (
     SegmentedDecryptor,
     SegmentedEncryptor,
     SegmentJob,
     SegmentLayout,
 )
+from ..codecs import age as _age
+from ..codecs import container as _container
 from ..engine import (
     CLAIM_SIZE,
     DEFAULT_POLICY,
