@@ -10,7 +10,8 @@
 * :func:`check_segmented_codec` — a conformance check for a segmented encryption format
   (sans-I/O, synchronous): chunking, truncation at every boundary, reordered, duplicated,
   dropped and extended segments, no plaintext before its tag, range reads. The project
-  runs it over every format it speaks (``tests/test_codec_conformance.py``).
+  runs it over every format it speaks (``tests/test_codec_conformance.py``);
+  :func:`check_segmented_format` runs it over a format descriptor.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from anyio.abc import AnyByteStream, ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .abc import Transform
-from .codecs import SegmentCodec, SegmentLayout
+from .codecs import FormatOptions, ReadAt, SegmentCodec, SegmentedFormat, SegmentLayout
 from .errors import StreamCryptError
 from .keys import random_bytes
 from .transports import EncryptedStream
@@ -45,6 +46,7 @@ __all__ = [
     "RangeReader",
     "check_byte_stream",
     "check_segmented_codec",
+    "check_segmented_format",
     "encrypted_stream_pair",
     "memory_stream_pair",
 ]
@@ -680,3 +682,42 @@ def check_segmented_codec(
     _check_release_after_tag(decryptor, sample, max(1, full // 3))
     if read_range is not None:
         _check_ranges(read_range, sample)
+
+
+def check_segmented_format(
+    fmt: SegmentedFormat,
+    write: FormatOptions,
+    read: FormatOptions | None = None,
+    *,
+    layout: LayoutOf | None = None,
+    segments: int = 4,
+    seed: int = 0,
+) -> None:
+    """:func:`check_segmented_codec` over a format descriptor (an entry of
+    :data:`streamcrypt.codecs.FORMATS`, or one of your own): encryptors from ``write``,
+    decryptors, range reads and the geometry from ``read`` (``write`` when None), the
+    truncation rule from ``fmt.detects_truncation_at_boundary``. Give ``layout`` for a
+    format without random access whose decryptor is no ``SegmentedDecryptor``."""
+    options = write if read is None else read
+
+    def reader(ciphertext: bytes) -> ReadAt:
+        return lambda offset, length: ciphertext[offset : offset + length]
+
+    def read_range(ciphertext: bytes, start: int, stop: int) -> bytes:
+        return fmt.read_range(options, reader(ciphertext), len(ciphertext), start, stop)
+
+    if fmt.layout is not None and layout is None:
+        fmt_layout = fmt.layout
+
+        def layout(ciphertext: bytes) -> SegmentLayout:
+            return fmt_layout(options, reader(ciphertext), len(ciphertext))
+
+    check_segmented_codec(
+        lambda: fmt.encryptor(write),
+        lambda: fmt.decryptor(options),
+        read_range=read_range if fmt.layout is not None else None,
+        layout=layout,
+        detects_truncation_at_boundary=fmt.detects_truncation_at_boundary,
+        segments=segments,
+        seed=seed,
+    )

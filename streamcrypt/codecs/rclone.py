@@ -64,6 +64,7 @@ from ..errors import (
 from ..keys import random_bytes
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
+from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -76,6 +77,7 @@ __all__ = [
     "BLOCK_DATA_SIZE",
     "BLOCK_SIZE",
     "DEFAULT_SALT",
+    "FORMAT",
     "HEADER_SIZE",
     "MAGIC",
     "NONCE_SIZE",
@@ -744,3 +746,20 @@ class RcloneNameCipher:
         if self._mode == "off" or not self._dirs:
             return path
         return self._transform_path(path, False)
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    return layout(options.key, read_at(0, HEADER_SIZE), stream_size)
+
+
+#: rclone crypt's format descriptor (``key``: :class:`RcloneKeys`; 64 KiB blocks). It
+#: has no end marker: a file cut at a block boundary is caught only with
+#: ``expected_size`` (the codec's keyword).
+FORMAT = SegmentedFormat(
+    "rclone",
+    encryptor=lambda o: RcloneEncryptor(o.key),
+    decryptor=lambda o: RcloneDecryptor(o.key),
+    detect=lambda head: head.startswith(MAGIC),
+    layout=_layout,
+    detects_truncation_at_boundary=False,
+)
