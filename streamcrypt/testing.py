@@ -658,9 +658,11 @@ def check_segmented_codec(
     ``detects_truncation_at_boundary=False`` is for a format without an end marker
     (rclone crypt without ``expected_size``): a stream cut exactly at a segment boundary,
     or missing its final segment, may then decrypt, but only to a prefix of the
-    plaintext. ``segments`` is how many segments the main sample spans. Raises
+    plaintext. ``segments`` is how many segments the main sample spans (at least 2). Raises
     :class:`AssertionError` naming the first rule broken.
     """
+    if segments < 2:
+        raise ValueError("the sample must span at least 2 segments")
     rng = random.Random(seed)
     layout_of = layout or _layout_from_decryptor(decryptor)
     probe = layout_of(_encrypt(encryptor(), [b""]))
