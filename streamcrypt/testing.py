@@ -359,6 +359,11 @@ RangeReader = Callable[[bytes, int, int], bytes]
 LayoutOf = Callable[[bytes], SegmentLayout]
 
 
+def _codec_expect(condition: bool, rule: str) -> None:
+    if not condition:
+        raise AssertionError(f"segmented-codec conformance: {rule}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Run:
     """What a decryptor released from some input, and the error that stopped it."""
@@ -442,20 +447,20 @@ def _expect_failure(
     """``run`` of a damaged stream: a typed error, and nothing released but a prefix of
     the plaintext no longer than ``verified`` bytes (the segments before the damage)."""
     if run.error is None:
-        _expect(
+        _codec_expect(
             may_succeed and plaintext.startswith(run.released),
             f"{what}: decryption succeeded ({len(run.released)} bytes); it must raise",
         )
         return
-    _expect(
+    _codec_expect(
         isinstance(run.error, StreamCryptError),
         f"{what}: raised {run.error!r}, not a streamcrypt.errors.StreamCryptError",
     )
-    _expect(
+    _codec_expect(
         plaintext.startswith(run.released),
         f"{what}: released {len(run.released)} bytes that are not the plaintext's",
     )
-    _expect(
+    _codec_expect(
         len(run.released) <= verified,
         f"{what}: released {len(run.released)} plaintext bytes, but only the first "
         f"{verified} lie in segments before the damage (a segment was released before "
@@ -474,20 +479,20 @@ def _check_chunking(
         plaintext = rng.randbytes(size)
         whole = _encrypt(encrypt(), [plaintext])
         run = _decrypt(decrypt(), [whole])
-        _expect(
+        _codec_expect(
             run.error is None and run.released == plaintext,
             f"a {size}-byte plaintext does not survive a round trip ({run.error!r})",
         )
         for attempt in range(3):
             sealed = _encrypt(encrypt(), _random_pieces(plaintext, rng, largest))
             run = _decrypt(decrypt(), [sealed])
-            _expect(
+            _codec_expect(
                 run.error is None and run.released == plaintext,
                 f"a {size}-byte plaintext encrypted in random pieces (try {attempt}) does "
                 f"not decrypt to itself ({run.error!r})",
             )
             run = _decrypt(decrypt(), _random_pieces(whole, rng, largest))
-            _expect(
+            _codec_expect(
                 run.error is None and run.released == plaintext,
                 f"a {size}-byte stream decrypted in random pieces (try {attempt}) gives "
                 f"other bytes ({run.error!r})",
@@ -597,7 +602,7 @@ def _check_ranges(read_range: RangeReader, sample: _Sample) -> None:
                 raise AssertionError(
                     f"reading plaintext [{start}, {stop}) by range raised {exc!r}"
                 ) from exc
-            _expect(
+            _codec_expect(
                 got == pt[start:stop],
                 f"reading plaintext [{start}, {stop}) by range gives other bytes than "
                 "full decryption",
@@ -672,7 +677,7 @@ def check_segmented_codec(
     plaintext = rng.randbytes(first + (segments - 2) * full + full // 2)
     ciphertext = _encrypt(encryptor(), [plaintext])
     sample = _Sample(plaintext, ciphertext, layout_of(ciphertext))
-    _expect(
+    _codec_expect(
         sample.layout.segment_count == segments and sample.layout.plaintext_size == len(plaintext),
         f"the layout of a {len(plaintext)}-byte sample gives {sample.layout.segment_count} "
         f"segments and {sample.layout.plaintext_size} plaintext bytes, not {segments} and "
