@@ -476,7 +476,9 @@ def decrypt_range(
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at(0, min(stream_size, 1 << 20)), stream_size, aad=options.aad)
+    # The header and segment 0: what picks the key out of a keyset.
+    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(options.key))
+    return layout(options.key, read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
 
 
 #: Tink streaming AEAD's format descriptor (``key``: a keyset or a streaming key; the
