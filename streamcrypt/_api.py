@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from ._state import Buffer
+from .abc import Buffer
 from .codecs.container import DEFAULT_SEGMENT_SIZE, KeyLike, StreamDecryptor, StreamEncryptor
 from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
 

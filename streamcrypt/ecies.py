@@ -63,7 +63,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from ._state import Buffer
+from .abc import Buffer
 from .errors import (
     AuthenticationError,
     FormatError,

@@ -7,6 +7,11 @@
   (after trio's ``check_two_way_stream``): data both ways, large concurrent transfers,
   ``max_bytes``, ``send_eof`` and ``aclose`` semantics, and concurrent-use detection.
   It raises :class:`AssertionError` naming the first rule broken.
+* :func:`check_segmented_codec` — a conformance check for a segmented encryption format
+  (sans-I/O, synchronous): chunking, truncation at every boundary, reordered, duplicated,
+  dropped and extended segments, no plaintext before its tag, range reads. The project
+  runs it over every format it speaks (``tests/test_codec_conformance.py``);
+  :func:`check_segmented_format` runs it over a format descriptor.
 """
 
 from __future__ import annotations
@@ -29,12 +34,19 @@ from anyio import (
 from anyio.abc import AnyByteStream, ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .abc import Transform
+from .codecs import FormatOptions, ReadAt, SegmentCodec, SegmentedFormat, SegmentLayout
+from .errors import StreamCryptError
 from .keys import random_bytes
-from .transports._stream import EncryptedStream
+from .transports import EncryptedStream
 
 __all__ = [
+    "LayoutOf",
     "MemoryByteStream",
+    "RangeReader",
     "check_byte_stream",
+    "check_segmented_codec",
+    "check_segmented_format",
     "encrypted_stream_pair",
     "memory_stream_pair",
 ]
@@ -336,3 +348,383 @@ async def _run_checks(make_pair: MakePair) -> None:
             await _check_concurrent_use(a, b)
     finally:
         await _close_both(a, b)
+
+
+# -- the segmented-codec conformance suite ----------------------------------------------
+
+#: Plaintext ``[start, stop)`` of a whole ciphertext, read by random access.
+RangeReader = Callable[[bytes, int, int], bytes]
+
+#: Where the header and the segments of a whole ciphertext lie.
+LayoutOf = Callable[[bytes], SegmentLayout]
+
+
+def _codec_expect(condition: bool, rule: str) -> None:
+    if not condition:
+        raise AssertionError(f"segmented-codec conformance: {rule}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What a decryptor released from some input, and the error that stopped it."""
+
+    released: bytes
+    error: BaseException | None
+
+
+def _decrypt(decryptor: Transform, pieces: list[bytes]) -> _Run:
+    out = bytearray()
+    try:
+        for piece in pieces:
+            out += decryptor.update(piece)
+        out += decryptor.finalize()
+    except Exception as exc:
+        return _Run(bytes(out), exc)
+    return _Run(bytes(out), None)
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), max(size, 1))]
+
+
+def _random_pieces(data: bytes, rng: random.Random, largest: int) -> list[bytes]:
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        step = rng.choice((0, 1, rng.randint(1, max(largest, 1))))
+        out.append(data[pos : pos + step])
+        pos += step
+    return out
+
+
+def _encrypt(encryptor: Transform, pieces: list[bytes]) -> bytes:
+    out = bytearray()
+    for piece in pieces:
+        out += encryptor.update(piece)
+    out += encryptor.finalize()
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    plaintext: bytes
+    ciphertext: bytes
+    layout: SegmentLayout
+
+    def segment(self, index: int) -> tuple[int, int]:
+        """Ciphertext ``[start, stop)`` of segment ``index``."""
+        lay = self.layout
+        if index == lay.segment_count - 1:
+            _, offset, length = lay.final_segment()
+            return offset, offset + length
+        return lay.ciphertext_offset(index), lay.ciphertext_offset(index + 1)
+
+    @property
+    def trailer(self) -> bytes:
+        """What follows the final segment (a signature, say); usually nothing."""
+        return self.ciphertext[self.segment(self.layout.segment_count - 1)[1] :]
+
+
+def _layout_from_decryptor(decrypt: Callable[[], Transform]) -> LayoutOf:
+    def layout(ciphertext: bytes) -> SegmentLayout:
+        dec = decrypt()
+        run = _decrypt(dec, [ciphertext])
+        codec = getattr(dec, "codec", None)
+        if run.error is not None or not isinstance(codec, SegmentCodec):
+            raise TypeError(
+                "check_segmented_codec: the decryptor is not a SegmentedDecryptor that "
+                "decrypts the encryptor's output; pass layout= to say where its segments lie"
+            ) from run.error
+        bare = SegmentLayout.for_plaintext(codec, 0, len(run.released))
+        return SegmentLayout(codec, len(ciphertext) - bare.stream_size, len(ciphertext))
+
+    return layout
+
+
+def _expect_failure(
+    run: _Run, plaintext: bytes, what: str, *, verified: int, may_succeed: bool = False
+) -> None:
+    """``run`` of a damaged stream: a typed error, and nothing released but a prefix of
+    the plaintext no longer than ``verified`` bytes (the segments before the damage)."""
+    if run.error is None:
+        _codec_expect(
+            may_succeed and plaintext.startswith(run.released),
+            f"{what}: decryption succeeded ({len(run.released)} bytes); it must raise",
+        )
+        return
+    _codec_expect(
+        isinstance(run.error, StreamCryptError),
+        f"{what}: raised {run.error!r}, not a streamcrypt.errors.StreamCryptError",
+    )
+    _codec_expect(
+        plaintext.startswith(run.released),
+        f"{what}: released {len(run.released)} bytes that are not the plaintext's",
+    )
+    _codec_expect(
+        len(run.released) <= verified,
+        f"{what}: released {len(run.released)} plaintext bytes, but only the first "
+        f"{verified} lie in segments before the damage (a segment was released before "
+        "its tag verified)",
+    )
+
+
+def _check_chunking(
+    encrypt: Callable[[], Transform],
+    decrypt: Callable[[], Transform],
+    sizes: list[int],
+    largest: int,
+    rng: random.Random,
+) -> None:
+    for size in sizes:
+        plaintext = rng.randbytes(size)
+        whole = _encrypt(encrypt(), [plaintext])
+        run = _decrypt(decrypt(), [whole])
+        _codec_expect(
+            run.error is None and run.released == plaintext,
+            f"a {size}-byte plaintext does not survive a round trip ({run.error!r})",
+        )
+        for attempt in range(3):
+            sealed = _encrypt(encrypt(), _random_pieces(plaintext, rng, largest))
+            run = _decrypt(decrypt(), [sealed])
+            _codec_expect(
+                run.error is None and run.released == plaintext,
+                f"a {size}-byte plaintext encrypted in random pieces (try {attempt}) does "
+                f"not decrypt to itself ({run.error!r})",
+            )
+            run = _decrypt(decrypt(), _random_pieces(whole, rng, largest))
+            _codec_expect(
+                run.error is None and run.released == plaintext,
+                f"a {size}-byte stream decrypted in random pieces (try {attempt}) gives "
+                f"other bytes ({run.error!r})",
+            )
+
+
+def _check_truncation(
+    decrypt: Callable[[], Transform], sample: _Sample, *, boundary_detected: bool
+) -> None:
+    lay, ct, pt = sample.layout, sample.ciphertext, sample.plaintext
+    cuts = {0, 1, lay.header_size // 2, lay.header_size - 1, lay.header_size, len(ct) - 1}
+    boundaries = {lay.header_size}
+    for index in range(lay.segment_count):
+        start, stop = sample.segment(index)
+        boundaries.add(start)
+        cuts.update((start - 1, start, start + 1, (start + stop) // 2, stop - 1))
+    for cut in sorted(c for c in cuts if 0 <= c < len(ct)):
+        run = _decrypt(decrypt(), [ct[:cut]])
+        _expect_failure(
+            run,
+            pt,
+            f"the stream cut after {cut} of {len(ct)} bytes",
+            verified=len(pt),
+            may_succeed=not boundary_detected and cut in boundaries,
+        )
+
+
+def _check_segment_attacks(
+    decrypt: Callable[[], Transform], sample: _Sample, *, boundary_detected: bool
+) -> None:
+    lay, ct, pt = sample.layout, sample.ciphertext, sample.plaintext
+    count = lay.segment_count
+    head = ct[: lay.header_size]
+    segs = [ct[slice(*sample.segment(i))] for i in range(count)]
+
+    def body(order: list[int]) -> bytes:
+        return head + b"".join(segs[i] for i in order) + sample.trailer
+
+    every = list(range(count))
+    for i in range(count - 1):
+        order = [*every[:i], i + 1, i, *every[i + 2 :]]
+        _expect_failure(
+            _decrypt(decrypt(), [body(order)]),
+            pt,
+            f"segments {i} and {i + 1} swapped",
+            verified=lay.plaintext_offset(i),
+        )
+    for i in range(count):
+        _expect_failure(
+            _decrypt(decrypt(), [body(every[: i + 1] + every[i:])]),
+            pt,
+            f"segment {i} duplicated",
+            verified=lay.plaintext_offset(i + 1) if i < count - 1 else len(pt),
+        )
+        _expect_failure(
+            _decrypt(decrypt(), [body(every[:i] + every[i + 1 :])]),
+            pt,
+            f"segment {i} of {count} dropped",
+            verified=lay.plaintext_offset(i),
+            may_succeed=not boundary_detected and i == count - 1,
+        )
+    extensions = {
+        "a copy of the final segment": segs[-1],
+        "a copy of segment 0": segs[0],
+        "one zero byte": b"\x00",
+        "a segment's worth of zero bytes": bytes(len(segs[0])),
+    }
+    for name, extra in extensions.items():
+        _expect_failure(
+            _decrypt(decrypt(), [ct + extra]),
+            pt,
+            f"the stream extended by {name}",
+            verified=len(pt),
+        )
+
+
+def _check_release_after_tag(decrypt: Callable[[], Transform], sample: _Sample, piece: int) -> None:
+    lay, ct, pt = sample.layout, sample.ciphertext, sample.plaintext
+    for index in range(lay.segment_count):
+        start, stop = sample.segment(index)
+        for pos, where in ((stop - 1, "last"), ((start + stop) // 2, "middle")):
+            damaged = bytearray(ct)
+            damaged[pos] ^= 0x01
+            for size in (piece, len(ct)):
+                _expect_failure(
+                    _decrypt(decrypt(), _pieces(bytes(damaged), size)),
+                    pt,
+                    f"the {where} byte of segment {index} flipped (fed in {size}-byte pieces)",
+                    verified=lay.plaintext_offset(index),
+                )
+
+
+def _check_ranges(read_range: RangeReader, sample: _Sample) -> None:
+    lay, ct, pt = sample.layout, sample.ciphertext, sample.plaintext
+    points = {0, 1, len(pt) - 1, len(pt)}
+    for index in range(lay.segment_count):
+        offset = lay.plaintext_offset(index)
+        points.update((offset - 1, offset, offset + 1))
+    points = {p for p in points if 0 <= p <= len(pt)}
+    for start in sorted(points):
+        for stop in sorted(points):
+            if stop < start:
+                continue
+            try:
+                got = read_range(ct, start, stop)
+            except Exception as exc:
+                raise AssertionError(
+                    f"reading plaintext [{start}, {stop}) by range raised {exc!r}"
+                ) from exc
+            _codec_expect(
+                got == pt[start:stop],
+                f"reading plaintext [{start}, {stop}) by range gives other bytes than "
+                "full decryption",
+            )
+    for index in range(lay.segment_count):
+        start, stop = sample.segment(index)
+        damaged = bytearray(ct)
+        damaged[stop - 1] ^= 0x01
+        first = lay.plaintext_offset(index)
+        try:
+            got = read_range(
+                bytes(damaged), first, len(pt) if index == lay.segment_count - 1 else first + 1
+            )
+        except StreamCryptError:
+            continue
+        except Exception as exc:
+            raise AssertionError(
+                f"a range read over damaged segment {index} raised {exc!r}, not a "
+                "streamcrypt.errors.StreamCryptError"
+            ) from exc
+        raise AssertionError(
+            f"a range read over damaged segment {index} returned {len(got)} bytes; it must raise"
+        )
+
+
+def check_segmented_codec(
+    encryptor: Callable[[], Transform],
+    decryptor: Callable[[], Transform],
+    *,
+    read_range: RangeReader | None = None,
+    layout: LayoutOf | None = None,
+    detects_truncation_at_boundary: bool = True,
+    segments: int = 4,
+    seed: int = 0,
+) -> None:
+    """A conformance check for a segmented streaming-encryption format (after trio's
+    ``check_two_way_stream``), usable from any test runner.
+
+    ``encryptor()`` and ``decryptor()`` give fresh, matching transforms (same key, same
+    associated data); small segments keep the check fast. The rules checked:
+
+    * any chunking of the plaintext or of the ciphertext (empty pieces included) gives
+      the same plaintext, at sizes around the segment size;
+    * a stream cut at every segment boundary, one byte either side of it, inside the
+      header and inside each segment raises a :class:`~streamcrypt.errors.StreamCryptError`;
+    * segments swapped, duplicated, dropped, or the stream extended (by a segment, a
+      byte, zeros) raise one;
+    * no plaintext byte of a segment is released before that segment's tag verified: with
+      a byte flipped in segment *i*, the decryptor releases at most the segments before
+      *i* (fed whole or in pieces), and whatever it releases is the plaintext's;
+    * ``read_range(ciphertext, start, stop)``, where given, returns exactly the bytes full
+      decryption gives for every range between segment boundaries, and raises a typed
+      error over a damaged segment.
+
+    ``layout(ciphertext)`` says where header and segments lie
+    (:class:`~streamcrypt.codecs.SegmentLayout`); leave it out when ``decryptor()`` is a
+    :class:`~streamcrypt.codecs.SegmentedDecryptor` (its codec gives the geometry).
+    ``detects_truncation_at_boundary=False`` is for a format without an end marker
+    (rclone crypt without ``expected_size``): a stream cut exactly at a segment boundary,
+    or missing its final segment, may then decrypt, but only to a prefix of the
+    plaintext. ``segments`` is how many segments the main sample spans (at least 2). Raises
+    :class:`AssertionError` naming the first rule broken.
+    """
+    if segments < 2:
+        raise ValueError("the sample must span at least 2 segments")
+    rng = random.Random(seed)
+    layout_of = layout or _layout_from_decryptor(decryptor)
+    probe = layout_of(_encrypt(encryptor(), [b""]))
+    first, full = probe.codec.full_plaintext(0), probe.codec.full_plaintext(1)
+    sizes = sorted({0, 1, first - 1, first, first + 1, first + full, first + full + 1})
+    _check_chunking(encryptor, decryptor, [s for s in sizes if s >= 0], first + full, rng)
+    plaintext = rng.randbytes(first + (segments - 2) * full + full // 2)
+    ciphertext = _encrypt(encryptor(), [plaintext])
+    sample = _Sample(plaintext, ciphertext, layout_of(ciphertext))
+    _codec_expect(
+        sample.layout.segment_count == segments and sample.layout.plaintext_size == len(plaintext),
+        f"the layout of a {len(plaintext)}-byte sample gives {sample.layout.segment_count} "
+        f"segments and {sample.layout.plaintext_size} plaintext bytes, not {segments} and "
+        f"{len(plaintext)}",
+    )
+    boundary = detects_truncation_at_boundary
+    _check_truncation(decryptor, sample, boundary_detected=boundary)
+    _check_segment_attacks(decryptor, sample, boundary_detected=boundary)
+    _check_release_after_tag(decryptor, sample, max(1, full // 3))
+    if read_range is not None:
+        _check_ranges(read_range, sample)
+
+
+def check_segmented_format(
+    fmt: SegmentedFormat,
+    write: FormatOptions,
+    read: FormatOptions | None = None,
+    *,
+    layout: LayoutOf | None = None,
+    segments: int = 4,
+    seed: int = 0,
+) -> None:
+    """:func:`check_segmented_codec` over a format descriptor (an entry of
+    :data:`streamcrypt.codecs.FORMATS`, or one of your own): encryptors from ``write``,
+    decryptors, range reads and the geometry from ``read`` (``write`` when None), the
+    truncation rule from ``fmt.detects_truncation_at_boundary``. Give ``layout`` for a
+    format without random access whose decryptor is no ``SegmentedDecryptor``."""
+    options = write if read is None else read
+
+    def reader(ciphertext: bytes) -> ReadAt:
+        return lambda offset, length: ciphertext[offset : offset + length]
+
+    def read_range(ciphertext: bytes, start: int, stop: int) -> bytes:
+        return fmt.read_range(options, reader(ciphertext), len(ciphertext), start, stop)
+
+    if fmt.layout is not None and layout is None:
+        fmt_layout = fmt.layout
+
+        def layout(ciphertext: bytes) -> SegmentLayout:
+            return fmt_layout(options, reader(ciphertext), len(ciphertext))
+
+    check_segmented_codec(
+        lambda: fmt.encryptor(write),
+        lambda: fmt.decryptor(options),
+        read_range=read_range if fmt.layout is not None else None,
+        layout=layout,
+        detects_truncation_at_boundary=fmt.detects_truncation_at_boundary,
+        segments=segments,
+        seed=seed,
+    )

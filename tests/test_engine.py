@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import streamcrypt as sc
-from streamcrypt._state import Chain
+from streamcrypt.abc import Chain
 from streamcrypt.codecs.container import StreamDecryptor, StreamEncryptor
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import AuthenticationError, InvalidParameterError, TruncatedStreamError

@@ -42,9 +42,9 @@ def test_all_lists_the_public_names(name: str) -> None:
 # or lower ones.
 LAYERS = {
     "errors": 0,
-    "keys": 0,
+    "abc": 0,
     "_state": 0,
-    "_json": 0,
+    "keys": 0,
     "primitives": 1,
     "codecs": 2,
     "engine": 3,
@@ -61,32 +61,97 @@ LAYERS = {
     "__main__": 5,
 }
 
+ROOT = Path(streamcrypt.__file__).parent
 
-def _layer(rel: Path) -> int:
-    top = rel.parts[0].removesuffix(".py")
-    return LAYERS[top]
+
+def _module_of(rel: Path) -> tuple[str, ...]:
+    """``codecs/age.py`` -> ("streamcrypt", "codecs", "age"); a package is its ``__init__``."""
+    parts = ("streamcrypt", *rel.with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _is_module(parts: tuple[str, ...]) -> bool:
+    path = ROOT.joinpath(*parts[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imports(rel: Path) -> list[tuple[tuple[str, ...], str | None]]:
+    """Every streamcrypt module ``rel`` imports, in any form, as (module, name imported
+    from it or None): ``import streamcrypt.x``, ``from streamcrypt.x import y``,
+    ``from ..x import y``, ``from .. import x``, ``from . import x``."""
+    package = _module_of(rel) if rel.name == "__init__.py" else _module_of(rel)[:-1]
+    found: list[tuple[tuple[str, ...], str | None]] = []
+    for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+        if isinstance(node, ast.Import):
+            found += [
+                (tuple(a.name.split(".")), None)
+                for a in node.names
+                if a.name.split(".")[0] == "streamcrypt"
+            ]
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package[: len(package) - (node.level - 1)]
+            assert len(base) >= 1, f"{rel}: relative import above the package"
+            module = (*base, *node.module.split(".")) if node.module else base
+        elif node.module and node.module.split(".")[0] == "streamcrypt":
+            module = tuple(node.module.split("."))
+        else:
+            continue
+        for alias in node.names:
+            sub = (*module, alias.name)
+            if _is_module(sub):  # ``from .. import ecies`` imports the module ecies
+                found.append((sub, None))
+            else:
+                found.append((module, alias.name))
+    return found
+
+
+def _sources() -> list[Path]:
+    return sorted(p.relative_to(ROOT) for p in ROOT.rglob("*.py"))
+
+
+def _layer_of(module: tuple[str, ...]) -> int | None:
+    if len(module) == 1:  # the package itself: its __init__
+        return LAYERS["__init__"]
+    return LAYERS[module[1]]
 
 
 def test_layers_import_only_downward() -> None:
-    root = Path(streamcrypt.__file__).parent
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root)
-        own = _layer(rel)
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module:
-                # resolve relative imports against the package of this file
-                base = list(rel.parent.parts)[: len(rel.parent.parts) - (node.level - 1)]
-                target = [*base, *node.module.split(".")]
-                if not target:
-                    continue
-                top = target[0]
-                if top in LAYERS:
-                    assert LAYERS[top] <= own, f"{rel} (layer {own}) imports {'.'.join(target)}"
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.module.startswith("streamcrypt.")
-            ):
-                top = node.module.split(".")[1]
-                assert LAYERS.get(top, 5) <= own, f"{rel} imports {node.module}"
+    for rel in _sources():
+        own = _layer_of(_module_of(rel))
+        assert own is not None
+        for module, _name in _imports(rel):
+            layer = _layer_of(module)
+            assert layer is not None and layer <= own, (
+                f"{rel} (layer {own}) imports {'.'.join(module)} (layer {layer})"
+            )
+
+
+def _private_owner(module: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The package whose private module ``module`` is, or None if it is public."""
+    for i, part in enumerate(module):
+        if part.startswith("_") and not part.startswith("__"):
+            return module[:i]
+    return None
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    """Private modules (``_name``) and private names are used only inside their own
+    package; every other package imports the public name from the owner's public module
+    (``streamcrypt.abc``, ``streamcrypt.codecs``, ...)."""
+    for rel in _sources():
+        mod = _module_of(rel)
+        package = mod if rel.name == "__init__.py" else mod[:-1]
+        for module, name in _imports(rel):
+            owner = _private_owner(module)
+            if owner is not None:
+                assert owner == package, (
+                    f"{rel} imports private module {'.'.join(module)}; import the public "
+                    f"name from {'.'.join(owner)} instead"
+                )
+            if name is not None and name.startswith("_") and not name.startswith("__"):
+                is_package = (ROOT.joinpath(*module[1:]) / "__init__.py").is_file()
+                home = module if is_package else module[:-1]
+                assert home == package, f"{rel} imports private name {name} from {'.'.join(module)}"

@@ -7,8 +7,7 @@ import random
 
 import pytest
 
-from streamcrypt.codecs import container, tink
-from streamcrypt.codecs._segmented import SegmentLayout
+from streamcrypt.codecs import SegmentLayout, container, tink
 from streamcrypt.errors import AuthenticationError, InvalidParameterError
 from streamcrypt.keys import SecretKey
 

@@ -8,7 +8,7 @@ import random
 import pytest
 from support import random_splits, record_vectors, wycheproof, wycheproof_cases
 
-from streamcrypt._state import State, Tap, Transform
+from streamcrypt.abc import State, Tap, Transform
 from streamcrypt.errors import (
     AlreadyFinalizedError,
     AuthenticationError,

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import poly1305
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamcrypt._state import Buffer, State, Tap
+from streamcrypt.abc import Buffer, State, Tap
 from streamcrypt.errors import (
     AlreadyFinalizedError,
     AuthenticationError,

@@ -18,7 +18,7 @@ from tink import aead as tink_aead
 from tink import secret_key_access, streaming_aead
 from tink.proto import aes_ctr_hmac_streaming_pb2, aes_gcm_hkdf_streaming_pb2, common_pb2, tink_pb2
 
-from streamcrypt._state import State
+from streamcrypt.abc import State
 from streamcrypt.codecs import tink as T
 from streamcrypt.errors import (
     AlreadyFinalizedError,

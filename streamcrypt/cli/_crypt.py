@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from .._state import Transform
+from ..abc import Transform
 from ..codecs import age as _age
 from ..codecs import aws as _aws
 from ..codecs import container as _container

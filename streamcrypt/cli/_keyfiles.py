@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..codecs import X25519SecretText
 from ..codecs import age as _age
 from ..codecs import envelope as _envelope
 from ..codecs import tink as _tink
 from ..codecs import tink_keyset as _tink_keyset
-from ..codecs._x25519 import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey

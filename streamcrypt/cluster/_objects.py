@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 from distributed import Client
 
-from .._state import Transform
+from ..abc import Transform
 from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncryptor
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import InvalidParameterError, StreamCryptError

@@ -30,8 +30,7 @@ from typing import Any
 
 from distributed import Client
 
-from ..codecs import container
-from ..codecs._segmented import SegmentLayout
+from ..codecs import SegmentLayout, container
 from ..errors import InvalidParameterError, StreamCryptError
 from ._jobs import ObjectResult, Progress, Summary, collect, summarize
 from ._keys import KeyProvider, as_provider

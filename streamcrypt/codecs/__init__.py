@@ -6,8 +6,13 @@ One module per format: ``container`` (the native format, docs/FORMAT.md), ``age`
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
-``backup`` (the chunked-backup store's packs, index files and snapshots) needs the
+Each segmented format's module exports ``FORMAT``, its :class:`SegmentedFormat`
+descriptor (detection, encryptor/decryptor factories from one :class:`FormatOptions`
+vocabulary, header size, layout and range reads); :data:`FORMATS` registers them, one line
+each. ``backup`` (the chunked-backup store's packs, index files and snapshots) needs the
 ``backup`` extra and is imported on its own: ``from streamcrypt.codecs import backup``.
+:class:`X25519PublicText` / :class:`X25519SecretText` are the Bech32-texted X25519 key
+pairs that age's and the envelope's recipients and identities subclass.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from . import (
     tink,
     tink_keyset,
 )
+from ._format import FormatOptions, ReadAt, SegmentedFormat, registry
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -34,6 +40,7 @@ from ._segmented import (
     SegmentJob,
     SegmentLayout,
 )
+from ._x25519 import X25519PublicText, X25519SecretText
 from .age import AgeDecryptor, AgeEncryptor
 from .aws import AwsDecryptor, AwsEncryptor
 from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
@@ -45,7 +52,24 @@ from .rclone import RcloneDecryptor, RcloneEncryptor
 from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
 from .tink import TinkStreamDecryptor, TinkStreamEncryptor
 
+#: Every segmented format by name: one registration line per format, its descriptor the
+#: codec module's ``FORMAT``. ``streamcrypt.open`` and the conformance tests read it.
+FORMATS = registry(
+    (
+        container.FORMAT,
+        envelope.FORMAT,
+        age.FORMAT,
+        tink.FORMAT,
+        cobblestone.FORMAT,
+        ece.FORMAT,
+        rclone.FORMAT,
+        aws.FORMAT,
+        secretstream.FORMAT,
+    )
+)
+
 __all__ = [
+    "FORMATS",
     "AgeDecryptor",
     "AgeEncryptor",
     "AwsDecryptor",
@@ -56,9 +80,11 @@ __all__ = [
     "EceEncryptor",
     "EnvelopeDecryptor",
     "EnvelopeEncryptor",
+    "FormatOptions",
     "NoiseHandshake",
     "RcloneDecryptor",
     "RcloneEncryptor",
+    "ReadAt",
     "SecretStreamDecryptor",
     "SecretStreamEncryptor",
     "SegmentCodec",
@@ -66,11 +92,14 @@ __all__ = [
     "SegmentLayout",
     "SegmentedDecryptor",
     "SegmentedEncryptor",
+    "SegmentedFormat",
     "SegmentedTransform",
     "StreamDecryptor",
     "StreamEncryptor",
     "TinkStreamDecryptor",
     "TinkStreamEncryptor",
+    "X25519PublicText",
+    "X25519SecretText",
     "age",
     "armor",
     "aws",
@@ -80,6 +109,7 @@ __all__ = [
     "envelope",
     "noise",
     "rclone",
+    "registry",
     "secretstream",
     "tink",
     "tink_keyset",

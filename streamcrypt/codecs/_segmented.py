@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     FormatError,
     InvalidParameterError,

@@ -11,7 +11,7 @@ from typing import ClassVar, Generic, Self, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric import x25519
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import FormatError, InvalidPublicKeyError
 from ..keys import SecretKey, as_secret_key, random_bytes
 from ._bech32 import bech32_decode, bech32_encode

@@ -48,7 +48,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -70,6 +70,7 @@ from ..keys import (
 )
 from ..primitives import ChaCha20Poly1305Suite
 from ._bech32 import bech32_decode, bech32_encode
+from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 from .armor import ArmorDecoder, is_armored
@@ -81,6 +82,7 @@ __all__ = [
     "DEFAULT_MAX_WORK_FACTOR",
     "DEFAULT_WORK_FACTOR",
     "FILE_KEY_SIZE",
+    "FORMAT",
     "NONCE_SIZE",
     "TAG_SIZE",
     "VERSION_LINE",
@@ -978,3 +980,49 @@ def layout(
         raise TruncatedStreamError("the data is shorter than the age header and payload nonce")
     codec, size = opened
     return SegmentLayout(codec, size, stream_size)
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    refuse_password(options, "age")
+    if options.key is not None:
+        raise InvalidParameterError(
+            'format="age" takes recipients=/identities= or passphrase=, not key='
+        )
+    if options.suite is not None or options.segment_size is not None or options.aad:
+        raise InvalidParameterError(
+            "age fixes its suite (ChaCha20-Poly1305) and chunk size (64 KiB) and has no "
+            "associated data: drop suite=, segment_size= and aad="
+        )
+    has_passphrase = options.passphrase is not None
+    if mode == "wb" and (options.identities or not (options.recipients or has_passphrase)):
+        raise InvalidParameterError(
+            "writing age takes recipients= (public keys) or passphrase=, not identities="
+        )
+    if mode == "rb" and (options.recipients or not (options.identities or has_passphrase)):
+        raise InvalidParameterError(
+            "reading age takes identities= (secret keys) or passphrase=, not recipients="
+        )
+
+
+def _header_size(head: bytes) -> int | None:
+    header = parse_header(head)
+    return None if header is None else header.size + NONCE_SIZE
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    head = read_at(0, min(stream_size, DEFAULT_MAX_HEADER_SIZE))
+    return layout(head, stream_size, options.identities, options.passphrase)
+
+
+#: age v1's format descriptor (binary; armor is a stage in front).
+FORMAT = SegmentedFormat(
+    "age",
+    encryptor=lambda o: AgeEncryptor(o.recipients, o.passphrase),
+    decryptor=lambda o: AgeDecryptor(o.identities, o.passphrase),
+    check=_check,
+    detect=lambda head: head.startswith(VERSION_LINE),
+    header_size=_header_size,
+    max_header_size=DEFAULT_MAX_HEADER_SIZE,
+    layout=_layout,
+    opens_files=True,
+)

@@ -26,7 +26,7 @@ import base64
 import binascii
 import re
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import FormatError
 
 __all__ = [

@@ -76,7 +76,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._state import Buffer, Chain, Lifecycle, Transform
+from ..abc import Buffer, Chain, Lifecycle, Transform
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -89,6 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
+from ._format import SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",
     "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_SUITE",
+    "FORMAT",
     "PUBLIC_KEY_FIELD",
     "SUITES",
     "AwsBodyDecryptor",
@@ -1609,3 +1611,14 @@ def _verify_whole(
         key.verify(footer[2:], digest.digest(), ec.ECDSA(Prehashed(_CURVES[header.suite.curve][1])))
     except InvalidSignature:
         raise InvalidSignatureError("the message signature did not verify") from None
+
+
+#: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring;
+#: ``segment_size``: the frame length; the encryption context is the codec's keyword).
+FORMAT = SegmentedFormat(
+    "aws",
+    encryptor=lambda o: AwsEncryptor(o.key, frame_length=o.segment_size or DEFAULT_FRAME_LENGTH),
+    decryptor=lambda o: AwsDecryptor(o.key),
+    detect=is_aws,
+    layout=lambda o, read_at, size: layout(o.key, read_at, size),
+)

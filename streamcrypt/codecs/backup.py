@@ -43,7 +43,7 @@ from typing import Any
 
 import zstandard
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,

@@ -37,7 +37,7 @@ from typing import Literal
 
 from cryptography.exceptions import InvalidTag
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -48,11 +48,13 @@ from ..errors import (
 )
 from ..keys import SecretKey, key_bytes, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesGcm
+from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
     "CHUNK_SIZE",
     "COMMITMENT_SIZE",
+    "FORMAT",
     "HEADER_SIZE",
     "MAX_CHUNKS",
     "NONCE_SIZE",
@@ -397,3 +399,16 @@ def _open_final(lay: SegmentLayout, read_at: Callable[[int, int], bytes]) -> Non
     if len(data) != lay.stream_size - offset:
         raise TruncatedStreamError("the message is shorter than its layout says")
     lay.codec.open_segment(index, data, True, memoryview(bytearray(len(data) - TAG_SIZE)))
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    return layout(options.key, read_at(0, HEADER_SIZE), stream_size, context=options.aad)
+
+
+#: C2SP chunked encryption's format descriptor (``aad`` is its context; 16 KiB chunks).
+FORMAT = SegmentedFormat(
+    "cobblestone",
+    encryptor=lambda o: CobblestoneEncryptor(o.key, context=o.aad),
+    decryptor=lambda o: CobblestoneDecryptor(o.key, context=o.aad),
+    layout=_layout,
+)

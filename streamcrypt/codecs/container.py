@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -37,10 +37,12 @@ from ..primitives import (
     ChaCha20Poly1305Suite,
     XChaCha20Poly1305,
 )
+from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
     "DEFAULT_SEGMENT_SIZE",
+    "FORMAT",
     "MAGIC",
     "MAX_SEGMENT_SIZE",
     "MIN_SEGMENT_SIZE",
@@ -326,3 +328,46 @@ def sealing_layout(
         raise FormatError("the data is shorter than a container header")
     codec, size = opened
     return SegmentLayout.for_plaintext(codec, size, plaintext_size)
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    refuse_password(options, "native")
+    if options.key is None:
+        raise InvalidParameterError('format="native" needs key= (32 bytes, a SecretKey or KeyRing)')
+    if options.recipients or options.identities or options.passphrase is not None:
+        raise InvalidParameterError(
+            'recipients=, identities= and passphrase= belong to format="age", not "native"'
+        )
+    if mode == "rb" and (options.suite is not None or options.segment_size is not None):
+        raise InvalidParameterError(
+            "suite= and segment_size= apply to writing; a reader takes them from the header"
+        )
+
+
+def _header_size(head: bytes) -> int | None:
+    parsed = read_header(head[:MAX_HEADER_SIZE])
+    return None if parsed is None else parsed[1] + TAG_SIZE
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    head = read_at(0, min(stream_size, MAX_HEADER_SIZE))
+    return layout(options.key, head, stream_size, aad=options.aad)
+
+
+#: The native container's format descriptor (``format="native"``).
+FORMAT = SegmentedFormat(
+    "native",
+    encryptor=lambda o: StreamEncryptor(
+        o.key,
+        suite=o.suite or "aes-256-gcm",
+        segment_size=o.segment_size or DEFAULT_SEGMENT_SIZE,
+        aad=o.aad,
+    ),
+    decryptor=lambda o: StreamDecryptor(o.key, aad=o.aad),
+    check=_check,
+    detect=lambda head: head.startswith(MAGIC),
+    header_size=_header_size,
+    max_header_size=MAX_HEADER_SIZE,
+    layout=_layout,
+    opens_files=True,
+)

@@ -51,7 +51,7 @@ from typing import Any, TypeAlias
 
 from cryptography.exceptions import InvalidTag
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -62,12 +62,14 @@ from ..errors import (
 )
 from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import AES128GCM
+from ._format import SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
 
 __all__ = [
     "CONTENT_ENCODING",
     "DEFAULT_MAX_RECORD_SIZE",
     "DEFAULT_RECORD_SIZE",
+    "FORMAT",
     "HEADER_SIZE",
     "KEY_SIZE",
     "MAX_HEADER_SIZE",
@@ -474,3 +476,15 @@ def decrypt_bytes(
     """Decrypt a whole ``aes128gcm`` body (see :class:`EceDecryptor` for the errors)."""
     dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
     return dec.update(body) + dec.finalize()
+
+
+#: RFC 8188 ``aes128gcm``'s format descriptor (``segment_size``: plaintext bytes per
+#: record, the record size less its overhead).
+FORMAT = SegmentedFormat(
+    "ece",
+    encryptor=lambda o: EceEncryptor(
+        o.key,
+        record_size=(o.segment_size + OVERHEAD) if o.segment_size else DEFAULT_RECORD_SIZE,
+    ),
+    decryptor=lambda o: EceDecryptor(o.key),
+)

@@ -80,7 +80,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from .. import ecies
-from .._state import Buffer, State
+from ..abc import Buffer, State
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -116,6 +116,7 @@ from ..primitives import (
 )
 from . import container
 from ._bech32 import bech32_decode, bech32_encode
+from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 
@@ -123,6 +124,7 @@ __all__ = [
     "ARGON2ID",
     "ECIES_SECP256K1",
     "ECIES_X25519",
+    "FORMAT",
     "MAGIC",
     "MAX_HEADER_SIZE",
     "MAX_STANZAS",
@@ -1108,3 +1110,33 @@ def layout(
     codec, size = opened
     end = stream_size - (SIGNATURE_SIZE if reader.header.signed else 0)
     return SegmentLayout(codec, size, end)
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    head = read_at(0, min(stream_size, 65 << 10))
+    return layout(
+        head,
+        stream_size,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        aad=options.aad,
+    )
+
+
+#: The envelope's format descriptor (unsigned; ``sign_with`` / ``verify_with`` are
+#: the codec's own keywords).
+FORMAT = SegmentedFormat(
+    "envelope",
+    encryptor=lambda o: EnvelopeEncryptor(
+        recipients=o.recipients,
+        passphrase=o.passphrase,
+        suite=o.suite or "aes-256-gcm",
+        segment_size=o.segment_size or container.DEFAULT_SEGMENT_SIZE,
+        aad=o.aad,
+    ),
+    decryptor=lambda o: EnvelopeDecryptor(
+        identities=o.identities, passphrase=o.passphrase, aad=o.aad
+    ),
+    detect=lambda head: head.startswith(MAGIC),
+    layout=_layout,
+)

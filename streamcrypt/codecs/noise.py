@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     HandshakeError,

@@ -51,7 +51,7 @@ from typing import ClassVar, Literal
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -64,6 +64,7 @@ from ..errors import (
 from ..keys import random_bytes
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
+from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -76,6 +77,7 @@ __all__ = [
     "BLOCK_DATA_SIZE",
     "BLOCK_SIZE",
     "DEFAULT_SALT",
+    "FORMAT",
     "HEADER_SIZE",
     "MAGIC",
     "NONCE_SIZE",
@@ -744,3 +746,53 @@ class RcloneNameCipher:
         if self._mode == "off" or not self._dirs:
             return path
         return self._transform_path(path, False)
+
+
+def _keys(options: FormatOptions) -> RcloneKeys:
+    """``key=`` (:class:`RcloneKeys`), or the keys of ``password=`` / ``password2=``."""
+    if options.key is not None:
+        return _check_keys(options.key)
+    assert options.password is not None
+    return RcloneKeys.from_password(options.password, options.password2)
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    if (options.key is None) == (not options.password):
+        raise InvalidParameterError(
+            'format="rclone" needs password= (the crypt remote\'s password, in clear; '
+            "password2= is its optional salt) or key= (RcloneKeys), one of them"
+        )
+    if (
+        options.recipients
+        or options.identities
+        or options.passphrase is not None
+        or options.suite is not None
+        or options.segment_size is not None
+        or options.aad
+    ):
+        raise InvalidParameterError(
+            "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
+            "takes only password= and password2= (or key=): drop recipients=, identities=, "
+            "passphrase=, suite=, segment_size= and aad="
+        )
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    return layout(_keys(options), read_at(0, HEADER_SIZE), stream_size)
+
+
+#: rclone crypt's format descriptor (``key``: :class:`RcloneKeys`, or ``password=`` and
+#: ``password2=``; 64 KiB blocks). It has no end marker: a file cut at a block boundary
+#: is caught only with ``expected_size`` (the codec's keyword).
+FORMAT = SegmentedFormat(
+    "rclone",
+    encryptor=lambda o: RcloneEncryptor(_keys(o)),
+    decryptor=lambda o: RcloneDecryptor(_keys(o)),
+    check=_check,
+    detect=lambda head: head.startswith(MAGIC),
+    header_size=header_size,
+    max_header_size=HEADER_SIZE,
+    layout=_layout,
+    opens_files=True,
+    detects_truncation_at_boundary=False,
+)

@@ -54,7 +54,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     FormatError,
     HandshakeError,

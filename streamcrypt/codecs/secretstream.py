@@ -64,7 +64,7 @@ import enum
 from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -73,10 +73,12 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import SecretKey, as_secret_key
+from ._format import SegmentedFormat
 
 __all__ = [
     "ABYTES",
     "DEFAULT_CHUNK_SIZE",
+    "FORMAT",
     "HEADER_SIZE",
     "KEY_SIZE",
     "MAX_CHUNK_SIZE",
@@ -430,3 +432,16 @@ class SecretStreamDecryptor(Lifecycle):
 
     def __repr__(self) -> str:
         return f"SecretStreamDecryptor(chunk_size={self._chunk}, state={self.state.value})"
+
+
+#: libsodium secretstream's format descriptor (``segment_size``: the chunk size, which
+#: both sides must agree on; messages chain, so no random access).
+FORMAT = SegmentedFormat(
+    "secretstream",
+    encryptor=lambda o: SecretStreamEncryptor(
+        o.key, chunk_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+    ),
+    decryptor=lambda o: SecretStreamDecryptor(
+        o.key, chunk_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+    ),
+)

@@ -39,7 +39,7 @@ import struct
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -48,6 +48,7 @@ from ..errors import (
 )
 from ..keys import constant_time_equal, hkdf, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesCtrEncryptor, AesGcm
+from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     SegmentCodec,
     SegmentedDecryptor,
@@ -75,6 +76,7 @@ from .tink_keyset import (
 __all__ = [
     "AES_CTR_HMAC_TYPE_URL",
     "AES_GCM_HKDF_TYPE_URL",
+    "FORMAT",
     "GCM_TAG_SIZE",
     "HMAC_KEY_SIZE",
     "MAX_CIPHERTEXT_SEGMENT_SIZE",
@@ -471,3 +473,19 @@ def decrypt_range(
     keys = _decryption_keys(key)
     head = read_at(0, min(size, max(k.params.ciphertext_segment_size for k in keys)))
     return layout(keys, head, size, aad=aad).read(read_at, start, stop)
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    # The header and segment 0: what picks the key out of a keyset.
+    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(options.key))
+    return layout(options.key, read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
+
+
+#: Tink streaming AEAD's format descriptor (``key``: a keyset or a streaming key; the
+#: segment size is the key's).
+FORMAT = SegmentedFormat(
+    "tink",
+    encryptor=lambda o: TinkStreamEncryptor(o.key, aad=o.aad),
+    decryptor=lambda o: TinkStreamDecryptor(o.key, aad=o.aad),
+    layout=_layout,
+)

@@ -48,15 +48,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
-from .._json import load_json
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     FormatError,
     InvalidKeySizeError,
     InvalidParameterError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, random_bytes
+from ..keys import SecretKey, load_json, random_bytes
 
 __all__ = [
     "AES_CTR_HMAC_TYPE_URL",

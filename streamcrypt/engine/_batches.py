@@ -47,8 +47,8 @@ from typing import Generic, Protocol, TypeAlias, TypeVar
 import anyio
 import anyio.lowlevel
 
-from .._state import Buffer
-from ..codecs._segmented import SegmentedTransform
+from ..abc import Buffer
+from ..codecs import SegmentedTransform
 from ..errors import BrokenTransformError
 from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
 from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future

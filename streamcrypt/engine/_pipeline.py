@@ -7,7 +7,7 @@ cut into pieces of at most ``policy.batch_size`` and pushed through the stages i
 each stage pushes its output to the next, the last one to the sink.
 
 * A *segmented* stage (anything with ``feed``/``finish`` returning
-  :class:`~streamcrypt.codecs._segmented.SegmentJob` s: the container, envelope, age,
+  :class:`~streamcrypt.codecs.SegmentJob` s: the container, envelope, age,
   Tink, C2SP, RFC 8188) hands its jobs to the engine's one scheduler,
   :class:`~._batches.OrderedBatches`, which runs them in ordered, bounded batches,
   inline or on workers as measured (see :mod:`._adaptive`). Counters and finality are
@@ -44,8 +44,8 @@ from typing import Any, TypeAlias, TypeVar
 import anyio.lowlevel
 from anyio.abc import ByteSendStream
 
-from .._state import Buffer, Chain, Transform
-from ..codecs._segmented import SegmentedTransform
+from ..abc import Buffer, Chain, Transform
+from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, InvalidParameterError
 from ._adaptive import Controller
 from ._batches import OrderedBatches

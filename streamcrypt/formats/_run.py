@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from .._state import Transform
+from ..abc import Transform
 from ..engine import OffloadPolicy, Source, pipeline
 
 __all__ = ["stream"]

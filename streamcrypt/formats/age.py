@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.age import (
     DEFAULT_MAX_WORK_FACTOR,
     DEFAULT_WORK_FACTOR,

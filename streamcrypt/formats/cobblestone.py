@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ..keys import SecretKey

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, SecretStreamDecryptor, SecretStreamEncryptor
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from ..keys import SecretKey

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.tink import (
     TinkKeyLike,
     TinkStreamDecryptor,

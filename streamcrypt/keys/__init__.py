@@ -1,8 +1,10 @@
-"""Layer 0: key objects, key rings, key derivation and small byte utilities."""
+"""Layer 0: key objects, key rings, key derivation and small byte utilities (among them
+:func:`load_json`, the one JSON reader for key rings, keysets and other text from outside)."""
 
 from __future__ import annotations
 
 from ._argon2 import ARGON2_VARIANTS, Argon2Variant, argon2
+from ._json import load_json
 from ._kdf import HashName, hkdf, hkdf_expand, hkdf_extract
 from ._keyring import KeyRing
 from ._password import (
@@ -58,6 +60,7 @@ __all__ = [
     "hkdf_expand",
     "hkdf_extract",
     "key_bytes",
+    "load_json",
     "password_needs_rehash",
     "random_bytes",
     "verify_password",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidParameterError, LimitExceededError
 from ._password import _password_bytes
 from ._secret import SecretKey

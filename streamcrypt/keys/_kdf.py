@@ -7,7 +7,7 @@ from typing import Literal
 from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidParameterError
 from ._secret import key_bytes
 

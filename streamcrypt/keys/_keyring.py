@@ -38,8 +38,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from .._json import load_json
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -47,6 +46,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
+from ._json import load_json
 from ._password import (
     ARGON2_SALT_SIZE,
     MAX_READ_PARAMS,

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from nacl.pwhash import argon2id as _argon2id
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     FormatError,
     InvalidParameterError,

@@ -6,7 +6,7 @@ import hmac
 import os
 from typing import NoReturn
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 
 __all__ = [

@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.ciphers import (
     modes,
 )
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     FormatError,

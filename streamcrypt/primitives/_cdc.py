@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._state import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State
 from ..errors import InvalidParameterError
 
 if TYPE_CHECKING:

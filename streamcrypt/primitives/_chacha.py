@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     InvalidKeySizeError,
     InvalidNonceSizeError,

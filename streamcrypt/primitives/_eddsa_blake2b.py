@@ -33,7 +33,7 @@ from typing import NoReturn
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from .._state import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State
 from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidParameterError
 from ..keys import SecretKey, random_bytes
 from ._field25519 import SQRTM1, A, P, fe, fe_bytes, invsqrt, key_bytes, point_bytes

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import SecretKey
 

@@ -18,7 +18,7 @@ chosen does not matter.
 
 from __future__ import annotations
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
 from ..keys import SecretKey
 

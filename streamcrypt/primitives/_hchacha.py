@@ -13,7 +13,7 @@ import struct
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidNonceSizeError
 
 __all__ = ["hchacha20"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import AuthenticationError, InvalidKeySizeError, InvalidParameterError
 from ..keys import SecretKey, constant_time_equal, random_bytes
 from ._aead import aead_suite

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
-from .._state import Buffer
+from ..abc import Buffer
 from ._aes import BLOCK, _BlockTransform
 from ._xor import xor_bytes
 

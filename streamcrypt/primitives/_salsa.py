@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     InvalidKeySizeError,

@@ -17,7 +17,7 @@ from typing import Any
 from nacl._sodium import ffi as _ffi
 from nacl._sodium import lib as _lib
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     InvalidKeySizeError,

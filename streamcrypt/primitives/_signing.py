@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from .._state import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State
 from ..errors import (
     InvalidKeySizeError,
     InvalidParameterError,

@@ -1,6 +1,6 @@
 """Taps: hashes and MACs that pass data through unchanged and digest it on the way.
 
-A tap is a :class:`~streamcrypt._state.Tap` transform: ``update(data)`` absorbs ``data``
+A tap is a :class:`~streamcrypt.abc.Tap` transform: ``update(data)`` absorbs ``data``
 and returns it (the same object when it is ``bytes``, a copy of a ``bytearray`` or
 ``memoryview``), ``finalize()`` returns ``b""`` and fixes the digest, and ``digest()`` /
 ``hexdigest()`` read it afterwards. A tap can stand anywhere in a pipeline.
@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as _crypto_hmac
 from cryptography.hazmat.primitives import poly1305 as _poly1305
 
-from .._state import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State
 from ..errors import (
     AuthenticationError,
     InvalidKeySizeError,

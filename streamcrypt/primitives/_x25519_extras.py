@@ -34,7 +34,7 @@ import hashlib
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..errors import InvalidPublicKeyError
 from ..keys import SecretKey
 from ._field25519 import (

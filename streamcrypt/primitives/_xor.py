@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._state import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import SecretKey
 

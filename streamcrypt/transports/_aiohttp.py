@@ -49,7 +49,7 @@ from aiohttp.payload import AsyncIterablePayload, Payload
 from aiohttp.streams import StreamReader
 from multidict import CIMultiDict
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.ece import (
     CONTENT_ENCODING,
     DEFAULT_MAX_RECORD_SIZE,

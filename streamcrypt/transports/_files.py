@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A file is a segmented stream (the native container, age, or rclone crypt) on disk. Every byte of file
+A file is a segmented stream (the native container, or age) on disk. Every byte of file
 I/O and every header check runs on worker threads (the offload policy's pool; with
 ``policy=None`` the crypto stays on the loop thread, the I/O still does not).
 
@@ -28,8 +28,9 @@ once. A segment that fails to authenticate fails the read that touches it; the r
 the file stays readable. A wrapped object that cannot seek (a socket, a pipe, any async
 byte stream) is read sequentially through the engine's pipeline instead.
 
-Formats are a small table (:data:`FORMATS`): how to build the encryptor, the decryptor
-and the layout, and how long the header is.
+Formats come from the codecs' one registry (:data:`streamcrypt.codecs.FORMATS`): each
+descriptor says how to build the encryptor, the decryptor and the layout, and how long
+the header is; :data:`FORMATS` holds those ``streamcrypt.open`` speaks.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
@@ -49,16 +49,18 @@ from typing import Any, Literal, Protocol, TypeVar
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from .._state import Buffer
-from ..codecs import age as _age
-from ..codecs import container as _container
-from ..codecs import rclone as _rclone
-from ..codecs._segmented import (
+from ..abc import Buffer
+from ..codecs import FORMATS as CODEC_FORMATS
+from ..codecs import (
+    FormatOptions,
     SegmentedDecryptor,
     SegmentedEncryptor,
+    SegmentedFormat,
     SegmentJob,
     SegmentLayout,
 )
+from ..codecs import age as _age
+from ..codecs import container as _container
 from ..engine import (
     CLAIM_SIZE,
     DEFAULT_POLICY,
@@ -101,194 +103,40 @@ _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FileOptions:
-    """The keyword arguments of :func:`open_file`, as the format builders receive them."""
+#: The keyword arguments of :func:`open_file`, as the format descriptors receive them.
+FileOptions = FormatOptions
 
-    key: _container.KeyLike | None = None
-    suite: str | None = None
-    segment_size: int | None = None
-    aad: Buffer = b""
-    recipients: tuple[_age.RecipientLike, ...] = ()
-    identities: tuple[_age.IdentityLike, ...] = ()
-    passphrase: str | Buffer | None = None
-    password: str | None = None
-    password2: str = ""
+#: How :func:`open_file` speaks one format: its codec's descriptor.
+FileFormat = SegmentedFormat
 
-    def __repr__(self) -> str:  # never show keys, passphrases or passwords
-        return f"FileOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class FileFormat:
-    """How :func:`open_file` speaks one format.
-
-    ``check`` validates the options for a mode (raises InvalidParameterError);
-    ``encryptor`` / ``decryptor`` build the sans-I/O transforms; ``header_size`` returns how
-    many bytes at the start of the file the header needs (``None`` while ``head`` is too
-    short to tell); ``layout`` authenticates the header in ``head`` and maps a file of
-    the given size. The builders may be slow (scrypt): they run on worker threads.
-    """
-
-    check: Callable[[FileOptions, str], None]
-    encryptor: Callable[[FileOptions], SegmentedEncryptor]
-    decryptor: Callable[[FileOptions], SegmentedDecryptor]
-    header_size: Callable[[bytes], int | None]
-    layout: Callable[[FileOptions, bytes, int], SegmentLayout]
-    max_header_size: int
-
-
-def _native_check(opts: FileOptions, mode: str) -> None:
-    if opts.key is None:
-        raise InvalidParameterError('format="native" needs key= (32 bytes, a SecretKey or KeyRing)')
-    if opts.recipients or opts.identities or opts.passphrase is not None:
-        raise InvalidParameterError(
-            'recipients=, identities= and passphrase= belong to format="age", not "native"'
-        )
-    _no_password(opts, "native")
-    if mode == "rb" and (opts.suite is not None or opts.segment_size is not None):
-        raise InvalidParameterError(
-            "suite= and segment_size= apply to writing; a reader takes them from the header"
-        )
-
-
-def _native_encryptor(opts: FileOptions) -> SegmentedEncryptor:
-    assert opts.key is not None
-    return _container.StreamEncryptor(
-        opts.key,
-        suite=opts.suite or "aes-256-gcm",
-        segment_size=opts.segment_size or _container.DEFAULT_SEGMENT_SIZE,
-        aad=opts.aad,
-    )
-
-
-def _native_decryptor(opts: FileOptions) -> SegmentedDecryptor:
-    assert opts.key is not None
-    return _container.StreamDecryptor(opts.key, aad=opts.aad)
-
-
-def _native_header_size(head: bytes) -> int | None:
-    parsed = _container.read_header(head[: _container.MAX_HEADER_SIZE])
-    return None if parsed is None else parsed[1] + _container.TAG_SIZE
-
-
-def _native_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
-    assert opts.key is not None
-    return _container.layout(opts.key, head, size, aad=opts.aad)
-
-
-def _no_password(opts: FileOptions, name: str) -> None:
-    if opts.password is not None or opts.password2:
-        raise InvalidParameterError(
-            f'password= and password2= belong to format="rclone", not "{name}"'
-        )
-
-
-def _age_check(opts: FileOptions, mode: str) -> None:
-    _no_password(opts, "age")
-    if opts.key is not None:
-        raise InvalidParameterError(
-            'format="age" takes recipients=/identities= or passphrase=, not key='
-        )
-    if opts.suite is not None or opts.segment_size is not None or opts.aad:
-        raise InvalidParameterError(
-            "age fixes its suite (ChaCha20-Poly1305) and chunk size (64 KiB) and has no "
-            "associated data: drop suite=, segment_size= and aad="
-        )
-    if mode == "wb" and (opts.identities or not (opts.recipients or opts.passphrase is not None)):
-        raise InvalidParameterError(
-            "writing age takes recipients= (public keys) or passphrase=, not identities="
-        )
-    if mode == "rb" and (opts.recipients or not (opts.identities or opts.passphrase is not None)):
-        raise InvalidParameterError(
-            "reading age takes identities= (secret keys) or passphrase=, not recipients="
-        )
-
-
-def _age_encryptor(opts: FileOptions) -> SegmentedEncryptor:
-    return _age.AgeEncryptor(opts.recipients, opts.passphrase)
-
-
-def _age_decryptor(opts: FileOptions) -> SegmentedDecryptor:
-    return _age.AgeDecryptor(opts.identities, opts.passphrase)
-
-
-def _age_header_size(head: bytes) -> int | None:
-    header = _age.parse_header(head)
-    return None if header is None else header.size + _age.NONCE_SIZE
-
-
-def _age_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
-    return _age.layout(head, size, opts.identities, opts.passphrase)
-
-
-def _rclone_check(opts: FileOptions, mode: str) -> None:
-    if not opts.password:
-        raise InvalidParameterError(
-            'format="rclone" needs password= (the crypt remote\'s password, in clear; '
-            "password2= is its optional salt)"
-        )
-    if (
-        opts.key is not None
-        or opts.recipients
-        or opts.identities
-        or opts.passphrase is not None
-        or opts.suite is not None
-        or opts.segment_size is not None
-        or opts.aad
-    ):
-        raise InvalidParameterError(
-            "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
-            "takes only password= and password2=: drop key=, recipients=, identities=, "
-            "passphrase=, suite=, segment_size= and aad="
-        )
-
-
-def _rclone_keys(opts: FileOptions) -> _rclone.RcloneKeys:
-    assert opts.password is not None
-    return _rclone.RcloneKeys.from_password(opts.password, opts.password2)
-
-
-def _rclone_encryptor(opts: FileOptions) -> SegmentedEncryptor:
-    return _rclone.RcloneEncryptor(_rclone_keys(opts))
-
-
-def _rclone_decryptor(opts: FileOptions) -> SegmentedDecryptor:
-    return _rclone.RcloneDecryptor(_rclone_keys(opts))
-
-
-def _rclone_layout(opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
-    return _rclone.layout(_rclone_keys(opts), head, size)
-
-
-#: The formats :func:`open_file` speaks, by ``format=`` name. Binary age only: armored
+#: The formats :func:`open_file` speaks, by ``format=`` name: those of
+#: :data:`streamcrypt.codecs.FORMATS` with ``opens_files``. Binary age only: armored
 #: age cannot be read by random access.
-FORMATS: dict[str, FileFormat] = {
-    "native": FileFormat(
-        _native_check,
-        _native_encryptor,
-        _native_decryptor,
-        _native_header_size,
-        _native_layout,
-        _container.MAX_HEADER_SIZE,
-    ),
-    "age": FileFormat(
-        _age_check,
-        _age_encryptor,
-        _age_decryptor,
-        _age_header_size,
-        _age_layout,
-        _age.DEFAULT_MAX_HEADER_SIZE,
-    ),
-    "rclone": FileFormat(
-        _rclone_check,
-        _rclone_encryptor,
-        _rclone_decryptor,
-        _rclone.header_size,
-        _rclone_layout,
-        _rclone.HEADER_SIZE,
-    ),
-}
+FORMATS: dict[str, FileFormat] = {name: f for name, f in CODEC_FORMATS.items() if f.opens_files}
+
+
+def _encryptor(fmt: FileFormat, opts: FileOptions) -> SegmentedEncryptor:
+    enc = fmt.encryptor(opts)
+    assert isinstance(enc, SegmentedEncryptor), f"{fmt.name} files need a segmented encryptor"
+    return enc
+
+
+def _decryptor(fmt: FileFormat, opts: FileOptions) -> SegmentedDecryptor:
+    dec = fmt.decryptor(opts)
+    assert isinstance(dec, SegmentedDecryptor), f"{fmt.name} files need a segmented decryptor"
+    return dec
+
+
+def _header_size(fmt: FileFormat, head: bytes) -> int | None:
+    assert fmt.header_size is not None, f"{fmt.name} files need header_size"
+    return fmt.header_size(head)
+
+
+def _layout(fmt: FileFormat, opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
+    """The layout from the header bytes already read (the file formats' layouts read
+    nothing past the header)."""
+    assert fmt.layout is not None, f"{fmt.name} files need a layout"
+    return fmt.layout(opts, lambda offset, length: head[offset : offset + length], size)
 
 
 def _format(name: str) -> FileFormat:
@@ -1120,7 +968,7 @@ async def _load_layout(
     want = min(size, 4096)
     while True:
         head = await source.read_at(0, want)
-        need = fmt.header_size(head)
+        need = _header_size(fmt, head)
         if need is not None and need <= len(head):
             break
         if len(head) >= size:
@@ -1128,7 +976,7 @@ async def _load_layout(
         if want >= fmt.max_header_size:
             raise FormatError("the file's header is longer than any valid header")
         want = min(size, max(need or 0, 2 * want))
-    layout = await threads.run(fmt.layout, opts, head[:need], size)
+    layout = await threads.run(_layout, fmt, opts, head[:need], size)
     _ = layout.plaintext_size  # raises FormatError / TruncatedStreamError for a cut file
     # The length arithmetic alone cannot tell a file cut at a segment boundary (plus a
     # forged 16-byte tail) from a whole one: open the final segment once, up front.
@@ -1181,8 +1029,8 @@ def open_file(
     ``passphrase=`` to read) or ``"rclone"`` (rclone crypt file contents: ``password=``
     and the optional ``password2=``, rclone's salt, both in clear; reveal obscured
     rclone.conf values with :func:`streamcrypt.codecs.rclone.reveal`). rclone files
-    carry no end marker: a file cut at a 64 KiB block boundary reads as a shorter
-    file (see :mod:`streamcrypt.codecs.rclone`). Writes are atomic (see the module docstring; a symlink at
+    carry no end marker: a file cut at a 64 KiB block boundary reads as a shorter file
+    (see :mod:`streamcrypt.codecs.rclone`). Writes are atomic (see the module docstring; a symlink at
     the destination is replaced, not followed). ``policy``
     governs the crypto offload; ``None`` keeps the crypto on the event loop (file I/O
     always runs on worker threads).
@@ -1203,7 +1051,7 @@ def open_file(
 
     async def opening() -> EncryptedFile:
         if checked == "wb":
-            enc = await threads.run(fmt.encryptor, opts)
+            enc = await threads.run(_encryptor, fmt, opts)
             with anyio.CancelScope(shield=True):  # never leave a temporary behind
                 fd, tmp = await threads.run(create_temporary, dest)
             sink = _AtomicFileSink(dest, fd, tmp, threads)
@@ -1231,7 +1079,7 @@ def _open_wrapped(
                 raise InvalidParameterError(
                     "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
                 )
-            enc = await threads.run(fmt.encryptor, opts)
+            enc = await threads.run(_encryptor, fmt, opts)
             return EncryptedFile("wb", _Writer(enc, _StreamSink(stream, close), policy, threads))
         if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
             try:
@@ -1276,7 +1124,7 @@ async def _open_sequential(
     try:
         head = bytearray()
         while True:
-            need = fmt.header_size(bytes(head))
+            need = _header_size(fmt, bytes(head))
             if need is not None and need <= len(head):
                 break
             if need is None and len(head) > fmt.max_header_size:
@@ -1285,7 +1133,7 @@ async def _open_sequential(
             if not chunk:
                 raise TruncatedStreamError("the stream ends inside its header: it is truncated")
             head += chunk
-        dec = await threads.run(fmt.decryptor, opts)
+        dec = await threads.run(_decryptor, fmt, opts)
         # Authenticate the header now (it may run scrypt): exactly the header bytes, so
         # that no segment job is created outside the pipeline.
         await threads.run(dec.feed, bytes(head[:need]))

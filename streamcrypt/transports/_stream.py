@@ -69,7 +69,7 @@ from anyio.abc import (
 )
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
-from .._state import Buffer
+from ..abc import Buffer
 from ..codecs.records import (
     CLOSE,
     DATA,

@@ -1,8 +1,20 @@
-"""The shared lifecycle of every sans-I/O machine: open, finalized or broken.
+"""The public contracts every layer builds on (ARCHITECTURE, "Contracts").
 
-As in h11 and trio, one small enum per machine: any failure leaves it broken, a call
-after ``finalize()`` raises :class:`AlreadyFinalizedError`, and a call after a failure
-raises :class:`BrokenTransformError` whose ``__cause__`` is the first failure.
+* :class:`Transform` — a sans-I/O byte transform: ``update(data) -> bytes``,
+  ``finalize() -> bytes``, no I/O; :class:`Tap` — a transform that passes data through
+  unchanged and gives ``digest()`` / ``hexdigest()`` once finalized.
+* :class:`Chain` — transforms in sequence (``a | b``), itself a transform.
+* :data:`Buffer` — every input buffer type a transform accepts.
+* :class:`State` and :class:`Lifecycle` — the shared lifecycle of every sans-I/O machine:
+  open, finalized or broken. As in h11 and trio, one small enum per machine: any failure
+  leaves it broken, a call after ``finalize()`` raises
+  :class:`~streamcrypt.errors.AlreadyFinalizedError`, and a call after a failure raises
+  :class:`~streamcrypt.errors.BrokenTransformError` whose ``__cause__`` is the first
+  failure.
+
+Every module of the library takes these names from here (a test enforces that no module
+imports another package's private module); a transform of your own that satisfies
+:class:`Transform` stacks into :func:`streamcrypt.pipeline` like the built-in ones.
 """
 
 from __future__ import annotations
@@ -24,13 +36,21 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 
 
 class State(enum.Enum):
+    """Where a sans-I/O machine is in its life: open, finalized, or broken by a failure."""
+
     OPEN = "open"
     FINALIZED = "finalized"
     BROKEN = "broken"
 
 
 class Lifecycle:
-    """Mixin holding the state; subclasses call ``_check()`` first in every public call."""
+    """Mixin holding the :class:`State` for a transform of your own.
+
+    Call ``_init_lifecycle()`` in ``__init__`` and ``_check()`` first in every public
+    call; raise ``self._break(exc)`` on a failure (the first failure wins),
+    ``self._break_kernel(exc, what)`` on a native kernel's ``ValueError``, and call
+    ``_finish()`` at the end of ``finalize()``.
+    """
 
     __slots__ = ("_failure", "_state")
 

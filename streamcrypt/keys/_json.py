@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._state import Buffer
-from .errors import FormatError
+from ..abc import Buffer
+from ..errors import FormatError
 
 __all__ = ["load_json"]
 

@@ -1,0 +1,111 @@
+"""One descriptor per segmented format: what the layers above need to know about it.
+
+Each codec module exports ``FORMAT``, a :class:`SegmentedFormat`; ``streamcrypt.codecs``
+registers them in :data:`~streamcrypt.codecs.FORMATS` (one line per format). The
+descriptor speaks one vocabulary, :class:`FormatOptions` (``key``, ``aad``,
+``segment_size``, ``suite``, ``recipients``, ``identities``, ``passphrase``), and
+translates it into the codec's own keywords in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..abc import Buffer, Transform
+from ..errors import InvalidParameterError, UnsupportedFormatError
+from ._segmented import SegmentLayout
+
+__all__ = ["FormatOptions", "ReadAt", "SegmentedFormat", "refuse_password", "registry"]
+
+#: Reads ``length`` bytes of a stream at ``offset`` (fewer only at its end).
+ReadAt = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    """The shared keyword vocabulary every format descriptor takes.
+
+    ``key`` is what the format keys with (32 bytes, a ``SecretKey``, a ``KeyRing``, a
+    Tink keyset, rclone keys, an AWS keyring); ``aad`` the associated data (cobblestone's
+    context); ``segment_size`` the plaintext bytes of a full segment (RFC 8188's record
+    size less its overhead, secretstream's chunk size, the AWS frame length);
+    ``recipients`` / ``identities`` / ``passphrase`` for the formats with stanzas;
+    ``password`` / ``password2`` for rclone crypt (the remote's password and salt, in
+    clear, as ``rclone.conf`` holds them once revealed). ``None`` (and empty) means the
+    format's default.
+    """
+
+    key: Any = None
+    suite: str | None = None
+    segment_size: int | None = None
+    aad: Buffer = b""
+    recipients: tuple[Any, ...] = ()
+    identities: tuple[Any, ...] = ()
+    passphrase: str | Buffer | None = None
+    password: str | None = None
+    password2: str = ""
+
+    def __repr__(self) -> str:  # never show keys, passphrases or passwords
+        return f"FormatOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
+
+
+def refuse_password(options: FormatOptions, name: str) -> None:
+    """Raise InvalidParameterError if ``password=``/``password2=`` were given to ``name``."""
+    if options.password is not None or options.password2:
+        raise InvalidParameterError(
+            f'password= and password2= belong to format="rclone", not "{name}"'
+        )
+
+
+def _no_check(options: FormatOptions, mode: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentedFormat:
+    """What the layers above need to know about one segmented format.
+
+    ``encryptor`` / ``decryptor`` build the sans-I/O transforms from
+    :class:`FormatOptions` (they may be slow: a password KDF runs in the first
+    ``feed``); ``check`` validates options for mode ``"wb"`` or ``"rb"`` (raises
+    :class:`~streamcrypt.errors.InvalidParameterError`). ``detect`` tells the format by
+    the first bytes of a stream (``None``: nothing on the wire says so).
+    ``header_size`` gives the bytes the header takes at the start of ``head`` (``None``
+    while ``head`` is too short), up to ``max_header_size``; ``layout`` authenticates the
+    header and maps a stream of the given size for random access (``None``: no random
+    access). ``opens_files``: :func:`streamcrypt.open` speaks it.
+    ``detects_truncation_at_boundary`` is False for a format without an end marker.
+    """
+
+    name: str
+    encryptor: Callable[[FormatOptions], Transform]
+    decryptor: Callable[[FormatOptions], Transform]
+    check: Callable[[FormatOptions, str], None] = _no_check
+    detect: Callable[[bytes], bool] | None = None
+    header_size: Callable[[bytes], int | None] | None = None
+    max_header_size: int = 0
+    layout: Callable[[FormatOptions, ReadAt, int], SegmentLayout] | None = None
+    opens_files: bool = False
+    detects_truncation_at_boundary: bool = True
+
+    def read_range(
+        self, options: FormatOptions, read_at: ReadAt, stream_size: int, start: int, stop: int
+    ) -> bytes:
+        """Plaintext ``[start, stop)``, opening only the segments covering it. Raises
+        :class:`~streamcrypt.errors.UnsupportedFormatError` without random access, else
+        as the format's decryptor."""
+        if self.layout is None:
+            raise UnsupportedFormatError(f"{self.name} cannot be read by random access")
+        return self.layout(options, read_at, stream_size).read(read_at, start, stop)
+
+
+def registry(formats: Iterable[SegmentedFormat]) -> Mapping[str, SegmentedFormat]:
+    """The formats by name; a name registered twice raises InvalidParameterError."""
+    out: dict[str, SegmentedFormat] = {}
+    for fmt in formats:
+        if fmt.name in out:
+            raise InvalidParameterError(f"format {fmt.name!r} is registered twice")
+        out[fmt.name] = fmt
+    return out
