@@ -420,6 +420,8 @@ def test_cli_rekey_and_verify_objects_in_subprocesses(client: Client, tmp_path: 
          "verify-objects --scheduler takes the key from one of -k KEYFILE or --key-env VAR"),
         (["rekey", "a", "b", "--old-key", "k", "--new-key", "k"], "--scheduler"),
         (["verify-objects", "a", "b", "--scheduler", "x", "-k", "k"], "unrecognized"),
+        (["verify", "--scheduler", "tcp://127.0.0.1:1", "a", "-k", "k"],
+         "run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"),
     ],
 )  # fmt: skip
 def test_cli_cluster_usage_errors(

@@ -216,7 +216,13 @@ def _age_style(argv: list[str], parser: _Parser) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _build_parser()
-    args = parser.parse_args(_age_style(list(sys.argv[1:] if argv is None else argv), parser))
+    line = _age_style(list(sys.argv[1:] if argv is None else argv), parser)
+    if line[:1] == ["verify"] and any(a.partition("=")[0] == "--scheduler" for a in line):
+        parser.error(
+            "verify checks Ed25519ph signatures; to authenticate encrypted objects on a "
+            "cluster, run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"
+        )
+    args = parser.parse_args(line)
     runner: Runner = args.run
     try:
         return runner(args)
