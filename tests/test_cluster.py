@@ -12,6 +12,8 @@ import hashlib
 import os
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from distributed import Client, LocalCluster
 
 from streamcrypt import cluster
 from streamcrypt.codecs import container
-from streamcrypt.errors import InvalidParameterError, UnknownKeyError
+from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnknownKeyError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.keys._password import INTERACTIVE
 
@@ -344,3 +346,93 @@ def test_cli_front_runs_on_the_scheduler(client: Client, tmp_path: Path) -> None
         main(["decrypt", "--scheduler", address, enc, str(tmp_path / "x"), "-k", keyfile, "-q"])
         == 1
     )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m streamcrypt ARGS`` in a subprocess, as a user runs it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *args, "-q"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_cli_rekey_and_verify_objects_in_subprocesses(client: Client, tmp_path: Path) -> None:
+    """Every cluster command as a program: encrypt, rekey to a key in the workers'
+    environment, verify-objects under the new key (ok) and the old one (typed failures),
+    then a tampered object named by verify-objects and failing alone in decrypt."""
+    from streamcrypt.cli import main
+    from streamcrypt.cli._cluster import load_symmetric_key
+
+    files = _tree(tmp_path / "src", [1000, 70_000])
+    old = str(tmp_path / "old.key")
+    assert main(["keygen", "-o", old]) == 0
+    address = client.scheduler.address
+    src, enc, rek, dec = (str(tmp_path / n) for n in ("src", "enc", "rek", "dec"))
+
+    run = _cli("encrypt", "--scheduler", address, src, enc, "-k", old)
+    assert run.returncode == 0 and "encrypt: 2/2 objects" in run.stderr, run.stderr
+    run = _cli(
+        "rekey", "--scheduler", address, enc, rek, "--old-key", old,
+        "--new-key-env", "SC_TEST_KEY_B", "--suite", "chacha20-poly1305",
+    )  # fmt: skip
+    assert run.returncode == 0 and "rekey: 2/2 objects" in run.stderr, run.stderr
+    for rel, data in files.items():
+        blob = (tmp_path / "rek" / rel).read_bytes()
+        assert container.read_header(blob)[0].suite == "chacha20-poly1305"  # type: ignore[index]
+        d = container.StreamDecryptor(SecretKey(KEY_B))
+        assert d.update(blob) + d.finalize() == data
+        with pytest.raises(AuthenticationError):
+            container.StreamDecryptor(load_symmetric_key(old)).update(blob)
+
+    run = _cli("verify-objects", "--scheduler", address, rek, "--key-env", "SC_TEST_KEY_B")
+    assert run.returncode == 0 and "verify-objects: 2/2 objects" in run.stderr, run.stderr
+    run = _cli("verify-objects", "--scheduler", address, rek, "-k", old)
+    assert run.returncode == 1, run.stderr
+    for rel in files:
+        assert f"{tmp_path / 'rek' / rel}: AuthenticationError:" in run.stderr, run.stderr
+    assert run.stderr.rstrip().endswith("streamcrypt: error: 2 of 2 objects failed (listed above)")
+
+    tampered = tmp_path / "rek" / "d1" / "obj1.bin"
+    blob = bytearray(tampered.read_bytes())
+    blob[-20] ^= 1
+    tampered.write_bytes(bytes(blob))
+    run = _cli("verify-objects", "--scheduler", address, rek, "--key-env", "SC_TEST_KEY_B")
+    assert run.returncode == 1 and "verify-objects: 1/2 objects" in run.stderr, run.stderr
+    assert f"{tampered}: AuthenticationError:" in run.stderr
+    assert "obj0.bin" not in run.stderr
+    run = _cli("decrypt", "--scheduler", address, rek, dec, "--key-env", "SC_TEST_KEY_B")
+    assert run.returncode == 1 and f"{tampered}: AuthenticationError:" in run.stderr
+    assert (tmp_path / "dec" / "d0" / "obj0.bin").read_bytes() == files["d0/obj0.bin"]
+    assert not (tmp_path / "dec" / "d1" / "obj1.bin").exists() and not _leftovers(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["rekey", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k"],
+         "rekey --scheduler takes the new key from one of --new-key KEYFILE or --new-key-env"),
+        (["rekey", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k",
+          "--old-key-env", "V", "--new-key", "k"],
+         "takes the old key from one of --old-key KEYFILE or --old-key-env VAR"),
+        (["verify-objects", "--scheduler", "tcp://127.0.0.1:1", "a"],
+         "verify-objects --scheduler takes the key from one of -k KEYFILE or --key-env VAR"),
+        (["rekey", "a", "b", "--old-key", "k", "--new-key", "k"], "--scheduler"),
+        (["verify-objects", "a", "b", "--scheduler", "x", "-k", "k"], "unrecognized"),
+        (["verify", "--scheduler", "tcp://127.0.0.1:1", "a", "-k", "k"],
+         "run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"),
+    ],
+)  # fmt: skip
+def test_cli_cluster_usage_errors(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked before any connection: exit 2 and one line naming what to give."""
+    from streamcrypt.cli import main
+
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse's own errors
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

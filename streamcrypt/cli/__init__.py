@@ -8,11 +8,13 @@ Ctrl-C), never a traceback and never key bytes.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from ._cluster import add_cluster_command, run_cluster
 from ._commands import (
     HASH_ALGOS,
     KEY_TYPES,
@@ -25,7 +27,7 @@ from ._commands import (
     run_sign,
     run_verify,
 )
-from ._crypt import add_arguments, run_decrypt, run_encrypt
+from ._crypt import add_arguments, add_native_arguments, run_decrypt, run_encrypt
 from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
 
 __all__ = ["main", "run"]
@@ -94,6 +96,20 @@ def _build_parser() -> _Parser:
     p = command("decrypt", run_decrypt, "decrypt a file or stdin, releasing only verified data")
     add_arguments(p, decrypt=True)
 
+    p = command(
+        "rekey",
+        functools.partial(run_cluster, operation="rekey"),
+        "re-encrypt objects under a new key on a Dask cluster (key rotation)",
+    )
+    add_cluster_command(p, "rekey")
+    add_native_arguments(p)
+    p = command(
+        "verify-objects",
+        functools.partial(run_cluster, operation="verify"),
+        "authenticate encrypted objects end to end on a Dask cluster, writing nothing",
+    )
+    add_cluster_command(p, "verify")
+
     p = command("hash", run_hash, "print digests like sha256sum (BLAKE3, SHA-2, HMAC)")
     p.add_argument("files", nargs="*", metavar="FILE", help="files (default or '-': stdin)")
     p.add_argument("--algo", choices=HASH_ALGOS, default="sha256", help="default sha256")
@@ -116,7 +132,12 @@ def _build_parser() -> _Parser:
     p.add_argument("-o", "--output", metavar="SIG", help="signature file (default: stdout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    p = command("verify", run_verify, "verify an Ed25519ph signature over a file or stdin")
+    p = command(
+        "verify",
+        run_verify,
+        "verify an Ed25519ph signature over a file or stdin (encrypted objects on a "
+        "cluster: verify-objects)",
+    )
     p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
     p.add_argument(
         "-p",
@@ -195,7 +216,13 @@ def _age_style(argv: list[str], parser: _Parser) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _build_parser()
-    args = parser.parse_args(_age_style(list(sys.argv[1:] if argv is None else argv), parser))
+    line = _age_style(list(sys.argv[1:] if argv is None else argv), parser)
+    if line[:1] == ["verify"] and any(a.partition("=")[0] == "--scheduler" for a in line):
+        parser.error(
+            "verify checks Ed25519ph signatures; to authenticate encrypted objects on a "
+            "cluster, run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"
+        )
+    args = parser.parse_args(line)
     runner: Runner = args.run
     try:
         return runner(args)

@@ -50,7 +50,13 @@ from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_c
 from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
 from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
 
-__all__ = ["FORMATS", "add_arguments", "run_decrypt", "run_encrypt"]
+__all__ = [
+    "FORMATS",
+    "add_arguments",
+    "add_native_arguments",
+    "run_decrypt",
+    "run_encrypt",
+]
 
 FORMATS = ("native", "age", "tink", "rclone", "aws")
 KDF_LEVELS: dict[str, Argon2Params] = {
@@ -152,17 +158,7 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         )
     else:
         p.add_argument("--armor", "-a", action="store_true", help="age: ASCII-armored output")
-        p.add_argument(
-            "--suite",
-            choices=sorted(_container.SUITE_IDS),
-            help="native: the AEAD suite (default aes-256-gcm)",
-        )
-        p.add_argument(
-            "--segment-size",
-            type=int,
-            metavar="BYTES",
-            help=f"native: plaintext bytes per segment (default {_container.DEFAULT_SEGMENT_SIZE})",
-        )
+        add_native_arguments(p)
         p.add_argument(
             "--kdf",
             choices=sorted(KDF_LEVELS),
@@ -181,6 +177,22 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     add_cluster_arguments(p)
+
+
+def add_native_arguments(p: argparse.ArgumentParser) -> None:
+    """``--suite`` and ``--segment-size``: the native container's parameters, for every
+    command that writes one (``encrypt``, ``rekey``)."""
+    p.add_argument(
+        "--suite",
+        choices=sorted(_container.SUITE_IDS),
+        help="native: the AEAD suite (default aes-256-gcm)",
+    )
+    p.add_argument(
+        "--segment-size",
+        type=int,
+        metavar="BYTES",
+        help=f"native: plaintext bytes per segment (default {_container.DEFAULT_SEGMENT_SIZE})",
+    )
 
 
 # ------------------------------------------------------------------------------ options
