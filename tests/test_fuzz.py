@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -130,3 +130,22 @@ def test_known_open_findings_are_documented() -> None:
     text = DOCS.read_text()
     for issue in KNOWN_OPEN:
         assert f"`{issue.target}` | {issue.kind}" in text, issue
+
+
+def test_the_memory_check_sees_what_one_input_costs_and_nothing_before_it() -> None:
+    """A decoder that touches 600 MiB for one input is a memory finding; the same check
+    right after it, on a decoder that allocates nothing, is clean (the peak of the work
+    before does not count)."""
+    from fuzz._harness import MEMORY_LIMIT, Target
+
+    def hungry(pieces: Sequence[bytes]) -> bytes:
+        block = bytearray(MEMORY_LIMIT + (88 << 20))
+        block[::4096] = b"\x01" * len(block[::4096])  # touch every page
+        return bytes(block[:1])
+
+    def frugal(pieces: Sequence[bytes]) -> bytes:
+        return b"".join(pieces)
+
+    found = check(Target("hungry", hungry, chunked=False), b"x")
+    assert [f.kind for f in found] == ["memory"]
+    assert check(Target("frugal", frugal, chunked=False), b"x") == []
