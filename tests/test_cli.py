@@ -488,6 +488,17 @@ def test_bench_runs_the_checkout_benchmarks_or_explains(work: Path) -> None:
     assert ran.returncode == 0 and ran.stdout == b"bench ['--quick']\n"
 
 
+def test_bench_is_not_listed(work: Path) -> None:
+    """The installed command's --help does not offer bench, which needs a checkout."""
+    listed = sc("--help", cwd=work)
+    assert listed.returncode == 0 and b"clean" in listed.stdout
+    assert b"bench" not in listed.stdout
+    wrong = sc("frobnicate", cwd=work)
+    assert wrong.returncode == 2 and b"'clean'" in wrong.stderr and b"bench" not in wrong.stderr
+    described = sc("bench", "--help", cwd=work)
+    assert described.returncode == 0 and b"--quick" in described.stdout
+
+
 def test_version_and_help(work: Path) -> None:
     version = sc("--version", cwd=work)
     assert version.returncode == 0 and version.stdout.startswith(b"streamcrypt ")
