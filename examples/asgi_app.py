@@ -2,7 +2,7 @@
 
 Run the server, then make an encrypted request::
 
-    python examples/encrypt_file.py keygen http.key      # any file of 64 hex digits
+    python examples/encrypt_file.py keygen http.key      # or: streamcrypt keygen -o http.key
     python examples/asgi_app.py serve --key http.key --port 8000
     python examples/asgi_app.py request http://127.0.0.1:8000/echo --key http.key --data hi
 
@@ -21,11 +21,9 @@ shared 32-byte key file with HKDF; the key id travels in each body's header.
 from __future__ import annotations
 
 import argparse
-import binascii
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 
 import anyio
 import httpx
@@ -45,13 +43,8 @@ KEY_ID = "example-1"
 
 
 def http_keys(path: str | os.PathLike[str]) -> KeyRing:
-    """A KeyRing with the 16-byte aes128gcm key derived from a 64-hex-digit key file."""
-    try:
-        raw = binascii.unhexlify(b"".join(Path(path).read_bytes().split()))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParameterError(f"{os.fspath(path)!r} does not hold 64 hex digits")
+    """A KeyRing with the 16-byte aes128gcm key derived from a symmetric key file."""
+    raw = SecretKey.from_file(path).secret_bytes()
     key = hkdf(raw, info=b"streamcrypt example http aes128gcm", length=16)
     return KeyRing([SecretKey(key, key_id=KEY_ID)])
 
@@ -98,7 +91,7 @@ def app_from_env() -> EncryptionMiddleware:
     """Factory for ``uvicorn --factory``: the key file is ``$STREAMCRYPT_KEY_FILE``."""
     path = os.environ.get("STREAMCRYPT_KEY_FILE")
     if not path:
-        raise InvalidParameterError("set STREAMCRYPT_KEY_FILE to a file of 64 hex digits")
+        raise InvalidParameterError("set STREAMCRYPT_KEY_FILE to a key file (streamcrypt keygen)")
     return create_app(http_keys(path))
 
 
@@ -127,12 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asgi_app.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the app under uvicorn")
-    p.add_argument("--key", required=True, help="key file (64 hex digits)")
+    p.add_argument("--key", required=True, help="key file (streamcrypt keygen)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p = sub.add_parser("request", help="make one encrypted request and print the answer")
     p.add_argument("url")
-    p.add_argument("--key", required=True, help="key file (64 hex digits)")
+    p.add_argument("--key", required=True, help="key file (streamcrypt keygen)")
     p.add_argument("--data", help="POST this text (encrypted) instead of a GET")
     args = parser.parse_args(argv)
     try:

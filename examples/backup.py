@@ -10,8 +10,9 @@ Run it (needs ``pip install 'streamcrypt[backup,cli]'``)::
     python examples/backup.py forget  /mnt/store 2025-01-31T120000.123456Z --key backup.key
     python examples/backup.py prune   /mnt/store --key backup.key
 
-``STORE`` is a directory or any fsspec URL. The key file holds one 32-byte master key (64
-hex digits); every key the store uses is derived from it. Keep it somewhere other than
+``STORE`` is a directory or any fsspec URL. The key file holds one 32-byte master key, in the
+format ``streamcrypt keygen`` writes (docs/CLI.md, "Key files"; 64 hex digits or 32 raw bytes
+are read too); every key the store uses is derived from it. Keep it somewhere other than
 the store: without it nothing can be restored.
 
 What each command does (the library does the work; docs/BACKUP.md has the store layout):
@@ -35,7 +36,6 @@ killed one stored. Errors are streamcrypt's typed errors, printed with exit stat
 from __future__ import annotations
 
 import argparse
-import binascii
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -46,36 +46,21 @@ from pathlib import Path
 import anyio
 
 from streamcrypt import backup as store_api
-from streamcrypt.errors import InvalidParameterError, StreamCryptError
+from streamcrypt.errors import StreamCryptError
 from streamcrypt.keys import SecretKey
 
-__all__ = ["load_key", "main", "write_key"]
+__all__ = ["load_key", "main"]
 
 
 def load_key(path: str | os.PathLike[str]) -> SecretKey:
-    """Read a 32-byte master key: 64 hex digits (whitespace ignored) or 32 raw bytes.
+    """Read the master key: a streamcrypt key file (or 64 hex digits), or 32 raw bytes.
 
-    Raises :class:`InvalidParameterError` for anything else.
+    Raises :class:`InvalidParameterError` for anything else, :class:`OSError` if unreadable.
     """
     data = Path(path).read_bytes()
-    if len(data) == 32:
+    if len(data) == 32:  # raw bytes, e.g. from head -c 32 /dev/urandom
         return SecretKey(data)
-    try:
-        raw = binascii.unhexlify(b"".join(data.split()))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParameterError(
-            f"{os.fspath(path)!r} is not a backup key: expected 64 hex digits or 32 raw bytes"
-        )
-    return SecretKey(raw)
-
-
-def write_key(path: str | os.PathLike[str]) -> None:
-    """Write a fresh master key as hex, readable by the owner only; never overwrites."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(SecretKey.generate(32).secret_bytes().hex() + "\n")
+    return SecretKey.from_file(path)
 
 
 @contextmanager
@@ -140,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     cmd = args.command
     if cmd == "keygen":
-        write_key(args.keyfile)
+        SecretKey.generate(32).to_file(args.keyfile)  # mode 0600, never overwrites
         print(f"wrote a new master key to {args.keyfile}; keep it apart from the store")
         return 0
     if cmd == "list":

@@ -14,12 +14,9 @@ as a quiet end. Exit status: 0 when every echo matched, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import binascii
 import functools
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio
 
@@ -28,18 +25,7 @@ from streamcrypt.errors import InvalidParameterError, StreamCryptError
 from streamcrypt.keys import SecretKey
 from streamcrypt.transports import EncryptedStreamAttribute
 
-__all__ = ["load_key", "main", "run_client"]
-
-
-def load_key(path: str | os.PathLike[str]) -> SecretKey:
-    """A 32-byte key from a file of 64 hex digits; raises InvalidParameterError."""
-    try:
-        raw = binascii.unhexlify(b"".join(Path(path).read_bytes().split()))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParameterError(f"{os.fspath(path)!r} does not hold 64 hex digits")
-    return SecretKey(raw)
+__all__ = ["main", "run_client"]
 
 
 async def run_client(
@@ -81,11 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
     keys = parser.add_mutually_exclusive_group(required=True)
-    keys.add_argument("--psk", help="pre-shared key file (64 hex digits)")
+    keys.add_argument("--psk", help="pre-shared key file (streamcrypt keygen)")
     keys.add_argument("--server-public-key", help="the server's X25519 public key (64 hex)")
     args = parser.parse_args(argv)
     try:
-        psk = load_key(args.psk) if args.psk else None
+        psk = SecretKey.from_file(args.psk) if args.psk else None
         server = bytes.fromhex(args.server_public_key) if args.server_public_key else None
         run = functools.partial(
             run_client, args.host, args.port, args.messages, psk=psk, server_public_key=server

@@ -2,7 +2,7 @@
 
 Run it (two terminals), with a pre-shared key::
 
-    python examples/encrypt_file.py keygen echo.key          # any file of 64 hex digits
+    python examples/encrypt_file.py keygen echo.key          # or: streamcrypt keygen -o echo.key
     python examples/echo_server.py --psk echo.key --port 9000
     python examples/echo_client.py --psk echo.key --port 9000 hello world
 
@@ -22,14 +22,11 @@ check is logged and closed while the others go on.
 from __future__ import annotations
 
 import argparse
-import binascii
 import functools
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio
 from anyio.abc import TaskStatus
@@ -40,18 +37,7 @@ from streamcrypt.errors import InvalidParameterError
 from streamcrypt.keys import SecretKey
 from streamcrypt.transports import EncryptedStreamAttribute
 
-__all__ = ["echo", "load_key", "main", "run_server"]
-
-
-def load_key(path: str | os.PathLike[str]) -> SecretKey:
-    """A 32-byte key from a file of 64 hex digits; raises InvalidParameterError."""
-    try:
-        raw = binascii.unhexlify(b"".join(Path(path).read_bytes().split()))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParameterError(f"{os.fspath(path)!r} does not hold 64 hex digits")
-    return SecretKey(raw)
+__all__ = ["echo", "main", "run_server"]
 
 
 async def echo(stream: streamcrypt.EncryptedStream) -> None:
@@ -100,13 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000, help="0 picks a free port")
     keys = parser.add_mutually_exclusive_group(required=True)
-    keys.add_argument("--psk", help="pre-shared key file (64 hex digits): Noise NNpsk0")
+    keys.add_argument("--psk", help="pre-shared key file (streamcrypt keygen): Noise NNpsk0")
     keys.add_argument("--static-key", help="server X25519 private key file: Noise NK/IK")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        psk = load_key(args.psk) if args.psk else None
-        static = load_key(args.static_key) if args.static_key else None
+        psk = SecretKey.from_file(args.psk) if args.psk else None
+        static = SecretKey.from_file(args.static_key) if args.static_key else None
         anyio.run(functools.partial(run_server, args.host, args.port, psk=psk, static_key=static))
     except (InvalidParameterError, OSError) as exc:
         print(f"echo_server.py: error: {type(exc).__name__}: {exc}", file=sys.stderr)

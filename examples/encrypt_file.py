@@ -6,8 +6,9 @@ Run it::
     python examples/encrypt_file.py encrypt big.iso big.iso.sc --key file.key
     python examples/encrypt_file.py decrypt big.iso.sc big.copy.iso --key file.key
 
-The key file holds a 32-byte key as 64 hex digits. The encrypted file is a native
-streamcrypt container (AES-256-GCM in 64 KiB segments, docs/FORMAT.md), written by
+The key file is streamcrypt's symmetric key file (docs/CLI.md, "Key files"), the one
+``streamcrypt keygen`` writes (``SecretKey.from_file`` also reads the older 64 hex
+digits). The encrypted file is a native streamcrypt container (AES-256-GCM in 64 KiB segments, docs/FORMAT.md), written by
 ``streamcrypt.open`` (an async encrypted file): the source is read in 1 MiB blocks,
 sealed in batches on worker threads, and written to a temporary beside the destination
 that is renamed into place only when the last segment is sealed, so an interrupted run
@@ -25,7 +26,6 @@ plain status line (one final line when stderr is not a terminal). Exit status: 0
 from __future__ import annotations
 
 import argparse
-import binascii
 import os
 import secrets
 import sys
@@ -38,25 +38,13 @@ from typing import Any, Protocol
 import anyio
 
 import streamcrypt
-from streamcrypt.errors import InvalidParameterError, StreamCryptError
+from streamcrypt.errors import StreamCryptError
 from streamcrypt.keys import SecretKey
 
-__all__ = ["decrypt_file", "encrypt_file", "load_key", "main"]
+__all__ = ["decrypt_file", "encrypt_file", "main"]
 
 #: Bytes read from the source per call.
 BLOCK = 1 << 20
-
-
-def load_key(path: str | os.PathLike[str]) -> SecretKey:
-    """A 32-byte key from a file of 64 hex digits; raises InvalidParameterError."""
-    text = Path(path).read_bytes()
-    try:
-        raw = binascii.unhexlify(b"".join(text.split()))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParameterError(f"{os.fspath(path)!r} does not hold 64 hex digits")
-    return SecretKey(raw)
 
 
 # -- progress ----------------------------------------------------------------------------------
@@ -216,22 +204,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog="encrypt_file.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("keygen", help="write a new key file (64 hex digits)")
+    p = sub.add_parser("keygen", help="write a new key file (as streamcrypt keygen does)")
     p.add_argument("keyfile")
     for name in ("encrypt", "decrypt"):
         p = sub.add_parser(name, help=f"{name} SRC into DEST")
         p.add_argument("src")
         p.add_argument("dest")
-        p.add_argument("--key", required=True, help="key file (64 hex digits)")
+        p.add_argument(
+            "--key", required=True, help="key file (streamcrypt keygen, or 64 hex digits)"
+        )
         p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     args = parser.parse_args(argv)
     try:
         if args.command == "keygen":
-            fd = os.open(args.keyfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(SecretKey.generate(32).secret_bytes().hex() + "\n")
+            SecretKey.generate(32).to_file(args.keyfile)  # mode 0600, never overwrites
             return 0
-        key = load_key(args.key)
+        key = SecretKey.from_file(args.key)
         size = Path(args.src).stat().st_size
         work = encrypt_file if args.command == "encrypt" else decrypt_file
         with progress(f"{args.command}ing", size, quiet=args.quiet) as bar:

@@ -124,3 +124,54 @@ def test_armor_decoder_reports_a_bad_line_after_the_good_bytes() -> None:
     assert out == bytes(48)
     with pytest.raises(FormatError):
         dec.update(b"")
+
+
+# ----------------------------------------------------------- whole runs of lines at once
+# The decoder takes a run of full 64-column lines in one binascii call (issue 18). Fed 32
+# bytes at a time it never holds two lines, so it goes line by line: that is the reference
+# each fault below must match, bytes released and verdict, when the text comes in bigger
+# pieces. (The message may differ: an over-long line is named as such before its line
+# ending arrives, as a malformed line once it has, as before.)
+
+_BODY = bytes(range(256)) * 200  # 51200 bytes: 1066 full lines and a short last one
+
+
+def _decode(text: bytes, size: int) -> tuple[bytes, bool]:
+    dec = armor.ArmorDecoder()
+    out = bytearray()
+    try:
+        for pos in range(0, len(text), size):
+            out += dec.update(text[pos : pos + size])
+        out += dec.finalize()
+    except FormatError:
+        return bytes(out), False
+    return bytes(out), True
+
+
+def _faults() -> list[bytes]:
+    lf = armor.armor(_BODY)
+    crlf = lf.replace(b"\n", b"\r\n")
+    at = 35 + 500 * 65  # the start of line 501
+    line = lf[at : at + 64]
+    return [
+        lf,
+        crlf,
+        lf + b"\n" * 300,  # whitespace after END lines up with where line endings go
+        lf[:at] + b"*" + lf[at + 1 :],  # a character outside the alphabet
+        lf[:at] + line[:63] + lf[at + 64 :],  # a 63-column line
+        lf[:at] + line[:60] + b"=" * 4 + lf[at + 64 :],  # padding inside the body
+        lf[:at] + line[:63] + b"=" + lf[at + 64 :],  # a padded full line, then more
+        lf[:at] + line[:32] + b"\r" + line[33:] + lf[at + 64 :],  # a stray CR
+        crlf[: at + 500] + b"\n" + crlf[at + 501 :],  # one LF among CRLF
+        lf[: at + 64] + lf[at + 65 :],  # two lines run together
+        lf[:at] + lf[at + 65 :].replace(armor.END_LINE, b""),  # no END line
+    ]
+
+
+@pytest.mark.parametrize("text", _faults())
+def test_runs_of_lines_decode_as_line_by_line(text: bytes) -> None:
+    expected = _decode(text, 32)
+    for size in (len(text), 1 << 12, 65 * 7 + 3):
+        assert _decode(text, size) == expected, size
+    if expected[1]:
+        assert expected[0] == _BODY

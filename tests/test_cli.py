@@ -219,6 +219,25 @@ def test_missing_files_and_bad_keys(work: Path, key: Path) -> None:
     assert garbage.returncode == 1 and b"not a streamcrypt" in garbage.stderr
 
 
+def test_older_hex_key_files_are_read_and_others_are_named(work: Path) -> None:
+    """One key-file format (issue 18): the examples' older 64-hex-digit files still work
+    with -k, and a file in neither form gets a message naming the forms, not identities."""
+    raw = os.urandom(32)
+    (work / "old.key").write_text(raw.hex() + "\n")
+    enc = sc("encrypt", "-k", "old.key", "-o", "old.sc", "in.bin", cwd=work)
+    assert enc.returncode == 0
+    import streamcrypt
+
+    assert streamcrypt.decrypt_bytes((work / "old.sc").read_bytes(), raw) == DATA
+    dec = sc("decrypt", "-k", "old.key", "-o", "old.out", "old.sc", cwd=work)
+    assert dec.returncode == 0 and (work / "old.out").read_bytes() == DATA
+    (work / "junk.key").write_text("not a key at all\n")
+    junk = sc("encrypt", "-k", "junk.key", "-o", "junk.sc", "in.bin", cwd=work)
+    assert junk.returncode == 3 and not (work / "junk.sc").exists()
+    assert b"streamcrypt-key: 1" in junk.stderr and b"64 hex digits" in junk.stderr
+    assert b"identity" not in junk.stderr
+
+
 def test_usage_errors_are_one_line_exit_2(work: Path, key: Path) -> None:
     for args in (
         ("encrypt", "-k", key, "--suite", "rot13", "in.bin"),
@@ -540,6 +559,17 @@ def test_bench_runs_the_checkout_benchmarks_or_explains(work: Path) -> None:
     (work / "bench" / "__main__.py").write_text("import sys\nprint('bench', sys.argv[1:])\n")
     ran = sc("bench", "--quick", cwd=work)
     assert ran.returncode == 0 and ran.stdout == b"bench ['--quick']\n"
+
+
+def test_bench_is_not_listed(work: Path) -> None:
+    """The installed command's --help does not offer bench, which needs a checkout."""
+    listed = sc("--help", cwd=work)
+    assert listed.returncode == 0 and b"clean" in listed.stdout
+    assert b"bench" not in listed.stdout
+    wrong = sc("frobnicate", cwd=work)
+    assert wrong.returncode == 2 and b"'clean'" in wrong.stderr and b"bench" not in wrong.stderr
+    described = sc("bench", "--help", cwd=work)
+    assert described.returncode == 0 and b"--quick" in described.stdout
 
 
 def test_version_and_help(work: Path) -> None:

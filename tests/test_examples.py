@@ -140,14 +140,83 @@ def run_example(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[
     )
 
 
+def write_key(path: Path, key: SecretKey) -> Path:
+    """A key file in the one documented format (docs/CLI.md)."""
+    key.to_file(path)
+    return path
+
+
 def write_hex_key(path: Path, key: SecretKey) -> Path:
+    """A key file in the older form the examples used to write: 64 hex digits."""
     path.write_text(key.secret_bytes().hex() + "\n")
     return path
 
 
+def streamcrypt_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=30,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
+    )
+
+
+def test_examples_and_cli_share_one_key_file_format(tmp_path: Path) -> None:
+    """A key from the example's keygen works in the command and the reverse; both also
+    read the older 64-hex-digit files (issue 18)."""
+    (tmp_path / "a.txt").write_bytes(b"one key file format\n" * 1000)
+    assert encrypt_mod.main(["keygen", str(tmp_path / "ex.key")]) == 0
+    written = (tmp_path / "ex.key").read_text()
+    assert "streamcrypt-key: 1" in written and "type: symmetric" in written
+    assert stat.S_IMODE((tmp_path / "ex.key").stat().st_mode) == 0o600
+    assert encrypt_mod.main(["keygen", str(tmp_path / "ex.key")]) == 1  # never overwrites
+    assert streamcrypt_cli("keygen", "-o", "cli.key", cwd=tmp_path).returncode == 0
+    write_hex_key(tmp_path / "old.key", SecretKey.generate(32))
+    for keyfile in ("ex.key", "cli.key", "old.key"):
+        # example encrypts, the command decrypts
+        assert (
+            encrypt_mod.main(
+                [
+                    "encrypt",
+                    str(tmp_path / "a.txt"),
+                    str(tmp_path / "a.sc"),
+                    "--key",
+                    str(tmp_path / keyfile),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        done = streamcrypt_cli("decrypt", "-k", keyfile, "-o", "b.txt", "a.sc", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "b.txt").read_bytes() == (tmp_path / "a.txt").read_bytes()
+        # the command encrypts, the example decrypts
+        done = streamcrypt_cli("encrypt", "-k", keyfile, "-o", "c.sc", "a.txt", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (
+            encrypt_mod.main(
+                [
+                    "decrypt",
+                    str(tmp_path / "c.sc"),
+                    str(tmp_path / "c.txt"),
+                    "--key",
+                    str(tmp_path / keyfile),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        assert (tmp_path / "c.txt").read_bytes() == (tmp_path / "a.txt").read_bytes()
+        for name in ("a.sc", "b.txt", "c.sc", "c.txt"):
+            (tmp_path / name).unlink()
+
+
 def test_encrypt_file_subprocess_round_trip(tmp_path: Path) -> None:
     key = SecretKey.generate(32)
-    keyfile = write_hex_key(tmp_path / "file.key", key)
+    keyfile = write_key(tmp_path / "file.key", key)
     data = random.Random(3).randbytes(6 * MiB + 12345)
     (tmp_path / "big.bin").write_bytes(data)
     done = run_example(
@@ -214,7 +283,7 @@ def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
 
 @pytest.fixture
 def echo_server_process(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    keyfile = write_hex_key(tmp_path / "echo.key", SecretKey.generate(32))
+    keyfile = write_key(tmp_path / "echo.key", SecretKey.generate(32))
     proc = subprocess.Popen(
         [sys.executable, str(EXAMPLES / "echo_server.py"), "--psk", str(keyfile), "--port", "0"],
         stdout=subprocess.PIPE,
@@ -286,7 +355,7 @@ aiohttp_mod = load_example("aiohttp_app")
 
 
 def http_keyfile(tmp_path: Path) -> Path:
-    return write_hex_key(tmp_path / "http.key", SecretKey.generate(32))
+    return write_key(tmp_path / "http.key", SecretKey.generate(32))
 
 
 @pytest.mark.asyncio

@@ -33,6 +33,8 @@ from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
 __all__ = ["main", "run"]
 
 _PROG = "streamcrypt"
+#: Commands that work only in a source checkout: not listed in --help nor in errors.
+_HIDDEN = ("bench",)
 Runner = Callable[[argparse.Namespace], int]
 
 
@@ -40,6 +42,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
+        for name in _HIDDEN:  # argparse's "invalid choice" list names every command
+            message = message.replace(f", '{name}'", "")
         sys.stderr.write(f"{_PROG}: error: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_USAGE)
 
@@ -60,7 +64,10 @@ def _build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, runner: Runner, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        if name in _HIDDEN:  # without help= argparse leaves it out of the list in --help
+            p = sub.add_parser(name, description=help)
+        else:
+            p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(run=runner)
         return p
 

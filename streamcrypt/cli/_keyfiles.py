@@ -2,7 +2,8 @@
 
 Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has the spec):
 
-* symmetric and Ed25519 keys: ``name: value`` lines — ``streamcrypt-key: 1``,
+* symmetric and Ed25519 keys: ``name: value`` lines (the format is ``streamcrypt.keys._keyfile``
+  for symmetric keys, which also reads the older 64 hex digits) — ``streamcrypt-key: 1``,
   ``type: symmetric`` (or ``ed25519``), ``id: <key id>`` (symmetric only; it goes into
   every container header), ``key: <base64>`` (32 bytes);
 * X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
@@ -17,8 +18,6 @@ the file and what is wrong with it, never the key.
 from __future__ import annotations
 
 import base64
-import binascii
-import datetime
 import os
 import secrets
 import sys
@@ -33,6 +32,7 @@ from ..codecs import tink as _tink
 from ..codecs import tink_keyset as _tink_keyset
 from ..errors import StreamCryptError
 from ..keys import SecretKey
+from ..keys import _keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
 from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
@@ -47,9 +47,9 @@ __all__ = [
     "write_key_file",
 ]
 
-KEY_SIZE = 32
-_MAGIC_FIELD = "streamcrypt-key"
-_VERSION = "1"
+KEY_SIZE = _kf.KEY_SIZE
+_MAGIC_FIELD = _kf.KEY_FILE_MAGIC
+_VERSION = _kf.KEY_FILE_VERSION
 _MAX_KEY_FILE = 1 << 20
 
 KeyKind = Literal["symmetric", "ed25519", "x25519", "age", "tink"]
@@ -123,40 +123,19 @@ def _read_text(path: str) -> str:
 
 def _b64_key(value: str, path: str, what: str) -> bytes:
     try:
-        raw = base64.b64decode(value.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        raise KeyFileError(f"{path}: the {what} is not valid base64") from None
-    if len(raw) != KEY_SIZE:
-        raise KeyFileError(f"{path}: the {what} must be {KEY_SIZE} bytes, got {len(raw)}")
-    return raw
+        return _kf.b64_key(value, path, what)
+    except StreamCryptError as exc:
+        raise KeyFileError(str(exc)) from None
 
 
-def _fields(lines: Sequence[str], path: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise KeyFileError(f"{path}: malformed line (expected 'name: value')")
-        name = name.strip().lower()
-        if name in out:
-            raise KeyFileError(f"{path}: the field {name!r} appears twice")
-        out[name] = value.strip()
-    return out
-
-
-def _load_fields(path: str, lines: Sequence[str]) -> KeyFile:
-    fields = _fields(lines, path)
-    if fields.get(_MAGIC_FIELD) != _VERSION:
-        raise KeyFileError(f"{path}: unsupported key file version (this reads {_VERSION})")
+def _load_fields(path: str, lines: Sequence[str], text: str) -> KeyFile:
+    try:
+        fields = _kf.key_file_fields(lines, path)
+        if fields.get("type") == "symmetric":
+            return KeyFile(path, "symmetric", symmetric=_kf.secret_key_from_text(text, source=path))
+    except StreamCryptError as exc:
+        raise KeyFileError(str(exc)) from None
     kind = fields.get("type")
-    if "key" not in fields:
-        raise KeyFileError(f"{path}: no 'key:' line")
-    if kind == "symmetric":
-        key_id = fields.get("id", "")
-        if len(key_id.encode()) > 255:
-            raise KeyFileError(f"{path}: the key id is longer than 255 bytes")
-        material = _b64_key(fields["key"], path, "key")
-        return KeyFile(path, "symmetric", symmetric=SecretKey(material, key_id=key_id))
     if kind == "ed25519":
         seed = _b64_key(fields["key"], path, "key")
         return KeyFile(path, "ed25519", ed25519=Ed25519PrivateKey(seed))
@@ -199,12 +178,15 @@ def load_key_file(path: str) -> KeyFile:
             return KeyFile(path, "tink", tink_keyset=_tink_keyset.keyset_from_json(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
-    lines = [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+    lines = _kf.key_file_lines(text)
     if not lines:
         raise KeyFileError(f"{path} holds no key")
     try:
         if ":" in lines[0]:
-            return _load_fields(path, lines)
+            return _load_fields(path, lines, text)
+        if not lines[0].upper().startswith(("AGE-SECRET-KEY-", "SC-")):
+            # the older symmetric form (64 hex digits), or a clear message about the format
+            return KeyFile(path, "symmetric", symmetric=_kf.secret_key_from_text(text, source=path))
         return _load_identities(path, lines)
     except KeyFileError:
         raise
@@ -224,11 +206,7 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
     if os.path.exists(value):
         keyfile_text = _read_text(value)
         source = value
-        lines = [
-            s
-            for s in (line.strip() for line in keyfile_text.splitlines())
-            if s and not s.startswith("#")
-        ]
+        lines = _kf.key_file_lines(keyfile_text)
         if len(lines) != 1 or lines[0].upper().startswith(("AGE-SECRET-KEY-", "SC-")):
             kf = load_key_file(value)
             if kind == "ed25519" and kf.ed25519 is not None:
@@ -274,24 +252,14 @@ def public_lines(kf: KeyFile) -> list[str]:
 # --------------------------------------------------------------------------------- writing
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
-
-
 def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
     """A fresh key of ``kind``: the file text and the public half to print (if any)."""
-    created = f"# created: {_now()}\n"
+    created = _kf.created_comment()
     if kind == "symmetric":
         kid = key_id if key_id is not None else secrets.token_hex(8)
         if "\n" in kid or ":" in kid or len(kid.encode()) > 255:
             raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
-        material = secrets.token_bytes(KEY_SIZE)
-        text = (
-            "# streamcrypt symmetric key: SECRET, keep it private\n"
-            f"{created}{_MAGIC_FIELD}: {_VERSION}\ntype: symmetric\nid: {kid}\n"
-            f"key: {base64.b64encode(material).decode()}\n"
-        )
-        return text, None
+        return _kf.secret_key_file_text(SecretKey.generate(KEY_SIZE, key_id=kid)), None
     if key_id is not None:
         raise CliError("--key-id applies to symmetric keys only", EXIT_USAGE)
     if kind == "ed25519":

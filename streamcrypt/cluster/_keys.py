@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
-from ..keys import KeyRing, SecretKey
+from ..keys import KeyRing, SecretKey, _keyfile
 
 __all__ = [
     "CallableKey",
@@ -95,13 +95,19 @@ def _read_file(path: str, what: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class FileKey(KeyProvider):
-    """The key in a file on each worker: 32 raw bytes, 64 hex digits or base64."""
+    """The key in a file on each worker: a ``streamcrypt keygen`` key file (its id is used
+    unless ``key_id`` is given), 32 raw bytes, 64 hex digits or base64."""
 
     path: str
     key_id: str = ""
 
     def resolve(self) -> KeyMaterial:
-        raw = _decode_key(_read_file(self.path, "key file"), f"key file {self.path!r}")
+        data = _read_file(self.path, "key file")
+        if _keyfile.KEY_FILE_MAGIC.encode() in data:
+            text = data.decode("utf-8", "replace")
+            key = _keyfile.secret_key_from_text(text, source=f"key file {self.path!r}")
+            return SecretKey(key.secret_bytes(), key_id=self.key_id or key.key_id)
+        raw = _decode_key(data, f"key file {self.path!r}")
         return SecretKey(raw, key_id=self.key_id)
 
 

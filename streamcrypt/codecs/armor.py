@@ -50,6 +50,7 @@ COLUMNS = 64
 _BYTES_PER_LINE = COLUMNS // 4 * 3  # 48
 _WHITESPACE = b" \t\r\n\v\f"
 _B64_LINE = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+_ALPHABET_AND_EOL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\r\n"
 #: Longest whitespace-free prefix kept while looking for the BEGIN line or a line end.
 _MAX_LINE = max(len(BEGIN_LINE), COLUMNS) + 2
 
@@ -196,6 +197,8 @@ class ArmorDecoder(Lifecycle):
                 raise FormatError("the armor BEGIN line must end right after its label")
             del buf[: len(BEGIN_LINE) + len(self._eol)]
             self._phase = _BODY
+        if self._phase == _BODY:
+            self._run(buf, out)
         while self._phase in (_BODY, _AFTER_LAST):
             end = buf.find(b"\n")
             if end < 0:
@@ -211,6 +214,51 @@ class ArmorDecoder(Lifecycle):
             if buf.strip(_WHITESPACE):
                 raise FormatError("armor has data after its END line")
             buf.clear()
+
+    def _run(self, buf: bytearray, out: bytearray) -> None:
+        """Decode the longest run of full body lines at the start of ``buf`` in one call.
+
+        A full body line is 64 alphabet characters (no ``=``: a padded line is the last
+        one) and the BEGIN line's ending; such lines carry whole base64 groups, so they are
+        canonical. Exactly the lines :meth:`_line` would accept one by one are taken, so
+        the output and the first fault do not change; the rest (the last lines, the END
+        line, a bad line) is left to the line-by-line path.
+        """
+        eol = self._eol
+        width = COLUMNS + len(eol)
+        lines = len(buf) // width
+        if lines < 2:
+            return
+        # lines whose ending stands where a 64-column line puts it
+        ends = [buf[COLUMNS + i : lines * width : width] for i in range(len(eol))]
+        lines = min(len(e) - len(e.lstrip(eol[i : i + 1])) for i, e in enumerate(ends))
+        if not self._run_is_clean(buf, lines):
+            low, high = 0, lines - 1  # the predicate holds for every prefix of a clean run
+            while low < high:
+                mid = (low + high + 1) // 2
+                if self._run_is_clean(buf, mid):
+                    low = mid
+                else:
+                    high = mid - 1
+            lines = low
+        if lines:
+            run = memoryview(buf)[: lines * width]
+            try:
+                out += binascii.a2b_base64(run)  # skips the line endings, all checked
+            finally:
+                run.release()
+            del buf[: lines * width]
+
+    def _run_is_clean(self, buf: bytearray, lines: int) -> bool:
+        """The first ``lines`` lines (their endings known to be in place) hold no other
+        line-ending byte and nothing but base64 alphabet characters."""
+        end = lines * (COLUMNS + len(self._eol))
+        crs = lines if self._eol == b"\r\n" else 0
+        return (
+            buf.count(b"\n", 0, end) == lines
+            and buf.count(b"\r", 0, end) == crs
+            and not buf[:end].translate(None, _ALPHABET_AND_EOL)
+        )
 
     def _line(self, line: bytes, out: bytearray) -> None:
         if line == END_LINE:

@@ -104,6 +104,28 @@ class SecretKey:
         """A fresh random key of ``size`` bytes."""
         return cls(random_bytes(size), key_id=key_id)
 
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> SecretKey:
+        """Read a symmetric key file (docs/CLI.md, "Key files"), as ``streamcrypt keygen``
+        and :meth:`to_file` write it; the older form of 64 hex digits is read too.
+
+        Raises :class:`OSError` if the file cannot be read, :class:`InvalidParameterError`
+        (:class:`InvalidKeySizeError` for a wrong size) if it is not a symmetric key file.
+        """
+        from ._keyfile import read_secret_key_file  # the format module imports this one
+
+        return read_secret_key_file(path)
+
+    def to_file(self, path: str | os.PathLike[str]) -> None:
+        """Write this 32-byte key to a new key file of mode 0600, in the documented format.
+
+        Never replaces a file (:class:`FileExistsError`); raises
+        :class:`InvalidKeySizeError` for a key of another size.
+        """
+        from ._keyfile import write_secret_key_file
+
+        write_secret_key_file(path, self)
+
     def secret_bytes(self) -> bytes:
         """The raw key bytes. Handle with care."""
         return bytes(self._material)

@@ -1,0 +1,98 @@
+"""The one symmetric key-file format (docs/CLI.md, "Key files"): SecretKey.from_file and
+SecretKey.to_file, the older 64-hex-digit form, and what a bad file says."""
+
+from __future__ import annotations
+
+import base64
+import stat
+from pathlib import Path
+
+import pytest
+
+from streamcrypt.cluster import FileKey
+from streamcrypt.errors import InvalidKeySizeError, InvalidParameterError
+from streamcrypt.keys import SecretKey
+
+
+def test_round_trip_mode_and_no_overwrite(tmp_path: Path) -> None:
+    key = SecretKey.generate(32, key_id="backup-2025")
+    path = tmp_path / "k.key"
+    key.to_file(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    text = path.read_text()
+    assert "streamcrypt-key: 1\ntype: symmetric\nid: backup-2025\nkey: " in text
+    assert key.secret_bytes().hex() not in text
+    assert SecretKey.from_file(path) == key
+    assert SecretKey.from_file(str(path)) == key
+    with pytest.raises(FileExistsError):
+        SecretKey.generate(32).to_file(path)
+    assert SecretKey.from_file(path) == key
+
+
+def test_reads_the_older_hex_form(tmp_path: Path) -> None:
+    raw = bytes(range(32))
+    path = tmp_path / "old.key"
+    path.write_text("# a comment\n" + raw.hex()[:32] + "\n  " + raw.hex()[32:].upper() + "\n")
+    assert SecretKey.from_file(path) == SecretKey(raw)
+
+
+def test_field_names_case_and_missing_id(tmp_path: Path) -> None:
+    raw = b"k" * 32
+    path = tmp_path / "k.key"
+    path.write_text(f"Streamcrypt-Key: 1\nTYPE: symmetric\nKey: {base64.b64encode(raw).decode()}\n")
+    assert SecretKey.from_file(path) == SecretKey(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "says"),
+    [
+        ("", InvalidParameterError, "holds no key"),
+        ("00" * 31, InvalidParameterError, "64 hex digits"),
+        ("AGE-SECRET-KEY-1QQQQ", InvalidParameterError, "streamcrypt keygen"),
+        ("streamcrypt-key: 2\ntype: symmetric\nkey: AA==", InvalidParameterError, "version 1"),
+        (
+            "streamcrypt-key: 1\ntype: ed25519\nkey: " + "A" * 43 + "=",
+            InvalidParameterError,
+            "not a symmetric key",
+        ),
+        ("streamcrypt-key: 1\ntype: symmetric", InvalidParameterError, "no 'key:' line"),
+        ("streamcrypt-key: 1\nkey: a\nkey: b", InvalidParameterError, "appears twice"),
+        ("streamcrypt-key: 1\ntype: symmetric\nkey: @@", InvalidParameterError, "base64"),
+        (
+            "streamcrypt-key: 1\ntype: symmetric\nkey: " + base64.b64encode(b"s" * 16).decode(),
+            InvalidKeySizeError,
+            "32 bytes, got 16",
+        ),
+    ],
+)
+def test_bad_files_name_the_file_and_the_problem(
+    tmp_path: Path, text: str, error: type[Exception], says: str
+) -> None:
+    path = tmp_path / "bad.key"
+    path.write_text(text)
+    with pytest.raises(error, match=says) as info:
+        SecretKey.from_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_binary_and_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "bin.key").write_bytes(b"\xff\xfe" * 40)
+    with pytest.raises(InvalidParameterError, match="not a text key file"):
+        SecretKey.from_file(tmp_path / "bin.key")
+    with pytest.raises(FileNotFoundError):
+        SecretKey.from_file(tmp_path / "absent.key")
+
+
+def test_only_32_byte_keys_are_written(tmp_path: Path) -> None:
+    with pytest.raises(InvalidKeySizeError):
+        SecretKey.generate(16).to_file(tmp_path / "short.key")
+    assert not (tmp_path / "short.key").exists()
+
+
+def test_cluster_file_key_reads_the_format(tmp_path: Path) -> None:
+    key = SecretKey.generate(32, key_id="from-file")
+    key.to_file(tmp_path / "k.key")
+    assert FileKey(str(tmp_path / "k.key")).resolve() == key
+    renamed = FileKey(str(tmp_path / "k.key"), key_id="given").resolve()
+    assert isinstance(renamed, SecretKey) and renamed.key_id == "given"
+    assert renamed.secret_bytes() == key.secret_bytes()
