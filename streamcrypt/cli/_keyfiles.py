@@ -2,7 +2,7 @@
 
 Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has the spec):
 
-* symmetric and Ed25519 keys: ``name: value`` lines (the format is ``streamcrypt.keys._keyfile``
+* symmetric and Ed25519 keys: ``name: value`` lines (the format is ``streamcrypt.keys.keyfile``
   for symmetric keys, which also reads the older 64 hex digits) — ``streamcrypt-key: 1``,
   ``type: symmetric`` (or ``ed25519``), ``id: <key id>`` (symmetric only; it goes into
   every container header), ``key: <base64>`` (32 bytes);
@@ -32,7 +32,7 @@ from ..codecs import tink as _tink
 from ..codecs import tink_keyset as _tink_keyset
 from ..errors import StreamCryptError
 from ..keys import SecretKey
-from ..keys import _keyfile as _kf
+from ..keys import keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
 from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError

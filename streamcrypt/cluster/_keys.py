@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
-from ..keys import KeyRing, SecretKey, _keyfile
+from ..keys import KeyRing, SecretKey, keyfile
 
 __all__ = [
     "CallableKey",
@@ -103,9 +103,9 @@ class FileKey(KeyProvider):
 
     def resolve(self) -> KeyMaterial:
         data = _read_file(self.path, "key file")
-        if _keyfile.KEY_FILE_MAGIC.encode() in data:
+        if keyfile.KEY_FILE_MAGIC.encode() in data:
             text = data.decode("utf-8", "replace")
-            key = _keyfile.secret_key_from_text(text, source=f"key file {self.path!r}")
+            key = keyfile.secret_key_from_text(text, source=f"key file {self.path!r}")
             return SecretKey(key.secret_bytes(), key_id=self.key_id or key.key_id)
         raw = _decode_key(data, f"key file {self.path!r}")
         return SecretKey(raw, key_id=self.key_id)

@@ -112,7 +112,7 @@ class SecretKey:
         Raises :class:`OSError` if the file cannot be read, :class:`InvalidParameterError`
         (:class:`InvalidKeySizeError` for a wrong size) if it is not a symmetric key file.
         """
-        from ._keyfile import read_secret_key_file  # the format module imports this one
+        from .keyfile import read_secret_key_file  # the format module imports this one
 
         return read_secret_key_file(path)
 
@@ -122,7 +122,7 @@ class SecretKey:
         Never replaces a file (:class:`FileExistsError`); raises
         :class:`InvalidKeySizeError` for a key of another size.
         """
-        from ._keyfile import write_secret_key_file
+        from .keyfile import write_secret_key_file
 
         write_secret_key_file(path, self)
 

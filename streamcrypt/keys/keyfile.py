@@ -39,8 +39,11 @@ __all__ = [
     "write_secret_key_file",
 ]
 
+#: The first field name of a key file (``streamcrypt-key: 1``).
 KEY_FILE_MAGIC = "streamcrypt-key"
+#: The key-file version this module reads and writes.
 KEY_FILE_VERSION = "1"
+#: Bytes of a symmetric key in a key file.
 KEY_SIZE = 32
 _MAX_KEY_FILE = 1 << 20
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
