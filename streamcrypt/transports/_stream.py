@@ -75,6 +75,7 @@ from ..codecs.records import (
     DATA,
     DEFAULT_REKEY_INTERVAL,
     MAX_RECORD_DATA,
+    WIRE_OVERHEAD,
     Complete,
     Handshake,
     NeedData,
@@ -131,6 +132,9 @@ _RECV_SIZE: Final = 1 << 18
 #: Most ciphertext bytes asked of the transport in one read (1 MiB): with one record, the
 #: bound on buffered ciphertext per connection.
 MAX_READ: Final = 1 << 20
+
+#: Wire bytes of the largest record: the most the small-read path opens without jobs.
+MAX_RECORD_WIRE: Final = MAX_RECORD_DATA + WIRE_OVERHEAD
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
@@ -282,6 +286,8 @@ class EncryptedStream(ByteStream):
     _pending: deque[bytes] = field(default_factory=deque, init=False)
     _pending_pos: int = field(default=0, init=False)
     _sending: OrderedBatches = field(init=False)
+    _small_send: int = field(default=0, init=False)
+    _small_receive: int = field(default=0, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
@@ -298,6 +304,11 @@ class EncryptedStream(ByteStream):
 
     def __post_init__(self) -> None:
         policy = self._config.policy
+        # Work below the policy's inline limit never leaves the loop: a write of one
+        # record, or a buffer of at most one record, skips the scheduler altogether.
+        limit = MAX_RECORD_DATA + 1 if policy is None else policy.inline_limit
+        self._small_send = min(MAX_RECORD_DATA, limit - 1)
+        self._small_receive = min(MAX_RECORD_WIRE, limit - 1)
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
         self._receiving = self._new_receiver()
@@ -413,11 +424,14 @@ class EncryptedStream(ByteStream):
     async def _transport_send(self, sealed: list[Buffer]) -> None:
         # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
         for part in sealed:
-            await _with_timeout(
-                self._config.idle_timeout,
-                "the transport took no data",
-                self.transport_stream.send(cast(bytes, part)),
-            )
+            await self._transport_send_one(cast(bytes, part))
+
+    async def _transport_send_one(self, sealed: bytes) -> None:
+        await _with_timeout(
+            self._config.idle_timeout,
+            "the transport took no data",
+            self.transport_stream.send(sealed),
+        )
 
     def _fail(self, exc: BaseException) -> BaseException:
         if not self._broken:
@@ -438,7 +452,18 @@ class EncryptedStream(ByteStream):
         records = self._records
         assert records is not None
         try:
+            if (
+                isinstance(data, (bytes, bytearray))
+                and len(data) <= self._small_send
+                and self._sending.idle
+            ):
+                # One record: sealed here and written at once, no job, no batch.
+                await self._transport_send_one(records.seal(rtype, data))
+                return
             with memoryview(data) as raw, raw.cast("B") as view:
+                if len(view) <= self._small_send and self._sending.idle:
+                    await self._transport_send_one(records.seal(rtype, view))
+                    return
                 jobs = records.seal_jobs(rtype, view)
                 await self._sending.put(jobs, self._transport_send)
                 await self._sending.flush(self._transport_send)
@@ -560,13 +585,26 @@ class EncryptedStream(ByteStream):
                 )
                 self._pending_pos = 0
                 return self._take_pending(max_bytes)
-            jobs = records.open_jobs(sched.budget)
-            if jobs:
-                sched.queue(jobs)
-                while sched.queued:
-                    sched.launch()
-                continue
-            record = records.next_control()
+            if records.buffered <= self._small_receive:
+                # At most one record's worth buffered: opened here, one by one, no jobs.
+                opened = self._open_inline(records)
+                if opened or self._eof_received:
+                    if not checkpointed:
+                        await cancel_shielded_checkpoint()
+                    if not opened:
+                        raise EndOfStream
+                    self._pending.extend(opened)
+                    self._pending_pos = 0
+                    return self._take_pending(max_bytes)
+                record = None  # what is buffered is part of a record: read on
+            else:
+                jobs = records.open_jobs(sched.budget)
+                if jobs:
+                    sched.queue(jobs)
+                    while sched.queued:
+                        sched.launch()
+                    continue
+                record = records.next_control()
             if record is None:
                 try:
                     chunk = await self._transport_receive(records)
@@ -596,6 +634,37 @@ class EncryptedStream(ByteStream):
                 f"authenticated record of unknown type {rtype}: the peer speaks a "
                 "newer EncryptedStream version"
             )
+
+    def _open_inline(self, records: RecordStream) -> list[bytes]:
+        """Open the complete records buffered, on the loop thread: their plaintext.
+
+        A close record sets ``_eof_received``; a failure after some plaintext is deferred
+        to the next call (what verified before it is returned first), else raised.
+        """
+        out: list[bytes] = []
+        try:
+            while (record := records.next_control()) is not None:
+                rtype, data = record
+                if rtype == DATA:
+                    if data:
+                        out.append(data)
+                    continue
+                if rtype == CLOSE:
+                    if data:
+                        raise FormatError(
+                            "the close record carries data: the peer is not conformant"
+                        )
+                    self._eof_received = True
+                    break
+                raise FormatError(
+                    f"authenticated record of unknown type {rtype}: the peer speaks a "
+                    "newer EncryptedStream version"
+                )
+        except StreamCryptError as exc:
+            if not out:
+                raise
+            self._deferred = exc
+        return out
 
     async def aclose(self) -> None:
         """Send the close record (if not sent yet and the stream is sound), then close.
