@@ -25,6 +25,7 @@ from anyio import (
     BrokenResourceError,
     ClosedResourceError,
     EndOfStream,
+    aclose_forcefully,
     create_task_group,
 )
 from anyio.abc import ByteStream, SocketAttribute
@@ -1247,3 +1248,44 @@ async def test_small_messages_across_rekeys(interval: int) -> None:
     await client.send(big)
     await client.send(b"after")
     assert await _receive_exactly(server, len(big) + 5) == big + b"after"
+
+
+async def test_timeouts_cut_real_waits_on_tcp() -> None:
+    """Deadlines are armed only when a transport call really waits (asyncio): over TCP a
+    silent peer is still cut on receive, and a peer that reads nothing on send."""
+    private, public = generate_keypair()
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+    release = anyio.Event()
+
+    async def silent(transport: ByteStream) -> None:
+        try:
+            await EncryptedStream.wrap(transport, server_side=True, static_key=private)
+            await release.wait()  # never sends, never reads
+        finally:
+            await aclose_forcefully(transport)
+
+    async with listener, create_task_group() as tg:
+        tg.start_soon(listener.serve, silent)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(
+            transport, server_public_key=public, idle_timeout=0.3
+        )
+        with anyio.fail_after(10):
+            await client.send(b"small: taken at once, no deadline needed")
+            with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
+                await client.receive()
+        await aclose_forcefully(client)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(
+            transport, server_public_key=public, idle_timeout=0.3
+        )
+        block = bytes(1 << 20)
+        with anyio.fail_after(20), pytest.raises(PeerTimeoutError, match="took no data"):
+            while True:  # the socket buffers fill, then the send waits and is cut
+                await client.send(block)
+        with pytest.raises(BrokenResourceError):
+            await client.send(b"x")
+        await aclose_forcefully(client)
+        release.set()
+        tg.cancel_scope.cancel()
