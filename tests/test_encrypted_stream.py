@@ -1184,12 +1184,17 @@ async def test_a_small_write_is_one_record_in_one_transport_write() -> None:
     client, server, c, _ = await _pair_with_hooks()
     _no_batches(client)
     _no_batches(server)
-    for item in (b"x", bytes(1024), memoryview(bytes(400)).cast("I"), bytearray(MAX_RECORD_DATA)):
+    for item in (b"x", bytes(1024), memoryview(bytes(400)).cast("I"), bytearray(16000)):
         before = len(c.sent)
         await client.send(item)
         size = memoryview(item).nbytes
         assert [len(chunk) for chunk in c.sent[before:]] == [size + 3 + 16]
         assert await _receive_exactly(server, size) == bytes(item)
+    client, server, c, _ = await _pair_with_hooks()
+    _no_batches(client)  # a full record is still sealed inline, in one write
+    await client.send(bytes(MAX_RECORD_DATA))
+    assert [len(chunk) for chunk in c.sent[-1:]] == [MAX_RECORD_DATA + 3 + 16]
+    assert await _receive_exactly(server, MAX_RECORD_DATA) == bytes(MAX_RECORD_DATA)
 
 
 async def test_small_records_and_the_close_in_one_read() -> None:

@@ -79,7 +79,6 @@ from ..codecs.records import (
     DATA,
     DEFAULT_REKEY_INTERVAL,
     MAX_RECORD_DATA,
-    WIRE_OVERHEAD,
     Complete,
     Handshake,
     NeedData,
@@ -139,8 +138,10 @@ _RECV_SIZE: Final = 1 << 18
 #: bound on buffered ciphertext per connection.
 MAX_READ: Final = 1 << 20
 
-#: Wire bytes of the largest record: the most the small-read path opens without jobs.
-MAX_RECORD_WIRE: Final = MAX_RECORD_DATA + WIRE_OVERHEAD
+#: Most buffered bytes the small-read path opens record by record, without jobs: small
+#: messages, while bulk reads (full 64 KiB records) keep the scheduler path they were
+#: measured on.
+_SMALL_READ: Final = 16 << 10
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
@@ -375,10 +376,10 @@ class EncryptedStream(ByteStream):
     def __post_init__(self) -> None:
         policy = self._config.policy
         # Work below the policy's inline limit never leaves the loop: a write of one
-        # record, or a buffer of at most one record, skips the scheduler altogether.
+        # record, or a small buffer of received records, skips the scheduler altogether.
         limit = MAX_RECORD_DATA + 1 if policy is None else policy.inline_limit
         self._small_send = min(MAX_RECORD_DATA, limit - 1)
-        self._small_receive = min(MAX_RECORD_WIRE, limit - 1)
+        self._small_receive = min(_SMALL_READ, limit - 1)
         self._lazy_deadlines = _on_asyncio()
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
@@ -663,7 +664,7 @@ class EncryptedStream(ByteStream):
                 return self._take_pending(max_bytes)
             buffered = records.buffered
             if buffered <= self._small_receive:
-                # At most one record's worth buffered: opened here, one by one, no jobs.
+                # A few small records buffered: opened here, one by one, no jobs.
                 opened = self._open_inline(records) if buffered else []
                 if opened or self._eof_received:
                     if not checkpointed:
