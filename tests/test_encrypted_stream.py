@@ -25,6 +25,7 @@ from anyio import (
     BrokenResourceError,
     ClosedResourceError,
     EndOfStream,
+    aclose_forcefully,
     create_task_group,
 )
 from anyio.abc import ByteStream, SocketAttribute
@@ -1148,3 +1149,148 @@ def test_failure_log_summarises_what_it_left_out(caplog: pytest.LogCaptureFixtur
     assert messages[:2] == ["bad peer", "bad peer"]
     assert "3 more failures" in messages[2] and "FormatError x3" in messages[2]
     assert messages[3] == "another"
+
+
+# -- the small-message path: one record sealed and opened inline, no scheduler -------------
+
+
+def _no_batches(stream: EncryptedStream) -> None:
+    """Make any use of the stream's batch schedulers fail the test."""
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a small message went through the batch scheduler")
+
+    for sched in (stream._sending, stream._receiving):
+        sched.launch = boom  # type: ignore[method-assign]
+        sched.queue = boom  # type: ignore[method-assign]
+
+
+def _held_until_close(held: list[bytes], armed: list[bool]) -> Hook:
+    """Once ``armed[0]``, a hook that holds every chunk until the close record, then sends
+    all as one."""
+
+    def hook(chunk: bytes) -> list[bytes]:
+        if not armed[0]:  # the handshake
+            return [chunk]
+        held.append(chunk)
+        if chunk[2] != 1:  # not the close record yet
+            return []
+        return [b"".join(held)]
+
+    return hook
+
+
+async def test_a_small_write_is_one_record_in_one_transport_write() -> None:
+    client, server, c, _ = await _pair_with_hooks()
+    _no_batches(client)
+    _no_batches(server)
+    for item in (b"x", bytes(1024), memoryview(bytes(400)).cast("I"), bytearray(16000)):
+        before = len(c.sent)
+        await client.send(item)
+        size = memoryview(item).nbytes
+        assert [len(chunk) for chunk in c.sent[before:]] == [size + 3 + 16]
+        assert await _receive_exactly(server, size) == bytes(item)
+    client, server, c, _ = await _pair_with_hooks()
+    _no_batches(client)  # a full record is still sealed inline, in one write
+    await client.send(bytes(MAX_RECORD_DATA))
+    assert [len(chunk) for chunk in c.sent[-1:]] == [MAX_RECORD_DATA + 3 + 16]
+    assert await _receive_exactly(server, MAX_RECORD_DATA) == bytes(MAX_RECORD_DATA)
+
+
+async def test_small_records_and_the_close_in_one_read() -> None:
+    held: list[bytes] = []
+    armed = [False]
+    client, server, _, _ = await _pair_with_hooks(_held_until_close(held, armed))
+    armed[0] = True
+    _no_batches(server)
+    for item in (b"a", b"bb", b"ccc"):
+        await client.send(item)
+    await client.send_eof()
+    assert await server.receive(2) == b"ab"  # max_bytes holds across records
+    assert await server.receive() == b"bccc"
+    with pytest.raises(EndOfStream):
+        await server.receive()
+    with pytest.raises(EndOfStream):
+        await server.receive()
+
+
+async def test_a_tampered_small_record_after_good_ones_in_one_read() -> None:
+    held: list[bytes] = []
+    armed = [False]
+    hold = _held_until_close(held, armed)
+
+    def tamper(chunk: bytes) -> list[bytes]:
+        out = hold(chunk)
+        if not out or not armed[0]:
+            return out
+        data = bytearray(out[0])
+        data[3 + 1 + 16 + 3 + 1] ^= 1  # the second record's body
+        return [bytes(data)]
+
+    client, server, _, _ = await _pair_with_hooks(tamper)
+    armed[0] = True
+    for item in (b"1", b"22", b"333"):
+        await client.send(item)
+    await client.send_eof()
+    assert await server.receive() == b"1"  # verified before the failure: returned first
+    with pytest.raises(AuthenticationError):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()
+
+
+@pytest.mark.parametrize("interval", [1, 2, 3])
+async def test_small_messages_across_rekeys(interval: int) -> None:
+    client, server = await _enc(rekey_interval=interval)
+    for i in range(10):
+        message = random_bytes(1 + 97 * i)
+        await client.send(message)
+        assert await _receive_exactly(server, len(message)) == message
+        await server.send(message[::-1])
+        assert await _receive_exactly(client, len(message)) == message[::-1]
+    # a large write (through the scheduler) between small ones keeps the counters agreed
+    big = random_bytes(5 * MAX_RECORD_DATA + 7)
+    await client.send(big)
+    await client.send(b"after")
+    assert await _receive_exactly(server, len(big) + 5) == big + b"after"
+
+
+async def test_timeouts_cut_real_waits_on_tcp() -> None:
+    """Deadlines are armed only when a transport call really waits (asyncio): over TCP a
+    silent peer is still cut on receive, and a peer that reads nothing on send."""
+    private, public = generate_keypair()
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+    release = anyio.Event()
+
+    async def silent(transport: ByteStream) -> None:
+        try:
+            await EncryptedStream.wrap(transport, server_side=True, static_key=private)
+            await release.wait()  # never sends, never reads
+        finally:
+            await aclose_forcefully(transport)
+
+    async with listener, create_task_group() as tg:
+        tg.start_soon(listener.serve, silent)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(
+            transport, server_public_key=public, idle_timeout=0.3
+        )
+        with anyio.fail_after(10):
+            await client.send(b"small: taken at once, no deadline needed")
+            with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
+                await client.receive()
+        await aclose_forcefully(client)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(
+            transport, server_public_key=public, idle_timeout=0.3
+        )
+        block = bytes(1 << 20)
+        with anyio.fail_after(20), pytest.raises(PeerTimeoutError, match="took no data"):
+            while True:  # the socket buffers fill, then the send waits and is cut
+                await client.send(block)
+        with pytest.raises(BrokenResourceError):
+            await client.send(b"x")
+        await aclose_forcefully(client)
+        release.set()
+        tg.cancel_scope.cancel()

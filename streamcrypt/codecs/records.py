@@ -38,7 +38,10 @@ bytes in front of it, so length and type are authenticated too. Types: ``DATA`` 
 records a direction calls ``CipherState.rekey()``. Keys and nonces are assigned on the
 caller's thread, in order (:func:`take_nonces`); sealing and opening are pure jobs over
 runs of consecutive records (:class:`SealRecords`, :class:`OpenRecords`) that the
-engine's scheduler runs inline or on workers.
+engine's scheduler runs inline or on workers. Small work needs no job: one record is
+sealed by :meth:`RecordStream.seal` and buffered records are opened one by one by
+:meth:`RecordStream.next_control`, at once on the caller's thread (a scheduler's
+batch costs more Python than a 1 KiB record costs AES-GCM).
 
 The record layer is *not* wire-compatible with a bare Noise transport (the type byte and
 the header AD); the handshake is plain Noise.
@@ -584,9 +587,10 @@ def scan_data_records(buf: Buffer, pos: int, budget: int) -> list[tuple[int, int
 class RecordStream:
     """Both directions' record state after the handshake, sans-I/O.
 
-    Sending: :meth:`seal_jobs`. Receiving: :meth:`receive_data`, then :meth:`open_jobs`
-    for the complete data records at the head of the buffer, or :meth:`next_control`
-    for a record of another type (or a malformed one, which raises).
+    Sending: :meth:`seal` (one record, inline) or :meth:`seal_jobs`. Receiving:
+    :meth:`receive_data`, then :meth:`open_jobs` for the complete data records at the
+    head of the buffer, or :meth:`next_control` for one record of any type opened inline
+    (a malformed one raises).
     """
 
     def __init__(self, done: Complete, rekey_interval: int | None) -> None:
@@ -599,6 +603,28 @@ class RecordStream:
         self._pos = 0
 
     # -- sending ---------------------------------------------------------------------------
+
+    def seal(self, rtype: int, data: Buffer) -> bytes:
+        """One record of type ``rtype`` sealing ``data`` now, on the caller's thread: the
+        wire bytes (header and Noise message). The small-write path, with no job: at
+        most :data:`MAX_RECORD_DATA` bytes (more raises :class:`LimitExceededError`).
+        Raises :class:`LimitExceededError` when nonces run out."""
+        size = len(data) + TAGLEN
+        if size > MAX_MESSAGE_LEN:
+            raise LimitExceededError(
+                f"a record carries at most {MAX_RECORD_DATA} bytes, got {len(data)}: use seal_jobs"
+            )
+        cs = self._send
+        if cs.nonce + 1 >= MAX_NONCE:  # the bound take_nonces keeps
+            raise LimitExceededError(
+                "Noise nonce space exhausted (2**64-1 records): start a new connection"
+            )
+        header = bytes((size >> 8, size & 0xFF, rtype))
+        sealed = header + cs.encrypt(header, data)
+        self._sent += 1
+        if self._interval is not None and self._sent % self._interval == 0:
+            cs.rekey()
+        return sealed
 
     def seal_jobs(self, rtype: int, view: memoryview) -> list[SealRecords]:
         """Jobs sealing ``view`` as records (at least one), keys and nonces assigned now."""
@@ -618,10 +644,14 @@ class RecordStream:
     # -- receiving -------------------------------------------------------------------------
 
     def receive_data(self, data: Buffer) -> None:
+        buf = self._buf
         if self._pos:
-            del self._buf[: self._pos]
+            if self._pos == len(buf):
+                buf.clear()
+            else:
+                del buf[: self._pos]
             self._pos = 0
-        self._buf += data
+        buf += data
 
     @property
     def buffered(self) -> int:
@@ -648,9 +678,11 @@ class RecordStream:
         return jobs
 
     def next_control(self) -> tuple[int, bytes] | None:
-        """Open the next complete record inline, or ``None`` if it has not all come.
+        """Open the next complete record (of any type) inline, or ``None`` if it has not
+        all come.
 
-        For the records :meth:`open_jobs` leaves (close, unknown types). Raises
+        For the records :meth:`open_jobs` leaves (close, unknown types), and the
+        small-read path that opens a few buffered records without jobs. Raises
         :class:`FormatError` for a length shorter than a tag and
         :class:`AuthenticationError` for a record that does not verify.
         """
