@@ -47,6 +47,10 @@ DATA_DOCS: dict[str, str] = {
     "streamcrypt.engine.DEFAULT_WORKERS": (
         "Threads of the shared worker pool: the number of CPUs, at least 2."
     ),
+    "streamcrypt.codecs.FORMATS": (
+        "Every segmented format by name, its descriptor the codec module's ``FORMAT``; "
+        "built on first access (it imports every format)."
+    ),
     "streamcrypt.engine.DEFAULT_POLICY": (
         "The :class:`OffloadPolicy` with every default, taken wherever ``policy=`` is left out."
     ),

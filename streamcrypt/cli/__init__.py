@@ -8,27 +8,18 @@ Ctrl-C), never a traceback and never key bytes.
 from __future__ import annotations
 
 import argparse
-import functools
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
-from ._cluster import add_cluster_command, run_cluster
-from ._commands import (
-    HASH_ALGOS,
-    KEY_TYPES,
-    run_bench,
-    run_clean,
-    run_connect,
-    run_hash,
-    run_keygen,
-    run_serve,
-    run_sign,
-    run_verify,
-)
-from ._crypt import add_arguments, add_native_arguments, run_decrypt, run_encrypt
-from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE, describe, exit_code
+from ._cluster import add_cluster_command
+from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE
+from ._options import HASH_ALGOS, KEY_TYPES, add_arguments, add_native_arguments
+
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 __all__ = ["main", "run"]
 
@@ -36,6 +27,18 @@ _PROG = "streamcrypt"
 #: Commands that work only in a source checkout: not listed in --help nor in errors.
 _HIDDEN = ("bench",)
 Runner = Callable[[argparse.Namespace], int]
+
+
+def _lazy(module: str, function: str, **keywords: Any) -> Runner:
+    """The runner ``module.function`` (relative to this package), imported when the
+    command runs: building the parser imports no format, so ``--help``, ``--version`` and
+    usage errors start fast (docs/CLI.md, "Start-up")."""
+
+    def runner(args: argparse.Namespace) -> int:
+        target: Callable[..., int] = getattr(importlib.import_module(module, __name__), function)
+        return target(args, **keywords)
+
+    return runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +75,9 @@ def _build_parser() -> _Parser:
         return p
 
     p = command(
-        "keygen", run_keygen, "generate a key file (mode 0600), or print a key's public half"
+        "keygen",
+        _lazy("._commands", "run_keygen"),
+        "generate a key file (mode 0600), or print a key's public half",
     )
     p.add_argument(
         "input", nargs="?", metavar="KEYFILE", help="-y: the key file to read (default: stdin)"
@@ -98,26 +103,36 @@ def _build_parser() -> _Parser:
     p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
 
-    p = command("encrypt", run_encrypt, "encrypt a file or stdin (native, age or tink)")
+    p = command(
+        "encrypt", _lazy("._crypt", "run_encrypt"), "encrypt a file or stdin (native, age or tink)"
+    )
     add_arguments(p, decrypt=False)
-    p = command("decrypt", run_decrypt, "decrypt a file or stdin, releasing only verified data")
+    p = command(
+        "decrypt",
+        _lazy("._crypt", "run_decrypt"),
+        "decrypt a file or stdin, releasing only verified data",
+    )
     add_arguments(p, decrypt=True)
 
     p = command(
         "rekey",
-        functools.partial(run_cluster, operation="rekey"),
+        _lazy("._cluster", "run_cluster", operation="rekey"),
         "re-encrypt objects under a new key on a Dask cluster (key rotation)",
     )
     add_cluster_command(p, "rekey")
     add_native_arguments(p)
     p = command(
         "verify-objects",
-        functools.partial(run_cluster, operation="verify"),
+        _lazy("._cluster", "run_cluster", operation="verify"),
         "authenticate encrypted objects end to end on a Dask cluster, writing nothing",
     )
     add_cluster_command(p, "verify")
 
-    p = command("hash", run_hash, "print digests like sha256sum (BLAKE3, SHA-2, HMAC)")
+    p = command(
+        "hash",
+        _lazy("._commands", "run_hash"),
+        "print digests like sha256sum (BLAKE3, SHA-2, HMAC)",
+    )
     p.add_argument("files", nargs="*", metavar="FILE", help="files (default or '-': stdin)")
     p.add_argument("--algo", choices=HASH_ALGOS, default="sha256", help="default sha256")
     p.add_argument(
@@ -133,7 +148,11 @@ def _build_parser() -> _Parser:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    p = command("sign", run_sign, "sign a file or stdin with Ed25519ph (base64 signature)")
+    p = command(
+        "sign",
+        _lazy("._commands", "run_sign"),
+        "sign a file or stdin with Ed25519ph (base64 signature)",
+    )
     p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
     p.add_argument("-k", "--key", required=True, metavar="ED25519KEY", help="Ed25519 key file")
     p.add_argument("-o", "--output", metavar="SIG", help="signature file (default: stdout)")
@@ -141,7 +160,7 @@ def _build_parser() -> _Parser:
 
     p = command(
         "verify",
-        run_verify,
+        _lazy("._commands", "run_verify"),
         "verify an Ed25519ph signature over a file or stdin (encrypted objects on a "
         "cluster: verify-objects)",
     )
@@ -157,8 +176,16 @@ def _build_parser() -> _Parser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     for name, runner, help in (
-        ("serve", run_serve, "accept one encrypted TCP session: stdin to it, it to stdout"),
-        ("connect", run_connect, "open an encrypted TCP session: stdin to it, it to stdout"),
+        (
+            "serve",
+            _lazy("._commands", "run_serve"),
+            "accept one encrypted TCP session: stdin to it, it to stdout",
+        ),
+        (
+            "connect",
+            _lazy("._commands", "run_connect"),
+            "open an encrypted TCP session: stdin to it, it to stdout",
+        ),
     ):
         p = command(name, runner, help)
         if name == "serve":
@@ -183,7 +210,11 @@ def _build_parser() -> _Parser:
         p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
         p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
 
-    p = command("clean", run_clean, "remove temporaries left beside outputs by killed runs")
+    p = command(
+        "clean",
+        _lazy("._commands", "run_clean"),
+        "remove temporaries left beside outputs by killed runs",
+    )
     p.add_argument("directories", nargs="*", metavar="DIR", help="directories (default: .)")
     p.add_argument(
         "--older-than",
@@ -193,7 +224,9 @@ def _build_parser() -> _Parser:
         help="only temporaries not modified for this long (default 3600)",
     )
 
-    p = command("bench", run_bench, "run the benchmarks (from a source checkout)")
+    p = command(
+        "bench", _lazy("._commands", "run_bench"), "run the benchmarks (from a source checkout)"
+    )
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     return parser
 
@@ -240,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader of stdout went away (``| head``): nothing more to say to it
         return EXIT_IO
     except Exception as exc:  # every failure: one line, a documented code, no traceback
+        from ._errors import describe, exit_code
+
         sys.stderr.write(f"{_PROG}: error: {describe(exc)}\n")
         return exit_code(exc)
 

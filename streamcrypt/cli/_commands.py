@@ -49,9 +49,6 @@ __all__ = [
     "run_verify",
 ]
 
-KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
-HASH_ALGOS = ("blake3", "sha256", "sha512")
-
 
 def _say(message: str) -> None:
     print(f"streamcrypt: {message}", file=sys.stderr, flush=True)

@@ -45,154 +45,23 @@ from ..errors import (
     UnknownKeyError,
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
-from ._cluster import add_cluster_arguments, run_cluster
+from ._cluster import run_cluster
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
 from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
 from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
+from ._options import AWS_KEY_NAME, AWS_NAMESPACE
 
-__all__ = [
-    "FORMATS",
-    "add_arguments",
-    "add_native_arguments",
-    "run_decrypt",
-    "run_encrypt",
-]
+__all__ = ["run_decrypt", "run_encrypt"]
 
-FORMATS = ("native", "age", "tink", "rclone", "aws")
 KDF_LEVELS: dict[str, Argon2Params] = {
     "interactive": INTERACTIVE,
     "moderate": MODERATE,
     "sensitive": SENSITIVE,
 }
 _AGE_PREFIXES = (b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")
-_AWS_NAMESPACE = "streamcrypt"
-_AWS_KEY_NAME = "default"
 #: Options only some formats take (checked with :func:`_reject`).
 _RCLONE_ONLY = ("password2_file",)
 _AWS_ONLY = ("key_namespace", "key_name", "context")
-
-
-def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
-    """The options ``encrypt`` and ``decrypt`` share (and the few that differ)."""
-    p.add_argument("input", nargs="?", metavar="IN", help="input file (default: standard input)")
-    p.add_argument(
-        "-o", "--output", metavar="OUT", help="output file, written atomically (default: stdout)"
-    )
-    p.add_argument(
-        "-k",
-        "--key",
-        metavar="KEYFILE",
-        help="key file: symmetric key (native), Tink JSON keyset (tink), raw AES key of "
-        "16, 24 or 32 bytes (aws), or an identity file",
-    )
-    p.add_argument(
-        "-i",
-        "--identity",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="identity file (age AGE-SECRET-KEY-1... or streamcrypt SC-X25519-SECRET-1...); "
-        "repeatable" + ("" if decrypt else "; encrypts to its public key"),
-    )
-    if not decrypt:
-        p.add_argument(
-            "-r",
-            "--recipient",
-            metavar="RECIPIENT",
-            action="append",
-            default=[],
-            help="public key to encrypt to: age1... (age) or sc-x25519-pub1... (native); "
-            "repeatable",
-        )
-        p.add_argument(
-            "-R",
-            "--recipients-file",
-            metavar="FILE",
-            action="append",
-            default=[],
-            help="a file of recipients, one per line ('#' comments), as age's -R; repeatable",
-        )
-    p.add_argument(
-        "-p", "--passphrase", action="store_true", help="prompt for a passphrase (no echo)"
-    )
-    p.add_argument(
-        "--passphrase-file",
-        metavar="FILE",
-        help="read the passphrase from the first line of FILE (for scripts)",
-    )
-    p.add_argument(
-        "--password2-file",
-        metavar="FILE",
-        help="rclone: read password2 (the crypt remote's salt) from the first line of FILE",
-    )
-    p.add_argument(
-        "--key-namespace",
-        metavar="NS",
-        help=f"aws: the raw AES keyring's namespace (provider id; default {_AWS_NAMESPACE})",
-    )
-    p.add_argument(
-        "--key-name",
-        metavar="NAME",
-        help=f"aws: the raw AES keyring's key name (default {_AWS_KEY_NAME})",
-    )
-    p.add_argument(
-        "--context",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="aws: an encryption context entry (on decrypt: one the message must carry); "
-        "repeatable",
-    )
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        help="native (default), age, tink, rclone or aws; "
-        + ("detected from the input when left out" if decrypt else "inferred from the keys"),
-    )
-    p.add_argument("--aad", metavar="TEXT", help="associated data (native, tink), UTF-8")
-    if decrypt:
-        p.add_argument(
-            "--verify-with",
-            metavar="PUBKEY",
-            help="native envelopes: require an Ed25519 signature by this public key",
-        )
-    else:
-        p.add_argument("--armor", "-a", action="store_true", help="age: ASCII-armored output")
-        add_native_arguments(p)
-        p.add_argument(
-            "--kdf",
-            choices=sorted(KDF_LEVELS),
-            help="native passphrase: Argon2id strength (default moderate)",
-        )
-        p.add_argument(
-            "--work-factor",
-            type=int,
-            metavar="N",
-            help=f"age passphrase: scrypt log2 N (default {_age.DEFAULT_WORK_FACTOR})",
-        )
-        p.add_argument(
-            "--sign-with",
-            metavar="ED25519KEY",
-            help="native envelopes: sign the ciphertext with this Ed25519 key file",
-        )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    add_cluster_arguments(p)
-
-
-def add_native_arguments(p: argparse.ArgumentParser) -> None:
-    """``--suite`` and ``--segment-size``: the native container's parameters, for every
-    command that writes one (``encrypt``, ``rekey``)."""
-    p.add_argument(
-        "--suite",
-        choices=sorted(_container.SUITE_IDS),
-        help="native: the AEAD suite (default aes-256-gcm)",
-    )
-    p.add_argument(
-        "--segment-size",
-        type=int,
-        metavar="BYTES",
-        help=f"native: plaintext bytes per segment (default {_container.DEFAULT_SEGMENT_SIZE})",
-    )
 
 
 # ------------------------------------------------------------------------------ options
@@ -319,7 +188,7 @@ def _aws_keyring(args: argparse.Namespace, keys: _Keys, why: str) -> _aws.RawAes
             )
         raise KeyFileError("--format aws needs -k KEYFILE (a raw AES key of 16, 24 or 32 bytes)")
     return _aws.RawAesKeyring(
-        args.key_namespace or _AWS_NAMESPACE, args.key_name or _AWS_KEY_NAME, keys.raw_key
+        args.key_namespace or AWS_NAMESPACE, args.key_name or AWS_KEY_NAME, keys.raw_key
     )
 
 

@@ -19,8 +19,6 @@ code   meaning
 
 from __future__ import annotations
 
-import anyio
-
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -81,6 +79,8 @@ def exit_code(exc: BaseException) -> int:
         return EXIT_USAGE
     if isinstance(exc, StreamCryptError):
         return EXIT_DATA
+    import anyio  # here, not at the top: the command's start-up skips it (docs/CLI.md)
+
     if isinstance(
         exc, OSError | anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream
     ):
@@ -95,6 +95,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         where = exc.filename if exc.filename is not None else None
         return f"{where}: {exc.strerror}" if where is not None else exc.strerror
+    import anyio
+
     if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError):
         return "the connection was closed or broken"
     if isinstance(exc, anyio.EndOfStream):

@@ -17,56 +17,59 @@ pairs that age's and the envelope's recipients and identities subclass.
 
 from __future__ import annotations
 
-from . import (
-    age,
-    armor,
-    aws,
-    cobblestone,
-    container,
-    ece,
-    envelope,
-    noise,
-    rclone,
-    secretstream,
-    tink,
-    tink_keyset,
-)
-from ._format import FormatOptions, ReadAt, SegmentedFormat, registry
-from ._segmented import (
-    SegmentCodec,
-    SegmentedDecryptor,
-    SegmentedEncryptor,
-    SegmentedTransform,
-    SegmentJob,
-    SegmentLayout,
-)
-from ._x25519 import X25519PublicText, X25519SecretText
-from .age import AgeDecryptor, AgeEncryptor
-from .aws import AwsDecryptor, AwsEncryptor
-from .cobblestone import CobblestoneDecryptor, CobblestoneEncryptor
-from .container import StreamDecryptor, StreamEncryptor
-from .ece import EceDecryptor, EceEncryptor
-from .envelope import EnvelopeDecryptor, EnvelopeEncryptor
-from .noise import NoiseHandshake
-from .rclone import RcloneDecryptor, RcloneEncryptor
-from .secretstream import SecretStreamDecryptor, SecretStreamEncryptor
-from .tink import TinkStreamDecryptor, TinkStreamEncryptor
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-#: Every segmented format by name: one registration line per format, its descriptor the
-#: codec module's ``FORMAT``. ``streamcrypt.open`` and the conformance tests read it.
-FORMATS = registry(
-    (
-        container.FORMAT,
-        envelope.FORMAT,
-        age.FORMAT,
-        tink.FORMAT,
-        cobblestone.FORMAT,
-        ece.FORMAT,
-        rclone.FORMAT,
-        aws.FORMAT,
-        secretstream.FORMAT,
+if TYPE_CHECKING:
+    from . import (
+        age,
+        armor,
+        aws,
+        cobblestone,
+        container,
+        ece,
+        envelope,
+        noise,
+        rclone,
+        secretstream,
+        tink,
+        tink_keyset,
     )
-)
+    from ._format import FormatOptions as FormatOptions
+    from ._format import ReadAt as ReadAt
+    from ._format import SegmentedFormat as SegmentedFormat
+    from ._format import registry as registry
+    from ._segmented import SegmentCodec as SegmentCodec
+    from ._segmented import SegmentedDecryptor as SegmentedDecryptor
+    from ._segmented import SegmentedEncryptor as SegmentedEncryptor
+    from ._segmented import SegmentedTransform as SegmentedTransform
+    from ._segmented import SegmentJob as SegmentJob
+    from ._segmented import SegmentLayout as SegmentLayout
+    from ._x25519 import X25519PublicText as X25519PublicText
+    from ._x25519 import X25519SecretText as X25519SecretText
+    from .age import AgeDecryptor as AgeDecryptor
+    from .age import AgeEncryptor as AgeEncryptor
+    from .aws import AwsDecryptor as AwsDecryptor
+    from .aws import AwsEncryptor as AwsEncryptor
+    from .cobblestone import CobblestoneDecryptor as CobblestoneDecryptor
+    from .cobblestone import CobblestoneEncryptor as CobblestoneEncryptor
+    from .container import StreamDecryptor as StreamDecryptor
+    from .container import StreamEncryptor as StreamEncryptor
+    from .ece import EceDecryptor as EceDecryptor
+    from .ece import EceEncryptor as EceEncryptor
+    from .envelope import EnvelopeDecryptor as EnvelopeDecryptor
+    from .envelope import EnvelopeEncryptor as EnvelopeEncryptor
+    from .noise import NoiseHandshake as NoiseHandshake
+    from .rclone import RcloneDecryptor as RcloneDecryptor
+    from .rclone import RcloneEncryptor as RcloneEncryptor
+    from .secretstream import SecretStreamDecryptor as SecretStreamDecryptor
+    from .secretstream import SecretStreamEncryptor as SecretStreamEncryptor
+    from .tink import TinkStreamDecryptor as TinkStreamDecryptor
+    from .tink import TinkStreamEncryptor as TinkStreamEncryptor
+
+    #: Every segmented format by name (built on first use; see :func:`__getattr__`).
+    FORMATS: Mapping[str, SegmentedFormat]
 
 __all__ = [
     "FORMATS",
@@ -114,3 +117,96 @@ __all__ = [
     "tink",
     "tink_keyset",
 ]
+
+#: Each lazily loaded name: the module (relative to this package) it comes from.
+_LAZY: dict[str, str] = {
+    "FormatOptions": "._format",
+    "ReadAt": "._format",
+    "SegmentedFormat": "._format",
+    "registry": "._format",
+    "SegmentCodec": "._segmented",
+    "SegmentedDecryptor": "._segmented",
+    "SegmentedEncryptor": "._segmented",
+    "SegmentedTransform": "._segmented",
+    "SegmentJob": "._segmented",
+    "SegmentLayout": "._segmented",
+    "X25519PublicText": "._x25519",
+    "X25519SecretText": "._x25519",
+    "AgeDecryptor": ".age",
+    "AgeEncryptor": ".age",
+    "AwsDecryptor": ".aws",
+    "AwsEncryptor": ".aws",
+    "CobblestoneDecryptor": ".cobblestone",
+    "CobblestoneEncryptor": ".cobblestone",
+    "StreamDecryptor": ".container",
+    "StreamEncryptor": ".container",
+    "EceDecryptor": ".ece",
+    "EceEncryptor": ".ece",
+    "EnvelopeDecryptor": ".envelope",
+    "EnvelopeEncryptor": ".envelope",
+    "NoiseHandshake": ".noise",
+    "RcloneDecryptor": ".rclone",
+    "RcloneEncryptor": ".rclone",
+    "SecretStreamDecryptor": ".secretstream",
+    "SecretStreamEncryptor": ".secretstream",
+    "TinkStreamDecryptor": ".tink",
+    "TinkStreamEncryptor": ".tink",
+}
+_SUBMODULES = frozenset(
+    {
+        "age",
+        "armor",
+        "aws",
+        "cobblestone",
+        "container",
+        "ece",
+        "envelope",
+        "noise",
+        "rclone",
+        "secretstream",
+        "tink",
+        "tink_keyset",
+    }
+)
+#: The modules whose ``FORMAT`` descriptor :data:`FORMATS` registers, one line each.
+_FORMAT_MODULES = (
+    "container",
+    "envelope",
+    "age",
+    "tink",
+    "cobblestone",
+    "ece",
+    "rclone",
+    "aws",
+    "secretstream",
+)
+
+
+def _formats() -> Mapping[str, SegmentedFormat]:
+    """:data:`FORMATS`: every segmented format by name, its descriptor the codec module's
+    ``FORMAT``. ``streamcrypt.open`` and the conformance tests read it. Built on first
+    access, since it imports every format (age, aws, ... take most of the package's
+    import time)."""
+    from ._format import registry
+
+    return registry(
+        tuple(importlib.import_module(f".{m}", __name__).FORMAT for m in _FORMAT_MODULES)
+    )
+
+
+def __getattr__(name: str) -> Any:
+    value: Any
+    if name == "FORMATS":
+        value = _formats()
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

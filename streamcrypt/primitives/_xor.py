@@ -13,6 +13,7 @@ and cheaper per call on small inputs). Never a per-byte Python loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from ..abc import Buffer, Lifecycle
@@ -21,13 +22,18 @@ from ..keys import SecretKey
 
 __all__ = ["NATIVE_XOR_MIN", "XorCipher", "xor", "xor_bytes"]
 
-_strxor: Callable[..., bytes] | None
-try:
-    from Crypto.Util.strxor import strxor as _native_xor
-except ImportError:  # pragma: no cover - the legacy extra is installed in development
-    _strxor = None
-else:
-    _strxor = _native_xor
+
+@functools.cache
+def _native_strxor() -> Callable[..., bytes] | None:
+    """pycryptodome's ``strxor``, or ``None`` without the ``legacy`` extra. Imported by
+    the first call that needs it: importing pycryptodome costs ~50 ms, which
+    ``import streamcrypt`` and the command's start-up skip."""
+    try:
+        from Crypto.Util.strxor import strxor
+    except ImportError:  # pragma: no cover - the legacy extra is installed in development
+        return None
+    return strxor
+
 
 #: Smallest input that goes to the native XOR: measured 2026 on the 2-core box, strxor
 #: costs ~3.8 us per call (ctypes) and the integer path ~1 us + 4 ns/byte.
@@ -42,8 +48,10 @@ def xor_ints(a: Buffer, b: Buffer) -> bytes:
 
 def xor_bytes(a: Buffer, b: Buffer) -> bytes:
     """``a XOR b`` for two buffers of the same length."""
-    if _strxor is not None and len(a) >= NATIVE_XOR_MIN:
-        return _strxor(a, b)
+    if len(a) >= NATIVE_XOR_MIN:
+        native = _native_strxor()
+        if native is not None:
+            return native(a, b)
     return xor_ints(a, b)
 
 
