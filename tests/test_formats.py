@@ -8,13 +8,19 @@ from typing import Any
 
 import pytest
 
+from streamcrypt import formats
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
-from streamcrypt.errors import AuthenticationError, FormatError, TruncatedStreamError
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    TruncatedStreamError,
+)
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
 
 pytestmark = pytest.mark.anyio
@@ -140,3 +146,63 @@ def test_one_shots_run_on_the_engine_and_match_the_codec(name: str) -> None:
     tampered[len(tampered) // 2] ^= 1
     with pytest.raises((AuthenticationError, FormatError)):
         sdec(bytes(tampered))
+
+
+async def _never_read() -> AsyncIterator[bytes]:
+    raise AssertionError("the source was read: the arguments were not checked at the call")
+    yield b""  # pragma: no cover
+
+
+# module -> (encrypt with a bad argument, decrypt with a bad argument); each must raise
+# at the call, before any iteration, as streamcrypt.encrypt/decrypt do.
+BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
+    "age": (lambda: age.encrypt(_never_read()), lambda: age.decrypt(_never_read())),
+    "aws": (
+        lambda: formats.aws.encrypt(_never_read(), b"not a keyring"),
+        lambda: formats.aws.decrypt(_never_read(), b"not a keyring"),
+    ),
+    "cobblestone": (
+        lambda: cobblestone.encrypt(_never_read(), b"short"),
+        lambda: cobblestone.decrypt(_never_read(), b"short"),
+    ),
+    "ece": (
+        lambda: ece.encrypt(_never_read(), KEY16, padding=1 << 20),
+        lambda: ece.decrypt(_never_read(), b"short"),
+    ),
+    "rclone": (
+        lambda: formats.rclone.encrypt(_never_read()),
+        lambda: formats.rclone.decrypt(_never_read(), password=""),
+    ),
+    "secretstream": (
+        lambda: secretstream.encrypt(_never_read(), KEY32, chunk_size=0),
+        lambda: secretstream.decrypt(_never_read(), b"short"),
+    ),
+    "tink": (
+        lambda: tink.encrypt(_never_read(), b"not a key"),
+        lambda: tink.decrypt(_never_read(), b"not a key"),
+    ),
+}
+
+
+def test_every_format_module_has_bad_call_cases() -> None:
+    assert sorted(BAD_CALLS) == sorted(formats.__all__)
+
+
+@pytest.mark.parametrize("direction", [0, 1], ids=["encrypt", "decrypt"])
+@pytest.mark.parametrize("name", sorted(BAD_CALLS))
+def test_bad_arguments_raise_at_the_call_not_on_first_iteration(name: str, direction: int) -> None:
+    with pytest.raises(InvalidParameterError):
+        BAD_CALLS[name][direction]()
+
+
+async def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
+    with pytest.raises(InvalidParameterError):
+        formats.rclone.decrypt(_never_read(), password="pw", expected_size=-1)
+
+
+async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
+    salt = bytes(range(16))
+    want = ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, record_size=4096, padding=7)
+    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, record_size=4096, padding=7))
+    assert got == want
+    assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
