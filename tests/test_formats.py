@@ -12,6 +12,7 @@ from streamcrypt import formats
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
+from streamcrypt.codecs import envelope as envelope_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
@@ -22,6 +23,7 @@ from streamcrypt.errors import (
     TruncatedStreamError,
 )
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
+from streamcrypt.keys import Argon2Params
 
 pytestmark = pytest.mark.anyio
 
@@ -69,10 +71,10 @@ CASES: dict[
         lambda c: tink.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
     ),
     "cobblestone": (
-        lambda src, p: cobblestone.encrypt(src, KEY32, context=b"ctx", policy=p),
-        lambda src, p: cobblestone.decrypt(src, KEY32, context=b"ctx", policy=p),
-        lambda d: cobblestone.encrypt_bytes(d, KEY32, context=b"ctx"),
-        lambda c: cobblestone.decrypt_bytes(c, KEY32, context=b"ctx"),
+        lambda src, p: cobblestone.encrypt(src, KEY32, aad=b"ctx", policy=p),
+        lambda src, p: cobblestone.decrypt(src, KEY32, aad=b"ctx", policy=p),
+        lambda d: cobblestone.encrypt_bytes(d, KEY32, aad=b"ctx"),
+        lambda c: cobblestone.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
         lambda src, p: ece.encrypt(src, KEY16, record_size=4096, policy=p),
@@ -103,10 +105,12 @@ async def test_tampering_is_caught_on_the_async_path(name: str) -> None:
 
 
 async def test_secretstream_async_round_trip_and_truncation() -> None:
-    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
-    assert await collect(secretstream.decrypt(chunks(ct, 2), KEY32, chunk_size=4096)) == DATA
+    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, segment_size=4096))
+    assert await collect(secretstream.decrypt(chunks(ct, 2), KEY32, segment_size=4096)) == DATA
     with pytest.raises(TruncatedStreamError):
-        await collect(secretstream.decrypt(ct[: -(len(DATA) % 4096 + 17)], KEY32, chunk_size=4096))
+        await collect(
+            secretstream.decrypt(ct[: -(len(DATA) % 4096 + 17)], KEY32, segment_size=4096)
+        )
 
 
 # name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
@@ -120,8 +124,8 @@ CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], byt
         lambda c: tink_codec.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
     ),
     "cobblestone": (
-        lambda d: cobblestone_codec.encrypt_bytes(d, KEY32, context=b"ctx"),
-        lambda c: cobblestone_codec.decrypt_bytes(c, KEY32, context=b"ctx"),
+        lambda d: cobblestone_codec.encrypt_bytes(d, KEY32, aad=b"ctx"),
+        lambda c: cobblestone_codec.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
         lambda d: ece_codec.encrypt_bytes(d, KEY16, record_size=4096),
@@ -174,7 +178,7 @@ BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
         lambda: formats.rclone.decrypt(_never_read(), password=""),
     ),
     "secretstream": (
-        lambda: secretstream.encrypt(_never_read(), KEY32, chunk_size=0),
+        lambda: secretstream.encrypt(_never_read(), KEY32, segment_size=0),
         lambda: secretstream.decrypt(_never_read(), b"short"),
     ),
     "tink": (
@@ -206,3 +210,64 @@ async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
     got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, record_size=4096, padding=7))
     assert got == want
     assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
+
+
+# The old keyword names (one release): each warns, names its replacement, and still works.
+FAST_ARGON = Argon2Params(1, 8192)
+
+
+def _old_cobblestone_codec() -> bytes:
+    ct = cobblestone_codec.encrypt_bytes(b"msg", KEY32, context=b"c")
+    return cobblestone_codec.decrypt_bytes(ct, KEY32, context=b"c")
+
+
+async def _old_cobblestone_stream() -> bytes:
+    ct = await collect(cobblestone.encrypt(chunks(DATA), KEY32, context=b"c"))
+    return await collect(cobblestone.decrypt(chunks(ct), KEY32, context=b"c"))
+
+
+async def _old_secretstream() -> bytes:
+    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
+    return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
+
+
+def _old_envelope() -> bytes:
+    ct = envelope_codec.encrypt_bytes(b"msg", passphrase="pw", passphrase_params=FAST_ARGON)
+    return envelope_codec.decrypt_bytes(ct, passphrase="pw", max_params=FAST_ARGON)
+
+
+OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
+    "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
+    "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
+    "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
+    "envelope": (
+        _old_envelope,
+        [
+            "passphrase_params= is deprecated, use work_factor=",
+            "max_params= is deprecated, use max_work_factor=",
+        ],
+        b"msg",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OLD_NAMES))
+async def test_old_keyword_names_warn_and_still_work(name: str) -> None:
+    run, messages, want = OLD_NAMES[name]
+    with pytest.warns(DeprecationWarning) as caught:
+        got = run()
+        if not isinstance(got, bytes):
+            got = await got
+    assert got == want
+    texts = [str(w.message) for w in caught]
+    for message in messages:
+        assert any(message in t for t in texts), texts
+    # The warning points at the caller's line, not at streamcrypt's internals.
+    assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]
+
+
+def test_old_and_new_keyword_together_raise() -> None:
+    with pytest.raises(InvalidParameterError, match="give aad= only"):
+        cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
+    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
+        secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)
