@@ -7,11 +7,6 @@ plaintext.
 
 from __future__ import annotations
 
-import warnings
-from typing import TypeVar
-
-_T = TypeVar("_T")
-
 __all__ = [
     "AlreadyFinalizedError",
     "AuthenticationError",
@@ -34,8 +29,6 @@ __all__ = [
     "TruncatedStreamError",
     "UnknownKeyError",
     "UnsupportedFormatError",
-    "renamed_keyword",
-    "warn_renamed",
 ]
 
 
@@ -145,32 +138,3 @@ class StoreLockedError(StreamCryptError):
     """
 
     http_status = 409
-
-
-def renamed_keyword(
-    where: str, old: str, new: str, old_value: _T | None, value: _T, default: _T
-) -> _T:
-    """The value of keyword ``new`` of ``where``, honouring its deprecated name ``old``.
-
-    ``old_value`` is what the caller gave as ``old=`` (``None``: not given); given, it
-    warns with :class:`DeprecationWarning` (the old name goes one release later) and is
-    used, unless ``new=`` was given too (``value`` is not ``default``), which raises
-    :class:`InvalidParameterError`.
-    """
-    if old_value is None:
-        return value
-    if value is not default and value != default:
-        raise InvalidParameterError(f"{where}: give {new}= only ({old}= is its old name)")
-    warn_renamed(f"{where}: {old}=", f"{new}=", stacklevel=4)
-    return old_value
-
-
-def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
-    """Warn (:class:`DeprecationWarning`) that ``old`` is the deprecated name of ``new``;
-    the old name keeps working for one release. ``stacklevel`` 3 points at the caller of
-    the function that calls this."""
-    warnings.warn(
-        f"{old} is deprecated, use {new} (the old name will be removed in the next release)",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )

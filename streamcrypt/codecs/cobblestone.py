@@ -38,6 +38,7 @@ from typing import Literal
 from cryptography.exceptions import InvalidTag
 
 from ..abc import Buffer
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -45,7 +46,6 @@ from ..errors import (
     InvalidParameterError,
     LimitExceededError,
     TruncatedStreamError,
-    renamed_keyword,
 )
 from ..keys import SecretKey, key_bytes, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesGcm

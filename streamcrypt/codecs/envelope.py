@@ -81,6 +81,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from .. import ecies
 from ..abc import Buffer, State
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -91,7 +92,6 @@ from ..errors import (
     TruncatedStreamError,
     UnknownKeyError,
     UnsupportedFormatError,
-    renamed_keyword,
 )
 from ..keys import (
     MAX_READ_PARAMS,

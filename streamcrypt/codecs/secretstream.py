@@ -65,13 +65,13 @@ from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
 from ..abc import Buffer, Lifecycle
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
     InvalidParameterError,
     LimitExceededError,
     TruncatedStreamError,
-    renamed_keyword,
 )
 from ..keys import SecretKey, as_secret_key
 from ._format import SegmentedFormat

@@ -40,12 +40,12 @@ from collections.abc import Callable, Sequence
 from functools import cache
 
 from ..abc import Buffer
+from ..deprecation import warn_renamed
 from ..errors import (
     AuthenticationError,
     FormatError,
     InvalidParameterError,
     TruncatedStreamError,
-    warn_renamed,
 )
 from ..keys import constant_time_equal, hkdf, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesCtrEncryptor, AesGcm

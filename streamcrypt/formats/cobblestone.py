@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 from ..abc import Buffer
 from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
+from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
-from ..errors import renamed_keyword
 from ..keys import SecretKey
 from ._run import stream
 

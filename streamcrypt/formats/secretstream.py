@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 from ..abc import Buffer
 from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, SecretStreamDecryptor, SecretStreamEncryptor
+from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
-from ..errors import renamed_keyword
 from ..keys import SecretKey
 from ._run import stream
 
