@@ -144,7 +144,7 @@ def _tink_keysets(binary: bool) -> list[bytes]:
 def _cobblestone() -> list[bytes]:
     from cryptography.cobblestone import Cobblestone256Encryptor
 
-    out = _stream_seeds(lambda p: cobblestone.encrypt_bytes(p, K.KEY, context=K.AAD))
+    out = _stream_seeds(lambda p: cobblestone.encrypt_bytes(p, K.KEY, aad=K.AAD))
     for p in PLAINTEXTS[:3]:
         enc = Cobblestone256Encryptor(K.KEY, K.AAD)
         out.append(enc.update(p) + enc.finalize())
@@ -164,7 +164,7 @@ def _secretstream() -> list[bytes]:
 
     out = _stream_seeds(
         lambda p: _encrypt(
-            secretstream.SecretStreamEncryptor(K.KEY, chunk_size=K.SECRETSTREAM_CHUNK), p
+            secretstream.SecretStreamEncryptor(K.KEY, segment_size=K.SECRETSTREAM_CHUNK), p
         )
     )
     state = b.crypto_secretstream_xchacha20poly1305_state()
@@ -244,8 +244,8 @@ def _envelope() -> list[bytes]:
         return lambda p: envelope.encrypt_bytes(p, aad=K.AAD, segment_size=seg, **kw)  # type: ignore[arg-type]
 
     out = _stream_seeds(to(recipients=[K.ENVELOPE_X25519.recipient]))
-    out += [to(passphrase=K.PASSPHRASE, passphrase_params=Argon2Params(1, 8192))(b"argon2")]
-    out += [to(passphrase=K.PASSPHRASE, passphrase_params=ScryptParams(16, 1, 1))(b"scrypt")]
+    out += [to(passphrase=K.PASSPHRASE, work_factor=Argon2Params(1, 8192))(b"argon2")]
+    out += [to(passphrase=K.PASSPHRASE, work_factor=ScryptParams(16, 1, 1))(b"scrypt")]
     out += [to(recipients=[K.ENVELOPE_X25519.recipient], sign_with=signer)(b"signed")]
     return out
 

@@ -210,7 +210,7 @@ TARGETS: dict[str, Target] = {
                     identities=[K.ENVELOPE_X25519],
                     passphrase=K.PASSPHRASE,
                     aad=K.AAD,
-                    max_params=K.MAX_ARGON2,
+                    max_work_factor=K.MAX_ARGON2,
                     max_scrypt=K.MAX_SCRYPT,
                 )
             ),
@@ -238,9 +238,9 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "cobblestone",
-            _stream(lambda: cobblestone.CobblestoneDecryptor(K.KEY, context=K.AAD)),
+            _stream(lambda: cobblestone.CobblestoneDecryptor(K.KEY, aad=K.AAD)),
             peer=peers.cobblestone,
-            stress=_big(1 << 20, lambda p: cobblestone.encrypt_bytes(p, K.KEY, context=K.AAD)),
+            stress=_big(1 << 20, lambda p: cobblestone.encrypt_bytes(p, K.KEY, aad=K.AAD)),
         ),
         Target(
             "ece",
@@ -251,14 +251,14 @@ TARGETS: dict[str, Target] = {
         Target(
             "secretstream",
             _stream(
-                lambda: secretstream.SecretStreamDecryptor(K.KEY, chunk_size=K.SECRETSTREAM_CHUNK)
+                lambda: secretstream.SecretStreamDecryptor(K.KEY, segment_size=K.SECRETSTREAM_CHUNK)
             ),
             peer=peers.secretstream,
             stress=_big(
                 256 << 10,
                 _seal(
                     lambda: secretstream.SecretStreamEncryptor(
-                        K.KEY, chunk_size=K.SECRETSTREAM_CHUNK
+                        K.KEY, segment_size=K.SECRETSTREAM_CHUNK
                     )
                 ),
             ),

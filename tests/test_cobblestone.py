@@ -113,12 +113,12 @@ def test_wycheproof_streaming(variant: int) -> None:
         flags = test["flags"]
         if test["result"] == "valid":
             assert test["flags"] in ([], ["CounterRollover"])
-            assert _msg_ok(test, cb.decrypt_bytes(ct, key, context=ctx, variant=variant))
+            assert _msg_ok(test, cb.decrypt_bytes(ct, key, aad=ctx, variant=variant))
             # The same through aligned pieces and through random cuts.
-            plain, err = _stream(cb.CobblestoneDecryptor(key, context=ctx), _aligned(ct))
+            plain, err = _stream(cb.CobblestoneDecryptor(key, aad=ctx), _aligned(ct))
             assert err is None and _msg_ok(test, plain)
             pieces = random_splits(ct, rng, max_piece=20000 if len(ct) > 100000 else 97)
-            plain, err = _stream(cb.CobblestoneDecryptor(key, context=ctx), pieces)
+            plain, err = _stream(cb.CobblestoneDecryptor(key, aad=ctx), pieces)
             assert err is None and _msg_ok(test, plain)
             # The derived AEAD key and base nonce (the vectors' raw-mode values).
             aead_key, base, commitment = cb.derive_keys(key, ct[:24], ctx)
@@ -130,20 +130,20 @@ def test_wycheproof_streaming(variant: int) -> None:
         want = expected_error(test, ct)
         if want is InvalidKeySizeError:
             with pytest.raises(InvalidKeySizeError):
-                cb.CobblestoneDecryptor(key, context=ctx, variant=variant)
+                cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
             with pytest.raises(InvalidKeySizeError):
-                cb.decrypt_bytes(ct, key, context=ctx, variant=variant)
+                cb.decrypt_bytes(ct, key, aad=ctx, variant=variant)
             ran += 1
             continue
         with pytest.raises(want):
-            cb.decrypt_bytes(ct, key, context=ctx, variant=variant)
+            cb.decrypt_bytes(ct, key, aad=ctx, variant=variant)
         if "HeaderFailure" in flags and want is AuthenticationError:
             # Refused on the header alone, before any chunk is looked at.
-            dec = cb.CobblestoneDecryptor(key, context=ctx, variant=variant)
+            dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
             with pytest.raises(AuthenticationError):
                 dec.update(ct[: cb.HEADER_SIZE])
         # Streaming, chunk-aligned: release at most the valid prefix, then fail for good.
-        dec = cb.CobblestoneDecryptor(key, context=ctx, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
         plain, err = _stream(dec, _aligned(ct))
         assert isinstance(err, want), (test["tcId"], err)
         if "PartialPlaintext" in flags:
@@ -155,7 +155,7 @@ def test_wycheproof_streaming(variant: int) -> None:
         with pytest.raises(BrokenTransformError):
             dec.finalize()
         # Streaming, all at once: whatever comes out is a verified prefix.
-        dec = cb.CobblestoneDecryptor(key, context=ctx, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
         plain, err = _stream(dec, [ct])
         assert isinstance(err, want)
         assert plain == b"" or ("PartialPlaintext" in flags and _msg_ok(test, plain))
@@ -189,7 +189,7 @@ def test_wycheproof_random_access(variant: int) -> None:
                 len(ct),
                 start,
                 stop,
-                context=ctx,
+                aad=ctx,
                 variant=variant,
                 authenticate_length=auth,
             )
@@ -198,7 +198,7 @@ def test_wycheproof_random_access(variant: int) -> None:
             size = test["msgLength"]
             whole = rr(0, size, auth=True)
             assert _msg_ok(test, whole)
-            lay = cb.layout(key, read(0, 56), len(ct), context=ctx, variant=variant)
+            lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
             assert lay.plaintext_size == size
             assert lay.segment_count == size // cb.CHUNK_SIZE + 1
             for start, stop in [(0, 1), (16383, 16385), (size - 1, size), (5000, 40000)]:
@@ -209,7 +209,7 @@ def test_wycheproof_random_access(variant: int) -> None:
         want = expected_error(test, ct)
         if want is InvalidKeySizeError:
             with pytest.raises(InvalidKeySizeError):
-                cb.layout(key, read(0, 56), len(ct), context=ctx, variant=variant)
+                cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
             ran += 1
             continue
         # The whole message never reads cleanly.
@@ -227,7 +227,7 @@ def test_wycheproof_random_access(variant: int) -> None:
             # A range inside the valid prefix reads cleanly and gives the prefix.
             if "PartialPlaintext" in flags:
                 n = test["msgLength"]
-                lay = cb.layout(key, read(0, 56), len(ct), context=ctx, variant=variant)
+                lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
                 if n < lay.plaintext_size:
                     assert _msg_ok(test, rr(0, n))
                 else:
@@ -260,13 +260,13 @@ def test_interop_with_cryptography(variant: int, context: bytes) -> None:
         enc = peer_enc(key, context)
         ct = enc.update(msg) + enc.finalize()
         assert len(ct) == cb.HEADER_SIZE + (n // cb.CHUNK_SIZE + 1) * cb.TAG_SIZE + n
-        dec = cb.CobblestoneDecryptor(key, context=context, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=context, variant=variant)
         plain = b"".join(dec.update(p) for p in random_splits(ct, rng, 5000)) + dec.finalize()
         assert plain == msg
         with pytest.raises(AuthenticationError):
-            cb.decrypt_bytes(ct, key, context=context + b"!")
+            cb.decrypt_bytes(ct, key, aad=context + b"!")
         # streamcrypt -> cryptography, produced from random pieces.
-        ours = cb.CobblestoneEncryptor(key, context=context, variant=variant)
+        ours = cb.CobblestoneEncryptor(key, aad=context, variant=variant)
         ct2 = b"".join(ours.update(p) for p in random_splits(msg, rng, 5000)) + ours.finalize()
         assert len(ct2) == len(ct) and ct2[:24] != ct[:24]
         peer = peer_dec(key, context)
@@ -282,8 +282,8 @@ def test_interop_with_cryptography(variant: int, context: bytes) -> None:
 
 def test_fixed_salt_is_deterministic_and_matches_header() -> None:
     key, salt = bytes(range(32)), bytes(24)
-    a = cb.CobblestoneEncryptor(key, salt=salt, context=b"c")
-    b = cb.CobblestoneEncryptor(key, salt=salt, context=b"c")
+    a = cb.CobblestoneEncryptor(key, salt=salt, aad=b"c")
+    b = cb.CobblestoneEncryptor(key, salt=salt, aad=b"c")
     ct = a.update(b"hello") + a.finalize()
     assert ct == b.update(b"hel") + b.update(b"lo") + b.finalize()
     header = cb.CobblestoneHeader.parse(ct)
@@ -355,19 +355,16 @@ def test_random_ranges_of_own_ciphertext() -> None:
     rng = random.Random(7)
     key = bytes(range(32))
     msg = _message(4 * cb.CHUNK_SIZE)  # ends with an empty final chunk
-    ct = cb.encrypt_bytes(msg, key, context=b"r")
+    ct = cb.encrypt_bytes(msg, key, aad=b"r")
     for _ in range(40):
         a = rng.randrange(0, len(msg) + 1)
         b = rng.randrange(a, len(msg) + 50)
-        got = cb.read_range(key, _reader(ct), len(ct), a, b, context=b"r")
+        got = cb.read_range(key, _reader(ct), len(ct), a, b, aad=b"r")
         assert got == msg[a:b]
-    assert (
-        cb.read_range(key, _reader(ct), len(ct), 0, 0, context=b"r", authenticate_length=True)
-        == b""
-    )
+    assert cb.read_range(key, _reader(ct), len(ct), 0, 0, aad=b"r", authenticate_length=True) == b""
     # Dropping the empty final chunk is a truncation the layout sees from the length.
     with pytest.raises(TruncatedStreamError):
-        cb.read_range(key, _reader(ct[:-16]), len(ct) - 16, 0, 10, context=b"r")
+        cb.read_range(key, _reader(ct[:-16]), len(ct) - 16, 0, 10, aad=b"r")
     # Swapping two full chunks fails in the range that covers them.
     swapped = (
         ct[:56]
@@ -376,23 +373,23 @@ def test_random_ranges_of_own_ciphertext() -> None:
         + ct[56 + 2 * FULL_CT :]
     )
     with pytest.raises(AuthenticationError):
-        cb.read_range(key, _reader(swapped), len(swapped), 0, 10, context=b"r")
+        cb.read_range(key, _reader(swapped), len(swapped), 0, 10, aad=b"r")
     assert (
-        cb.read_range(key, _reader(swapped), len(swapped), 40000, 40010, context=b"r")
+        cb.read_range(key, _reader(swapped), len(swapped), 40000, 40010, aad=b"r")
         == msg[40000:40010]
     )
 
 
 def test_reordering_and_wrong_context_streaming() -> None:
     key = bytes(16)
-    ct = cb.encrypt_bytes(bytes(2 * cb.CHUNK_SIZE + 1), key, context=b"a")
+    ct = cb.encrypt_bytes(bytes(2 * cb.CHUNK_SIZE + 1), key, aad=b"a")
     with pytest.raises(AuthenticationError):
-        cb.decrypt_bytes(ct, key, context=b"b")
+        cb.decrypt_bytes(ct, key, aad=b"b")
     dup = ct[: 56 + FULL_CT] + ct[56 : 56 + FULL_CT] + ct[56 + 2 * FULL_CT :]
     with pytest.raises(AuthenticationError):
-        cb.decrypt_bytes(dup, key, context=b"a")
+        cb.decrypt_bytes(dup, key, aad=b"a")
     with pytest.raises(TruncatedStreamError):
-        cb.decrypt_bytes(ct[: 56 + 2 * FULL_CT], key, context=b"a")
+        cb.decrypt_bytes(ct[: 56 + 2 * FULL_CT], key, aad=b"a")
 
 
 def test_repr_hides_keys() -> None:
@@ -405,6 +402,6 @@ def test_key_forms() -> None:
     from streamcrypt.keys import SecretKey
 
     raw = bytes(range(32))
-    ct = cb.encrypt_bytes(memoryview(b"payload"), SecretKey(raw), context=bytearray(b"c"))
-    assert cb.decrypt_bytes(ct, memoryview(raw), context=b"c") == b"payload"
-    assert cb.decrypt_bytes(bytearray(ct), bytearray(raw), context=memoryview(b"c")) == b"payload"
+    ct = cb.encrypt_bytes(memoryview(b"payload"), SecretKey(raw), aad=bytearray(b"c"))
+    assert cb.decrypt_bytes(ct, memoryview(raw), aad=b"c") == b"payload"
+    assert cb.decrypt_bytes(bytearray(ct), bytearray(raw), aad=memoryview(b"c")) == b"payload"

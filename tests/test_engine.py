@@ -209,7 +209,7 @@ async def test_encryptor_kdf_runs_off_the_loop(which: str, monkeypatch: pytest.M
 
         monkeypatch.setattr(envelope_codec, "derive_key_from_password", spy_derive)
         enc = envelope_codec.EnvelopeEncryptor(
-            passphrase="correct horse", passphrase_params=sc.keys.INTERACTIVE
+            passphrase="correct horse", work_factor=sc.keys.INTERACTIVE
         )
     assert threads == []  # nothing derived in the constructor
     out = await sc.pipeline(enc).collect(chunks_of(b"x" * 100_000))  # type: ignore[arg-type]

@@ -51,7 +51,7 @@ SIGNER = Ed25519PrivateKey.generate()
 
 def _enc(data: bytes = DATA, **kwargs: object) -> bytes:
     kwargs.setdefault("segment_size", SEG)
-    kwargs.setdefault("passphrase_params", FAST)
+    kwargs.setdefault("work_factor", FAST)
     return ev.encrypt_bytes(data, **kwargs)  # type: ignore[arg-type]
 
 
@@ -126,7 +126,7 @@ def test_any_chunking(signed: bool) -> None:
 
 
 def test_scrypt_passphrase() -> None:
-    blob = _enc(passphrase="correct horse", passphrase_params=FAST_SCRYPT)
+    blob = _enc(passphrase="correct horse", work_factor=FAST_SCRYPT)
     assert ev.parse_header(blob).stanzas[0].kind == ev.SCRYPT  # type: ignore[union-attr]
     assert ev.decrypt_bytes(blob, passphrase="correct horse") == DATA
     with pytest.raises(UnknownKeyError):
@@ -383,9 +383,9 @@ def test_oversized_argon2_parameters_are_refused_before_work() -> None:
     # The reader's cap is adjustable: the writer's own parameters above a low cap.
     with pytest.raises(LimitExceededError):
         ev.decrypt_bytes(
-            _enc(passphrase="pw", passphrase_params=Argon2Params(1, 16384)),
+            _enc(passphrase="pw", work_factor=Argon2Params(1, 16384)),
             passphrase="pw",
-            max_params=FAST,
+            max_work_factor=FAST,
         )
     with pytest.raises(FormatError):
         ev.decrypt_bytes(_set_params(blob, ">II", 16, 0, 8), passphrase="pw")
@@ -395,7 +395,7 @@ def test_oversized_argon2_parameters_are_refused_before_work() -> None:
 
 
 def test_oversized_scrypt_parameters_are_refused_before_work() -> None:
-    blob = _enc(passphrase="pw", passphrase_params=FAST_SCRYPT)
+    blob = _enc(passphrase="pw", work_factor=FAST_SCRYPT)
     for log_n, r, p in ((40, 8, 1), (20, 8, 64), (21, 8, 1)):
         with pytest.raises(LimitExceededError):
             ev.decrypt_bytes(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")

@@ -8,14 +8,22 @@ from typing import Any
 
 import pytest
 
+from streamcrypt import formats
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
+from streamcrypt.codecs import envelope as envelope_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
-from streamcrypt.errors import AuthenticationError, FormatError, TruncatedStreamError
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    TruncatedStreamError,
+)
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
+from streamcrypt.keys import Argon2Params
 
 pytestmark = pytest.mark.anyio
 
@@ -63,10 +71,10 @@ CASES: dict[
         lambda c: tink.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
     ),
     "cobblestone": (
-        lambda src, p: cobblestone.encrypt(src, KEY32, context=b"ctx", policy=p),
-        lambda src, p: cobblestone.decrypt(src, KEY32, context=b"ctx", policy=p),
-        lambda d: cobblestone.encrypt_bytes(d, KEY32, context=b"ctx"),
-        lambda c: cobblestone.decrypt_bytes(c, KEY32, context=b"ctx"),
+        lambda src, p: cobblestone.encrypt(src, KEY32, aad=b"ctx", policy=p),
+        lambda src, p: cobblestone.decrypt(src, KEY32, aad=b"ctx", policy=p),
+        lambda d: cobblestone.encrypt_bytes(d, KEY32, aad=b"ctx"),
+        lambda c: cobblestone.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
         lambda src, p: ece.encrypt(src, KEY16, record_size=4096, policy=p),
@@ -97,10 +105,12 @@ async def test_tampering_is_caught_on_the_async_path(name: str) -> None:
 
 
 async def test_secretstream_async_round_trip_and_truncation() -> None:
-    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
-    assert await collect(secretstream.decrypt(chunks(ct, 2), KEY32, chunk_size=4096)) == DATA
+    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, segment_size=4096))
+    assert await collect(secretstream.decrypt(chunks(ct, 2), KEY32, segment_size=4096)) == DATA
     with pytest.raises(TruncatedStreamError):
-        await collect(secretstream.decrypt(ct[: -(len(DATA) % 4096 + 17)], KEY32, chunk_size=4096))
+        await collect(
+            secretstream.decrypt(ct[: -(len(DATA) % 4096 + 17)], KEY32, segment_size=4096)
+        )
 
 
 # name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
@@ -114,8 +124,8 @@ CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], byt
         lambda c: tink_codec.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
     ),
     "cobblestone": (
-        lambda d: cobblestone_codec.encrypt_bytes(d, KEY32, context=b"ctx"),
-        lambda c: cobblestone_codec.decrypt_bytes(c, KEY32, context=b"ctx"),
+        lambda d: cobblestone_codec.encrypt_bytes(d, KEY32, aad=b"ctx"),
+        lambda c: cobblestone_codec.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
         lambda d: ece_codec.encrypt_bytes(d, KEY16, record_size=4096),
@@ -140,3 +150,124 @@ def test_one_shots_run_on_the_engine_and_match_the_codec(name: str) -> None:
     tampered[len(tampered) // 2] ^= 1
     with pytest.raises((AuthenticationError, FormatError)):
         sdec(bytes(tampered))
+
+
+async def _never_read() -> AsyncIterator[bytes]:
+    raise AssertionError("the source was read: the arguments were not checked at the call")
+    yield b""  # pragma: no cover
+
+
+# module -> (encrypt with a bad argument, decrypt with a bad argument); each must raise
+# at the call, before any iteration, as streamcrypt.encrypt/decrypt do.
+BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
+    "age": (lambda: age.encrypt(_never_read()), lambda: age.decrypt(_never_read())),
+    "aws": (
+        lambda: formats.aws.encrypt(_never_read(), b"not a keyring"),
+        lambda: formats.aws.decrypt(_never_read(), b"not a keyring"),
+    ),
+    "cobblestone": (
+        lambda: cobblestone.encrypt(_never_read(), b"short"),
+        lambda: cobblestone.decrypt(_never_read(), b"short"),
+    ),
+    "ece": (
+        lambda: ece.encrypt(_never_read(), KEY16, padding=1 << 20),
+        lambda: ece.decrypt(_never_read(), b"short"),
+    ),
+    "rclone": (
+        lambda: formats.rclone.encrypt(_never_read()),
+        lambda: formats.rclone.decrypt(_never_read(), password=""),
+    ),
+    "secretstream": (
+        lambda: secretstream.encrypt(_never_read(), KEY32, segment_size=0),
+        lambda: secretstream.decrypt(_never_read(), b"short"),
+    ),
+    "tink": (
+        lambda: tink.encrypt(_never_read(), b"not a key"),
+        lambda: tink.decrypt(_never_read(), b"not a key"),
+    ),
+}
+
+
+def test_every_format_module_has_bad_call_cases() -> None:
+    assert sorted(BAD_CALLS) == sorted(formats.__all__)
+
+
+@pytest.mark.parametrize("direction", [0, 1], ids=["encrypt", "decrypt"])
+@pytest.mark.parametrize("name", sorted(BAD_CALLS))
+def test_bad_arguments_raise_at_the_call_not_on_first_iteration(name: str, direction: int) -> None:
+    with pytest.raises(InvalidParameterError):
+        BAD_CALLS[name][direction]()
+
+
+async def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
+    with pytest.raises(InvalidParameterError):
+        formats.rclone.decrypt(_never_read(), password="pw", expected_size=-1)
+
+
+async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
+    salt = bytes(range(16))
+    want = ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, record_size=4096, padding=7)
+    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, record_size=4096, padding=7))
+    assert got == want
+    assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
+
+
+# The old keyword names (one release): each warns, names its replacement, and still works.
+FAST_ARGON = Argon2Params(1, 8192)
+
+
+def _old_cobblestone_codec() -> bytes:
+    ct = cobblestone_codec.encrypt_bytes(b"msg", KEY32, context=b"c")
+    return cobblestone_codec.decrypt_bytes(ct, KEY32, context=b"c")
+
+
+async def _old_cobblestone_stream() -> bytes:
+    ct = await collect(cobblestone.encrypt(chunks(DATA), KEY32, context=b"c"))
+    return await collect(cobblestone.decrypt(chunks(ct), KEY32, context=b"c"))
+
+
+async def _old_secretstream() -> bytes:
+    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
+    return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
+
+
+def _old_envelope() -> bytes:
+    ct = envelope_codec.encrypt_bytes(b"msg", passphrase="pw", passphrase_params=FAST_ARGON)
+    return envelope_codec.decrypt_bytes(ct, passphrase="pw", max_params=FAST_ARGON)
+
+
+OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
+    "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
+    "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
+    "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
+    "envelope": (
+        _old_envelope,
+        [
+            "passphrase_params= is deprecated, use work_factor=",
+            "max_params= is deprecated, use max_work_factor=",
+        ],
+        b"msg",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OLD_NAMES))
+async def test_old_keyword_names_warn_and_still_work(name: str) -> None:
+    run, messages, want = OLD_NAMES[name]
+    with pytest.warns(DeprecationWarning) as caught:
+        got = run()
+        if not isinstance(got, bytes):
+            got = await got
+    assert got == want
+    texts = [str(w.message) for w in caught]
+    for message in messages:
+        assert any(message in t for t in texts), texts
+    # The warning points at the caller's line, not at streamcrypt's internals.
+    assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]
+
+
+def test_old_and_new_keyword_together_raise() -> None:
+    with pytest.raises(InvalidParameterError, match="give aad= only"):
+        cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
+    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
+        secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)

@@ -311,7 +311,7 @@ from streamcrypt.keys import derive_key_from_password
 
 small_argon = Argon2Params(3, 8 << 20)
 sealed_age = age.encrypt_bytes(b"x", passphrase="pw", work_factor=2)
-sealed_env = envelope.encrypt_bytes(b"x", passphrase="pw", passphrase_params=small_argon)
+sealed_env = envelope.encrypt_bytes(b"x", passphrase="pw", work_factor=small_argon)
 ring = KeyRing([SecretKey.generate(key_id="a")])
 ring_doc = json.loads(ring.to_json("pw", params=Argon2Params(1, 8192)))
 ring_doc["kdf"]["mem"] = SENSITIVE.mem

@@ -43,6 +43,7 @@ def test_all_lists_the_public_names(name: str) -> None:
 LAYERS = {
     "errors": 0,
     "abc": 0,
+    "deprecation": 0,
     "_state": 0,
     "keys": 0,
     "primitives": 1,

@@ -31,13 +31,13 @@ def _msg(n: int, seed: int = 1) -> bytes:
 
 
 def _encrypt(data: bytes, chunk: int, pieces: list[bytes] | None = None) -> bytes:
-    enc = ss.SecretStreamEncryptor(KEY, chunk_size=chunk)
+    enc = ss.SecretStreamEncryptor(KEY, segment_size=chunk)
     parts = pieces if pieces is not None else [data]
     return b"".join(enc.update(p) for p in parts) + enc.finalize()
 
 
 def _decrypt(ct: bytes, chunk: int, pieces: list[bytes] | None = None) -> bytes:
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=chunk)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=chunk)
     parts = pieces if pieces is not None else [ct]
     return b"".join(dec.update(p) for p in parts) + dec.finalize()
 
@@ -113,7 +113,7 @@ def test_peer_to_streamcrypt(n: int, read_ahead: bool) -> None:
     msg = _msg(n, 2)
     tags = {0: Tag.PUSH, 1: Tag.REKEY, 2: Tag.PUSH}
     ct, used = peer_encrypt(msg, 4096, tags, read_ahead=read_ahead)
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
     out = b"".join(dec.update(p) for p in random_splits(ct, random.Random(n), 5000))
     assert out + dec.finalize() == msg
     assert dec.tags == used and dec.finished
@@ -123,7 +123,7 @@ def test_peer_to_streamcrypt(n: int, read_ahead: bool) -> None:
 @pytest.mark.parametrize("n", SIZES)
 def test_streamcrypt_to_peer(n: int) -> None:
     msg = _msg(n, 3)
-    enc = ss.SecretStreamEncryptor(KEY, chunk_size=4096)
+    enc = ss.SecretStreamEncryptor(KEY, segment_size=4096)
     ct = enc.update(msg[:5000])
     enc.rekey()  # the message being filled now (holding byte 5000, or the next) gets REKEY
     ct += enc.update(msg[5000:]) + enc.finalize()
@@ -136,7 +136,7 @@ def test_streamcrypt_to_peer(n: int) -> None:
     elif n >= 4096:
         assert tags[0] == Tag.MESSAGE
     # Our decryptor follows the REKEY by itself.
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
     assert dec.update(ct) + dec.finalize() == msg
     assert dec.tags == tags
 
@@ -222,7 +222,7 @@ def test_truncation() -> None:
         "shorter than a tag": ct[: 24 + 2 * full + 5],
     }
     for name, cut in cases.items():
-        dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+        dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
         out = dec.update(cut)
         with pytest.raises((TruncatedStreamError, AuthenticationError)) as info:
             dec.finalize()
@@ -241,7 +241,7 @@ def test_stream_ending_on_non_final_short_message_is_truncated() -> None:
     ct = b.crypto_secretstream_xchacha20poly1305_init_push(state, KEY)
     ct += b.crypto_secretstream_xchacha20poly1305_push(state, b"x" * 64)
     ct += b.crypto_secretstream_xchacha20poly1305_push(state, b"tail")
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=64)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=64)
     assert dec.update(ct) == b"x" * 64
     with pytest.raises(TruncatedStreamError):
         dec.finalize()
@@ -255,10 +255,10 @@ def test_data_after_final() -> None:
     # A full-size FINAL (peer with read-ahead) followed by more bytes: FormatError.
     ct, _ = peer_encrypt(_msg(8192), 4096, read_ahead=True)
     assert len(ct) == 24 + 2 * (4096 + A)
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
     with pytest.raises(FormatError):
         dec.update(ct + b"extra")
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
     dec.update(ct)
     assert dec.finished
     with pytest.raises(FormatError):
@@ -292,7 +292,7 @@ def test_tampering_reordering_duplication() -> None:
         bad[pos] ^= 0x40
         variants[f"flip {pos}"] = bytes(bad)
     for name, bad in variants.items():
-        dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+        dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
         released = b""
         with pytest.raises(AuthenticationError):
             for i in range(0, len(bad), full):
@@ -303,7 +303,7 @@ def test_tampering_reordering_duplication() -> None:
             dec.finalize()
     with pytest.raises(AuthenticationError):
         _decrypt(ct, 4096 * 2)  # chunk sizes must agree
-    dec = ss.SecretStreamDecryptor(bytes(32), chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(bytes(32), segment_size=4096)
     with pytest.raises(AuthenticationError):
         dec.update(ct)
 
@@ -312,7 +312,7 @@ def test_only_verified_plaintext_is_released() -> None:
     msg = _msg(3 * 4096 + 10)
     ct = bytearray(_encrypt(msg, 4096))
     ct[24 + 4096 + A + 5] ^= 1  # second message
-    dec = ss.SecretStreamDecryptor(KEY, chunk_size=4096)
+    dec = ss.SecretStreamDecryptor(KEY, segment_size=4096)
     assert dec.update(ct[: 24 + 4096 + A]) == msg[:4096]
     with pytest.raises(AuthenticationError):
         dec.update(ct[24 + 4096 + A :])
@@ -333,9 +333,9 @@ def test_invalid_key_sizes(size: int) -> None:
 def test_parameter_errors() -> None:
     for bad in (0, -1, ss.MAX_CHUNK_SIZE + 1):
         with pytest.raises(InvalidParameterError):
-            ss.SecretStreamEncryptor(KEY, chunk_size=bad)
+            ss.SecretStreamEncryptor(KEY, segment_size=bad)
         with pytest.raises(InvalidParameterError):
-            ss.SecretStreamDecryptor(KEY, chunk_size=bad)
+            ss.SecretStreamDecryptor(KEY, segment_size=bad)
     with pytest.raises(FormatError):
         ss.SecretStreamPuller(KEY, bytes(23))
     with pytest.raises(InvalidParameterError):

@@ -538,9 +538,9 @@ def test_random_access_ranges(name: str) -> None:
             return ct[offset : offset + length]
 
         for start, stop in ranges:
-            assert T.decrypt_range(ct, keyset, start, stop, aad=AD) == pt[start:stop]
+            assert _range(ct, keyset, start, stop, aad=AD) == pt[start:stop]
             reads.clear()
-            got = T.decrypt_range(read_at, keyset, start, stop, aad=AD, stream_size=len(ct))
+            got = T.read_range(keyset, read_at, len(ct), start, stop, aad=AD)
             assert got == pt[start:stop]
             # Only the header read plus the segments covering the range were read.
             if stop > start and start < len(pt):
@@ -550,32 +550,45 @@ def test_random_access_ranges(name: str) -> None:
             assert lay.read(read_at, start, stop) == pt[start:stop]
 
 
+def _range(ct: bytes, key: Any, start: int, stop: int, *, aad: bytes) -> bytes:
+    return T.read_range(key, lambda o, n: ct[o : o + n], len(ct), start, stop, aad=aad)
+
+
+def test_decrypt_range_is_the_deprecated_name_of_read_range(sample: Any) -> None:
+    _, keyset, pt, ct = sample
+    with pytest.warns(DeprecationWarning, match="decrypt_range is deprecated, use read_range"):
+        assert T.decrypt_range(ct, keyset, 10, 5000, aad=AD) == pt[10:5000]
+    with pytest.warns(DeprecationWarning):
+        got = T.decrypt_range(lambda o, n: ct[o : o + n], keyset, 0, 9, aad=AD, stream_size=len(ct))
+    assert got == pt[:9]
+
+
 def test_random_access_errors(sample: Any) -> None:
     handle, keyset, pt, ct = sample
     bad = bytearray(ct)
     bad[5000] ^= 1  # segment 1
-    assert T.decrypt_range(bytes(bad), keyset, 0, 100, aad=AD) == pt[:100]
+    assert _range(bytes(bad), keyset, 0, 100, aad=AD) == pt[:100]
     with pytest.raises(AuthenticationError):
-        T.decrypt_range(bytes(bad), keyset, 4100, 4200, aad=AD)
+        _range(bytes(bad), keyset, 4100, 4200, aad=AD)
     # Truncated at a boundary: a read of the (apparent) last segment fails.
     with pytest.raises(AuthenticationError):
-        T.decrypt_range(ct[:12288], keyset, 12000, 12100, aad=AD)
+        _range(ct[:12288], keyset, 12000, 12100, aad=AD)
     # A stream length that cannot hold the final segment's tag.
     with pytest.raises(FormatError):
-        T.decrypt_range(ct[: 8192 + 10], keyset, 0, 10, aad=AD)
+        _range(ct[: 8192 + 10], keyset, 0, 10, aad=AD)
     with pytest.raises(AuthenticationError):
-        T.decrypt_range(ct, keyset, 0, 10, aad=b"wrong")
+        _range(ct, keyset, 0, 10, aad=b"wrong")
     # Several keys and a single-segment stream: the key is picked from the whole stream.
     other = T.TinkStreamingKey.generate("AES128_CTR_HMAC_SHA256_4KB", key_id=99)
     both = T.TinkKeyset((other, keyset.primary), other.key_id)
     short = tink_encrypt(handle, pt[:300], AD)
-    assert T.decrypt_range(short, both, 100, 200, aad=AD) == pt[100:200]
+    assert _range(short, both, 100, 200, aad=AD) == pt[100:200]
     with pytest.raises(TruncatedStreamError):
         T.layout(both, short[:100], len(short), aad=AD)
     # ... and a long stream: the head holds header + segment 0, enough to pick the key.
     for keys in (both, [keyset.primary, other]):
         for start, stop in ((0, 10), (4000, 9000), (len(pt) - 7, len(pt))):
-            assert T.decrypt_range(ct, keys, start, stop, aad=AD) == pt[start:stop]
+            assert _range(ct, keys, start, stop, aad=AD) == pt[start:stop]
         lay = T.layout(keys, ct[:4096], len(ct), aad=AD)
         assert lay.read(lambda o, n: ct[o : o + n], 5, 50) == pt[5:50]
     with pytest.raises(TruncatedStreamError):

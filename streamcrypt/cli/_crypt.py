@@ -403,7 +403,7 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
                 segment_size=seg,
                 aad=aad,
                 sign_with=signer,
-                passphrase_params=params,
+                work_factor=params,
             )
         ]
 

@@ -38,6 +38,7 @@ from typing import Literal
 from cryptography.exceptions import InvalidTag
 
 from ..abc import Buffer
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -254,13 +255,15 @@ class CobblestoneEncryptor(SegmentedEncryptor):
         self,
         key: KeyLike,
         *,
-        context: Buffer = b"",
+        aad: Buffer = b"",
         variant: Variant | None = None,
         salt: bytes | None = None,
+        context: Buffer | None = None,
     ) -> None:
+        aad = renamed_keyword("CobblestoneEncryptor", "context", "aad", context, aad, b"")
         raw = _input_key(key, variant)
         salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
-        aead_key, base, commitment = derive_keys(raw, salt, context)
+        aead_key, base, commitment = derive_keys(raw, salt, aad)
         self.header = CobblestoneHeader(salt, commitment)
         super().__init__(CobblestoneCodec(aead_key, base), self.header.to_bytes())
 
@@ -290,10 +293,16 @@ class CobblestoneDecryptor(SegmentedDecryptor):
     __slots__ = ()
 
     def __init__(
-        self, key: KeyLike, *, context: Buffer = b"", variant: Variant | None = None
+        self,
+        key: KeyLike,
+        *,
+        aad: Buffer = b"",
+        variant: Variant | None = None,
+        context: Buffer | None = None,
     ) -> None:
+        aad = renamed_keyword("CobblestoneDecryptor", "context", "aad", context, aad, b"")
         raw = _input_key(key, variant)
-        ctx = bytes(context)
+        ctx = bytes(aad)
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             if len(data) < HEADER_SIZE:
@@ -307,11 +316,13 @@ def encrypt_bytes(
     plaintext: Buffer,
     key: KeyLike,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
+    context: Buffer | None = None,
 ) -> bytes:
     """Encrypt a whole message in one call (random salt). Raises :class:`InvalidKeySizeError`."""
-    enc = CobblestoneEncryptor(key, context=context, variant=variant)
+    aad = renamed_keyword("cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
+    enc = CobblestoneEncryptor(key, aad=aad, variant=variant)
     return enc.update(plaintext) + enc.finalize()
 
 
@@ -319,15 +330,17 @@ def decrypt_bytes(
     ciphertext: Buffer,
     key: KeyLike,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
+    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt a whole message in one call.
 
     Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
     :class:`InvalidKeySizeError`.
     """
-    dec = CobblestoneDecryptor(key, context=context, variant=variant)
+    aad = renamed_keyword("cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
+    dec = CobblestoneDecryptor(key, aad=aad, variant=variant)
     return dec.update(ciphertext) + dec.finalize()
 
 
@@ -349,16 +362,18 @@ def layout(
     head: Buffer,
     stream_size: int,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
+    context: Buffer | None = None,
 ) -> SegmentLayout:
     """Check the commitment at the start of ``head`` and map a message of ``stream_size`` bytes.
 
     ``head`` needs the first 56 bytes. Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError` (a length no message can have), :class:`InvalidKeySizeError`.
     """
+    aad = renamed_keyword("cobblestone.layout", "context", "aad", context, aad, b"")
     raw = _input_key(key, variant)
-    codec = _open_header(raw, context, head)
+    codec = _open_header(raw, aad, head)
     _check_length(stream_size)
     return SegmentLayout(codec, HEADER_SIZE, stream_size)
 
@@ -370,9 +385,10 @@ def read_range(
     start: int,
     stop: int,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
     authenticate_length: bool = False,
+    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt plaintext bytes ``[start, stop)`` reading only the chunks that cover them.
 
@@ -382,7 +398,8 @@ def read_range(
     trusting an offset measured from the end). Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError`, :class:`InvalidKeySizeError`.
     """
-    lay = layout(key, read_at(0, HEADER_SIZE), stream_size, context=context, variant=variant)
+    aad = renamed_keyword("cobblestone.read_range", "context", "aad", context, aad, b"")
+    lay = layout(key, read_at(0, HEADER_SIZE), stream_size, aad=aad, variant=variant)
     size = lay.plaintext_size
     # A range reaching the end claims the end: if the final chunk is empty (the message
     # is a multiple of 16 KiB), the range does not cover it, so open it here.
@@ -402,13 +419,13 @@ def _open_final(lay: SegmentLayout, read_at: Callable[[int, int], bytes]) -> Non
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at(0, HEADER_SIZE), stream_size, context=options.aad)
+    return layout(options.key, read_at(0, HEADER_SIZE), stream_size, aad=options.aad)
 
 
-#: C2SP chunked encryption's format descriptor (``aad`` is its context; 16 KiB chunks).
+#: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; 16 KiB chunks).
 FORMAT = SegmentedFormat(
     "cobblestone",
-    encryptor=lambda o: CobblestoneEncryptor(o.key, context=o.aad),
-    decryptor=lambda o: CobblestoneDecryptor(o.key, context=o.aad),
+    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad),
+    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad),
     layout=_layout,
 )

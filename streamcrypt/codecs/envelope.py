@@ -81,6 +81,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from .. import ecies
 from ..abc import Buffer, State
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -738,10 +739,11 @@ class EnvelopeEncryptor:
     A segmented transform (``take_header``/``feed``/``finish``/``fail`` for the engine,
     ``update``/``finalize`` directly). ``recipients`` are :class:`X25519Recipient`,
     :class:`EciesRecipient`, :class:`PassphraseRecipient` or their text forms;
-    ``passphrase`` adds a passphrase stanza (``passphrase_params``: Argon2id MODERATE by
-    default, or ScryptParams). ``sign_with`` appends an Ed25519ph signature over the
-    whole ciphertext. Raises :class:`InvalidParameterError`,
-    :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
+    ``passphrase`` adds a passphrase stanza (``work_factor``: Argon2id MODERATE by
+    default, or ScryptParams; ``passphrase_params`` is its deprecated name). ``sign_with``
+    appends an Ed25519ph signature over the whole ciphertext. Raises
+    :class:`InvalidParameterError`, :class:`InvalidPublicKeyError`,
+    :class:`UnsupportedFormatError`.
     """
 
     __slots__ = ("_build", "_header", "_inner", "_signer", "header")
@@ -758,11 +760,20 @@ class EnvelopeEncryptor:
         segment_size: int = container.DEFAULT_SEGMENT_SIZE,
         aad: Buffer = b"",
         sign_with: Ed25519PrivateKey | None = None,
-        passphrase_params: PasswordParams = MODERATE,
+        work_factor: PasswordParams = MODERATE,
+        passphrase_params: PasswordParams | None = None,
     ) -> None:
+        work_factor = renamed_keyword(
+            "EnvelopeEncryptor",
+            "passphrase_params",
+            "work_factor",
+            passphrase_params,
+            work_factor,
+            MODERATE,
+        )
         if sign_with is not None and not isinstance(sign_with, Ed25519PrivateKey):
             raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
-        recips = _recipient_list(recipients, passphrase, passphrase_params)
+        recips = _recipient_list(recipients, passphrase, work_factor)
         file_key = random_bytes(FILE_KEY_SIZE)
         mac_key, payload_key = _keys(file_key)
         public = sign_with.public_bytes() if sign_with else None
@@ -934,8 +945,9 @@ class EnvelopeDecryptor(SegmentedDecryptor):
 
     Releases only verified segments. With ``verify_with`` (an Ed25519 public key) the
     stream must be signed by it, and ``finish()``/``finalize()`` verify the signature
-    before the final segment comes out. Caps on passphrase parameters: ``max_params``
-    (Argon2id) and ``max_scrypt``. Raises :class:`UnknownKeyError`,
+    before the final segment comes out. Caps on passphrase parameters:
+    ``max_work_factor`` (Argon2id; ``max_params`` is its deprecated name) and
+    ``max_scrypt``. Raises :class:`UnknownKeyError`,
     :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`InvalidPublicKeyError`, :class:`LimitExceededError`,
     :class:`TruncatedStreamError`, :class:`FormatError`, :class:`UnsupportedFormatError`.
@@ -950,10 +962,19 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         passphrase: str | Buffer | None = None,
         aad: Buffer = b"",
         verify_with: Ed25519PublicKey | Buffer | None = None,
-        max_params: Argon2Params = MAX_READ_PARAMS,
+        max_work_factor: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+        max_params: Argon2Params | None = None,
     ) -> None:
-        idents = _identity_list(identities, passphrase, max_params, max_scrypt)
+        max_work_factor = renamed_keyword(
+            "EnvelopeDecryptor",
+            "max_params",
+            "max_work_factor",
+            max_params,
+            max_work_factor,
+            MAX_READ_PARAMS,
+        )
+        idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
         verify = None
         if verify_with is not None:
             verify = (
@@ -1046,9 +1067,18 @@ def encrypt_bytes(
     segment_size: int = container.DEFAULT_SEGMENT_SIZE,
     aad: Buffer = b"",
     sign_with: Ed25519PrivateKey | None = None,
-    passphrase_params: PasswordParams = MODERATE,
+    work_factor: PasswordParams = MODERATE,
+    passphrase_params: PasswordParams | None = None,
 ) -> bytes:
     """Encrypt ``plaintext`` into an envelope at once (see :class:`EnvelopeEncryptor`)."""
+    work_factor = renamed_keyword(
+        "envelope.encrypt_bytes",
+        "passphrase_params",
+        "work_factor",
+        passphrase_params,
+        work_factor,
+        MODERATE,
+    )
     enc = EnvelopeEncryptor(
         recipients=recipients,
         passphrase=passphrase,
@@ -1056,7 +1086,7 @@ def encrypt_bytes(
         segment_size=segment_size,
         aad=aad,
         sign_with=sign_with,
-        passphrase_params=passphrase_params,
+        work_factor=work_factor,
     )
     return enc.update(plaintext) + enc.finalize()
 
@@ -1068,17 +1098,26 @@ def decrypt_bytes(
     passphrase: str | Buffer | None = None,
     aad: Buffer = b"",
     verify_with: Ed25519PublicKey | Buffer | None = None,
-    max_params: Argon2Params = MAX_READ_PARAMS,
+    max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+    max_params: Argon2Params | None = None,
 ) -> bytes:
     """Decrypt a whole envelope; returns nothing on failure (errors as
     :class:`EnvelopeDecryptor`)."""
+    max_work_factor = renamed_keyword(
+        "envelope.decrypt_bytes",
+        "max_params",
+        "max_work_factor",
+        max_params,
+        max_work_factor,
+        MAX_READ_PARAMS,
+    )
     dec = EnvelopeDecryptor(
         identities=identities,
         passphrase=passphrase,
         aad=aad,
         verify_with=verify_with,
-        max_params=max_params,
+        max_work_factor=max_work_factor,
         max_scrypt=max_scrypt,
     )
     return dec.update(ciphertext) + dec.finalize()
@@ -1091,8 +1130,9 @@ def layout(
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
     aad: Buffer = b"",
-    max_params: Argon2Params = MAX_READ_PARAMS,
+    max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+    max_params: Argon2Params | None = None,
 ) -> SegmentLayout:
     """Open the headers at the start of ``head`` and map an envelope of ``stream_size`` bytes.
 
@@ -1102,7 +1142,15 @@ def layout(
     with ``verify_with`` for that). Raises like :class:`EnvelopeDecryptor`, and
     :class:`FormatError` when ``head`` is shorter than the headers.
     """
-    idents = _identity_list(identities, passphrase, max_params, max_scrypt)
+    max_work_factor = renamed_keyword(
+        "envelope.layout",
+        "max_params",
+        "max_work_factor",
+        max_params,
+        max_work_factor,
+        MAX_READ_PARAMS,
+    )
+    idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
     reader = _HeaderReader(idents, aad, None)
     opened = reader(bytes(head))
     if opened is None or isinstance(opened, int) or reader.header is None:

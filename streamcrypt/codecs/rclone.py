@@ -363,6 +363,14 @@ class RcloneDecryptor(SegmentedDecryptor):
 
     def __init__(self, keys: RcloneKeys, *, expected_size: int | None = None) -> None:
         keys = _check_keys(keys)
+        if expected_size is not None and (
+            not isinstance(expected_size, int)
+            or isinstance(expected_size, bool)
+            or expected_size < 0
+        ):
+            raise InvalidParameterError(
+                f"expected_size must be a non-negative int or None, got {expected_size!r}"
+            )
         self._expected = expected_size
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:

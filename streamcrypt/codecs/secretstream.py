@@ -65,6 +65,7 @@ from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
 from ..abc import Buffer, Lifecycle
+from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -264,8 +265,21 @@ class SecretStreamEncryptor(Lifecycle):
     __slots__ = ("_aad", "_chunk", "_header", "_pending", "_pusher", "_rekey_next")
 
     def __init__(
-        self, key: KeyLike, *, chunk_size: int = DEFAULT_CHUNK_SIZE, aad: Buffer = b""
+        self,
+        key: KeyLike,
+        *,
+        segment_size: int = DEFAULT_CHUNK_SIZE,
+        aad: Buffer = b"",
+        chunk_size: int | None = None,
     ) -> None:
+        chunk_size = renamed_keyword(
+            "SecretStreamEncryptor",
+            "chunk_size",
+            "segment_size",
+            chunk_size,
+            segment_size,
+            DEFAULT_CHUNK_SIZE,
+        )
         self._init_lifecycle()
         _check_chunk_size(chunk_size)
         self._pusher = SecretStreamPusher(key)
@@ -352,8 +366,21 @@ class SecretStreamDecryptor(Lifecycle):
     __slots__ = ("_aad", "_chunk", "_key", "_pending", "_puller", "tags")
 
     def __init__(
-        self, key: KeyLike, *, chunk_size: int = DEFAULT_CHUNK_SIZE, aad: Buffer = b""
+        self,
+        key: KeyLike,
+        *,
+        segment_size: int = DEFAULT_CHUNK_SIZE,
+        aad: Buffer = b"",
+        chunk_size: int | None = None,
     ) -> None:
+        chunk_size = renamed_keyword(
+            "SecretStreamDecryptor",
+            "chunk_size",
+            "segment_size",
+            chunk_size,
+            segment_size,
+            DEFAULT_CHUNK_SIZE,
+        )
         self._init_lifecycle()
         _check_chunk_size(chunk_size)
         self._key = as_secret_key(key, KEY_SIZE, what="secretstream key")
@@ -439,9 +466,9 @@ class SecretStreamDecryptor(Lifecycle):
 FORMAT = SegmentedFormat(
     "secretstream",
     encryptor=lambda o: SecretStreamEncryptor(
-        o.key, chunk_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+        o.key, segment_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
     ),
     decryptor=lambda o: SecretStreamDecryptor(
-        o.key, chunk_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+        o.key, segment_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
     ),
 )

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 
 from ..abc import Buffer
+from ..deprecation import warn_renamed
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -99,6 +100,7 @@ __all__ = [
     "encrypt_bytes",
     "layout",
     "load_keyset",
+    "read_range",
 ]
 
 #: Bytes of the derived HMAC key of AES-CTR-HMAC.
@@ -443,6 +445,27 @@ def layout(
     return SegmentLayout(codec, size, stream_size)
 
 
+def read_range(
+    key: TinkKeyLike | Sequence[TinkStreamingKey],
+    read_at: Callable[[int, int], bytes],
+    stream_size: int,
+    start: int,
+    stop: int,
+    *,
+    aad: Buffer = b"",
+) -> bytes:
+    """Plaintext bytes ``[start, stop)`` of a Tink ciphertext of ``stream_size`` bytes,
+    opening only the segments that cover them.
+
+    ``read_at(offset, length)`` returns ciphertext bytes (the same shape as
+    :func:`streamcrypt.codecs.cobblestone.read_range`). Raises as
+    :class:`TinkStreamDecryptor`.
+    """
+    keys = _decryption_keys(key)
+    head = read_at(0, min(stream_size, max(k.params.ciphertext_segment_size for k in keys)))
+    return layout(keys, head, stream_size, aad=aad).read(read_at, start, stop)
+
+
 def decrypt_range(
     ciphertext: Buffer | Callable[[int, int], bytes],
     key: TinkKeyLike | Sequence[TinkStreamingKey],
@@ -452,27 +475,22 @@ def decrypt_range(
     aad: Buffer = b"",
     stream_size: int | None = None,
 ) -> bytes:
-    """Plaintext bytes ``[start, stop)`` of a Tink ciphertext, opening only the segments
-    that cover them.
+    """Deprecated name of :func:`read_range` (warns; removed in the next release).
 
     ``ciphertext`` is the whole ciphertext, or ``read_at(offset, length) -> bytes`` together
-    with ``stream_size``. Raises as :class:`TinkStreamDecryptor`.
+    with ``stream_size``.
     """
+    warn_renamed("streamcrypt.codecs.tink.decrypt_range", "read_range")
     if callable(ciphertext):
         if stream_size is None:
             raise InvalidParameterError("decrypt_range with a read_at function needs stream_size")
-        read_at = ciphertext
-        size = stream_size
-    else:
-        whole = memoryview(ciphertext).cast("B")
-        size = len(whole)
+        return read_range(key, ciphertext, stream_size, start, stop, aad=aad)
+    whole = memoryview(ciphertext).cast("B")
 
-        def read_at(offset: int, length: int) -> bytes:
-            return bytes(whole[offset : offset + length])
+    def read_at(offset: int, length: int) -> bytes:
+        return bytes(whole[offset : offset + length])
 
-    keys = _decryption_keys(key)
-    head = read_at(0, min(size, max(k.params.ciphertext_segment_size for k in keys)))
-    return layout(keys, head, size, aad=aad).read(read_at, start, stop)
+    return read_range(key, read_at, len(whole), start, stop, aad=aad)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:

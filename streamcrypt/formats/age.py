@@ -22,39 +22,45 @@ from ._run import stream
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
-async def encrypt(
+def encrypt(
     source: Source,
     recipients: Iterable[RecipientLike] = (),
     passphrase: str | Buffer | None = None,
     *,
     armor: bool = False,
-    work_factor: int = 18,
+    work_factor: int = DEFAULT_WORK_FACTOR,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source to age recipients (or a passphrase), optionally armored.
 
-    The arguments are checked when iteration starts; a passphrase's scrypt runs on a
-    worker thread (inline only with ``policy=None``), never on the event loop.
+    The arguments are checked here, at the call; a passphrase's scrypt runs on a worker
+    thread (inline only with ``policy=None``), never on the event loop.
     """
     enc = AgeEncryptor(list(recipients), passphrase, work_factor=work_factor)
-    async for piece in stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy):
-        yield piece
+    return stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy)
 
 
-async def decrypt(
+def decrypt(
     source: Source,
     identities: Iterable[IdentityLike] = (),
     passphrase: str | Buffer | None = None,
     *,
-    max_work_factor: int = 22,
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Decrypt an age stream (armor detected by itself), yielding only verified chunks.
 
-    Armor is detected as :func:`decrypt_bytes` detects it, however the source is cut
-    (leading whitespace included): reading goes on until the verdict is known.
+    The arguments are checked here, at the call. Armor is detected as
+    :func:`decrypt_bytes` detects it, however the source is cut (leading whitespace
+    included): reading goes on until the verdict is known.
     """
     dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    return _decrypt(source, dec, policy)
+
+
+async def _decrypt(
+    source: Source, dec: AgeDecryptor, policy: OffloadPolicy | None
+) -> AsyncIterator[bytes]:
     first, rest, armored = await _sniff(source)
     stages = [ArmorDecoder(), dec] if armored else [dec]
     async for piece in stream(_prepend(first, rest), *stages, policy=policy):

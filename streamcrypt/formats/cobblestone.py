@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from ..abc import Buffer
 from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
+from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
 from ..keys import SecretKey
 from ._run import stream
@@ -17,52 +18,56 @@ def encrypt(
     source: Source,
     key: Buffer | SecretKey,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    context: Buffer | None = None,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel."""
-    return stream(
-        source, CobblestoneEncryptor(key, context=context, variant=variant), policy=policy
-    )
+    """Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.
+
+    ``aad`` is the spec's context (``context=`` is its deprecated name).
+    """
+    aad = renamed_keyword("formats.cobblestone.encrypt", "context", "aad", context, aad, b"")
+    return stream(source, CobblestoneEncryptor(key, aad=aad, variant=variant), policy=policy)
 
 
 def decrypt(
     source: Source,
     key: Buffer | SecretKey,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    context: Buffer | None = None,
 ) -> AsyncIterator[bytes]:
     """Decrypt C2SP chunked encryption, yielding only verified chunks."""
-    return stream(
-        source, CobblestoneDecryptor(key, context=context, variant=variant), policy=policy
-    )
+    aad = renamed_keyword("formats.cobblestone.decrypt", "context", "aad", context, aad, b"")
+    return stream(source, CobblestoneDecryptor(key, aad=aad, variant=variant), policy=policy)
 
 
 def encrypt_bytes(
     plaintext: Buffer,
     key: Buffer | SecretKey,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    context: Buffer | None = None,
 ) -> bytes:
     """Encrypt a whole message (random salt), chunks sealed on all cores."""
-    return run_segmented(
-        CobblestoneEncryptor(key, context=context, variant=variant), plaintext, policy
-    )
+    aad = renamed_keyword("formats.cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
+    return run_segmented(CobblestoneEncryptor(key, aad=aad, variant=variant), plaintext, policy)
 
 
 def decrypt_bytes(
     ciphertext: Buffer,
     key: Buffer | SecretKey,
     *,
-    context: Buffer = b"",
+    aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt a whole message, chunks opened on all cores; all or nothing."""
-    dec = CobblestoneDecryptor(key, context=context, variant=variant)
-    return run_segmented(dec, ciphertext, policy)
+    aad = renamed_keyword("formats.cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
+    return run_segmented(CobblestoneDecryptor(key, aad=aad, variant=variant), ciphertext, policy)

@@ -25,12 +25,15 @@ def encrypt(
     source: Source,
     key: EceKey | KeyRing,
     *,
+    salt: bytes | None = None,
     record_size: int = DEFAULT_RECORD_SIZE,
     keyid: bytes | str = b"",
+    padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an ``aes128gcm`` body."""
-    return stream(source, EceEncryptor(key, record_size=record_size, keyid=keyid), policy=policy)
+    """Encrypt an async source into an ``aes128gcm`` body (arguments as :class:`EceEncryptor`)."""
+    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
+    return stream(source, enc, policy=policy)
 
 
 def decrypt(
@@ -38,10 +41,12 @@ def decrypt(
     key: EceKeySource,
     *,
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    allow_no_records: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Decrypt an ``aes128gcm`` body, yielding only verified records."""
-    return stream(source, EceDecryptor(key, max_record_size=max_record_size), policy=policy)
+    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
+    return stream(source, dec, policy=policy)
 
 
 def encrypt_bytes(

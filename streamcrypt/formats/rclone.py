@@ -7,9 +7,10 @@ Keys come as :class:`~streamcrypt.codecs.rclone.RcloneKeys` or as ``password`` (
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 
+from ..abc import Transform
 from ..codecs.rclone import (
     RcloneDecryptor,
     RcloneEncryptor,
@@ -32,15 +33,19 @@ async def keys(
     return derive() if policy is None else await wait_future(policy.submit(derive))
 
 
-async def _keys_of(
-    key: RcloneKeys | None, password: str | None, password2: str, policy: OffloadPolicy | None
-) -> RcloneKeys:
+def _check_choice(key: RcloneKeys | None, password: str | None, password2: str) -> None:
+    """Raise at the call for arguments that could only fail once iteration starts."""
     if (key is None) == (password is None):
         raise InvalidParameterError("rclone crypt takes keys= or password= (not both)")
-    return key if key is not None else await keys(password or "", password2, policy=policy)
+    if password is not None and not (
+        isinstance(password, str) and password and isinstance(password2, str)
+    ):
+        raise InvalidParameterError(
+            "rclone crypt's password= must be a non-empty str (and password2= a str)"
+        )
 
 
-async def encrypt(
+def encrypt(
     source: Source,
     key: RcloneKeys | None = None,
     *,
@@ -48,13 +53,17 @@ async def encrypt(
     password2: str = "",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source as rclone crypt file contents, blocks sealed in parallel."""
-    enc = RcloneEncryptor(await _keys_of(key, password, password2, policy))
-    async for piece in stream(source, enc, policy=policy):
-        yield piece
+    """Encrypt an async source as rclone crypt file contents, blocks sealed in parallel.
+
+    The arguments are checked at the call; a password's scrypt runs when iteration starts.
+    """
+    _check_choice(key, password, password2)
+    if key is not None:
+        return stream(source, RcloneEncryptor(key), policy=policy)
+    return _derived(source, RcloneEncryptor, password or "", password2, policy)
 
 
-async def decrypt(
+def decrypt(
     source: Source,
     key: RcloneKeys | None = None,
     *,
@@ -66,10 +75,25 @@ async def decrypt(
     """Decrypt rclone crypt contents, yielding only verified blocks.
 
     rclone files have no end marker: pass ``expected_size`` (the plaintext size) to turn
-    a file cut at a block boundary into :class:`TruncatedStreamError`.
+    a file cut at a block boundary into :class:`TruncatedStreamError`. The arguments are
+    checked at the call; a password's scrypt runs when iteration starts.
     """
-    dec = RcloneDecryptor(
-        await _keys_of(key, password, password2, policy), expected_size=expected_size
-    )
-    async for piece in stream(source, dec, policy=policy):
+    _check_choice(key, password, password2)
+    make = partial(RcloneDecryptor, expected_size=expected_size)
+    if key is not None:
+        return stream(source, make(key), policy=policy)
+    make(RcloneKeys.from_material(bytes(80)))  # checks expected_size now
+    return _derived(source, make, password or "", password2, policy)
+
+
+async def _derived(
+    source: Source,
+    make: Callable[[RcloneKeys], Transform],
+    password: str,
+    password2: str,
+    policy: OffloadPolicy | None,
+) -> AsyncIterator[bytes]:
+    """``make``'s transform over ``source`` once the password's keys are derived."""
+    derived = await keys(password, password2, policy=policy)
+    async for piece in stream(source, make(derived), policy=policy):
         yield piece

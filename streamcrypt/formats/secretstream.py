@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from ..abc import Buffer
 from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, SecretStreamDecryptor, SecretStreamEncryptor
+from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from ..keys import SecretKey
 from ._run import stream
@@ -21,21 +22,39 @@ def encrypt(
     source: Source,
     key: Buffer | SecretKey,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    segment_size: int = DEFAULT_CHUNK_SIZE,
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    chunk_size: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source as a secretstream of fixed-size messages."""
-    return stream(source, SecretStreamEncryptor(key, chunk_size=chunk_size, aad=aad), policy=policy)
+    size = renamed_keyword(
+        "formats.secretstream.encrypt",
+        "chunk_size",
+        "segment_size",
+        chunk_size,
+        segment_size,
+        DEFAULT_CHUNK_SIZE,
+    )
+    return stream(source, SecretStreamEncryptor(key, segment_size=size, aad=aad), policy=policy)
 
 
 def decrypt(
     source: Source,
     key: Buffer | SecretKey,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    segment_size: int = DEFAULT_CHUNK_SIZE,
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    chunk_size: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Decrypt a secretstream; raises TruncatedStreamError if FINAL never came."""
-    return stream(source, SecretStreamDecryptor(key, chunk_size=chunk_size, aad=aad), policy=policy)
+    size = renamed_keyword(
+        "formats.secretstream.decrypt",
+        "chunk_size",
+        "segment_size",
+        chunk_size,
+        segment_size,
+        DEFAULT_CHUNK_SIZE,
+    )
+    return stream(source, SecretStreamDecryptor(key, segment_size=size, aad=aad), policy=policy)
