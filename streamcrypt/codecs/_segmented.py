@@ -514,22 +514,15 @@ class SegmentLayout:
         written at their offsets give the bytes a single sequential run gives. Fill the
         job's ``data`` with plaintext ``[offset, offset + length)``.
         """
-        total = self.segment_count
-        if count < 1 or first < 0 or first + count > total:
-            raise InvalidParameterError(
-                f"segments {first}..{first + count - 1} are outside 0..{total - 1}"
-            )
-        end = first + count
-        final = end == total
-        start = self.plaintext_offset(first)
-        stop = self.plaintext_size if final else self.plaintext_offset(end)
-        job = SegmentJob(self.codec, True, first, count, b"", final)
-        return job, start, stop - start, self.ciphertext_offset(first)
+        return self._plan(first, count, sealing=True)
 
     def open_plan(self, first: int, count: int) -> tuple[SegmentJob, int, int, int]:
         """Opening segments ``[first, first + count)``: a job template, the ciphertext
         offset and length it takes, and the plaintext offset of its output (final exactly
         when the range ends with the last segment, which proves the stream's length)."""
+        return self._plan(first, count, sealing=False)
+
+    def _plan(self, first: int, count: int, *, sealing: bool) -> tuple[SegmentJob, int, int, int]:
         total = self.segment_count
         if count < 1 or first < 0 or first + count > total:
             raise InvalidParameterError(
@@ -537,10 +530,16 @@ class SegmentLayout:
             )
         end = first + count
         final = end == total
-        start = self.ciphertext_offset(first)
-        stop = self.stream_size if final else self.ciphertext_offset(end)
-        job = SegmentJob(self.codec, False, first, count, b"", final)
-        return job, start, stop - start, self.plaintext_offset(first)
+        source, dest = (
+            (self.plaintext_offset, self.ciphertext_offset)
+            if sealing
+            else (self.ciphertext_offset, self.plaintext_offset)
+        )
+        source_size = self.plaintext_size if sealing else self.stream_size
+        start = source(first)
+        stop = source_size if final else source(end)
+        job = SegmentJob(self.codec, sealing, first, count, b"", final)
+        return job, start, stop - start, dest(first)
 
     @property
     def segment_count(self) -> int:
