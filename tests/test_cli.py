@@ -251,6 +251,18 @@ def test_usage_errors_are_one_line_exit_2(work: Path, key: Path) -> None:
     assert not list(work.glob("*.sc"))
 
 
+def test_cluster_only_options_without_scheduler_are_usage_errors(work: Path, key: Path) -> None:
+    """--key-env and a destination URL mean a cluster run: without --scheduler they are
+    refused, never silently ignored (encrypt once read the key file and went local)."""
+    (work / "in.bin").write_bytes(b"data")
+    for command in ("encrypt", "decrypt"):
+        env_only = sc(command, "-k", key, "--key-env", "SC_KEY", "in.bin", cwd=work)
+        assert env_only.returncode == 2 and b"--key-env" in env_only.stderr, command
+        two = sc(command, "-k", key, "in.bin", "out.bin", cwd=work)
+        assert two.returncode == 2 and b"--scheduler" in two.stderr, command
+    assert not (work / "out.bin").exists()
+
+
 # ------------------------------------------------------------------------- envelopes
 
 

@@ -624,12 +624,19 @@ def _run(
     return 0
 
 
+def _refuse_cluster_options(args: argparse.Namespace) -> None:
+    """A local run given what only a cluster run takes: a usage error, not ignored."""
+    if getattr(args, "destination", None):
+        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
+    if getattr(args, "key_env", None):
+        raise _usage("--key-env (a key in the workers' environment) needs --scheduler; use -k")
+
+
 def run_encrypt(args: argparse.Namespace) -> int:
     """``streamcrypt encrypt`` (on a Dask cluster with ``--scheduler``)."""
     if getattr(args, "scheduler", None):
         return run_cluster(args, "encrypt")
-    if getattr(args, "destination", None):
-        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
+    _refuse_cluster_options(args)
     return _run(args, _plan_encrypt, decrypting=False)
 
 
@@ -637,6 +644,5 @@ def run_decrypt(args: argparse.Namespace) -> int:
     """``streamcrypt decrypt`` (on a Dask cluster with ``--scheduler``)."""
     if getattr(args, "scheduler", None):
         return run_cluster(args, "decrypt")
-    if getattr(args, "destination", None):
-        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
+    _refuse_cluster_options(args)
     return _run(args, _plan_decrypt, decrypting=True)
