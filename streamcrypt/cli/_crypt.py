@@ -272,7 +272,7 @@ def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     if (
         args.armor
         or args.work_factor is not None
-        or any(r.lower().startswith("age1") for r, _ in _recipient_texts(args))
+        or any(r.lower().startswith(("age1", "ssh-")) for r, _ in _recipient_texts(args))
         or any(kf.kind == "age" for kf in keys.identities)
     ):
         return "age"

@@ -73,9 +73,7 @@ class KeyFile:
     envelope_identities: list[_envelope.X25519Identity | _envelope.EciesIdentity] = field(
         default_factory=list
     )
-    age_identities: list[_age.X25519Identity | _age.MLKEM768X25519Identity] = field(
-        default_factory=list
-    )
+    age_identities: list[_age.AnyIdentity] = field(default_factory=list)
     tink_keyset: _tink.TinkKeyset | None = None
     #: raw X25519 private keys (for Noise), for the identity kinds that are X25519
     x25519_raw: list[bytes] = field(default_factory=list, repr=False)
@@ -144,15 +142,10 @@ def _load_fields(path: str, lines: Sequence[str], text: str) -> KeyFile:
 
 def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
     envelope_ids: list[_envelope.X25519Identity | _envelope.EciesIdentity] = []
-    age_ids: list[_age.X25519Identity | _age.MLKEM768X25519Identity] = []
+    age_ids: list[_age.AnyIdentity] = []
     raws: list[bytes] = []
     for number, line in enumerate(lines, 1):
-        ident: (
-            _envelope.X25519Identity
-            | _envelope.EciesIdentity
-            | _age.X25519Identity
-            | _age.MLKEM768X25519Identity
-        )
+        ident: _envelope.X25519Identity | _envelope.EciesIdentity | _age.AnyIdentity
         if line.upper().startswith("AGE-SECRET-KEY-"):
             ident = _age.parse_identity(line)
             age_ids.append(ident)
@@ -178,6 +171,11 @@ def load_key_file(path: str) -> KeyFile:
             return KeyFile(path, "tink", tink_keyset=_tink_keyset.keyset_from_json(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
+    if text.lstrip().startswith("-----BEGIN OPENSSH PRIVATE KEY-----"):
+        try:  # an OpenSSH key file (as age's -i ~/.ssh/id_ed25519)
+            return KeyFile(path, "age", age_identities=_age.parse_identities(text))
+        except StreamCryptError as exc:
+            raise KeyFileError(f"{path}: {exc}") from None
     lines = _kf.key_file_lines(text)
     if not lines:
         raise KeyFileError(f"{path} holds no key")

@@ -44,9 +44,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hpke
-from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
+from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hpke, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, x25519
 
 from ..abc import Buffer
 from ..errors import (
@@ -68,7 +68,7 @@ from ..keys import (
     hkdf,
     random_bytes,
 )
-from ..primitives import ChaCha20Poly1305Suite
+from ..primitives import ChaCha20Poly1305Suite, eddsa_to_x25519
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
@@ -90,6 +90,8 @@ __all__ = [
     "AgeDecryptor",
     "AgeEncryptor",
     "AgeHeader",
+    "AnyIdentity",
+    "AnyRecipient",
     "Identity",
     "IdentityLike",
     "MLKEM768X25519Identity",
@@ -98,6 +100,8 @@ __all__ = [
     "RecipientLike",
     "ScryptIdentity",
     "ScryptRecipient",
+    "SshEd25519Identity",
+    "SshEd25519Recipient",
     "Stanza",
     "X25519Identity",
     "X25519Recipient",
@@ -133,6 +137,10 @@ _ZERO_NONCE = bytes(12)
 _X25519_INFO = b"age-encryption.org/v1/X25519"
 _SCRYPT_LABEL = b"age-encryption.org/v1/scrypt"
 _PQ_INFO = b"age-encryption.org/mlkem768x25519"
+_SSH_ED25519_INFO = b"age-encryption.org/v1/ssh-ed25519"
+_SSH_ED25519 = "ssh-ed25519"
+_SSH_TAG_SIZE = 4
+_OPENSSH_PRIVATE_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
 _PQ_ENC_SIZE = 1120
 _PQ_PUBLIC_SIZE = 1184 + 32
 _WRAPPED_SIZE = FILE_KEY_SIZE + TAG_SIZE
@@ -420,6 +428,43 @@ def _check_shape(stanza: Stanza, nargs: int) -> None:
         raise FormatError(f"age {stanza.kind} stanza body must be {_WRAPPED_SIZE} bytes")
 
 
+def _dh_wrap(
+    public: bytes, file_key: bytes, info: bytes, tweak: x25519.X25519PrivateKey | None = None
+) -> tuple[bytes, bytes]:
+    """X25519 to ``public`` from a fresh ephemeral key (the secret then multiplied by
+    ``tweak`` for ssh-ed25519): the share and the wrapped file key. Raises
+    :class:`InvalidPublicKeyError` for a low-order ``public``."""
+    ephemeral = x25519.X25519PrivateKey.generate()
+    share = ephemeral.public_key().public_bytes_raw()
+    shared = x25519_exchange(ephemeral, public)
+    if shared is not None and tweak is not None:
+        shared = x25519_exchange(tweak, shared)
+    if shared is None:
+        raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
+    key = hkdf(shared, salt=share + public, info=info)
+    return share, _wrap_key(key, file_key)
+
+
+def _dh_unwrap(
+    private: x25519.X25519PrivateKey,
+    public: bytes,
+    stanza: Stanza,
+    share: bytes,
+    info: bytes,
+    tweak: x25519.X25519PrivateKey | None = None,
+) -> bytes | None:
+    """The inverse of :func:`_dh_wrap` for ``private`` (whose public key is ``public``):
+    the file key, or ``None`` when the stanza does not open. Raises :class:`FormatError`
+    for a low-order share."""
+    shared = x25519_exchange(private, share)
+    if shared is not None and tweak is not None:
+        shared = x25519_exchange(tweak, shared)
+    if shared is None:
+        raise FormatError(f"age {stanza.kind} stanza has a low-order ephemeral share")
+    key = hkdf(shared, salt=share + public, info=info)
+    return _unwrap_key(key, stanza.body)
+
+
 class X25519Recipient(X25519PublicText):
     """An X25519 recipient (``age1...``): a 32-byte Curve25519 public key."""
 
@@ -429,13 +474,8 @@ class X25519Recipient(X25519PublicText):
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One X25519 stanza; raises :class:`InvalidPublicKeyError` for a low-order key."""
-        ephemeral = x25519.X25519PrivateKey.generate()
-        share = ephemeral.public_key().public_bytes_raw()
-        shared = x25519_exchange(ephemeral, self._public)
-        if shared is None:
-            raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
-        key = hkdf(shared, salt=share + self._public, info=_X25519_INFO)
-        return [Stanza(("X25519", _b64encode(share).decode()), _wrap_key(key, file_key))]
+        share, body = _dh_wrap(self._public, file_key, _X25519_INFO)
+        return [Stanza(("X25519", _b64encode(share).decode()), body)]
 
 
 class X25519Identity(X25519SecretText[X25519Recipient]):
@@ -457,11 +497,7 @@ class X25519Identity(X25519SecretText[X25519Recipient]):
                 continue
             _check_shape(stanza, 2)
             share = _stanza_arg(stanza, 1, 32)
-            shared = x25519_exchange(self._private, share)
-            if shared is None:
-                raise FormatError("age X25519 stanza has a low-order ephemeral share")
-            key = hkdf(shared, salt=share + ours, info=_X25519_INFO)
-            file_key = _unwrap_key(key, stanza.body)
+            file_key = _dh_unwrap(self._private, ours, stanza, share, _X25519_INFO)
             if file_key is not None:
                 return file_key
         return None
@@ -543,6 +579,166 @@ class ScryptIdentity:
 
     def __repr__(self) -> str:
         return f"ScryptIdentity(<passphrase hidden>, max_work_factor={self.max_work_factor})"
+
+
+# ---------------------------------------------------------------------------------------
+# ssh-ed25519 (an OpenSSH Ed25519 key as an age recipient, as age and rage accept)
+# ---------------------------------------------------------------------------------------
+
+
+def _ssh_wire(public_key: ed25519.Ed25519PublicKey) -> bytes:
+    """The SSH wire encoding of an Ed25519 public key (the base64 of authorized_keys)."""
+    line = public_key.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return base64.b64decode(line.split()[1])
+
+
+class SshEd25519Recipient:
+    """An OpenSSH Ed25519 public key as an age recipient (``ssh-ed25519 AAAA...``).
+
+    The stanza is ``-> ssh-ed25519 <tag> <share>``: the tag is the first 4 bytes of
+    SHA-256 of the SSH wire key; the X25519 exchange runs against the key's Montgomery
+    form and is then multiplied by a tweak, HKDF-SHA-256 of the wire key (as the salt).
+    """
+
+    __slots__ = ("_ed25519", "_tag", "_tweak", "_wire", "_x25519")
+
+    def __init__(self, public_key: Buffer | ed25519.Ed25519PublicKey) -> None:
+        if isinstance(public_key, ed25519.Ed25519PublicKey):
+            key = public_key
+        else:
+            raw = bytes(public_key)
+            if len(raw) != 32:
+                raise InvalidKeySizeError(f"an Ed25519 public key must be 32 bytes, got {len(raw)}")
+            key = ed25519.Ed25519PublicKey.from_public_bytes(raw)
+        self._ed25519 = key.public_bytes_raw()
+        self._x25519 = eddsa_to_x25519(self._ed25519)
+        self._wire = _ssh_wire(key)
+        self._tag = hashlib.sha256(self._wire).digest()[:_SSH_TAG_SIZE]
+        tweak = hkdf(b"", salt=self._wire, info=_SSH_ED25519_INFO)
+        self._tweak = x25519.X25519PrivateKey.from_private_bytes(tweak)
+
+    @classmethod
+    def parse(cls, text: str) -> SshEd25519Recipient:
+        """Parse an authorized_keys line ``ssh-ed25519 AAAA... [comment]``; raises
+        :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type)."""
+        fields = text.split()
+        if len(fields) < 2 or not fields[0].startswith("ssh-"):
+            raise FormatError("not an SSH public key line (ssh-ed25519 AAAA...)")
+        if fields[0] != _SSH_ED25519:
+            raise UnsupportedFormatError(
+                f"SSH key type {fields[0][:32]!r} is not supported as an age recipient; "
+                "use an ssh-ed25519 key"
+            )
+        try:
+            key = serialization.load_ssh_public_key(f"{fields[0]} {fields[1]}".encode())
+        except (ValueError, UnsupportedAlgorithm):
+            raise FormatError("the ssh-ed25519 public key does not parse") from None
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            raise FormatError("the ssh-ed25519 line does not hold an Ed25519 key")
+        return cls(key)
+
+    def public_bytes(self) -> bytes:
+        """The 32-byte Ed25519 public key."""
+        return self._ed25519
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One ssh-ed25519 stanza; raises :class:`InvalidPublicKeyError` for a key whose
+        Montgomery form is a low-order point."""
+        share, body = _dh_wrap(self._x25519, file_key, _SSH_ED25519_INFO, self._tweak)
+        args = (_SSH_ED25519, _b64encode(self._tag).decode(), _b64encode(share).decode())
+        return [Stanza(args, body)]
+
+    def __str__(self) -> str:
+        return f"{_SSH_ED25519} {base64.b64encode(self._wire).decode()}"
+
+    def __repr__(self) -> str:
+        return f"SshEd25519Recipient({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SshEd25519Recipient) and other._ed25519 == self._ed25519
+
+    def __hash__(self) -> int:
+        return hash(self._ed25519)
+
+
+class SshEd25519Identity:
+    """An OpenSSH Ed25519 private key as an age identity. Its repr shows only the recipient.
+
+    Its X25519 secret is the first 32 bytes of SHA-512 of the Ed25519 seed (the scalar
+    Ed25519 itself signs with), so its public key is the Ed25519 key's Montgomery form.
+    """
+
+    __slots__ = ("_private", "_recipient")
+
+    def __init__(self, private_key: Buffer | SecretKey | ed25519.Ed25519PrivateKey) -> None:
+        if isinstance(private_key, ed25519.Ed25519PrivateKey):
+            seed = private_key.private_bytes_raw()
+        else:
+            what = "an Ed25519 private key seed"
+            seed = as_secret_key(private_key, 32, what=what).secret_bytes()
+        key = ed25519.Ed25519PrivateKey.from_private_bytes(seed)
+        scalar = hashlib.sha512(seed).digest()[:32]
+        self._private = x25519.X25519PrivateKey.from_private_bytes(scalar)
+        self._recipient = SshEd25519Recipient(key.public_key())
+
+    @classmethod
+    def generate(cls) -> SshEd25519Identity:
+        return cls(random_bytes(32))
+
+    @classmethod
+    def from_openssh(cls, data: str | Buffer) -> SshEd25519Identity:
+        """Load an unencrypted OpenSSH private key file (``-----BEGIN OPENSSH PRIVATE KEY``).
+
+        Raises :class:`FormatError` for one that does not parse and
+        :class:`UnsupportedFormatError` for a passphrase-protected or non-Ed25519 key.
+        """
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        try:
+            key = serialization.load_ssh_private_key(raw, password=None)
+        except TypeError:  # cryptography's "a password is needed"
+            raise UnsupportedFormatError(
+                "the OpenSSH private key is passphrase-protected: decrypt a copy with "
+                "'ssh-keygen -p' (only unencrypted keys are read)"
+            ) from None
+        except (ValueError, UnsupportedAlgorithm):
+            raise FormatError("the OpenSSH private key does not parse") from None
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
+            raise UnsupportedFormatError(
+                "only ssh-ed25519 private keys are supported as age identities"
+            )
+        return cls(key)
+
+    @property
+    def recipient(self) -> SshEd25519Recipient:
+        return self._recipient
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from an ssh-ed25519 stanza for this key, else ``None``.
+
+        Stanzas with another key's tag are skipped. Raises :class:`FormatError` for a
+        malformed ssh-ed25519 stanza or a low-order share.
+        """
+        ours = self._recipient
+        for stanza in stanzas:
+            if stanza.kind != _SSH_ED25519:
+                continue
+            _check_shape(stanza, 3)
+            if _stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+                continue
+            share = _stanza_arg(stanza, 2, 32)
+            file_key = _dh_unwrap(
+                self._private, ours._x25519, stanza, share, _SSH_ED25519_INFO, ours._tweak
+            )
+            if file_key is not None:
+                return file_key
+        return None
+
+    def __repr__(self) -> str:
+        return f"SshEd25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
 
 
 _PQ_SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
@@ -669,24 +865,37 @@ class MLKEM768X25519Identity:
     __str__ = __repr__
 
 
-#: A recipient: an ``age1...`` string or a :class:`Recipient`.
+#: A recipient: an ``age1...`` or ``ssh-ed25519 AAAA...`` string or a :class:`Recipient`.
 RecipientLike = str | Recipient
-#: An identity: an ``AGE-SECRET-KEY-1...`` string or an :class:`Identity`.
+#: An identity: an ``AGE-SECRET-KEY-1...`` string, an OpenSSH Ed25519 private key file's
+#: text, or an :class:`Identity`.
 IdentityLike = str | Identity
+#: What :func:`parse_recipient` returns.
+AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient
+#: What :func:`parse_identity` returns.
+AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity
 
 
-def parse_recipient(text: str) -> X25519Recipient | MLKEM768X25519Recipient:
-    """Parse ``age1...`` or ``age1pq1...``; raises :class:`FormatError`."""
+def parse_recipient(text: str) -> AnyRecipient:
+    """Parse ``age1...``, ``age1pq1...`` or an SSH public key line ``ssh-ed25519 AAAA...``.
+
+    Raises :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type).
+    """
+    if text.startswith("ssh-"):
+        return SshEd25519Recipient.parse(text)
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ:
         return MLKEM768X25519Recipient.parse(text)
     if hrp == _HRP_X25519:
         return X25519Recipient.parse(text)
-    raise FormatError("unknown age recipient type: expected age1... or age1pq1...")
+    raise FormatError("unknown age recipient type: expected age1..., age1pq1... or ssh-ed25519")
 
 
-def parse_identity(text: str) -> X25519Identity | MLKEM768X25519Identity:
-    """Parse ``AGE-SECRET-KEY-1...`` or ``AGE-SECRET-KEY-PQ-1...``; raises :class:`FormatError`."""
+def parse_identity(text: str) -> AnyIdentity:
+    """Parse ``AGE-SECRET-KEY-1...``, ``AGE-SECRET-KEY-PQ-1...`` or an unencrypted OpenSSH
+    Ed25519 private key file's text; raises :class:`FormatError`."""
+    if text.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
+        return SshEd25519Identity.from_openssh(text)
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ_SECRET:
         return MLKEM768X25519Identity.parse(text)
@@ -695,8 +904,11 @@ def parse_identity(text: str) -> X25519Identity | MLKEM768X25519Identity:
     raise FormatError("unknown age identity type: expected AGE-SECRET-KEY-1... or -PQ-1...")
 
 
-def parse_identities(text: str) -> list[X25519Identity | MLKEM768X25519Identity]:
-    """Parse an identity file: one key a line; blank lines and ``#`` comments skipped."""
+def parse_identities(text: str) -> list[AnyIdentity]:
+    """Parse an identity file: one key a line, blank lines and ``#`` comments skipped, or
+    a whole OpenSSH Ed25519 private key file (as age's ``-i ~/.ssh/id_ed25519``)."""
+    if text.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
+        return [SshEd25519Identity.from_openssh(text)]
     keys = [
         parse_identity(line.strip())
         for line in text.splitlines()
@@ -718,7 +930,8 @@ def _recipient_list(
             out.append(r)
         else:
             raise InvalidParameterError(
-                f"a recipient must be an age1... string or a Recipient, not {type(r).__name__}"
+                "a recipient must be an age1... or ssh-ed25519 string or a Recipient, "
+                f"not {type(r).__name__}"
             )
     if passphrase is not None:
         out.append(ScryptRecipient(passphrase, work_factor=work_factor))
