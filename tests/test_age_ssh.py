@@ -128,7 +128,6 @@ def test_bad_keys_are_typed_errors() -> None:
 
 
 def test_passphrase_protected_key_is_unsupported() -> None:
-    pytest.importorskip("bcrypt")  # cryptography writes encrypted OpenSSH keys with it
     key = ed25519.Ed25519PrivateKey.generate()
     locked = key.private_bytes(
         serialization.Encoding.PEM,
