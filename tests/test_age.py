@@ -213,6 +213,19 @@ def test_scrypt_objects_hide_the_passphrase() -> None:
         age.ScryptRecipient("", work_factor=10)
 
 
+def test_keys_are_taken_as_the_envelope_takes_them() -> None:
+    """One stanza module serves age and the envelope: one key or a list, typed errors."""
+    me = age.X25519Identity.generate()
+    blob = age.encrypt_bytes(b"one", recipients=str(me.recipient))  # one, not a list
+    assert age.decrypt_bytes(blob, identities=me.to_string()) == b"one"
+    with pytest.raises(InvalidParameterError, match="a passphrase must be str or bytes"):
+        age.ScryptRecipient(1234, work_factor=10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="an identity must be .* not int"):
+        age.decrypt_bytes(blob, identities=[1])  # type: ignore[list-item]
+    with pytest.raises(InvalidParameterError, match="at least one recipient"):
+        age.encrypt_bytes(b"x", recipients=[])
+
+
 # ---------------------------------------------------------------------------------------
 # Interop with pyrage (rage)
 # ---------------------------------------------------------------------------------------

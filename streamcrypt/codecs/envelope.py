@@ -88,9 +88,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
-    LimitExceededError,
     TruncatedStreamError,
-    UnknownKeyError,
     UnsupportedFormatError,
 )
 from ..keys import (
@@ -115,7 +113,7 @@ from ..primitives import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
-from . import container
+from . import _stanza, container
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
@@ -348,19 +346,16 @@ def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
         ) from None
 
 
-class Recipient(Protocol):
-    """Something the file key can be wrapped to: returns one stanza."""
-
-    def wrap(self, file_key: bytes) -> Stanza: ...
+class Recipient(_stanza.StanzaRecipient[Stanza], Protocol):
+    """Something the file key can be wrapped to: ``wrap(file_key)`` returns one stanza."""
 
 
-class Identity(Protocol):
-    """Something that may unwrap stanzas of the types in ``kinds``."""
+class Identity(_stanza.StanzaIdentity[Stanza], Protocol):
+    """Something that may unwrap stanzas of the types in ``kinds``: ``unwrap(stanza)``
+    returns the file key, or ``None`` when the stanza is not addressed to it."""
 
     @property
     def kinds(self) -> frozenset[int]: ...
-
-    def unwrap(self, stanza: Stanza) -> bytes | None: ...
 
 
 class X25519Recipient(X25519PublicText):
@@ -556,20 +551,6 @@ class EciesIdentity:
     __str__ = __repr__
 
 
-def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
-    if isinstance(passphrase, str):
-        raw = passphrase.encode("utf-8")
-    elif isinstance(passphrase, bytes | bytearray | memoryview):
-        raw = bytes(passphrase)
-    else:
-        raise InvalidParameterError(
-            f"a passphrase must be str or bytes, not {type(passphrase).__name__}"
-        )
-    if not raw:
-        raise InvalidParameterError("a passphrase cannot be empty")
-    return raw
-
-
 class PassphraseRecipient:
     """Wrap to a passphrase with Argon2id (``Argon2Params``) or scrypt (``ScryptParams``)."""
 
@@ -580,7 +561,7 @@ class PassphraseRecipient:
             raise InvalidParameterError("params must be Argon2Params or ScryptParams")
         if isinstance(params, ScryptParams) and (params.log_n > 255 or params.r >= 1 << 32):
             raise InvalidParameterError("scrypt parameters do not fit the envelope stanza")
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self._params = params
 
     def wrap(self, file_key: bytes) -> Stanza:
@@ -615,7 +596,7 @@ class PassphraseIdentity:
         max_params: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
     ) -> None:
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self._max_params = max_params
         self._max_scrypt = max_scrypt
 
@@ -672,24 +653,28 @@ def parse_identity(text: str) -> X25519Identity | EciesIdentity:
     raise FormatError("unknown identity type; expected SC-X25519-SECRET- or SC-SECP256K1-SECRET-")
 
 
+_RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
+    "wrap",
+    parse_recipient,
+    "a recipient must be an sc-x25519-pub1... or sc-secp256k1-pub1... string or a Recipient",
+    "an envelope needs at least one recipient or a passphrase",
+)
+_IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
+    "unwrap",
+    parse_identity,
+    "an identity must be an SC-X25519-SECRET-1... or SC-SECP256K1-SECRET-1... string or an Identity",
+    "decrypting an envelope needs identities or a passphrase",
+)
+
+
 def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
-    deferred: Exception | None = None
-    for stanza in header.stanzas:
-        for identity in identities:
-            if stanza.kind not in identity.kinds:
-                continue
-            try:
-                file_key = identity.unwrap(stanza)
-            except (AuthenticationError, InvalidPublicKeyError, LimitExceededError) as exc:
-                deferred = deferred or exc
-                continue
-            if file_key is not None:
-                return file_key
-    if deferred is not None:
-        raise deferred
-    raise UnknownKeyError(
-        "no stanza of this envelope opens with the given identities or passphrase: "
-        "wrong private key or passphrase, or not addressed to you"
+    """Each stanza in turn, with each identity that handles its type."""
+    return _stanza.open_file_key(
+        ((i, s) for s in header.stanzas for i in identities if s.kind in i.kinds),
+        lambda: (
+            "no stanza of this envelope opens with the given identities or passphrase: "
+            "wrong private key or passphrase, or not addressed to you"
+        ),
     )
 
 
@@ -716,16 +701,7 @@ def _recipient_list(
     passphrase: str | Buffer | None,
     params: PasswordParams,
 ) -> list[Recipient]:
-    if isinstance(recipients, str) or hasattr(recipients, "wrap"):
-        recipients = [recipients]  # type: ignore[list-item]
-    out: list[Recipient] = [parse_recipient(r) if isinstance(r, str) else r for r in recipients]
-    for r in out:
-        if not callable(getattr(r, "wrap", None)):
-            raise InvalidParameterError(f"not a recipient: {type(r).__name__}")
-    if passphrase is not None:
-        out.append(PassphraseRecipient(passphrase, params=params))
-    if not out:
-        raise InvalidParameterError("an envelope needs at least one recipient or a passphrase")
+    out = _RECIPIENTS(recipients, passphrase, lambda p: PassphraseRecipient(p, params=params))
     if sum(isinstance(r, PassphraseRecipient) for r in out) > 1:
         raise InvalidParameterError("an envelope takes at most one passphrase")
     if len(out) > MAX_STANZAS:
@@ -873,34 +849,35 @@ def _identity_list(
     max_params: Argon2Params,
     max_scrypt: ScryptParams,
 ) -> list[Identity]:
-    if isinstance(identities, str) or hasattr(identities, "unwrap"):
-        identities = [identities]  # type: ignore[list-item]
-    out: list[Identity] = [parse_identity(i) if isinstance(i, str) else i for i in identities]
+    out = _IDENTITIES(
+        identities,
+        passphrase,
+        lambda p: PassphraseIdentity(p, max_params=max_params, max_scrypt=max_scrypt),
+    )
     for i in out:
-        if not callable(getattr(i, "unwrap", None)) or not hasattr(i, "kinds"):
-            raise InvalidParameterError(f"not an identity: {type(i).__name__}")
-    if passphrase is not None:
-        out.append(PassphraseIdentity(passphrase, max_params=max_params, max_scrypt=max_scrypt))
-    if not out:
-        raise InvalidParameterError("decrypting an envelope needs identities or a passphrase")
+        if not hasattr(i, "kinds"):
+            raise InvalidParameterError(f"an envelope identity needs kinds: {type(i).__name__}")
     return out
 
 
-class _HeaderReader:
+class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
     """Opens the envelope header once (KDF work happens once), then the container header."""
 
-    __slots__ = ("_aad", "_identities", "_payload_key", "_verify", "header")
+    __slots__ = ("_aad", "_identities", "_payload_key", "_verify")
 
     def __init__(
         self, identities: Sequence[Identity], aad: Buffer, verify: Ed25519PublicKey | None
     ) -> None:
+        super().__init__()
         self._identities = identities
         self._aad = bytes(aad)
         self._verify = verify
         self._payload_key: SecretKey | None = None
-        self.header: EnvelopeHeader | None = None
 
-    def _open(self, header: EnvelopeHeader) -> SecretKey:
+    def _parse(self, data: bytes | bytearray) -> EnvelopeHeader | int:
+        return _parse_header(data)
+
+    def _open(self, header: EnvelopeHeader) -> None:
         file_key = _open_file_key(header, self._identities)
         mac_key, payload_key = _keys(file_key)
         body = header.raw[:-MAC_SIZE]
@@ -917,17 +894,13 @@ class _HeaderReader:
                 raise InvalidSignatureError(
                     "the envelope is signed by another key than verify_with names"
                 )
-        return payload_key
+        self._payload_key = payload_key
 
-    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
-        if self.header is None:
-            header = _parse_header(data)
-            if isinstance(header, int):
-                return header
-            self._payload_key = self._open(header)
-            self.header = header
+    def _payload(
+        self, header: EnvelopeHeader, data: bytes | bytearray
+    ) -> tuple[SegmentCodec, int] | None:
         assert self._payload_key is not None
-        size = self.header.size
+        size = header.size
         inner = bytes(data[size : size + container.MAX_HEADER_SIZE])  # a header fits in it
         parsed = container.read_header(inner)
         if parsed is None or len(inner) < parsed[1] + container.TAG_SIZE:
@@ -935,7 +908,7 @@ class _HeaderReader:
         if parsed[0].key_id:
             raise FormatError("the container inside an envelope must not name a key id")
         lay = container.layout(
-            self._payload_key, inner, len(data) - size, aad=self.header.raw + self._aad
+            self._payload_key, inner, len(data) - size, aad=header.raw + self._aad
         )
         return lay.codec, size + lay.header_size
 
