@@ -220,7 +220,7 @@ def test_keys_are_taken_as_the_envelope_takes_them() -> None:
     assert age.decrypt_bytes(blob, identities=me.to_string()) == b"one"
     with pytest.raises(InvalidParameterError, match="a passphrase must be str or bytes"):
         age.ScryptRecipient(1234, work_factor=10)  # type: ignore[arg-type]
-    with pytest.raises(InvalidParameterError, match="an identity must be .* not int"):
+    with pytest.raises(InvalidParameterError, match=r"an identity must be .* not int"):
         age.decrypt_bytes(blob, identities=[1])  # type: ignore[list-item]
     with pytest.raises(InvalidParameterError, match="at least one recipient"):
         age.encrypt_bytes(b"x", recipients=[])
