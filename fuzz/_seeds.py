@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
-from streamcrypt import ecies as sc_ecies
 from streamcrypt.codecs import (
     age,
     armor,
@@ -21,6 +20,7 @@ from streamcrypt.codecs import (
     secretstream,
     tink,
 )
+from streamcrypt.codecs import ecies as sc_ecies
 from streamcrypt.keys import Argon2Params, ScryptParams
 from streamcrypt.primitives import Ed25519PrivateKey
 

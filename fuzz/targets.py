@@ -14,7 +14,6 @@ from typing import Protocol
 
 import anyio
 
-from streamcrypt import ecies
 from streamcrypt import formats as _formats
 from streamcrypt.cli._keyfiles import KeyFileError, load_key_file
 from streamcrypt.codecs import (
@@ -23,6 +22,7 @@ from streamcrypt.codecs import (
     cobblestone,
     container,
     ece,
+    ecies,
     envelope,
     noise,
     secretstream,

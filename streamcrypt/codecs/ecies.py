@@ -63,8 +63,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from .abc import Buffer
-from .errors import (
+from ..abc import Buffer
+from ..errors import (
     AuthenticationError,
     FormatError,
     InvalidKeySizeError,
@@ -72,8 +72,8 @@ from .errors import (
     InvalidPublicKeyError,
     UnsupportedFormatError,
 )
-from .keys import SecretKey, hkdf, random_bytes
-from .primitives import XChaCha20Poly1305
+from ..keys import SecretKey, hkdf, random_bytes
+from ..primitives import XChaCha20Poly1305
 
 __all__ = [
     "CONFIGS",

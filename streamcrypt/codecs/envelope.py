@@ -79,7 +79,6 @@ from typing import ClassVar, Literal, Protocol, TypeAlias
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
-from .. import ecies
 from ..abc import Buffer, State
 from ..deprecation import renamed_keyword
 from ..errors import (
@@ -113,7 +112,7 @@ from ..primitives import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
-from . import _stanza, container
+from . import _stanza, container, ecies
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
@@ -433,7 +432,7 @@ def _secp256k1_compressed(raw: bytes) -> bytes:
 class EciesRecipient:
     """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
 
-    secp256k1 keys in any form :mod:`streamcrypt.ecies` takes (text:
+    secp256k1 keys in any form :mod:`streamcrypt.codecs.ecies` takes (text:
     ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes. Raises
     :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
     """
