@@ -49,6 +49,7 @@ from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, x25519
 
 from ..abc import Buffer
+from ..deprecation import keyword_only
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -1045,11 +1046,12 @@ class AgeEncryptor(SegmentedEncryptor):
 
     __slots__ = ()
 
+    @keyword_only("recipients", "passphrase")
     def __init__(
         self,
-        recipients: Iterable[RecipientLike] = (),
-        passphrase: str | Buffer | None = None,
         *,
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        passphrase: str | Buffer | None = None,
         work_factor: int = DEFAULT_WORK_FACTOR,
     ) -> None:
         targets = _recipient_list(recipients, passphrase, work_factor)
@@ -1104,11 +1106,12 @@ class AgeDecryptor(SegmentedDecryptor):
 
     __slots__ = ("_reader",)
 
+    @keyword_only("identities", "passphrase")
     def __init__(
         self,
-        identities: Iterable[IdentityLike] = (),
-        passphrase: str | Buffer | None = None,
         *,
+        identities: Iterable[IdentityLike] | IdentityLike = (),
+        passphrase: str | Buffer | None = None,
         max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
     ) -> None:
@@ -1123,35 +1126,39 @@ class AgeDecryptor(SegmentedDecryptor):
         return self._reader.header if self.codec is not None else None
 
 
+@keyword_only("recipients", "passphrase", "armor")
 def encrypt_bytes(
     plaintext: Buffer,
-    recipients: Iterable[RecipientLike] = (),
+    *,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     passphrase: str | Buffer | None = None,
     armor: bool = False,
-    *,
     work_factor: int = DEFAULT_WORK_FACTOR,
 ) -> bytes:
     """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``).
 
     Raises as :class:`AgeEncryptor`.
     """
-    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    enc = AgeEncryptor(recipients=recipients, passphrase=passphrase, work_factor=work_factor)
     out = enc.update(plaintext) + enc.finalize()
     return _armor(out) if armor else out
 
 
+@keyword_only("identities", "passphrase")
 def decrypt_bytes(
     ciphertext: Buffer,
-    identities: Iterable[IdentityLike] = (),
-    passphrase: str | Buffer | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
 ) -> bytes:
     """Decrypt an age v1 file, binary or ASCII-armored (detected as the age tool does).
 
     Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
     """
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    dec = AgeDecryptor(
+        identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
+    )
     if not is_armored(ciphertext):
         return dec.update(ciphertext) + dec.finalize()
     # The same chain a stream goes through: the first fault in byte order wins.
@@ -1161,12 +1168,13 @@ def decrypt_bytes(
     return out + dec.finalize()
 
 
+@keyword_only("identities", "passphrase")
 def layout(
     head: Buffer,
     stream_size: int,
-    identities: Iterable[IdentityLike] = (),
-    passphrase: str | Buffer | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
 ) -> SegmentLayout:
@@ -1209,14 +1217,14 @@ def _header_size(head: bytes) -> int | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, DEFAULT_MAX_HEADER_SIZE))
-    return layout(head, stream_size, options.identities, options.passphrase)
+    return layout(head, stream_size, identities=options.identities, passphrase=options.passphrase)
 
 
 #: age v1's format descriptor (binary; armor is a stage in front).
 FORMAT = SegmentedFormat(
     "age",
-    encryptor=lambda o: AgeEncryptor(o.recipients, o.passphrase),
-    decryptor=lambda o: AgeDecryptor(o.identities, o.passphrase),
+    encryptor=lambda o: AgeEncryptor(recipients=o.recipients, passphrase=o.passphrase),
+    decryptor=lambda o: AgeDecryptor(identities=o.identities, passphrase=o.passphrase),
     check=_check,
     detect=lambda head: head.startswith(VERSION_LINE),
     header_size=_header_size,
