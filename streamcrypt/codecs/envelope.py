@@ -60,10 +60,9 @@ is then ignored (the content is still authenticated by the AEAD, as coming from 
 holder of the file key: any recipient). ``verify_with`` on an unsigned stream, or on a
 stream that names another signer, raises :class:`InvalidSignatureError` at the header.
 
-Parallelism: unsigned streams are the container's segments, sealed and opened on worker
-threads by the engine. A signature over the ciphertext needs the ciphertext hashed in
-order, which only the caller's thread can do: a signing encryptor seals each piece in
-``feed()`` on the caller's thread (and hands the engine jobs that only copy), and a
+Parallelism: the container's segments are sealed and opened on worker threads by the
+engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
+tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
 verifying decryptor hashes in ``feed()``; segment opening stays parallel.
 """
 
@@ -74,12 +73,12 @@ import hmac
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
-from ..abc import Buffer, State
+from ..abc import Buffer, Chain, Lifecycle, State
 from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
@@ -680,21 +679,6 @@ def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> by
 # --------------------------------------------------------------------------- streams
 
 
-class _Sealed(SegmentCodec):
-    """The "codec" of jobs whose output was sealed already: copies input to output."""
-
-    overhead: ClassVar[int] = 0
-    segment_size = first_segment_size = 1 << 62
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        n = len(plaintext)
-        out[:n] = plaintext
-        return n
-
-
-_COPY = _Sealed()
-
-
 def _recipient_list(
     recipients: Iterable[RecipientLike] | RecipientLike,
     passphrase: str | Buffer | None,
@@ -708,23 +692,125 @@ def _recipient_list(
     return out
 
 
-class EnvelopeEncryptor:
+class _Sealer:
+    """The envelope's segmented encryptor: stanzas, header and MAC, then the container."""
+
+    __slots__ = ("_build", "_header", "_inner", "header")
+
+    header: EnvelopeHeader | None
+
+    def __init__(
+        self,
+        recips: list[Recipient],
+        signer: bytes | None,
+        suite: str,
+        segment_size: int,
+        aad: Buffer,
+    ) -> None:
+        file_key = random_bytes(FILE_KEY_SIZE)
+        mac_key, payload_key = _keys(file_key)
+        associated = bytes(aad)
+        # Checked now; the container header is built (keyed) with the rest below.
+        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+
+        def build() -> None:
+            # Wrapping the file key may run a password KDF: the engine calls this (through
+            # feed/finish while header_pending) on a worker thread.
+            stanzas = [r.wrap(file_key) for r in recips]
+            body = _encode_header(stanzas, signer)
+            raw = body + _mac(mac_key, body, associated)
+            self.header = EnvelopeHeader(tuple(stanzas), signer, raw)
+            self._inner = container.StreamEncryptor(
+                payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
+            )
+            self._header = raw
+
+        self._build: Callable[[], None] | None = build
+        self.header = None
+        self._header = b""
+
+    def _settle(self) -> None:
+        if self._build is None:
+            return
+        self._inner._check()  # a failure recorded before the header was built stands
+        build, self._build = self._build, None
+        try:
+            build()
+        except Exception as exc:
+            raise self._inner.fail(exc) from None
+
+    @property
+    def state(self) -> State:
+        return self._inner.state
+
+    @property
+    def header_pending(self) -> bool:
+        return self._build is not None
+
+    def take_header(self) -> bytes:
+        if self._build is not None:
+            return b""
+        header, self._header = self._header, b""
+        return header + self._inner.take_header()
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        self._settle()
+        return self._inner.feed(data)
+
+    def finish(self) -> list[SegmentJob]:
+        self._settle()
+        return self._inner.finish()
+
+    def fail(self, exc: BaseException) -> BaseException:
+        return self._inner.fail(exc)
+
+    def update(self, data: Buffer, /) -> bytes:
+        jobs = self.feed(data)
+        return self.take_header() + self._inner.run_all(jobs)
+
+    def finalize(self) -> bytes:
+        jobs = self.finish()
+        return self.take_header() + self._inner.run_all(jobs)
+
+
+class _SignatureTap(Lifecycle):
+    """Signs the envelope that passes through (Ed25519ph) and appends the signature."""
+
+    __slots__ = ("_signer",)
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._init_lifecycle()
+        self._signer = Ed25519phSigner(key)
+
+    def update(self, data: Buffer, /) -> bytes:
+        self._check()
+        return self._signer.update(data)
+
+    def finalize(self) -> bytes:
+        self._check()
+        self._signer.finalize()
+        self._finish()
+        return self._signer.signature()
+
+
+class EnvelopeEncryptor(Chain):
     """Encrypt a stream to recipients and/or a passphrase, optionally signed (sans-I/O).
 
-    A segmented transform (``take_header``/``feed``/``finish``/``fail`` for the engine,
-    ``update``/``finalize`` directly). ``recipients`` are :class:`X25519Recipient`,
-    :class:`EciesRecipient`, :class:`PassphraseRecipient` or their text forms;
-    ``passphrase`` adds a passphrase stanza (``work_factor``: Argon2id MODERATE by
-    default, or ScryptParams; ``passphrase_params`` is its deprecated name). ``sign_with``
-    appends an Ed25519ph signature over the whole ciphertext. Raises
-    :class:`InvalidParameterError`, :class:`InvalidPublicKeyError`,
-    :class:`UnsupportedFormatError`.
+    ``recipients`` are :class:`X25519Recipient`, :class:`EciesRecipient`,
+    :class:`PassphraseRecipient` or their text forms; ``passphrase`` adds a passphrase
+    stanza (``work_factor``: Argon2id MODERATE by default, or ScryptParams;
+    ``passphrase_params`` is its deprecated name). ``sign_with`` appends an Ed25519ph
+    signature over the whole ciphertext.
+
+    A chain (``update``/``finalize``): the segmented encryptor, whose segments the
+    engine seals in parallel, then, when signing, a tap that hashes the ciphertext as it
+    comes out in order and appends the signature. Unsigned, it is itself a segmented
+    transform (``take_header``/``feed``/``finish``/``fail``, for the engine and
+    :func:`streamcrypt.open`). Raises :class:`InvalidParameterError`,
+    :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
     """
 
-    __slots__ = ("_build", "_header", "_inner", "_signer", "header")
-
-    #: The envelope header, once built (``None`` until the first ``feed``/``finish``).
-    header: EnvelopeHeader | None
+    __slots__ = ("_sealer",)
 
     def __init__(
         self,
@@ -749,97 +835,50 @@ class EnvelopeEncryptor:
         if sign_with is not None and not isinstance(sign_with, Ed25519PrivateKey):
             raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
         recips = _recipient_list(recipients, passphrase, work_factor)
-        file_key = random_bytes(FILE_KEY_SIZE)
-        mac_key, payload_key = _keys(file_key)
         public = sign_with.public_bytes() if sign_with else None
-        associated = bytes(aad)
-        # Checked now; the container header is built (keyed) with the rest below.
-        container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+        self._sealer = _Sealer(recips, public, suite, segment_size, aad)
+        if sign_with is None:
+            super().__init__(self._sealer)
+        else:
+            super().__init__(self._sealer, _SignatureTap(sign_with))
 
-        def build() -> None:
-            # Wrapping the file key may run a password KDF: the engine calls this (through
-            # feed/finish while header_pending) on a worker thread.
-            stanzas = [r.wrap(file_key) for r in recips]
-            body = _encode_header(stanzas, public)
-            raw = body + _mac(mac_key, body, associated)
-            self.header = EnvelopeHeader(tuple(stanzas), public, raw)
-            self._inner = container.StreamEncryptor(
-                payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
-            )
-            self._header = raw
-            if self._signer is not None:
-                self._header = raw + self._inner.take_header()
-                self._signer.update(self._header)
-
-        self._build: Callable[[], None] | None = build
-        self._signer = Ed25519phSigner(sign_with) if sign_with is not None else None
-        self.header = None
-        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
-        self._header = b""
-
-    def _settle(self) -> None:
-        if self._build is None:
-            return
-        self._inner._check()  # a failure recorded before the header was built stands
-        build, self._build = self._build, None
-        try:
-            build()
-        except Exception as exc:
-            raise self._inner.fail(exc) from None
+    @property
+    def header(self) -> EnvelopeHeader | None:
+        """The envelope header, once built (``None`` until the first ``feed``/``finish``)."""
+        return self._sealer.header
 
     @property
     def state(self) -> State:
-        return self._inner.state
+        return self._sealer.state
+
+    def _segmented(self) -> _Sealer:
+        if len(self.stages) > 1:
+            raise InvalidParameterError(
+                "a signing EnvelopeEncryptor is two stages (encryptor, signature tap): "
+                "run it with update()/finalize() or through streamcrypt.pipeline()"
+            )
+        return self._sealer
 
     @property
     def header_pending(self) -> bool:
         """True until the header is built (the first ``feed``/``finish`` builds it)."""
-        return self._build is not None
+        return self._sealer.header_pending
 
     def take_header(self) -> bytes:
         """The envelope and container headers, once; ``b""`` afterwards (and before the
         first ``feed``/``finish`` built them)."""
-        if self._build is not None:
-            return b""
-        header, self._header = self._header, b""
-        return header + self._inner.take_header()
-
-    def _signed(self, jobs: list[SegmentJob], final: bool) -> list[SegmentJob]:
-        signer = self._signer
-        assert signer is not None
-        try:
-            out = b"".join([job.run() for job in jobs])
-            signer.update(out)
-            if final:
-                signer.finalize()
-                out += signer.signature()
-        except Exception as exc:
-            raise self._inner.fail(exc) from None
-        return [SegmentJob(_COPY, True, 0, 1, out, final)] if out or final else []
+        return self._segmented().take_header()
 
     def feed(self, data: Buffer) -> list[SegmentJob]:
-        """Jobs for the segments now complete (already sealed when signing)."""
-        self._settle()
-        jobs = self._inner.feed(data)
-        return jobs if self._signer is None else self._signed(jobs, False)
+        """Jobs for the segments now complete (unsigned only)."""
+        return self._segmented().feed(data)
 
     def finish(self) -> list[SegmentJob]:
-        """The final segment's job (followed by the signature when signing)."""
-        self._settle()
-        jobs = self._inner.finish()
-        return jobs if self._signer is None else self._signed(jobs, True)
+        """The final segment's job (unsigned only)."""
+        return self._segmented().finish()
 
     def fail(self, exc: BaseException) -> BaseException:
-        return self._inner.fail(exc)
-
-    def update(self, data: Buffer) -> bytes:
-        jobs = self.feed(data)
-        header = self.take_header()
-        return header + b"".join([job.run() for job in jobs])
-
-    def finalize(self) -> bytes:
-        jobs = self.finish()
-        return self.take_header() + b"".join([job.run() for job in jobs])
+        return self._sealer.fail(exc)
 
 
 def _identity_list(
