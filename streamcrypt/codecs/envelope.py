@@ -1,69 +1,25 @@
 """The streamcrypt envelope, version 1: the native container for passwords and public keys.
 
+The wire format is specified once, in docs/FORMAT.md ("The streamcrypt envelope"); this
+module implements it.
+
 Theory of operation
 -------------------
-An envelope is ``header || container || [signature]``::
-
-    header    = "SCEV" | version u8 (= 1) | flags u8 (bit 0: signed; others zero)
-                | [signer: Ed25519 public key, 32 bytes, when signed]
-                | count u8 (1..64) | count x stanza | mac (32 bytes)
-    stanza    = type u8 | length u16 (big endian) | body (length bytes)
-    container = a native container v1 stream (docs/FORMAT.md), key id empty, under
-                payload_key, with associated data header || aad
-    signature = Ed25519ph(signer, header || container), 64 bytes, when signed
-
-A random 32-byte *file key* is wrapped once per stanza. From it, HKDF-SHA256 (empty
-salt) derives ``mac_key`` (info ``"streamcrypt envelope v1 header"``) and ``payload_key``
-(info ``"streamcrypt envelope v1 payload"``); ``mac`` is HMAC-SHA256(mac_key, header
-bytes before the mac || aad). Every stanza body ends with ``check (16) || wrapped (48)``:
-from the stanza's secret ``S``, ``HKDF-SHA256(S, salt, "streamcrypt envelope v1 " ||
-label, 48)`` gives a wrap key (32) and ``check`` (16); ``wrapped`` is
-ChaCha20-Poly1305(wrap key, nonce 0^12, file key, aad = type byte || body before
-check). The check tells an identity that a stanza is its own without revealing to anyone
-else whom it is for, and commits the stanza to one wrap key (no partitioning oracles).
-
-======  ================  ====================================================  ==========
-type    label             body before check/wrapped; S; HKDF salt               body bytes
-======  ================  ====================================================  ==========
-0x01    argon2id          salt 16, ops u32, mem KiB u32; Argon2id(pw); ""       88
-0x02    scrypt            salt 16, log2 N u8, r u32, p u32; scrypt(pw); ""      89
-0x10    x25519            ephemeral 32; X25519(e, R); ephemeral || R            96
-0x11    ecies-secp256k1   ephemeral 33 (SEC1 compressed); the key of            97
-                          ``ecies.encapsulate`` (eciespy's HKDF over the
-                          uncompressed points); ephemeral
-0x12    ecies-x25519      ephemeral 32; ``ecies.encapsulate`` key; ephemeral    96
-======  ================  ====================================================  ==========
-
-At most one passphrase stanza (0x01 or 0x02) per header; unknown stanza types are
-skipped (they are still covered by the mac); the header is at most 64 KiB.
-
-Decryption tries each stanza with each identity that handles its type; the first that
-opens gives the file key, then the mac is checked before anything else. Errors: no
-stanza opens (wrong passphrase, wrong private key, not a recipient) ->
-:class:`UnknownKeyError`; a stanza whose check matches but whose wrapped key does not
-open, or a bad mac -> :class:`AuthenticationError` (tampering with an ephemeral key or
-check makes the stanza look like someone else's: that is :class:`UnknownKeyError`
-unless another stanza opens, when the mac fails); an invalid or low-order ephemeral
-point -> :class:`InvalidPublicKeyError`; passphrase parameters above the reader's caps ->
-:class:`LimitExceededError` before any KDF work. Errors of individual stanzas are
-deferred: they are raised only if no stanza opens.
-
-Signed streams (encrypt-then-sign): the signature covers every byte before it. The
-decryptor holds back the last 64 bytes, hashes everything else as it passes, and with
-``verify_with`` checks the signature in ``finish()`` *before* it hands out the final
-segment, so the stream is never reported complete unverified. Earlier segments come out
-as each passes its AEAD tag, which proves only that a holder of the file key (any
-recipient) wrote them: a consumer that needs the signer's word must hold the output back
-until ``finalize()`` returned (the CLI refuses ``--verify-with`` to standard output for
-this reason, and writes files atomically). A signed stream read without ``verify_with`` decrypts; its signature
-is then ignored (the content is still authenticated by the AEAD, as coming from a
-holder of the file key: any recipient). ``verify_with`` on an unsigned stream, or on a
-stream that names another signer, raises :class:`InvalidSignatureError` at the header.
+A random *file key* is wrapped once per recipient into a *stanza* (passphrase: Argon2id
+or scrypt; X25519; ECIES secp256k1 or x25519), each ending with a check value that lets
+an identity find its own stanza without revealing to anyone else whom a stanza is for.
+The header carries the stanzas and a MAC keyed from the file key; the payload is a native
+container keyed from it too, with the header as associated data, so no stanza can be
+swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
+over everything before it (encrypt-then-sign). The stanza machinery (protocols, trying
+identities, the header reader) is shared with age in ``codecs._stanza``.
 
 Parallelism: the container's segments are sealed and opened on worker threads by the
 engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
 tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
-verifying decryptor hashes in ``feed()``; segment opening stays parallel.
+verifying decryptor holds back the last 64 bytes, hashes the rest in ``feed()`` and
+checks the signature before it releases the final segment; segment opening stays
+parallel.
 """
 
 from __future__ import annotations
