@@ -7,41 +7,10 @@ release with a :class:`DeprecationWarning`; every name is the one in
 
 from __future__ import annotations
 
-from .codecs.ecies import (
-    CONFIGS,
-    Cipher,
-    Curve,
-    EciesConfig,
-    NonceLength,
-    PrivateKeyInput,
-    PublicKeyInput,
-    decapsulate,
-    decrypt,
-    ecdh,
-    encapsulate,
-    encrypt,
-    generate_keypair,
-    public_key,
-    shared_point,
-)
+from .codecs import ecies as _moved
+from .codecs.ecies import *  # noqa: F403  (every public name of the new home)
 from .deprecation import warn_renamed
 
-__all__ = [
-    "CONFIGS",
-    "Cipher",
-    "Curve",
-    "EciesConfig",
-    "NonceLength",
-    "PrivateKeyInput",
-    "PublicKeyInput",
-    "decapsulate",
-    "decrypt",
-    "ecdh",
-    "encapsulate",
-    "encrypt",
-    "generate_keypair",
-    "public_key",
-    "shared_point",
-]
+__all__ = list(_moved.__all__)
 
 warn_renamed("streamcrypt.ecies", "streamcrypt.codecs.ecies")

@@ -918,7 +918,8 @@ _RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
 _IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
     "unwrap",
     parse_identity,
-    "an identity must be an AGE-SECRET-KEY-... string or an OpenSSH Ed25519 key file's text or an Identity",
+    "an identity must be an AGE-SECRET-KEY-... string, an OpenSSH Ed25519 key file's "
+    "text or an Identity",
     "give at least one identity or a passphrase",
 )
 
