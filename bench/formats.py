@@ -164,13 +164,18 @@ def run(report: Report, quick: bool = False) -> None:
     their_identity = pyrage.x25519.Identity.from_str(identity.to_string())
     recipient = identity.recipient
     their_recipient = pyrage.x25519.Recipient.from_str(str(recipient))
-    ct = age_codec.encrypt_bytes(data, [recipient])
-    ours = gbps(size, median_time(_ours(lambda: age_codec.AgeEncryptor([recipient]), data), repeat))
+    ct = age_codec.encrypt_bytes(data, recipients=[recipient])
+    ours = gbps(
+        size,
+        median_time(_ours(lambda: age_codec.AgeEncryptor(recipients=[recipient]), data), repeat),
+    )
     theirs = gbps(
         size, median_time(lambda: pyrage.encrypt(data, [their_recipient]), max(2, repeat - 2))
     )
     row("age v1 (X25519)", "encrypt", ours, "pyrage", theirs, "chacha")
-    ours = gbps(size, median_time(_ours(lambda: age_codec.AgeDecryptor([identity]), ct), repeat))
+    ours = gbps(
+        size, median_time(_ours(lambda: age_codec.AgeDecryptor(identities=[identity]), ct), repeat)
+    )
     theirs = gbps(
         size, median_time(lambda: pyrage.decrypt(ct, [their_identity]), max(2, repeat - 2))
     )

@@ -327,7 +327,7 @@ def _formats(report: Report, size: int, rounds: int) -> None:
         _drain(lambda: age.decrypt(_gen(age_ct, 1 << 20)(), [str(ident)])),
         lambda: pyrage.decrypt(age_ct, [ident]),
     )
-    assert age_codec.decrypt_bytes(age_ct, [str(ident)]) == data
+    assert age_codec.decrypt_bytes(age_ct, identities=[str(ident)]) == data
 
     tink_peer = TinkPeer()
     tink_ct = tink_peer.encrypt(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamcrypt.codecs import age, envelope
 from streamcrypt.codecs import tink_keyset as tk
-from streamcrypt.ecies import Cipher, Curve, NonceLength
+from streamcrypt.codecs.ecies import Cipher, Curve, NonceLength
 from streamcrypt.keys import Argon2Params, KeyRing, ScryptParams, SecretKey
 
 KEY = bytes(range(32))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
-from streamcrypt import ecies as sc_ecies
 from streamcrypt.codecs import (
     age,
     armor,
@@ -21,6 +20,7 @@ from streamcrypt.codecs import (
     secretstream,
     tink,
 )
+from streamcrypt.codecs import ecies as sc_ecies
 from streamcrypt.keys import Argon2Params, ScryptParams
 from streamcrypt.primitives import Ed25519PrivateKey
 
@@ -76,10 +76,10 @@ def _age() -> list[bytes]:
     import pyrage
 
     x, pq = K.AGE_X25519.recipient, K.AGE_PQ.recipient
-    out = [age.encrypt_bytes(p, [x]) for p in PLAINTEXTS]
+    out = [age.encrypt_bytes(p, recipients=[x]) for p in PLAINTEXTS]
     out += [
-        age.encrypt_bytes(b"pq", [pq]),
-        age.encrypt_bytes(b"two", [x, age.X25519Identity(bytes(32)).recipient]),
+        age.encrypt_bytes(b"pq", recipients=[pq]),
+        age.encrypt_bytes(b"two", recipients=[x, age.X25519Identity(bytes(32)).recipient]),
     ]
     out += [age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, work_factor=2)]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
@@ -91,7 +91,7 @@ def _age_armored() -> list[bytes]:
     import pyrage
 
     x = K.AGE_X25519.recipient
-    out = [age.encrypt_bytes(p, [x], armor=True) for p in PLAINTEXTS[:3]]
+    out = [age.encrypt_bytes(p, recipients=[x], armor=True) for p in PLAINTEXTS[:3]]
     out += [age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, armor=True, work_factor=2)]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
     out += [pyrage.encrypt(b"theirs", [theirs], armored=True)]

@@ -14,7 +14,6 @@ from typing import Protocol
 
 import anyio
 
-from streamcrypt import ecies
 from streamcrypt import formats as _formats
 from streamcrypt.cli._keyfiles import KeyFileError, load_key_file
 from streamcrypt.codecs import (
@@ -23,6 +22,7 @@ from streamcrypt.codecs import (
     cobblestone,
     container,
     ece,
+    ecies,
     envelope,
     noise,
     secretstream,
@@ -61,7 +61,9 @@ def _whole(parse: Callable[[bytes], object]) -> Callable[[Sequence[bytes]], byte
 
 
 def _age() -> age.AgeDecryptor:
-    return age.AgeDecryptor(K.AGE_IDENTITIES, K.PASSPHRASE, max_work_factor=K.MAX_WORK_FACTOR)
+    return age.AgeDecryptor(
+        identities=K.AGE_IDENTITIES, passphrase=K.PASSPHRASE, max_work_factor=K.MAX_WORK_FACTOR
+    )
 
 
 def _age_any(pieces: Sequence[bytes]) -> bytes:
@@ -70,7 +72,10 @@ def _age_any(pieces: Sequence[bytes]) -> bytes:
     identities = K.AGE_IDENTITIES
     if len(pieces) == 1:
         return age.decrypt_bytes(
-            pieces[0], identities, K.PASSPHRASE, max_work_factor=K.MAX_WORK_FACTOR
+            pieces[0],
+            identities=identities,
+            passphrase=K.PASSPHRASE,
+            max_work_factor=K.MAX_WORK_FACTOR,
         )
 
     async def source() -> AsyncIterator[bytes]:

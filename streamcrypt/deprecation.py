@@ -1,19 +1,24 @@
 """Layer 0: renamed names keep working for one release, with a :class:`DeprecationWarning`.
 
-The one helper every module uses when it renames a public keyword or function (see the
-README's "Vocabulary"): the warning points at the caller's line and names the new name.
+The helpers every module uses when it renames a public keyword or function (see the
+README's "Vocabulary") or makes parameters keyword-only (:func:`keyword_only`): the
+warning points at the caller's line and names what to write instead.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from .errors import InvalidParameterError
 
-__all__ = ["renamed_keyword", "warn_renamed"]
+__all__ = ["keyword_only", "renamed_keyword", "warn_renamed"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 def renamed_keyword(
@@ -43,3 +48,45 @@ def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+def keyword_only(*names: str) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
+    """Decorate a function whose parameters ``names`` became keyword-only: for one release
+    they may still come by position, after the function's positional parameters, in that
+    order, with a :class:`DeprecationWarning` pointing at the caller's line.
+
+    A name given both ways, or more positional arguments than there are names, raises
+    :class:`TypeError` as Python does.
+    """
+
+    def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        fixed = sum(p.kind in kinds for p in inspect.signature(fn).parameters.values())
+        where = f"{fn.__module__.rpartition('.')[2]}.{fn.__qualname__.removesuffix('.__init__')}"
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> _T:
+            if len(args) > fixed:
+                extra = args[fixed:]
+                if len(extra) > len(names):
+                    raise TypeError(
+                        f"{where}() takes at most {fixed + len(names)} positional arguments"
+                    )
+                given = names[: len(extra)]
+                for name, value in zip(given, extra, strict=True):
+                    if name in kwargs:
+                        raise TypeError(f"{where}() got multiple values for argument {name!r}")
+                    kwargs[name] = value
+                warnings.warn(
+                    f"{where}: passing {', '.join(given)} by position is deprecated, use "
+                    f"{', '.join(n + '=' for n in given)} (positions stop working in the "
+                    "next release)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                args = args[:fixed]
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

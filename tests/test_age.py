@@ -213,6 +213,19 @@ def test_scrypt_objects_hide_the_passphrase() -> None:
         age.ScryptRecipient("", work_factor=10)
 
 
+def test_keys_are_taken_as_the_envelope_takes_them() -> None:
+    """One stanza module serves age and the envelope: one key or a list, typed errors."""
+    me = age.X25519Identity.generate()
+    blob = age.encrypt_bytes(b"one", recipients=str(me.recipient))  # one, not a list
+    assert age.decrypt_bytes(blob, identities=me.to_string()) == b"one"
+    with pytest.raises(InvalidParameterError, match="a passphrase must be str or bytes"):
+        age.ScryptRecipient(1234, work_factor=10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match=r"an identity must be .* not int"):
+        age.decrypt_bytes(blob, identities=[1])  # type: ignore[list-item]
+    with pytest.raises(InvalidParameterError, match="at least one recipient"):
+        age.encrypt_bytes(b"x", recipients=[])
+
+
 # ---------------------------------------------------------------------------------------
 # Interop with pyrage (rage)
 # ---------------------------------------------------------------------------------------
@@ -224,21 +237,21 @@ SIZES = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK - 1, 2 * CHUNK, 2 * CHUNK 
 def test_pyrage_to_us(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, size)
     ct = pyrage.encrypt(data, [ident.to_public()])
-    assert age.decrypt_bytes(ct, [str(ident)]) == data
+    assert age.decrypt_bytes(ct, identities=[str(ident)]) == data
     # streaming, in odd pieces, gives the same
-    dec = age.AgeDecryptor([age.X25519Identity.parse(str(ident))])
+    dec = age.AgeDecryptor(identities=[age.X25519Identity.parse(str(ident))])
     assert _feed(dec, ct, 7919) == (data, None)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_us_to_pyrage(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, size)
-    ct = age.encrypt_bytes(data, [str(ident.to_public())])
+    ct = age.encrypt_bytes(data, recipients=[str(ident.to_public())])
     assert pyrage.decrypt(ct, [ident]) == data
     # exact ciphertext size: header + nonce + chunks (the final chunk may be full, never empty
     # unless the payload is)
     chunks = max(1, -(-size // CHUNK))
-    dec = age.AgeDecryptor([str(ident)])
+    dec = age.AgeDecryptor(identities=[str(ident)])
     assert dec.update(ct) + dec.finalize() == data
     assert dec.header is not None
     assert len(ct) == dec.header.size + 16 + size + 16 * chunks
@@ -248,25 +261,25 @@ def test_several_recipients_both_ways() -> None:
     ids = [pyrage.x25519.Identity.generate() for _ in range(3)]
     mine = age.X25519Identity.generate()
     data = _data(CHUNK + 5, 1)
-    ct = age.encrypt_bytes(data, [*(str(i.to_public()) for i in ids), mine.recipient])
+    ct = age.encrypt_bytes(data, recipients=[*(str(i.to_public()) for i in ids), mine.recipient])
     for i in ids:
         assert pyrage.decrypt(ct, [i]) == data
-        assert age.decrypt_bytes(ct, [str(i)]) == data
-    assert age.decrypt_bytes(ct, [mine]) == data
+        assert age.decrypt_bytes(ct, identities=[str(i)]) == data
+    assert age.decrypt_bytes(ct, identities=[mine]) == data
     ct2 = pyrage.encrypt(data, [i.to_public() for i in ids])
     for i in ids:
-        assert age.decrypt_bytes(ct2, [age.X25519Identity.generate(), str(i)]) == data
+        assert age.decrypt_bytes(ct2, identities=[age.X25519Identity.generate(), str(i)]) == data
 
 
 @pytest.mark.parametrize("size", [0, 100, CHUNK])
 def test_armor_both_ways(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, 3)
-    ct = age.encrypt_bytes(data, [str(ident.to_public())], armor=True)
+    ct = age.encrypt_bytes(data, recipients=[str(ident.to_public())], armor=True)
     assert ct.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----\n")
     assert ct.endswith(b"-----END AGE ENCRYPTED FILE-----\n")
     assert pyrage.decrypt(ct, [ident]) == data
     theirs = pyrage.encrypt(data, [ident.to_public()], armored=True)
-    assert age.decrypt_bytes(theirs, [str(ident)]) == data
+    assert age.decrypt_bytes(theirs, identities=[str(ident)]) == data
     # our armor of their binary file is byte-identical to their armor of it
     binary = dearmor(theirs)
     assert armor(binary) == theirs
@@ -275,8 +288,8 @@ def test_armor_both_ways(ident: pyrage.x25519.Identity, size: int) -> None:
 def test_multi_megabyte_both_ways(ident: pyrage.x25519.Identity) -> None:
     data = _data(5 * 1024 * 1024 + 17, 4)
     ct = pyrage.encrypt(data, [ident.to_public()])
-    assert age.decrypt_bytes(ct, [str(ident)]) == data
-    ours = age.encrypt_bytes(data, [str(ident.to_public())])
+    assert age.decrypt_bytes(ct, identities=[str(ident)]) == data
+    ours = age.encrypt_bytes(data, recipients=[str(ident.to_public())])
     assert pyrage.decrypt(ours, [ident]) == data
 
 
@@ -332,14 +345,14 @@ def test_pq_spec_stanza_unwraps() -> None:
 def test_pq_round_trip_and_no_mixing() -> None:
     a, b = age.MLKEM768X25519Identity.generate(), age.MLKEM768X25519Identity.generate()
     data = _data(CHUNK + 3, 6)
-    ct = age.encrypt_bytes(data, [a.recipient, str(b.recipient)])
+    ct = age.encrypt_bytes(data, recipients=[a.recipient, str(b.recipient)])
     assert ct.count(b"\n-> mlkem768x25519 ") == 2
-    assert age.decrypt_bytes(ct, [b.to_string()]) == data
-    assert age.decrypt_bytes(ct, [a]) == data
+    assert age.decrypt_bytes(ct, identities=[b.to_string()]) == data
+    assert age.decrypt_bytes(ct, identities=[a]) == data
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ct, [age.X25519Identity.generate()])
+        age.decrypt_bytes(ct, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
-        age.encrypt_bytes(data, [a.recipient, age.X25519Identity.generate().recipient])
+        age.encrypt_bytes(data, recipients=[a.recipient, age.X25519Identity.generate().recipient])
 
 
 # ---------------------------------------------------------------------------------------
@@ -354,7 +367,7 @@ def _header_and_rest(ct: bytes) -> tuple[bytes, bytes]:
 
 
 def _encrypted(identity: age.X25519Identity, data: bytes = b"hello") -> bytes:
-    return age.encrypt_bytes(data, [identity.recipient])
+    return age.encrypt_bytes(data, recipients=[identity.recipient])
 
 
 def test_header_shape_is_canonical() -> None:
@@ -420,7 +433,7 @@ BAD_HEADERS: list[tuple[str, bytes]] = [
 def test_bad_headers_are_format_errors(name: str, header: bytes) -> None:
     with pytest.raises(FormatError):
         age.parse_header(header)
-    dec = age.AgeDecryptor([age.X25519Identity.generate()])
+    dec = age.AgeDecryptor(identities=[age.X25519Identity.generate()])
     with pytest.raises(FormatError):
         dec.update(header + bytes(64))
     assert dec.state.value == "broken"
@@ -436,7 +449,7 @@ def test_header_size_cap() -> None:
     assert age.parse_header(big, max_size=1 << 20) is None
     with pytest.raises(FormatError):
         age.parse_header(big, max_size=1000)
-    dec = age.AgeDecryptor([age.X25519Identity.generate()], max_header_size=1000)
+    dec = age.AgeDecryptor(identities=[age.X25519Identity.generate()], max_header_size=1000)
     with pytest.raises(FormatError):
         dec.update(big)
 
@@ -453,15 +466,15 @@ def test_x25519_stanza_rules() -> None:
     ]
     for bad in cases:
         with pytest.raises(FormatError):
-            age.decrypt_bytes(bad + rest, [me])
+            age.decrypt_bytes(bad + rest, identities=[me])
     # low-order ephemeral share (all-zero shared secret) must abort
     low = _mutate_header(header, share, _b64(bytes(32)).encode())
     with pytest.raises(FormatError):
-        age.decrypt_bytes(low + rest, [me])
+        age.decrypt_bytes(low + rest, identities=[me])
     # an unknown stanza type is ignored, a lowercase type is another type
     other = _mutate_header(header, b"-> X25519 ", b"-> x25519 ")
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(other + rest, [me])
+        age.decrypt_bytes(other + rest, identities=[me])
 
 
 def test_scrypt_rules() -> None:
@@ -492,9 +505,11 @@ def test_scrypt_rules() -> None:
     with pytest.raises(FormatError, match="only stanza"):
         age.decrypt_bytes(mixed + rest, passphrase="pw")
     with pytest.raises(FormatError, match="only stanza"):
-        age.decrypt_bytes(mixed + rest, [age.X25519Identity.generate()])
+        age.decrypt_bytes(mixed + rest, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
-        age.encrypt_bytes(data, [age.X25519Identity.generate().recipient], passphrase="pw")
+        age.encrypt_bytes(
+            data, recipients=[age.X25519Identity.generate().recipient], passphrase="pw"
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -505,7 +520,7 @@ def test_scrypt_rules() -> None:
 def test_no_identity_matches() -> None:
     ct = _encrypted(age.X25519Identity.generate())
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ct, [age.X25519Identity.generate()])
+        age.decrypt_bytes(ct, identities=[age.X25519Identity.generate()])
     with pytest.raises(UnknownKeyError):
         age.decrypt_bytes(ct, passphrase="pw")
     with pytest.raises(InvalidParameterError):
@@ -519,16 +534,16 @@ def test_header_mac_failure() -> None:
     assert mac_line.startswith(b"--- ")
     flipped = mac_line[:10] + (b"A" if mac_line[10:11] != b"A" else b"B") + mac_line[11:]
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(header.replace(mac_line, flipped) + rest, [me])
+        age.decrypt_bytes(header.replace(mac_line, flipped) + rest, identities=[me])
     # a grease stanza inserted after the fact breaks the MAC, not the parse
     grease = header.replace(b"\n---", b"\n-> grease x\nAAAA\n---")
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(grease + rest, [me])
+        age.decrypt_bytes(grease + rest, identities=[me])
 
 
 def _three_chunks(me: age.X25519Identity) -> tuple[bytes, bytes, int]:
     data = _data(2 * CHUNK + 100, 9)
-    ct = age.encrypt_bytes(data, [me.recipient])
+    ct = age.encrypt_bytes(data, recipients=[me.recipient])
     header, _ = _header_and_rest(ct)
     return data, ct, len(header) + 16
 
@@ -540,7 +555,7 @@ def test_payload_tampering_and_release() -> None:
     for index in range(3):
         bad = bytearray(ct)
         bad[start + index * chunk_ct + 5] ^= 0x40
-        dec = age.AgeDecryptor([me])
+        dec = age.AgeDecryptor(identities=[me])
         released, err = _feed(dec, bytes(bad), 1000)
         assert isinstance(err, AuthenticationError)
         # only chunks that verified were released, and all of them
@@ -552,7 +567,7 @@ def test_payload_tampering_and_release() -> None:
 def test_chunks_are_held_until_verified() -> None:
     me = age.X25519Identity.generate()
     data, ct, start = _three_chunks(me)
-    dec = age.AgeDecryptor([me])
+    dec = age.AgeDecryptor(identities=[me])
     assert dec.update(ct[: start + CHUNK + 16]) == b""  # chunk 0 might be final: held
     assert dec.update(ct[start + CHUNK + 16 : start + CHUNK + 17]) == data[:CHUNK]
     assert dec.update(ct[start + CHUNK + 17 :]) == data[CHUNK : 2 * CHUNK]
@@ -565,19 +580,21 @@ def test_truncation() -> None:
     chunk_ct = CHUNK + 16
     # whole chunks missing at the end
     for keep in (1, 2):
-        released, err = _feed(age.AgeDecryptor([me]), ct[: start + keep * chunk_ct], 4096)
+        released, err = _feed(
+            age.AgeDecryptor(identities=[me]), ct[: start + keep * chunk_ct], 4096
+        )
         assert isinstance(err, TruncatedStreamError), err
         assert released == data[: (keep - 1) * CHUNK]
     # no chunk at all, no nonce, half a header
     for cut in (start, start - 3, start - 30):
         with pytest.raises(TruncatedStreamError):
-            age.decrypt_bytes(ct[:cut], [me])
+            age.decrypt_bytes(ct[:cut], identities=[me])
     # cut inside the final chunk: it cannot verify
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(ct[:-1], [me])
+        age.decrypt_bytes(ct[:-1], identities=[me])
     # trailing data after the final chunk
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(ct + b"\0", [me])
+        age.decrypt_bytes(ct + b"\0", identities=[me])
 
 
 def test_last_chunk_rules() -> None:
@@ -595,29 +612,29 @@ def test_last_chunk_rules() -> None:
 
     full = _data(CHUNK, 2)
     ok_full_final = header + nonce + seal(0, full, True)
-    assert age.decrypt_bytes(ok_full_final, [me]) == full
+    assert age.decrypt_bytes(ok_full_final, identities=[me]) == full
     empty_after_data = header + nonce + seal(0, full, False) + seal(1, b"", True)
     with pytest.raises(FormatError, match="empty chunk"):
-        age.decrypt_bytes(empty_after_data, [me])
-    assert age.decrypt_bytes(header + nonce + seal(0, b"", True), [me]) == b""
+        age.decrypt_bytes(empty_after_data, identities=[me])
+    assert age.decrypt_bytes(header + nonce + seal(0, b"", True), identities=[me]) == b""
     # a short chunk that is not marked final, followed by more data
     short_not_final = header + nonce + seal(0, b"abc", False) + seal(1, b"def", True)
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(short_not_final, [me])
+        age.decrypt_bytes(short_not_final, identities=[me])
     # two final chunks
     two_final = header + nonce + seal(0, full, True) + seal(1, b"x", True)
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(two_final, [me])
+        age.decrypt_bytes(two_final, identities=[me])
 
 
 def test_any_chunking_gives_the_same_plaintext() -> None:
     me = age.X25519Identity.generate()
     data = _data(3 * CHUNK, 11)
     rng = random.Random(5)
-    enc = age.AgeEncryptor([me.recipient])
+    enc = age.AgeEncryptor(recipients=[me.recipient])
     ct = b"".join(enc.update(p) for p in random_splits(data, rng, 40000)) + enc.finalize()
     for trial in range(3):
-        dec = age.AgeDecryptor([me])
+        dec = age.AgeDecryptor(identities=[me])
         pieces = random_splits(ct, random.Random(trial), 30000)
         assert b"".join(dec.update(p) for p in pieces) + dec.finalize() == data
 
@@ -625,8 +642,8 @@ def test_any_chunking_gives_the_same_plaintext() -> None:
 def test_random_access_layout() -> None:
     me = age.X25519Identity.generate()
     data = _data(3 * CHUNK + 10, 12)
-    ct = age.encrypt_bytes(data, [me.recipient])
-    lay = age.layout(ct[:4096], len(ct), [me])
+    ct = age.encrypt_bytes(data, recipients=[me.recipient])
+    lay = age.layout(ct[:4096], len(ct), identities=[me])
     assert lay.plaintext_size == len(data)
 
     def read_at(offset: int, length: int) -> bytes:
@@ -700,10 +717,10 @@ def test_bad_armor_is_a_format_error(name: str, text: bytes) -> None:
 
 def test_bad_armor_through_decrypt_bytes() -> None:
     me = age.X25519Identity.generate()
-    ct = age.encrypt_bytes(b"hi", [me.recipient], armor=True)
-    assert age.decrypt_bytes(ct, [me]) == b"hi"
+    ct = age.encrypt_bytes(b"hi", recipients=[me.recipient], armor=True)
+    assert age.decrypt_bytes(ct, identities=[me]) == b"hi"
     with pytest.raises(FormatError):
-        age.decrypt_bytes(ct + b"junk", [me])
+        age.decrypt_bytes(ct + b"junk", identities=[me])
 
 
 # ---------------------------------------------------------------------------------------
@@ -782,8 +799,8 @@ def _run_testkit_vector(path: Path) -> None:
             return
         assert body_bytewise == body, path.name
     assert expect != "armor failure", path.name
-    released, err = _feed(age.AgeDecryptor(identities), body, 4096)
-    again, err_again = _feed(age.AgeDecryptor(identities), body, 997)
+    released, err = _feed(age.AgeDecryptor(identities=identities), body, 4096)
+    again, err_again = _feed(age.AgeDecryptor(identities=identities), body, 997)
     assert (again, type(err_again)) == (released, type(err)), path.name
     _check_random_access(path.name, body, identities, expect, released, err)
     if expect == "success":
@@ -829,7 +846,7 @@ def _check_random_access(
     invalid one: with the streaming reader's error where the header fails, with some typed
     error (never a wrong plaintext) where the payload does."""
     try:
-        lay = age.layout(body, len(body), identities)
+        lay = age.layout(body, len(body), identities=identities)
         lay.verify_end(lambda offset, length: body[offset : offset + length])
         whole = lay.read(lambda offset, length: body[offset : offset + length], 0, len(body))
     except StreamCryptError as exc:
@@ -852,7 +869,7 @@ def test_age_testkit() -> None:
 
 
 def test_bad_header_fails_before_it_is_complete() -> None:
-    dec = age.AgeDecryptor([age.X25519Identity.generate()])
+    dec = age.AgeDecryptor(identities=[age.X25519Identity.generate()])
     assert dec.update(b"age-encryption.org/v1\n-> X25519 abc\n") == b""
     with pytest.raises(FormatError):
         dec.update(b"not base64!\n")
@@ -863,12 +880,36 @@ def test_bad_header_fails_before_it_is_complete() -> None:
 def test_streaming_armor_pipeline_both_ways(ident: pyrage.x25519.Identity) -> None:
     data = _data(2 * CHUNK + 7, 16)
     rng = random.Random(7)
-    enc, arm = age.AgeEncryptor([str(ident.to_public())]), ArmorEncoder()
+    enc, arm = age.AgeEncryptor(recipients=[str(ident.to_public())]), ArmorEncoder()
     text = b"".join(arm.update(enc.update(p)) for p in random_splits(data, rng, 20000))
     text += arm.update(enc.finalize()) + arm.finalize()
     assert pyrage.decrypt(text, [ident]) == data
     theirs = pyrage.encrypt(data, [ident.to_public()], armored=True)
-    dearm, dec = ArmorDecoder(), age.AgeDecryptor([str(ident)])
+    dearm, dec = ArmorDecoder(), age.AgeDecryptor(identities=[str(ident)])
     out = b"".join(dec.update(dearm.update(p)) for p in random_splits(theirs, rng, 5000))
     out += dec.update(dearm.finalize()) + dec.finalize()
     assert out == data
+
+
+def test_keys_by_position_warn_for_one_release() -> None:
+    """recipients=, identities=, passphrase= and armor= are keyword-only; by position
+    they still work, with a DeprecationWarning pointing at the caller's line."""
+    me = age.X25519Identity.generate()
+    with pytest.warns(DeprecationWarning, match="recipients, passphrase, armor by position") as w:
+        blob = age.encrypt_bytes(b"old", [me.recipient], None, True)
+    assert w[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match=r"age\.decrypt_bytes: passing identities"):
+        assert age.decrypt_bytes(blob, [me]) == b"old"
+    with pytest.warns(DeprecationWarning, match=r"age\.AgeEncryptor: passing recipients"):
+        enc = age.AgeEncryptor([me.recipient])
+    sealed = enc.update(b"x") + enc.finalize()
+    with pytest.warns(DeprecationWarning, match=r"age\.AgeDecryptor: passing identities"):
+        dec = age.AgeDecryptor([me])
+    assert dec.update(sealed) + dec.finalize() == b"x"
+    with pytest.warns(DeprecationWarning, match=r"age\.layout: passing identities"):
+        lay = age.layout(sealed, len(sealed), [me])
+    assert lay.read(lambda at, n: sealed[at : at + n], 0, 1) == b"x"
+    with pytest.raises(TypeError, match="multiple values for argument 'recipients'"):
+        age.encrypt_bytes(b"x", [me.recipient], recipients=[me.recipient])  # type: ignore[misc]
+    with pytest.raises(TypeError, match="at most 4 positional"):
+        age.encrypt_bytes(b"x", [me.recipient], None, False, 1)  # type: ignore[misc]

@@ -52,7 +52,7 @@ def test_stanza_shape_and_tag() -> None:
 
 def test_we_encrypt_pyrage_decrypts() -> None:
     public, private = _pair()
-    ciphertext = age.encrypt_bytes(MESSAGE, [public])
+    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[public])
     assert pyrage.decrypt(ciphertext, [pyrage.ssh.Identity.from_buffer(private)]) == MESSAGE
 
 
@@ -60,26 +60,26 @@ def test_pyrage_encrypts_we_decrypt() -> None:
     public, private = _pair()
     ciphertext = pyrage.encrypt(MESSAGE, [pyrage.ssh.Recipient.from_str(public)])
     identity = age.SshEd25519Identity.from_openssh(private)
-    assert age.decrypt_bytes(ciphertext, [identity]) == MESSAGE
+    assert age.decrypt_bytes(ciphertext, identities=[identity]) == MESSAGE
     # the key file's text serves as an identity string too
-    assert age.decrypt_bytes(ciphertext, [private.decode()]) == MESSAGE
+    assert age.decrypt_bytes(ciphertext, identities=[private.decode()]) == MESSAGE
     assert age.parse_identities(private.decode())[0].recipient == age.parse_recipient(public)
 
 
 def test_round_trip_with_generated_identity_and_mixed_recipients() -> None:
     ssh = age.SshEd25519Identity.generate()
     x = age.X25519Identity.generate()
-    ciphertext = age.encrypt_bytes(MESSAGE, [ssh.recipient, x.recipient])
-    assert age.decrypt_bytes(ciphertext, [ssh]) == MESSAGE
-    assert age.decrypt_bytes(ciphertext, [x]) == MESSAGE
+    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[ssh.recipient, x.recipient])
+    assert age.decrypt_bytes(ciphertext, identities=[ssh]) == MESSAGE
+    assert age.decrypt_bytes(ciphertext, identities=[x]) == MESSAGE
 
 
 def test_wrong_key_is_unknown_key_error() -> None:
     public, _ = _pair()
     _, other = _pair()
-    ciphertext = age.encrypt_bytes(MESSAGE, [public])
+    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[public])
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ciphertext, [age.SshEd25519Identity.from_openssh(other)])
+        age.decrypt_bytes(ciphertext, identities=[age.SshEd25519Identity.from_openssh(other)])
 
 
 def test_stanza_with_another_tag_is_skipped() -> None:

@@ -18,7 +18,7 @@ from ecies.keys import PrivateKey as EciesPrivateKey
 from nacl.signing import SigningKey
 from support import record_vectors, wycheproof, wycheproof_cases
 
-from streamcrypt import ecies
+from streamcrypt.codecs import ecies
 from streamcrypt.errors import (
     AuthenticationError,
     FormatError,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import anyio
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from support import random_splits
 
-from streamcrypt.codecs import container
+from streamcrypt.codecs import SegmentJob, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
 from streamcrypt.errors import (
@@ -170,6 +173,61 @@ async def test_engine_with_offload_policy(signed: bool) -> None:
         dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key())
         with pytest.raises(InvalidSignatureError):
             await pipeline(dec, policy=policy).collect(bad)
+
+
+class _CountingPool(ThreadPoolExecutor):
+    def __init__(self) -> None:
+        super().__init__(2, thread_name_prefix="test-envelope")
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("signed", [False, True])
+async def test_segments_go_through_the_parallel_path_signed_or_not(
+    signed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signing is a tap after the encryptor: the engine's scheduler gets the sealing
+    jobs themselves (to run on workers), never segments sealed beforehand on the loop;
+    the tap hashes the ciphertext in order and appends the signature."""
+    ran: list[type] = []
+    run_into = SegmentJob.run_into
+
+    def spy(job: SegmentJob, out: memoryview) -> tuple[int, Exception | None]:
+        ran.append(type(job.codec))
+        return run_into(job, out)
+
+    monkeypatch.setattr(SegmentJob, "run_into", spy)
+    data = bytes(random.Random(4).randbytes(400_000))
+    with _CountingPool() as pool:
+        policy = OffloadPolicy(batch_size=16384, inline_limit=0, adaptive=False, executor=pool)
+        enc = ev.EnvelopeEncryptor(
+            recipients=X.recipient, segment_size=4096, sign_with=SIGNER if signed else None
+        )
+        run = pipeline(enc, policy=policy)
+        assert len(run.stages) == (2 if signed else 1)  # encryptor (| signature tap)
+        blob = await run.collect(data)
+        assert pool.submitted > 1  # the header, then batches of segments, on workers
+    assert set(ran) == {container.ContainerCodec}  # only real sealing jobs ran
+    assert len(ran) >= len(data) // 16384  # in batches, not one piece per feed
+    verify = SIGNER.public_key() if signed else None
+    assert ev.decrypt_bytes(blob, identities=X, verify_with=verify) == data
+    assert enc.header is not None and enc.header.signed is signed
+
+
+def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
+    enc = ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=SIGNER)
+    with pytest.raises(InvalidParameterError, match="two stages"):
+        enc.feed(b"x")
+    assert (
+        ev.decrypt_bytes(
+            enc.update(DATA) + enc.finalize(), identities=X, verify_with=SIGNER.public_key()
+        )
+        == DATA
+    )
 
 
 def test_engine_sync_entry() -> None:

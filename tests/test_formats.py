@@ -55,14 +55,14 @@ CASES: dict[
     "age": (
         lambda src, p: age.encrypt(src, [IDENTITY.recipient], policy=p),
         lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, [IDENTITY.recipient]),
-        lambda c: age.decrypt_bytes(c, [IDENTITY]),
+        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
+        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "age-armor": (
         lambda src, p: age.encrypt(src, [IDENTITY.recipient], armor=True, policy=p),
         lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, [IDENTITY.recipient], armor=True),
-        lambda c: age.decrypt_bytes(c, [IDENTITY]),
+        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient], armor=True),
+        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "tink": (
         lambda src, p: tink.encrypt(src, TINK_KEY, aad=b"ad", policy=p),
@@ -116,8 +116,8 @@ async def test_secretstream_async_round_trip_and_truncation() -> None:
 # name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
 CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
     "age": (
-        lambda d: age_codec.encrypt_bytes(d, [IDENTITY.recipient]),
-        lambda c: age_codec.decrypt_bytes(c, [IDENTITY]),
+        lambda d: age_codec.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
+        lambda c: age_codec.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "tink": (
         lambda d: tink_codec.encrypt_bytes(d, TINK_KEY, aad=b"ad"),

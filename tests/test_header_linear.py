@@ -90,21 +90,21 @@ def _age_file(scale: int) -> tuple[Callable[[], Any], bytes]:
     others = [
         age.X25519Identity(bytes([n % 256, n // 256]) * 16).recipient for n in range(1, 100 * scale)
     ]
-    data = age.encrypt_bytes(b"payload", [*others, AGE_ID.recipient])
-    return (lambda: age.AgeDecryptor([AGE_ID])), data
+    data = age.encrypt_bytes(b"payload", recipients=[*others, AGE_ID.recipient])
+    return (lambda: age.AgeDecryptor(identities=[AGE_ID])), data
 
 
 def _age_unfinished(scale: int) -> tuple[Callable[[], Any], bytes]:
     """A header that never ends: 16 KiB x ``scale`` of one unknown stanza's body lines."""
     body = b"A" * 64 + b"\n"
     data = b"age-encryption.org/v1\n-> unknown arg\n" + body * (252 * scale)
-    return (lambda: age.AgeDecryptor([AGE_ID])), data
+    return (lambda: age.AgeDecryptor(identities=[AGE_ID])), data
 
 
 def _age_long_stanza_line(scale: int) -> tuple[Callable[[], Any], bytes]:
     """One stanza line of 16 KiB x ``scale`` that never ends (rescanning it is quadratic)."""
     data = b"age-encryption.org/v1\n-> unknown " + b"a" * (16_384 * scale)
-    return (lambda: age.AgeDecryptor([AGE_ID])), data
+    return (lambda: age.AgeDecryptor(identities=[AGE_ID])), data
 
 
 ENV_ID = envelope.X25519Identity(bytes(range(3, 35)))
@@ -160,7 +160,7 @@ def test_header_work_is_linear(
 def test_age_header_cap_still_applies_fed_byte_by_byte() -> None:
     """The incremental scan refuses a header past its cap as the one-shot parser does."""
     data = b"age-encryption.org/v1\n-> unknown\n" + (b"A" * 64 + b"\n") * 100
-    dec = age.AgeDecryptor([AGE_ID], max_header_size=4096)
+    dec = age.AgeDecryptor(identities=[AGE_ID], max_header_size=4096)
     with pytest.raises(StreamCryptError, match="longer than 4096 bytes"):
         for i in range(len(data)):
             dec.update(data[i : i + 1])
@@ -181,7 +181,7 @@ def test_age_scan_refuses_as_the_one_shot_parser(data: bytes) -> None:
     """Byte by byte, the incremental scan raises the error ``parse_header`` raises."""
     with pytest.raises(StreamCryptError) as whole:
         age.parse_header(data)
-    dec = age.AgeDecryptor([AGE_ID])
+    dec = age.AgeDecryptor(identities=[AGE_ID])
     with pytest.raises(StreamCryptError) as split:
         for i in range(len(data)):
             dec.update(data[i : i + 1])

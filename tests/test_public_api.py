@@ -7,7 +7,10 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import sys
+from contextlib import nullcontext
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,9 +27,20 @@ def _modules() -> list[str]:
 PUBLIC = [m for m in _modules() if not any(part.startswith("_") for part in m.split("."))]
 
 
+#: Modules kept for one release under a former name: importing them warns.
+DEPRECATED = {"streamcrypt.ecies": "streamcrypt.codecs.ecies"}
+
+
+def _import(name: str) -> ModuleType:
+    if name not in DEPRECATED:
+        return importlib.import_module(name)
+    with pytest.warns(DeprecationWarning) if name not in sys.modules else nullcontext():
+        return importlib.import_module(name)
+
+
 @pytest.mark.parametrize("name", PUBLIC)
 def test_all_lists_the_public_names(name: str) -> None:
-    module = importlib.import_module(name)
+    module = _import(name)
     exported = getattr(module, "__all__", None)
     assert exported is not None, f"{name} has no __all__"
     for item in exported:
@@ -52,7 +66,7 @@ LAYERS = {
     "transports": 4,
     "formats": 5,
     "backup": 5,
-    "ecies": 2,
+    "ecies": 2,  # the deprecated name of codecs.ecies
     "cluster": 5,
     "_api": 5,
     "cli": 5,
@@ -156,3 +170,25 @@ def test_no_module_imports_another_packages_private_module() -> None:
                 is_package = (ROOT.joinpath(*module[1:]) / "__init__.py").is_file()
                 home = module if is_package else module[:-1]
                 assert home == package, f"{rel} imports private name {name} from {'.'.join(module)}"
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(DEPRECATED.items()))
+def test_a_moved_module_keeps_its_former_name_for_one_release(
+    old: str, new: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``import old`` and ``from parent import old`` warn and give the new module's names."""
+    parent, _, leaf = old.rpartition(".")
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    monkeypatch.delattr(importlib.import_module(parent), leaf, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated, use {new}") as caught:
+        shim = importlib.import_module(old)
+    assert len(caught) == 1
+    moved = importlib.import_module(new)
+    assert shim.__all__ == moved.__all__
+    for name in moved.__all__:
+        assert getattr(shim, name) is getattr(moved, name)
+    monkeypatch.delitem(sys.modules, old)
+    monkeypatch.delattr(importlib.import_module(parent), leaf)
+    with pytest.warns(DeprecationWarning) as caught:
+        exec(f"from {parent} import {leaf}", {})
+    assert caught[0].filename == "<string>"  # the warning points at the importing line

@@ -111,15 +111,18 @@ def _sources(module: ModuleType) -> list[Path]:
 
 def _assignment(path: Path, name: str) -> Data | None:
     """The doc and the assigned expression of a module-level ``name = ...`` in ``path``,
-    following ``from .module import name`` to where it is assigned."""
+    following ``from .module import name`` (and ``import *``) to where it is assigned."""
     text = path.read_text()
     lines = text.splitlines()
     for node in ast.parse(text).body:
         if isinstance(node, ast.ImportFrom) and node.level and node.module:
-            if any((a.asname or a.name) == name and a.name == name for a in node.names):
+            star = any(a.name == "*" for a in node.names)
+            if star or any((a.asname or a.name) == name == a.name for a in node.names):
                 base = path.parent.joinpath(*[".."] * (node.level - 1), *node.module.split("."))
                 target = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
-                return _assignment(target.resolve(), name) if target.exists() else None
+                found = _assignment(target.resolve(), name) if target.exists() else None
+                if found is not None or not star:
+                    return found
         targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
         if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
             continue

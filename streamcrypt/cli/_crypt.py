@@ -342,7 +342,9 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
         armor = bool(args.armor)
 
         def build_age(head: bytes) -> list[Transform]:
-            stages: list[Transform] = [_age.AgeEncryptor(recipients, phrase, work_factor=work)]
+            stages: list[Transform] = [
+                _age.AgeEncryptor(recipients=recipients, passphrase=phrase, work_factor=work)
+            ]
             if armor:
                 stages.append(ArmorEncoder())
             return stages
@@ -504,7 +506,7 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
             stages: list[Transform] = []
             if is_armored(head):
                 stages.append(ArmorDecoder())
-            stages.append(_age.AgeDecryptor(identities, keys.passphrase))
+            stages.append(_age.AgeDecryptor(identities=identities, passphrase=keys.passphrase))
             return stages
         if head.startswith(_container.MAGIC) or (
             args.format == "native" and not head.startswith(_envelope.MAGIC)

@@ -4,7 +4,7 @@ One module per format: ``container`` (the native format, docs/FORMAT.md), ``age`
 ``tink`` (its keysets in ``tink_keyset``), ``cobblestone`` (C2SP chunked encryption),
 ``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
-X25519/ECIES recipients and signatures), ``armor`` (age's ASCII armor), ``noise`` (the Noise
+X25519/ECIES recipients and signatures), ``ecies`` (ECIES as eciespy speaks it), ``armor`` (age's ASCII armor), ``noise`` (the Noise
 handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
 Each segmented format's module exports ``FORMAT``, its :class:`SegmentedFormat`
 descriptor (detection, encryptor/decryptor factories from one :class:`FormatOptions`
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         cobblestone,
         container,
         ece,
+        ecies,
         envelope,
         noise,
         rclone,
@@ -109,6 +110,7 @@ __all__ = [
     "cobblestone",
     "container",
     "ece",
+    "ecies",
     "envelope",
     "noise",
     "rclone",
@@ -160,6 +162,7 @@ _SUBMODULES = frozenset(
         "cobblestone",
         "container",
         "ece",
+        "ecies",
         "envelope",
         "noise",
         "rclone",

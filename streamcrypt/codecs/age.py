@@ -49,6 +49,7 @@ from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, x25519
 
 from ..abc import Buffer
+from ..deprecation import keyword_only
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -57,7 +58,6 @@ from ..errors import (
     InvalidPublicKeyError,
     LimitExceededError,
     TruncatedStreamError,
-    UnknownKeyError,
     UnsupportedFormatError,
 )
 from ..keys import (
@@ -69,6 +69,7 @@ from ..keys import (
     random_bytes,
 )
 from ..primitives import ChaCha20Poly1305Suite, eddsa_to_x25519
+from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
@@ -384,21 +385,17 @@ def _build_header(file_key: bytes, recipients: Sequence[Recipient]) -> bytes:
 
 
 @runtime_checkable
-class Recipient(Protocol):
-    """Wraps a file key into stanzas."""
-
-    def wrap(self, file_key: bytes) -> list[Stanza]: ...
+class Recipient(_stanza.StanzaRecipient[list[Stanza]], Protocol):
+    """Wraps a file key into stanzas: ``wrap(file_key)`` returns a list of them."""
 
 
 @runtime_checkable
-class Identity(Protocol):
-    """Unwraps the file key from the stanzas addressed to it.
+class Identity(_stanza.StanzaIdentity[Sequence[Stanza]], Protocol):
+    """Unwraps the file key from the stanzas addressed to it: ``unwrap(stanzas)``.
 
     Returns ``None`` when no stanza is for this identity; raises :class:`FormatError`
     for a malformed stanza of its own type.
     """
-
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None: ...
 
 
 def _wrap_key(key: bytes, file_key: bytes) -> bytes:
@@ -503,13 +500,6 @@ class X25519Identity(X25519SecretText[X25519Recipient]):
         return None
 
 
-def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
-    raw = passphrase.encode() if isinstance(passphrase, str) else bytes(passphrase)
-    if not raw:
-        raise InvalidParameterError("the passphrase is empty")
-    return raw
-
-
 def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
     """age's scrypt (r = 8, p = 1); :class:`LimitExceededError` if its memory is not there."""
     params = ScryptParams(1 << work_factor, 8, 1)
@@ -524,7 +514,7 @@ class ScryptRecipient:
     def __init__(self, passphrase: str | Buffer, *, work_factor: int = DEFAULT_WORK_FACTOR):
         if not 1 <= work_factor <= 30:
             raise InvalidParameterError(f"scrypt work factor must be 1..30, got {work_factor}")
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self.work_factor = work_factor
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
@@ -546,7 +536,7 @@ class ScryptIdentity:
     def __init__(
         self, passphrase: str | Buffer, *, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR
     ) -> None:
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self.max_work_factor = max_work_factor
 
     def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
@@ -919,24 +909,27 @@ def parse_identities(text: str) -> list[AnyIdentity]:
     return keys
 
 
+_RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
+    "wrap",
+    parse_recipient,
+    "a recipient must be an age1..., age1pq1... or ssh-ed25519 string or a Recipient",
+    "give at least one recipient or a passphrase",
+)
+_IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
+    "unwrap",
+    parse_identity,
+    "an identity must be an AGE-SECRET-KEY-... string, an OpenSSH Ed25519 key file's "
+    "text or an Identity",
+    "give at least one identity or a passphrase",
+)
+
+
 def _recipient_list(
-    recipients: Iterable[RecipientLike], passphrase: str | Buffer | None, work_factor: int
+    recipients: Iterable[RecipientLike] | RecipientLike,
+    passphrase: str | Buffer | None,
+    work_factor: int,
 ) -> list[Recipient]:
-    out: list[Recipient] = []
-    for r in recipients:
-        if isinstance(r, str):
-            out.append(parse_recipient(r))
-        elif isinstance(r, Recipient):
-            out.append(r)
-        else:
-            raise InvalidParameterError(
-                "a recipient must be an age1... or ssh-ed25519 string or a Recipient, "
-                f"not {type(r).__name__}"
-            )
-    if passphrase is not None:
-        out.append(ScryptRecipient(passphrase, work_factor=work_factor))
-    if not out:
-        raise InvalidParameterError("give at least one recipient or a passphrase")
+    out = _RECIPIENTS(recipients, passphrase, lambda p: ScryptRecipient(p, work_factor=work_factor))
     if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
         raise InvalidParameterError("a passphrase must be a file's only recipient in age")
     pq = [isinstance(r, MLKEM768X25519Recipient) for r in out]
@@ -949,48 +942,40 @@ def _recipient_list(
 
 
 def _identity_list(
-    identities: Iterable[IdentityLike], passphrase: str | Buffer | None, max_work_factor: int
+    identities: Iterable[IdentityLike] | IdentityLike,
+    passphrase: str | Buffer | None,
+    max_work_factor: int,
 ) -> list[Identity]:
-    out: list[Identity] = []
-    for i in identities:
-        if isinstance(i, str):
-            out.append(parse_identity(i))
-        elif isinstance(i, Identity):
-            out.append(i)
-        else:
-            raise InvalidParameterError(
-                f"an identity must be an AGE-SECRET-KEY-... string or an Identity, "
-                f"not {type(i).__name__}"
-            )
-    if passphrase is not None:
-        out.append(ScryptIdentity(passphrase, max_work_factor=max_work_factor))
-    if not out:
-        raise InvalidParameterError("give at least one identity or a passphrase")
-    return out
+    return _IDENTITIES(
+        identities, passphrase, lambda p: ScryptIdentity(p, max_work_factor=max_work_factor)
+    )
 
 
-def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
-    stanzas = header.stanzas
-    if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
-        raise FormatError("an age scrypt stanza must be the only stanza in the header")
-    for identity in identities:
-        file_key = identity.unwrap(stanzas)
-        if file_key is None:
-            continue
-        if len(file_key) != FILE_KEY_SIZE:
-            raise FormatError(f"the unwrapped age file key is not {FILE_KEY_SIZE} bytes")
-        if not hmac.compare_digest(_header_mac(file_key, header.mac_input), header.mac):
-            raise AuthenticationError(
-                "age header MAC did not verify: the header was tampered with "
-                "(or a stanza was crafted for this identity)"
-            )
-        return file_key
+def _no_match(identities: Sequence[Identity]) -> str:
     if any(isinstance(i, ScryptIdentity) for i in identities):
-        raise UnknownKeyError(
+        return (
             "no identity matched the age file: wrong passphrase, "
             "or the file was encrypted to recipients rather than a passphrase"
         )
-    raise UnknownKeyError("no identity matched the age file: it was encrypted to other recipients")
+    return "no identity matched the age file: it was encrypted to other recipients"
+
+
+def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
+    """Each identity in turn, shown all stanzas (as age's identities are)."""
+    stanzas = header.stanzas
+    if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
+        raise FormatError("an age scrypt stanza must be the only stanza in the header")
+    file_key = _stanza.open_file_key(
+        ((i, stanzas) for i in identities), lambda: _no_match(identities)
+    )
+    if len(file_key) != FILE_KEY_SIZE:
+        raise FormatError(f"the unwrapped age file key is not {FILE_KEY_SIZE} bytes")
+    if not hmac.compare_digest(_header_mac(file_key, header.mac_input), header.mac):
+        raise AuthenticationError(
+            "age header MAC did not verify: the header was tampered with "
+            "(or a stanza was crafted for this identity)"
+        )
+    return file_key
 
 
 # ---------------------------------------------------------------------------------------
@@ -1062,11 +1047,12 @@ class AgeEncryptor(SegmentedEncryptor):
 
     __slots__ = ()
 
+    @keyword_only("recipients", "passphrase")
     def __init__(
         self,
-        recipients: Iterable[RecipientLike] = (),
-        passphrase: str | Buffer | None = None,
         *,
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        passphrase: str | Buffer | None = None,
         work_factor: int = DEFAULT_WORK_FACTOR,
     ) -> None:
         targets = _recipient_list(recipients, passphrase, work_factor)
@@ -1080,29 +1066,31 @@ class AgeEncryptor(SegmentedEncryptor):
         super().__init__(build=build)
 
 
-class _HeaderReader:
+class _HeaderReader(_stanza.StanzaHeaderReader[AgeHeader]):
     """Parses the header once complete, unwraps the file key once, then waits for the nonce."""
 
-    __slots__ = ("_file_key", "_identities", "_scan", "header")
+    __slots__ = ("_file_key", "_identities", "_scan")
 
     def __init__(self, identities: Sequence[Identity], max_header_size: int) -> None:
+        super().__init__()
         self._identities = identities
         self._scan = _HeaderScan(max_header_size)
-        self.header: AgeHeader | None = None
         self._file_key = b""
 
-    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
-        if self.header is None:
-            size = self._scan(data)
-            if size is None:
-                return None
-            header = _parse_complete(bytes(data[:size]))
-            self._file_key = _open_file_key(header, self._identities)
-            self.header = header
-        end = self.header.size + NONCE_SIZE
+    def _parse(self, data: bytes | bytearray) -> AgeHeader | None:
+        size = self._scan(data)
+        return None if size is None else _parse_complete(bytes(data[:size]))
+
+    def _open(self, header: AgeHeader) -> None:
+        self._file_key = _open_file_key(header, self._identities)
+
+    def _payload(
+        self, header: AgeHeader, data: bytes | bytearray
+    ) -> tuple[SegmentCodec, int] | int:
+        end = header.size + NONCE_SIZE
         if len(data) < end:
             return end
-        codec = _payload_codec(self._file_key, bytes(data[self.header.size : end]))
+        codec = _payload_codec(self._file_key, bytes(data[header.size : end]))
         self._file_key = b""
         return codec, end
 
@@ -1119,11 +1107,12 @@ class AgeDecryptor(SegmentedDecryptor):
 
     __slots__ = ("_reader",)
 
+    @keyword_only("identities", "passphrase")
     def __init__(
         self,
-        identities: Iterable[IdentityLike] = (),
-        passphrase: str | Buffer | None = None,
         *,
+        identities: Iterable[IdentityLike] | IdentityLike = (),
+        passphrase: str | Buffer | None = None,
         max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
     ) -> None:
@@ -1138,35 +1127,39 @@ class AgeDecryptor(SegmentedDecryptor):
         return self._reader.header if self.codec is not None else None
 
 
+@keyword_only("recipients", "passphrase", "armor")
 def encrypt_bytes(
     plaintext: Buffer,
-    recipients: Iterable[RecipientLike] = (),
+    *,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     passphrase: str | Buffer | None = None,
     armor: bool = False,
-    *,
     work_factor: int = DEFAULT_WORK_FACTOR,
 ) -> bytes:
     """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``).
 
     Raises as :class:`AgeEncryptor`.
     """
-    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    enc = AgeEncryptor(recipients=recipients, passphrase=passphrase, work_factor=work_factor)
     out = enc.update(plaintext) + enc.finalize()
     return _armor(out) if armor else out
 
 
+@keyword_only("identities", "passphrase")
 def decrypt_bytes(
     ciphertext: Buffer,
-    identities: Iterable[IdentityLike] = (),
-    passphrase: str | Buffer | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
 ) -> bytes:
     """Decrypt an age v1 file, binary or ASCII-armored (detected as the age tool does).
 
     Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
     """
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    dec = AgeDecryptor(
+        identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
+    )
     if not is_armored(ciphertext):
         return dec.update(ciphertext) + dec.finalize()
     # The same chain a stream goes through: the first fault in byte order wins.
@@ -1176,12 +1169,13 @@ def decrypt_bytes(
     return out + dec.finalize()
 
 
+@keyword_only("identities", "passphrase")
 def layout(
     head: Buffer,
     stream_size: int,
-    identities: Iterable[IdentityLike] = (),
-    passphrase: str | Buffer | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
 ) -> SegmentLayout:
@@ -1224,14 +1218,14 @@ def _header_size(head: bytes) -> int | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, DEFAULT_MAX_HEADER_SIZE))
-    return layout(head, stream_size, options.identities, options.passphrase)
+    return layout(head, stream_size, identities=options.identities, passphrase=options.passphrase)
 
 
 #: age v1's format descriptor (binary; armor is a stage in front).
 FORMAT = SegmentedFormat(
     "age",
-    encryptor=lambda o: AgeEncryptor(o.recipients, o.passphrase),
-    decryptor=lambda o: AgeDecryptor(o.identities, o.passphrase),
+    encryptor=lambda o: AgeEncryptor(recipients=o.recipients, passphrase=o.passphrase),
+    decryptor=lambda o: AgeDecryptor(identities=o.identities, passphrase=o.passphrase),
     check=_check,
     detect=lambda head: head.startswith(VERSION_LINE),
     header_size=_header_size,

@@ -1,70 +1,25 @@
 """The streamcrypt envelope, version 1: the native container for passwords and public keys.
 
+The wire format is specified once, in docs/FORMAT.md ("The streamcrypt envelope"); this
+module implements it.
+
 Theory of operation
 -------------------
-An envelope is ``header || container || [signature]``::
+A random *file key* is wrapped once per recipient into a *stanza* (passphrase: Argon2id
+or scrypt; X25519; ECIES secp256k1 or x25519), each ending with a check value that lets
+an identity find its own stanza without revealing to anyone else whom a stanza is for.
+The header carries the stanzas and a MAC keyed from the file key; the payload is a native
+container keyed from it too, with the header as associated data, so no stanza can be
+swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
+over everything before it (encrypt-then-sign). The stanza machinery (protocols, trying
+identities, the header reader) is shared with age in ``codecs._stanza``.
 
-    header    = "SCEV" | version u8 (= 1) | flags u8 (bit 0: signed; others zero)
-                | [signer: Ed25519 public key, 32 bytes, when signed]
-                | count u8 (1..64) | count x stanza | mac (32 bytes)
-    stanza    = type u8 | length u16 (big endian) | body (length bytes)
-    container = a native container v1 stream (docs/FORMAT.md), key id empty, under
-                payload_key, with associated data header || aad
-    signature = Ed25519ph(signer, header || container), 64 bytes, when signed
-
-A random 32-byte *file key* is wrapped once per stanza. From it, HKDF-SHA256 (empty
-salt) derives ``mac_key`` (info ``"streamcrypt envelope v1 header"``) and ``payload_key``
-(info ``"streamcrypt envelope v1 payload"``); ``mac`` is HMAC-SHA256(mac_key, header
-bytes before the mac || aad). Every stanza body ends with ``check (16) || wrapped (48)``:
-from the stanza's secret ``S``, ``HKDF-SHA256(S, salt, "streamcrypt envelope v1 " ||
-label, 48)`` gives a wrap key (32) and ``check`` (16); ``wrapped`` is
-ChaCha20-Poly1305(wrap key, nonce 0^12, file key, aad = type byte || body before
-check). The check tells an identity that a stanza is its own without revealing to anyone
-else whom it is for, and commits the stanza to one wrap key (no partitioning oracles).
-
-======  ================  ====================================================  ==========
-type    label             body before check/wrapped; S; HKDF salt               body bytes
-======  ================  ====================================================  ==========
-0x01    argon2id          salt 16, ops u32, mem KiB u32; Argon2id(pw); ""       88
-0x02    scrypt            salt 16, log2 N u8, r u32, p u32; scrypt(pw); ""      89
-0x10    x25519            ephemeral 32; X25519(e, R); ephemeral || R            96
-0x11    ecies-secp256k1   ephemeral 33 (SEC1 compressed); the key of            97
-                          ``ecies.encapsulate`` (eciespy's HKDF over the
-                          uncompressed points); ephemeral
-0x12    ecies-x25519      ephemeral 32; ``ecies.encapsulate`` key; ephemeral    96
-======  ================  ====================================================  ==========
-
-At most one passphrase stanza (0x01 or 0x02) per header; unknown stanza types are
-skipped (they are still covered by the mac); the header is at most 64 KiB.
-
-Decryption tries each stanza with each identity that handles its type; the first that
-opens gives the file key, then the mac is checked before anything else. Errors: no
-stanza opens (wrong passphrase, wrong private key, not a recipient) ->
-:class:`UnknownKeyError`; a stanza whose check matches but whose wrapped key does not
-open, or a bad mac -> :class:`AuthenticationError` (tampering with an ephemeral key or
-check makes the stanza look like someone else's: that is :class:`UnknownKeyError`
-unless another stanza opens, when the mac fails); an invalid or low-order ephemeral
-point -> :class:`InvalidPublicKeyError`; passphrase parameters above the reader's caps ->
-:class:`LimitExceededError` before any KDF work. Errors of individual stanzas are
-deferred: they are raised only if no stanza opens.
-
-Signed streams (encrypt-then-sign): the signature covers every byte before it. The
-decryptor holds back the last 64 bytes, hashes everything else as it passes, and with
-``verify_with`` checks the signature in ``finish()`` *before* it hands out the final
-segment, so the stream is never reported complete unverified. Earlier segments come out
-as each passes its AEAD tag, which proves only that a holder of the file key (any
-recipient) wrote them: a consumer that needs the signer's word must hold the output back
-until ``finalize()`` returned (the CLI refuses ``--verify-with`` to standard output for
-this reason, and writes files atomically). A signed stream read without ``verify_with`` decrypts; its signature
-is then ignored (the content is still authenticated by the AEAD, as coming from a
-holder of the file key: any recipient). ``verify_with`` on an unsigned stream, or on a
-stream that names another signer, raises :class:`InvalidSignatureError` at the header.
-
-Parallelism: unsigned streams are the container's segments, sealed and opened on worker
-threads by the engine. A signature over the ciphertext needs the ciphertext hashed in
-order, which only the caller's thread can do: a signing encryptor seals each piece in
-``feed()`` on the caller's thread (and hands the engine jobs that only copy), and a
-verifying decryptor hashes in ``feed()``; segment opening stays parallel.
+Parallelism: the container's segments are sealed and opened on worker threads by the
+engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
+tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
+verifying decryptor holds back the last 64 bytes, hashes the rest in ``feed()`` and
+checks the signature before it releases the final segment; segment opening stays
+parallel.
 """
 
 from __future__ import annotations
@@ -74,13 +29,12 @@ import hmac
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
-from .. import ecies
-from ..abc import Buffer, State
+from ..abc import Buffer, Chain, Lifecycle, State
 from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
@@ -88,9 +42,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
-    LimitExceededError,
     TruncatedStreamError,
-    UnknownKeyError,
     UnsupportedFormatError,
 )
 from ..keys import (
@@ -115,7 +67,7 @@ from ..primitives import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
-from . import container
+from . import _stanza, container, ecies
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
@@ -348,19 +300,16 @@ def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
         ) from None
 
 
-class Recipient(Protocol):
-    """Something the file key can be wrapped to: returns one stanza."""
-
-    def wrap(self, file_key: bytes) -> Stanza: ...
+class Recipient(_stanza.StanzaRecipient[Stanza], Protocol):
+    """Something the file key can be wrapped to: ``wrap(file_key)`` returns one stanza."""
 
 
-class Identity(Protocol):
-    """Something that may unwrap stanzas of the types in ``kinds``."""
+class Identity(_stanza.StanzaIdentity[Stanza], Protocol):
+    """Something that may unwrap stanzas of the types in ``kinds``: ``unwrap(stanza)``
+    returns the file key, or ``None`` when the stanza is not addressed to it."""
 
     @property
     def kinds(self) -> frozenset[int]: ...
-
-    def unwrap(self, stanza: Stanza) -> bytes | None: ...
 
 
 class X25519Recipient(X25519PublicText):
@@ -438,7 +387,7 @@ def _secp256k1_compressed(raw: bytes) -> bytes:
 class EciesRecipient:
     """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
 
-    secp256k1 keys in any form :mod:`streamcrypt.ecies` takes (text:
+    secp256k1 keys in any form :mod:`streamcrypt.codecs.ecies` takes (text:
     ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes. Raises
     :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
     """
@@ -556,20 +505,6 @@ class EciesIdentity:
     __str__ = __repr__
 
 
-def _passphrase_bytes(passphrase: str | Buffer) -> bytes:
-    if isinstance(passphrase, str):
-        raw = passphrase.encode("utf-8")
-    elif isinstance(passphrase, bytes | bytearray | memoryview):
-        raw = bytes(passphrase)
-    else:
-        raise InvalidParameterError(
-            f"a passphrase must be str or bytes, not {type(passphrase).__name__}"
-        )
-    if not raw:
-        raise InvalidParameterError("a passphrase cannot be empty")
-    return raw
-
-
 class PassphraseRecipient:
     """Wrap to a passphrase with Argon2id (``Argon2Params``) or scrypt (``ScryptParams``)."""
 
@@ -580,7 +515,7 @@ class PassphraseRecipient:
             raise InvalidParameterError("params must be Argon2Params or ScryptParams")
         if isinstance(params, ScryptParams) and (params.log_n > 255 or params.r >= 1 << 32):
             raise InvalidParameterError("scrypt parameters do not fit the envelope stanza")
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self._params = params
 
     def wrap(self, file_key: bytes) -> Stanza:
@@ -615,7 +550,7 @@ class PassphraseIdentity:
         max_params: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
     ) -> None:
-        self._passphrase = _passphrase_bytes(passphrase)
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
         self._max_params = max_params
         self._max_scrypt = max_scrypt
 
@@ -672,43 +607,32 @@ def parse_identity(text: str) -> X25519Identity | EciesIdentity:
     raise FormatError("unknown identity type; expected SC-X25519-SECRET- or SC-SECP256K1-SECRET-")
 
 
+_RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
+    "wrap",
+    parse_recipient,
+    "a recipient must be an sc-x25519-pub1... or sc-secp256k1-pub1... string or a Recipient",
+    "an envelope needs at least one recipient or a passphrase",
+)
+_IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
+    "unwrap",
+    parse_identity,
+    "an identity must be an SC-X25519-SECRET-1... or SC-SECP256K1-SECRET-1... string or an Identity",
+    "decrypting an envelope needs identities or a passphrase",
+)
+
+
 def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
-    deferred: Exception | None = None
-    for stanza in header.stanzas:
-        for identity in identities:
-            if stanza.kind not in identity.kinds:
-                continue
-            try:
-                file_key = identity.unwrap(stanza)
-            except (AuthenticationError, InvalidPublicKeyError, LimitExceededError) as exc:
-                deferred = deferred or exc
-                continue
-            if file_key is not None:
-                return file_key
-    if deferred is not None:
-        raise deferred
-    raise UnknownKeyError(
-        "no stanza of this envelope opens with the given identities or passphrase: "
-        "wrong private key or passphrase, or not addressed to you"
+    """Each stanza in turn, with each identity that handles its type."""
+    return _stanza.open_file_key(
+        ((i, s) for s in header.stanzas for i in identities if s.kind in i.kinds),
+        lambda: (
+            "no stanza of this envelope opens with the given identities or passphrase: "
+            "wrong private key or passphrase, or not addressed to you"
+        ),
     )
 
 
 # --------------------------------------------------------------------------- streams
-
-
-class _Sealed(SegmentCodec):
-    """The "codec" of jobs whose output was sealed already: copies input to output."""
-
-    overhead: ClassVar[int] = 0
-    segment_size = first_segment_size = 1 << 62
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        n = len(plaintext)
-        out[:n] = plaintext
-        return n
-
-
-_COPY = _Sealed()
 
 
 def _recipient_list(
@@ -716,16 +640,7 @@ def _recipient_list(
     passphrase: str | Buffer | None,
     params: PasswordParams,
 ) -> list[Recipient]:
-    if isinstance(recipients, str) or hasattr(recipients, "wrap"):
-        recipients = [recipients]  # type: ignore[list-item]
-    out: list[Recipient] = [parse_recipient(r) if isinstance(r, str) else r for r in recipients]
-    for r in out:
-        if not callable(getattr(r, "wrap", None)):
-            raise InvalidParameterError(f"not a recipient: {type(r).__name__}")
-    if passphrase is not None:
-        out.append(PassphraseRecipient(passphrase, params=params))
-    if not out:
-        raise InvalidParameterError("an envelope needs at least one recipient or a passphrase")
+    out = _RECIPIENTS(recipients, passphrase, lambda p: PassphraseRecipient(p, params=params))
     if sum(isinstance(r, PassphraseRecipient) for r in out) > 1:
         raise InvalidParameterError("an envelope takes at most one passphrase")
     if len(out) > MAX_STANZAS:
@@ -733,23 +648,125 @@ def _recipient_list(
     return out
 
 
-class EnvelopeEncryptor:
+class _Sealer:
+    """The envelope's segmented encryptor: stanzas, header and MAC, then the container."""
+
+    __slots__ = ("_build", "_header", "_inner", "header")
+
+    header: EnvelopeHeader | None
+
+    def __init__(
+        self,
+        recips: list[Recipient],
+        signer: bytes | None,
+        suite: str,
+        segment_size: int,
+        aad: Buffer,
+    ) -> None:
+        file_key = random_bytes(FILE_KEY_SIZE)
+        mac_key, payload_key = _keys(file_key)
+        associated = bytes(aad)
+        # Checked now; the container header is built (keyed) with the rest below.
+        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+
+        def build() -> None:
+            # Wrapping the file key may run a password KDF: the engine calls this (through
+            # feed/finish while header_pending) on a worker thread.
+            stanzas = [r.wrap(file_key) for r in recips]
+            body = _encode_header(stanzas, signer)
+            raw = body + _mac(mac_key, body, associated)
+            self.header = EnvelopeHeader(tuple(stanzas), signer, raw)
+            self._inner = container.StreamEncryptor(
+                payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
+            )
+            self._header = raw
+
+        self._build: Callable[[], None] | None = build
+        self.header = None
+        self._header = b""
+
+    def _settle(self) -> None:
+        if self._build is None:
+            return
+        self._inner._check()  # a failure recorded before the header was built stands
+        build, self._build = self._build, None
+        try:
+            build()
+        except Exception as exc:
+            raise self._inner.fail(exc) from None
+
+    @property
+    def state(self) -> State:
+        return self._inner.state
+
+    @property
+    def header_pending(self) -> bool:
+        return self._build is not None
+
+    def take_header(self) -> bytes:
+        if self._build is not None:
+            return b""
+        header, self._header = self._header, b""
+        return header + self._inner.take_header()
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        self._settle()
+        return self._inner.feed(data)
+
+    def finish(self) -> list[SegmentJob]:
+        self._settle()
+        return self._inner.finish()
+
+    def fail(self, exc: BaseException) -> BaseException:
+        return self._inner.fail(exc)
+
+    def update(self, data: Buffer, /) -> bytes:
+        jobs = self.feed(data)
+        return self.take_header() + self._inner.run_all(jobs)
+
+    def finalize(self) -> bytes:
+        jobs = self.finish()
+        return self.take_header() + self._inner.run_all(jobs)
+
+
+class _SignatureTap(Lifecycle):
+    """Signs the envelope that passes through (Ed25519ph) and appends the signature."""
+
+    __slots__ = ("_signer",)
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._init_lifecycle()
+        self._signer = Ed25519phSigner(key)
+
+    def update(self, data: Buffer, /) -> bytes:
+        self._check()
+        return self._signer.update(data)
+
+    def finalize(self) -> bytes:
+        self._check()
+        self._signer.finalize()
+        self._finish()
+        return self._signer.signature()
+
+
+class EnvelopeEncryptor(Chain):
     """Encrypt a stream to recipients and/or a passphrase, optionally signed (sans-I/O).
 
-    A segmented transform (``take_header``/``feed``/``finish``/``fail`` for the engine,
-    ``update``/``finalize`` directly). ``recipients`` are :class:`X25519Recipient`,
-    :class:`EciesRecipient`, :class:`PassphraseRecipient` or their text forms;
-    ``passphrase`` adds a passphrase stanza (``work_factor``: Argon2id MODERATE by
-    default, or ScryptParams; ``passphrase_params`` is its deprecated name). ``sign_with``
-    appends an Ed25519ph signature over the whole ciphertext. Raises
-    :class:`InvalidParameterError`, :class:`InvalidPublicKeyError`,
-    :class:`UnsupportedFormatError`.
+    ``recipients`` are :class:`X25519Recipient`, :class:`EciesRecipient`,
+    :class:`PassphraseRecipient` or their text forms; ``passphrase`` adds a passphrase
+    stanza (``work_factor``: Argon2id MODERATE by default, or ScryptParams;
+    ``passphrase_params`` is its deprecated name). ``sign_with`` appends an Ed25519ph
+    signature over the whole ciphertext.
+
+    A chain (``update``/``finalize``): the segmented encryptor, whose segments the
+    engine seals in parallel, then, when signing, a tap that hashes the ciphertext as it
+    comes out in order and appends the signature. Unsigned, it is itself a segmented
+    transform (``take_header``/``feed``/``finish``/``fail``, for the engine and
+    :func:`streamcrypt.open`). Raises :class:`InvalidParameterError`,
+    :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
     """
 
-    __slots__ = ("_build", "_header", "_inner", "_signer", "header")
-
-    #: The envelope header, once built (``None`` until the first ``feed``/``finish``).
-    header: EnvelopeHeader | None
+    __slots__ = ("_sealer",)
 
     def __init__(
         self,
@@ -774,97 +791,50 @@ class EnvelopeEncryptor:
         if sign_with is not None and not isinstance(sign_with, Ed25519PrivateKey):
             raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
         recips = _recipient_list(recipients, passphrase, work_factor)
-        file_key = random_bytes(FILE_KEY_SIZE)
-        mac_key, payload_key = _keys(file_key)
         public = sign_with.public_bytes() if sign_with else None
-        associated = bytes(aad)
-        # Checked now; the container header is built (keyed) with the rest below.
-        container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+        self._sealer = _Sealer(recips, public, suite, segment_size, aad)
+        if sign_with is None:
+            super().__init__(self._sealer)
+        else:
+            super().__init__(self._sealer, _SignatureTap(sign_with))
 
-        def build() -> None:
-            # Wrapping the file key may run a password KDF: the engine calls this (through
-            # feed/finish while header_pending) on a worker thread.
-            stanzas = [r.wrap(file_key) for r in recips]
-            body = _encode_header(stanzas, public)
-            raw = body + _mac(mac_key, body, associated)
-            self.header = EnvelopeHeader(tuple(stanzas), public, raw)
-            self._inner = container.StreamEncryptor(
-                payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
-            )
-            self._header = raw
-            if self._signer is not None:
-                self._header = raw + self._inner.take_header()
-                self._signer.update(self._header)
-
-        self._build: Callable[[], None] | None = build
-        self._signer = Ed25519phSigner(sign_with) if sign_with is not None else None
-        self.header = None
-        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
-        self._header = b""
-
-    def _settle(self) -> None:
-        if self._build is None:
-            return
-        self._inner._check()  # a failure recorded before the header was built stands
-        build, self._build = self._build, None
-        try:
-            build()
-        except Exception as exc:
-            raise self._inner.fail(exc) from None
+    @property
+    def header(self) -> EnvelopeHeader | None:
+        """The envelope header, once built (``None`` until the first ``feed``/``finish``)."""
+        return self._sealer.header
 
     @property
     def state(self) -> State:
-        return self._inner.state
+        return self._sealer.state
+
+    def _segmented(self) -> _Sealer:
+        if len(self.stages) > 1:
+            raise InvalidParameterError(
+                "a signing EnvelopeEncryptor is two stages (encryptor, signature tap): "
+                "run it with update()/finalize() or through streamcrypt.pipeline()"
+            )
+        return self._sealer
 
     @property
     def header_pending(self) -> bool:
         """True until the header is built (the first ``feed``/``finish`` builds it)."""
-        return self._build is not None
+        return self._sealer.header_pending
 
     def take_header(self) -> bytes:
         """The envelope and container headers, once; ``b""`` afterwards (and before the
         first ``feed``/``finish`` built them)."""
-        if self._build is not None:
-            return b""
-        header, self._header = self._header, b""
-        return header + self._inner.take_header()
-
-    def _signed(self, jobs: list[SegmentJob], final: bool) -> list[SegmentJob]:
-        signer = self._signer
-        assert signer is not None
-        try:
-            out = b"".join([job.run() for job in jobs])
-            signer.update(out)
-            if final:
-                signer.finalize()
-                out += signer.signature()
-        except Exception as exc:
-            raise self._inner.fail(exc) from None
-        return [SegmentJob(_COPY, True, 0, 1, out, final)] if out or final else []
+        return self._segmented().take_header()
 
     def feed(self, data: Buffer) -> list[SegmentJob]:
-        """Jobs for the segments now complete (already sealed when signing)."""
-        self._settle()
-        jobs = self._inner.feed(data)
-        return jobs if self._signer is None else self._signed(jobs, False)
+        """Jobs for the segments now complete (unsigned only)."""
+        return self._segmented().feed(data)
 
     def finish(self) -> list[SegmentJob]:
-        """The final segment's job (followed by the signature when signing)."""
-        self._settle()
-        jobs = self._inner.finish()
-        return jobs if self._signer is None else self._signed(jobs, True)
+        """The final segment's job (unsigned only)."""
+        return self._segmented().finish()
 
     def fail(self, exc: BaseException) -> BaseException:
-        return self._inner.fail(exc)
-
-    def update(self, data: Buffer) -> bytes:
-        jobs = self.feed(data)
-        header = self.take_header()
-        return header + b"".join([job.run() for job in jobs])
-
-    def finalize(self) -> bytes:
-        jobs = self.finish()
-        return self.take_header() + b"".join([job.run() for job in jobs])
+        return self._sealer.fail(exc)
 
 
 def _identity_list(
@@ -873,34 +843,35 @@ def _identity_list(
     max_params: Argon2Params,
     max_scrypt: ScryptParams,
 ) -> list[Identity]:
-    if isinstance(identities, str) or hasattr(identities, "unwrap"):
-        identities = [identities]  # type: ignore[list-item]
-    out: list[Identity] = [parse_identity(i) if isinstance(i, str) else i for i in identities]
+    out = _IDENTITIES(
+        identities,
+        passphrase,
+        lambda p: PassphraseIdentity(p, max_params=max_params, max_scrypt=max_scrypt),
+    )
     for i in out:
-        if not callable(getattr(i, "unwrap", None)) or not hasattr(i, "kinds"):
-            raise InvalidParameterError(f"not an identity: {type(i).__name__}")
-    if passphrase is not None:
-        out.append(PassphraseIdentity(passphrase, max_params=max_params, max_scrypt=max_scrypt))
-    if not out:
-        raise InvalidParameterError("decrypting an envelope needs identities or a passphrase")
+        if not hasattr(i, "kinds"):
+            raise InvalidParameterError(f"an envelope identity needs kinds: {type(i).__name__}")
     return out
 
 
-class _HeaderReader:
+class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
     """Opens the envelope header once (KDF work happens once), then the container header."""
 
-    __slots__ = ("_aad", "_identities", "_payload_key", "_verify", "header")
+    __slots__ = ("_aad", "_identities", "_payload_key", "_verify")
 
     def __init__(
         self, identities: Sequence[Identity], aad: Buffer, verify: Ed25519PublicKey | None
     ) -> None:
+        super().__init__()
         self._identities = identities
         self._aad = bytes(aad)
         self._verify = verify
         self._payload_key: SecretKey | None = None
-        self.header: EnvelopeHeader | None = None
 
-    def _open(self, header: EnvelopeHeader) -> SecretKey:
+    def _parse(self, data: bytes | bytearray) -> EnvelopeHeader | int:
+        return _parse_header(data)
+
+    def _open(self, header: EnvelopeHeader) -> None:
         file_key = _open_file_key(header, self._identities)
         mac_key, payload_key = _keys(file_key)
         body = header.raw[:-MAC_SIZE]
@@ -917,17 +888,13 @@ class _HeaderReader:
                 raise InvalidSignatureError(
                     "the envelope is signed by another key than verify_with names"
                 )
-        return payload_key
+        self._payload_key = payload_key
 
-    def __call__(self, data: bytes | bytearray) -> tuple[SegmentCodec, int] | int | None:
-        if self.header is None:
-            header = _parse_header(data)
-            if isinstance(header, int):
-                return header
-            self._payload_key = self._open(header)
-            self.header = header
+    def _payload(
+        self, header: EnvelopeHeader, data: bytes | bytearray
+    ) -> tuple[SegmentCodec, int] | None:
         assert self._payload_key is not None
-        size = self.header.size
+        size = header.size
         inner = bytes(data[size : size + container.MAX_HEADER_SIZE])  # a header fits in it
         parsed = container.read_header(inner)
         if parsed is None or len(inner) < parsed[1] + container.TAG_SIZE:
@@ -935,7 +902,7 @@ class _HeaderReader:
         if parsed[0].key_id:
             raise FormatError("the container inside an envelope must not name a key id")
         lay = container.layout(
-            self._payload_key, inner, len(data) - size, aad=self.header.raw + self._aad
+            self._payload_key, inner, len(data) - size, aad=header.raw + self._aad
         )
         return lay.codec, size + lay.header_size
 

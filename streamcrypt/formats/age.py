@@ -36,7 +36,7 @@ def encrypt(
     The arguments are checked here, at the call; a passphrase's scrypt runs on a worker
     thread (inline only with ``policy=None``), never on the event loop.
     """
-    enc = AgeEncryptor(list(recipients), passphrase, work_factor=work_factor)
+    enc = AgeEncryptor(recipients=list(recipients), passphrase=passphrase, work_factor=work_factor)
     return stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy)
 
 
@@ -54,7 +54,9 @@ def decrypt(
     :func:`decrypt_bytes` detects it, however the source is cut (leading whitespace
     included): reading goes on until the verdict is known.
     """
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    dec = AgeDecryptor(
+        identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
+    )
     return _decrypt(source, dec, policy)
 
 
@@ -100,7 +102,7 @@ def encrypt_bytes(
 ) -> bytes:
     """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its
     chunks sealed on all cores. Raises as :class:`AgeEncryptor`."""
-    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
+    enc = AgeEncryptor(recipients=recipients, passphrase=passphrase, work_factor=work_factor)
     out = run_segmented(enc, plaintext, policy)
     return _armor(out) if armor else out
 
@@ -125,7 +127,11 @@ def decrypt_bytes(
             armored.finalize()
         except FormatError:
             # As a stream meets them: a fault in the bytes before the bad armor wins.
-            AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor).update(data)
+            AgeDecryptor(
+                identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
+            ).update(data)
             raise
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
+    dec = AgeDecryptor(
+        identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
+    )
     return run_segmented(dec, data, policy)
