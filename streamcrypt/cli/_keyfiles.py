@@ -8,7 +8,8 @@ Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has th
   every container header), ``key: <base64>`` (32 bytes);
 * X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
   with a ``# public key: sc-x25519-pub1...`` comment;
-* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them;
+* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them, or an
+  SSH private key file (Ed25519 or RSA; OpenSSH or PEM), as age's ``-i ~/.ssh/id_rsa``;
 * Tink keysets: a cleartext JSON keyset (read only).
 
 Every failure here is a key problem: :class:`KeyFileError` (exit code 3). Messages name
@@ -171,8 +172,8 @@ def load_key_file(path: str) -> KeyFile:
             return KeyFile(path, "tink", tink_keyset=_tink_keyset.keyset_from_json(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
-    if text.lstrip().startswith("-----BEGIN OPENSSH PRIVATE KEY-----"):
-        try:  # an OpenSSH key file (as age's -i ~/.ssh/id_ed25519)
+    if text.lstrip().startswith("-----BEGIN "):
+        try:  # an SSH private key file (as age's -i ~/.ssh/id_ed25519 or id_rsa)
             return KeyFile(path, "age", age_identities=_age.parse_identities(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: {exc}") from None
