@@ -303,6 +303,26 @@ def test_age_recipients_interop_with_pyrage(work: Path, public: dict[str, str]) 
     assert wrong.returncode == 3 and not (work / "x.bin").exists()
 
 
+def test_key_messages_name_every_accepted_kind(work: Path, public: dict[str, str]) -> None:
+    """A wrong recipient, identity or key file is told every form the command accepts."""
+    sealed = sc("encrypt", "-r", public["id.age"], "-o", "a.age", "in.bin", cwd=work)
+    assert sealed.returncode == 0
+    cases = [
+        (
+            ["encrypt", "-r", "nonsense", "in.bin"],
+            ["age1pq1", "ssh-ed25519", "ssh-rsa", "sc-x25519"],
+        ),
+        (["encrypt", "-a", "-i", "id.x", "in.bin"], ["AGE-SECRET-KEY-PQ-1", "ssh-rsa", "age1pq1"]),
+        (["encrypt", "-a", "-k", "k.key", "in.bin"], ["ssh-rsa", "AGE-SECRET-KEY-PQ-1"]),
+        (["decrypt", "-i", "id.x", "a.age"], ["AGE-SECRET-KEY-1", "ssh-rsa", "ssh-ed25519"]),
+    ]
+    for args, words in cases:
+        proc = sc(*args, "-o", "out.bin", cwd=work)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert all(word.encode() in proc.stderr for word in words), (args, proc.stderr)
+        assert not (work / "out.bin").exists()
+
+
 def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, str]) -> None:
     armored = sc("encrypt", "-r", public["id.age"], "--armor", cwd=work, stdin=DATA)
     assert armored.returncode == 0
@@ -712,9 +732,7 @@ def test_passphrase_prompt_without_echo(work: Path) -> None:
 # ------------------------------------------------------------------ outputs that fail
 
 
-def test_output_directory_or_missing_directory_fails_before_any_work(
-    work: Path, key: Path
-) -> None:
+def test_output_directory_or_missing_directory_fails_before_any_work(work: Path, key: Path) -> None:
     (work / "d").mkdir()
     for args in (
         ["encrypt", "-k", key, "-o", "d", "in.bin"],

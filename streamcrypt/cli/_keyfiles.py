@@ -39,6 +39,8 @@ from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 
 __all__ = [
+    "AGE_IDENTITY_KINDS",
+    "AGE_RECIPIENT_KINDS",
     "KeyFile",
     "KeyFileError",
     "load_key_file",
@@ -54,6 +56,14 @@ _VERSION = _kf.KEY_FILE_VERSION
 _MAX_KEY_FILE = 1 << 20
 
 KeyKind = Literal["symmetric", "ed25519", "x25519", "age", "tink"]
+
+#: Every recipient form age encryption takes (for messages).
+AGE_RECIPIENT_KINDS = "age1..., age1pq1..., 'ssh-ed25519 AAAA...' or 'ssh-rsa AAAA...'"
+#: Every identity file form age takes (for messages).
+AGE_IDENTITY_KINDS = (
+    "AGE-SECRET-KEY-1... or AGE-SECRET-KEY-PQ-1... lines, or an ssh-ed25519 or ssh-rsa "
+    "private key such as ~/.ssh/id_ed25519"
+)
 
 
 class KeyFileError(CliError):
@@ -116,7 +126,7 @@ def _read_text(path: str) -> str:
     except UnicodeDecodeError:
         raise KeyFileError(
             f"{path} is not a text key file (expected a file written by 'streamcrypt keygen', "
-            "an age identity file or a Tink JSON keyset)"
+            "an age identity file, an SSH private key or a Tink JSON keyset)"
         ) from None
 
 
@@ -154,7 +164,10 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
             ident = _envelope.parse_identity(line)
             envelope_ids.append(ident)
         else:
-            raise KeyFileError(f"{path}: line {number} is not an identity")
+            raise KeyFileError(
+                f"{path}: line {number} is not an identity (AGE-SECRET-KEY-1..., "
+                "AGE-SECRET-KEY-PQ-1... or SC-X25519-SECRET-1...)"
+            )
         if isinstance(ident, X25519SecretText):  # an X25519 key pair serves Noise too
             raws.append(ident.secret_key().secret_bytes())
     if envelope_ids and age_ids:
