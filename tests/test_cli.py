@@ -181,6 +181,41 @@ def test_wrong_key_exit_codes_and_no_output(work: Path, key: Path) -> None:
     assert not (work / "plain.bin").exists() and leftovers(work) == []
 
 
+def test_output_that_is_not_a_regular_file_is_written_in_place(work: Path, key: Path) -> None:
+    """-o naming a FIFO (or /dev/null) writes into it, as age does; it is never replaced
+    by a temporary renamed over it."""
+    import threading
+
+    fifo = work / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    enc = sc("encrypt", "-k", key, "-o", fifo, "in.bin", cwd=work)
+    reader.join(TIMEOUT)
+    assert enc.returncode == 0, enc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and leftovers(work) == []
+    import streamcrypt
+
+    raw = base64.b64decode(key_line(key))
+    assert streamcrypt.decrypt_bytes(got[0], raw) == DATA
+
+    import anyio
+
+    from streamcrypt.cli._io import StdoutOutput, open_output
+
+    async def devnull() -> None:
+        out = await open_output(os.devnull)
+        try:
+            assert isinstance(out, StdoutOutput) and out.name == os.devnull
+            await out.write(b"discarded")
+        finally:
+            await out.commit()
+
+    anyio.run(devnull)
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
 def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:
     assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
     sealed = bytearray((work / "out.sc").read_bytes())
