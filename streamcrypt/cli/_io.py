@@ -16,14 +16,13 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from ..abc import Buffer
-from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_IO, CliError
 
 __all__ = [
@@ -407,10 +406,10 @@ class FileOutput(Output):
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            await anyio.to_thread.run_sync(commit_temporary, fd, self._tmp, self.name)
+            await anyio.to_thread.run_sync(_atomic().commit_temporary, fd, self._tmp, self.name)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):  # commit_temporary closed the descriptor
-                await anyio.to_thread.run_sync(discard_temporary, None, self._tmp)
+                await anyio.to_thread.run_sync(_atomic().discard_temporary, None, self._tmp)
             if isinstance(exc, OSError):
                 raise _cannot_write(self.name, exc) from None
             raise
@@ -419,7 +418,16 @@ class FileOutput(Output):
         fd, self._fd = self._fd, None
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(lambda: self._writer.close(drop=True))
-            await anyio.to_thread.run_sync(discard_temporary, fd, self._tmp)
+            await anyio.to_thread.run_sync(_atomic().discard_temporary, fd, self._tmp)
+
+
+def _atomic() -> ModuleType:
+    """:mod:`streamcrypt.transports` (its temporary-file helpers), imported when a file
+    output needs it: the package brings sockets and TLS, which standard output and
+    ``/dev/null`` do not need (start-up)."""
+    from .. import transports
+
+    return transports
 
 
 def _cannot_write(path: str, exc: OSError) -> CliError:
@@ -465,7 +473,7 @@ async def open_output(path: str | None) -> Output:
         return StdoutOutput(fd, path)
     try:
         with anyio.CancelScope(shield=True):  # never leave a temporary behind
-            fd, tmp = await anyio.to_thread.run_sync(create_temporary, path)
+            fd, tmp = await anyio.to_thread.run_sync(_atomic().create_temporary, path)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return FileOutput(path, fd, tmp)

@@ -35,7 +35,6 @@ from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
-from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 
 __all__ = [
@@ -329,6 +328,9 @@ def write_key_file(path: str, text: str, *, force: bool, mode: int = 0o600) -> N
             raise
         os.close(fd)
         return
+    # imported here: the transports package brings sockets and TLS (start-up)
+    from ..transports import commit_temporary, create_temporary, discard_temporary
+
     tmp_fd, tmp = create_temporary(path, mode=mode)  # owner-only from creation on
     try:
         view = memoryview(data)
