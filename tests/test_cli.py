@@ -216,6 +216,25 @@ def test_output_that_is_not_a_regular_file_is_written_in_place(work: Path, key: 
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
+def test_a_write_error_names_the_output_and_is_exit_4() -> None:
+    """The writer thread's error surfaces on the loop as an I/O error naming the output."""
+    import anyio
+
+    from streamcrypt.cli._errors import EXIT_IO, CliError
+    from streamcrypt.cli._io import WRITE_AHEAD, StdoutOutput
+
+    async def full_device() -> None:
+        out = StdoutOutput(os.open("/dev/full", os.O_WRONLY), "/dev/full")
+        with pytest.raises(CliError) as excinfo:
+            for _ in range(4):  # more than the queue holds: a write waits and sees the error
+                await out.write(bytes(WRITE_AHEAD))
+            await out.commit()
+        assert excinfo.value.code == EXIT_IO and "/dev/full" in str(excinfo.value)
+        await out.abort()
+
+    anyio.run(full_device)
+
+
 def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:
     assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
     sealed = bytearray((work / "out.sc").read_bytes())

@@ -333,8 +333,11 @@ class Output:
         return self._writer.written
 
     def _raise(self) -> None:
-        if self._writer.error is not None:
-            raise self._writer.error
+        error = self._writer.error
+        if isinstance(error, BrokenPipeError):  # the reader went away: the command ends quietly
+            raise error
+        if error is not None:
+            raise _cannot_write(self.name, error) from None
 
     async def write(self, data: Buffer) -> None:
         self._raise()
@@ -359,7 +362,7 @@ class StdoutOutput(Output):
     """Standard output, or ``-o`` naming what is not a regular file (``/dev/null``, a
     FIFO, a terminal): written in place, as it comes; nothing can be taken back."""
 
-    def __init__(self, fd: int | None = None, name: str = "<stdout>") -> None:
+    def __init__(self, fd: int | None = None, name: str = "standard output") -> None:
         self.name = name
         self._own = fd is not None
         self._fd = sys.stdout.fileno() if fd is None else fd
