@@ -181,6 +181,60 @@ def test_wrong_key_exit_codes_and_no_output(work: Path, key: Path) -> None:
     assert not (work / "plain.bin").exists() and leftovers(work) == []
 
 
+def test_output_that_is_not_a_regular_file_is_written_in_place(work: Path, key: Path) -> None:
+    """-o naming a FIFO (or /dev/null) writes into it, as age does; it is never replaced
+    by a temporary renamed over it."""
+    import threading
+
+    fifo = work / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    enc = sc("encrypt", "-k", key, "-o", fifo, "in.bin", cwd=work)
+    reader.join(TIMEOUT)
+    assert enc.returncode == 0, enc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and leftovers(work) == []
+    import streamcrypt
+
+    raw = base64.b64decode(key_line(key))
+    assert streamcrypt.decrypt_bytes(got[0], raw) == DATA
+
+    import anyio
+
+    from streamcrypt.cli._io import StdoutOutput, open_output
+
+    async def devnull() -> None:
+        out = await open_output(os.devnull)
+        try:
+            assert isinstance(out, StdoutOutput) and out.name == os.devnull
+            await out.write(b"discarded")
+        finally:
+            await out.commit()
+
+    anyio.run(devnull)
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_a_write_error_names_the_output_and_is_exit_4() -> None:
+    """The writer thread's error surfaces on the loop as an I/O error naming the output."""
+    import anyio
+
+    from streamcrypt.cli._errors import EXIT_IO, CliError
+    from streamcrypt.cli._io import WRITE_AHEAD, StdoutOutput
+
+    async def full_device() -> None:
+        out = StdoutOutput(os.open("/dev/full", os.O_WRONLY), "/dev/full")
+        with pytest.raises(CliError) as excinfo:
+            for _ in range(4):  # more than the queue holds: a write waits and sees the error
+                await out.write(bytes(WRITE_AHEAD))
+            await out.commit()
+        assert excinfo.value.code == EXIT_IO and "/dev/full" in str(excinfo.value)
+        await out.abort()
+
+    anyio.run(full_device)
+
+
 def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:
     assert sc("encrypt", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
     sealed = bytearray((work / "out.sc").read_bytes())
@@ -301,6 +355,26 @@ def test_age_recipients_interop_with_pyrage(work: Path, public: dict[str, str]) 
     assert dec.returncode == 0 and dec.stdout == DATA[:5000]
     wrong = sc("decrypt", "-i", "other.age", "-o", "x.bin", "a.age", cwd=work)
     assert wrong.returncode == 3 and not (work / "x.bin").exists()
+
+
+def test_key_messages_name_every_accepted_kind(work: Path, public: dict[str, str]) -> None:
+    """A wrong recipient, identity or key file is told every form the command accepts."""
+    sealed = sc("encrypt", "-r", public["id.age"], "-o", "a.age", "in.bin", cwd=work)
+    assert sealed.returncode == 0
+    cases = [
+        (
+            ["encrypt", "-r", "nonsense", "in.bin"],
+            ["age1pq1", "ssh-ed25519", "ssh-rsa", "sc-x25519"],
+        ),
+        (["encrypt", "-a", "-i", "id.x", "in.bin"], ["AGE-SECRET-KEY-PQ-1", "ssh-rsa", "age1pq1"]),
+        (["encrypt", "-a", "-k", "k.key", "in.bin"], ["ssh-rsa", "AGE-SECRET-KEY-PQ-1"]),
+        (["decrypt", "-i", "id.x", "a.age"], ["AGE-SECRET-KEY-1", "ssh-rsa", "ssh-ed25519"]),
+    ]
+    for args, words in cases:
+        proc = sc(*args, "-o", "out.bin", cwd=work)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert all(word.encode() in proc.stderr for word in words), (args, proc.stderr)
+        assert not (work / "out.bin").exists()
 
 
 def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, str]) -> None:
@@ -712,9 +786,7 @@ def test_passphrase_prompt_without_echo(work: Path) -> None:
 # ------------------------------------------------------------------ outputs that fail
 
 
-def test_output_directory_or_missing_directory_fails_before_any_work(
-    work: Path, key: Path
-) -> None:
+def test_output_directory_or_missing_directory_fails_before_any_work(work: Path, key: Path) -> None:
     (work / "d").mkdir()
     for args in (
         ["encrypt", "-k", key, "-o", "d", "in.bin"],

@@ -255,8 +255,14 @@ def _age_style(argv: list[str], parser: _Parser) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given == ["--version"]:  # before building the parser: its formatter costs start-up
+        from .. import __version__
+
+        sys.stdout.write(f"{_PROG} {__version__}\n")
+        return 0
     parser = _build_parser()
-    line = _age_style(list(sys.argv[1:] if argv is None else argv), parser)
+    line = _age_style(given, parser)
     if line[:1] == ["verify"] and any(a.partition("=")[0] == "--scheduler" for a in line):
         parser.error(
             "verify checks Ed25519ph signatures; to authenticate encrypted objects on a "

@@ -43,12 +43,20 @@ from ..errors import (
     InvalidPublicKeyError,
     StreamCryptError,
     UnknownKeyError,
+    UnsupportedFormatError,
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
 from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
-from ._keyfiles import KeyFile, KeyFileError, load_key_file, parse_public_key
+from ._keyfiles import (
+    AGE_IDENTITY_KINDS,
+    AGE_RECIPIENT_KINDS,
+    KeyFile,
+    KeyFileError,
+    load_key_file,
+    parse_public_key,
+)
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE
 
 __all__ = ["run_decrypt", "run_encrypt"]
@@ -257,6 +265,8 @@ def _bad_recipient(text: str, where: str, exc: Exception) -> KeyFileError:
     hint = ""
     if where.startswith("-r") and os.path.isfile(text):
         hint = f" ({text} is a file: give a file of recipients with -R)"
+    elif isinstance(exc, FormatError) and not isinstance(exc, UnsupportedFormatError):
+        hint = f"; a recipient is {AGE_RECIPIENT_KINDS} (age) or sc-x25519-pub1... (native)"
     return KeyFileError(f"{where} does not parse: {exc}{hint}")
 
 
@@ -324,12 +334,17 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
             except StreamCryptError as exc:
                 raise _bad_recipient(text, where, exc) from None
         for kf in keys.identity_files():
-            kf.require("age", purpose="age encryption needs age identities or age1... recipients")
+            kf.require(
+                "age",
+                purpose=f"age encryption needs age identities ({AGE_IDENTITY_KINDS}) "
+                f"or -r recipients ({AGE_RECIPIENT_KINDS})",
+            )
             recipients.extend(ident.recipient for ident in kf.age_identities)
         if key is not None and key.kind != "age":
             raise KeyFileError(
-                f"{key.path} holds {key.describe()}; age encrypts to -r age1... recipients, "
-                "-i age identity files or --passphrase"
+                f"{key.path} holds {key.describe()}; age encrypts to -r recipients "
+                f"({AGE_RECIPIENT_KINDS}), -i identity files ({AGE_IDENTITY_KINDS}) "
+                "or --passphrase"
             )
         if not recipients and keys.passphrase is None:
             raise KeyFileError("age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase")
@@ -494,12 +509,14 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
             _reject(args, fmt, "aad", "verify_with", why="the input is an age file")
             identities: list[_age.IdentityLike] = []
             for kf in keys.identity_files():
-                kf.require("age", purpose="an age file needs age identities")
+                kf.require(
+                    "age", purpose=f"an age file needs age identities ({AGE_IDENTITY_KINDS})"
+                )
                 identities.extend(kf.age_identities)
             if key is not None and key.kind != "age":
                 raise KeyFileError(
                     f"{key.path} holds {key.describe()}, but the input is an age file: "
-                    "give an age identity file or --passphrase"
+                    f"give an age identity file ({AGE_IDENTITY_KINDS}) or --passphrase"
                 )
             if not identities and keys.passphrase is None:
                 raise KeyFileError("the input is an age file: give -i IDENTITY or --passphrase")

@@ -14,18 +14,21 @@ import os
 import stat
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from ..transports import commit_temporary, create_temporary, discard_temporary
+from ..abc import Buffer
 from ._errors import EXIT_IO, CliError
 
 __all__ = [
     "READ_SIZE",
+    "WRITEBACK_STEP",
+    "WRITE_AHEAD",
     "FileOutput",
     "Input",
     "Output",
@@ -195,20 +198,158 @@ class Input:
             self._fd = -1
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+#: Bytes queued for the writer thread before :meth:`Output.write` waits for it.
+WRITE_AHEAD = 16 << 20
+#: A file output asks the kernel to start writing back each this many bytes as they come,
+#: so the fsync at the end waits for the last step only, not for the whole file.
+WRITEBACK_STEP = 8 << 20
+_IOV_BATCH = 64
+
+
+def _writev_all(fd: int, items: list[bytes]) -> None:
+    """Write every item, in order, in as few system calls as the kernel allows."""
+    while items:
+        done = os.writev(fd, items)
+        while items and done >= len(items[0]):
+            done -= len(items.pop(0))
+        if items and done:
+            items[0] = items[0][done:]
+
+
+_sync_range: Any = None
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing ``length`` bytes at ``offset`` to disk without waiting (Linux's
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``); a no-op where there is none."""
+    global _sync_range
+    if _sync_range is None:
+        _sync_range = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            function = getattr(libc, "sync_file_range", None)
+            if function is not None:
+                function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+                _sync_range = function
+    if _sync_range:
+        _sync_range(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE; failure is harmless
+
+
+class _Writer:
+    """A thread that writes queued ``bytes`` to ``fd`` in order, so that writing overlaps
+    the work that produces them. The first error stops it and is kept in ``error``."""
+
+    def __init__(self, fd: int, *, writeback: bool) -> None:
+        import threading
+
+        self._fd = fd
+        self._writeback = writeback
+        self._items: deque[bytes] = deque()
+        self._queued = 0
+        self._cond = threading.Condition()
+        self._closing = False  # no more items: finish the queue, then stop
+        self._dropping = False  # stop at once
+        self._done = False
+        self._idle = False  # the writer waits for items
+        self._full = False  # the producer waits for room
+        self.error: OSError | None = None
+        self.written = 0
+        self._kicked = 0
+        self._thread = threading.Thread(target=self._run, name="streamcrypt-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, data: bytes) -> bool:
+        """Queue ``data``; ``True`` when the queue is over :data:`WRITE_AHEAD` (then the
+        caller should :meth:`wait_room` off the event loop)."""
+        with self._cond:
+            self._items.append(data)
+            self._queued += len(data)
+            if self._idle:  # wake the writer only when it sleeps (a wake-up costs a GIL hop)
+                self._cond.notify_all()
+            return self._queued > WRITE_AHEAD
+
+    def wait_room(self) -> None:
+        with self._cond:
+            while self._queued > WRITE_AHEAD and not self._done:
+                self._full = True
+                self._cond.wait()
+            self._full = False
+
+    def close(self, *, drop: bool = False) -> None:
+        """Stop after writing what is queued (or at once, ``drop``) and wait for it."""
+        with self._cond:
+            self._closing = True
+            self._dropping = self._dropping or drop
+            self._cond.notify_all()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._closing:
+                    self._idle = True
+                    self._cond.wait()
+                self._idle = False
+                if self._dropping or not self._items:
+                    break
+                batch = [self._items.popleft() for _ in range(min(_IOV_BATCH, len(self._items)))]
+            size = sum(map(len, batch))
+            try:
+                _writev_all(self._fd, batch)
+                if self._writeback and self.written + size - self._kicked >= WRITEBACK_STEP:
+                    _start_writeback(self._fd, self._kicked, self.written + size - self._kicked)
+                    self._kicked = self.written + size
+            except OSError as exc:
+                self.error = exc
+                break
+            finally:
+                with self._cond:
+                    self._queued -= size
+                    if self._full and self._queued <= WRITE_AHEAD:
+                        self._cond.notify_all()
+            self.written += size
+        with self._cond:
+            self._done = True
+            self._items.clear()
+            self._cond.notify_all()
 
 
 class Output:
-    """Where a command's bytes go: :meth:`write`, then :meth:`commit` or :meth:`abort`."""
+    """Where a command's bytes go: :meth:`write`, then :meth:`commit` or :meth:`abort`.
+
+    Bytes are written by a thread of the output's own, behind a queue of at most
+    :data:`WRITE_AHEAD` bytes; a write error surfaces from a later :meth:`write` or from
+    :meth:`commit`.
+    """
 
     name: str
-    written: int = 0
+    _writer: _Writer
 
-    async def write(self, data: bytes) -> None:
-        raise NotImplementedError
+    @property
+    def written(self) -> int:
+        """Bytes written so far (not counting those still queued)."""
+        return self._writer.written
+
+    def _raise(self) -> None:
+        error = self._writer.error
+        if isinstance(error, BrokenPipeError):  # the reader went away: the command ends quietly
+            raise error
+        if error is not None:
+            raise _cannot_write(self.name, error) from None
+
+    async def write(self, data: Buffer) -> None:
+        self._raise()
+        if data:
+            if self._writer.put(data if isinstance(data, bytes) else bytes(data)):
+                await anyio.to_thread.run_sync(self._writer.wait_room)
+                self._raise()
+
+    async def _finish(self) -> None:
+        """Write everything queued; raises the writer's error."""
+        await anyio.to_thread.run_sync(self._writer.close, abandon_on_cancel=True)
+        self._raise()
 
     async def commit(self) -> None:
         raise NotImplementedError
@@ -218,23 +359,34 @@ class Output:
 
 
 class StdoutOutput(Output):
-    """Standard output; nothing can be taken back."""
+    """Standard output, or ``-o`` naming what is not a regular file (``/dev/null``, a
+    FIFO, a terminal): written in place, as it comes; nothing can be taken back."""
 
-    def __init__(self) -> None:
-        self.name = "<stdout>"
-        self._fd = sys.stdout.fileno()
-        self.written = 0
+    def __init__(self, fd: int | None = None, name: str = "standard output") -> None:
+        self.name = name
+        self._own = fd is not None
+        self._fd = sys.stdout.fileno() if fd is None else fd
+        self._writer = _Writer(self._fd, writeback=False)
 
-    async def write(self, data: bytes) -> None:
-        if data:
-            await anyio.to_thread.run_sync(_write_all, self._fd, data)
-            self.written += len(data)
+    def _close(self) -> None:
+        if self._own and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     async def commit(self) -> None:
-        pass
+        try:
+            await self._finish()
+        finally:
+            self._close()
 
     async def abort(self) -> None:
-        pass
+        """Write what is queued (plaintext released before a failure stays released, as
+        it would have been without the queue), unless that blocks past a cancellation."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._writer.close, abandon_on_cancel=True)
+        finally:
+            self._close()
 
 
 class FileOutput(Output):
@@ -244,30 +396,41 @@ class FileOutput(Output):
         self.name = path
         self._fd: int | None = fd
         self._tmp = tmp
-        self.written = 0
-
-    async def write(self, data: bytes) -> None:
-        assert self._fd is not None
-        if data:
-            await anyio.to_thread.run_sync(_write_all, self._fd, data)
-            self.written += len(data)
+        self._writer = _Writer(fd, writeback=True)
 
     async def commit(self) -> None:
+        try:
+            await self._finish()
+        except BaseException as exc:
+            await self.abort()
+            if isinstance(exc, OSError):  # name the file the user gave, not the temporary
+                raise _cannot_write(self.name, exc) from None
+            raise
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            await anyio.to_thread.run_sync(commit_temporary, fd, self._tmp, self.name)
+            await anyio.to_thread.run_sync(_atomic().commit_temporary, fd, self._tmp, self.name)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(discard_temporary, None, self._tmp)
-            if isinstance(exc, OSError):  # name the file the user gave, not the temporary
+            with anyio.CancelScope(shield=True):  # commit_temporary closed the descriptor
+                await anyio.to_thread.run_sync(_atomic().discard_temporary, None, self._tmp)
+            if isinstance(exc, OSError):
                 raise _cannot_write(self.name, exc) from None
             raise
 
     async def abort(self) -> None:
         fd, self._fd = self._fd, None
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(discard_temporary, fd, self._tmp)
+            await anyio.to_thread.run_sync(lambda: self._writer.close(drop=True))
+            await anyio.to_thread.run_sync(_atomic().discard_temporary, fd, self._tmp)
+
+
+def _atomic() -> ModuleType:
+    """:mod:`streamcrypt.transports` (its temporary-file helpers), imported when a file
+    output needs it: the package brings sockets and TLS, which standard output and
+    ``/dev/null`` do not need (start-up)."""
+    from .. import transports
+
+    return transports
 
 
 def _cannot_write(path: str, exc: OSError) -> CliError:
@@ -291,13 +454,29 @@ def check_output(path: str | None) -> None:
 async def open_output(path: str | None) -> Output:
     """The output for ``-o PATH`` (atomic) or standard output (``None`` or ``-``).
 
-    Errors name ``PATH``, never the temporary beside it (:class:`CliError`, exit 4)."""
+    A ``PATH`` that exists and is not a regular file (``/dev/null``, a FIFO, a terminal)
+    is written in place, never replaced. Errors name ``PATH``, never the temporary beside
+    it (:class:`CliError`, exit 4)."""
     if path is None or path == "-":
         return StdoutOutput()
     check_output(path)
     try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    if special:
+        try:
+            fd = await anyio.to_thread.run_sync(
+                os.open, path, os.O_WRONLY | os.O_CLOEXEC, abandon_on_cancel=True
+            )
+        except OSError as exc:
+            raise _cannot_write(path, exc) from None
+        return StdoutOutput(fd, path)
+    try:
         with anyio.CancelScope(shield=True):  # never leave a temporary behind
-            fd, tmp = await anyio.to_thread.run_sync(create_temporary, path)
+            fd, tmp = await anyio.to_thread.run_sync(_atomic().create_temporary, path)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return FileOutput(path, fd, tmp)

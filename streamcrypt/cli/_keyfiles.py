@@ -8,7 +8,8 @@ Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has th
   every container header), ``key: <base64>`` (32 bytes);
 * X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
   with a ``# public key: sc-x25519-pub1...`` comment;
-* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them;
+* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them, or an
+  SSH private key file (Ed25519 or RSA; OpenSSH or PEM), as age's ``-i ~/.ssh/id_rsa``;
 * Tink keysets: a cleartext JSON keyset (read only).
 
 Every failure here is a key problem: :class:`KeyFileError` (exit code 3). Messages name
@@ -34,10 +35,11 @@ from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
-from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 
 __all__ = [
+    "AGE_IDENTITY_KINDS",
+    "AGE_RECIPIENT_KINDS",
     "KeyFile",
     "KeyFileError",
     "load_key_file",
@@ -53,6 +55,14 @@ _VERSION = _kf.KEY_FILE_VERSION
 _MAX_KEY_FILE = 1 << 20
 
 KeyKind = Literal["symmetric", "ed25519", "x25519", "age", "tink"]
+
+#: Every recipient form age encryption takes (for messages).
+AGE_RECIPIENT_KINDS = "age1..., age1pq1..., 'ssh-ed25519 AAAA...' or 'ssh-rsa AAAA...'"
+#: Every identity file form age takes (for messages).
+AGE_IDENTITY_KINDS = (
+    "AGE-SECRET-KEY-1... or AGE-SECRET-KEY-PQ-1... lines, or an ssh-ed25519 or ssh-rsa "
+    "private key such as ~/.ssh/id_ed25519"
+)
 
 
 class KeyFileError(CliError):
@@ -115,7 +125,7 @@ def _read_text(path: str) -> str:
     except UnicodeDecodeError:
         raise KeyFileError(
             f"{path} is not a text key file (expected a file written by 'streamcrypt keygen', "
-            "an age identity file or a Tink JSON keyset)"
+            "an age identity file, an SSH private key or a Tink JSON keyset)"
         ) from None
 
 
@@ -153,7 +163,10 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
             ident = _envelope.parse_identity(line)
             envelope_ids.append(ident)
         else:
-            raise KeyFileError(f"{path}: line {number} is not an identity")
+            raise KeyFileError(
+                f"{path}: line {number} is not an identity (AGE-SECRET-KEY-1..., "
+                "AGE-SECRET-KEY-PQ-1... or SC-X25519-SECRET-1...)"
+            )
         if isinstance(ident, X25519SecretText):  # an X25519 key pair serves Noise too
             raws.append(ident.secret_key().secret_bytes())
     if envelope_ids and age_ids:
@@ -171,8 +184,8 @@ def load_key_file(path: str) -> KeyFile:
             return KeyFile(path, "tink", tink_keyset=_tink_keyset.keyset_from_json(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: not a usable Tink keyset: {exc}") from None
-    if text.lstrip().startswith("-----BEGIN OPENSSH PRIVATE KEY-----"):
-        try:  # an OpenSSH key file (as age's -i ~/.ssh/id_ed25519)
+    if text.lstrip().startswith("-----BEGIN "):
+        try:  # an SSH private key file (as age's -i ~/.ssh/id_ed25519 or id_rsa)
             return KeyFile(path, "age", age_identities=_age.parse_identities(text))
         except StreamCryptError as exc:
             raise KeyFileError(f"{path}: {exc}") from None
@@ -315,6 +328,9 @@ def write_key_file(path: str, text: str, *, force: bool, mode: int = 0o600) -> N
             raise
         os.close(fd)
         return
+    # imported here: the transports package brings sockets and TLS (start-up)
+    from ..transports import commit_temporary, create_temporary, discard_temporary
+
     tmp_fd, tmp = create_temporary(path, mode=mode)  # owner-only from creation on
     try:
         view = memoryview(data)

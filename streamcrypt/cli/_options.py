@@ -66,8 +66,9 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         metavar="FILE",
         action="append",
         default=[],
-        help="identity file (age AGE-SECRET-KEY-1... or streamcrypt SC-X25519-SECRET-1...); "
-        "repeatable" + ("" if decrypt else "; encrypts to its public key"),
+        help="identity file: age (AGE-SECRET-KEY-1..., AGE-SECRET-KEY-PQ-1..., or an SSH "
+        "private key such as ~/.ssh/id_ed25519 or ~/.ssh/id_rsa) or streamcrypt "
+        "(SC-X25519-SECRET-1...); repeatable" + ("" if decrypt else "; encrypts to its public key"),
     )
     if not decrypt:
         p.add_argument(
@@ -76,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
             metavar="RECIPIENT",
             action="append",
             default=[],
-            help="public key to encrypt to: age1... (age) or sc-x25519-pub1... (native); "
-            "repeatable",
+            help="public key to encrypt to: age1..., age1pq1..., 'ssh-ed25519 AAAA...' or "
+            "'ssh-rsa AAAA...' (age), or sc-x25519-pub1... (native); repeatable",
         )
         p.add_argument(
             "-R",

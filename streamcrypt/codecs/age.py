@@ -13,7 +13,8 @@ An age file is a textual header and a binary payload::
 A random 16-byte *file key* is wrapped once per recipient in a *stanza*: X25519
 (HKDF-SHA-256 over the shared secret with salt ``share || recipient``, then
 ChaCha20-Poly1305 with a zero nonce), scrypt (a passphrase; must be the only stanza) or
-the hybrid post-quantum ``mlkem768x25519`` (HPKE with ML-KEM-768 + X25519). An identity
+the hybrid post-quantum ``mlkem768x25519`` (HPKE with ML-KEM-768 + X25519); existing SSH
+keys serve as ``ssh-ed25519`` (X25519 with a tweak) and ``ssh-rsa`` (RSA-OAEP). An identity
 unwraps the file key from a stanza addressed to it; the header MAC, keyed with
 ``HKDF(file key, "", "header")``, then authenticates the whole header. The payload key
 is ``HKDF(file key, salt = nonce, "payload")`` and the payload is a STREAM of 64 KiB
@@ -45,8 +46,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hpke, serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, x25519
+from cryptography.hazmat.primitives import hashes, hpke, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, padding, rsa, x25519
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from cryptography.hazmat.primitives.serialization import SSHPublicKeyTypes
 
 from ..abc import Buffer
 from ..deprecation import keyword_only
@@ -103,6 +106,8 @@ __all__ = [
     "ScryptRecipient",
     "SshEd25519Identity",
     "SshEd25519Recipient",
+    "SshRsaIdentity",
+    "SshRsaRecipient",
     "Stanza",
     "X25519Identity",
     "X25519Recipient",
@@ -140,8 +145,17 @@ _SCRYPT_LABEL = b"age-encryption.org/v1/scrypt"
 _PQ_INFO = b"age-encryption.org/mlkem768x25519"
 _SSH_ED25519_INFO = b"age-encryption.org/v1/ssh-ed25519"
 _SSH_ED25519 = "ssh-ed25519"
+_SSH_RSA_LABEL = b"age-encryption.org/v1/ssh-rsa"
+_SSH_RSA = "ssh-rsa"
 _SSH_TAG_SIZE = 4
-_OPENSSH_PRIVATE_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
+# authorized_keys key types start so (ssh-rsa, ecdsa-sha2-nistp256, sk-ssh-ed25519@...)
+_SSH_PREFIXES = ("ssh-", "ecdsa-", "sk-")
+# age and rage refuse smaller RSA keys; OpenSSH (and OpenSSL's RSA) stop at 16384 bits.
+_RSA_MIN_BITS = 2048
+_RSA_MAX_BITS = 16384
+# An SSH private key file: OpenSSH's own form or PEM (PKCS#1 "RSA PRIVATE KEY", PKCS#8).
+_PEM_BEGIN = "-----BEGIN "
+_OPENSSH_PRIVATE_BEGIN = b"-----BEGIN OPENSSH PRIVATE KEY-----"
 _PQ_ENC_SIZE = 1120
 _PQ_PUBLIC_SIZE = 1184 + 32
 _WRAPPED_SIZE = FILE_KEY_SIZE + TAG_SIZE
@@ -576,12 +590,53 @@ class ScryptIdentity:
 # ---------------------------------------------------------------------------------------
 
 
-def _ssh_wire(public_key: ed25519.Ed25519PublicKey) -> bytes:
-    """The SSH wire encoding of an Ed25519 public key (the base64 of authorized_keys)."""
+def _ssh_wire(public_key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey) -> bytes:
+    """The SSH wire encoding of a public key (the base64 of authorized_keys)."""
     line = public_key.public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
     return base64.b64decode(line.split()[1])
+
+
+def _ssh_tag(wire: bytes) -> bytes:
+    """The stanza tag of an SSH recipient: the first 4 bytes of SHA-256 of its wire key."""
+    return hashlib.sha256(wire).digest()[:_SSH_TAG_SIZE]
+
+
+def _ssh_public_key(text: str, kind: str) -> SSHPublicKeyTypes:
+    """The key of an authorized_keys line ``<kind> AAAA... [comment]``; raises
+    :class:`FormatError` (:class:`UnsupportedFormatError` for an SSH type age lacks)."""
+    fields = text.split()
+    if len(fields) < 2 or not fields[0].startswith(_SSH_PREFIXES):
+        raise FormatError(f"not an SSH public key line ({kind} AAAA...)")
+    if fields[0] not in (_SSH_ED25519, _SSH_RSA):
+        raise UnsupportedFormatError(
+            f"SSH key type {fields[0][:32]!r} is not supported as an age recipient; "
+            "use an ssh-ed25519 or ssh-rsa key"
+        )
+    if fields[0] != kind:
+        raise FormatError(f"not an {kind} public key line")
+    try:
+        return serialization.load_ssh_public_key(f"{fields[0]} {fields[1]}".encode())
+    except (ValueError, UnsupportedAlgorithm):
+        raise FormatError(f"the {kind} public key does not parse") from None
+
+
+def _ssh_private_key(data: str | Buffer) -> PrivateKeyTypes:
+    """The key in an unencrypted OpenSSH or PEM private key file; raises
+    :class:`FormatError` (:class:`UnsupportedFormatError` when passphrase-protected)."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    try:
+        if raw.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
+            return serialization.load_ssh_private_key(raw, password=None)
+        return serialization.load_pem_private_key(raw, password=None)
+    except TypeError:  # cryptography's "a password is needed"
+        raise UnsupportedFormatError(
+            "the SSH private key is passphrase-protected: decrypt a copy with "
+            "'ssh-keygen -p' (only unencrypted keys are read)"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise FormatError("the SSH private key file does not parse") from None
 
 
 class SshEd25519Recipient:
@@ -605,7 +660,7 @@ class SshEd25519Recipient:
         self._ed25519 = key.public_bytes_raw()
         self._x25519 = eddsa_to_x25519(self._ed25519)
         self._wire = _ssh_wire(key)
-        self._tag = hashlib.sha256(self._wire).digest()[:_SSH_TAG_SIZE]
+        self._tag = _ssh_tag(self._wire)
         tweak = hkdf(b"", salt=self._wire, info=_SSH_ED25519_INFO)
         self._tweak = x25519.X25519PrivateKey.from_private_bytes(tweak)
 
@@ -613,18 +668,7 @@ class SshEd25519Recipient:
     def parse(cls, text: str) -> SshEd25519Recipient:
         """Parse an authorized_keys line ``ssh-ed25519 AAAA... [comment]``; raises
         :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type)."""
-        fields = text.split()
-        if len(fields) < 2 or not fields[0].startswith("ssh-"):
-            raise FormatError("not an SSH public key line (ssh-ed25519 AAAA...)")
-        if fields[0] != _SSH_ED25519:
-            raise UnsupportedFormatError(
-                f"SSH key type {fields[0][:32]!r} is not supported as an age recipient; "
-                "use an ssh-ed25519 key"
-            )
-        try:
-            key = serialization.load_ssh_public_key(f"{fields[0]} {fields[1]}".encode())
-        except (ValueError, UnsupportedAlgorithm):
-            raise FormatError("the ssh-ed25519 public key does not parse") from None
+        key = _ssh_public_key(text, _SSH_ED25519)
         if not isinstance(key, ed25519.Ed25519PublicKey):
             raise FormatError("the ssh-ed25519 line does not hold an Ed25519 key")
         return cls(key)
@@ -684,20 +728,9 @@ class SshEd25519Identity:
         Raises :class:`FormatError` for one that does not parse and
         :class:`UnsupportedFormatError` for a passphrase-protected or non-Ed25519 key.
         """
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        try:
-            key = serialization.load_ssh_private_key(raw, password=None)
-        except TypeError:  # cryptography's "a password is needed"
-            raise UnsupportedFormatError(
-                "the OpenSSH private key is passphrase-protected: decrypt a copy with "
-                "'ssh-keygen -p' (only unencrypted keys are read)"
-            ) from None
-        except (ValueError, UnsupportedAlgorithm):
-            raise FormatError("the OpenSSH private key does not parse") from None
+        key = _ssh_private_key(data)
         if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise UnsupportedFormatError(
-                "only ssh-ed25519 private keys are supported as age identities"
-            )
+            raise UnsupportedFormatError("the SSH private key is not an Ed25519 key")
         return cls(key)
 
     @property
@@ -727,6 +760,147 @@ class SshEd25519Identity:
 
     def __repr__(self) -> str:
         return f"SshEd25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
+
+
+def _oaep() -> padding.OAEP:
+    """age's RSA-OAEP parameters: SHA-256, MGF1 with SHA-256, the ssh-rsa label."""
+    return padding.OAEP(
+        mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=_SSH_RSA_LABEL
+    )
+
+
+class SshRsaRecipient:
+    """An OpenSSH RSA public key as an age recipient (``ssh-rsa AAAA...``).
+
+    The stanza is ``-> ssh-rsa <tag>``, the tag being the first 4 bytes of SHA-256 of the
+    SSH wire key; its body is the file key under RSA-OAEP (SHA-256, MGF1-SHA-256, label
+    ``age-encryption.org/v1/ssh-rsa``). Keys under 2048 bits raise
+    :class:`InvalidKeySizeError`, as age and rage refuse them.
+    """
+
+    __slots__ = ("_key", "_tag", "_wire")
+
+    def __init__(self, public_key: rsa.RSAPublicKey) -> None:
+        if not isinstance(public_key, rsa.RSAPublicKey):
+            raise InvalidParameterError(
+                f"an ssh-rsa recipient takes an RSA public key, not {type(public_key).__name__}"
+            )
+        if not _RSA_MIN_BITS <= public_key.key_size <= _RSA_MAX_BITS:
+            raise InvalidKeySizeError(
+                f"an ssh-rsa age key must have {_RSA_MIN_BITS} to {_RSA_MAX_BITS} bits, "
+                f"this one has {public_key.key_size}"
+            )
+        self._key = public_key
+        self._wire = _ssh_wire(public_key)
+        self._tag = _ssh_tag(self._wire)
+
+    @classmethod
+    def parse(cls, text: str) -> SshRsaRecipient:
+        """Parse an authorized_keys line ``ssh-rsa AAAA... [comment]``; raises
+        :class:`FormatError` and :class:`InvalidKeySizeError` (under 2048 bits)."""
+        key = _ssh_public_key(text, _SSH_RSA)
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise FormatError("the ssh-rsa line does not hold an RSA key")
+        return cls(key)
+
+    @property
+    def key_size(self) -> int:
+        """The modulus size in bits."""
+        return self._key.key_size
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One ssh-rsa stanza (the body is as long as the modulus)."""
+        body = self._key.encrypt(file_key, _oaep())
+        return [Stanza((_SSH_RSA, _b64encode(self._tag).decode()), body)]
+
+    def __str__(self) -> str:
+        return f"{_SSH_RSA} {base64.b64encode(self._wire).decode()}"
+
+    def __repr__(self) -> str:
+        return f"SshRsaRecipient({str(self)[:24]!r}..., {self.key_size} bits)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SshRsaRecipient) and other._wire == self._wire
+
+    def __hash__(self) -> int:
+        return hash(self._wire)
+
+
+class SshRsaIdentity:
+    """An OpenSSH RSA private key as an age identity. Its repr shows only the recipient.
+
+    Keys under 2048 bits raise :class:`InvalidKeySizeError`.
+    """
+
+    __slots__ = ("_private", "_recipient")
+
+    def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
+        if not isinstance(private_key, rsa.RSAPrivateKey):
+            raise InvalidParameterError(
+                f"an ssh-rsa identity takes an RSA private key, not {type(private_key).__name__}"
+            )
+        self._recipient = SshRsaRecipient(private_key.public_key())
+        self._private = private_key
+
+    @classmethod
+    def generate(cls, key_size: int = 3072) -> SshRsaIdentity:
+        """A fresh key (3072 bits, as ``ssh-keygen -t rsa`` makes, unless told otherwise)."""
+        if not _RSA_MIN_BITS <= key_size <= _RSA_MAX_BITS:
+            raise InvalidKeySizeError(
+                f"an ssh-rsa age key must have {_RSA_MIN_BITS} to {_RSA_MAX_BITS} bits"
+            )
+        return cls(rsa.generate_private_key(public_exponent=65537, key_size=key_size))
+
+    @classmethod
+    def from_openssh(cls, data: str | Buffer) -> SshRsaIdentity:
+        """Load an unencrypted RSA private key file: OpenSSH's own form
+        (``-----BEGIN OPENSSH PRIVATE KEY``) or PEM (``BEGIN RSA PRIVATE KEY``, as
+        ``ssh-keygen -m PEM`` writes, or PKCS#8 ``BEGIN PRIVATE KEY``).
+
+        Raises :class:`FormatError` for one that does not parse,
+        :class:`UnsupportedFormatError` for a passphrase-protected or non-RSA key and
+        :class:`InvalidKeySizeError` for one under 2048 bits.
+        """
+        key = _ssh_private_key(data)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise UnsupportedFormatError("the SSH private key is not an RSA key")
+        return cls(key)
+
+    @property
+    def recipient(self) -> SshRsaRecipient:
+        return self._recipient
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from the ssh-rsa stanza for this key, else ``None``.
+
+        Stanzas with another key's tag are skipped. Raises :class:`FormatError` for a
+        malformed ssh-rsa stanza and :class:`AuthenticationError` for one with this key's
+        tag that does not decrypt (tampered or corrupted; age fails there too).
+        """
+        ours = self._recipient
+        size = (ours.key_size + 7) // 8
+        for stanza in stanzas:
+            if stanza.kind != _SSH_RSA:
+                continue
+            if len(stanza.args) != 2:
+                raise FormatError("age ssh-rsa stanza must have 1 argument after its type")
+            if _stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+                continue
+            if len(stanza.body) != size:
+                raise FormatError(f"age ssh-rsa stanza body must be {size} bytes for this key")
+            try:
+                return self._private.decrypt(stanza.body, _oaep())
+            except ValueError:
+                raise AuthenticationError(
+                    "the ssh-rsa stanza for this key does not decrypt: "
+                    "the file was tampered with or corrupted"
+                ) from None
+        return None
+
+    def __repr__(self) -> str:
+        return f"SshRsaIdentity(<secret hidden>, recipient={self._recipient!r})"
 
     __str__ = __repr__
 
@@ -855,37 +1029,57 @@ class MLKEM768X25519Identity:
     __str__ = __repr__
 
 
-#: A recipient: an ``age1...`` or ``ssh-ed25519 AAAA...`` string or a :class:`Recipient`.
+#: A recipient: an ``age1...``, ``ssh-ed25519 AAAA...`` or ``ssh-rsa AAAA...`` string or a
+#: :class:`Recipient`.
 RecipientLike = str | Recipient
-#: An identity: an ``AGE-SECRET-KEY-1...`` string, an OpenSSH Ed25519 private key file's
-#: text, or an :class:`Identity`.
+#: An identity: an ``AGE-SECRET-KEY-1...`` string, an SSH (Ed25519 or RSA) private key
+#: file's text, or an :class:`Identity`.
 IdentityLike = str | Identity
 #: What :func:`parse_recipient` returns.
-AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient
+AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient | SshRsaRecipient
 #: What :func:`parse_identity` returns.
-AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity
+AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity | SshRsaIdentity
+
+
+def _ssh_identity(text: str) -> SshEd25519Identity | SshRsaIdentity:
+    """The identity in an SSH private key file; raises :class:`FormatError`
+    (:class:`UnsupportedFormatError` for a locked key or a type age lacks)."""
+    key = _ssh_private_key(text)
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return SshEd25519Identity(key)
+    if isinstance(key, rsa.RSAPrivateKey):
+        return SshRsaIdentity(key)
+    raise UnsupportedFormatError(
+        "only ssh-ed25519 and ssh-rsa private keys are supported as age identities"
+    )
 
 
 def parse_recipient(text: str) -> AnyRecipient:
-    """Parse ``age1...``, ``age1pq1...`` or an SSH public key line ``ssh-ed25519 AAAA...``.
+    """Parse ``age1...``, ``age1pq1...`` or an SSH public key line (``ssh-ed25519 AAAA...``,
+    ``ssh-rsa AAAA...``).
 
-    Raises :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type).
+    Raises :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type,
+    :class:`InvalidKeySizeError` for an RSA key under 2048 bits).
     """
-    if text.startswith("ssh-"):
+    if text.startswith(_SSH_RSA + " "):
+        return SshRsaRecipient.parse(text)
+    if text.startswith(_SSH_PREFIXES):
         return SshEd25519Recipient.parse(text)
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ:
         return MLKEM768X25519Recipient.parse(text)
     if hrp == _HRP_X25519:
         return X25519Recipient.parse(text)
-    raise FormatError("unknown age recipient type: expected age1..., age1pq1... or ssh-ed25519")
+    raise FormatError(
+        "unknown age recipient type: expected age1..., age1pq1..., ssh-ed25519 or ssh-rsa"
+    )
 
 
 def parse_identity(text: str) -> AnyIdentity:
-    """Parse ``AGE-SECRET-KEY-1...``, ``AGE-SECRET-KEY-PQ-1...`` or an unencrypted OpenSSH
-    Ed25519 private key file's text; raises :class:`FormatError`."""
-    if text.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
-        return SshEd25519Identity.from_openssh(text)
+    """Parse ``AGE-SECRET-KEY-1...``, ``AGE-SECRET-KEY-PQ-1...`` or an unencrypted SSH
+    (Ed25519 or RSA, OpenSSH or PEM) private key file's text; raises :class:`FormatError`."""
+    if text.lstrip().startswith(_PEM_BEGIN):
+        return _ssh_identity(text)
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ_SECRET:
         return MLKEM768X25519Identity.parse(text)
@@ -896,9 +1090,9 @@ def parse_identity(text: str) -> AnyIdentity:
 
 def parse_identities(text: str) -> list[AnyIdentity]:
     """Parse an identity file: one key a line, blank lines and ``#`` comments skipped, or
-    a whole OpenSSH Ed25519 private key file (as age's ``-i ~/.ssh/id_ed25519``)."""
-    if text.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
-        return [SshEd25519Identity.from_openssh(text)]
+    a whole SSH private key file (as age's ``-i ~/.ssh/id_ed25519`` or ``id_rsa``)."""
+    if text.lstrip().startswith(_PEM_BEGIN):
+        return [_ssh_identity(text)]
     keys = [
         parse_identity(line.strip())
         for line in text.splitlines()
@@ -912,14 +1106,14 @@ def parse_identities(text: str) -> list[AnyIdentity]:
 _RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
     "wrap",
     parse_recipient,
-    "a recipient must be an age1..., age1pq1... or ssh-ed25519 string or a Recipient",
+    "a recipient must be an age1..., age1pq1..., ssh-ed25519 or ssh-rsa string or a Recipient",
     "give at least one recipient or a passphrase",
 )
 _IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
     "unwrap",
     parse_identity,
-    "an identity must be an AGE-SECRET-KEY-... string, an OpenSSH Ed25519 key file's "
-    "text or an Identity",
+    "an identity must be an AGE-SECRET-KEY-... string, an SSH private key file's text "
+    "or an Identity",
     "give at least one identity or a passphrase",
 )
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
+import struct
 
 from ..abc import Buffer, Lifecycle
 from ..errors import FormatError
@@ -102,9 +104,7 @@ class ArmorEncoder(Lifecycle):
             out += BEGIN_LINE + b"\n"
             self._started = True
         if full:
-            encoded = base64.b64encode(self._pending[:full])
-            for pos in range(0, len(encoded), COLUMNS):
-                out += encoded[pos : pos + COLUMNS] + b"\n"
+            out += _lines(base64.b64encode(self._pending[:full]))
             del self._pending[:full]
         return bytes(out)
 
@@ -115,6 +115,17 @@ class ArmorEncoder(Lifecycle):
         tail = base64.b64encode(self._pending)
         self._pending.clear()
         return out + (tail + b"\n" if tail else b"") + END_LINE + b"\n"
+
+
+@functools.lru_cache(maxsize=8)
+def _splitter(count: int) -> struct.Struct:
+    return struct.Struct(f"{COLUMNS}s" * count)
+
+
+def _lines(encoded: bytes) -> bytes:
+    """``encoded`` (a whole number of 64-column lines) with a LF after each line, split in
+    C (a cached ``struct`` format), not by a Python step per line."""
+    return b"\n".join(_splitter(len(encoded) // COLUMNS).unpack(encoded)) + b"\n"
 
 
 _BEFORE, _BODY, _AFTER_LAST, _AFTER_END = range(4)
