@@ -63,7 +63,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import SegmentedFormat
+from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -1613,12 +1613,85 @@ def _verify_whole(
         raise InvalidSignatureError("the message signature did not verify") from None
 
 
-#: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring;
-#: ``segment_size``: the frame length; the encryption context is the codec's keyword).
+def _suite_option(text: str | None) -> int:
+    """The suite id ``suite=`` names: ``"0x0578"``, ``"0478"`` or a suite name."""
+    if text is None:
+        return DEFAULT_SUITE
+    for suite in _SUITE_LIST:
+        if text.strip().upper() == suite.name:
+            return suite.id
+    try:
+        return int(text, 16)
+    except ValueError:
+        raise InvalidParameterError(
+            f"unknown AWS algorithm suite {text!r}: give an id such as '0x0578' or a name"
+        ) from None
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    refuse_password(replace(options, encryption_context=None), "aws")
+    if options.recipients or options.identities or options.passphrase is not None or options.aad:
+        raise InvalidParameterError(
+            'format="aws" takes key= (a keyring, or a list of them), and encryption_context=; '
+            "drop recipients=, identities=, passphrase= and aad="
+        )
+    _keyrings(options.key)
+    context = dict(options.encryption_context or {})
+    serialize_encryption_context(context)  # types and sizes
+    if mode == "rb":
+        if options.suite is not None or options.segment_size is not None:
+            raise InvalidParameterError(
+                "the message header names its suite and frame length: drop suite= and "
+                "segment_size= when reading"
+            )
+        return
+    suite = SUITES.get(_suite_option(options.suite))
+    if suite is None or not suite.committing:
+        raise InvalidParameterError(
+            f'format="aws" writes the committing suites 0x0578 and 0x0478, not {options.suite!r}'
+        )
+    frame = options.segment_size
+    if frame is not None and not 0 < frame <= DEFAULT_MAX_FRAME_LENGTH:
+        raise InvalidParameterError(
+            f"segment_size= (the frame length) must be 1 .. {DEFAULT_MAX_FRAME_LENGTH} (what "
+            "readers accept); non-framed messages: codecs.aws.AwsEncryptor(frame_length=0)"
+        )
+    if any(k.startswith(_RESERVED_PREFIX) for k in context):
+        raise InvalidParameterError(
+            f"encryption context keys starting with {_RESERVED_PREFIX!r} are reserved"
+        )
+
+
+def _encryptor(options: FormatOptions) -> AwsEncryptor:
+    return AwsEncryptor(
+        options.key,
+        encryption_context=options.encryption_context,
+        suite=_suite_option(options.suite),
+        frame_length=options.segment_size or DEFAULT_FRAME_LENGTH,
+    )
+
+
+def _decryptor(options: FormatOptions) -> AwsDecryptor:
+    return AwsDecryptor(options.key, encryption_context=options.encryption_context)
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    return layout(options.key, read_at, stream_size, encryption_context=options.encryption_context)
+
+
+#: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring or a list of
+#: them; ``suite``: ``"0x0578"`` (default) or ``"0x0478"``; ``segment_size``: the frame
+#: length; ``encryption_context``). Its layout reads past the header: it locates the final
+#: frame from the message's end, and for signed suites reads the whole message once to
+#: verify the signature before any range is released.
 FORMAT = SegmentedFormat(
     "aws",
-    encryptor=lambda o: AwsEncryptor(o.key, frame_length=o.segment_size or DEFAULT_FRAME_LENGTH),
-    decryptor=lambda o: AwsDecryptor(o.key),
+    encryptor=_encryptor,
+    decryptor=_decryptor,
+    check=_check,
     detect=is_aws,
-    layout=lambda o, read_at, size: layout(o.key, read_at, size),
+    header_size=header_size,
+    max_header_size=DEFAULT_MAX_HEADER_SIZE,
+    layout=_layout,
+    opens_files=True,
 )
