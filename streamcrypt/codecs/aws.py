@@ -769,49 +769,49 @@ class _FinalFrameSealer(AwsFrameCodec):
 _FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
 _FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
 _SEQ = struct.Struct(">I")
+_NONCE = struct.Struct(">8xI")  # the IV alone
 
 
 class _FramesJob(SegmentJob):
-    """Consecutive regular frames in one tight loop (the engine's hot path at 4 KiB frames).
+    """Consecutive frames in one tight loop (the engine's hot path at 4 KiB frames).
 
-    Same contract and results as :meth:`SegmentJob.run_partial` over
-    :class:`AwsFrameCodec` segments, minus a method call, a few slices and a ``bytes``
-    concatenation per frame.
+    Same contract and results as :meth:`SegmentJob.run_into` over :class:`AwsFrameCodec`
+    segments, minus a method call, a few slices and a ``bytes`` concatenation per regular
+    frame; a final frame (``final``) goes through the codec's own method. :meth:`split`
+    keeps the class, so the engine's claim-sized pieces run this loop too.
     """
 
     __slots__ = ()
 
-    def run_partial(
-        self, out: bytearray | memoryview | None = None
-    ) -> tuple[memoryview, Exception | None]:
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
         codec = self.codec
-        assert isinstance(codec, AwsFrameCodec) and not self.final
+        assert isinstance(codec, AwsFrameCodec)
         src = memoryview(self.data).cast("B")
-        dst = memoryview(out if out is not None else bytearray(self.out_size))
         size = codec.segment_size
         full = size + AwsFrameCodec.overhead
         prefix = codec._frame_prefix
-        head, tail = _FRAME_HEAD.pack, _FRAME_AAD_TAIL.pack
+        tail = _FRAME_AAD_TAIL.pack
         first = seq = self.first_index + 1
+        stop = first + self.count - (1 if self.final else 0)
         pos = written = 0
         try:
             if self.sealing:
                 encrypt = codec._encrypt
-                for seq in range(first, first + self.count):
-                    iv = head(seq, seq)
-                    dst[written : written + 16] = iv
+                head_into, nonce = _FRAME_HEAD.pack_into, _NONCE.pack
+                for seq in range(first, stop):
+                    head_into(out, written, seq, seq)
                     encrypt(
-                        iv[4:],
+                        nonce(seq),
                         src[pos : pos + size],
                         prefix + tail(seq, size),
-                        dst[written + 16 : written + full],
+                        out[written + 16 : written + full],
                     )
                     pos += size
                     written += full
             else:
                 decrypt = codec._decrypt
                 unpack = _SEQ.unpack_from
-                for seq in range(first, first + self.count):
+                for seq in range(first, stop):
                     if unpack(src, pos)[0] != seq:
                         raise AuthenticationError(
                             f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
@@ -821,18 +821,22 @@ class _FramesJob(SegmentJob):
                         bytes(src[pos + 4 : pos + 16]),
                         src[pos + 16 : pos + full],
                         prefix + tail(seq, size),
-                        dst[written : written + size],
+                        out[written : written + size],
                     )
                     pos += full
                     written += size
+            if self.final:
+                seq = stop
+                work = codec.seal_segment if self.sealing else codec.open_segment
+                written += work(stop - 1, src[pos:], True, out[written:])
         except InvalidTag:
             error = AuthenticationError(
                 f"frame {seq} did not verify: tampered, reordered or truncated message"
             )
-            return dst[:written], error
+            return written, error
         except Exception as exc:
-            return dst[:written], exc
-        return dst[:written], None
+            return written, exc
+        return written, None
 
 
 class _SingleBlockCodec(SegmentCodec):
@@ -1225,10 +1229,7 @@ class AwsBodyDecryptor(Lifecycle):
                 return self._end_frames(frame, view)
             jobs.append(self._job(frame, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
-        pos = 0
-        size = len(view)
-        while size - pos >= regular and view[pos : pos + 4] != _FINAL_MARK:
-            pos += regular
+        pos = regular * self._regular_frames(view, regular)
         if pos:
             self._hashed(view[:pos])
             jobs.append(self._job(view[:pos], pos // regular))
@@ -1240,6 +1241,20 @@ class AwsBodyDecryptor(Lifecycle):
         else:
             pending += rest
         return jobs
+
+    @staticmethod
+    def _regular_frames(view: memoryview, regular: int) -> int:
+        """How many whole regular frames ``view`` starts with (it ends before the final
+        frame's ``FFFFFFFF`` mark). Frame starts are read in one strided copy: only a
+        frame whose first byte is FF needs a closer look."""
+        n = len(view) // regular
+        firsts = view[: n * regular : regular].tobytes()
+        at = firsts.find(0xFF)
+        while at >= 0:
+            if view[at * regular : at * regular + 4] == _FINAL_MARK:
+                return at
+            at = firsts.find(0xFF, at + 1)
+        return n
 
     def _frame_size(self, head: Buffer) -> int:
         """The length of the frame starting with ``head``, or of as much of its start as
@@ -1490,7 +1505,7 @@ class AwsLayout(SegmentLayout):
             last = self.final_index
         offset = self.ciphertext_offset(first)
         end = self.body_end if last == self.final_index else self.ciphertext_offset(last + 1)
-        job = SegmentJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
+        job = _FramesJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
         return job, offset, end - offset, start - self.plaintext_offset(first)
 
     def final_segment(self) -> tuple[SegmentJob, int, int]:
