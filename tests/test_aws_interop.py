@@ -26,6 +26,7 @@ from aws_encryption_sdk.identifiers import (  # noqa: E402
 from aws_encryption_sdk.internal.crypto.wrapping_keys import WrappingKey  # noqa: E402
 from aws_encryption_sdk.key_providers.raw import RawMasterKey  # noqa: E402
 
+import streamcrypt  # noqa: E402
 from streamcrypt.codecs import aws  # noqa: E402
 from streamcrypt.errors import (  # noqa: E402
     AuthenticationError,
@@ -299,5 +300,72 @@ def test_async_streams_with_the_sdk() -> None:
         assert got == data
         got = b"".join([c async for c in faws.decrypt(theirs, RING, release="after-signature")])
         assert got == data
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    "alg",
+    [
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY,
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384,
+    ],
+    ids=lambda a: f"0x{a.algorithm_id:04x}",
+)
+def test_files_with_the_sdk(alg: Any, tmp_path: Any) -> None:
+    """streamcrypt.open(format="aws") writes what the SDK reads, and reads (by ranges)
+    what the SDK wrote."""
+    suite = f"0x{alg.algorithm_id:04x}"
+
+    async def main() -> None:
+        for frame, n in ((4096, 50000), (1024, 4096), (512, 0), (128, 1000)):
+            data = _data(n)
+            ours = tmp_path / f"ours-{frame}.aws"
+            async with streamcrypt.open(
+                ours,
+                "wb",
+                format="aws",
+                key=RING,
+                suite=suite,
+                segment_size=frame,
+                encryption_context=CONTEXT,
+            ) as f:
+                await f.write(data)
+            got, header = STRICT.decrypt(source=ours.read_bytes(), key_provider=_their_aes())
+            assert got == data
+            assert header.algorithm == alg and header.frame_length == frame
+            assert all(header.encryption_context[k] == v for k, v in CONTEXT.items())
+            theirs = tmp_path / f"theirs-{frame}.aws"
+            ct, _ = STRICT.encrypt(
+                source=data,
+                key_provider=_their_aes(),
+                algorithm=alg,
+                frame_length=frame,
+                encryption_context=CONTEXT,
+            )
+            theirs.write_bytes(ct)
+            async with streamcrypt.open(
+                theirs, "rb", format="aws", key=RING, encryption_context=CONTEXT
+            ) as f:
+                assert f.size == n
+                assert await f.read() == data
+                rng = random.Random(n)
+                for _ in range(15):
+                    a = rng.randint(0, n)
+                    b = rng.randint(a, n + 5)
+                    await f.seek(a)
+                    assert await f.read(b - a) == data[a:b]
+            # A flipped byte in frame 1 (a regular frame when there are several): the
+            # signature fails at open, an unsigned message's frame at the read.
+            parsed = aws.parse_header(ct)
+            assert parsed is not None
+            bad = bytearray(ct)
+            bad[parsed.size + 30] ^= 1
+            theirs.write_bytes(bytes(bad))
+            regular = n >= frame
+            error = InvalidSignatureError if alg.is_signing() and regular else AuthenticationError
+            with pytest.raises(error):
+                async with streamcrypt.open(theirs, "rb", format="aws", key=RING) as f:
+                    await f.read()
 
     anyio.run(main)

@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from streamcrypt import decrypt_bytes, encrypt_bytes
-from streamcrypt.codecs import container, rclone
+from streamcrypt.codecs import aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy
 from streamcrypt.errors import (
@@ -30,6 +30,7 @@ from streamcrypt.errors import (
     BrokenTransformError,
     FormatError,
     InvalidParameterError,
+    InvalidSignatureError,
     TruncatedStreamError,
     UnknownKeyError,
     UnsupportedFormatError,
@@ -707,6 +708,172 @@ async def test_rclone_wrong_password_and_arguments(tmp_path: Path) -> None:
         open_file(path, "wb", key=KEY, password="pw")
     with pytest.raises(InvalidParameterError, match="rclone"):
         open_file(path, "rb", format="age", passphrase="pw", password2="salt")
+
+
+# ---------------------------------------------------------------------------------------
+# The AWS Encryption SDK message format (interop with the SDK: tests/test_aws_interop.py)
+# ---------------------------------------------------------------------------------------
+
+RING = aws.RawAesKeyring("streamcrypt-test", "files", KEY)
+FRAME = 512
+AWS_CONTEXT = {"purpose": "files"}
+
+
+async def _write_aws(path: Path, data: bytes, suite: str, policy: Any = None) -> None:
+    async with open_file(
+        path,
+        "wb",
+        format="aws",
+        key=RING,
+        suite=suite,
+        segment_size=FRAME,
+        encryption_context=AWS_CONTEXT,
+        policy=policy,
+    ) as f:
+        for off in range(0, len(data), 7000):
+            await f.write(data[off : off + 7000])
+
+
+def _open_aws(path: Path, **kw: Any) -> Any:
+    return open_file(path, "rb", format="aws", key=RING, **kw)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
+@pytest.mark.parametrize("size", [0, 1, FRAME - 1, FRAME, FRAME + 1, 40 * FRAME + 77])
+async def test_aws_round_trip_and_ranged_reads(
+    tmp_path: Path, size: int, suite: str, policy: OffloadPolicy | None
+) -> None:
+    data = plaintext(size, 31)
+    path = tmp_path / "f.aws"
+    await _write_aws(path, data, suite, policy)
+    ct = path.read_bytes()
+    header = aws.parse_header(ct)
+    assert header is not None and header.suite.id == int(suite, 16)
+    assert header.frame_length == FRAME and header.encryption_context["purpose"] == "files"
+    assert aws.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT) == data
+    async with _open_aws(path, policy=policy, encryption_context=AWS_CONTEXT) as f:
+        assert f.seekable and f.size == size
+        assert await f.read() == data
+        rng = random.Random(size)
+        for _ in range(12):
+            a = rng.randint(0, size)
+            b = rng.randint(a, size + FRAME)
+            await f.seek(a)
+            assert await f.read(b - a) == data[a:b]
+    # A seekable wrapped object (its layout reads through the loop) and a stream.
+    async with await anyio.open_file(path, "rb") as raw:
+        async with EncryptedFile.wrap(raw, "rb", format="aws", key=RING, close_wrapped=False) as f:
+            assert f.seekable and f.size == size
+            await f.seek(size // 3)
+            assert await f.read() == data[size // 3 :]
+    async with EncryptedFile.wrap(ChunkReceiver(ct, 1000), "rb", format="aws", key=RING) as f:
+        assert not f.seekable
+        assert await f.read() == data
+
+
+async def test_aws_wrapped_writer_signs(tmp_path: Path) -> None:
+    data = plaintext(10 * FRAME + 3, 32)
+    path = tmp_path / "w.aws"
+    async with await anyio.open_file(path, "wb") as raw:
+        async with EncryptedFile.wrap(
+            raw, "wb", format="aws", key=RING, segment_size=FRAME, close_wrapped=False
+        ) as f:
+            await f.write(data)
+    assert aws.decrypt_bytes(path.read_bytes(), RING) == data
+
+
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
+async def test_aws_tampering_and_truncation_are_typed(tmp_path: Path, suite: str) -> None:
+    data = plaintext(20 * FRAME + 100, 33)
+    path = tmp_path / "f.aws"
+    await _write_aws(path, data, suite)
+    ct = path.read_bytes()
+    header = aws.parse_header(ct)
+    assert header is not None
+    full = FRAME + 32
+    signed = suite == "0x0578"
+
+    async def opening(blob: bytes, **kw: Any) -> None:
+        bad = tmp_path / "bad.aws"
+        bad.write_bytes(blob)
+        async with _open_aws(bad, **kw) as f:
+            await f.read()
+
+    # A flipped byte in frame 3's ciphertext.
+    middle = bytearray(ct)
+    middle[header.size + 3 * full + 20] ^= 1
+    if signed:  # the signature covers it: nothing is released
+        with pytest.raises(InvalidSignatureError):
+            await opening(bytes(middle))
+    else:  # the frame fails; frames before it read
+        bad = tmp_path / "mid.aws"
+        bad.write_bytes(bytes(middle))
+        async with _open_aws(bad) as f:
+            assert await f.read(3 * FRAME) == data[: 3 * FRAME]
+            with pytest.raises(AuthenticationError, match="frame 4"):
+                await f.read(FRAME)
+            await f.seek(5 * FRAME)
+            assert await f.read(FRAME) == data[5 * FRAME : 6 * FRAME]
+    cases: list[tuple[bytes, type[Exception]]] = [
+        (ct[: header.size + 5 * full], TruncatedStreamError),  # cut at a frame boundary
+        (ct[:-1], TruncatedStreamError),
+        (ct + b"\0", TruncatedStreamError),
+        (ct[: header.size - 3], TruncatedStreamError),
+    ]
+    final = bytearray(ct)
+    final[len(ct) - (110 if signed else 5)] ^= 1  # inside the final frame's tag
+    cases.append((bytes(final), AuthenticationError))
+    tagged = bytearray(ct)
+    tagged[header.size - 1] ^= 1  # the header's tag
+    cases.append((bytes(tagged), AuthenticationError))
+    if signed:
+        footer = bytearray(ct)
+        footer[-2] ^= 1
+        cases.append((bytes(footer), InvalidSignatureError))
+    for blob, error in cases:
+        with pytest.raises(error):
+            await opening(blob)
+    with pytest.raises(UnknownKeyError):
+        async with open_file(path, "rb", format="aws", key=aws.RawAesKeyring("x", "y", KEY)):
+            pytest.fail("the body must not run")
+    with pytest.raises(AuthenticationError, match="encryption context"):
+        async with _open_aws(path, encryption_context={"purpose": "other"}):
+            pytest.fail("the body must not run")
+
+
+async def test_aws_arguments_are_checked_at_the_call(tmp_path: Path) -> None:
+    path = tmp_path / "f.aws"
+    for bad in (
+        {"key": KEY},
+        {"key": RING, "suite": "0x0178"},
+        {"key": RING, "suite": "nonsense"},
+        {"key": RING, "segment_size": 0},
+        {"key": RING, "aad": b"x"},
+        {"key": RING, "password": "pw"},
+        {"key": RING, "encryption_context": {"aws-crypto-x": "y"}},
+        {"key": RING, "encryption_context": {"k": 1}},
+    ):
+        with pytest.raises(InvalidParameterError):
+            open_file(path, "wb", format="aws", **bad)
+    with pytest.raises(InvalidParameterError, match="header names"):
+        open_file(path, "rb", format="aws", key=RING, segment_size=FRAME)
+    with pytest.raises(InvalidParameterError, match='format="aws"'):
+        open_file(path, "wb", key=KEY, encryption_context={"k": "v"})
+    async with open_file(
+        path, "wb", format="aws", key=RING, suite="AES_256_GCM_HKDF_SHA512_COMMIT_KEY"
+    ) as f:
+        await f.write(b"named suite")
+    assert aws.parse_header(path.read_bytes()).suite.id == 0x0478  # type: ignore[union-attr]
+    # Non-framed messages and legacy suites are for the codec, not for files.
+    for blob in (
+        aws.encrypt_bytes(b"x" * 100, RING, frame_length=0),
+        aws.encrypt_bytes(b"x" * 100, RING, suite=0x0178, allow_legacy=True),
+    ):
+        path.write_bytes(blob)
+        with pytest.raises(UnsupportedFormatError):
+            async with _open_aws(path):
+                pytest.fail("the body must not run")
 
 
 # ---------------------------------------------------------------------------------------

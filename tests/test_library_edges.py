@@ -124,7 +124,7 @@ def test_mode_is_typed_as_the_two_modes() -> None:
 
 
 def test_messages_name_streamcrypt_open(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedFormatError, match=r"streamcrypt\.open speaks age, native"):
+    with pytest.raises(UnsupportedFormatError, match=r"streamcrypt\.open speaks age, aws, native"):
         streamcrypt.open(tmp_path / "f", "rb", key=bytes(32), format="tink")
     with pytest.raises(InvalidParameterError, match="Use 'rb' or 'wb'"):
         streamcrypt.open(tmp_path / "f", "w", key=bytes(32))  # type: ignore[arg-type]

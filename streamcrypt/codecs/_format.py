@@ -33,8 +33,9 @@ class FormatOptions:
     size less its overhead, secretstream's chunk size, the AWS frame length);
     ``recipients`` / ``identities`` / ``passphrase`` for the formats with stanzas;
     ``password`` / ``password2`` for rclone crypt (the remote's password and salt, in
-    clear, as ``rclone.conf`` holds them once revealed). ``None`` (and empty) means the
-    format's default.
+    clear, as ``rclone.conf`` holds them once revealed); ``encryption_context`` for the
+    AWS format (written into a message; on reading, entries the message must carry).
+    ``None`` (and empty) means the format's default.
     """
 
     key: Any = None
@@ -46,17 +47,21 @@ class FormatOptions:
     passphrase: str | Buffer | None = None
     password: str | None = None
     password2: str = ""
+    encryption_context: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:  # never show keys, passphrases or passwords
         return f"FormatOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
 
 
 def refuse_password(options: FormatOptions, name: str) -> None:
-    """Raise InvalidParameterError if ``password=``/``password2=`` were given to ``name``."""
+    """Raise InvalidParameterError if ``password=``/``password2=`` (rclone's) or
+    ``encryption_context=`` (AWS's) were given to ``name``."""
     if options.password is not None or options.password2:
         raise InvalidParameterError(
             f'password= and password2= belong to format="rclone", not "{name}"'
         )
+    if options.encryption_context:
+        raise InvalidParameterError(f'encryption_context= belongs to format="aws", not "{name}"')
 
 
 def _no_check(options: FormatOptions, mode: str) -> None:

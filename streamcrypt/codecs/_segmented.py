@@ -147,8 +147,8 @@ class SegmentJob:
         return written, None
 
     def split(self, max_bytes: int) -> list[SegmentJob]:
-        """This job as consecutive jobs of whole segments, about ``max_bytes`` of input
-        each (at least one segment); only the last keeps ``final``."""
+        """This job as consecutive jobs of its own class, of whole segments, about
+        ``max_bytes`` of input each (at least one segment); only the last keeps ``final``."""
         codec = self.codec
         full = codec.full_plaintext(1) if self.sealing else codec.full_ciphertext(1)
         per = max(1, max_bytes // full)
@@ -156,13 +156,14 @@ class SegmentJob:
             return [self]
         full0 = codec.full_plaintext(0) if self.sealing else codec.full_ciphertext(0)
         view = memoryview(self.data)
+        make = type(self)
         jobs: list[SegmentJob] = []
         pos, index, left = 0, self.first_index, self.count
         while left > per:
             size = per * full + (full0 - full if index == 0 else 0)
-            jobs.append(SegmentJob(codec, self.sealing, index, per, view[pos : pos + size], False))
+            jobs.append(make(codec, self.sealing, index, per, view[pos : pos + size], False))
             pos, index, left = pos + size, index + per, left - per
-        jobs.append(SegmentJob(codec, self.sealing, index, left, view[pos:], self.final))
+        jobs.append(make(codec, self.sealing, index, left, view[pos:], self.final))
         return jobs
 
 
@@ -241,14 +242,21 @@ class _Segmenter(Lifecycle):
                 return jobs
             jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
-        # Whole segments straight from the caller's buffer, no copy.
+        # Whole segments straight from the caller's buffer, no copy. Every segment but
+        # segment 0 has the same size, so count them by division, not one by one: a
+        # complete segment is taken when more bytes follow it, or (no hold) at the end.
         pos = count = 0
-        while True:
-            full = self._full(codec, self._index + count)
-            if len(view) - pos < full or (hold and len(view) - pos == full):
-                break
-            pos += full
-            count += 1
+        if self._index == 0:
+            full = self._full(codec, 0)
+            if len(view) > full or (len(view) == full and not hold):
+                pos, count = full, 1
+        if count or self._index:
+            full = self._full(codec, 1)
+            left = len(view) - pos
+            more = (left - 1) // full if hold else left // full
+            if more > 0:
+                pos += more * full
+                count += more
         if count:
             jobs.append(self._job(codec, view[:pos], count))
         self._hold(view[pos:])

@@ -63,7 +63,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import SegmentedFormat
+from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -769,49 +769,49 @@ class _FinalFrameSealer(AwsFrameCodec):
 _FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
 _FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
 _SEQ = struct.Struct(">I")
+_NONCE = struct.Struct(">8xI")  # the IV alone
 
 
 class _FramesJob(SegmentJob):
-    """Consecutive regular frames in one tight loop (the engine's hot path at 4 KiB frames).
+    """Consecutive frames in one tight loop (the engine's hot path at 4 KiB frames).
 
-    Same contract and results as :meth:`SegmentJob.run_partial` over
-    :class:`AwsFrameCodec` segments, minus a method call, a few slices and a ``bytes``
-    concatenation per frame.
+    Same contract and results as :meth:`SegmentJob.run_into` over :class:`AwsFrameCodec`
+    segments, minus a method call, a few slices and a ``bytes`` concatenation per regular
+    frame; a final frame (``final``) goes through the codec's own method. :meth:`split`
+    keeps the class, so the engine's claim-sized pieces run this loop too.
     """
 
     __slots__ = ()
 
-    def run_partial(
-        self, out: bytearray | memoryview | None = None
-    ) -> tuple[memoryview, Exception | None]:
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
         codec = self.codec
-        assert isinstance(codec, AwsFrameCodec) and not self.final
+        assert isinstance(codec, AwsFrameCodec)
         src = memoryview(self.data).cast("B")
-        dst = memoryview(out if out is not None else bytearray(self.out_size))
         size = codec.segment_size
         full = size + AwsFrameCodec.overhead
         prefix = codec._frame_prefix
-        head, tail = _FRAME_HEAD.pack, _FRAME_AAD_TAIL.pack
+        tail = _FRAME_AAD_TAIL.pack
         first = seq = self.first_index + 1
+        stop = first + self.count - (1 if self.final else 0)
         pos = written = 0
         try:
             if self.sealing:
                 encrypt = codec._encrypt
-                for seq in range(first, first + self.count):
-                    iv = head(seq, seq)
-                    dst[written : written + 16] = iv
+                head_into, nonce = _FRAME_HEAD.pack_into, _NONCE.pack
+                for seq in range(first, stop):
+                    head_into(out, written, seq, seq)
                     encrypt(
-                        iv[4:],
+                        nonce(seq),
                         src[pos : pos + size],
                         prefix + tail(seq, size),
-                        dst[written + 16 : written + full],
+                        out[written + 16 : written + full],
                     )
                     pos += size
                     written += full
             else:
                 decrypt = codec._decrypt
                 unpack = _SEQ.unpack_from
-                for seq in range(first, first + self.count):
+                for seq in range(first, stop):
                     if unpack(src, pos)[0] != seq:
                         raise AuthenticationError(
                             f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
@@ -821,18 +821,22 @@ class _FramesJob(SegmentJob):
                         bytes(src[pos + 4 : pos + 16]),
                         src[pos + 16 : pos + full],
                         prefix + tail(seq, size),
-                        dst[written : written + size],
+                        out[written : written + size],
                     )
                     pos += full
                     written += size
+            if self.final:
+                seq = stop
+                work = codec.seal_segment if self.sealing else codec.open_segment
+                written += work(stop - 1, src[pos:], True, out[written:])
         except InvalidTag:
             error = AuthenticationError(
                 f"frame {seq} did not verify: tampered, reordered or truncated message"
             )
-            return dst[:written], error
+            return written, error
         except Exception as exc:
-            return dst[:written], exc
-        return dst[:written], None
+            return written, exc
+        return written, None
 
 
 class _SingleBlockCodec(SegmentCodec):
@@ -1225,10 +1229,7 @@ class AwsBodyDecryptor(Lifecycle):
                 return self._end_frames(frame, view)
             jobs.append(self._job(frame, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
-        pos = 0
-        size = len(view)
-        while size - pos >= regular and view[pos : pos + 4] != _FINAL_MARK:
-            pos += regular
+        pos = regular * self._regular_frames(view, regular)
         if pos:
             self._hashed(view[:pos])
             jobs.append(self._job(view[:pos], pos // regular))
@@ -1240,6 +1241,20 @@ class AwsBodyDecryptor(Lifecycle):
         else:
             pending += rest
         return jobs
+
+    @staticmethod
+    def _regular_frames(view: memoryview, regular: int) -> int:
+        """How many whole regular frames ``view`` starts with (it ends before the final
+        frame's ``FFFFFFFF`` mark). Frame starts are read in one strided copy: only a
+        frame whose first byte is FF needs a closer look."""
+        n = len(view) // regular
+        firsts = view[: n * regular : regular].tobytes()
+        at = firsts.find(0xFF)
+        while at >= 0:
+            if view[at * regular : at * regular + 4] == _FINAL_MARK:
+                return at
+            at = firsts.find(0xFF, at + 1)
+        return n
 
     def _frame_size(self, head: Buffer) -> int:
         """The length of the frame starting with ``head``, or of as much of its start as
@@ -1490,7 +1505,7 @@ class AwsLayout(SegmentLayout):
             last = self.final_index
         offset = self.ciphertext_offset(first)
         end = self.body_end if last == self.final_index else self.ciphertext_offset(last + 1)
-        job = SegmentJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
+        job = _FramesJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
         return job, offset, end - offset, start - self.plaintext_offset(first)
 
     def final_segment(self) -> tuple[SegmentJob, int, int]:
@@ -1613,12 +1628,85 @@ def _verify_whole(
         raise InvalidSignatureError("the message signature did not verify") from None
 
 
-#: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring;
-#: ``segment_size``: the frame length; the encryption context is the codec's keyword).
+def _suite_option(text: str | None) -> int:
+    """The suite id ``suite=`` names: ``"0x0578"``, ``"0478"`` or a suite name."""
+    if text is None:
+        return DEFAULT_SUITE
+    for suite in _SUITE_LIST:
+        if text.strip().upper() == suite.name:
+            return suite.id
+    try:
+        return int(text, 16)
+    except ValueError:
+        raise InvalidParameterError(
+            f"unknown AWS algorithm suite {text!r}: give an id such as '0x0578' or a name"
+        ) from None
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    refuse_password(replace(options, encryption_context=None), "aws")
+    if options.recipients or options.identities or options.passphrase is not None or options.aad:
+        raise InvalidParameterError(
+            'format="aws" takes key= (a keyring, or a list of them), and encryption_context=; '
+            "drop recipients=, identities=, passphrase= and aad="
+        )
+    _keyrings(options.key)
+    context = dict(options.encryption_context or {})
+    serialize_encryption_context(context)  # types and sizes
+    if mode == "rb":
+        if options.suite is not None or options.segment_size is not None:
+            raise InvalidParameterError(
+                "the message header names its suite and frame length: drop suite= and "
+                "segment_size= when reading"
+            )
+        return
+    suite = SUITES.get(_suite_option(options.suite))
+    if suite is None or not suite.committing:
+        raise InvalidParameterError(
+            f'format="aws" writes the committing suites 0x0578 and 0x0478, not {options.suite!r}'
+        )
+    frame = options.segment_size
+    if frame is not None and not 0 < frame <= DEFAULT_MAX_FRAME_LENGTH:
+        raise InvalidParameterError(
+            f"segment_size= (the frame length) must be 1 .. {DEFAULT_MAX_FRAME_LENGTH} (what "
+            "readers accept); non-framed messages: codecs.aws.AwsEncryptor(frame_length=0)"
+        )
+    if any(k.startswith(_RESERVED_PREFIX) for k in context):
+        raise InvalidParameterError(
+            f"encryption context keys starting with {_RESERVED_PREFIX!r} are reserved"
+        )
+
+
+def _encryptor(options: FormatOptions) -> AwsEncryptor:
+    return AwsEncryptor(
+        options.key,
+        encryption_context=options.encryption_context,
+        suite=_suite_option(options.suite),
+        frame_length=options.segment_size or DEFAULT_FRAME_LENGTH,
+    )
+
+
+def _decryptor(options: FormatOptions) -> AwsDecryptor:
+    return AwsDecryptor(options.key, encryption_context=options.encryption_context)
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    return layout(options.key, read_at, stream_size, encryption_context=options.encryption_context)
+
+
+#: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring or a list of
+#: them; ``suite``: ``"0x0578"`` (default) or ``"0x0478"``; ``segment_size``: the frame
+#: length; ``encryption_context``). Its layout reads past the header: it locates the final
+#: frame from the message's end, and for signed suites reads the whole message once to
+#: verify the signature before any range is released.
 FORMAT = SegmentedFormat(
     "aws",
-    encryptor=lambda o: AwsEncryptor(o.key, frame_length=o.segment_size or DEFAULT_FRAME_LENGTH),
-    decryptor=lambda o: AwsDecryptor(o.key),
+    encryptor=_encryptor,
+    decryptor=_decryptor,
+    check=_check,
     detect=is_aws,
-    layout=lambda o, read_at, size: layout(o.key, read_at, size),
+    header_size=header_size,
+    max_header_size=DEFAULT_MAX_HEADER_SIZE,
+    layout=_layout,
+    opens_files=True,
 )

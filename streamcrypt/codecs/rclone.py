@@ -777,11 +777,12 @@ def _check(options: FormatOptions, mode: str) -> None:
         or options.suite is not None
         or options.segment_size is not None
         or options.aad
+        or options.encryption_context
     ):
         raise InvalidParameterError(
             "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
             "takes only password= and password2= (or key=): drop recipients=, identities=, "
-            "passphrase=, suite=, segment_size= and aad="
+            "passphrase=, suite=, segment_size=, aad= and encryption_context="
         )
 
 

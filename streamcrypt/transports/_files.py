@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-A file is a segmented stream (the native container, or age) on disk. Every byte of file
+A file is a segmented stream (the native container, age, rclone crypt, an AWS
+Encryption SDK message) on disk. Every byte of file
 I/O and every header check runs on worker threads (the offload policy's pool; with
 ``policy=None`` the crypto stays on the loop thread, the I/O still does not).
 
@@ -11,7 +12,9 @@ on the loop thread (indices and finality are decided there). Jobs are collected 
 batches of ``policy.batch_size`` bytes; each batch is sealed on a worker thread, at most
 ``policy.max_in_flight`` batches at once, and the sealed batches are written in order,
 one ``write`` call per batch, so memory is bounded by a few batches whatever the file
-length. A path is written *atomically*: the data goes to a temporary file beside the
+length. Plain stages after the segmented one (the AWS signer, which hashes every byte
+and appends the signature at close) see the sealed batches in order, on a worker thread
+beside the sealing. A path is written *atomically*: the data goes to a temporary file beside the
 destination (``.<name>.streamcrypt-<16 hex>.tmp``); a clean close seals the final
 segment, fsyncs the temporary, renames it over the destination (``os.replace``) and
 fsyncs the directory. An exception inside the ``async with`` block (or a failed close)
@@ -20,7 +23,8 @@ loss) cannot run any cleanup: the destination is still untouched, and the stale
 temporary stays behind; :func:`remove_stale_temporaries` deletes such leftovers.
 
 Reading: opening reads the header and authenticates it (a wrong key fails in the
-``async with``), then maps the file with a :class:`SegmentLayout`. ``read``/``seek``
+``async with``), then maps the file with a :class:`SegmentLayout` (the AWS layout also reads the
+file's end to find the final frame, and a signed message whole, to verify its signature). ``read``/``seek``
 are random access: a read fetches only the ciphertext of the segments covering the
 requested range, opens them (split across workers when large), and keeps the last
 segment's plaintext as a one-segment cache, so sequential small reads open each segment
@@ -35,27 +39,30 @@ the header is; :data:`FORMATS` holds those ``streamcrypt.open`` speaks.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from ..abc import Buffer
+from ..abc import Buffer, Chain, Transform
 from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import (
     FormatOptions,
-    SegmentedDecryptor,
-    SegmentedEncryptor,
+    ReadAt,
     SegmentedFormat,
+    SegmentedTransform,
     SegmentJob,
     SegmentLayout,
 )
@@ -115,16 +122,25 @@ FileFormat = SegmentedFormat
 FORMATS: dict[str, FileFormat] = {name: f for name, f in CODEC_FORMATS.items() if f.opens_files}
 
 
-def _encryptor(fmt: FileFormat, opts: FileOptions) -> SegmentedEncryptor:
-    enc = fmt.encryptor(opts)
-    assert isinstance(enc, SegmentedEncryptor), f"{fmt.name} files need a segmented encryptor"
-    return enc
+def _segmented_first(transform: Transform) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
+    """A format's transform as its segmented first stage and the plain stages after it
+    (the AWS format's signer, which hashes the sealed bytes and appends the footer)."""
+    stages = transform.stages if isinstance(transform, Chain) else (transform,)
+    first = stages[0]
+    assert isinstance(first, SegmentedTransform), "files need a segmented first stage"
+    return first, stages[1:]
 
 
-def _decryptor(fmt: FileFormat, opts: FileOptions) -> SegmentedDecryptor:
+def _encryptor(
+    fmt: FileFormat, opts: FileOptions
+) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
+    return _segmented_first(fmt.encryptor(opts))
+
+
+def _decryptor(fmt: FileFormat, opts: FileOptions) -> tuple[Transform, SegmentedTransform]:
+    """The whole decryptor and its segmented first stage (which reads the header)."""
     dec = fmt.decryptor(opts)
-    assert isinstance(dec, SegmentedDecryptor), f"{fmt.name} files need a segmented decryptor"
-    return dec
+    return dec, _segmented_first(dec)[0]
 
 
 def _header_size(fmt: FileFormat, head: bytes) -> int | None:
@@ -132,11 +148,21 @@ def _header_size(fmt: FileFormat, head: bytes) -> int | None:
     return fmt.header_size(head)
 
 
-def _layout(fmt: FileFormat, opts: FileOptions, head: bytes, size: int) -> SegmentLayout:
-    """The layout from the header bytes already read (the file formats' layouts read
-    nothing past the header)."""
+def _layout(
+    fmt: FileFormat, opts: FileOptions, head: bytes, size: int, read_at: ReadAt
+) -> SegmentLayout:
+    """The layout on a worker thread. A read starting in the header gets the header
+    bytes already read (and no more: most layouts read nothing else); one past it goes to
+    ``read_at`` (the AWS format's layout reads the message's end, and for signed suites
+    all of it)."""
     assert fmt.layout is not None, f"{fmt.name} files need a layout"
-    return fmt.layout(opts, lambda offset, length: head[offset : offset + length], size)
+
+    def cached(offset: int, length: int) -> bytes:
+        if offset < len(head):
+            return head[offset : offset + length]
+        return read_at(offset, length)
+
+    return fmt.layout(opts, cached, size)
 
 
 def _format(name: str) -> FileFormat:
@@ -258,6 +284,10 @@ class _RandomAccess(Protocol):
 
     async def read_at(self, offset: int, length: int) -> bytes: ...
 
+    def blocking_reader(self) -> ReadAt:
+        """``read_at`` for a worker thread (blocks until the bytes are read)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -271,6 +301,9 @@ class _FdSource:
 
     async def read_at(self, offset: int, length: int) -> bytes:
         return await self._threads.run(_pread_all, self.fd, offset, length)
+
+    def blocking_reader(self) -> ReadAt:
+        return functools.partial(_pread_all, self.fd)
 
     async def aclose(self) -> None:
         await self._threads.settle()
@@ -297,6 +330,13 @@ class _SeekableSource:
             parts.append(bytes(chunk))
             got += len(chunk)
         return b"".join(parts)
+
+    def blocking_reader(self) -> ReadAt:
+        """Reads through the event loop that owns the object (called from its worker)."""
+        token = anyio.lowlevel.current_token()
+        return lambda offset, length: anyio.from_thread.run(
+            self.read_at, offset, length, token=token
+        )
 
     async def aclose(self) -> None:
         if self._close:
@@ -437,27 +477,62 @@ class _StreamSink:
 # ---------------------------------------------------------------------------------------
 
 
+def _through(stages: tuple[Transform, ...], parts: list[Buffer]) -> list[Buffer]:
+    """``parts`` pushed through ``stages`` in order (a pure pass on a worker thread)."""
+    out: list[Buffer] = []
+    for part in parts:
+        for stage in stages:
+            part = stage.update(part)
+        out.append(part)
+    return out
+
+
+def _finalize(stages: tuple[Transform, ...]) -> bytes:
+    """Finalize ``stages`` in order, each one's last output passed through the rest."""
+    out = b""
+    for stage in stages:
+        out = (bytes(stage.update(out)) if out else b"") + stage.finalize()
+    return out
+
+
 class _Writer:
     """Seals through the engine's scheduler and writes each sealed batch, in order.
 
-    Settling the header (an encryptor's password KDF) runs on a worker thread.
+    Settling the header (an encryptor's password KDF) runs on a worker thread. ``tail``:
+    plain stages after the segmented one (the AWS format's signer); each sealed batch
+    goes through them in order, on a worker thread when a policy allows offload.
     """
 
     def __init__(
-        self, enc: SegmentedEncryptor, sink: _Sink, policy: OffloadPolicy | None, threads: _Threads
+        self,
+        enc: SegmentedTransform,
+        tail: tuple[Transform, ...],
+        sink: _Sink,
+        policy: OffloadPolicy | None,
+        threads: _Threads,
     ) -> None:
         self._enc = enc
+        self._tail = tail
         self._sink = sink
+        self._policy = policy
         self._threads = threads
         self._batches = OrderedBatches(policy, site="file-write", fail=enc.fail)
         self._piece = policy.batch_size if policy is not None else _INLINE_PIECE
         self.position = 0
 
+    async def _emit(self, parts: list[Buffer]) -> None:
+        if self._tail:
+            if self._policy is None:
+                parts = _through(self._tail, parts)
+            else:
+                parts = await self._threads.run(_through, self._tail, parts)
+        await self._sink.write(parts)
+
     async def _jobs(self, fn: Callable[..., list[SegmentJob]], *args: Any) -> list[SegmentJob]:
         jobs = await self._threads.run(fn, *args) if self._enc.header_pending else fn(*args)
         header = self._enc.take_header()
         if header:
-            await self._sink.write([header])
+            await self._emit([header])
         return jobs
 
     async def write(self, view: memoryview) -> int:
@@ -466,14 +541,21 @@ class _Writer:
             if not piece.readonly:  # jobs keep views of their input: never of a caller's buffer
                 piece = memoryview(bytes(piece))
             jobs = await self._jobs(self._enc.feed, piece)
-            await self._batches.put(jobs, self._sink.write)
+            await self._batches.put(jobs, self._emit)
         self.position += len(view)
         return len(view)
 
     async def close(self) -> None:
         jobs = await self._jobs(self._enc.finish)
-        await self._batches.put(jobs, self._sink.write)
-        await self._batches.flush(self._sink.write)
+        await self._batches.put(jobs, self._emit)
+        await self._batches.flush(self._emit)
+        if self._tail:
+            footer = (
+                _finalize(self._tail)
+                if self._policy is None
+                else await self._threads.run(_finalize, self._tail)
+            )
+            await self._sink.write([footer])
         await self._sink.commit()
 
     async def abort(self) -> None:
@@ -753,6 +835,7 @@ class EncryptedFile:
         passphrase: str | Buffer | None = None,
         password: str | None = None,
         password2: str = "",
+        encryption_context: Mapping[str, str] | None = None,
         close_wrapped: bool = True,
     ) -> FileOpener:
         """Encrypt into / decrypt from an already open async object.
@@ -769,7 +852,16 @@ class EncryptedFile:
         checked = _check_mode(mode)
         fmt = _format(format)
         opts = _options(
-            key, suite, segment_size, aad, recipients, identities, passphrase, password, password2
+            key,
+            suite,
+            segment_size,
+            aad,
+            recipients,
+            identities,
+            passphrase,
+            password,
+            password2,
+            encryption_context,
         )
         fmt.check(opts, checked)
         return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
@@ -945,6 +1037,7 @@ def _options(
     passphrase: str | Buffer | None,
     password: str | None,
     password2: str,
+    encryption_context: Mapping[str, str] | None,
 ) -> FileOptions:
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
@@ -958,6 +1051,7 @@ def _options(
         passphrase,
         password,
         password2,
+        None if encryption_context is None else dict(encryption_context),
     )
 
 
@@ -976,7 +1070,8 @@ async def _load_layout(
         if want >= fmt.max_header_size:
             raise FormatError("the file's header is longer than any valid header")
         want = min(size, max(need or 0, 2 * want))
-    layout = await threads.run(_layout, fmt, opts, head[:need], size)
+    reader = source.blocking_reader()
+    layout = await threads.run(_layout, fmt, opts, head[:need], size, reader)
     _ = layout.plaintext_size  # raises FormatError / TruncatedStreamError for a cut file
     # The length arithmetic alone cannot tell a file cut at a segment boundary (plus a
     # forged 16-byte tail) from a whole one: open the final segment once, up front.
@@ -1019,6 +1114,7 @@ def open_file(
     passphrase: str | Buffer | None = None,
     password: str | None = None,
     password2: str = "",
+    encryption_context: Mapping[str, str] | None = None,
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
@@ -1026,24 +1122,38 @@ def open_file(
     (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
     ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``), ``"age"``
     (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
-    ``passphrase=`` to read) or ``"rclone"`` (rclone crypt file contents: ``password=``
+    ``passphrase=`` to read), ``"rclone"`` (rclone crypt file contents: ``password=``
     and the optional ``password2=``, rclone's salt, both in clear; reveal obscured
-    rclone.conf values with :func:`streamcrypt.codecs.rclone.reveal`). rclone files
-    carry no end marker: a file cut at a 64 KiB block boundary reads as a shorter file
-    (see :mod:`streamcrypt.codecs.rclone`). Writes are atomic (see the module docstring; a symlink at
-    the destination is replaced, not followed). ``policy``
-    governs the crypto offload; ``None`` keeps the crypto on the event loop (file I/O
-    always runs on worker threads).
+    rclone.conf values with :func:`streamcrypt.codecs.rclone.reveal`) or ``"aws"`` (the
+    AWS Encryption SDK message format, framed: ``key=`` a keyring or a list of them,
+    ``encryption_context=``, and for writing ``suite=`` (``"0x0578"``, signed, the
+    default; or ``"0x0478"``) and ``segment_size=`` (the frame length, default 4096)).
+    rclone files carry no end marker: a file cut at a 64 KiB block boundary reads as a
+    shorter file (see :mod:`streamcrypt.codecs.rclone`). A signed AWS file is read whole
+    once when opened, to verify its signature before any byte is released (see
+    docs/FORMATS.md). Writes are atomic (see the module docstring; a symlink at the
+    destination is replaced, not followed). ``policy`` governs the crypto offload;
+    ``None`` keeps the crypto on the event loop (file I/O always runs on worker threads).
 
     Raises at the call: :class:`InvalidParameterError` (mode, arguments),
     :class:`UnsupportedFormatError` (format). When entered: ``OSError`` from the file
     system, :class:`AuthenticationError` (wrong key, tampered header),
-    :class:`UnknownKeyError`, :class:`FormatError`, :class:`TruncatedStreamError`.
+    :class:`UnknownKeyError`, :class:`FormatError`, :class:`TruncatedStreamError`,
+    :class:`InvalidSignatureError` (a signed AWS file altered).
     """
     checked = _check_mode(mode)
     fmt = _format(format)
     opts = _options(
-        key, suite, segment_size, aad, recipients, identities, passphrase, password, password2
+        key,
+        suite,
+        segment_size,
+        aad,
+        recipients,
+        identities,
+        passphrase,
+        password,
+        password2,
+        encryption_context,
     )
     fmt.check(opts, checked)
     dest = os.fspath(path)
@@ -1051,11 +1161,11 @@ def open_file(
 
     async def opening() -> EncryptedFile:
         if checked == "wb":
-            enc = await threads.run(_encryptor, fmt, opts)
+            enc, tail = await threads.run(_encryptor, fmt, opts)
             with anyio.CancelScope(shield=True):  # never leave a temporary behind
                 fd, tmp = await threads.run(create_temporary, dest)
             sink = _AtomicFileSink(dest, fd, tmp, threads)
-            return EncryptedFile("wb", _Writer(enc, sink, policy, threads))
+            return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
         with anyio.CancelScope(shield=True):  # never leak the descriptor
             fd, size = await threads.run(_open_for_reading, dest)
         return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
@@ -1079,8 +1189,9 @@ def _open_wrapped(
                 raise InvalidParameterError(
                     "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
                 )
-            enc = await threads.run(_encryptor, fmt, opts)
-            return EncryptedFile("wb", _Writer(enc, _StreamSink(stream, close), policy, threads))
+            enc, tail = await threads.run(_encryptor, fmt, opts)
+            sink = _StreamSink(stream, close)
+            return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
         if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
             try:
                 base = await stream.tell()
@@ -1133,10 +1244,10 @@ async def _open_sequential(
             if not chunk:
                 raise TruncatedStreamError("the stream ends inside its header: it is truncated")
             head += chunk
-        dec = await threads.run(_decryptor, fmt, opts)
+        dec, first = await threads.run(_decryptor, fmt, opts)
         # Authenticate the header now (it may run scrypt): exactly the header bytes, so
         # that no segment job is created outside the pipeline.
-        await threads.run(dec.feed, bytes(head[:need]))
+        await threads.run(first.feed, bytes(head[:need]))
     except BaseException:
         with anyio.CancelScope(shield=True):
             await close_stream()
