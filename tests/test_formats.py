@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from streamcrypt import formats
+from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
 from streamcrypt.codecs import envelope as envelope_codec
+from streamcrypt.codecs import rclone as rclone_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
@@ -189,7 +191,7 @@ BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
 
 
 def test_every_format_module_has_bad_call_cases() -> None:
-    assert sorted(BAD_CALLS) == sorted(formats.__all__)
+    assert sorted(BAD_CALLS) == sorted(set(formats.__all__) - {"run"})
 
 
 @pytest.mark.parametrize("direction", [0, 1], ids=["encrypt", "decrypt"])
@@ -271,3 +273,61 @@ def test_old_and_new_keyword_together_raise() -> None:
         cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
     with pytest.raises(InvalidParameterError, match="give segment_size= only"):
         secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)
+
+
+# ------------------------------------------------------------------ one runner, format=
+
+
+async def test_top_level_calls_speak_every_registered_format_by_name() -> None:
+    import streamcrypt
+
+    rc_keys = rclone_codec.RcloneKeys.from_material(bytes(range(80)))
+    keyed = {
+        "native": (KEY32, KEY32),
+        "tink": (TINK_KEY, TINK_KEY),
+        "cobblestone": (KEY32, KEY32),
+        "ece": (KEY16, KEY16),
+        "secretstream": (KEY32, KEY32),
+        "rclone": (rc_keys, rc_keys),
+    }
+    for name, (wkey, rkey) in keyed.items():
+        sealed = streamcrypt.encrypt_bytes(DATA, wkey, format=name)
+        assert sealed != DATA[: len(sealed)]
+        assert streamcrypt.decrypt_bytes(sealed, rkey, format=name) == DATA, name
+        streamed = await collect(streamcrypt.encrypt(chunks(DATA), wkey, format=name))
+        back = await collect(streamcrypt.decrypt(chunks(streamed), rkey, format=name))
+        assert back == DATA, name
+    aged = streamcrypt.encrypt_bytes(DATA, format="age", recipients=[IDENTITY.recipient])
+    assert aged.startswith(b"age-encryption.org/v1")
+    assert streamcrypt.decrypt_bytes(aged, format="age", identities=[IDENTITY]) == DATA
+    assert age.decrypt_bytes(aged, [IDENTITY]) == DATA
+
+
+def test_top_level_format_errors_name_the_formats_and_the_misplaced_option() -> None:
+    import streamcrypt
+
+    with pytest.raises(InvalidParameterError, match=r"streamcrypt speaks .*age.*native"):
+        streamcrypt.encrypt_bytes(b"x", KEY32, format="zip")
+    with pytest.raises(InvalidParameterError, match="not key="):
+        streamcrypt.encrypt_bytes(b"x", KEY32, format="age")
+    with pytest.raises(InvalidParameterError, match="segment size"):
+        streamcrypt.encrypt_bytes(b"x", KEY32, segment_size=0)
+    with pytest.raises(InvalidParameterError, match="no armor"):
+        formats.run.encrypt_bytes(
+            cobblestone_codec.FORMAT, b"x", FormatOptions(key=KEY32, armor=True), None
+        )
+
+
+async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None:
+    fmt = age_codec.FORMAT
+    write = FormatOptions(recipients=(IDENTITY.recipient,), armor=True)
+    read = FormatOptions(identities=(IDENTITY,))
+    armored = formats.run.encrypt_bytes(fmt, DATA, write, None)
+    assert armored.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    assert fmt.identifies(b"\n  " + armored[:40]) and fmt.identifies(b"age-encryption.org/v1")
+    assert not fmt.identifies(b"-----BEGIN PGP MESSAGE-----")
+    assert formats.run.decrypt_bytes(fmt, b"\n" + armored, read, None) == DATA
+    streamed = await collect(formats.run.encrypt(fmt, chunks(DATA), write, THREADED))
+    assert streamed.startswith(b"-----BEGIN AGE")
+    back = await collect(formats.run.decrypt(fmt, chunks(b" " + streamed, 3), read, THREADED))
+    assert back == DATA

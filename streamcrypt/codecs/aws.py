@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import SegmentedFormat
+from ._format import SegmentedFormat, or_default
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -1617,8 +1617,10 @@ def _verify_whole(
 #: ``segment_size``: the frame length; the encryption context is the codec's keyword).
 FORMAT = SegmentedFormat(
     "aws",
-    encryptor=lambda o: AwsEncryptor(o.key, frame_length=o.segment_size or DEFAULT_FRAME_LENGTH),
-    decryptor=lambda o: AwsDecryptor(o.key),
+    encryptor=lambda o: AwsEncryptor(
+        o.key, frame_length=or_default(o.segment_size, DEFAULT_FRAME_LENGTH), **o.extra
+    ),
+    decryptor=lambda o: AwsDecryptor(o.key, **o.extra),
     detect=is_aws,
     layout=lambda o, read_at, size: layout(o.key, read_at, size),
 )

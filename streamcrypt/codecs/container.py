@@ -37,7 +37,7 @@ from ..primitives import (
     ChaCha20Poly1305Suite,
     XChaCha20Poly1305,
 )
-from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
@@ -360,7 +360,7 @@ FORMAT = SegmentedFormat(
     encryptor=lambda o: StreamEncryptor(
         o.key,
         suite=o.suite or "aes-256-gcm",
-        segment_size=o.segment_size or DEFAULT_SEGMENT_SIZE,
+        segment_size=or_default(o.segment_size, DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
     ),
     decryptor=lambda o: StreamDecryptor(o.key, aad=o.aad),

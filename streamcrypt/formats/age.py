@@ -1,25 +1,46 @@
-"""age v1 (age-encryption.org/v1) as async streams; the codec is :mod:`streamcrypt.codecs.age`."""
+"""age v1 (age-encryption.org/v1) as async streams; the codec is :mod:`streamcrypt.codecs.age`.
+
+Every call goes through the codec's descriptor (:data:`streamcrypt.codecs.age.FORMAT`):
+armor is written on request and detected when reading; a passphrase's scrypt runs on a
+worker thread (inline only with ``policy=None``), never on the event loop.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 
 from ..abc import Buffer
+from ..codecs import FormatOptions
 from ..codecs.age import (
     DEFAULT_MAX_WORK_FACTOR,
     DEFAULT_WORK_FACTOR,
-    AgeDecryptor,
-    AgeEncryptor,
+    FORMAT,
     IdentityLike,
     RecipientLike,
 )
-from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored, sniff_armor
-from ..codecs.armor import armor as _armor
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
-from ..errors import FormatError
-from ._run import stream
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+
+def _writing(
+    recipients: Iterable[RecipientLike],
+    passphrase: str | Buffer | None,
+    armor: bool,
+    work_factor: int,
+) -> FormatOptions:
+    return FormatOptions(
+        recipients=tuple(recipients), passphrase=passphrase, armor=armor, work_factor=work_factor
+    )
+
+
+def _reading(
+    identities: Iterable[IdentityLike], passphrase: str | Buffer | None, max_work_factor: int
+) -> FormatOptions:
+    return FormatOptions(
+        identities=tuple(identities), passphrase=passphrase, max_work_factor=max_work_factor
+    )
 
 
 def encrypt(
@@ -33,11 +54,10 @@ def encrypt(
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source to age recipients (or a passphrase), optionally armored.
 
-    The arguments are checked here, at the call; a passphrase's scrypt runs on a worker
-    thread (inline only with ``policy=None``), never on the event loop.
+    The arguments are checked here, at the call.
     """
-    enc = AgeEncryptor(list(recipients), passphrase, work_factor=work_factor)
-    return stream(source, enc, *([ArmorEncoder()] if armor else []), policy=policy)
+    options = _writing(recipients, passphrase, armor, work_factor)
+    return _run.encrypt(FORMAT, source, options, policy)
 
 
 def decrypt(
@@ -54,39 +74,8 @@ def decrypt(
     :func:`decrypt_bytes` detects it, however the source is cut (leading whitespace
     included): reading goes on until the verdict is known.
     """
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
-    return _decrypt(source, dec, policy)
-
-
-async def _decrypt(
-    source: Source, dec: AgeDecryptor, policy: OffloadPolicy | None
-) -> AsyncIterator[bytes]:
-    first, rest, armored = await _sniff(source)
-    stages = [ArmorDecoder(), dec] if armored else [dec]
-    async for piece in stream(_prepend(first, rest), *stages, policy=policy):
-        yield piece
-
-
-async def _sniff(source: Source) -> tuple[bytes, AsyncIterator[Buffer] | None, bool]:
-    """The leading bytes read, an iterator of the rest, and whether the data is armored."""
-    if isinstance(source, bytes | bytearray | memoryview):
-        return bytes(source), None, is_armored(source)
-    it = aiter(source)
-    head = bytearray()
-    while (armored := sniff_armor(head)) is None:
-        try:
-            head += await anext(it)
-        except StopAsyncIteration:
-            return bytes(head), it, is_armored(head)
-    return bytes(head), it, armored
-
-
-async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIterator[Buffer]:
-    if head:
-        yield head
-    if rest is not None:
-        async for chunk in rest:
-            yield chunk
+    options = _reading(identities, passphrase, max_work_factor)
+    return _run.decrypt(FORMAT, source, options, policy)
 
 
 def encrypt_bytes(
@@ -99,10 +88,9 @@ def encrypt_bytes(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> bytes:
     """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its
-    chunks sealed on all cores. Raises as :class:`AgeEncryptor`."""
-    enc = AgeEncryptor(recipients, passphrase, work_factor=work_factor)
-    out = run_segmented(enc, plaintext, policy)
-    return _armor(out) if armor else out
+    chunks sealed on all cores. Raises as :class:`~streamcrypt.codecs.AgeEncryptor`."""
+    options = _writing(recipients, passphrase, armor, work_factor)
+    return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
 
 
 def decrypt_bytes(
@@ -115,17 +103,8 @@ def decrypt_bytes(
 ) -> bytes:
     """Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.
 
-    Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
+    Raises as :class:`~streamcrypt.codecs.AgeDecryptor`; bad armor raises
+    :class:`~streamcrypt.errors.FormatError`.
     """
-    data: Buffer = ciphertext
-    if is_armored(ciphertext):
-        armored = ArmorDecoder()
-        data = armored.update(ciphertext)
-        try:
-            armored.finalize()
-        except FormatError:
-            # As a stream meets them: a fault in the bytes before the bad armor wins.
-            AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor).update(data)
-            raise
-    dec = AgeDecryptor(identities, passphrase, max_work_factor=max_work_factor)
-    return run_segmented(dec, data, policy)
+    options = _reading(identities, passphrase, max_work_factor)
+    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)

@@ -9,21 +9,51 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 
+from ..abc import Buffer
+from ..codecs import FormatOptions
 from ..codecs.aws import (
     DEFAULT_FRAME_LENGTH,
     DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     DEFAULT_SUITE,
-    AwsDecryptor,
-    AwsEncryptor,
+    FORMAT,
     KeyringLike,
     Release,
-    decrypt_bytes,
-    encrypt_bytes,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+
+def _writing(
+    keyring: KeyringLike,
+    encryption_context: Mapping[str, str] | None,
+    suite: int,
+    frame_length: int,
+    allow_legacy: bool,
+) -> FormatOptions:
+    extra = {
+        "encryption_context": encryption_context,
+        "suite": suite,
+        "allow_legacy": allow_legacy,
+    }
+    return FormatOptions(key=keyring, segment_size=frame_length, extra=extra)
+
+
+def _reading(
+    keyring: KeyringLike,
+    encryption_context: Mapping[str, str] | None,
+    allow_legacy: bool,
+    release: Release,
+    max_encrypted_data_keys: int | None,
+) -> FormatOptions:
+    extra = {
+        "encryption_context": encryption_context,
+        "allow_legacy": allow_legacy,
+        "release": release,
+        "max_encrypted_data_keys": max_encrypted_data_keys,
+    }
+    return FormatOptions(key=keyring, extra=extra)
 
 
 def encrypt(
@@ -37,14 +67,8 @@ def encrypt(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source into an AWS Encryption SDK message."""
-    enc = AwsEncryptor(
-        keyring,
-        encryption_context=encryption_context,
-        suite=suite,
-        frame_length=frame_length,
-        allow_legacy=allow_legacy,
-    )
-    return stream(source, enc, policy=policy)
+    options = _writing(keyring, encryption_context, suite, frame_length, allow_legacy)
+    return _run.encrypt(FORMAT, source, options, policy)
 
 
 def decrypt(
@@ -62,11 +86,35 @@ def decrypt(
     With ``release="after-signature"`` nothing is yielded before a signed message's
     signature verified (the plaintext is held in memory until then).
     """
-    dec = AwsDecryptor(
-        keyring,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        release=release,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
-    return stream(source, dec, policy=policy)
+    options = _reading(keyring, encryption_context, allow_legacy, release, max_encrypted_data_keys)
+    return _run.decrypt(FORMAT, source, options, policy)
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    keyring: KeyringLike,
+    *,
+    encryption_context: Mapping[str, str] | None = None,
+    suite: int = DEFAULT_SUITE,
+    frame_length: int = DEFAULT_FRAME_LENGTH,
+    allow_legacy: bool = False,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt a whole message, frames sealed on all cores."""
+    options = _writing(keyring, encryption_context, suite, frame_length, allow_legacy)
+    return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    keyring: KeyringLike,
+    *,
+    encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    release: Release = "verified-frames",
+    max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt a whole message, frames opened on all cores; all or nothing."""
+    options = _reading(keyring, encryption_context, allow_legacy, release, max_encrypted_data_keys)
+    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)

@@ -5,13 +5,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ..abc import Buffer
-from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
+from ..codecs import FormatOptions
+from ..codecs.cobblestone import FORMAT, Variant
 from ..deprecation import renamed_keyword
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from ..keys import SecretKey
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+
+def _options(key: Buffer | SecretKey, aad: Buffer, variant: Variant | None) -> FormatOptions:
+    return FormatOptions(key=key, aad=aad, extra={"variant": variant})
 
 
 def encrypt(
@@ -28,7 +33,8 @@ def encrypt(
     ``aad`` is the spec's context (``context=`` is its deprecated name).
     """
     aad = renamed_keyword("formats.cobblestone.encrypt", "context", "aad", context, aad, b"")
-    return stream(source, CobblestoneEncryptor(key, aad=aad, variant=variant), policy=policy)
+    options = _options(key, aad, variant)
+    return _run.encrypt(FORMAT, source, options, policy)
 
 
 def decrypt(
@@ -42,7 +48,8 @@ def decrypt(
 ) -> AsyncIterator[bytes]:
     """Decrypt C2SP chunked encryption, yielding only verified chunks."""
     aad = renamed_keyword("formats.cobblestone.decrypt", "context", "aad", context, aad, b"")
-    return stream(source, CobblestoneDecryptor(key, aad=aad, variant=variant), policy=policy)
+    options = _options(key, aad, variant)
+    return _run.decrypt(FORMAT, source, options, policy)
 
 
 def encrypt_bytes(
@@ -56,7 +63,8 @@ def encrypt_bytes(
 ) -> bytes:
     """Encrypt a whole message (random salt), chunks sealed on all cores."""
     aad = renamed_keyword("formats.cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
-    return run_segmented(CobblestoneEncryptor(key, aad=aad, variant=variant), plaintext, policy)
+    options = _options(key, aad, variant)
+    return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
 
 
 def decrypt_bytes(
@@ -70,4 +78,5 @@ def decrypt_bytes(
 ) -> bytes:
     """Decrypt a whole message, chunks opened on all cores; all or nothing."""
     aad = renamed_keyword("formats.cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
-    return run_segmented(CobblestoneDecryptor(key, aad=aad, variant=variant), ciphertext, policy)
+    options = _options(key, aad, variant)
+    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)

@@ -5,20 +5,32 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ..abc import Buffer
+from ..codecs import FormatOptions
 from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
     DEFAULT_RECORD_SIZE,
-    EceDecryptor,
-    EceEncryptor,
+    FORMAT,
     EceKey,
     EceKeySource,
     encrypted_length,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from ..keys import KeyRing
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "encrypted_length"]
+
+
+def _writing(
+    key: EceKey | KeyRing, salt: bytes | None, record_size: int, keyid: bytes | str, padding: int
+) -> FormatOptions:
+    extra = {"salt": salt, "record_size": record_size, "keyid": keyid, "padding": padding}
+    return FormatOptions(key=key, extra=extra)
+
+
+def _reading(key: EceKeySource, max_record_size: int, allow_no_records: bool) -> FormatOptions:
+    extra = {"max_record_size": max_record_size, "allow_no_records": allow_no_records}
+    return FormatOptions(key=key, extra=extra)
 
 
 def encrypt(
@@ -31,9 +43,10 @@ def encrypt(
     padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an ``aes128gcm`` body (arguments as :class:`EceEncryptor`)."""
-    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
-    return stream(source, enc, policy=policy)
+    """Encrypt an async source into an ``aes128gcm`` body (arguments as
+    :class:`~streamcrypt.codecs.EceEncryptor`)."""
+    options = _writing(key, salt, record_size, keyid, padding)
+    return _run.encrypt(FORMAT, source, options, policy)
 
 
 def decrypt(
@@ -45,8 +58,8 @@ def decrypt(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Decrypt an ``aes128gcm`` body, yielding only verified records."""
-    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
-    return stream(source, dec, policy=policy)
+    options = _reading(key, max_record_size, allow_no_records)
+    return _run.decrypt(FORMAT, source, options, policy)
 
 
 def encrypt_bytes(
@@ -60,8 +73,8 @@ def encrypt_bytes(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> bytes:
     """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores."""
-    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
-    return run_segmented(enc, body, policy)
+    options = _writing(key, salt, record_size, keyid, padding)
+    return _run.encrypt_bytes(FORMAT, body, options, policy)
 
 
 def decrypt_bytes(
@@ -73,5 +86,5 @@ def decrypt_bytes(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> bytes:
     """Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing."""
-    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
-    return run_segmented(dec, body, policy)
+    options = _reading(key, max_record_size, allow_no_records)
+    return _run.decrypt_bytes(FORMAT, body, options, policy)

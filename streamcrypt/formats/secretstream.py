@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ..abc import Buffer
-from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, SecretStreamDecryptor, SecretStreamEncryptor
+from ..codecs import FormatOptions
+from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, FORMAT
 from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from ..keys import SecretKey
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "encrypt"]
 
@@ -36,7 +37,8 @@ def encrypt(
         segment_size,
         DEFAULT_CHUNK_SIZE,
     )
-    return stream(source, SecretStreamEncryptor(key, segment_size=size, aad=aad), policy=policy)
+    options = FormatOptions(key=key, segment_size=size, aad=aad)
+    return _run.encrypt(FORMAT, source, options, policy)
 
 
 def decrypt(
@@ -57,4 +59,5 @@ def decrypt(
         segment_size,
         DEFAULT_CHUNK_SIZE,
     )
-    return stream(source, SecretStreamDecryptor(key, segment_size=size, aad=aad), policy=policy)
+    options = FormatOptions(key=key, segment_size=size, aad=aad)
+    return _run.decrypt(FORMAT, source, options, policy)

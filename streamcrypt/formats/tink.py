@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from ..abc import Buffer
-from ..codecs.tink import (
-    TinkKeyLike,
-    TinkStreamDecryptor,
-    TinkStreamEncryptor,
-    TinkStreamingKey,
-)
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
-from ._run import stream
+from ..codecs import FormatOptions
+from ..codecs.tink import FORMAT, TinkKeyLike, TinkStreamingKey
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
@@ -25,7 +21,7 @@ def encrypt(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source with a Tink streaming key (a keyset's primary key)."""
-    return stream(source, TinkStreamEncryptor(key, aad=aad), policy=policy)
+    return _run.encrypt(FORMAT, source, FormatOptions(key=key, aad=aad), policy)
 
 
 def decrypt(
@@ -36,7 +32,7 @@ def decrypt(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterator[bytes]:
     """Decrypt a Tink streaming ciphertext, yielding only verified segments."""
-    return stream(source, TinkStreamDecryptor(key, aad=aad), policy=policy)
+    return _run.decrypt(FORMAT, source, FormatOptions(key=key, aad=aad), policy)
 
 
 def encrypt_bytes(
@@ -47,7 +43,7 @@ def encrypt_bytes(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> bytes:
     """Encrypt ``plaintext`` into one Tink streaming ciphertext, segments on all cores."""
-    return run_segmented(TinkStreamEncryptor(key, aad=aad), plaintext, policy)
+    return _run.encrypt_bytes(FORMAT, plaintext, FormatOptions(key=key, aad=aad), policy)
 
 
 def decrypt_bytes(
@@ -58,4 +54,4 @@ def decrypt_bytes(
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> bytes:
     """Decrypt a whole Tink streaming ciphertext, segments on all cores; all or nothing."""
-    return run_segmented(TinkStreamDecryptor(key, aad=aad), ciphertext, policy)
+    return _run.decrypt_bytes(FORMAT, ciphertext, FormatOptions(key=key, aad=aad), policy)
