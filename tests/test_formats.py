@@ -55,16 +55,16 @@ CASES: dict[
     str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., bytes], Callable[..., bytes]]
 ] = {
     "age": (
-        lambda src, p: age.encrypt(src, [IDENTITY.recipient], policy=p),
-        lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, [IDENTITY.recipient]),
-        lambda c: age.decrypt_bytes(c, [IDENTITY]),
+        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], policy=p),
+        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
+        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
+        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "age-armor": (
-        lambda src, p: age.encrypt(src, [IDENTITY.recipient], armor=True, policy=p),
-        lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, [IDENTITY.recipient], armor=True),
-        lambda c: age.decrypt_bytes(c, [IDENTITY]),
+        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], armor=True, policy=p),
+        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
+        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient], armor=True),
+        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "tink": (
         lambda src, p: tink.encrypt(src, TINK_KEY, aad=b"ad", policy=p),
@@ -300,7 +300,7 @@ async def test_top_level_calls_speak_every_registered_format_by_name() -> None:
     aged = streamcrypt.encrypt_bytes(DATA, format="age", recipients=[IDENTITY.recipient])
     assert aged.startswith(b"age-encryption.org/v1")
     assert streamcrypt.decrypt_bytes(aged, format="age", identities=[IDENTITY]) == DATA
-    assert age.decrypt_bytes(aged, [IDENTITY]) == DATA
+    assert age.decrypt_bytes(aged, identities=[IDENTITY]) == DATA
 
 
 def test_top_level_format_errors_name_the_formats_and_the_misplaced_option() -> None:
@@ -331,3 +331,19 @@ async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None
     assert streamed.startswith(b"-----BEGIN AGE")
     back = await collect(formats.run.decrypt(fmt, chunks(b" " + streamed, 3), read, THREADED))
     assert back == DATA
+
+
+def test_age_arguments_by_position_still_work_for_one_release_with_a_warning() -> None:
+    recipient = IDENTITY.recipient
+    with pytest.warns(DeprecationWarning, match=r"recipients, passphrase, armor by position"):
+        sealed = age.encrypt_bytes(b"msg", [recipient], None, True)
+    assert sealed.startswith(b"-----BEGIN AGE")
+    with pytest.warns(DeprecationWarning, match=r"formats\.age\.decrypt_bytes: identities") as w:
+        assert age.decrypt_bytes(sealed, [IDENTITY]) == b"msg"
+    assert w[0].filename == __file__  # points at the caller
+    with pytest.warns(DeprecationWarning, match=r"formats\.age\.encrypt: recipients"):
+        age.encrypt(_never_read(), [recipient])
+    with pytest.raises(InvalidParameterError, match="given twice"):
+        age.decrypt(_never_read(), [IDENTITY], identities=[IDENTITY])
+    with pytest.raises(InvalidParameterError, match="at most 3 positional"):
+        age.decrypt(_never_read(), [IDENTITY], None, 1)
