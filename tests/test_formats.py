@@ -79,9 +79,9 @@ CASES: dict[
         lambda c: cobblestone.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
-        lambda src, p: ece.encrypt(src, KEY16, record_size=4096, policy=p),
+        lambda src, p: ece.encrypt(src, KEY16, segment_size=4079, policy=p),
         lambda src, p: ece.decrypt(src, KEY16, policy=p),
-        lambda d: ece.encrypt_bytes(d, KEY16, record_size=4096),
+        lambda d: ece.encrypt_bytes(d, KEY16, segment_size=4079),
         lambda c: ece.decrypt_bytes(c, KEY16),
     ),
 }
@@ -209,8 +209,11 @@ async def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
 async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
     salt = bytes(range(16))
     want = ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, record_size=4096, padding=7)
-    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, record_size=4096, padding=7))
+    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, segment_size=4079, padding=7))
     assert got == want
+    assert ece_codec.read_header(got) == ece_codec.EceHeader(salt, 4096, b"")
+    assert len(got) == ece_codec.encrypted_length(len(DATA), segment_size=4079, padding=7)
+    assert ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, segment_size=4079, padding=7) == want
     assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
 
 
@@ -228,6 +231,13 @@ async def _old_cobblestone_stream() -> bytes:
     return await collect(cobblestone.decrypt(chunks(ct), KEY32, context=b"c"))
 
 
+async def _old_ece() -> bytes:
+    ct = await collect(ece.encrypt(chunks(DATA), KEY16, record_size=4096))
+    assert ece_codec.read_header(ct).record_size == 4096  # type: ignore[union-attr]
+    assert ece.encrypt_bytes(b"", KEY16, record_size=18) != b""
+    return await collect(ece.decrypt(chunks(ct), KEY16))
+
+
 async def _old_secretstream() -> bytes:
     ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
     return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
@@ -241,6 +251,14 @@ def _old_envelope() -> bytes:
 OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
     "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
     "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
+    "ece": (
+        _old_ece,
+        [
+            "formats.ece.encrypt: record_size= is deprecated, use segment_size=",
+            "formats.ece.encrypt_bytes: record_size= is deprecated",
+        ],
+        DATA,
+    ),
     "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
     "envelope": (
         _old_envelope,
@@ -273,6 +291,13 @@ def test_old_and_new_keyword_together_raise() -> None:
         cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
     with pytest.raises(InvalidParameterError, match="give segment_size= only"):
         secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)
+    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
+        ece.encrypt(_never_read(), KEY16, segment_size=64, record_size=81)
+    with pytest.raises(InvalidParameterError, match="not both"):
+        ece_codec.EceEncryptor(KEY16, segment_size=64, record_size=81)
+    for bad in (0, -17, "4079", None.__class__):
+        with pytest.raises(InvalidParameterError):
+            ece.encrypt(_never_read(), KEY16, segment_size=bad)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ one runner, format=

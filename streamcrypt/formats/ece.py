@@ -8,13 +8,16 @@ from ..abc import Buffer
 from ..codecs import FormatOptions
 from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_RECORD_SIZE,
+    DEFAULT_SEGMENT_SIZE,
     FORMAT,
+    OVERHEAD,
     EceKey,
     EceKeySource,
     encrypted_length,
 )
+from ..deprecation import warn_renamed
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..errors import InvalidParameterError
 from ..keys import KeyRing
 from . import run as _run
 
@@ -22,10 +25,28 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "encrypted_le
 
 
 def _writing(
-    key: EceKey | KeyRing, salt: bytes | None, record_size: int, keyid: bytes | str, padding: int
+    where: str,
+    key: EceKey | KeyRing,
+    salt: bytes | None,
+    segment_size: int,
+    record_size: int | None,
+    keyid: bytes | str,
+    padding: int,
 ) -> FormatOptions:
-    extra = {"salt": salt, "record_size": record_size, "keyid": keyid, "padding": padding}
-    return FormatOptions(key=key, extra=extra)
+    extra: dict[str, object] = {"salt": salt, "keyid": keyid, "padding": padding}
+    if record_size is None:
+        return FormatOptions(key=key, segment_size=segment_size, extra=extra)
+    if segment_size != DEFAULT_SEGMENT_SIZE:
+        raise InvalidParameterError(
+            f"formats.ece.{where}: give segment_size= only (record_size= is segment_size + "
+            f"{OVERHEAD}, its old form)"
+        )
+    warn_renamed(
+        f"formats.ece.{where}: record_size=",
+        f"segment_size= (plaintext bytes per record, record_size - {OVERHEAD})",
+        stacklevel=4,
+    )
+    return FormatOptions(key=key, extra={**extra, "record_size": record_size})
 
 
 def _reading(key: EceKeySource, max_record_size: int, allow_no_records: bool) -> FormatOptions:
@@ -38,14 +59,20 @@ def encrypt(
     key: EceKey | KeyRing,
     *,
     salt: bytes | None = None,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    segment_size: int = DEFAULT_SEGMENT_SIZE,
     keyid: bytes | str = b"",
     padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    record_size: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source into an ``aes128gcm`` body (arguments as
-    :class:`~streamcrypt.codecs.EceEncryptor`)."""
-    options = _writing(key, salt, record_size, keyid, padding)
+    :class:`~streamcrypt.codecs.EceEncryptor`).
+
+    ``segment_size`` is the plaintext bytes of a full record: the RFC's record size
+    ``rs`` less :data:`~streamcrypt.codecs.ece.OVERHEAD` (17). ``record_size=`` (``rs``
+    itself) is its deprecated form.
+    """
+    options = _writing("encrypt", key, salt, segment_size, record_size, keyid, padding)
     return _run.encrypt(FORMAT, source, options, policy)
 
 
@@ -67,13 +94,15 @@ def encrypt_bytes(
     key: EceKey | KeyRing,
     *,
     salt: bytes | None = None,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    segment_size: int = DEFAULT_SEGMENT_SIZE,
     keyid: bytes | str = b"",
     padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    record_size: int | None = None,
 ) -> bytes:
-    """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores."""
-    options = _writing(key, salt, record_size, keyid, padding)
+    """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores
+    (arguments as :func:`encrypt`)."""
+    options = _writing("encrypt_bytes", key, salt, segment_size, record_size, keyid, padding)
     return _run.encrypt_bytes(FORMAT, body, options, policy)
 
 
