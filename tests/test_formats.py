@@ -238,6 +238,17 @@ async def _old_ece() -> bytes:
     return await collect(ece.decrypt(chunks(ct), KEY16))
 
 
+async def _old_aws() -> bytes:
+    from streamcrypt.codecs.aws import RawAesKeyring
+
+    ring = RawAesKeyring("ns", "k", KEY32)
+    ct = await collect(formats.aws.encrypt(chunks(DATA), ring, frame_length=1000))
+    assert formats.aws.encrypt_bytes(b"m", ring, frame_length=1000) != b""
+    framed = formats.aws.encrypt_bytes(DATA, ring, segment_size=1000)
+    assert abs(len(framed) - len(ct)) < 200  # the same frame count either way
+    return await collect(formats.aws.decrypt(chunks(ct), ring))
+
+
 async def _old_secretstream() -> bytes:
     ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
     return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
@@ -256,6 +267,14 @@ OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
         [
             "formats.ece.encrypt: record_size= is deprecated, use segment_size=",
             "formats.ece.encrypt_bytes: record_size= is deprecated",
+        ],
+        DATA,
+    ),
+    "aws": (
+        _old_aws,
+        [
+            "formats.aws.encrypt: frame_length= is deprecated, use segment_size=",
+            "formats.aws.encrypt_bytes: frame_length= is deprecated",
         ],
         DATA,
     ),

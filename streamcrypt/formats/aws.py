@@ -19,6 +19,7 @@ from ..codecs.aws import (
     KeyringLike,
     Release,
 )
+from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
 from . import run as _run
 
@@ -29,7 +30,7 @@ def _writing(
     keyring: KeyringLike,
     encryption_context: Mapping[str, str] | None,
     suite: int,
-    frame_length: int,
+    segment_size: int,
     allow_legacy: bool,
 ) -> FormatOptions:
     extra = {
@@ -37,7 +38,7 @@ def _writing(
         "suite": suite,
         "allow_legacy": allow_legacy,
     }
-    return FormatOptions(key=keyring, segment_size=frame_length, extra=extra)
+    return FormatOptions(key=keyring, segment_size=segment_size, extra=extra)
 
 
 def _reading(
@@ -62,12 +63,26 @@ def encrypt(
     *,
     encryption_context: Mapping[str, str] | None = None,
     suite: int = DEFAULT_SUITE,
-    frame_length: int = DEFAULT_FRAME_LENGTH,
+    segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    frame_length: int | None = None,
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an AWS Encryption SDK message."""
-    options = _writing(keyring, encryption_context, suite, frame_length, allow_legacy)
+    """Encrypt an async source into an AWS Encryption SDK message.
+
+    ``segment_size`` is the frame length, plaintext bytes per frame (``frame_length=`` is
+    its deprecated name here; the codec's :class:`~streamcrypt.codecs.AwsEncryptor` keeps
+    the SDK's term).
+    """
+    size = renamed_keyword(
+        "formats.aws.encrypt",
+        "frame_length",
+        "segment_size",
+        frame_length,
+        segment_size,
+        DEFAULT_FRAME_LENGTH,
+    )
+    options = _writing(keyring, encryption_context, suite, size, allow_legacy)
     return _run.encrypt(FORMAT, source, options, policy)
 
 
@@ -96,12 +111,21 @@ def encrypt_bytes(
     *,
     encryption_context: Mapping[str, str] | None = None,
     suite: int = DEFAULT_SUITE,
-    frame_length: int = DEFAULT_FRAME_LENGTH,
+    segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    frame_length: int | None = None,
 ) -> bytes:
-    """Encrypt a whole message, frames sealed on all cores."""
-    options = _writing(keyring, encryption_context, suite, frame_length, allow_legacy)
+    """Encrypt a whole message, frames sealed on all cores (arguments as :func:`encrypt`)."""
+    size = renamed_keyword(
+        "formats.aws.encrypt_bytes",
+        "frame_length",
+        "segment_size",
+        frame_length,
+        segment_size,
+        DEFAULT_FRAME_LENGTH,
+    )
+    options = _writing(keyring, encryption_context, suite, size, allow_legacy)
     return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
 
 
