@@ -17,20 +17,28 @@ _T = TypeVar("_T")
 
 
 def renamed_keyword(
-    where: str, old: str, new: str, old_value: _T | None, value: _T, default: _T
+    where: str,
+    old: str,
+    new: str,
+    old_value: _T | None,
+    value: _T,
+    default: _T,
+    *,
+    stacklevel: int = 4,
 ) -> _T:
     """The value of keyword ``new`` of ``where``, honouring its deprecated name ``old``.
 
     ``old_value`` is what the caller gave as ``old=`` (``None``: not given); given, it
     warns with :class:`DeprecationWarning` (the old name goes one release later) and is
     used, unless ``new=`` was given too (``value`` is not ``default``), which raises
-    :class:`InvalidParameterError`.
+    :class:`InvalidParameterError`. ``stacklevel`` 4 points the warning at the caller
+    of the function that calls this (one more per helper in between).
     """
     if old_value is None:
         return value
     if value is not default and value != default:
         raise InvalidParameterError(f"{where}: give {new}= only ({old}= is its old name)")
-    warn_renamed(f"{where}: {old}=", f"{new}=", stacklevel=4)
+    warn_renamed(f"{where}: {old}=", f"{new}=", stacklevel=stacklevel)
     return old_value
 
 

@@ -363,6 +363,15 @@ def _bad_recipient(text: str, where: str, exc: Exception) -> KeyFileError:
     return KeyFileError(f"{where} does not parse: {exc}{hint}")
 
 
+def _check_people(keys: _Keys, kind: str, found: list[Any], wrong_key: str, missing: str) -> None:
+    """A key error for ``-k`` holding another kind than ``kind`` (``wrong_key`` follows
+    what it holds) or for neither recipients/identities ``found`` nor a passphrase."""
+    if keys.key is not None and keys.key.kind != kind:
+        raise KeyFileError(f"{keys.key.path} holds {keys.key.describe()}{wrong_key}")
+    if not found and keys.passphrase is None:
+        raise KeyFileError(missing)
+
+
 def _parsed_recipients(args: argparse.Namespace, parse: Callable[[str], Any]) -> list[Any]:
     recipients: list[Any] = []
     for text, where in _recipient_texts(args):
@@ -377,13 +386,13 @@ def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     recipients = _parsed_recipients(args, _age.parse_recipient)
     purpose = "age encryption needs age identities or age1... recipients"
     recipients.extend(ident.recipient for ident in _identities_of(keys, "age", purpose))
-    if keys.key is not None and keys.key.kind != "age":
-        raise KeyFileError(
-            f"{keys.key.path} holds {keys.key.describe()}; age encrypts to -r age1... "
-            "recipients, -i age identity files or --passphrase"
-        )
-    if not recipients and keys.passphrase is None:
-        raise KeyFileError("age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase")
+    _check_people(
+        keys,
+        "age",
+        recipients,
+        "; age encrypts to -r age1... recipients, -i age identity files or --passphrase",
+        "age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase",
+    )
     if recipients and keys.passphrase is not None:
         raise _usage("age files take either recipients or a passphrase, not both")
     work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
@@ -397,19 +406,25 @@ def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     )
 
 
+_NATIVE_KEYS = (
+    "; the native format takes a symmetric key, -r sc-x25519-pub1... recipients, -i "
+    "identity files or --passphrase"
+)
+
+
 def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
-    if keys.key is not None and keys.key.kind != "x25519":
-        raise KeyFileError(
-            f"{keys.key.path} holds {keys.key.describe()}; the native format takes a "
-            "symmetric key, -r sc-x25519-pub1... recipients, -i identity files or --passphrase"
-        )
+    if keys.key is not None and keys.key.kind != "x25519":  # before -i: says what -k is
+        _check_people(keys, "x25519", [], _NATIVE_KEYS, "")
     recipients = _parsed_recipients(args, _envelope.parse_recipient)
     purpose = "the native format needs streamcrypt identities"
     recipients.extend(ident.recipient for ident in _identities_of(keys, "x25519", purpose))
-    if not recipients and keys.passphrase is None:
-        raise KeyFileError(
-            "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase"
-        )
+    _check_people(
+        keys,
+        "x25519",
+        recipients,
+        _NATIVE_KEYS,
+        "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase",
+    )
     signer = None
     if args.sign_with:
         signing = load_key_file(args.sign_with)
@@ -496,26 +511,27 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
 
 def _age_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     identities = _identities_of(keys, "age", "an age file needs age identities")
-    if keys.key is not None and keys.key.kind != "age":
-        raise KeyFileError(
-            f"{keys.key.path} holds {keys.key.describe()}, but the input is an age file: "
-            "give an age identity file or --passphrase"
-        )
-    if not identities and keys.passphrase is None:
-        raise KeyFileError("the input is an age file: give -i IDENTITY or --passphrase")
+    _check_people(
+        keys,
+        "age",
+        identities,
+        ", but the input is an age file: give an age identity file or --passphrase",
+        "the input is an age file: give -i IDENTITY or --passphrase",
+    )
     return FormatOptions(identities=tuple(identities), passphrase=keys.passphrase)
 
 
 def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     purpose = "a streamcrypt envelope needs streamcrypt identities"
     identities = _identities_of(keys, "x25519", purpose)
-    if keys.key is not None and keys.key.kind != "x25519":
-        raise KeyFileError(
-            f"{keys.key.path} holds {keys.key.describe()}, but the input is a "
-            "passphrase/recipient envelope: give an identity file (-i) or --passphrase"
-        )
-    if not identities and keys.passphrase is None:
-        raise KeyFileError("the input is an envelope: give -i IDENTITY or --passphrase")
+    _check_people(
+        keys,
+        "x25519",
+        identities,
+        ", but the input is a passphrase/recipient envelope: give an identity file (-i) or "
+        "--passphrase",
+        "the input is an envelope: give -i IDENTITY or --passphrase",
+    )
     verify = parse_public_key(args.verify_with, kind="ed25519") if args.verify_with else None
     return FormatOptions(
         identities=tuple(identities),

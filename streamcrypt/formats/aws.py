@@ -27,18 +27,31 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
 def _writing(
+    where: str,
     keyring: KeyringLike,
     encryption_context: Mapping[str, str] | None,
     suite: int,
     segment_size: int,
     allow_legacy: bool,
+    frame_length: int | None,
 ) -> FormatOptions:
+    """The options of ``encrypt`` / ``encrypt_bytes`` (``frame_length``: the deprecated
+    name of ``segment_size``, the warning pointed at their caller)."""
+    size = renamed_keyword(
+        f"formats.aws.{where}",
+        "frame_length",
+        "segment_size",
+        frame_length,
+        segment_size,
+        DEFAULT_FRAME_LENGTH,
+        stacklevel=5,
+    )
     extra = {
         "encryption_context": encryption_context,
         "suite": suite,
         "allow_legacy": allow_legacy,
     }
-    return FormatOptions(key=keyring, segment_size=segment_size, extra=extra)
+    return FormatOptions(key=keyring, segment_size=size, extra=extra)
 
 
 def _reading(
@@ -74,15 +87,9 @@ def encrypt(
     its deprecated name here; the codec's :class:`~streamcrypt.codecs.AwsEncryptor` keeps
     the SDK's term).
     """
-    size = renamed_keyword(
-        "formats.aws.encrypt",
-        "frame_length",
-        "segment_size",
-        frame_length,
-        segment_size,
-        DEFAULT_FRAME_LENGTH,
+    options = _writing(
+        "encrypt", keyring, encryption_context, suite, segment_size, allow_legacy, frame_length
     )
-    options = _writing(keyring, encryption_context, suite, size, allow_legacy)
     return _run.encrypt(FORMAT, source, options, policy)
 
 
@@ -117,15 +124,15 @@ def encrypt_bytes(
     frame_length: int | None = None,
 ) -> bytes:
     """Encrypt a whole message, frames sealed on all cores (arguments as :func:`encrypt`)."""
-    size = renamed_keyword(
-        "formats.aws.encrypt_bytes",
-        "frame_length",
-        "segment_size",
-        frame_length,
+    options = _writing(
+        "encrypt_bytes",
+        keyring,
+        encryption_context,
+        suite,
         segment_size,
-        DEFAULT_FRAME_LENGTH,
+        allow_legacy,
+        frame_length,
     )
-    options = _writing(keyring, encryption_context, suite, size, allow_legacy)
     return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
 
 

@@ -15,7 +15,17 @@ from . import run as _run
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
-def _options(key: Buffer | SecretKey, aad: Buffer, variant: Variant | None) -> FormatOptions:
+def _options(
+    where: str,
+    key: Buffer | SecretKey,
+    aad: Buffer,
+    variant: Variant | None,
+    context: Buffer | None,
+) -> FormatOptions:
+    """The options (``context``: the deprecated name of ``aad``)."""
+    aad = renamed_keyword(
+        f"formats.cobblestone.{where}", "context", "aad", context, aad, b"", stacklevel=5
+    )
     return FormatOptions(key=key, aad=aad, extra={"variant": variant})
 
 
@@ -32,8 +42,7 @@ def encrypt(
 
     ``aad`` is the spec's context (``context=`` is its deprecated name).
     """
-    aad = renamed_keyword("formats.cobblestone.encrypt", "context", "aad", context, aad, b"")
-    options = _options(key, aad, variant)
+    options = _options("encrypt", key, aad, variant, context)
     return _run.encrypt(FORMAT, source, options, policy)
 
 
@@ -47,8 +56,7 @@ def decrypt(
     context: Buffer | None = None,
 ) -> AsyncIterator[bytes]:
     """Decrypt C2SP chunked encryption, yielding only verified chunks."""
-    aad = renamed_keyword("formats.cobblestone.decrypt", "context", "aad", context, aad, b"")
-    options = _options(key, aad, variant)
+    options = _options("decrypt", key, aad, variant, context)
     return _run.decrypt(FORMAT, source, options, policy)
 
 
@@ -62,8 +70,7 @@ def encrypt_bytes(
     context: Buffer | None = None,
 ) -> bytes:
     """Encrypt a whole message (random salt), chunks sealed on all cores."""
-    aad = renamed_keyword("formats.cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
-    options = _options(key, aad, variant)
+    options = _options("encrypt_bytes", key, aad, variant, context)
     return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
 
 
@@ -77,6 +84,5 @@ def decrypt_bytes(
     context: Buffer | None = None,
 ) -> bytes:
     """Decrypt a whole message, chunks opened on all cores; all or nothing."""
-    aad = renamed_keyword("formats.cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
-    options = _options(key, aad, variant)
+    options = _options("decrypt_bytes", key, aad, variant, context)
     return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)

@@ -19,6 +19,22 @@ from . import run as _run
 __all__ = ["decrypt", "encrypt"]
 
 
+def _options(
+    where: str, key: Buffer | SecretKey, segment_size: int, aad: Buffer, chunk_size: int | None
+) -> FormatOptions:
+    """The options (``chunk_size``: the deprecated name of ``segment_size``)."""
+    size = renamed_keyword(
+        f"formats.secretstream.{where}",
+        "chunk_size",
+        "segment_size",
+        chunk_size,
+        segment_size,
+        DEFAULT_CHUNK_SIZE,
+        stacklevel=5,
+    )
+    return FormatOptions(key=key, segment_size=size, aad=aad)
+
+
 def encrypt(
     source: Source,
     key: Buffer | SecretKey,
@@ -29,15 +45,7 @@ def encrypt(
     chunk_size: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Encrypt an async source as a secretstream of fixed-size messages."""
-    size = renamed_keyword(
-        "formats.secretstream.encrypt",
-        "chunk_size",
-        "segment_size",
-        chunk_size,
-        segment_size,
-        DEFAULT_CHUNK_SIZE,
-    )
-    options = FormatOptions(key=key, segment_size=size, aad=aad)
+    options = _options("encrypt", key, segment_size, aad, chunk_size)
     return _run.encrypt(FORMAT, source, options, policy)
 
 
@@ -51,13 +59,5 @@ def decrypt(
     chunk_size: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Decrypt a secretstream; raises TruncatedStreamError if FINAL never came."""
-    size = renamed_keyword(
-        "formats.secretstream.decrypt",
-        "chunk_size",
-        "segment_size",
-        chunk_size,
-        segment_size,
-        DEFAULT_CHUNK_SIZE,
-    )
-    options = FormatOptions(key=key, segment_size=size, aad=aad)
+    options = _options("decrypt", key, segment_size, aad, chunk_size)
     return _run.decrypt(FORMAT, source, options, policy)
