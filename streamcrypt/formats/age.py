@@ -7,7 +7,7 @@ worker thread (inline only with ``policy=None``), never on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ..abc import Buffer
@@ -20,7 +20,7 @@ from ..codecs.age import (
     RecipientLike,
 )
 from ..deprecation import warn_renamed
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import InvalidParameterError
 from . import run as _run
 
@@ -40,112 +40,84 @@ def _by_keyword(where: str, names: tuple[str, ...], args: tuple[Any, ...], **giv
         given[name] = value
     if args:
         shown = ", ".join(names[: len(args)])
-        warn_renamed(f"formats.age.{where}: {shown} by position", "keywords", stacklevel=4)
+        warn_renamed(f"formats.age.{where}: {shown} by position", "keywords", stacklevel=5)
     return given
 
 
-#: The arguments once taken by position, in their old order.
+#: The arguments once taken by position, in their old order (the async ``encrypt``
+#: took the first two).
 _WRITE = ("recipients", "passphrase", "armor")
 _READ = ("identities", "passphrase")
 
 
 def _writing(
-    recipients: Iterable[RecipientLike] | None,
-    passphrase: str | Buffer | None,
-    armor: bool,
-    work_factor: int,
-) -> FormatOptions:
-    return FormatOptions(
-        recipients=tuple(recipients or ()),
-        passphrase=passphrase,
-        armor=armor,
-        work_factor=work_factor,
-    )
-
-
-def _reading(
-    identities: Iterable[IdentityLike] | None,
-    passphrase: str | Buffer | None,
-    max_work_factor: int,
-) -> FormatOptions:
-    return FormatOptions(
-        identities=tuple(identities or ()),
-        passphrase=passphrase,
-        max_work_factor=max_work_factor,
-    )
-
-
-def encrypt(
-    source: Source,
-    *args: Any,
-    recipients: Iterable[RecipientLike] | None = None,
-    passphrase: str | Buffer | None = None,
-    armor: bool = False,
-    work_factor: int = DEFAULT_WORK_FACTOR,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source to age recipients (or a passphrase), optionally armored.
-
-    The arguments are keyword-only (by position they still work, with a
-    :class:`DeprecationWarning`, for one release) and checked here, at the call.
-    """
-    kw = _by_keyword("encrypt", _WRITE[:2], args, recipients=recipients, passphrase=passphrase)
-    options = _writing(kw["recipients"], kw["passphrase"], armor, work_factor)
-    return _run.encrypt(FORMAT, source, options, policy)
-
-
-def decrypt(
-    source: Source,
-    *args: Any,
-    identities: Iterable[IdentityLike] | None = None,
-    passphrase: str | Buffer | None = None,
-    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt an age stream (armor detected by itself), yielding only verified chunks.
-
-    The arguments are checked here, at the call. Armor is detected as
-    :func:`decrypt_bytes` detects it, however the source is cut (leading whitespace
-    included): reading goes on until the verdict is known. Keyword-only, as
-    :func:`encrypt`.
-    """
-    kw = _by_keyword("decrypt", _READ, args, identities=identities, passphrase=passphrase)
-    options = _reading(kw["identities"], kw["passphrase"], max_work_factor)
-    return _run.decrypt(FORMAT, source, options, policy)
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
+    name: str,
     *args: Any,
     recipients: Iterable[RecipientLike] | None = None,
     passphrase: str | Buffer | None = None,
     armor: bool | None = None,
     work_factor: int = DEFAULT_WORK_FACTOR,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its
-    chunks sealed on all cores. Keyword-only, as :func:`encrypt`. Raises as
-    :class:`~streamcrypt.codecs.AgeEncryptor`."""
-    kw = _by_keyword(
-        "encrypt_bytes", _WRITE, args, recipients=recipients, passphrase=passphrase, armor=armor
+) -> _run.Call:
+    """age recipients (or a passphrase), ASCII armor when ``armor``; keyword-only (by
+    position they still work, with a :class:`DeprecationWarning`, for one release)."""
+    names = _WRITE if name == "encrypt_bytes" else _WRITE[:2]
+    kw = _by_keyword(name, names, args, recipients=recipients, passphrase=passphrase, armor=armor)
+    options = FormatOptions(
+        recipients=tuple(kw["recipients"] or ()),
+        passphrase=kw["passphrase"],
+        armor=bool(kw["armor"]),
+        work_factor=work_factor,
     )
-    options = _writing(kw["recipients"], kw["passphrase"], bool(kw["armor"]), work_factor)
-    return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
+    return _run.Call(options, policy)
 
 
-def decrypt_bytes(
-    ciphertext: Buffer,
+def _reading(
+    name: str,
     *args: Any,
     identities: Iterable[IdentityLike] | None = None,
     passphrase: str | Buffer | None = None,
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.
+) -> _run.Call:
+    """age identities (or a passphrase); keyword-only, as when writing."""
+    kw = _by_keyword(name, _READ, args, identities=identities, passphrase=passphrase)
+    options = FormatOptions(
+        identities=tuple(kw["identities"] or ()),
+        passphrase=kw["passphrase"],
+        max_work_factor=max_work_factor,
+    )
+    return _run.Call(options, policy)
 
-    Raises as :class:`~streamcrypt.codecs.AgeDecryptor`; bad armor raises
-    :class:`~streamcrypt.errors.FormatError`. Keyword-only, as :func:`encrypt`.
-    """
-    kw = _by_keyword("decrypt_bytes", _READ, args, identities=identities, passphrase=passphrase)
-    options = _reading(kw["identities"], kw["passphrase"], max_work_factor)
-    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)
+
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source to age ``recipients=`` (or a ``passphrase=``), armored when\n"
+    "``armor=True``. The arguments are checked here, at the call.",
+)
+decrypt = _run.streaming(
+    FORMAT,
+    _reading,
+    "decrypt",
+    "Decrypt an age stream (armor detected by itself), yielding only verified chunks.\n\n"
+    "The arguments are checked here, at the call. Armor is detected as\n"
+    ":func:`decrypt_bytes` detects it, however the source is cut (leading whitespace\n"
+    "included): reading goes on until the verdict is known.",
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its chunks\n"
+    "sealed on all cores. Raises as :class:`~streamcrypt.codecs.AgeEncryptor`.",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.\n\n"
+    "Raises as :class:`~streamcrypt.codecs.AgeDecryptor`; bad armor raises\n"
+    ":class:`~streamcrypt.errors.FormatError`.",
+)

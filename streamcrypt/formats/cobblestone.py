@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from ..abc import Buffer
 from ..codecs import FormatOptions
 from ..codecs.cobblestone import FORMAT, Variant
 from ..deprecation import renamed_keyword
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
 from . import run as _run
 
@@ -16,73 +14,40 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
 def _options(
-    where: str,
+    name: str,
     key: Buffer | SecretKey,
-    aad: Buffer,
-    variant: Variant | None,
-    context: Buffer | None,
-) -> FormatOptions:
-    """The options (``context``: the deprecated name of ``aad``)."""
+    *,
+    aad: Buffer = b"",
+    variant: Variant | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    context: Buffer | None = None,
+) -> _run.Call:
+    """``aad`` is the spec's context (``context=`` is its deprecated name)."""
     aad = renamed_keyword(
-        f"formats.cobblestone.{where}", "context", "aad", context, aad, b"", stacklevel=5
+        f"formats.cobblestone.{name}", "context", "aad", context, aad, b"", stacklevel=5
     )
-    return FormatOptions(key=key, aad=aad, extra={"variant": variant})
+    return _run.Call(FormatOptions(key=key, aad=aad, extra={"variant": variant}), policy)
 
 
-def encrypt(
-    source: Source,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.
-
-    ``aad`` is the spec's context (``context=`` is its deprecated name).
-    """
-    options = _options("encrypt", key, aad, variant, context)
-    return _run.encrypt(FORMAT, source, options, policy)
-
-
-def decrypt(
-    source: Source,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> AsyncIterator[bytes]:
-    """Decrypt C2SP chunked encryption, yielding only verified chunks."""
-    options = _options("decrypt", key, aad, variant, context)
-    return _run.decrypt(FORMAT, source, options, policy)
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> bytes:
-    """Encrypt a whole message (random salt), chunks sealed on all cores."""
-    options = _options("encrypt_bytes", key, aad, variant, context)
-    return _run.encrypt_bytes(FORMAT, plaintext, options, policy)
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> bytes:
-    """Decrypt a whole message, chunks opened on all cores; all or nothing."""
-    options = _options("decrypt_bytes", key, aad, variant, context)
-    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)
+encrypt = _run.streaming(
+    FORMAT,
+    _options,
+    "encrypt",
+    "Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.\n\n"
+    "``aad`` is the spec's context (``context=`` is its deprecated name).",
+)
+decrypt = _run.streaming(
+    FORMAT, _options, "decrypt", "Decrypt C2SP chunked encryption, yielding only verified chunks."
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _options,
+    "encrypt_bytes",
+    "Encrypt a whole message (random salt), chunks sealed on all cores.",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _options,
+    "decrypt_bytes",
+    "Decrypt a whole message, chunks opened on all cores; all or nothing.",
+)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from ..abc import Buffer
 from ..codecs import FormatOptions
 from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
@@ -16,7 +13,7 @@ from ..codecs.ece import (
     encrypted_length,
 )
 from ..deprecation import warn_renamed
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import InvalidParameterError
 from ..keys import KeyRing
 from . import run as _run
@@ -25,95 +22,70 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "encrypted_le
 
 
 def _writing(
-    where: str,
+    name: str,
     key: EceKey | KeyRing,
-    salt: bytes | None,
-    segment_size: int,
-    record_size: int | None,
-    keyid: bytes | str,
-    padding: int,
-) -> FormatOptions:
+    *,
+    salt: bytes | None = None,
+    segment_size: int = DEFAULT_SEGMENT_SIZE,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    record_size: int | None = None,
+) -> _run.Call:
+    """Arguments as :class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the
+    plaintext bytes of a full record, the RFC's record size ``rs`` less
+    :data:`~streamcrypt.codecs.ece.OVERHEAD` (17); ``record_size=`` (``rs`` itself) is
+    its deprecated form."""
     extra: dict[str, object] = {"salt": salt, "keyid": keyid, "padding": padding}
     if record_size is None:
-        return FormatOptions(key=key, segment_size=segment_size, extra=extra)
+        return _run.Call(FormatOptions(key=key, segment_size=segment_size, extra=extra), policy)
     if segment_size != DEFAULT_SEGMENT_SIZE:
         raise InvalidParameterError(
-            f"formats.ece.{where}: give segment_size= only (record_size= is segment_size + "
+            f"formats.ece.{name}: give segment_size= only (record_size= is segment_size + "
             f"{OVERHEAD}, its old form)"
         )
     warn_renamed(
-        f"formats.ece.{where}: record_size=",
+        f"formats.ece.{name}: record_size=",
         f"segment_size= (plaintext bytes per record, record_size - {OVERHEAD})",
         stacklevel=4,
     )
-    return FormatOptions(key=key, extra={**extra, "record_size": record_size})
+    return _run.Call(FormatOptions(key=key, extra={**extra, "record_size": record_size}), policy)
 
 
-def _reading(key: EceKeySource, max_record_size: int, allow_no_records: bool) -> FormatOptions:
+def _reading(
+    name: str,
+    key: EceKeySource,
+    *,
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    allow_no_records: bool = False,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> _run.Call:
+    """Arguments as :class:`~streamcrypt.codecs.EceDecryptor`."""
     extra = {"max_record_size": max_record_size, "allow_no_records": allow_no_records}
-    return FormatOptions(key=key, extra=extra)
+    return _run.Call(FormatOptions(key=key, extra=extra), policy)
 
 
-def encrypt(
-    source: Source,
-    key: EceKey | KeyRing,
-    *,
-    salt: bytes | None = None,
-    segment_size: int = DEFAULT_SEGMENT_SIZE,
-    keyid: bytes | str = b"",
-    padding: int = 0,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    record_size: int | None = None,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an ``aes128gcm`` body (arguments as
-    :class:`~streamcrypt.codecs.EceEncryptor`).
-
-    ``segment_size`` is the plaintext bytes of a full record: the RFC's record size
-    ``rs`` less :data:`~streamcrypt.codecs.ece.OVERHEAD` (17). ``record_size=`` (``rs``
-    itself) is its deprecated form.
-    """
-    options = _writing("encrypt", key, salt, segment_size, record_size, keyid, padding)
-    return _run.encrypt(FORMAT, source, options, policy)
-
-
-def decrypt(
-    source: Source,
-    key: EceKeySource,
-    *,
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    allow_no_records: bool = False,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt an ``aes128gcm`` body, yielding only verified records."""
-    options = _reading(key, max_record_size, allow_no_records)
-    return _run.decrypt(FORMAT, source, options, policy)
-
-
-def encrypt_bytes(
-    body: Buffer,
-    key: EceKey | KeyRing,
-    *,
-    salt: bytes | None = None,
-    segment_size: int = DEFAULT_SEGMENT_SIZE,
-    keyid: bytes | str = b"",
-    padding: int = 0,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    record_size: int | None = None,
-) -> bytes:
-    """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores
-    (arguments as :func:`encrypt`)."""
-    options = _writing("encrypt_bytes", key, salt, segment_size, record_size, keyid, padding)
-    return _run.encrypt_bytes(FORMAT, body, options, policy)
-
-
-def decrypt_bytes(
-    body: Buffer,
-    key: EceKeySource,
-    *,
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    allow_no_records: bool = False,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing."""
-    options = _reading(key, max_record_size, allow_no_records)
-    return _run.decrypt_bytes(FORMAT, body, options, policy)
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source into an ``aes128gcm`` body (arguments as\n"
+    ":class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the plaintext bytes\n"
+    "of a full record, ``rs`` less 17, and ``record_size=`` its deprecated form).",
+)
+decrypt = _run.streaming(
+    FORMAT, _reading, "decrypt", "Decrypt an ``aes128gcm`` body, yielding only verified records."
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores\n"
+    "(arguments as :func:`encrypt`).",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing.",
+)

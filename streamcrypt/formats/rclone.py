@@ -1,17 +1,16 @@
 """rclone crypt file contents as async streams; the codec is :mod:`streamcrypt.codecs.rclone`.
 
 Keys come as :class:`~streamcrypt.codecs.rclone.RcloneKeys` or as ``password`` (and
-``password2``) in clear; their scrypt runs on a worker thread (inline only with
-``policy=None``), never on the event loop.
+``password2``) in clear; in the async calls their scrypt runs on a worker thread (inline
+only with ``policy=None``), never on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from functools import partial
 
-from ..abc import Buffer
 from ..codecs import FormatOptions, SegmentedFormat
 from ..codecs.rclone import FORMAT, RcloneKeys
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, wait_future
@@ -19,10 +18,6 @@ from ..errors import InvalidParameterError
 from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "keys"]
-
-_Runner = Callable[
-    [SegmentedFormat, Source, FormatOptions, OffloadPolicy | None], AsyncIterator[bytes]
-]
 
 
 async def keys(
@@ -33,9 +28,39 @@ async def keys(
     return derive() if policy is None else await wait_future(policy.submit(derive))
 
 
+def _writing(
+    name: str,
+    key: RcloneKeys | None = None,
+    *,
+    password: str | None = None,
+    password2: str = "",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> _run.Call:
+    """The crypt remote's keys, or its ``password`` (and ``password2``) in clear."""
+    return _options(key, password, password2, policy)
+
+
+def _reading(
+    name: str,
+    key: RcloneKeys | None = None,
+    *,
+    password: str | None = None,
+    password2: str = "",
+    expected_size: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> _run.Call:
+    """As when writing; rclone files have no end marker: ``expected_size`` (the plaintext
+    size) turns a file cut at a block boundary into :class:`TruncatedStreamError`."""
+    return _options(key, password, password2, policy, expected_size=expected_size)
+
+
 def _options(
-    key: RcloneKeys | None, password: str | None, password2: str, **extra: object
-) -> FormatOptions:
+    key: RcloneKeys | None,
+    password: str | None,
+    password2: str,
+    policy: OffloadPolicy | None,
+    **extra: object,
+) -> _run.Call:
     """The options, checked at the call for what could otherwise fail only once
     iteration starts."""
     if (key is None) == (password is None):
@@ -46,81 +71,67 @@ def _options(
         raise InvalidParameterError(
             "rclone crypt's password= must be a non-empty str (and password2= a str)"
         )
-    return FormatOptions(key=key, password=password, password2=password2, extra=extra)
+    options = FormatOptions(key=key, password=password, password2=password2, extra=extra)
+    return _run.Call(options, policy)
 
 
-def _run_keyed(
-    run: _Runner, source: Source, options: FormatOptions, policy: OffloadPolicy | None
-) -> AsyncIterator[bytes]:
-    """``run`` over ``source``: at once with keys, else once the password's keys are
-    derived off the event loop (the other options are checked now, on stand-in keys)."""
-    if options.key is not None:
-        return run(FORMAT, source, options, policy)
-    stand_in = replace(options, key=RcloneKeys.from_material(bytes(80)), password=None)
-    run(FORMAT, b"", stand_in, None)  # raises for bad options now; never iterated
-    return _derived(run, source, options, policy)
+def _keyed(run: _run.Runner) -> _run.Runner:
+    """``run``, at once with keys, else once the password's keys are derived off the
+    event loop (the other options are checked at the call, on stand-in keys)."""
+
+    def keyed(
+        fmt: SegmentedFormat, source: Source, options: FormatOptions, policy: OffloadPolicy | None
+    ) -> AsyncIterator[bytes]:
+        if options.key is not None:
+            return run(fmt, source, options, policy)
+        stand_in = replace(options, key=RcloneKeys.from_material(bytes(80)), password=None)
+        run(fmt, b"", stand_in, None)  # raises for bad options now; never iterated
+        return _derived(run, fmt, source, options, policy)
+
+    return keyed
 
 
 async def _derived(
-    run: _Runner, source: Source, options: FormatOptions, policy: OffloadPolicy | None
+    run: _run.Runner,
+    fmt: SegmentedFormat,
+    source: Source,
+    options: FormatOptions,
+    policy: OffloadPolicy | None,
 ) -> AsyncIterator[bytes]:
     derived = await keys(options.password or "", options.password2, policy=policy)
     keyed = replace(options, key=derived, password=None, password2="")
-    async for piece in run(FORMAT, source, keyed, policy):
+    async for piece in run(fmt, source, keyed, policy):
         yield piece
 
 
-def encrypt(
-    source: Source,
-    key: RcloneKeys | None = None,
-    *,
-    password: str | None = None,
-    password2: str = "",
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source as rclone crypt file contents, blocks sealed in parallel.
-
-    The arguments are checked at the call; a password's scrypt runs when iteration starts.
-    """
-    return _run_keyed(_run.encrypt, source, _options(key, password, password2), policy)
-
-
-def decrypt(
-    source: Source,
-    key: RcloneKeys | None = None,
-    *,
-    password: str | None = None,
-    password2: str = "",
-    expected_size: int | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt rclone crypt contents, yielding only verified blocks.
-
-    rclone files have no end marker: pass ``expected_size`` (the plaintext size) to turn
-    a file cut at a block boundary into :class:`TruncatedStreamError`. The arguments are
-    checked at the call; a password's scrypt runs when iteration starts.
-    """
-    options = _options(key, password, password2, expected_size=expected_size)
-    return _run_keyed(_run.decrypt, source, options, policy)
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: RcloneKeys,
-    *,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Encrypt whole file contents for a crypt remote, blocks sealed on all cores."""
-    return _run.encrypt_bytes(FORMAT, plaintext, _options(key, None, ""), policy)
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: RcloneKeys,
-    *,
-    expected_size: int | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Decrypt whole crypt file contents, blocks opened on all cores; all or nothing."""
-    options = _options(key, None, "", expected_size=expected_size)
-    return _run.decrypt_bytes(FORMAT, ciphertext, options, policy)
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source as rclone crypt file contents, blocks sealed in parallel.\n\n"
+    "The arguments are checked at the call; a password's scrypt runs when iteration starts.",
+    _keyed(_run.encrypt),
+)
+decrypt = _run.streaming(
+    FORMAT,
+    _reading,
+    "decrypt",
+    "Decrypt rclone crypt contents, yielding only verified blocks.\n\n"
+    "rclone files have no end marker: pass ``expected_size`` (the plaintext size) to turn\n"
+    "a file cut at a block boundary into :class:`TruncatedStreamError`. The arguments are\n"
+    "checked at the call; a password's scrypt runs when iteration starts.",
+    _keyed(_run.decrypt),
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt whole file contents for a crypt remote, blocks sealed on all cores (a\n"
+    "password's scrypt runs in the call).",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt whole crypt file contents, blocks opened on all cores; all or nothing.",
+)

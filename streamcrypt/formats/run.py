@@ -6,18 +6,106 @@ stages on all cores. All four build their transforms from a
 :class:`~streamcrypt.codecs.SegmentedFormat` and :class:`~streamcrypt.codecs.FormatOptions`
 at the call, so bad arguments raise there, before any iteration; a format's armor is
 written on request and detected when reading, however the source is cut.
+
+A format module states each direction's keywords once, in a builder returning a
+:class:`Call`; :func:`streaming` and :func:`one_shot` make its public ``encrypt`` /
+``decrypt`` / ``encrypt_bytes`` / ``decrypt_bytes`` from that builder, so the async and
+the one-shot call can never take different keywords.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..abc import Buffer, Transform
 from ..codecs import FormatOptions, SegmentedFormat, SegmentedTransform, TextArmor
-from ..engine import OffloadPolicy, Source, pipeline, run_segmented
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
 from ..errors import StreamCryptError
 
-__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "run_stages", "stream"]
+__all__ = [
+    "Call",
+    "Runner",
+    "decrypt",
+    "decrypt_bytes",
+    "encrypt",
+    "encrypt_bytes",
+    "one_shot",
+    "run_stages",
+    "stream",
+    "streaming",
+]
+
+_P = ParamSpec("_P")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What one call of a format's function asks for: its options and offload policy."""
+
+    options: FormatOptions
+    policy: OffloadPolicy | None = DEFAULT_POLICY
+
+
+#: Runs a format over a source with options: :func:`encrypt`, :func:`decrypt` or a
+#: format's own (one that derives a key off the event loop first).
+Runner = Callable[
+    [SegmentedFormat, Source, FormatOptions, OffloadPolicy | None], AsyncIterator[bytes]
+]
+
+
+def streaming(
+    fmt: SegmentedFormat,
+    build: Callable[Concatenate[str, _P], Call],
+    name: str,
+    doc: str,
+    run: Runner | None = None,
+) -> Callable[Concatenate[Source, _P], AsyncIterator[bytes]]:
+    """The async ``name`` (``"encrypt"`` or ``"decrypt"``) of ``fmt``: ``name(source,
+    ...)`` takes ``build``'s keywords (``build`` gets ``name`` first, for messages) and
+    returns an async iterator; the arguments are checked at the call. ``run`` defaults to
+    :func:`encrypt` / :func:`decrypt`."""
+    if run is None:
+        run = decrypt if name == "decrypt" else encrypt
+
+    runner = run
+
+    def call(source: Source, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[bytes]:
+        made = build(name, *args, **kwargs)
+        return runner(fmt, source, made.options, made.policy)
+
+    return _named(call, build, name, doc, ("source", Source, AsyncIterator[bytes]))
+
+
+def one_shot(
+    fmt: SegmentedFormat, build: Callable[Concatenate[str, _P], Call], name: str, doc: str
+) -> Callable[Concatenate[Buffer, _P], bytes]:
+    """The one-shot ``name`` (``"encrypt_bytes"`` or ``"decrypt_bytes"``) of ``fmt``, as
+    :func:`streaming` makes the async one: all of the data at once, on all cores."""
+    run = decrypt_bytes if name == "decrypt_bytes" else encrypt_bytes
+    first = "ciphertext" if name == "decrypt_bytes" else "plaintext"
+
+    def call(data: Buffer, /, *args: _P.args, **kwargs: _P.kwargs) -> bytes:
+        made = build(name, *args, **kwargs)
+        return run(fmt, data, made.options, made.policy)
+
+    return _named(call, build, name, doc, (first, Buffer, bytes))
+
+
+def _named(call: _F, build: Callable[..., Call], name: str, doc: str, first: tuple[Any, ...]) -> _F:
+    """``call`` named ``name`` in ``build``'s module, its signature ``build``'s keywords
+    after the data parameter ``first`` (name, annotation, return annotation)."""
+    fn: Any = call
+    params = list(inspect.signature(build, eval_str=True).parameters.values())[1:]
+    data = inspect.Parameter(first[0], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=first[1])
+    fn.__signature__ = inspect.Signature([data, *params], return_annotation=first[2])
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = build.__module__
+    fn.__doc__ = doc
+    return call
 
 
 def stream(
