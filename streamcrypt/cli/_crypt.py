@@ -190,49 +190,12 @@ _RCLONE = frozenset({"passphrase", "passphrase_file", "password2_file"})
 @dataclass(frozen=True)
 class _Use:
     """How one format is used by one command: the options it takes (of
-    :data:`_FORMAT_OPTIONS`) and why the others do not apply (for a format the user did
-    not name with ``--format``)."""
+    :data:`_FORMAT_OPTIONS`), why the others do not apply (for a format the user did not
+    name with ``--format``), and how its :class:`FormatOptions` are made."""
 
     takes: frozenset[str]
     why: str
-
-
-#: Which options each format takes, by command: the one table the checks read.
-_USES: dict[tuple[str, bool], _Use] = {
-    ("native", False): _Use(
-        _LAYOUT | {"key"}, "-k is a symmetric key, so the output is a native container under it"
-    ),
-    ("envelope", False): _Use(
-        _PEOPLE | _LAYOUT | {"key", "kdf", "sign_with"}, "the keys given make a native file"
-    ),
-    ("age", False): _Use(
-        _PEOPLE | {"key", "work_factor", "armor"}, "the keys given make an age file"
-    ),
-    ("tink", False): _Use(
-        frozenset({"key", "aad"}), "-k is a Tink keyset, so the output is a Tink ciphertext"
-    ),
-    ("rclone", False): _Use(_RCLONE, "--format rclone"),
-    ("aws", False): _Use(
-        _AWS, "-k is a raw AES key, so the output is an AWS Encryption SDK message"
-    ),
-    ("native", True): _Use(
-        frozenset({"key", "aad"}),
-        "the input is a native streamcrypt container, encrypted under a symmetric key: "
-        "give that key file with -k KEYFILE",
-    ),
-    ("envelope", True): _Use(
-        _PEOPLE | {"key", "aad", "verify_with"},
-        "the input is a streamcrypt envelope (recipients or a passphrase)",
-    ),
-    ("age", True): _Use(_PEOPLE | {"key"}, "the input is an age file"),
-    ("tink", True): _Use(
-        frozenset({"key", "aad"}),
-        "the input is not a streamcrypt or age file, so it is read as a Tink ciphertext "
-        "under the -k keyset",
-    ),
-    ("rclone", True): _Use(_RCLONE, "the input is an rclone crypt file"),
-    ("aws", True): _Use(_AWS, "the input is an AWS message"),
-}
+    options: Callable[[argparse.Namespace, _Keys], FormatOptions]
 
 
 def _check_options(args: argparse.Namespace, keys: _Keys, name: str, decrypting: bool) -> None:
@@ -372,27 +335,29 @@ def _check_people(keys: _Keys, kind: str, found: list[Any], wrong_key: str, miss
         raise KeyFileError(missing)
 
 
-def _parsed_recipients(args: argparse.Namespace, parse: Callable[[str], Any]) -> list[Any]:
+def _recipients(
+    args: argparse.Namespace,
+    keys: _Keys,
+    kind: Literal["age", "x25519"],
+    parse: Callable[[str], Any],
+    messages: tuple[str, str, str],
+) -> list[Any]:
+    """The recipients of ``-r`` / ``-R`` (parsed by ``parse``) and of the identity files,
+    all of ``kind``; ``messages``: an identity file of another kind, ``-k`` of another
+    kind (after what it holds), neither recipients nor a passphrase."""
     recipients: list[Any] = []
     for text, where in _recipient_texts(args):
         try:
             recipients.append(parse(text))
         except StreamCryptError as exc:
             raise _bad_recipient(text, where, exc) from None
+    recipients.extend(ident.recipient for ident in _identities_of(keys, kind, messages[0]))
+    _check_people(keys, kind, recipients, messages[1], messages[2])
     return recipients
 
 
 def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
-    recipients = _parsed_recipients(args, _age.parse_recipient)
-    purpose = "age encryption needs age identities or age1... recipients"
-    recipients.extend(ident.recipient for ident in _identities_of(keys, "age", purpose))
-    _check_people(
-        keys,
-        "age",
-        recipients,
-        "; age encrypts to -r age1... recipients, -i age identity files or --passphrase",
-        "age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase",
-    )
+    recipients = _recipients(args, keys, "age", _age.parse_recipient, _AGE_MESSAGES)
     if recipients and keys.passphrase is not None:
         raise _usage("age files take either recipients or a passphrase, not both")
     work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
@@ -406,25 +371,23 @@ def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     )
 
 
-_NATIVE_KEYS = (
+_AGE_MESSAGES = (
+    "age encryption needs age identities or age1... recipients",
+    "; age encrypts to -r age1... recipients, -i age identity files or --passphrase",
+    "age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase",
+)
+_NATIVE_MESSAGES = (
+    "the native format needs streamcrypt identities",
     "; the native format takes a symmetric key, -r sc-x25519-pub1... recipients, -i "
-    "identity files or --passphrase"
+    "identity files or --passphrase",
+    "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase",
 )
 
 
 def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     if keys.key is not None and keys.key.kind != "x25519":  # before -i: says what -k is
-        _check_people(keys, "x25519", [], _NATIVE_KEYS, "")
-    recipients = _parsed_recipients(args, _envelope.parse_recipient)
-    purpose = "the native format needs streamcrypt identities"
-    recipients.extend(ident.recipient for ident in _identities_of(keys, "x25519", purpose))
-    _check_people(
-        keys,
-        "x25519",
-        recipients,
-        _NATIVE_KEYS,
-        "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase",
-    )
+        _check_people(keys, "x25519", [], _NATIVE_MESSAGES[1], "")
+    recipients = _recipients(args, keys, "x25519", _envelope.parse_recipient, _NATIVE_MESSAGES)
     signer = None
     if args.sign_with:
         signing = load_key_file(args.sign_with)
@@ -461,17 +424,6 @@ def _native_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     )
 
 
-#: How each format's options are made from the command line, when encrypting.
-_WRITING: dict[str, Callable[[argparse.Namespace, _Keys], FormatOptions]] = {
-    "native": _native_writing,
-    "envelope": _envelope_writing,
-    "age": _age_writing,
-    "tink": _tink_writing,
-    "rclone": lambda args, keys: FormatOptions(key=_rclone_keys(args, keys)),
-    "aws": _aws_options,
-}
-
-
 def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     """The descriptor to write: ``--format``, else the one the keys imply."""
     fmt = str(args.format) if args.format else _implied_format(args, keys)
@@ -501,7 +453,7 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
     keys = _load_keys(args, confirm=True)
     name = _encrypt_format(args, keys)
     _check_options(args, keys, name, decrypting=False)
-    options = _WRITING[name](args, keys)
+    options = _USES[name, False].options(args, keys)
     fmt = FORMATS[name]
     return Plan(_CLI_NAME.get(name, name), lambda head: fmt.encryptors(options))
 
@@ -553,14 +505,55 @@ def _tink_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     return FormatOptions(key=keyset, aad=_aad(args))
 
 
-#: How each format's options are made from the command line, when decrypting.
-_READING: dict[str, Callable[[argparse.Namespace, _Keys], FormatOptions]] = {
-    "native": _native_reading,
-    "envelope": _envelope_reading,
-    "age": _age_reading,
-    "tink": _tink_reading,
-    "rclone": lambda args, keys: FormatOptions(key=_rclone_keys(args, keys)),
-    "aws": _aws_options,
+def _rclone_options(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    return FormatOptions(key=_rclone_keys(args, keys))
+
+
+#: Each format by command: the options it takes, why others do not apply, how its
+#: FormatOptions are made. The one table the checks and the plans read.
+_USES: dict[tuple[str, bool], _Use] = {
+    ("native", False): _Use(
+        _LAYOUT | {"key"},
+        "-k is a symmetric key, so the output is a native container under it",
+        _native_writing,
+    ),
+    ("envelope", False): _Use(
+        _PEOPLE | _LAYOUT | {"key", "kdf", "sign_with"},
+        "the keys given make a native file",
+        _envelope_writing,
+    ),
+    ("age", False): _Use(
+        _PEOPLE | {"key", "work_factor", "armor"}, "the keys given make an age file", _age_writing
+    ),
+    ("tink", False): _Use(
+        frozenset({"key", "aad"}),
+        "-k is a Tink keyset, so the output is a Tink ciphertext",
+        _tink_writing,
+    ),
+    ("rclone", False): _Use(_RCLONE, "--format rclone", _rclone_options),
+    ("aws", False): _Use(
+        _AWS, "-k is a raw AES key, so the output is an AWS Encryption SDK message", _aws_options
+    ),
+    ("native", True): _Use(
+        frozenset({"key", "aad"}),
+        "the input is a native streamcrypt container, encrypted under a symmetric key: "
+        "give that key file with -k KEYFILE",
+        _native_reading,
+    ),
+    ("envelope", True): _Use(
+        _PEOPLE | {"key", "aad", "verify_with"},
+        "the input is a streamcrypt envelope (recipients or a passphrase)",
+        _envelope_reading,
+    ),
+    ("age", True): _Use(_PEOPLE | {"key"}, "the input is an age file", _age_reading),
+    ("tink", True): _Use(
+        frozenset({"key", "aad"}),
+        "the input is not a streamcrypt or age file, so it is read as a Tink ciphertext "
+        "under the -k keyset",
+        _tink_reading,
+    ),
+    ("rclone", True): _Use(_RCLONE, "the input is an rclone crypt file", _rclone_options),
+    ("aws", True): _Use(_AWS, "the input is an AWS message", _aws_options),
 }
 
 
@@ -608,7 +601,7 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
     def build(head: bytes) -> list[Transform]:
         name = _decrypt_format(args, keys, head)
         _check_options(args, keys, name, decrypting=True)
-        options = _READING[name](args, keys)
+        options = _USES[name, True].options(args, keys)
         return FORMATS[name].decryptors(options, head, at_end=len(head) < peek)
 
     def check(head: bytes) -> None:
