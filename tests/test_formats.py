@@ -391,3 +391,20 @@ def test_age_arguments_by_position_still_work_for_one_release_with_a_warning() -
         age.decrypt(_never_read(), [IDENTITY], identities=[IDENTITY])
     with pytest.raises(InvalidParameterError, match="at most 3 positional"):
         age.decrypt(_never_read(), [IDENTITY], None, 1)
+
+
+def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() -> None:
+    import inspect
+
+    for name in sorted(set(formats.__all__) - {"run"}):
+        module = getattr(formats, name)
+        for verb in ("encrypt", "decrypt"):
+            streamed = inspect.signature(getattr(module, verb))
+            assert next(iter(streamed.parameters)) == "source", (name, verb)
+            assert getattr(module, verb).__module__ == module.__name__
+            assert getattr(module, verb).__name__ == verb and getattr(module, verb).__doc__
+            if not hasattr(module, f"{verb}_bytes"):
+                continue
+            whole = inspect.signature(getattr(module, f"{verb}_bytes"))
+            assert list(streamed.parameters)[1:] == list(whole.parameters)[1:], (name, verb)
+            assert whole.return_annotation is bytes
