@@ -103,7 +103,9 @@ def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> N
     data = make()  # type: ignore[operator]
     expected = UnknownKeyError.__name__  # the header comes before the bad armor
     assert _verdict(lambda: age.decrypt_bytes(data, [ME])) == expected
-    assert _verdict(lambda: formats.age.decrypt_bytes(data, identities=[ME], policy=None)) == expected
+    assert (
+        _verdict(lambda: formats.age.decrypt_bytes(data, identities=[ME], policy=None)) == expected
+    )
     for size in (1, 7, 64, 65, 1000, len(data)):
         pieces = [data[i : i + size] for i in range(0, len(data), size)]
         assert _verdict(lambda p=pieces: _stream(p)) == expected, size
