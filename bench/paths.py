@@ -318,13 +318,13 @@ def _formats(report: Report, size: int, rounds: int) -> None:
     line(
         "age encrypt (pyrage)",
         chacha,
-        _drain(lambda: age.encrypt(_gen(data, 1 << 20)(), [recipient])),
+        _drain(lambda: age.encrypt(_gen(data, 1 << 20)(), recipients=[recipient])),
         lambda: pyrage.encrypt(data, [ident.to_public()]),
     )
     line(
         "age decrypt (pyrage)",
         chacha,
-        _drain(lambda: age.decrypt(_gen(age_ct, 1 << 20)(), [str(ident)])),
+        _drain(lambda: age.decrypt(_gen(age_ct, 1 << 20)(), identities=[str(ident)])),
         lambda: pyrage.decrypt(age_ct, [ident]),
     )
     assert age_codec.decrypt_bytes(age_ct, identities=[str(ident)]) == data

@@ -84,7 +84,11 @@ def _age_any(pieces: Sequence[bytes]) -> bytes:
 
     async def run() -> bytes:
         stream = _formats.age.decrypt(
-            source(), identities, K.PASSPHRASE, max_work_factor=K.MAX_WORK_FACTOR, policy=None
+            source(),
+            identities=identities,
+            passphrase=K.PASSPHRASE,
+            max_work_factor=K.MAX_WORK_FACTOR,
+            policy=None,
         )
         return b"".join([chunk async for chunk in stream])
 

@@ -22,20 +22,28 @@ _P = ParamSpec("_P")
 
 
 def renamed_keyword(
-    where: str, old: str, new: str, old_value: _T | None, value: _T, default: _T
+    where: str,
+    old: str,
+    new: str,
+    old_value: _T | None,
+    value: _T,
+    default: _T,
+    *,
+    stacklevel: int = 4,
 ) -> _T:
     """The value of keyword ``new`` of ``where``, honouring its deprecated name ``old``.
 
     ``old_value`` is what the caller gave as ``old=`` (``None``: not given); given, it
     warns with :class:`DeprecationWarning` (the old name goes one release later) and is
     used, unless ``new=`` was given too (``value`` is not ``default``), which raises
-    :class:`InvalidParameterError`.
+    :class:`InvalidParameterError`. ``stacklevel`` 4 points the warning at the caller
+    of the function that calls this (one more per helper in between).
     """
     if old_value is None:
         return value
     if value is not default and value != default:
         raise InvalidParameterError(f"{where}: give {new}= only ({old}= is its old name)")
-    warn_renamed(f"{where}: {old}=", f"{new}=", stacklevel=4)
+    warn_renamed(f"{where}: {old}=", f"{new}=", stacklevel=stacklevel)
     return old_value
 
 
@@ -62,7 +70,8 @@ def keyword_only(*names: str) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
     def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         fixed = sum(p.kind in kinds for p in inspect.signature(fn).parameters.values())
-        where = f"{fn.__module__.rpartition('.')[2]}.{fn.__qualname__.removesuffix('.__init__')}"
+        module = fn.__module__.removeprefix("streamcrypt.")
+        where = f"{module}.{fn.__qualname__.removesuffix('.__init__')}"
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> _T:

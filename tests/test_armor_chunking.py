@@ -29,7 +29,7 @@ def _stream(pieces: Sequence[bytes], identity: age.X25519Identity = ME) -> bytes
             yield piece
 
     async def run() -> bytes:
-        out = formats.age.decrypt(source(), [identity], policy=None)
+        out = formats.age.decrypt(source(), identities=[identity], policy=None)
         return b"".join([chunk async for chunk in out])
 
     return anyio.run(run)
@@ -48,7 +48,7 @@ def test_every_split_of_the_armored_prefix(lead: bytes) -> None:
     """Leading whitespace and the BEGIN line cut at every point: accepted every time."""
     data = lead + ARMORED
     assert age.decrypt_bytes(data, identities=[ME]) == PAYLOAD
-    assert formats.age.decrypt_bytes(data, [ME], policy=None) == PAYLOAD
+    assert formats.age.decrypt_bytes(data, identities=[ME], policy=None) == PAYLOAD
     prefix = len(lead) + len(armor.BEGIN_LINE) + 1
     for cut in range(prefix + 1):
         assert _stream([data[:cut], data[cut:]]) == PAYLOAD, cut
@@ -105,7 +105,9 @@ def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> N
     data = make()  # type: ignore[operator]
     expected = UnknownKeyError.__name__  # the header comes before the bad armor
     assert _verdict(lambda: age.decrypt_bytes(data, identities=[ME])) == expected
-    assert _verdict(lambda: formats.age.decrypt_bytes(data, [ME], policy=None)) == expected
+    assert (
+        _verdict(lambda: formats.age.decrypt_bytes(data, identities=[ME], policy=None)) == expected
+    )
     for size in (1, 7, 64, 65, 1000, len(data)):
         pieces = [data[i : i + size] for i in range(0, len(data), size)]
         assert _verdict(lambda p=pieces: _stream(p)) == expected, size

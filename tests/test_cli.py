@@ -7,7 +7,9 @@ and that no output file (nor a temporary) is left behind.
 
 from __future__ import annotations
 
+import argparse
 import base64
+import functools
 import hashlib
 import hmac
 import io
@@ -381,6 +383,12 @@ def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, st
     armored = sc("encrypt", "-r", public["id.age"], "--armor", cwd=work, stdin=DATA)
     assert armored.returncode == 0
     assert armored.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    # detected by its BEGIN line after whitespace; another armor is not taken for age
+    spaced = sc("decrypt", "-i", "id.age", cwd=work, stdin=b"\n \r\n" + armored.stdout)
+    assert spaced.returncode == 0 and spaced.stdout == DATA
+    pgp = b"-----BEGIN PGP MESSAGE-----\n\nabc\n-----END PGP MESSAGE-----\n"
+    other = sc("decrypt", "-i", "id.age", cwd=work, stdin=pgp)
+    assert other.returncode == 1 and b"is not a streamcrypt container" in other.stderr
     dec = sc("decrypt", "-k", "id.age", cwd=work, stdin=armored.stdout)
     assert dec.returncode == 0 and dec.stdout == DATA
     (work / "pw").write_text("hunter2\n")
@@ -993,3 +1001,57 @@ def test_ctrl_c_while_reading_a_terminal_stops_at_once(work: Path, key: Path) ->
     assert status == 130, seen
     assert b"streamcrypt: interrupted" in seen and b"Traceback" not in seen
     assert not (work / "out.sc").exists() and leftovers(work) == []
+
+
+# ------------------------------------------------------------------ which options apply
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    from streamcrypt.cli import _build_parser
+
+    return _build_parser()
+
+
+def _namespace(command: str, **given: object) -> argparse.Namespace:
+    args = _parser().parse_args([command])
+    for name, value in given.items():
+        setattr(args, name, value)
+    return args
+
+
+def test_one_table_says_which_options_each_format_takes() -> None:
+    """Every option a format does not take is refused with the reason the table gives
+    (or naming --format when the user gave it); every option it takes passes."""
+    from streamcrypt.cli import _crypt
+    from streamcrypt.cli._errors import EXIT_USAGE, CliError
+    from streamcrypt.codecs import FORMATS
+
+    dests = {*vars(_namespace("encrypt")), *vars(_namespace("decrypt"))}
+    assert set(_crypt._FORMAT_OPTIONS) <= dests
+    names = {name for name, _ in _crypt._USES}
+    assert names <= set(FORMATS)
+    assert set(_crypt._USES) == {(n, d) for n in names for d in (False, True)}
+    samples: dict[str, object] = {"recipient": ["x"], "recipients_file": ["x"]}
+    samples |= {"identity": ["x"], "context": ["a=b"], "armor": True, "passphrase": True}
+    checked = 0
+    for (name, decrypting), use in _crypt._USES.items():
+        assert use.takes <= set(_crypt._FORMAT_OPTIONS), name
+        keys = _crypt._Keys()
+        command = "decrypt" if decrypting else "encrypt"
+        for option in _crypt._FORMAT_OPTIONS:
+            value = samples.get(option, "x")
+            args = _namespace(command, **{option: value})
+            if option in use.takes:
+                _crypt._check_options(args, keys, name, decrypting)
+                continue
+            with pytest.raises(CliError) as raised:
+                _crypt._check_options(args, keys, name, decrypting)
+            flag = "--" + option.replace("_", "-")
+            assert raised.value.code == EXIT_USAGE
+            assert str(raised.value) == f"{flag} does not apply: {use.why}"
+            forced = _namespace(command, format="native", **{option: value})
+            with pytest.raises(CliError, match=f"^{flag} does not apply to --format "):
+                _crypt._check_options(forced, keys, name, decrypting)
+            checked += 1
+    assert checked > 60

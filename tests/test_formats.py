@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from streamcrypt import formats
+from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
 from streamcrypt.codecs import envelope as envelope_codec
+from streamcrypt.codecs import rclone as rclone_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
@@ -53,14 +55,14 @@ CASES: dict[
     str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., bytes], Callable[..., bytes]]
 ] = {
     "age": (
-        lambda src, p: age.encrypt(src, [IDENTITY.recipient], policy=p),
-        lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
+        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], policy=p),
+        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
         lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
         lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
     "age-armor": (
-        lambda src, p: age.encrypt(src, [IDENTITY.recipient], armor=True, policy=p),
-        lambda src, p: age.decrypt(src, [IDENTITY], policy=p),
+        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], armor=True, policy=p),
+        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
         lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient], armor=True),
         lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
     ),
@@ -77,9 +79,9 @@ CASES: dict[
         lambda c: cobblestone.decrypt_bytes(c, KEY32, aad=b"ctx"),
     ),
     "ece": (
-        lambda src, p: ece.encrypt(src, KEY16, record_size=4096, policy=p),
+        lambda src, p: ece.encrypt(src, KEY16, segment_size=4079, policy=p),
         lambda src, p: ece.decrypt(src, KEY16, policy=p),
-        lambda d: ece.encrypt_bytes(d, KEY16, record_size=4096),
+        lambda d: ece.encrypt_bytes(d, KEY16, segment_size=4079),
         lambda c: ece.decrypt_bytes(c, KEY16),
     ),
 }
@@ -189,7 +191,7 @@ BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
 
 
 def test_every_format_module_has_bad_call_cases() -> None:
-    assert sorted(BAD_CALLS) == sorted(formats.__all__)
+    assert sorted(BAD_CALLS) == sorted(set(formats.__all__) - {"run"})
 
 
 @pytest.mark.parametrize("direction", [0, 1], ids=["encrypt", "decrypt"])
@@ -207,8 +209,11 @@ async def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
 async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
     salt = bytes(range(16))
     want = ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, record_size=4096, padding=7)
-    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, record_size=4096, padding=7))
+    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, segment_size=4079, padding=7))
     assert got == want
+    assert ece_codec.read_header(got) == ece_codec.EceHeader(salt, 4096, b"")
+    assert len(got) == ece_codec.encrypted_length(len(DATA), segment_size=4079, padding=7)
+    assert ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, segment_size=4079, padding=7) == want
     assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
 
 
@@ -226,6 +231,24 @@ async def _old_cobblestone_stream() -> bytes:
     return await collect(cobblestone.decrypt(chunks(ct), KEY32, context=b"c"))
 
 
+async def _old_ece() -> bytes:
+    ct = await collect(ece.encrypt(chunks(DATA), KEY16, record_size=4096))
+    assert ece_codec.read_header(ct).record_size == 4096  # type: ignore[union-attr]
+    assert ece.encrypt_bytes(b"", KEY16, record_size=18) != b""
+    return await collect(ece.decrypt(chunks(ct), KEY16))
+
+
+async def _old_aws() -> bytes:
+    from streamcrypt.codecs.aws import RawAesKeyring
+
+    ring = RawAesKeyring("ns", "k", KEY32)
+    ct = await collect(formats.aws.encrypt(chunks(DATA), ring, frame_length=1000))
+    assert formats.aws.encrypt_bytes(b"m", ring, frame_length=1000) != b""
+    framed = formats.aws.encrypt_bytes(DATA, ring, segment_size=1000)
+    assert abs(len(framed) - len(ct)) < 200  # the same frame count either way
+    return await collect(formats.aws.decrypt(chunks(ct), ring))
+
+
 async def _old_secretstream() -> bytes:
     ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
     return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
@@ -239,6 +262,22 @@ def _old_envelope() -> bytes:
 OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
     "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
     "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
+    "ece": (
+        _old_ece,
+        [
+            "formats.ece.encrypt: record_size= is deprecated, use segment_size=",
+            "formats.ece.encrypt_bytes: record_size= is deprecated",
+        ],
+        DATA,
+    ),
+    "aws": (
+        _old_aws,
+        [
+            "formats.aws.encrypt: frame_length= is deprecated, use segment_size=",
+            "formats.aws.encrypt_bytes: frame_length= is deprecated",
+        ],
+        DATA,
+    ),
     "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
     "envelope": (
         _old_envelope,
@@ -271,3 +310,103 @@ def test_old_and_new_keyword_together_raise() -> None:
         cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
     with pytest.raises(InvalidParameterError, match="give segment_size= only"):
         secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)
+    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
+        ece.encrypt(_never_read(), KEY16, segment_size=64, record_size=81)
+    with pytest.raises(InvalidParameterError, match="not both"):
+        ece_codec.EceEncryptor(KEY16, segment_size=64, record_size=81)
+    for bad in (0, -17, "4079", None.__class__):
+        with pytest.raises(InvalidParameterError):
+            ece.encrypt(_never_read(), KEY16, segment_size=bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ one runner, format=
+
+
+async def test_top_level_calls_speak_every_registered_format_by_name() -> None:
+    import streamcrypt
+
+    rc_keys = rclone_codec.RcloneKeys.from_material(bytes(range(80)))
+    keyed = {
+        "native": (KEY32, KEY32),
+        "tink": (TINK_KEY, TINK_KEY),
+        "cobblestone": (KEY32, KEY32),
+        "ece": (KEY16, KEY16),
+        "secretstream": (KEY32, KEY32),
+        "rclone": (rc_keys, rc_keys),
+    }
+    for name, (wkey, rkey) in keyed.items():
+        sealed = streamcrypt.encrypt_bytes(DATA, wkey, format=name)
+        assert sealed != DATA[: len(sealed)]
+        assert streamcrypt.decrypt_bytes(sealed, rkey, format=name) == DATA, name
+        streamed = await collect(streamcrypt.encrypt(chunks(DATA), wkey, format=name))
+        back = await collect(streamcrypt.decrypt(chunks(streamed), rkey, format=name))
+        assert back == DATA, name
+    aged = streamcrypt.encrypt_bytes(DATA, format="age", recipients=[IDENTITY.recipient])
+    assert aged.startswith(b"age-encryption.org/v1")
+    assert streamcrypt.decrypt_bytes(aged, format="age", identities=[IDENTITY]) == DATA
+    assert age.decrypt_bytes(aged, identities=[IDENTITY]) == DATA
+
+
+def test_top_level_format_errors_name_the_formats_and_the_misplaced_option() -> None:
+    import streamcrypt
+
+    with pytest.raises(InvalidParameterError, match=r"streamcrypt speaks .*age.*native"):
+        streamcrypt.encrypt_bytes(b"x", KEY32, format="zip")
+    with pytest.raises(InvalidParameterError, match="not key="):
+        streamcrypt.encrypt_bytes(b"x", KEY32, format="age")
+    with pytest.raises(InvalidParameterError, match="segment size"):
+        streamcrypt.encrypt_bytes(b"x", KEY32, segment_size=0)
+    with pytest.raises(InvalidParameterError, match="no armor"):
+        formats.run.encrypt_bytes(
+            cobblestone_codec.FORMAT, b"x", FormatOptions(key=KEY32, armor=True), None
+        )
+
+
+async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None:
+    fmt = age_codec.FORMAT
+    write = FormatOptions(recipients=(IDENTITY.recipient,), armor=True)
+    read = FormatOptions(identities=(IDENTITY,))
+    armored = formats.run.encrypt_bytes(fmt, DATA, write, None)
+    assert armored.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    assert fmt.identifies(b"\n  " + armored[:40]) and fmt.identifies(b"age-encryption.org/v1")
+    assert not fmt.identifies(b"-----BEGIN PGP MESSAGE-----")
+    assert formats.run.decrypt_bytes(fmt, b"\n" + armored, read, None) == DATA
+    streamed = await collect(formats.run.encrypt(fmt, chunks(DATA), write, THREADED))
+    assert streamed.startswith(b"-----BEGIN AGE")
+    back = await collect(formats.run.decrypt(fmt, chunks(b" " + streamed, 3), read, THREADED))
+    assert back == DATA
+
+
+def test_age_arguments_by_position_still_work_for_one_release_with_a_warning() -> None:
+    recipient = IDENTITY.recipient
+    with pytest.warns(DeprecationWarning, match=r"recipients, passphrase, armor by position"):
+        sealed = age.encrypt_bytes(b"msg", [recipient], None, True)
+    assert sealed.startswith(b"-----BEGIN AGE")
+    with pytest.warns(
+        DeprecationWarning, match=r"formats\.age\.decrypt_bytes: passing identities"
+    ) as w:
+        assert age.decrypt_bytes(sealed, [IDENTITY]) == b"msg"
+    assert w[0].filename == __file__  # points at the caller
+    with pytest.warns(DeprecationWarning, match=r"formats\.age\.encrypt: passing recipients"):
+        age.encrypt(_never_read(), [recipient])
+    with pytest.raises(TypeError, match="multiple values for argument 'identities'"):
+        age.decrypt(_never_read(), [IDENTITY], identities=[IDENTITY])
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        age.decrypt(_never_read(), [IDENTITY], None, 1)
+
+
+def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() -> None:
+    import inspect
+
+    for name in sorted(set(formats.__all__) - {"run"}):
+        module = getattr(formats, name)
+        for verb in ("encrypt", "decrypt"):
+            streamed = inspect.signature(getattr(module, verb))
+            assert next(iter(streamed.parameters)) == "source", (name, verb)
+            assert getattr(module, verb).__module__ == module.__name__
+            assert getattr(module, verb).__name__ == verb and getattr(module, verb).__doc__
+            if not hasattr(module, f"{verb}_bytes"):
+                continue
+            whole = inspect.signature(getattr(module, f"{verb}_bytes"))
+            assert list(streamed.parameters)[1:] == list(whole.parameters)[1:], (name, verb)
+            assert whole.return_annotation is bytes

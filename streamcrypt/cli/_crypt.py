@@ -4,7 +4,11 @@ Theory of operation
 -------------------
 Everything that can fail before data moves happens first, synchronously: key files are
 read, recipients parsed, the passphrase prompted for, the options checked against the
-format. Then one ``anyio.run`` streams: the input is read in 1 MiB pieces on worker
+format. Formats are the codecs' descriptors (:data:`streamcrypt.codecs.FORMATS`): one
+table (:data:`_USES`) says which options each takes, one function per format and
+direction turns the command line into :class:`~streamcrypt.codecs.FormatOptions`, the
+descriptor builds the transforms (armor included), and decryption asks the descriptors
+which one the input's first bytes are. Then one ``anyio.run`` streams: the input is read in 1 MiB pieces on worker
 threads, pushed through the engine's pipeline (the format's sans-I/O transforms, sealed
 and opened in parallel batches), and each output batch is written before the next input
 is read, so memory stays bounded by the pipeline window.
@@ -25,17 +29,18 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import anyio
 
 from ..abc import Transform
+from ..codecs import FORMATS, FormatOptions
 from ..codecs import age as _age
 from ..codecs import aws as _aws
 from ..codecs import container as _container
 from ..codecs import envelope as _envelope
 from ..codecs import rclone as _rclone
 from ..codecs import tink as _tink
-from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import (
     FormatError,
@@ -66,10 +71,6 @@ KDF_LEVELS: dict[str, Argon2Params] = {
     "moderate": MODERATE,
     "sensitive": SENSITIVE,
 }
-_AGE_PREFIXES = (b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")
-#: Options only some formats take (checked with :func:`_reject`).
-_RCLONE_ONLY = ("password2_file",)
-_AWS_ONLY = ("key_namespace", "key_name", "context")
 
 
 # ------------------------------------------------------------------------------ options
@@ -160,19 +161,85 @@ def _raw_aes_key(path: str) -> bytes | None:
     return raw if len(raw) in (16, 24, 32) else None
 
 
-def _require_no_raw_key(args: argparse.Namespace, keys: _Keys, fmt: str) -> None:
-    if keys.raw_key is not None:
+# ------------------------------------------------------------------------------ formats
+
+#: The descriptor (of :data:`streamcrypt.codecs.FORMATS`) behind each ``--format``
+#: choice: ``native`` is the container under a symmetric key or the envelope otherwise.
+_CLI_NAME = {"envelope": "native"}
+#: The formats decryption tells by their first bytes, in the order it asks them.
+_DETECTED = ("native", "envelope", "age", "rclone", "aws")
+#: Every option that only some formats take, in the order a misplaced one is reported.
+_FORMAT_OPTIONS = (
+    "recipient",
+    "recipients_file",
+    "identity",
+    "passphrase",
+    "passphrase_file",
+    "key",
+    "password2_file",
+    "suite",
+    "segment_size",
+    "aad",
+    "kdf",
+    "work_factor",
+    "armor",
+    "sign_with",
+    "verify_with",
+    "key_namespace",
+    "key_name",
+    "context",
+)
+_PEOPLE = frozenset({"recipient", "recipients_file", "identity", "passphrase", "passphrase_file"})
+_LAYOUT = frozenset({"suite", "segment_size", "aad"})
+_AWS = frozenset({"key", "key_namespace", "key_name", "context"})
+_RCLONE = frozenset({"passphrase", "passphrase_file", "password2_file"})
+
+
+@dataclass(frozen=True)
+class _Use:
+    """How one format is used by one command: the options it takes (of
+    :data:`_FORMAT_OPTIONS`), why the others do not apply (for a format the user did not
+    name with ``--format``), and how its :class:`FormatOptions` are made."""
+
+    takes: frozenset[str]
+    why: str
+    options: Callable[[argparse.Namespace, _Keys], FormatOptions]
+
+
+def _check_options(args: argparse.Namespace, keys: _Keys, name: str, decrypting: bool) -> None:
+    """A usage error for the first option given that format ``name`` does not take.
+
+    The message names ``--format`` only when the user gave it; otherwise it says how the
+    format was chosen (detected from the input, inferred from the keys)."""
+    use = _USES[name, decrypting]
+    fmt = _CLI_NAME.get(name, name)
+    for option in _FORMAT_OPTIONS:
+        if option in use.takes or getattr(args, option, None) in (None, False, [], ""):
+            continue
+        if option == "key" and keys.raw_key is not None:
+            break  # reported below, with what the file holds
+        flag = "--" + option.replace("_", "-")
+        if args.format:
+            raise _usage(f"{flag} does not apply to --format {fmt}")
+        raise _usage(f"{flag} does not apply: {use.why}")
+    if keys.raw_key is not None and name != "aws":
         raise KeyFileError(
             f"{args.key} holds {len(keys.raw_key)} raw bytes, an AES key for --format aws; "
             f"--format {fmt} does not take it"
         )
 
 
-def _rclone_keys(args: argparse.Namespace, keys: _Keys, why: str) -> _rclone.RcloneKeys:
+def _segment_size(args: argparse.Namespace) -> int:
+    seg = args.segment_size or _container.DEFAULT_SEGMENT_SIZE
+    if not _container.MIN_SEGMENT_SIZE <= seg <= _container.MAX_SEGMENT_SIZE:
+        raise _usage(
+            f"--segment-size must be {_container.MIN_SEGMENT_SIZE}..{_container.MAX_SEGMENT_SIZE}"
+        )
+    return seg
+
+
+def _rclone_keys(args: argparse.Namespace, keys: _Keys) -> _rclone.RcloneKeys:
     """rclone's keys from --passphrase / --passphrase-file and --password2-file."""
-    _require_no_raw_key(args, keys, "rclone")
-    _reject(args, "rclone", "identity", "aad", *_AWS_ONLY, why=why)
-    _reject(args, "rclone", "key", why=why)
     if keys.passphrase is None:
         raise KeyFileError(
             "rclone crypt needs its password: --passphrase (prompt) or --passphrase-file FILE"
@@ -184,10 +251,8 @@ def _rclone_keys(args: argparse.Namespace, keys: _Keys, why: str) -> _rclone.Rcl
         raise KeyFileError(describe(exc)) from None
 
 
-def _aws_keyring(args: argparse.Namespace, keys: _Keys, why: str) -> _aws.RawAesKeyring:
-    """The raw AES keyring of -k (16, 24 or 32 raw bytes) and its names."""
-    _reject(args, "aws", "identity", "passphrase", "passphrase_file", "aad", why=why)
-    _reject(args, "aws", *_RCLONE_ONLY, why=why)
+def _aws_options(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    """The raw AES keyring of -k (16, 24 or 32 raw bytes), its names and --context."""
     if keys.raw_key is None:
         if args.key:
             raise KeyFileError(
@@ -195,34 +260,35 @@ def _aws_keyring(args: argparse.Namespace, keys: _Keys, why: str) -> _aws.RawAes
                 "exactly 16, 24 or 32 bytes"
             )
         raise KeyFileError("--format aws needs -k KEYFILE (a raw AES key of 16, 24 or 32 bytes)")
-    return _aws.RawAesKeyring(
+    ring = _aws.RawAesKeyring(
         args.key_namespace or AWS_NAMESPACE, args.key_name or AWS_KEY_NAME, keys.raw_key
     )
-
-
-def _aws_context(args: argparse.Namespace) -> dict[str, str]:
     context: dict[str, str] = {}
     for item in args.context:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise _usage(f"--context takes KEY=VALUE, not {item!r}")
         context[name] = value
-    return context
+    return FormatOptions(key=ring, encryption_context=context)
 
 
-def _reject(args: argparse.Namespace, fmt: str, *names: str, why: str | None = None) -> None:
-    """A usage error for any of the options ``names`` given, though ``fmt`` ignores them.
+def _tink_keyset(keys: _Keys, purpose: str) -> _tink.TinkKeyset:
+    key = keys.key
+    if key is None:
+        raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
+    key.require("tink", purpose=purpose)
+    keyset = key.tink_keyset
+    assert keyset is not None
+    return keyset
 
-    ``why`` says how the format was chosen when ``--format`` was not given (detected from
-    the input, inferred from the keys), so the message never names an option the user did
-    not type."""
-    for name in names:
-        value = getattr(args, name, None)
-        if value not in (None, False, [], ""):
-            flag = "--" + name.replace("_", "-")
-            if args.format or why is None:
-                raise _usage(f"{flag} does not apply to --format {fmt}")
-            raise _usage(f"{flag} does not apply: {why}")
+
+def _identities_of(keys: _Keys, kind: Literal["age", "x25519"], purpose: str) -> list[Any]:
+    """The identities of ``-i`` (and of ``-k`` holding identities), all of ``kind``."""
+    found: list[Any] = []
+    for kf in keys.identity_files():
+        kf.require(kind, purpose=purpose)
+        found.extend(kf.age_identities if kind == "age" else kf.envelope_identities)
+    return found
 
 
 @dataclass
@@ -270,9 +336,115 @@ def _bad_recipient(text: str, where: str, exc: Exception) -> KeyFileError:
     return KeyFileError(f"{where} does not parse: {exc}{hint}")
 
 
+def _check_people(keys: _Keys, kind: str, found: list[Any], wrong_key: str, missing: str) -> None:
+    """A key error for ``-k`` holding another kind than ``kind`` (``wrong_key`` follows
+    what it holds) or for neither recipients/identities ``found`` nor a passphrase."""
+    if keys.key is not None and keys.key.kind != kind:
+        raise KeyFileError(f"{keys.key.path} holds {keys.key.describe()}{wrong_key}")
+    if not found and keys.passphrase is None:
+        raise KeyFileError(missing)
+
+
+def _recipients(
+    args: argparse.Namespace,
+    keys: _Keys,
+    kind: Literal["age", "x25519"],
+    parse: Callable[[str], Any],
+    messages: tuple[str, str, str],
+) -> list[Any]:
+    """The recipients of ``-r`` / ``-R`` (parsed by ``parse``) and of the identity files,
+    all of ``kind``; ``messages``: an identity file of another kind, ``-k`` of another
+    kind (after what it holds), neither recipients nor a passphrase."""
+    recipients: list[Any] = []
+    for text, where in _recipient_texts(args):
+        try:
+            recipients.append(parse(text))
+        except StreamCryptError as exc:
+            raise _bad_recipient(text, where, exc) from None
+    recipients.extend(ident.recipient for ident in _identities_of(keys, kind, messages[0]))
+    _check_people(keys, kind, recipients, messages[1], messages[2])
+    return recipients
+
+
+def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    recipients = _recipients(args, keys, "age", _age.parse_recipient, _AGE_MESSAGES)
+    if recipients and keys.passphrase is not None:
+        raise _usage("age files take either recipients or a passphrase, not both")
+    work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
+    if not 1 <= work <= 30:
+        raise _usage("--work-factor must be between 1 and 30")
+    return FormatOptions(
+        recipients=tuple(recipients),
+        passphrase=keys.passphrase,
+        work_factor=work,
+        armor=bool(args.armor),
+    )
+
+
+_AGE_MESSAGES = (
+    f"age encryption needs age identities ({AGE_IDENTITY_KINDS}) "
+    f"or -r recipients ({AGE_RECIPIENT_KINDS})",
+    f"; age encrypts to -r recipients ({AGE_RECIPIENT_KINDS}), -i identity files "
+    f"({AGE_IDENTITY_KINDS}) or --passphrase",
+    "age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase",
+)
+_NATIVE_MESSAGES = (
+    "the native format needs streamcrypt identities",
+    "; the native format takes a symmetric key, -r sc-x25519-pub1... recipients, -i "
+    "identity files or --passphrase",
+    "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase",
+)
+
+
+def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    if keys.key is not None and keys.key.kind != "x25519":  # before -i: says what -k is
+        _check_people(keys, "x25519", [], _NATIVE_MESSAGES[1], "")
+    recipients = _recipients(args, keys, "x25519", _envelope.parse_recipient, _NATIVE_MESSAGES)
+    signer = None
+    if args.sign_with:
+        signing = load_key_file(args.sign_with)
+        signing.require("ed25519", purpose="--sign-with needs an Ed25519 key file")
+        signer = signing.ed25519
+    return FormatOptions(
+        recipients=tuple(recipients),
+        passphrase=keys.passphrase,
+        suite=args.suite or "aes-256-gcm",
+        segment_size=_segment_size(args),
+        aad=_aad(args),
+        work_factor=KDF_LEVELS[args.kdf or "moderate"],
+        extra={"sign_with": signer},
+    )
+
+
+def _tink_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    key = keys.key
+    keyset = _tink_keyset(keys, "--format tink needs a Tink JSON keyset")
+    try:
+        keyset.primary  # noqa: B018 - raises for a keyset without a usable primary
+    except StreamCryptError as exc:
+        raise KeyFileError(f"{key.path if key else ''}: {exc}") from None
+    return FormatOptions(key=keyset, aad=_aad(args))
+
+
+def _native_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    assert keys.key is not None and keys.key.symmetric is not None
+    return FormatOptions(
+        key=keys.key.symmetric,
+        suite=args.suite or "aes-256-gcm",
+        segment_size=_segment_size(args),
+        aad=_aad(args),
+    )
+
+
 def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
-    if args.format:
-        return str(args.format)
+    """The descriptor to write: ``--format``, else the one the keys imply."""
+    fmt = str(args.format) if args.format else _implied_format(args, keys)
+    if fmt == "native" and not (keys.key is not None and keys.key.kind == "symmetric"):
+        return "envelope"
+    return fmt
+
+
+def _implied_format(args: argparse.Namespace, keys: _Keys) -> str:
     if keys.raw_key is not None:
         return "aws"
     if keys.key is not None and keys.key.kind == "tink":
@@ -291,165 +463,120 @@ def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
 
 def _plan_encrypt(args: argparse.Namespace) -> Plan:
     keys = _load_keys(args, confirm=True)
-    fmt = _encrypt_format(args, keys)
-    aad = _aad(args)
-    key = keys.key
-    _other_format_options(args, keys, fmt, f"the keys given choose the {fmt} format")
-    if fmt in ("rclone", "aws"):
-        why = (
-            "-k is a raw AES key, so the output is an AWS Encryption SDK message"
-            if fmt == "aws"
-            else "--format rclone"
-        )
-        _reject(args, fmt, "recipient", "recipients_file", "armor", why=why)
-        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with", why=why)
-        if fmt == "rclone":
-            rclone_keys = _rclone_keys(args, keys, why)
-            return Plan(fmt, lambda head: [_rclone.RcloneEncryptor(rclone_keys)])
-        ring = _aws_keyring(args, keys, why)
-        context = _aws_context(args)
-        return Plan(fmt, lambda head: [_aws.AwsEncryptor(ring, encryption_context=context)])
-    if fmt == "tink":
-        why = "-k is a Tink keyset, so the output is a Tink ciphertext"
-        _reject(args, fmt, "recipient", "recipients_file", "identity", "passphrase", why=why)
-        _reject(args, fmt, "passphrase_file", "armor", why=why)
-        _reject(args, fmt, "suite", "segment_size", "kdf", "work_factor", "sign_with", why=why)
-        if key is None:
-            raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
-        key.require("tink", purpose="--format tink needs a Tink JSON keyset")
-        keyset = key.tink_keyset
-        assert keyset is not None
-        try:
-            keyset.primary  # noqa: B018 - raises for a keyset without a usable primary
-        except StreamCryptError as exc:
-            raise KeyFileError(f"{key.path}: {exc}") from None
-        return Plan(fmt, lambda head: [_tink.TinkStreamEncryptor(keyset, aad=aad)])
-    if fmt == "age":
-        why = "the keys given make an age file"
-        _reject(args, fmt, "suite", "segment_size", "aad", "kdf", "sign_with", why=why)
-        recipients: list[_age.RecipientLike] = []
-        for text, where in _recipient_texts(args):
-            try:
-                recipients.append(_age.parse_recipient(text))
-            except StreamCryptError as exc:
-                raise _bad_recipient(text, where, exc) from None
-        for kf in keys.identity_files():
-            kf.require(
-                "age",
-                purpose=f"age encryption needs age identities ({AGE_IDENTITY_KINDS}) "
-                f"or -r recipients ({AGE_RECIPIENT_KINDS})",
-            )
-            recipients.extend(ident.recipient for ident in kf.age_identities)
-        if key is not None and key.kind != "age":
-            raise KeyFileError(
-                f"{key.path} holds {key.describe()}; age encrypts to -r recipients "
-                f"({AGE_RECIPIENT_KINDS}), -i identity files ({AGE_IDENTITY_KINDS}) "
-                "or --passphrase"
-            )
-        if not recipients and keys.passphrase is None:
-            raise KeyFileError("age encryption needs -r RECIPIENT, -i IDENTITY or --passphrase")
-        if recipients and keys.passphrase is not None:
-            raise _usage("age files take either recipients or a passphrase, not both")
-        work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
-        if not 1 <= work <= 30:
-            raise _usage("--work-factor must be between 1 and 30")
-        phrase = keys.passphrase
-        armor = bool(args.armor)
-
-        def build_age(head: bytes) -> list[Transform]:
-            stages: list[Transform] = [
-                _age.AgeEncryptor(recipients=recipients, passphrase=phrase, work_factor=work)
-            ]
-            if armor:
-                stages.append(ArmorEncoder())
-            return stages
-
-        return Plan(fmt, build_age)
-    # native
-    _reject(args, fmt, "armor", "work_factor", why="the keys given make a native file")
-    suite = args.suite or "aes-256-gcm"
-    seg = args.segment_size or _container.DEFAULT_SEGMENT_SIZE
-    if not _container.MIN_SEGMENT_SIZE <= seg <= _container.MAX_SEGMENT_SIZE:
-        raise _usage(
-            f"--segment-size must be {_container.MIN_SEGMENT_SIZE}..{_container.MAX_SEGMENT_SIZE}"
-        )
-    if key is not None and key.kind == "symmetric":
-        why = "-k is a symmetric key, so the output is a native container under it"
-        _reject(args, fmt, "recipient", "recipients_file", "identity", "passphrase", why=why)
-        _reject(args, fmt, "passphrase_file", "kdf", "sign_with", why=why)
-        secret = key.symmetric
-        assert secret is not None
-        return Plan(
-            fmt,
-            lambda head: [
-                _container.StreamEncryptor(secret, suite=suite, segment_size=seg, aad=aad)
-            ],
-        )
-    if key is not None and key.kind != "x25519":
-        raise KeyFileError(
-            f"{key.path} holds {key.describe()}; the native format takes a symmetric key, "
-            "-r sc-x25519-pub1... recipients, -i identity files or --passphrase"
-        )
-    env_recipients: list[_envelope.RecipientLike] = []
-    for text, where in _recipient_texts(args):
-        try:
-            env_recipients.append(_envelope.parse_recipient(text))
-        except StreamCryptError as exc:
-            raise _bad_recipient(text, where, exc) from None
-    for kf in keys.identity_files():
-        kf.require("x25519", purpose="the native format needs streamcrypt identities")
-        env_recipients.extend(ident.recipient for ident in kf.envelope_identities)
-    if not env_recipients and keys.passphrase is None:
-        raise KeyFileError(
-            "encryption needs a key: -k KEYFILE, -r RECIPIENT, -i IDENTITY or --passphrase"
-        )
-    signer = None
-    if args.sign_with:
-        signing = load_key_file(args.sign_with)
-        signing.require("ed25519", purpose="--sign-with needs an Ed25519 key file")
-        signer = signing.ed25519
-    params = KDF_LEVELS[args.kdf or "moderate"]
-    phrase_n = keys.passphrase
-
-    def build_envelope(head: bytes) -> list[Transform]:
-        return [
-            _envelope.EnvelopeEncryptor(
-                recipients=env_recipients,
-                passphrase=phrase_n,
-                suite=suite,
-                segment_size=seg,
-                aad=aad,
-                sign_with=signer,
-                work_factor=params,
-            )
-        ]
-
-    return Plan(fmt, build_envelope)
+    name = _encrypt_format(args, keys)
+    _check_options(args, keys, name, decrypting=False)
+    options = _USES[name, False].options(args, keys)
+    fmt = FORMATS[name]
+    return Plan(_CLI_NAME.get(name, name), lambda head: fmt.encryptors(options))
 
 
 # ------------------------------------------------------------------------------ decrypt
 
 
-def _other_format_options(args: argparse.Namespace, keys: _Keys, fmt: str, why: str) -> None:
-    """Usage errors for the options of rclone / aws given with another format."""
-    if fmt != "rclone":
-        _reject(args, fmt, *_RCLONE_ONLY, why=why)
-    if fmt != "aws":
-        _reject(args, fmt, *_AWS_ONLY, why=why)
-        _require_no_raw_key(args, keys, fmt)
+def _age_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    identities = _identities_of(
+        keys, "age", f"an age file needs age identities ({AGE_IDENTITY_KINDS})"
+    )
+    _check_people(
+        keys,
+        "age",
+        identities,
+        ", but the input is an age file: give an age identity file "
+        f"({AGE_IDENTITY_KINDS}) or --passphrase",
+        "the input is an age file: give -i IDENTITY or --passphrase",
+    )
+    return FormatOptions(identities=tuple(identities), passphrase=keys.passphrase)
+
+
+def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    purpose = "a streamcrypt envelope needs streamcrypt identities"
+    identities = _identities_of(keys, "x25519", purpose)
+    _check_people(
+        keys,
+        "x25519",
+        identities,
+        ", but the input is a passphrase/recipient envelope: give an identity file (-i) or "
+        "--passphrase",
+        "the input is an envelope: give -i IDENTITY or --passphrase",
+    )
+    verify = parse_public_key(args.verify_with, kind="ed25519") if args.verify_with else None
+    return FormatOptions(
+        identities=tuple(identities),
+        passphrase=keys.passphrase,
+        aad=_aad(args),
+        extra={"verify_with": verify},
+    )
+
+
+def _native_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    if keys.key is None:
+        raise KeyFileError("the input is a native container: give -k KEYFILE")
+    keys.key.require("symmetric", purpose="a native container needs a symmetric key")
+    return FormatOptions(key=keys.key.symmetric, aad=_aad(args))
+
+
+def _tink_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    keyset = _tink_keyset(keys, "a Tink ciphertext needs a Tink JSON keyset")
+    return FormatOptions(key=keyset, aad=_aad(args))
+
+
+def _rclone_options(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    return FormatOptions(key=_rclone_keys(args, keys))
+
+
+#: Each format by command: the options it takes, why others do not apply, how its
+#: FormatOptions are made. The one table the checks and the plans read.
+_USES: dict[tuple[str, bool], _Use] = {
+    ("native", False): _Use(
+        _LAYOUT | {"key"},
+        "-k is a symmetric key, so the output is a native container under it",
+        _native_writing,
+    ),
+    ("envelope", False): _Use(
+        _PEOPLE | _LAYOUT | {"key", "kdf", "sign_with"},
+        "the keys given make a native file",
+        _envelope_writing,
+    ),
+    ("age", False): _Use(
+        _PEOPLE | {"key", "work_factor", "armor"}, "the keys given make an age file", _age_writing
+    ),
+    ("tink", False): _Use(
+        frozenset({"key", "aad"}),
+        "-k is a Tink keyset, so the output is a Tink ciphertext",
+        _tink_writing,
+    ),
+    ("rclone", False): _Use(_RCLONE, "--format rclone", _rclone_options),
+    ("aws", False): _Use(
+        _AWS, "-k is a raw AES key, so the output is an AWS Encryption SDK message", _aws_options
+    ),
+    ("native", True): _Use(
+        frozenset({"key", "aad"}),
+        "the input is a native streamcrypt container, encrypted under a symmetric key: "
+        "give that key file with -k KEYFILE",
+        _native_reading,
+    ),
+    ("envelope", True): _Use(
+        _PEOPLE | {"key", "aad", "verify_with"},
+        "the input is a streamcrypt envelope (recipients or a passphrase)",
+        _envelope_reading,
+    ),
+    ("age", True): _Use(_PEOPLE | {"key"}, "the input is an age file", _age_reading),
+    ("tink", True): _Use(
+        frozenset({"key", "aad"}),
+        "the input is not a streamcrypt or age file, so it is read as a Tink ciphertext "
+        "under the -k keyset",
+        _tink_reading,
+    ),
+    ("rclone", True): _Use(_RCLONE, "the input is an rclone crypt file", _rclone_options),
+    ("aws", True): _Use(_AWS, "the input is an AWS message", _aws_options),
+}
 
 
 def _detect(head: bytes, keys: _Keys) -> str:
-    if head.startswith(_container.MAGIC):
-        return "native"
-    if head.startswith(_envelope.MAGIC):
-        return "native"
-    if head.lstrip().startswith(_AGE_PREFIXES):
-        return "age"
-    if _rclone.is_rclone(head):
-        return "rclone"
-    if _aws.is_aws(head):
-        return "aws"
+    """The descriptor of the input: the first of :data:`_DETECTED` its bytes identify."""
+    for name in _DETECTED:
+        if FORMATS[name].identifies(head):
+            return name
     if keys.key is not None and keys.key.kind == "tink":
         return "tink"
     if not head:
@@ -461,105 +588,36 @@ def _detect(head: bytes, keys: _Keys) -> str:
     )
 
 
+def _decrypt_format(args: argparse.Namespace, keys: _Keys, head: bytes) -> str:
+    """The descriptor to read: ``--format`` (``native``: the envelope if the input is
+    one), else the one the input's first bytes name."""
+    if args.format == "native":
+        return "envelope" if FORMATS["envelope"].identifies(head) else "native"
+    if args.format:
+        return str(args.format)
+    try:
+        return _detect(head, keys)
+    except FormatError as exc:  # the data, not the key, is the problem here
+        raise CliError(describe(exc), EXIT_DATA) from None
+
+
 def _plan_decrypt(args: argparse.Namespace) -> Plan:
     keys = _load_keys(args, confirm=False)
-    aad = _aad(args)
-    verify = None
-    if args.verify_with:
-        if args.output in (None, "-"):
-            # The signature covers the whole stream and is checked at its end, while
-            # standard output cannot be taken back: a co-recipient holding the file key
-            # could forge every segment before it. Only an atomic output file is safe.
-            raise _usage(
-                "--verify-with needs -o FILE: the signature is checked at the end of the "
-                "stream, and standard output cannot be taken back"
-            )
-        verify = parse_public_key(args.verify_with, kind="ed25519")
+    if args.verify_with and args.output in (None, "-"):
+        # The signature covers the whole stream and is checked at its end, while
+        # standard output cannot be taken back: a co-recipient holding the file key
+        # could forge every segment before it. Only an atomic output file is safe.
+        raise _usage(
+            "--verify-with needs -o FILE: the signature is checked at the end of the "
+            "stream, and standard output cannot be taken back"
+        )
+    peek = _container.MAX_HEADER_SIZE
 
     def build(head: bytes) -> list[Transform]:
-        try:
-            fmt = args.format or _detect(head, keys)
-        except FormatError as exc:  # the data, not the key, is the problem here
-            raise CliError(describe(exc), EXIT_DATA) from None
-        key = keys.key
-        _other_format_options(args, keys, fmt, f"the input is in the {fmt} format")
-        if fmt in ("rclone", "aws"):
-            why = "the input is " + (
-                "an rclone crypt file" if fmt == "rclone" else "an AWS message"
-            )
-            _reject(args, fmt, "verify_with", why=why)
-            if fmt == "rclone":
-                return [_rclone.RcloneDecryptor(_rclone_keys(args, keys, why))]
-            ring = _aws_keyring(args, keys, why)
-            return [_aws.AwsDecryptor(ring, encryption_context=_aws_context(args))]
-        if fmt == "tink":
-            _reject(
-                args,
-                fmt,
-                *("identity", "passphrase", "passphrase_file", "verify_with"),
-                why="the input is not a streamcrypt or age file, so it is read as a Tink "
-                "ciphertext under the -k keyset",
-            )
-            if key is None:
-                raise KeyFileError("--format tink needs -k KEYSET (a cleartext Tink JSON keyset)")
-            key.require("tink", purpose="a Tink ciphertext needs a Tink JSON keyset")
-            assert key.tink_keyset is not None
-            return [_tink.TinkStreamDecryptor(key.tink_keyset, aad=aad)]
-        if fmt == "age":
-            _reject(args, fmt, "aad", "verify_with", why="the input is an age file")
-            identities: list[_age.IdentityLike] = []
-            for kf in keys.identity_files():
-                kf.require(
-                    "age", purpose=f"an age file needs age identities ({AGE_IDENTITY_KINDS})"
-                )
-                identities.extend(kf.age_identities)
-            if key is not None and key.kind != "age":
-                raise KeyFileError(
-                    f"{key.path} holds {key.describe()}, but the input is an age file: "
-                    f"give an age identity file ({AGE_IDENTITY_KINDS}) or --passphrase"
-                )
-            if not identities and keys.passphrase is None:
-                raise KeyFileError("the input is an age file: give -i IDENTITY or --passphrase")
-            stages: list[Transform] = []
-            if is_armored(head):
-                stages.append(ArmorDecoder())
-            stages.append(_age.AgeDecryptor(identities=identities, passphrase=keys.passphrase))
-            return stages
-        if head.startswith(_container.MAGIC) or (
-            args.format == "native" and not head.startswith(_envelope.MAGIC)
-        ):
-            _reject(
-                args,
-                fmt,
-                *("identity", "passphrase", "passphrase_file", "verify_with"),
-                why="the input is a native streamcrypt container, encrypted under a "
-                "symmetric key: give that key file with -k KEYFILE",
-            )
-            if key is None:
-                raise KeyFileError("the input is a native container: give -k KEYFILE")
-            key.require("symmetric", purpose="a native container needs a symmetric key")
-            secret = key.symmetric
-            assert secret is not None
-            return [_container.StreamDecryptor(secret, aad=aad)]
-        env_identities: list[_envelope.IdentityLike] = []
-        for kf in keys.identity_files():
-            kf.require("x25519", purpose="a streamcrypt envelope needs streamcrypt identities")
-            env_identities.extend(kf.envelope_identities)
-        if key is not None and key.kind != "x25519":
-            raise KeyFileError(
-                f"{key.path} holds {key.describe()}, but the input is a passphrase/recipient "
-                "envelope: give an identity file (-i) or --passphrase"
-            )
-        if not env_identities and keys.passphrase is None:
-            raise KeyFileError("the input is an envelope: give -i IDENTITY or --passphrase")
-        return [
-            _envelope.EnvelopeDecryptor(
-                identities=env_identities,
-                passphrase=keys.passphrase,
-                aad=aad,
-                verify_with=verify,
-            )
-        ]
+        name = _decrypt_format(args, keys, head)
+        _check_options(args, keys, name, decrypting=True)
+        options = _USES[name, True].options(args, keys)
+        return FORMATS[name].decryptors(options, head, at_end=len(head) < peek)
 
     def check(head: bytes) -> None:
         key = keys.key
@@ -575,7 +633,7 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
                 f"{ours!r}: use the key file with that id"
             )
 
-    return Plan(args.format or "auto", build, check, peek=_container.MAX_HEADER_SIZE)
+    return Plan(args.format or "auto", build, check, peek=peek)
 
 
 # ------------------------------------------------------------------------------ running

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._format import FormatOptions as FormatOptions
     from ._format import ReadAt as ReadAt
     from ._format import SegmentedFormat as SegmentedFormat
+    from ._format import TextArmor as TextArmor
     from ._format import registry as registry
     from ._segmented import SegmentCodec as SegmentCodec
     from ._segmented import SegmentedDecryptor as SegmentedDecryptor
@@ -100,6 +101,7 @@ __all__ = [
     "SegmentedTransform",
     "StreamDecryptor",
     "StreamEncryptor",
+    "TextArmor",
     "TinkStreamDecryptor",
     "TinkStreamEncryptor",
     "X25519PublicText",
@@ -125,6 +127,7 @@ _LAZY: dict[str, str] = {
     "FormatOptions": "._format",
     "ReadAt": "._format",
     "SegmentedFormat": "._format",
+    "TextArmor": "._format",
     "registry": "._format",
     "SegmentCodec": "._segmented",
     "SegmentedDecryptor": "._segmented",

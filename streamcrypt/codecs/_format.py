@@ -3,21 +3,34 @@
 Each codec module exports ``FORMAT``, a :class:`SegmentedFormat`; ``streamcrypt.codecs``
 registers them in :data:`~streamcrypt.codecs.FORMATS` (one line per format). The
 descriptor speaks one vocabulary, :class:`FormatOptions` (``key``, ``aad``,
-``segment_size``, ``suite``, ``recipients``, ``identities``, ``passphrase``), and
-translates it into the codec's own keywords in one place.
+``segment_size``, ``suite``, ``recipients``, ``identities``, ``passphrase``,
+``work_factor``, ``max_work_factor``, ``armor``; the README's "Vocabulary"), and
+translates it into the codec's own keywords in one place. Every layer above (the async
+``streamcrypt.formats``, the one-shot calls, ``streamcrypt.open``, the CLI) builds its
+transforms with :meth:`SegmentedFormat.encryptors` / :meth:`SegmentedFormat.decryptors`,
+so adding a format is one codec module and one registration line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from ..abc import Buffer, Transform
 from ..errors import InvalidParameterError, UnsupportedFormatError
 from ._segmented import SegmentLayout
 
-__all__ = ["FormatOptions", "ReadAt", "SegmentedFormat", "refuse_password", "registry"]
+__all__ = [
+    "FormatOptions",
+    "ReadAt",
+    "SegmentedFormat",
+    "TextArmor",
+    "or_default",
+    "refuse_password",
+    "registry",
+]
 
 #: Reads ``length`` bytes of a stream at ``offset`` (fewer only at its end).
 ReadAt = Callable[[int, int], bytes]
@@ -34,7 +47,11 @@ class FormatOptions:
     ``recipients`` / ``identities`` / ``passphrase`` for the formats with stanzas;
     ``password`` / ``password2`` for rclone crypt (the remote's password and salt, in
     clear, as ``rclone.conf`` holds them once revealed); ``encryption_context`` for the
-    AWS format (written into a message; on reading, entries the message must carry).
+    AWS format (written into a message; on reading, entries the message must carry);
+    ``work_factor`` the passphrase KDF's cost when writing, ``max_work_factor`` the
+    reader's cap on it; ``armor`` writes the format's text armor (age). ``extra``
+    holds the keywords only one format's codec has (ece's ``salt=``, the AWS
+    ``allow_legacy=``, ...), handed to its codec as given.
     ``None`` (and empty) means the format's default.
     """
 
@@ -48,9 +65,21 @@ class FormatOptions:
     password: str | None = None
     password2: str = ""
     encryption_context: Mapping[str, str] | None = None
+    work_factor: Any = None
+    max_work_factor: Any = None
+    armor: bool = False
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __repr__(self) -> str:  # never show keys, passphrases or passwords
         return f"FormatOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
+
+
+_T = TypeVar("_T")
+
+
+def or_default(value: _T | None, default: _T) -> _T:
+    """``value``, or ``default`` when it is ``None`` (an option left to the format)."""
+    return default if value is None else value
 
 
 def refuse_password(options: FormatOptions, name: str) -> None:
@@ -69,6 +98,22 @@ def _no_check(options: FormatOptions, mode: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class TextArmor:
+    """A text wrapping a format may put around its bytes (age's ASCII armor).
+
+    ``encoder`` / ``decoder`` make its transforms; ``sniff`` tells from a stream's first
+    bytes whether to read it as armored (``None``: not yet known, give more bytes;
+    ``at_end``: no more bytes will come); ``begin`` is the line armored data starts with
+    (after whitespace), which identifies the format.
+    """
+
+    encoder: Callable[[], Transform]
+    decoder: Callable[[], Transform]
+    sniff: Callable[[Buffer, bool], bool | None]
+    begin: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentedFormat:
     """What the layers above need to know about one segmented format.
 
@@ -82,6 +127,7 @@ class SegmentedFormat:
     header and maps a stream of the given size for random access (``None``: no random
     access). ``opens_files``: :func:`streamcrypt.open` speaks it.
     ``detects_truncation_at_boundary`` is False for a format without an end marker.
+    ``armor``: the format's text armor, if it has one.
     """
 
     name: str
@@ -94,6 +140,40 @@ class SegmentedFormat:
     layout: Callable[[FormatOptions, ReadAt, int], SegmentLayout] | None = None
     opens_files: bool = False
     detects_truncation_at_boundary: bool = True
+    armor: TextArmor | None = None
+
+    def encryptors(self, options: FormatOptions) -> list[Transform]:
+        """The stages that write this format: its encryptor, then its armor when
+        ``options.armor``. Raises :class:`~streamcrypt.errors.InvalidParameterError` for
+        options the format does not take, else as its encryptor."""
+        self.check(options, "wb")
+        stages = [self.encryptor(options)]
+        if options.armor:
+            if self.armor is None:
+                raise InvalidParameterError(f'format="{self.name}" has no armor: drop armor=')
+            stages.append(self.armor.encoder())
+        return stages
+
+    def decryptors(
+        self, options: FormatOptions, head: Buffer, at_end: bool = True
+    ) -> list[Transform]:
+        """The stages that read this format, given the stream's first bytes ``head``
+        (``at_end``: they are all of it): the armor decoder when ``head`` is armored,
+        then the decryptor. Raises as :meth:`encryptors`."""
+        self.check(options, "rb")
+        if options.armor:
+            raise InvalidParameterError("armor is detected when reading: drop armor=")
+        decryptor = self.decryptor(options)
+        if self.armor is not None and self.armor.sniff(head, at_end):
+            return [self.armor.decoder(), decryptor]
+        return [decryptor]
+
+    def identifies(self, head: bytes) -> bool:
+        """Whether a stream starting with ``head`` is in this format, armored or not
+        (``False`` when nothing on the wire says so)."""
+        if self.detect is not None and self.detect(head):
+            return True
+        return self.armor is not None and head.lstrip().startswith(self.armor.begin)
 
     def read_range(
         self, options: FormatOptions, read_at: ReadAt, stream_size: int, start: int, stop: int

@@ -74,10 +74,10 @@ from ..keys import (
 from ..primitives import ChaCha20Poly1305Suite, eddsa_to_x25519
 from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
-from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
-from .armor import ArmorDecoder, is_armored
+from .armor import ARMOR, ArmorDecoder, is_armored
 from .armor import armor as _armor
 
 __all__ = [
@@ -1418,12 +1418,21 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 #: age v1's format descriptor (binary; armor is a stage in front).
 FORMAT = SegmentedFormat(
     "age",
-    encryptor=lambda o: AgeEncryptor(recipients=o.recipients, passphrase=o.passphrase),
-    decryptor=lambda o: AgeDecryptor(identities=o.identities, passphrase=o.passphrase),
+    encryptor=lambda o: AgeEncryptor(
+        recipients=o.recipients,
+        passphrase=o.passphrase,
+        work_factor=or_default(o.work_factor, DEFAULT_WORK_FACTOR),
+    ),
+    decryptor=lambda o: AgeDecryptor(
+        identities=o.identities,
+        passphrase=o.passphrase,
+        max_work_factor=or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR),
+    ),
     check=_check,
     detect=lambda head: head.startswith(VERSION_LINE),
     header_size=_header_size,
     max_header_size=DEFAULT_MAX_HEADER_SIZE,
     layout=_layout,
     opens_files=True,
+    armor=ARMOR,
 )

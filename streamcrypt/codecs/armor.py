@@ -30,8 +30,10 @@ import struct
 
 from ..abc import Buffer, Lifecycle
 from ..errors import FormatError
+from ._format import TextArmor
 
 __all__ = [
+    "ARMOR",
     "BEGIN_LINE",
     "COLUMNS",
     "END_LINE",
@@ -304,3 +306,7 @@ def dearmor(text: Buffer) -> bytes:
     """Strictly de-armor ``text`` in one call; raises :class:`FormatError`."""
     dec = ArmorDecoder()
     return dec.update(text) + dec.finalize()
+
+
+#: age's armor as a format descriptor's :class:`~streamcrypt.codecs.SegmentedFormat` sees it.
+ARMOR = TextArmor(ArmorEncoder, ArmorDecoder, sniff_armor, BEGIN_LINE)

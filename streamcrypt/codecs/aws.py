@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -1661,9 +1661,10 @@ def _check(options: FormatOptions, mode: str) -> None:
             )
         return
     suite = SUITES.get(_suite_option(options.suite))
-    if suite is None or not suite.committing:
+    if suite is None or not (suite.committing or options.extra.get("allow_legacy")):
         raise InvalidParameterError(
-            f'format="aws" writes the committing suites 0x0578 and 0x0478, not {options.suite!r}'
+            f'format="aws" writes the committing suites 0x0578 and 0x0478 (the legacy ones '
+            f"with allow_legacy=True), not {options.suite!r}"
         )
     frame = options.segment_size
     if frame is not None and not 0 < frame <= DEFAULT_MAX_FRAME_LENGTH:
@@ -1682,12 +1683,13 @@ def _encryptor(options: FormatOptions) -> AwsEncryptor:
         options.key,
         encryption_context=options.encryption_context,
         suite=_suite_option(options.suite),
-        frame_length=options.segment_size or DEFAULT_FRAME_LENGTH,
+        frame_length=or_default(options.segment_size, DEFAULT_FRAME_LENGTH),
+        **options.extra,
     )
 
 
 def _decryptor(options: FormatOptions) -> AwsDecryptor:
-    return AwsDecryptor(options.key, encryption_context=options.encryption_context)
+    return AwsDecryptor(options.key, encryption_context=options.encryption_context, **options.extra)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:

@@ -425,7 +425,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 #: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; 16 KiB chunks).
 FORMAT = SegmentedFormat(
     "cobblestone",
-    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad),
-    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad),
+    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad, **o.extra),
+    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad, **o.extra),
     layout=_layout,
 )

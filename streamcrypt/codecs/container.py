@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
@@ -37,7 +38,7 @@ from ..primitives import (
     ChaCha20Poly1305Suite,
     XChaCha20Poly1305,
 )
-from ._format import FormatOptions, ReadAt, SegmentedFormat, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
@@ -333,7 +334,11 @@ def sealing_layout(
 def _check(options: FormatOptions, mode: str) -> None:
     refuse_password(options, "native")
     if options.key is None:
-        raise InvalidParameterError('format="native" needs key= (32 bytes, a SecretKey or KeyRing)')
+        missing: Any = None
+        try:  # the codec's own words for what a key must be
+            as_secret_key(missing, 32, kinds=_KEY_KINDS)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f'format="native" needs key=: {exc}') from None
     if options.recipients or options.identities or options.passphrase is not None:
         raise InvalidParameterError(
             'recipients=, identities= and passphrase= belong to format="age", not "native"'
@@ -360,7 +365,7 @@ FORMAT = SegmentedFormat(
     encryptor=lambda o: StreamEncryptor(
         o.key,
         suite=o.suite or "aes-256-gcm",
-        segment_size=o.segment_size or DEFAULT_SEGMENT_SIZE,
+        segment_size=or_default(o.segment_size, DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
     ),
     decryptor=lambda o: StreamDecryptor(o.key, aad=o.aad),

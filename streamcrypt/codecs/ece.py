@@ -69,6 +69,7 @@ __all__ = [
     "CONTENT_ENCODING",
     "DEFAULT_MAX_RECORD_SIZE",
     "DEFAULT_RECORD_SIZE",
+    "DEFAULT_SEGMENT_SIZE",
     "FORMAT",
     "HEADER_SIZE",
     "KEY_SIZE",
@@ -104,8 +105,12 @@ OVERHEAD = TAG_SIZE + 1
 MIN_RECORD_SIZE = OVERHEAD + 1
 #: ``rs`` is an unsigned 32-bit field.
 MAX_RECORD_SIZE = (1 << 32) - 1
-#: Record size (``rs``, ciphertext bytes per record) unless ``record_size=`` says otherwise.
+#: Record size (``rs``, ciphertext bytes per record) unless ``record_size=`` or
+#: ``segment_size=`` says otherwise.
 DEFAULT_RECORD_SIZE = 4096
+#: Plaintext bytes per full record by default (:data:`DEFAULT_RECORD_SIZE` less
+#: :data:`OVERHEAD`).
+DEFAULT_SEGMENT_SIZE = DEFAULT_RECORD_SIZE - OVERHEAD
 #: What a decoder buffers at most for one record unless told otherwise (hostile ``rs``).
 DEFAULT_MAX_RECORD_SIZE = 1 << 24
 _FIXED = struct.Struct(">16sIB")  # salt, rs, idlen
@@ -174,6 +179,23 @@ def _check_record_size(record_size: int) -> None:
             f"record size must be an integer in {MIN_RECORD_SIZE}..{MAX_RECORD_SIZE}, "
             f"got {record_size!r}"
         )
+
+
+def _record_size(segment_size: int | None, record_size: int | None) -> int:
+    """The record size (``rs``) of ``segment_size=`` (plaintext bytes per full record, the
+    vocabulary's term) or ``record_size=`` (the RFC's ciphertext unit), at most one given."""
+    if segment_size is None:
+        size = DEFAULT_RECORD_SIZE if record_size is None else record_size
+    elif record_size is not None:
+        raise InvalidParameterError(
+            f"give segment_size= or record_size= (segment_size + {OVERHEAD}), not both"
+        )
+    elif not isinstance(segment_size, int) or isinstance(segment_size, bool):
+        raise InvalidParameterError(f"segment size must be an integer, got {segment_size!r}")
+    else:
+        size = segment_size + OVERHEAD
+    _check_record_size(size)
+    return size
 
 
 def _keyid_bytes(keyid: bytes | str) -> bytes:
@@ -286,17 +308,19 @@ class EceCodec(SegmentCodec):
 
 def encrypted_length(
     plaintext_length: int,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    record_size: int | None = None,
     *,
+    segment_size: int | None = None,
     keyid: bytes | str = b"",
     padding: int = 0,
 ) -> int:
-    """The exact length of the body :class:`EceEncryptor` writes for this much plaintext.
+    """The exact length of the body :class:`EceEncryptor` writes for this much plaintext
+    (the sizes as it takes them).
 
     Use it for ``Content-Length`` when the plaintext length is known. Raises
     :class:`InvalidParameterError`.
     """
-    _check_record_size(record_size)
+    record_size = _record_size(segment_size, record_size)
     _check_padding(padding, record_size)
     if plaintext_length < 0:
         raise InvalidParameterError(f"plaintext length cannot be negative: {plaintext_length}")
@@ -320,7 +344,10 @@ class EceEncryptor(SegmentedEncryptor):
     ``key`` is the 16-byte input keying material (bytes or :class:`SecretKey`) or a
     :class:`KeyRing` (its active key; the key id then defaults to that key's id).
     ``salt`` defaults to 16 random bytes and must never repeat under one key.
-    ``padding`` zero octets are added to the first record. The first ``update`` returns
+    ``segment_size`` is the plaintext bytes of a full record (the keyword every format
+    shares); ``record_size`` is the same as RFC 8188's ``rs``, ciphertext bytes per record
+    (``segment_size`` + :data:`OVERHEAD`): give one of them (default
+    :data:`DEFAULT_RECORD_SIZE`). ``padding`` zero octets are added to the first record. The first ``update`` returns
     the header. Raises :class:`InvalidKeySizeError`, :class:`InvalidParameterError`,
     :class:`LimitExceededError`.
     """
@@ -332,11 +359,12 @@ class EceEncryptor(SegmentedEncryptor):
         key: EceKey | KeyRing,
         *,
         salt: bytes | None = None,
-        record_size: int = DEFAULT_RECORD_SIZE,
+        segment_size: int | None = None,
+        record_size: int | None = None,
         keyid: bytes | str = b"",
         padding: int = 0,
     ) -> None:
-        _check_record_size(record_size)
+        record_size = _record_size(segment_size, record_size)
         _check_padding(padding, record_size)
         kid = _keyid_bytes(keyid)
         if isinstance(key, KeyRing):
@@ -457,12 +485,20 @@ def encrypt_bytes(
     key: EceKey | KeyRing,
     *,
     salt: bytes | None = None,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    segment_size: int | None = None,
+    record_size: int | None = None,
     keyid: bytes | str = b"",
     padding: int = 0,
 ) -> bytes:
     """Encrypt a whole body into the ``aes128gcm`` coding (see :class:`EceEncryptor`)."""
-    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
+    enc = EceEncryptor(
+        key,
+        salt=salt,
+        segment_size=segment_size,
+        record_size=record_size,
+        keyid=keyid,
+        padding=padding,
+    )
     return enc.update(body) + enc.finalize()
 
 
@@ -482,9 +518,6 @@ def decrypt_bytes(
 #: record, the record size less its overhead).
 FORMAT = SegmentedFormat(
     "ece",
-    encryptor=lambda o: EceEncryptor(
-        o.key,
-        record_size=(o.segment_size + OVERHEAD) if o.segment_size else DEFAULT_RECORD_SIZE,
-    ),
-    decryptor=lambda o: EceDecryptor(o.key),
+    encryptor=lambda o: EceEncryptor(o.key, segment_size=o.segment_size, **o.extra),
+    decryptor=lambda o: EceDecryptor(o.key, **o.extra),
 )

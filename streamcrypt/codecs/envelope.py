@@ -69,7 +69,7 @@ from ..primitives import (
 )
 from . import _stanza, container, ecies
 from ._bech32 import bech32_decode, bech32_encode
-from ._format import FormatOptions, ReadAt, SegmentedFormat
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 
@@ -1146,11 +1146,17 @@ FORMAT = SegmentedFormat(
         recipients=o.recipients,
         passphrase=o.passphrase,
         suite=o.suite or "aes-256-gcm",
-        segment_size=o.segment_size or container.DEFAULT_SEGMENT_SIZE,
+        segment_size=or_default(o.segment_size, container.DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
+        work_factor=or_default(o.work_factor, MODERATE),
+        **o.extra,
     ),
     decryptor=lambda o: EnvelopeDecryptor(
-        identities=o.identities, passphrase=o.passphrase, aad=o.aad
+        identities=o.identities,
+        passphrase=o.passphrase,
+        aad=o.aad,
+        max_work_factor=or_default(o.max_work_factor, MAX_READ_PARAMS),
+        **o.extra,
     ),
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,

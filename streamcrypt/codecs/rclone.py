@@ -796,7 +796,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "rclone",
     encryptor=lambda o: RcloneEncryptor(_keys(o)),
-    decryptor=lambda o: RcloneDecryptor(_keys(o)),
+    decryptor=lambda o: RcloneDecryptor(_keys(o), **o.extra),
     check=_check,
     detect=lambda head: head.startswith(MAGIC),
     header_size=header_size,

@@ -74,7 +74,7 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import SecretKey, as_secret_key
-from ._format import SegmentedFormat
+from ._format import SegmentedFormat, or_default
 
 __all__ = [
     "ABYTES",
@@ -466,9 +466,9 @@ class SecretStreamDecryptor(Lifecycle):
 FORMAT = SegmentedFormat(
     "secretstream",
     encryptor=lambda o: SecretStreamEncryptor(
-        o.key, segment_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+        o.key, segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE), aad=o.aad
     ),
     decryptor=lambda o: SecretStreamDecryptor(
-        o.key, segment_size=o.segment_size or DEFAULT_CHUNK_SIZE, aad=o.aad
+        o.key, segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE), aad=o.aad
     ),
 )

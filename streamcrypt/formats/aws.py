@@ -7,48 +7,59 @@ the decryptor hashes its input in order as it parses it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
+from ..codecs import FormatOptions
 from ..codecs.aws import (
     DEFAULT_FRAME_LENGTH,
     DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     DEFAULT_SUITE,
-    AwsDecryptor,
-    AwsEncryptor,
+    FORMAT,
     KeyringLike,
     Release,
-    decrypt_bytes,
-    encrypt_bytes,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source
-from ._run import stream
+from ..deprecation import renamed_keyword
+from ..engine import DEFAULT_POLICY, OffloadPolicy
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
-def encrypt(
-    source: Source,
+def _writing(
+    name: str,
     keyring: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
     suite: int = DEFAULT_SUITE,
-    frame_length: int = DEFAULT_FRAME_LENGTH,
+    segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an AWS Encryption SDK message."""
-    enc = AwsEncryptor(
-        keyring,
-        encryption_context=encryption_context,
-        suite=suite,
-        frame_length=frame_length,
-        allow_legacy=allow_legacy,
+    frame_length: int | None = None,
+) -> _run.Call:
+    """``segment_size`` is the frame length, plaintext bytes per frame (``frame_length=``
+    is its deprecated name here; :class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's
+    term)."""
+    size = renamed_keyword(
+        f"formats.aws.{name}",
+        "frame_length",
+        "segment_size",
+        frame_length,
+        segment_size,
+        DEFAULT_FRAME_LENGTH,
+        stacklevel=5,
     )
-    return stream(source, enc, policy=policy)
+    options = FormatOptions(
+        key=keyring,
+        suite=f"0x{suite:04X}",
+        segment_size=size,
+        encryption_context=encryption_context,
+        extra={"allow_legacy": allow_legacy},
+    )
+    return _run.Call(options, policy)
 
 
-def decrypt(
-    source: Source,
+def _reading(
+    name: str,
     keyring: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
@@ -56,17 +67,42 @@ def decrypt(
     release: Release = "verified-frames",
     max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt an AWS Encryption SDK message, yielding only verified frames.
+) -> _run.Call:
+    """With ``release="after-signature"`` nothing is released before a signed message's
+    signature verified (the plaintext is held in memory until then)."""
+    extra = {
+        "allow_legacy": allow_legacy,
+        "release": release,
+        "max_encrypted_data_keys": max_encrypted_data_keys,
+    }
+    options = FormatOptions(key=keyring, encryption_context=encryption_context, extra=extra)
+    return _run.Call(options, policy)
 
-    With ``release="after-signature"`` nothing is yielded before a signed message's
-    signature verified (the plaintext is held in memory until then).
-    """
-    dec = AwsDecryptor(
-        keyring,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        release=release,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
-    return stream(source, dec, policy=policy)
+
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source into an AWS Encryption SDK message.\n\n"
+    "``segment_size`` is the frame length (``frame_length=`` is its deprecated name here).",
+)
+decrypt = _run.streaming(
+    FORMAT,
+    _reading,
+    "decrypt",
+    "Decrypt an AWS Encryption SDK message, yielding only verified frames.\n\n"
+    'With ``release="after-signature"`` nothing is yielded before a signed message\'s\n'
+    "signature verified (the plaintext is held in memory until then).",
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt a whole message, frames sealed on all cores (arguments as :func:`encrypt`).",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt a whole message, frames opened on all cores; all or nothing.",
+)

@@ -2,72 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from ..abc import Buffer
-from ..codecs.cobblestone import CobblestoneDecryptor, CobblestoneEncryptor, Variant
+from ..codecs import FormatOptions
+from ..codecs.cobblestone import FORMAT, Variant
 from ..deprecation import renamed_keyword
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 
-def encrypt(
-    source: Source,
+def _options(
+    name: str,
     key: Buffer | SecretKey,
     *,
     aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     context: Buffer | None = None,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.
-
-    ``aad`` is the spec's context (``context=`` is its deprecated name).
-    """
-    aad = renamed_keyword("formats.cobblestone.encrypt", "context", "aad", context, aad, b"")
-    return stream(source, CobblestoneEncryptor(key, aad=aad, variant=variant), policy=policy)
-
-
-def decrypt(
-    source: Source,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> AsyncIterator[bytes]:
-    """Decrypt C2SP chunked encryption, yielding only verified chunks."""
-    aad = renamed_keyword("formats.cobblestone.decrypt", "context", "aad", context, aad, b"")
-    return stream(source, CobblestoneDecryptor(key, aad=aad, variant=variant), policy=policy)
+) -> _run.Call:
+    """``aad`` is the spec's context (``context=`` is its deprecated name)."""
+    aad = renamed_keyword(
+        f"formats.cobblestone.{name}", "context", "aad", context, aad, b"", stacklevel=5
+    )
+    return _run.Call(FormatOptions(key=key, aad=aad, extra={"variant": variant}), policy)
 
 
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> bytes:
-    """Encrypt a whole message (random salt), chunks sealed on all cores."""
-    aad = renamed_keyword("formats.cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
-    return run_segmented(CobblestoneEncryptor(key, aad=aad, variant=variant), plaintext, policy)
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: Buffer | SecretKey,
-    *,
-    aad: Buffer = b"",
-    variant: Variant | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
-) -> bytes:
-    """Decrypt a whole message, chunks opened on all cores; all or nothing."""
-    aad = renamed_keyword("formats.cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
-    return run_segmented(CobblestoneDecryptor(key, aad=aad, variant=variant), ciphertext, policy)
+encrypt = _run.streaming(
+    FORMAT,
+    _options,
+    "encrypt",
+    "Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.\n\n"
+    "``aad`` is the spec's context (``context=`` is its deprecated name).",
+)
+decrypt = _run.streaming(
+    FORMAT, _options, "decrypt", "Decrypt C2SP chunked encryption, yielding only verified chunks."
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _options,
+    "encrypt_bytes",
+    "Encrypt a whole message (random salt), chunks sealed on all cores.",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _options,
+    "decrypt_bytes",
+    "Decrypt a whole message, chunks opened on all cores; all or nothing.",
+)

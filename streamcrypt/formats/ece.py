@@ -2,76 +2,90 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from ..abc import Buffer
+from ..codecs import FormatOptions
 from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_RECORD_SIZE,
-    EceDecryptor,
-    EceEncryptor,
+    DEFAULT_SEGMENT_SIZE,
+    FORMAT,
+    OVERHEAD,
     EceKey,
     EceKeySource,
     encrypted_length,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
+from ..deprecation import warn_renamed
+from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..errors import InvalidParameterError
 from ..keys import KeyRing
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "encrypted_length"]
 
 
-def encrypt(
-    source: Source,
+def _writing(
+    name: str,
     key: EceKey | KeyRing,
     *,
     salt: bytes | None = None,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    segment_size: int = DEFAULT_SEGMENT_SIZE,
     keyid: bytes | str = b"",
     padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source into an ``aes128gcm`` body (arguments as :class:`EceEncryptor`)."""
-    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
-    return stream(source, enc, policy=policy)
+    record_size: int | None = None,
+) -> _run.Call:
+    """Arguments as :class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the
+    plaintext bytes of a full record, the RFC's record size ``rs`` less
+    :data:`~streamcrypt.codecs.ece.OVERHEAD` (17); ``record_size=`` (``rs`` itself) is
+    its deprecated form."""
+    extra: dict[str, object] = {"salt": salt, "keyid": keyid, "padding": padding}
+    if record_size is None:
+        return _run.Call(FormatOptions(key=key, segment_size=segment_size, extra=extra), policy)
+    if segment_size != DEFAULT_SEGMENT_SIZE:
+        raise InvalidParameterError(
+            f"formats.ece.{name}: give segment_size= only (record_size= is segment_size + "
+            f"{OVERHEAD}, its old form)"
+        )
+    warn_renamed(
+        f"formats.ece.{name}: record_size=",
+        f"segment_size= (plaintext bytes per record, record_size - {OVERHEAD})",
+        stacklevel=4,
+    )
+    return _run.Call(FormatOptions(key=key, extra={**extra, "record_size": record_size}), policy)
 
 
-def decrypt(
-    source: Source,
+def _reading(
+    name: str,
     key: EceKeySource,
     *,
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
     allow_no_records: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt an ``aes128gcm`` body, yielding only verified records."""
-    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
-    return stream(source, dec, policy=policy)
+) -> _run.Call:
+    """Arguments as :class:`~streamcrypt.codecs.EceDecryptor`."""
+    extra = {"max_record_size": max_record_size, "allow_no_records": allow_no_records}
+    return _run.Call(FormatOptions(key=key, extra=extra), policy)
 
 
-def encrypt_bytes(
-    body: Buffer,
-    key: EceKey | KeyRing,
-    *,
-    salt: bytes | None = None,
-    record_size: int = DEFAULT_RECORD_SIZE,
-    keyid: bytes | str = b"",
-    padding: int = 0,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores."""
-    enc = EceEncryptor(key, salt=salt, record_size=record_size, keyid=keyid, padding=padding)
-    return run_segmented(enc, body, policy)
-
-
-def decrypt_bytes(
-    body: Buffer,
-    key: EceKeySource,
-    *,
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    allow_no_records: bool = False,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing."""
-    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
-    return run_segmented(dec, body, policy)
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source into an ``aes128gcm`` body (arguments as\n"
+    ":class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the plaintext bytes\n"
+    "of a full record, ``rs`` less 17, and ``record_size=`` its deprecated form).",
+)
+decrypt = _run.streaming(
+    FORMAT, _reading, "decrypt", "Decrypt an ``aes128gcm`` body, yielding only verified records."
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt a whole body into the ``aes128gcm`` coding, records sealed on all cores\n"
+    "(arguments as :func:`encrypt`).",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt a whole ``aes128gcm`` body, records opened on all cores; all or nothing.",
+)

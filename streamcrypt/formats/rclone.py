@@ -1,26 +1,21 @@
 """rclone crypt file contents as async streams; the codec is :mod:`streamcrypt.codecs.rclone`.
 
 Keys come as :class:`~streamcrypt.codecs.rclone.RcloneKeys` or as ``password`` (and
-``password2``) in clear; their scrypt runs on a worker thread (inline only with
-``policy=None``), never on the event loop.
+``password2``) in clear; in the async calls their scrypt runs on a worker thread (inline
+only with ``policy=None``), never on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from functools import partial
 
-from ..abc import Transform
-from ..codecs.rclone import (
-    RcloneDecryptor,
-    RcloneEncryptor,
-    RcloneKeys,
-    decrypt_bytes,
-    encrypt_bytes,
-)
+from ..codecs import FormatOptions, SegmentedFormat
+from ..codecs.rclone import FORMAT, RcloneKeys
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Source, wait_future
 from ..errors import InvalidParameterError
-from ._run import stream
+from . import run as _run
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "keys"]
 
@@ -33,8 +28,41 @@ async def keys(
     return derive() if policy is None else await wait_future(policy.submit(derive))
 
 
-def _check_choice(key: RcloneKeys | None, password: str | None, password2: str) -> None:
-    """Raise at the call for arguments that could only fail once iteration starts."""
+def _writing(
+    name: str,
+    key: RcloneKeys | None = None,
+    *,
+    password: str | None = None,
+    password2: str = "",
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> _run.Call:
+    """The crypt remote's keys, or its ``password`` (and ``password2``) in clear."""
+    return _options(key, password, password2, policy)
+
+
+def _reading(
+    name: str,
+    key: RcloneKeys | None = None,
+    *,
+    password: str | None = None,
+    password2: str = "",
+    expected_size: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> _run.Call:
+    """As when writing; rclone files have no end marker: ``expected_size`` (the plaintext
+    size) turns a file cut at a block boundary into :class:`TruncatedStreamError`."""
+    return _options(key, password, password2, policy, expected_size=expected_size)
+
+
+def _options(
+    key: RcloneKeys | None,
+    password: str | None,
+    password2: str,
+    policy: OffloadPolicy | None,
+    **extra: object,
+) -> _run.Call:
+    """The options, checked at the call for what could otherwise fail only once
+    iteration starts."""
     if (key is None) == (password is None):
         raise InvalidParameterError("rclone crypt takes keys= or password= (not both)")
     if password is not None and not (
@@ -43,57 +71,67 @@ def _check_choice(key: RcloneKeys | None, password: str | None, password2: str) 
         raise InvalidParameterError(
             "rclone crypt's password= must be a non-empty str (and password2= a str)"
         )
+    options = FormatOptions(key=key, password=password, password2=password2, extra=extra)
+    return _run.Call(options, policy)
 
 
-def encrypt(
-    source: Source,
-    key: RcloneKeys | None = None,
-    *,
-    password: str | None = None,
-    password2: str = "",
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Encrypt an async source as rclone crypt file contents, blocks sealed in parallel.
+def _keyed(run: _run.Runner) -> _run.Runner:
+    """``run``, at once with keys, else once the password's keys are derived off the
+    event loop (the other options are checked at the call, on stand-in keys)."""
 
-    The arguments are checked at the call; a password's scrypt runs when iteration starts.
-    """
-    _check_choice(key, password, password2)
-    if key is not None:
-        return stream(source, RcloneEncryptor(key), policy=policy)
-    return _derived(source, RcloneEncryptor, password or "", password2, policy)
+    def keyed(
+        fmt: SegmentedFormat, source: Source, options: FormatOptions, policy: OffloadPolicy | None
+    ) -> AsyncIterator[bytes]:
+        if options.key is not None:
+            return run(fmt, source, options, policy)
+        stand_in = replace(options, key=RcloneKeys.from_material(bytes(80)), password=None)
+        run(fmt, b"", stand_in, None)  # raises for bad options now; never iterated
+        return _derived(run, fmt, source, options, policy)
 
-
-def decrypt(
-    source: Source,
-    key: RcloneKeys | None = None,
-    *,
-    password: str | None = None,
-    password2: str = "",
-    expected_size: int | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> AsyncIterator[bytes]:
-    """Decrypt rclone crypt contents, yielding only verified blocks.
-
-    rclone files have no end marker: pass ``expected_size`` (the plaintext size) to turn
-    a file cut at a block boundary into :class:`TruncatedStreamError`. The arguments are
-    checked at the call; a password's scrypt runs when iteration starts.
-    """
-    _check_choice(key, password, password2)
-    make = partial(RcloneDecryptor, expected_size=expected_size)
-    if key is not None:
-        return stream(source, make(key), policy=policy)
-    make(RcloneKeys.from_material(bytes(80)))  # checks expected_size now
-    return _derived(source, make, password or "", password2, policy)
+    return keyed
 
 
 async def _derived(
+    run: _run.Runner,
+    fmt: SegmentedFormat,
     source: Source,
-    make: Callable[[RcloneKeys], Transform],
-    password: str,
-    password2: str,
+    options: FormatOptions,
     policy: OffloadPolicy | None,
 ) -> AsyncIterator[bytes]:
-    """``make``'s transform over ``source`` once the password's keys are derived."""
-    derived = await keys(password, password2, policy=policy)
-    async for piece in stream(source, make(derived), policy=policy):
+    derived = await keys(options.password or "", options.password2, policy=policy)
+    keyed = replace(options, key=derived, password=None, password2="")
+    async for piece in run(fmt, source, keyed, policy):
         yield piece
+
+
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source as rclone crypt file contents, blocks sealed in parallel.\n\n"
+    "The arguments are checked at the call; a password's scrypt runs when iteration starts.",
+    _keyed(_run.encrypt),
+)
+decrypt = _run.streaming(
+    FORMAT,
+    _reading,
+    "decrypt",
+    "Decrypt rclone crypt contents, yielding only verified blocks.\n\n"
+    "rclone files have no end marker: pass ``expected_size`` (the plaintext size) to turn\n"
+    "a file cut at a block boundary into :class:`TruncatedStreamError`. The arguments are\n"
+    "checked at the call; a password's scrypt runs when iteration starts.",
+    _keyed(_run.decrypt),
+)
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt whole file contents for a crypt remote, blocks sealed on all cores (a\n"
+    "password's scrypt runs in the call).",
+)
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt whole crypt file contents, blocks opened on all cores; all or nothing.",
+)
