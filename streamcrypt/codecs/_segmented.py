@@ -79,6 +79,39 @@ class SegmentCodec:
     def full_ciphertext(self, index: int) -> int:
         return self.full_plaintext(index) + self.overhead
 
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Seal or open ``count`` segments from ``first``, back to back in ``data``, into
+        ``out``: what :meth:`SegmentJob.run_into` runs (same contract). This loop calls
+        ``seal_segment`` / ``open_segment`` once per segment; a codec whose segments are
+        small may override it with a tighter loop of its own."""
+        src = memoryview(data)
+        size = len(src)
+        last = first + count - 1
+        # Hot loop: one kernel call per segment, so keep everything else out of it.
+        work: Callable[[int, Buffer, bool, memoryview], int]
+        if sealing:
+            work, step = self.seal_segment, self.overhead
+            full0, full = self.full_plaintext(0), self.full_plaintext(1)
+        else:
+            work, step = self.open_segment, -self.overhead
+            full0, full = self.full_ciphertext(0), self.full_ciphertext(1)
+        pos = written = 0
+        index = first
+        try:
+            while index < last:
+                end = pos + (full0 if index == 0 else full)
+                written += work(
+                    index, src[pos:end], False, out[written : written + end - pos + step]
+                )
+                pos = end
+                index += 1
+            written += work(index, src[pos:size], final, out[written : written + size - pos + step])
+        except Exception as exc:
+            return written, exc
+        return written, None
+
 
 @dataclass(slots=True, eq=False)
 class SegmentJob:
@@ -117,34 +150,9 @@ class SegmentJob:
         failure, the first bytes written are the output of the segments before the
         failing one (all verified), and nothing after them may be used.
         """
-        codec = self.codec
-        src = memoryview(self.data)
-        size = len(src)
-        first, last = self.first_index, self.first_index + self.count - 1
-        # Hot loop: one kernel call per segment, so keep everything else out of it.
-        work: Callable[[int, Buffer, bool, memoryview], int]
-        if self.sealing:
-            work, step = codec.seal_segment, codec.overhead
-            full0, full = codec.full_plaintext(0), codec.full_plaintext(1)
-        else:
-            work, step = codec.open_segment, -codec.overhead
-            full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
-        pos = written = 0
-        index = first
-        try:
-            while index < last:
-                end = pos + (full0 if index == 0 else full)
-                written += work(
-                    index, src[pos:end], False, out[written : written + end - pos + step]
-                )
-                pos = end
-                index += 1
-            written += work(
-                index, src[pos:size], self.final, out[written : written + size - pos + step]
-            )
-        except Exception as exc:
-            return written, exc
-        return written, None
+        return self.codec.run_segments(
+            self.sealing, self.first_index, self.count, self.data, self.final, out
+        )
 
     def split(self, max_bytes: int) -> list[SegmentJob]:
         """This job as consecutive jobs of whole segments, about ``max_bytes`` of input
@@ -241,14 +249,21 @@ class _Segmenter(Lifecycle):
                 return jobs
             jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
-        # Whole segments straight from the caller's buffer, no copy.
+        # Whole segments straight from the caller's buffer, no copy; counted, not walked
+        # (only segment 0 may differ in size).
         pos = count = 0
-        while True:
+        size = len(view)
+        if self._index == 0:
+            full0 = self._full(codec, 0)
+            if size > full0 or (size == full0 and not hold):
+                pos, count = full0, 1
+        if count or self._index:
             full = self._full(codec, self._index + count)
-            if len(view) - pos < full or (hold and len(view) - pos == full):
-                break
-            pos += full
-            count += 1
+            more, tail = divmod(size - pos, full)
+            if hold and more and not tail:
+                more -= 1  # a full segment at the very end may be the final one
+            pos += more * full
+            count += more
         if count:
             jobs.append(self._job(codec, view[:pos], count))
         self._hold(view[pos:])
