@@ -53,7 +53,6 @@ from ..abc import Buffer
 from ..codecs.ece import (
     CONTENT_ENCODING,
     DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_RECORD_SIZE,
     EceDecryptor,
     EceEncryptor,
     EceKey,
@@ -69,7 +68,13 @@ from ..errors import (
 )
 from ..keys import KeyRing
 from ._asgi import _DECRYPT_FAILED
-from ._http import EncryptionSettings, RequestRule, announces_body, content_codings
+from ._http import (
+    DEFAULT_HTTP_RECORD_SIZE,
+    EncryptionSettings,
+    RequestRule,
+    announces_body,
+    content_codings,
+)
 
 __all__ = [
     "BODY_DECRYPTED_KEY",
@@ -178,7 +183,7 @@ class EncryptedStreamResponse(web.StreamResponse):
                 "EncryptedStreamResponse needs keys=, or setup_encryption() on the app"
             )
         record_size = self._sc_record_size or (
-            settings.record_size if settings is not None else DEFAULT_RECORD_SIZE
+            settings.record_size if settings is not None else DEFAULT_HTTP_RECORD_SIZE
         )
         policy: OffloadPolicy | None
         if isinstance(self._sc_policy, str):
@@ -530,7 +535,7 @@ def encrypted_body(
     source: AsyncIterable[Buffer],
     key: EceKey | KeyRing,
     *,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    record_size: int = DEFAULT_HTTP_RECORD_SIZE,
     keyid: bytes | str = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterablePayload:
