@@ -22,8 +22,8 @@ from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnsupportedFormatError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import (
-    DEFAULT_HTTP_RECORD_SIZE,
     BODY_DECRYPTED_KEY,
+    DEFAULT_HTTP_RECORD_SIZE,
     EncryptedStreamResponse,
     decrypt_response,
     encrypted_body,
