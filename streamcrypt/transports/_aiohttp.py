@@ -62,28 +62,22 @@ from ..codecs.ece import (
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import (
     InvalidParameterError,
-    PeerTimeoutError,
     StreamCryptError,
     UnsupportedFormatError,
 )
 from ..keys import KeyRing
+from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
 from ._http import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionSettings,
     RequestRule,
     announces_body,
+    body_read,
     content_codings,
 )
 
-__all__ = [
-    "BODY_DECRYPTED_KEY",
-    "SETTINGS_KEY",
-    "EncryptedStreamResponse",
-    "decrypt_response",
-    "encrypted_body",
-    "setup_encryption",
-]
+__all__ = sorted(_AIOHTTP_NAMES)  # one list: the package loads these names lazily
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
 _MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)
@@ -267,22 +261,11 @@ class _DecryptingReader(StreamReader):
     async def _sc_put(self, view: memoryview) -> None:
         self.feed_data(bytes(view))
 
-    async def _sc_chunk(self) -> bytes:
-        timeout = self._sc_timeout
-        if timeout is None:
-            return await self._sc_source.readany()
-        with anyio.move_on_after(timeout) as scope:
-            return await self._sc_source.readany()
-        assert scope.cancelled_caught
-        raise PeerTimeoutError(
-            f"the request body sent nothing for {timeout} s: the client stalled; cut"
-        )
-
     async def pump(self) -> None:
         try:
             while True:
                 await self._sc_control.room.wait()
-                chunk = await self._sc_chunk()
+                chunk = await body_read(self._sc_source.readany, self._sc_timeout)
                 if not chunk:
                     await self._sc_feeder.aclose()
                     self.feed_eof()

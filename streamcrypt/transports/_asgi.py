@@ -55,6 +55,7 @@ from ._http import (
     EncryptionSettings,
     RequestRule,
     announces_body,
+    body_read,
     content_codings,
 )
 
@@ -183,23 +184,12 @@ class _DecryptingReceive:
     async def _collect(self, view: memoryview) -> None:
         self._ready.append(bytes(view))
 
-    async def _next(self) -> Message:
-        timeout = self._timeout
-        if timeout is None:
-            return await self._receive()
-        with anyio.move_on_after(timeout) as scope:
-            return await self._receive()
-        assert scope.cancelled_caught
-        raise PeerTimeoutError(
-            f"the request body sent nothing for {timeout} s: the client stalled; cut"
-        )
-
     async def __call__(self) -> Message:
         if self.error is not None:
             raise self.error
         while not self._ready and not self._complete:
             try:
-                message = await self._next()
+                message = await body_read(self._receive, self._timeout)
             except PeerTimeoutError as exc:
                 self.error = exc
                 raise
@@ -305,7 +295,10 @@ class _Responder:
             await self._answer_error(exc)
 
     async def _answer_error(self, exc: StreamCryptError) -> None:
-        status, text = _failure_text(exc)
+        await self._answer(*_failure_text(exc))
+
+    async def _answer(self, status: int, text: str) -> None:
+        """Send this short answer instead of the app's response, and drop the app's."""
         start, body = _error_response(status, text)
         self.mode = "swallow"
         self.started = True
@@ -316,13 +309,9 @@ class _Responder:
 
     async def _refuse(self, what: str) -> None:
         _log.error("refused to send %s in clear on %s", what, self.scope.get("path", ""))
-        start, body = _error_response(
+        await self._answer(
             500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
         )
-        self.mode = "swallow"
-        self.started = True
-        await self.send(start)
-        await self.send(body)
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]
@@ -397,12 +386,19 @@ class _Responder:
     def _encryptor(self) -> EceEncryptor:
         return EceEncryptor(self.mw.settings.keys, record_size=self.mw.settings.record_size)
 
-    async def _on_body(self, message: Message) -> None:
+    async def _passed_plain(self, message: Message, what: str) -> bool:
+        """Send ``message`` as it is when the response is not encrypted (True); refuse
+        one before ``http.response.start``."""
         if self.mode == "plain":
             await self.send(message)
-            return
+            return True
         if self.mode != "encrypt":
-            raise RuntimeError("ASGI app sent a response body before http.response.start")
+            raise RuntimeError(f"ASGI app sent {what} before http.response.start")
+        return False
+
+    async def _on_body(self, message: Message) -> None:
+        if await self._passed_plain(message, "a response body"):
+            return
         body = message.get("body", b"")
         more = bool(message.get("more_body", False))
         if self.feeder is None and not more:
@@ -439,11 +435,8 @@ class _Responder:
         self.mode = "done"
 
     async def _on_pathsend(self, message: Message) -> None:
-        if self.mode == "plain":
-            await self.send(message)
+        if await self._passed_plain(message, "http.response.pathsend"):
             return
-        if self.mode != "encrypt":
-            raise RuntimeError("ASGI app sent http.response.pathsend before http.response.start")
         if self.mw.settings.on_unencryptable == "refuse":
             await self._refuse("a file path send")
             return

@@ -16,13 +16,15 @@ sending a body is cut after ``body_timeout`` seconds.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
+
+import anyio
 
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
 from ..engine import DEFAULT_POLICY, OffloadPolicy
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, PeerTimeoutError
 from ..keys import KeyRing
 from ._options import config_or_options
 
@@ -35,8 +37,11 @@ __all__ = [
     "RequestRule",
     "Unencryptable",
     "announces_body",
+    "body_read",
     "content_codings",
 ]
+
+_T = TypeVar("_T")
 
 #: What to do with a response a gzip middleware would pass through untouched (file
 #: sends, 206 answers, bodies already carrying a Content-Encoding): encrypt it, or refuse
@@ -211,3 +216,14 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
         )
         return text.strip() not in ("", "0")
     return chunked or method.upper() not in BODYLESS_METHODS
+
+
+async def body_read(read: Callable[[], Awaitable[_T]], stall: float | None) -> _T:
+    """``await read()`` (the next piece of a request body), cut after ``stall`` seconds
+    without it (``None``: wait for ever); raises :class:`PeerTimeoutError` (408)."""
+    if stall is None:
+        return await read()
+    with anyio.move_on_after(stall) as scope:
+        return await read()
+    assert scope.cancelled_caught
+    raise PeerTimeoutError(f"the request body sent nothing for {stall} s: the client stalled; cut")
