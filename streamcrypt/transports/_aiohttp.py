@@ -75,6 +75,8 @@ from ._http import (
     announces_body,
     body_read,
     content_codings,
+    feed_piecewise,
+    send_piecewise,
 )
 
 __all__ = sorted(_AIOHTTP_NAMES)  # one list: the package loads these names lazily
@@ -194,15 +196,15 @@ class EncryptedStreamResponse(web.StreamResponse):
         return await super().prepare(request)
 
     async def _sc_sink(self, view: memoryview) -> None:
-        await super().write(bytes(view))
+        await send_piecewise(view, super().write)
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Encrypt and send ``data`` (records leave as the policy's batches fill)."""
+        """Encrypt and send ``data`` (its complete records leave before this returns)."""
         if self._sc_feeder is None:
             raise RuntimeError("Cannot call write() before prepare()")
         if self._eof_sent:
             raise RuntimeError("Cannot call write() after write_eof()")
-        await self._sc_feeder.send(data)
+        await feed_piecewise(self._sc_feeder, data)
 
     async def write_eof(self, data: bytes = b"") -> None:
         """Send ``data``, the last record and the end of the body."""
@@ -210,8 +212,7 @@ class EncryptedStreamResponse(web.StreamResponse):
             return
         if self._sc_feeder is None:
             raise RuntimeError("Cannot call write_eof() before prepare()")
-        if data:
-            await self._sc_feeder.send(data)
+        await feed_piecewise(self._sc_feeder, data)
         await self._sc_feeder.aclose()
         await super().write_eof()
 
@@ -270,8 +271,9 @@ class _DecryptingReader(StreamReader):
                     await self._sc_feeder.aclose()
                     self.feed_eof()
                     return
-                await self._sc_feeder.send(chunk)
-                await self._sc_feeder.flush()  # records reach the handler as they verify
+                # Records reach the handler as they verify; a large read is decrypted
+                # only as fast as the handler takes the plaintext.
+                await feed_piecewise(self._sc_feeder, chunk, self._sc_control.room.wait)
         except StreamCryptError as exc:
             self.sc_error = exc
             self.set_exception(exc)

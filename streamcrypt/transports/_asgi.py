@@ -57,6 +57,8 @@ from ._http import (
     announces_body,
     body_read,
     content_codings,
+    feed_piecewise,
+    send_piecewise,
 )
 
 __all__ = ["EncryptionMiddleware"]
@@ -196,12 +198,11 @@ class _DecryptingReceive:
             if message["type"] != "http.request":
                 return message  # http.disconnect: the client is gone
             try:
-                await self._feeder.send(message.get("body", b""))
+                # Verified records reach the app as the client sends them.
+                await feed_piecewise(self._feeder, message.get("body", b""))
                 if not message.get("more_body", False):
                     await self._feeder.aclose()
                     self._complete = True
-                else:  # verified records reach the app as the client sends them
-                    await self._feeder.flush()
             except StreamCryptError as exc:
                 self._ready.clear()
                 self.error = exc
@@ -380,7 +381,10 @@ class _Responder:
 
     async def _emit(self, view: memoryview) -> None:
         await self._send_start()
-        body = b"" if self.head else bytes(view)
+        if not self.head:
+            await send_piecewise(view, self._send_body)
+
+    async def _send_body(self, body: bytes) -> None:
         await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def _encryptor(self) -> EceEncryptor:
@@ -420,12 +424,10 @@ class _Responder:
             encryptor = self._encryptor()
             self._set_length(self._app_length(), encryptor)
             self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
-        if body:
-            await self.feeder.send(body)
+        # A streamed body goes out as the app produces it, not in batch-size bursts.
+        await feed_piecewise(self.feeder, body)
         if not more:
             await self._finish()
-        else:  # a streamed body goes out as the app produces it, not in batch-size bursts
-            await self.feeder.flush()
 
     async def _finish(self) -> None:
         assert self.feeder is not None
@@ -451,5 +453,5 @@ class _Responder:
         if not self.head:
             async with await anyio.open_file(path, "rb") as file:
                 while chunk := await file.read(_FILE_CHUNK):
-                    await self.feeder.send(chunk)
+                    await feed_piecewise(self.feeder, chunk)
         await self._finish()

@@ -7,10 +7,12 @@ what a request's body must be (:meth:`EncryptionSettings.request_rule`).
 
 Memory per request, by design: a request body is decrypted record by record, so what one
 request can pin is one partial record (at most ``max_record_size``, 64 KiB by default)
-plus one batch of verified plaintext not yet read by the app (about one record per body
-message read) plus the framework's own read buffer; a response streams through batches
-sized to the data in flight (a 1 KiB body costs about 1 KiB). A client that stops
-sending a body is cut after ``body_timeout`` seconds.
+plus verified plaintext not yet read by the app (at most one body message's worth; the
+aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own read
+buffer; bodies go through the pipeline :data:`BODY_PIECE` (256 KiB) at a time, so its
+buffers hold one piece, and a response leaves in :data:`SEND_PIECE` (64 KiB) writes, each
+awaited, so a slow client holds about that much queued (a 1 KiB body costs about 1 KiB).
+A client that stops sending a body is cut after ``body_timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
 
+from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
-from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
 from ..errors import InvalidParameterError, PeerTimeoutError
 from ..keys import KeyRing
 from ._options import config_or_options
@@ -39,6 +42,8 @@ __all__ = [
     "announces_body",
     "body_read",
     "content_codings",
+    "feed_piecewise",
+    "send_piecewise",
 ]
 
 _T = TypeVar("_T")
@@ -60,6 +65,13 @@ DEFAULT_REQUEST_MAX_RECORD_SIZE = 1 << 16
 #: body is 1 KiB + 38 bytes), and a receiver buffers at most one record: 64 KiB, which
 #: is exactly what these middlewares accept from a request by default.
 DEFAULT_HTTP_RECORD_SIZE = 1 << 16
+#: Body bytes pushed through a pipeline at a time: its output buffer holds one piece's
+#: records, never a whole app write or network read (apps write 1 MiB and more).
+BODY_PIECE = 256 << 10
+#: Ciphertext handed to the server per body write: the server waits for its socket to
+#: drain between writes, so what a slow client leaves queued is about this much, not
+#: everything encrypted so far.
+SEND_PIECE = 64 << 10
 #: Seconds a request body may go without a byte before the request is cut (408).
 DEFAULT_BODY_TIMEOUT = 30.0
 #: Methods whose requests carry no body unless they say so (Content-Length,
@@ -227,3 +239,24 @@ async def body_read(read: Callable[[], Awaitable[_T]], stall: float | None) -> _
         return await read()
     assert scope.cancelled_caught
     raise PeerTimeoutError(f"the request body sent nothing for {stall} s: the client stalled; cut")
+
+
+async def feed_piecewise(
+    feeder: Feeder, data: Buffer, pause: Callable[[], Awaitable[object]] | None = None
+) -> None:
+    """Push a body write (a response's plaintext, a request's ciphertext) through
+    ``feeder`` :data:`BODY_PIECE` bytes at a time, each flushed, awaiting ``pause`` before
+    the next: complete records leave as the data comes, through bounded buffers."""
+    view = memoryview(data).cast("B")
+    for off in range(0, len(view), BODY_PIECE):
+        if off and pause is not None:
+            await pause()
+        await feeder.send(view[off : off + BODY_PIECE])
+        await feeder.flush()
+
+
+async def send_piecewise(view: memoryview, write: Callable[[bytes], Awaitable[object]]) -> None:
+    """Hand ``view`` to the server's ``write`` in :data:`SEND_PIECE` slices (copied, as
+    the pipeline reuses the buffer), each awaited: the socket's own backpressure."""
+    for off in range(0, len(view), SEND_PIECE):
+        await write(bytes(view[off : off + SEND_PIECE]))
