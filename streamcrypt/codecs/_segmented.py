@@ -64,6 +64,9 @@ class SegmentCodec:
     segment_size: int  # plaintext bytes of a full segment (index >= 1)
     first_segment_size: int  # plaintext bytes of a full segment 0 (Tink's is shorter)
     overhead: ClassVar[int] = 16  # ciphertext bytes added to each segment
+    #: Bytes an opening job's output needs beyond the plaintext (RFC 8188 opens a record's
+    #: delimiter octet in place before dropping it).
+    open_slack: ClassVar[int] = 0
     final_may_be_full: ClassVar[bool] = False
     max_segments: int = 1 << 32
 
@@ -132,8 +135,11 @@ class SegmentJob:
     @property
     def out_size(self) -> int:
         """An upper bound of the output length (exact when sealing)."""
-        extra = self.count * self.codec.overhead
-        return len(self.data) + extra if self.sealing else max(len(self.data) - extra, 0)
+        codec = self.codec
+        extra = self.count * codec.overhead
+        if self.sealing:
+            return len(self.data) + extra
+        return max(len(self.data) - extra, 0) + codec.open_slack
 
     def run(self, out: bytearray | memoryview | None = None) -> memoryview:
         """Run the job into ``out`` (allocated when None); return the written part."""

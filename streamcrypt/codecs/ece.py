@@ -213,6 +213,7 @@ class EceCodec(SegmentCodec):
     """
 
     overhead = OVERHEAD
+    open_slack = 1  # records open in place, delimiter included (see _open_run)
     final_may_be_full = True
 
     __slots__ = (
@@ -338,9 +339,10 @@ class EceCodec(SegmentCodec):
         self, index: int, count: int, src: memoryview, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
         # Each record is opened straight into ``out``: its plaintext (data, delimiter)
-        # is one byte longer than the data, which the next record then overwrites. Only
-        # where ``out`` lacks that byte (the job's last record) does it go through a
-        # scratch buffer. A record that is not data || 0x01 takes the checked path.
+        # is one byte longer than the data, which the next record then overwrites (the
+        # job's out_size has that byte for the last one: open_slack). Only an ``out``
+        # without it goes through a scratch buffer. A record that is not data || 0x01
+        # takes the checked path.
         decrypt, base = self._decrypt, self._nonce_base
         step = self.segment_size + OVERHEAD
         room = len(out)
