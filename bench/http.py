@@ -8,8 +8,8 @@ counted (``x-received``), then ``reply`` bytes (a query parameter) are sent in 1
 writes with ``Content-Length``. Downloads are ``GET /?reply=N``, uploads ``POST`` of an
 async iterator of 1 MiB chunks (chunked; encrypted by the client as it is sent), and an
 exchange is a 1 MiB upload answered by a 1 MiB download. Encrypted servers run with
-default settings (4096-byte records); the client encrypts and decrypts with the same
-defaults. Timed rows run plain and encrypted interleaved and quote medians.
+default settings (64 KiB records, ``DEFAULT_HTTP_RECORD_SIZE``); the client encrypts and
+decrypts with the same defaults. Timed rows run plain and encrypted interleaved and quote medians.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import httpx
 from aiohttp import web
 
 from streamcrypt.codecs.ece import (
-    DEFAULT_RECORD_SIZE,
     EceDecryptor,
     EceEncryptor,
     decrypt_bytes,
@@ -39,7 +38,7 @@ from streamcrypt.codecs.ece import (
 )
 from streamcrypt.engine import DEFAULT_POLICY, pipeline
 from streamcrypt.keys import KeyRing, SecretKey
-from streamcrypt.transports import EncryptionMiddleware
+from streamcrypt.transports import DEFAULT_HTTP_RECORD_SIZE, EncryptionMiddleware
 from streamcrypt.transports._aiohttp import (
     EncryptedStreamResponse,
     decrypt_response,
@@ -224,7 +223,7 @@ class _Client:
             return _chunks(upload)
         if self.session is not None:
             return encrypted_body(_chunks(upload), self.ring)
-        encryptor = EceEncryptor(self.ring, record_size=DEFAULT_RECORD_SIZE)
+        encryptor = EceEncryptor(self.ring, record_size=DEFAULT_HTTP_RECORD_SIZE)
         return pipeline(encryptor, policy=DEFAULT_POLICY).stream(_chunks(upload))
 
     async def request(self, upload: int, reply: int) -> None:
@@ -267,8 +266,8 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
     size = 64 << 20
     rounds = 3 if quick else 7
     t = report.table(
-        f"HTTP: {size >> 20} MiB responses and uploads, encrypted (RFC 8188, default 4096-byte "
-        "records) vs plain, server in its own process",
+        f"HTTP: {size >> 20} MiB responses and uploads, encrypted (RFC 8188, default "
+        f"{DEFAULT_HTTP_RECORD_SIZE >> 10} KiB records) vs plain, server in its own process",
         ["stack", "direction", "plain GB/s", "encrypted GB/s", "encrypted / plain"],
     )
     for stack in STACKS:

@@ -23,6 +23,7 @@ from streamcrypt.errors import AuthenticationError, InvalidParameterError, Unsup
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import (
     BODY_DECRYPTED_KEY,
+    DEFAULT_HTTP_RECORD_SIZE,
     EncryptedStreamResponse,
     decrypt_response,
     encrypted_body,
@@ -85,7 +86,7 @@ async def test_whole_response_encrypted(size: int) -> None:
         assert r.headers["Content-Encoding"] == "aes128gcm"
         assert r.headers["Vary"] == "Content-Encoding"
         assert int(r.headers["Content-Length"]) == len(data)
-    assert len(data) == encrypted_length(size, 4096, keyid="new")
+    assert len(data) == encrypted_length(size, DEFAULT_HTTP_RECORD_SIZE, keyid="new")
     header = read_header(data)
     assert header is not None and header.keyid == b"new"
     assert decrypt_bytes(data, keys) == body
@@ -124,6 +125,26 @@ async def test_encrypted_stream_response_and_decrypt_response() -> None:
     assert out == plain
     assert length == len(data) == encrypted_length(len(plain), 1000, keyid="k1")
     assert decrypt_bytes(data, keys) == plain
+
+
+async def test_small_streamed_response_costs_its_size() -> None:
+    """Default 64 KiB records cost a 1 KiB body nothing: its one record is 1 KiB long."""
+    keys = ring()
+
+    async def small(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse()
+        resp.content_length = 1024
+        await resp.prepare(request)
+        await resp.write(b"s" * 1024)
+        await resp.write_eof()
+        return resp
+
+    async with served({"/s": small}, keys) as (s, url), s.get(url + "/s") as r:
+        data = await raw(r)
+    header = read_header(data)
+    assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
+    assert len(data) == 1024 + header.size + 17
+    assert decrypt_bytes(data, keys) == b"s" * 1024
 
 
 async def test_stream_response_without_setup_needs_keys() -> None:
@@ -170,7 +191,7 @@ async def test_http_exception_body_encrypted_and_head() -> None:
             assert decrypt_bytes(await raw(r), keys) == b"secret reason"
         async with s.head(url + "/b") as r:
             assert r.headers["Content-Encoding"] == "aes128gcm"
-            assert int(r.headers["Content-Length"]) == encrypted_length(10_000, keyid="k1")
+            assert int(r.headers["Content-Length"]) == encrypted_length(10_000, DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
             assert await raw(r) == b""
 
 
@@ -331,14 +352,16 @@ def expect(data: bytes) -> str:
 
 
 @pytest.mark.parametrize("route", ["/echo", "/whole"])
-@pytest.mark.parametrize("record_size", [18, 4096, 65536])
-async def test_encrypted_request_body(route: str, record_size: int) -> None:
+@pytest.mark.parametrize("record_size", [18, 4096, None])
+async def test_encrypted_request_body(route: str, record_size: int | None) -> None:
+    """Any record size up to the server's limit; the client's default fits the server's."""
     keys = ring("old")
     old = keys.active
     keys.add(SecretKey.generate(16, key_id="new"), activate=True)
-    data = os.urandom(20_000 if record_size < 100 else 1_000_000)
+    data = os.urandom(20_000 if record_size is not None and record_size < 100 else 1_000_000)
     log: list[Any] = []
-    body = encrypted_body(chunks_of(data, 33_333), old, keyid="old", record_size=record_size)
+    sizing = {} if record_size is None else {"record_size": record_size}
+    body = encrypted_body(chunks_of(data, 33_333), old, keyid="old", **sizing)
     async with served(echo_routes(log), keys) as (s, url), s.post(url + route, data=body) as r:
         assert r.status == 200
         text = decrypt_bytes(await raw(r), keys).decode()

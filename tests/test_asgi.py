@@ -34,7 +34,12 @@ from streamcrypt.codecs.ece import (
 from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy, pipeline
 from streamcrypt.errors import AuthenticationError, InvalidParameterError
 from streamcrypt.keys import KeyRing, SecretKey
-from streamcrypt.transports import BODY_DECRYPTED, EncryptionMiddleware, EncryptionSettings
+from streamcrypt.transports import (
+    BODY_DECRYPTED,
+    DEFAULT_HTTP_RECORD_SIZE,
+    EncryptionMiddleware,
+    EncryptionSettings,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -131,9 +136,27 @@ async def test_whole_body_exact_content_length(size: int) -> None:
     assert r.status_code == 200
     assert r.headers["content-encoding"] == "aes128gcm"
     assert int(r.headers["content-length"]) == len(r.content)
-    assert len(r.content) == encrypted_length(size, 4096, keyid="k1")
+    assert len(r.content) == encrypted_length(size, DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
     assert decrypt_bytes(r.content, keys) == body
     assert size < 16 or body[:16] not in r.content
+
+
+async def test_small_streamed_response_costs_its_size() -> None:
+    """Default 64 KiB records cost a 1 KiB streamed body nothing: one 1 KiB record."""
+    keys = ring()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"s" * 1000, "more_body": True})
+        await send({"type": "http.response.body", "body": b"s" * 24, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async with client(EncryptionMiddleware(app, keys=keys)) as c:
+        r = await c.get("/")
+    header = read_header(r.content)
+    assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
+    assert len(r.content) == 1024 + header.size + 17
+    assert decrypt_bytes(r.content, keys) == b"s" * 1024
 
 
 async def test_record_size_and_head() -> None:
@@ -180,10 +203,11 @@ async def test_existing_vary_merged_and_bodyless_statuses_untouched() -> None:
 
 async def test_streaming_is_incremental_with_inline_policy() -> None:
     """With policy=None each record leaves once complete: the client sees the first
-    chunk's records before the app sends its second chunk."""
+    chunk's records (two full 64 KiB records: the client releases one once the next
+    begins) before the app sends its second chunk."""
     keys = ring()
     seen = asyncio.Event()
-    first = os.urandom(10_000)
+    first = os.urandom(140_000)
 
     async def gen() -> AsyncIterator[bytes]:
         yield first
@@ -273,7 +297,7 @@ async def test_pathsend_encrypted(data_file: tuple[Path, bytes]) -> None:
         r = await c.get("/f")
     assert r.status_code == 200 and r.headers["content-encoding"] == "aes128gcm"
     assert int(r.headers["content-length"]) == len(r.content)
-    assert len(r.content) == encrypted_length(len(data), 4096, keyid="k1")
+    assert len(r.content) == encrypted_length(len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
     assert decrypt_bytes(r.content, keys) == data
 
 
@@ -296,7 +320,7 @@ async def test_streamed_file_without_pathsend_keeps_exact_length(
     app = EncryptionMiddleware(file_app(path), keys=keys)
     async with client(app) as c:
         r = await c.get("/f")
-    assert int(r.headers["content-length"]) == encrypted_length(len(data), 4096, keyid="k1")
+    assert int(r.headers["content-length"]) == encrypted_length(len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
     assert decrypt_bytes(r.content, keys) == data
 
 

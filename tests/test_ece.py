@@ -405,6 +405,26 @@ def _seal_records(records: list[bytes], rs: int = 25) -> bytes:
     return out
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=8), min_size=1, max_size=12),
+    last_pad=st.integers(min_value=0, max_value=4),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_padded_records_anywhere_in_any_chunking(sizes: list[int], last_pad: int, seed: int) -> None:
+    """Records whose data is followed by padding (any record, not only the first) open
+    to their data alone, whole or fed in random pieces (records opened many per call)."""
+    rng = random.Random(seed)
+    data = [rng.randbytes(n) for n in sizes]
+    records = [d + b"\x01" + bytes(8 - len(d)) for d in data[:-1]]  # rs 25: 9 plaintext
+    records.append(data[-1] + b"\x02" + bytes(min(last_pad, 8 - len(data[-1]))))
+    wire = _seal_records(records)
+    assert decrypt_bytes(wire, KEY) == b"".join(data)
+    dec = EceDecryptor(KEY)
+    plain = b"".join(dec.update(piece) for piece in random_splits(wire, rng, 80))
+    assert plain + dec.finalize() == b"".join(data)
+
+
 def test_truncation() -> None:
     wire = _body(50)  # 7 records of 25 bytes (6 full + one of 2 data bytes)
     h = ece.HEADER_SIZE

@@ -64,6 +64,9 @@ class SegmentCodec:
     segment_size: int  # plaintext bytes of a full segment (index >= 1)
     first_segment_size: int  # plaintext bytes of a full segment 0 (Tink's is shorter)
     overhead: ClassVar[int] = 16  # ciphertext bytes added to each segment
+    #: Bytes an opening job's output needs beyond the plaintext (RFC 8188 opens a record's
+    #: delimiter octet in place before dropping it).
+    open_slack: ClassVar[int] = 0
     final_may_be_full: ClassVar[bool] = False
     max_segments: int = 1 << 32
 
@@ -78,6 +81,39 @@ class SegmentCodec:
 
     def full_ciphertext(self, index: int) -> int:
         return self.full_plaintext(index) + self.overhead
+
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Seal or open ``count`` segments from ``first``, back to back in ``data``, into
+        ``out``: what :meth:`SegmentJob.run_into` runs (same contract). This loop calls
+        ``seal_segment`` / ``open_segment`` once per segment; a codec whose segments are
+        small may override it with a tighter loop of its own."""
+        src = memoryview(data)
+        size = len(src)
+        last = first + count - 1
+        # Hot loop: one kernel call per segment, so keep everything else out of it.
+        work: Callable[[int, Buffer, bool, memoryview], int]
+        if sealing:
+            work, step = self.seal_segment, self.overhead
+            full0, full = self.full_plaintext(0), self.full_plaintext(1)
+        else:
+            work, step = self.open_segment, -self.overhead
+            full0, full = self.full_ciphertext(0), self.full_ciphertext(1)
+        pos = written = 0
+        index = first
+        try:
+            while index < last:
+                end = pos + (full0 if index == 0 else full)
+                written += work(
+                    index, src[pos:end], False, out[written : written + end - pos + step]
+                )
+                pos = end
+                index += 1
+            written += work(index, src[pos:size], final, out[written : written + size - pos + step])
+        except Exception as exc:
+            return written, exc
+        return written, None
 
 
 @dataclass(slots=True, eq=False)
@@ -99,8 +135,11 @@ class SegmentJob:
     @property
     def out_size(self) -> int:
         """An upper bound of the output length (exact when sealing)."""
-        extra = self.count * self.codec.overhead
-        return len(self.data) + extra if self.sealing else max(len(self.data) - extra, 0)
+        codec = self.codec
+        extra = self.count * codec.overhead
+        if self.sealing:
+            return len(self.data) + extra
+        return max(len(self.data) - extra, 0) + codec.open_slack
 
     def run(self, out: bytearray | memoryview | None = None) -> memoryview:
         """Run the job into ``out`` (allocated when None); return the written part."""
@@ -117,34 +156,9 @@ class SegmentJob:
         failure, the first bytes written are the output of the segments before the
         failing one (all verified), and nothing after them may be used.
         """
-        codec = self.codec
-        src = memoryview(self.data)
-        size = len(src)
-        first, last = self.first_index, self.first_index + self.count - 1
-        # Hot loop: one kernel call per segment, so keep everything else out of it.
-        work: Callable[[int, Buffer, bool, memoryview], int]
-        if self.sealing:
-            work, step = codec.seal_segment, codec.overhead
-            full0, full = codec.full_plaintext(0), codec.full_plaintext(1)
-        else:
-            work, step = codec.open_segment, -codec.overhead
-            full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
-        pos = written = 0
-        index = first
-        try:
-            while index < last:
-                end = pos + (full0 if index == 0 else full)
-                written += work(
-                    index, src[pos:end], False, out[written : written + end - pos + step]
-                )
-                pos = end
-                index += 1
-            written += work(
-                index, src[pos:size], self.final, out[written : written + size - pos + step]
-            )
-        except Exception as exc:
-            return written, exc
-        return written, None
+        return self.codec.run_segments(
+            self.sealing, self.first_index, self.count, self.data, self.final, out
+        )
 
     def split(self, max_bytes: int) -> list[SegmentJob]:
         """This job as consecutive jobs of its own class, of whole segments, about

@@ -21,7 +21,7 @@ from ._files import (
     open_file,
     remove_stale_temporaries,
 )
-from ._http import EncryptionSettings, Unencryptable
+from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
 from ._stream import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -41,6 +41,7 @@ from ._stream import (
 __all__ = [
     "BODY_DECRYPTED",
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_HTTP_RECORD_SIZE",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",

@@ -53,7 +53,6 @@ from ..abc import Buffer
 from ..codecs.ece import (
     CONTENT_ENCODING,
     DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_RECORD_SIZE,
     EceDecryptor,
     EceEncryptor,
     EceKey,
@@ -63,22 +62,24 @@ from ..codecs.ece import (
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import (
     InvalidParameterError,
-    PeerTimeoutError,
     StreamCryptError,
     UnsupportedFormatError,
 )
 from ..keys import KeyRing
+from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
-from ._http import EncryptionSettings, RequestRule, announces_body, content_codings
+from ._http import (
+    DEFAULT_HTTP_RECORD_SIZE,
+    EncryptionSettings,
+    RequestRule,
+    announces_body,
+    body_read,
+    content_codings,
+    feed_piecewise,
+    send_piecewise,
+)
 
-__all__ = [
-    "BODY_DECRYPTED_KEY",
-    "SETTINGS_KEY",
-    "EncryptedStreamResponse",
-    "decrypt_response",
-    "encrypted_body",
-    "setup_encryption",
-]
+__all__ = sorted(_AIOHTTP_NAMES)  # one list: the package loads these names lazily
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
 _MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)
@@ -178,7 +179,7 @@ class EncryptedStreamResponse(web.StreamResponse):
                 "EncryptedStreamResponse needs keys=, or setup_encryption() on the app"
             )
         record_size = self._sc_record_size or (
-            settings.record_size if settings is not None else DEFAULT_RECORD_SIZE
+            settings.record_size if settings is not None else DEFAULT_HTTP_RECORD_SIZE
         )
         policy: OffloadPolicy | None
         if isinstance(self._sc_policy, str):
@@ -195,15 +196,15 @@ class EncryptedStreamResponse(web.StreamResponse):
         return await super().prepare(request)
 
     async def _sc_sink(self, view: memoryview) -> None:
-        await super().write(bytes(view))
+        await send_piecewise(view, super().write)
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Encrypt and send ``data`` (records leave as the policy's batches fill)."""
+        """Encrypt and send ``data`` (its complete records leave before this returns)."""
         if self._sc_feeder is None:
             raise RuntimeError("Cannot call write() before prepare()")
         if self._eof_sent:
             raise RuntimeError("Cannot call write() after write_eof()")
-        await self._sc_feeder.send(data)
+        await feed_piecewise(self._sc_feeder, data)
 
     async def write_eof(self, data: bytes = b"") -> None:
         """Send ``data``, the last record and the end of the body."""
@@ -211,8 +212,7 @@ class EncryptedStreamResponse(web.StreamResponse):
             return
         if self._sc_feeder is None:
             raise RuntimeError("Cannot call write_eof() before prepare()")
-        if data:
-            await self._sc_feeder.send(data)
+        await feed_piecewise(self._sc_feeder, data)
         await self._sc_feeder.aclose()
         await super().write_eof()
 
@@ -262,28 +262,18 @@ class _DecryptingReader(StreamReader):
     async def _sc_put(self, view: memoryview) -> None:
         self.feed_data(bytes(view))
 
-    async def _sc_chunk(self) -> bytes:
-        timeout = self._sc_timeout
-        if timeout is None:
-            return await self._sc_source.readany()
-        with anyio.move_on_after(timeout) as scope:
-            return await self._sc_source.readany()
-        assert scope.cancelled_caught
-        raise PeerTimeoutError(
-            f"the request body sent nothing for {timeout} s: the client stalled; cut"
-        )
-
     async def pump(self) -> None:
         try:
             while True:
                 await self._sc_control.room.wait()
-                chunk = await self._sc_chunk()
+                chunk = await body_read(self._sc_source.readany, self._sc_timeout)
                 if not chunk:
                     await self._sc_feeder.aclose()
                     self.feed_eof()
                     return
-                await self._sc_feeder.send(chunk)
-                await self._sc_feeder.flush()  # records reach the handler as they verify
+                # Records reach the handler as they verify; a large read is decrypted
+                # only as fast as the handler takes the plaintext.
+                await feed_piecewise(self._sc_feeder, chunk, self._sc_control.room.wait)
         except StreamCryptError as exc:
             self.sc_error = exc
             self.set_exception(exc)
@@ -530,7 +520,7 @@ def encrypted_body(
     source: AsyncIterable[Buffer],
     key: EceKey | KeyRing,
     *,
-    record_size: int = DEFAULT_RECORD_SIZE,
+    record_size: int = DEFAULT_HTTP_RECORD_SIZE,
     keyid: bytes | str = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> AsyncIterablePayload:

@@ -55,7 +55,10 @@ from ._http import (
     EncryptionSettings,
     RequestRule,
     announces_body,
+    body_read,
     content_codings,
+    feed_piecewise,
+    send_piecewise,
 )
 
 __all__ = ["EncryptionMiddleware"]
@@ -183,35 +186,23 @@ class _DecryptingReceive:
     async def _collect(self, view: memoryview) -> None:
         self._ready.append(bytes(view))
 
-    async def _next(self) -> Message:
-        timeout = self._timeout
-        if timeout is None:
-            return await self._receive()
-        with anyio.move_on_after(timeout) as scope:
-            return await self._receive()
-        assert scope.cancelled_caught
-        raise PeerTimeoutError(
-            f"the request body sent nothing for {timeout} s: the client stalled; cut"
-        )
-
     async def __call__(self) -> Message:
         if self.error is not None:
             raise self.error
         while not self._ready and not self._complete:
             try:
-                message = await self._next()
+                message = await body_read(self._receive, self._timeout)
             except PeerTimeoutError as exc:
                 self.error = exc
                 raise
             if message["type"] != "http.request":
                 return message  # http.disconnect: the client is gone
             try:
-                await self._feeder.send(message.get("body", b""))
+                # Verified records reach the app as the client sends them.
+                await feed_piecewise(self._feeder, message.get("body", b""))
                 if not message.get("more_body", False):
                     await self._feeder.aclose()
                     self._complete = True
-                else:  # verified records reach the app as the client sends them
-                    await self._feeder.flush()
             except StreamCryptError as exc:
                 self._ready.clear()
                 self.error = exc
@@ -305,7 +296,10 @@ class _Responder:
             await self._answer_error(exc)
 
     async def _answer_error(self, exc: StreamCryptError) -> None:
-        status, text = _failure_text(exc)
+        await self._answer(*_failure_text(exc))
+
+    async def _answer(self, status: int, text: str) -> None:
+        """Send this short answer instead of the app's response, and drop the app's."""
         start, body = _error_response(status, text)
         self.mode = "swallow"
         self.started = True
@@ -316,13 +310,9 @@ class _Responder:
 
     async def _refuse(self, what: str) -> None:
         _log.error("refused to send %s in clear on %s", what, self.scope.get("path", ""))
-        start, body = _error_response(
+        await self._answer(
             500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
         )
-        self.mode = "swallow"
-        self.started = True
-        await self.send(start)
-        await self.send(body)
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]
@@ -391,18 +381,28 @@ class _Responder:
 
     async def _emit(self, view: memoryview) -> None:
         await self._send_start()
-        body = b"" if self.head else bytes(view)
+        if not self.head:
+            await send_piecewise(view, self._send_body)
+
+    async def _send_body(self, body: bytes) -> None:
         await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def _encryptor(self) -> EceEncryptor:
         return EceEncryptor(self.mw.settings.keys, record_size=self.mw.settings.record_size)
 
-    async def _on_body(self, message: Message) -> None:
+    async def _passed_plain(self, message: Message, what: str) -> bool:
+        """Send ``message`` as it is when the response is not encrypted (True); refuse
+        one before ``http.response.start``."""
         if self.mode == "plain":
             await self.send(message)
-            return
+            return True
         if self.mode != "encrypt":
-            raise RuntimeError("ASGI app sent a response body before http.response.start")
+            raise RuntimeError(f"ASGI app sent {what} before http.response.start")
+        return False
+
+    async def _on_body(self, message: Message) -> None:
+        if await self._passed_plain(message, "a response body"):
+            return
         body = message.get("body", b"")
         more = bool(message.get("more_body", False))
         if self.feeder is None and not more:
@@ -424,12 +424,10 @@ class _Responder:
             encryptor = self._encryptor()
             self._set_length(self._app_length(), encryptor)
             self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
-        if body:
-            await self.feeder.send(body)
+        # A streamed body goes out as the app produces it, not in batch-size bursts.
+        await feed_piecewise(self.feeder, body)
         if not more:
             await self._finish()
-        else:  # a streamed body goes out as the app produces it, not in batch-size bursts
-            await self.feeder.flush()
 
     async def _finish(self) -> None:
         assert self.feeder is not None
@@ -439,11 +437,8 @@ class _Responder:
         self.mode = "done"
 
     async def _on_pathsend(self, message: Message) -> None:
-        if self.mode == "plain":
-            await self.send(message)
+        if await self._passed_plain(message, "http.response.pathsend"):
             return
-        if self.mode != "encrypt":
-            raise RuntimeError("ASGI app sent http.response.pathsend before http.response.start")
         if self.mw.settings.on_unencryptable == "refuse":
             await self._refuse("a file path send")
             return
@@ -458,5 +453,5 @@ class _Responder:
         if not self.head:
             async with await anyio.open_file(path, "rb") as file:
                 while chunk := await file.read(_FILE_CHUNK):
-                    await self.feeder.send(chunk)
+                    await feed_piecewise(self.feeder, chunk)
         await self._finish()
