@@ -677,6 +677,12 @@ def _header_tag(key: bytes, header_body: bytes, iv: bytes) -> bytes:
 # ---------------------------------------------------------------------------------------
 
 
+_FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
+_FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
+_SEQ = struct.Struct(">I")
+_NONCE = struct.Struct(">8xI")  # the IV alone
+
+
 class AwsFrameCodec(SegmentCodec):
     """Opens frames (regular, or the final frame when ``final``) and seals regular frames.
 
@@ -747,55 +753,24 @@ class AwsFrameCodec(SegmentCodec):
                 f"frame {seq} did not verify: tampered, reordered or truncated message"
             ) from None
 
-    def __repr__(self) -> str:
-        return f"AwsFrameCodec(frame_length={self.segment_size}, <key hidden>)"
-
-
-class _FinalFrameSealer(AwsFrameCodec):
-    """Seals the final frame (8 more bytes of framing: the end marker and the length)."""
-
-    __slots__ = ()
-    overhead: ClassVar[int] = 4 + 4 + _IV + 4 + _TAG
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        seq = index + 1
-        n = len(plaintext)
-        iv = self._iv(seq)
-        out[0:24] = _FINAL_MARK + seq.to_bytes(4, "big") + iv + n.to_bytes(4, "big")
-        aad = self._final_prefix + seq.to_bytes(4, "big") + n.to_bytes(8, "big")
-        return 24 + self._encrypt(iv, plaintext, aad, out[24 : 24 + n + _TAG])
-
-
-_FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
-_FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
-_SEQ = struct.Struct(">I")
-_NONCE = struct.Struct(">8xI")  # the IV alone
-
-
-class _FramesJob(SegmentJob):
-    """Consecutive frames in one tight loop (the engine's hot path at 4 KiB frames).
-
-    Same contract and results as :meth:`SegmentJob.run_into` over :class:`AwsFrameCodec`
-    segments, minus a method call, a few slices and a ``bytes`` concatenation per regular
-    frame; a final frame (``final``) goes through the codec's own method. :meth:`split`
-    keeps the class, so the engine's claim-sized pieces run this loop too.
-    """
-
-    __slots__ = ()
-
-    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
-        codec = self.codec
-        assert isinstance(codec, AwsFrameCodec)
-        src = memoryview(self.data).cast("B")
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Consecutive frames in one tight loop (the engine's hot path at 4 KiB frames):
+        the base loop's contract, minus a method call, a few slices and a ``bytes``
+        concatenation per regular frame; a final frame goes through the codec's own
+        method (so the final-frame sealer, a subclass, seals it as its own)."""
+        codec = self
+        src = memoryview(data).cast("B")
         size = codec.segment_size
         full = size + AwsFrameCodec.overhead
         prefix = codec._frame_prefix
         tail = _FRAME_AAD_TAIL.pack
-        first = seq = self.first_index + 1
-        stop = first + self.count - (1 if self.final else 0)
+        first = seq = first + 1
+        stop = first + count - (1 if final else 0)
         pos = written = 0
         try:
-            if self.sealing:
+            if sealing:
                 encrypt = codec._encrypt
                 head_into, nonce = _FRAME_HEAD.pack_into, _NONCE.pack
                 for seq in range(first, stop):
@@ -825,9 +800,9 @@ class _FramesJob(SegmentJob):
                     )
                     pos += full
                     written += size
-            if self.final:
+            if final:
                 seq = stop
-                work = codec.seal_segment if self.sealing else codec.open_segment
+                work = codec.seal_segment if sealing else codec.open_segment
                 written += work(stop - 1, src[pos:], True, out[written:])
         except InvalidTag:
             error = AuthenticationError(
@@ -837,6 +812,24 @@ class _FramesJob(SegmentJob):
         except Exception as exc:
             return written, exc
         return written, None
+
+    def __repr__(self) -> str:
+        return f"AwsFrameCodec(frame_length={self.segment_size}, <key hidden>)"
+
+
+class _FinalFrameSealer(AwsFrameCodec):
+    """Seals the final frame (8 more bytes of framing: the end marker and the length)."""
+
+    __slots__ = ()
+    overhead: ClassVar[int] = 4 + 4 + _IV + 4 + _TAG
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        seq = index + 1
+        n = len(plaintext)
+        iv = self._iv(seq)
+        out[0:24] = _FINAL_MARK + seq.to_bytes(4, "big") + iv + n.to_bytes(4, "big")
+        aad = self._final_prefix + seq.to_bytes(4, "big") + n.to_bytes(8, "big")
+        return 24 + self._encrypt(iv, plaintext, aad, out[24 : 24 + n + _TAG])
 
 
 class _SingleBlockCodec(SegmentCodec):
@@ -951,13 +944,6 @@ class _BodyEncryptor(SegmentedEncryptor):
     def __init__(self, codec: SegmentCodec, final_codec: SegmentCodec, header: bytes) -> None:
         super().__init__(codec, header)
         self._final_codec = final_codec
-
-    def _job(
-        self, codec: SegmentCodec, data: Buffer, count: int, final: bool = False
-    ) -> SegmentJob:
-        if not isinstance(codec, AwsFrameCodec) or final:
-            return super()._job(codec, data, count, final)
-        return _FramesJob(codec, True, self._claim(codec, count), count, data, False)
 
     def finish(self) -> list[SegmentJob]:
         self._check()
@@ -1280,7 +1266,7 @@ class AwsBodyDecryptor(Lifecycle):
         if first + count > _MAX_FRAMES:
             raise LimitExceededError("the message has more than 2**32 - 1 frames")
         self._index += count
-        return _FramesJob(self._codec, False, first, count, data, False)
+        return SegmentJob(self._codec, False, first, count, data, False)
 
     def _end_frames(self, frame: bytes, rest: memoryview) -> list[SegmentJob]:
         self._final = frame
@@ -1505,7 +1491,7 @@ class AwsLayout(SegmentLayout):
             last = self.final_index
         offset = self.ciphertext_offset(first)
         end = self.body_end if last == self.final_index else self.ciphertext_offset(last + 1)
-        job = _FramesJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
+        job = SegmentJob(self.codec, False, first, last - first + 1, b"", last == self.final_index)
         return job, offset, end - offset, start - self.plaintext_offset(first)
 
     def final_segment(self) -> tuple[SegmentJob, int, int]:
