@@ -29,12 +29,6 @@ from dataclasses import dataclass, field
 import anyio
 
 from ..abc import Transform
-from ..codecs import age as _age
-from ..codecs import aws as _aws
-from ..codecs import container as _container
-from ..codecs import envelope as _envelope
-from ..codecs import rclone as _rclone
-from ..codecs import tink as _tink
 from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import (
@@ -57,7 +51,24 @@ from ._keyfiles import (
     load_key_file,
     parse_public_key,
 )
+from ._lazy import LazyModule
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE
+
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
+if TYPE_CHECKING:
+    from ..codecs import age as _age
+    from ..codecs import aws as _aws
+    from ..codecs import container as _container
+    from ..codecs import envelope as _envelope
+    from ..codecs import rclone as _rclone
+    from ..codecs import tink as _tink
+else:  # each format is imported when the command first uses it (start-up)
+    _age = LazyModule("streamcrypt.codecs.age")
+    _aws = LazyModule("streamcrypt.codecs.aws")
+    _container = LazyModule("streamcrypt.codecs.container")
+    _envelope = LazyModule("streamcrypt.codecs.envelope")
+    _rclone = LazyModule("streamcrypt.codecs.rclone")
+    _tink = LazyModule("streamcrypt.codecs.tink")
 
 __all__ = ["run_decrypt", "run_encrypt"]
 
