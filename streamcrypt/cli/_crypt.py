@@ -51,7 +51,7 @@ from ._keyfiles import (
     load_key_file,
     parse_public_key,
 )
-from ._lazy import LazyModule
+from ._lazymodule import LazyModule
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)

@@ -32,7 +32,7 @@ from ..keys import SecretKey
 from ..keys import keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
-from ._lazy import LazyModule
+from ._lazymodule import LazyModule
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
