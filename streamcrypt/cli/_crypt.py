@@ -26,11 +26,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import anyio
-
 from ..abc import Transform
 from ..codecs.armor import ArmorDecoder, ArmorEncoder, is_armored
-from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import (
     FormatError,
     InvalidKeySizeError,
@@ -41,8 +38,9 @@ from ..errors import (
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
+from ._drive import drive
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
-from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
+from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output_now
 from ._keyfiles import (
     AGE_IDENTITY_KINDS,
     AGE_RECIPIENT_KINDS,
@@ -592,8 +590,8 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
 # ------------------------------------------------------------------------------ running
 
 
-async def _stages(plan: Plan, inp: Input) -> list[Transform]:
-    head = await inp.peek(plan.peek) if plan.peek else b""
+def _stages(plan: Plan, inp: Input) -> list[Transform]:
+    head = inp.peek_now(plan.peek) if plan.peek else b""
     plan.check(head)
     try:
         return plan.build(head)
@@ -601,16 +599,15 @@ async def _stages(plan: Plan, inp: Input) -> list[Transform]:
         raise CliError(describe(exc), EXIT_KEY) from None
 
 
-async def _stream(plan: Plan, inp: Input, out: Output) -> None:
-    """Run the plan from ``inp`` into ``out``; ``out`` is committed only after a clean end."""
+def _stream(plan: Plan, inp: Input, out: Output) -> None:
+    """Run the plan from ``inp`` into ``out`` in this thread (no event loop: see
+    :mod:`._drive`); ``out`` is committed only after a clean end."""
     try:
-        stages = await _stages(plan, inp)
-        async for piece in pipeline(*stages, policy=DEFAULT_POLICY).stream(inp.chunks()):
-            await out.write(piece)
+        drive(_stages(plan, inp), inp.read, out.put)
     except BaseException:
-        await out.abort()
+        out.abort_now()
         raise
-    await out.commit()
+    out.commit_now()
 
 
 def _run(
@@ -633,22 +630,18 @@ def _run(
         verb = "decrypting" if decrypting else "encrypting"
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-
-            async def main() -> None:
-                out = await open_output(args.output)
-                try:
-                    await _stream(plan, inp, out)
-                except BaseException as exc:
-                    if decrypting and isinstance(out, StdoutOutput) and out.written:
-                        raise CliError(
-                            f"decryption failed ({describe(exc)}) after {out.written} bytes "
-                            "of authenticated plaintext were written to standard output: "
-                            "the output is incomplete, discard it",
-                            exit_code(exc),
-                        ) from exc
-                    raise
-
-            anyio.run(main)
+            out = open_output_now(args.output)
+            try:
+                _stream(plan, inp, out)
+            except BaseException as exc:
+                if decrypting and isinstance(out, StdoutOutput) and out.written:
+                    raise CliError(
+                        f"decryption failed ({describe(exc)}) after {out.written} bytes "
+                        "of authenticated plaintext were written to standard output: "
+                        "the output is incomplete, discard it",
+                        exit_code(exc),
+                    ) from exc
+                raise
     finally:
         inp.close()
     return 0
