@@ -38,7 +38,7 @@ from ..errors import (
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
-from ._drive import drive
+from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
 from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output_now
 from ._keyfiles import (
@@ -628,6 +628,7 @@ def _run(
                 "redirection, or --armor (age)"
             )
         verb = "decrypting" if decrypting else "encrypting"
+        keep_freed_memory()
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
             out = open_output_now(args.output)

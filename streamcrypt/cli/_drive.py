@@ -14,13 +14,14 @@ output gets every authenticated byte, as the async pipeline releases them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 
 from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform, SegmentJob
 from ..engine import DEFAULT_POLICY, run_verified
 
-__all__ = ["drive"]
+__all__ = ["drive", "keep_freed_memory"]
 
 _Push = Callable[[Buffer], None]
 
@@ -62,6 +63,34 @@ class _Plain:
         out = self._stage.finalize()
         if out:
             self._push(out)
+
+
+#: glibc's ``mallopt`` parameters: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: Freed memory the process keeps for reuse (glibc): well above what is in flight
+#: (the writer's queue, a few pieces per stage).
+_KEEP = 256 << 20
+
+
+def keep_freed_memory() -> None:
+    """Have glibc keep freed buffers for reuse instead of returning them to the kernel.
+
+    Every piece passes through new buffers (read, sealed, armored) that the writer thread
+    frees; by default glibc gives large ones back at once (``munmap``, or trimming the
+    heap), so the next piece faults its pages in again: a page fault per 4 KiB, measured
+    at a third of an armored run's time. Buffers of up to 64 MiB now come from the heap,
+    which is trimmed only past :data:`_KEEP` bytes free. A no-op off glibc.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
+    mallopt(_M_MMAP_THRESHOLD, 64 << 20)
+    mallopt(_M_TRIM_THRESHOLD, _KEEP)
 
 
 def drive(stages: Sequence[Transform], read: Callable[[], bytes], write: _Push) -> None:
