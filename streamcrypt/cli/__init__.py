@@ -31,8 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from ._parser import PROG, age_style, build_parser  # argparse: after --version
 
-    parser = build_parser()
-    line = age_style(given, parser)
+    line = age_style(given)
+    parser = build_parser(line[0] if line else "")
     if line[:1] == ["verify"] and any(a.partition("=")[0] == "--scheduler" for a in line):
         parser.error(
             "verify checks Ed25519ph signatures; to authenticate encrypted objects on a "

@@ -49,7 +49,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> _Parser:
+class _Unused(argparse.ArgumentParser):
+    """Stands for the parser of a command this run does not use: arguments added to it
+    are dropped (adding each costs start-up; only the command given needs its own)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+
+def build_parser(command_word: str | None = None) -> _Parser:
+    """The parser. Given ``command_word`` (the first word of the command line), only that
+    command's options are added: the others' would not be used, and ``--help`` lists
+    commands by their one-line help only. ``None``: every command's options."""
+    unused = _Unused(add_help=False) if command_word is not None else None
     parser = _Parser(
         prog=PROG,
         description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
@@ -70,7 +82,7 @@ def build_parser() -> _Parser:
         else:
             p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(run=runner)
-        return p
+        return p if unused is None or name == command_word else unused
 
     p = command(
         "keygen",
@@ -233,7 +245,7 @@ _DECRYPT_FLAGS = ("-d", "--decrypt")
 _ENCRYPT_FLAGS = ("-e", "--encrypt")
 
 
-def age_style(argv: list[str], parser: _Parser) -> list[str]:
+def age_style(argv: list[str]) -> list[str]:
     """age's command line (``streamcrypt [-e|-d] [-r ...] [-i ...] [-o OUT] [IN]``, no
     command word) as ``encrypt ...`` / ``decrypt ...``; any other line unchanged.
 
@@ -246,6 +258,6 @@ def age_style(argv: list[str], parser: _Parser) -> list[str]:
     options = argv[:end]
     decrypt = any(a in _DECRYPT_FLAGS for a in options)
     if decrypt and any(a in _ENCRYPT_FLAGS for a in options):
-        parser.error("-e (encrypt) and -d (decrypt) exclude each other")
+        _Parser(prog=PROG).error("-e (encrypt) and -d (decrypt) exclude each other")
     rest = [a for a in options if a not in _DECRYPT_FLAGS + _ENCRYPT_FLAGS] + argv[end:]
     return ["decrypt" if decrypt else "encrypt", *rest]
