@@ -4,10 +4,11 @@ Theory of operation
 -------------------
 Everything that can fail before data moves happens first, synchronously: key files are
 read, recipients parsed, the passphrase prompted for, the options checked against the
-format. Then one ``anyio.run`` streams: the input is read in 1 MiB pieces on worker
-threads, pushed through the engine's pipeline (the format's sans-I/O transforms, sealed
-and opened in parallel batches), and each output batch is written before the next input
-is read, so memory stays bounded by the pipeline window.
+format. Then the data streams in this thread, without an event loop (:mod:`._drive`):
+the input is read in 1 MiB pieces, each pushed through the format's sans-I/O transforms
+(segments sealed or opened by the calling thread and a helper side by side) and queued
+for the output's writer thread, so memory stays bounded by a piece per stage and the
+writer's queue.
 
 Decryption releases only segments that verified. To a file (``-o``) the output is a
 temporary beside the destination, renamed into place only after the whole stream
