@@ -1008,9 +1008,9 @@ def test_ctrl_c_while_reading_a_terminal_stops_at_once(work: Path, key: Path) ->
 
 @functools.cache
 def _parser() -> argparse.ArgumentParser:
-    from streamcrypt.cli import _build_parser
+    from streamcrypt.cli._parser import build_parser
 
-    return _build_parser()
+    return build_parser()
 
 
 def _namespace(command: str, **given: object) -> argparse.Namespace:

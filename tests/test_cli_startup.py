@@ -88,7 +88,7 @@ def test_import_streamcrypt_loads_names_on_first_use() -> None:
     probe = (
         "import sys, streamcrypt\n"
         f"before = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
-        "streamcrypt.encrypt_bytes; import streamcrypt.codecs as c; c.FORMATS\n"
+        "streamcrypt.encrypt_bytes; import streamcrypt.codecs as c; c.FORMATS['age']\n"
         "print(before, 'streamcrypt.codecs.age' in sys.modules, file=sys.__stderr__)"
     )
     done = subprocess.run(

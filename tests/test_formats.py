@@ -410,3 +410,19 @@ def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() 
             whole = inspect.signature(getattr(module, f"{verb}_bytes"))
             assert list(streamed.parameters)[1:] == list(whole.parameters)[1:], (name, verb)
             assert whole.return_annotation is bytes
+
+
+def test_the_registry_names_each_descriptor_and_imports_only_what_is_looked_up() -> None:
+    import subprocess
+    import sys
+
+    from streamcrypt.codecs import FORMATS
+
+    assert list(FORMATS) == [fmt.name for fmt in FORMATS.values()]
+    code = (
+        "import sys; from streamcrypt.codecs import FORMATS; FORMATS['age']; "
+        "print(sorted(m for m in ('streamcrypt.codecs.age', 'streamcrypt.codecs.aws', "
+        "'streamcrypt.codecs.tink') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['streamcrypt.codecs.age']"

@@ -25,6 +25,7 @@ from streamcrypt.engine import (
     fresh_bytes,
     ordered_calls,
     run_all,
+    run_verified,
 )
 from streamcrypt.errors import AuthenticationError, BrokenTransformError
 
@@ -310,6 +311,15 @@ def test_run_all_is_all_or_nothing() -> None:
     short[1].out_size = 12  # a job may write less than its bound (RFC 8188 padding)
     short[1].run_into = lambda out: (out.__setitem__(slice(0, 10), b"x" * 10), (10, None))[1]  # type: ignore[method-assign]
     assert run_all(short, None) == b"\x01" * 10 + b"x" * 10
+
+
+def test_run_verified_keeps_what_verified_before_a_failure() -> None:
+    jobs = [FakeJob(1, CLAIM_SIZE), FakeJob(2, CLAIM_SIZE, fail=True), FakeJob(3, CLAIM_SIZE)]
+    out, error = run_verified(jobs, OffloadPolicy(inline_limit=0), head=b"H")
+    assert isinstance(error, AuthenticationError) and "job 2" in str(error)
+    assert out == b"H" + b"\x01" * CLAIM_SIZE + b"\x02" * (CLAIM_SIZE // 2)
+    clean = [FakeJob(4, CLAIM_SIZE), FakeJob(5, 7)]
+    assert run_verified(clean, None, head=b"H") == (b"H" + expected(clean), None)
 
 
 def test_fresh_bytes_are_filled_in_place() -> None:

@@ -7,250 +7,18 @@ Ctrl-C), never a traceback and never key bytes.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
 
-from ._cluster import add_cluster_command
-from ._errors import EXIT_INTERRUPTED, EXIT_IO, EXIT_USAGE
-from ._options import HASH_ALGOS, KEY_TYPES, add_arguments, add_native_arguments
+from ._errors import EXIT_INTERRUPTED, EXIT_IO
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from collections.abc import Sequence
+
+    from ._parser import Runner
 
 __all__ = ["main", "run"]
-
-_PROG = "streamcrypt"
-#: Commands that work only in a source checkout: not listed in --help nor in errors.
-_HIDDEN = ("bench",)
-Runner = Callable[[argparse.Namespace], int]
-
-
-def _lazy(module: str, function: str, **keywords: Any) -> Runner:
-    """The runner ``module.function`` (relative to this package), imported when the
-    command runs: building the parser imports no format, so ``--help``, ``--version`` and
-    usage errors start fast (docs/CLI.md, "Start-up")."""
-
-    def runner(args: argparse.Namespace) -> int:
-        target: Callable[..., int] = getattr(importlib.import_module(module, __name__), function)
-        return target(args, **keywords)
-
-    return runner
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit code 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        for name in _HIDDEN:  # argparse's "invalid choice" list names every command
-            message = message.replace(f", '{name}'", "")
-        sys.stderr.write(f"{_PROG}: error: {message} (see '{self.prog} --help')\n")
-        raise SystemExit(EXIT_USAGE)
-
-
-def _build_parser() -> _Parser:
-    parser = _Parser(
-        prog=_PROG,
-        description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
-        '"The streamcrypt command" in the streamcrypt documentation. As age: '
-        "streamcrypt [-e|-d] [-r RECIPIENT | -R FILE | -i IDENTITY | -p] [-a] [-o OUT] [IN] "
-        "(the encrypt and decrypt commands, without the command word).",
-        epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
-        "2 usage, 3 key problem, 4 I/O error",
-    )
-    from .. import __version__
-
-    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, runner: Runner, help: str) -> argparse.ArgumentParser:
-        if name in _HIDDEN:  # without help= argparse leaves it out of the list in --help
-            p = sub.add_parser(name, description=help)
-        else:
-            p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(run=runner)
-        return p
-
-    p = command(
-        "keygen",
-        _lazy("._commands", "run_keygen"),
-        "generate a key file (mode 0600), or print a key's public half",
-    )
-    p.add_argument(
-        "input", nargs="?", metavar="KEYFILE", help="-y: the key file to read (default: stdin)"
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="KEYFILE",
-        help="the key file (default: the key to stdout, its public half to stderr)",
-    )
-    p.add_argument(
-        "-y",
-        dest="public",
-        action="store_true",
-        help="print the public half of each key in KEYFILE (as age-keygen -y)",
-    )
-    p.add_argument(
-        "-t",
-        "--type",
-        choices=KEY_TYPES,
-        help="key type (default symmetric); age-pq: post-quantum ML-KEM-768 + X25519 (age)",
-    )
-    p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
-    p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
-
-    p = command(
-        "encrypt", _lazy("._crypt", "run_encrypt"), "encrypt a file or stdin (native, age or tink)"
-    )
-    add_arguments(p, decrypt=False)
-    p = command(
-        "decrypt",
-        _lazy("._crypt", "run_decrypt"),
-        "decrypt a file or stdin, releasing only verified data",
-    )
-    add_arguments(p, decrypt=True)
-
-    p = command(
-        "rekey",
-        _lazy("._cluster", "run_cluster", operation="rekey"),
-        "re-encrypt objects under a new key on a Dask cluster (key rotation)",
-    )
-    add_cluster_command(p, "rekey")
-    add_native_arguments(p)
-    p = command(
-        "verify-objects",
-        _lazy("._cluster", "run_cluster", operation="verify"),
-        "authenticate encrypted objects end to end on a Dask cluster, writing nothing",
-    )
-    add_cluster_command(p, "verify")
-
-    p = command(
-        "hash",
-        _lazy("._commands", "run_hash"),
-        "print digests like sha256sum (BLAKE3, SHA-2, HMAC)",
-    )
-    p.add_argument("files", nargs="*", metavar="FILE", help="files (default or '-': stdin)")
-    p.add_argument("--algo", choices=HASH_ALGOS, default="sha256", help="default sha256")
-    p.add_argument(
-        "--hmac-key",
-        metavar="KEYFILE",
-        help="symmetric key file: HMAC-SHA-256/512, or keyed BLAKE3",
-    )
-    p.add_argument(
-        "-c",
-        "--check",
-        action="store_true",
-        help="read '<digest>  <name>' lines from FILES (as sha256sum -c) and check each",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    p = command(
-        "sign",
-        _lazy("._commands", "run_sign"),
-        "sign a file or stdin with Ed25519ph (base64 signature)",
-    )
-    p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
-    p.add_argument("-k", "--key", required=True, metavar="ED25519KEY", help="Ed25519 key file")
-    p.add_argument("-o", "--output", metavar="SIG", help="signature file (default: stdout)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    p = command(
-        "verify",
-        _lazy("._commands", "run_verify"),
-        "verify an Ed25519ph signature over a file or stdin (encrypted objects on a "
-        "cluster: verify-objects)",
-    )
-    p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
-    p.add_argument(
-        "-p",
-        "--public-key",
-        required=True,
-        metavar="PUBKEY",
-        help="the base64 public key, a file holding it, or the Ed25519 key file",
-    )
-    p.add_argument("-s", "--signature", required=True, metavar="SIG", help="signature file")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    for name, runner, help in (
-        (
-            "serve",
-            _lazy("._commands", "run_serve"),
-            "accept one encrypted TCP session: stdin to it, it to stdout",
-        ),
-        (
-            "connect",
-            _lazy("._commands", "run_connect"),
-            "open an encrypted TCP session: stdin to it, it to stdout",
-        ),
-    ):
-        p = command(name, runner, help)
-        if name == "serve":
-            p.add_argument("port", type=int, metavar="PORT", help="TCP port (0: any free port)")
-            p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-            p.add_argument(
-                "--allow",
-                action="append",
-                default=[],
-                metavar="PUBKEY",
-                help="accept only clients with this X25519 public key; repeatable",
-            )
-        else:
-            p.add_argument("host", metavar="HOST")
-            p.add_argument("port", type=int, metavar="PORT")
-            p.add_argument(
-                "--server-key",
-                metavar="PUBKEY",
-                help="the server's X25519 public key (sc-x25519-pub1..., base64 or a file)",
-            )
-        p.add_argument("--psk-file", metavar="KEYFILE", help="pre-shared symmetric key file")
-        p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
-        p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
-
-    p = command(
-        "clean",
-        _lazy("._commands", "run_clean"),
-        "remove temporaries left beside outputs by killed runs",
-    )
-    p.add_argument("directories", nargs="*", metavar="DIR", help="directories (default: .)")
-    p.add_argument(
-        "--older-than",
-        type=float,
-        default=3600.0,
-        metavar="SECONDS",
-        help="only temporaries not modified for this long (default 3600)",
-    )
-
-    p = command(
-        "bench", _lazy("._commands", "run_bench"), "run the benchmarks (from a source checkout)"
-    )
-    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
-    return parser
-
-
-_DECRYPT_FLAGS = ("-d", "--decrypt")
-_ENCRYPT_FLAGS = ("-e", "--encrypt")
-
-
-def _age_style(argv: list[str], parser: _Parser) -> list[str]:
-    """age's command line (``streamcrypt [-e|-d] [-r ...] [-i ...] [-o OUT] [IN]``, no
-    command word) as ``encrypt ...`` / ``decrypt ...``; any other line unchanged.
-
-    It applies only when the first argument is an option other than ``-h``/``--help``/
-    ``--version``: ``-d``/``--decrypt`` anywhere (before ``--``) means decrypt, otherwise
-    it encrypts, as age does (``-e``/``--encrypt`` optional)."""
-    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
-        return argv
-    end = argv.index("--") if "--" in argv else len(argv)
-    options = argv[:end]
-    decrypt = any(a in _DECRYPT_FLAGS for a in options)
-    if decrypt and any(a in _ENCRYPT_FLAGS for a in options):
-        parser.error("-e (encrypt) and -d (decrypt) exclude each other")
-    rest = [a for a in options if a not in _DECRYPT_FLAGS + _ENCRYPT_FLAGS] + argv[end:]
-    return ["decrypt" if decrypt else "encrypt", *rest]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,10 +27,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given == ["--version"]:  # before building the parser: its formatter costs start-up
         from .. import __version__
 
-        sys.stdout.write(f"{_PROG} {__version__}\n")
+        sys.stdout.write(f"streamcrypt {__version__}\n")
         return 0
-    parser = _build_parser()
-    line = _age_style(given, parser)
+    from ._parser import PROG, age_style, build_parser  # argparse: after --version
+
+    line = age_style(given)
+    parser = build_parser(line[0] if line else "")
     if line[:1] == ["verify"] and any(a.partition("=")[0] == "--scheduler" for a in line):
         parser.error(
             "verify checks Ed25519ph signatures; to authenticate encrypted objects on a "
@@ -273,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return runner(args)
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{_PROG}: interrupted\n")
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader of stdout went away (``| head``): nothing more to say to it
@@ -281,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure: one line, a documented code, no traceback
         from ._errors import describe, exit_code
 
-        sys.stderr.write(f"{_PROG}: error: {describe(exc)}\n")
+        sys.stderr.write(f"{PROG}: error: {describe(exc)}\n")
         return exit_code(exc)
 
 

@@ -8,10 +8,11 @@ format. Formats are the codecs' descriptors (:data:`streamcrypt.codecs.FORMATS`)
 table (:data:`_USES`) says which options each takes, one function per format and
 direction turns the command line into :class:`~streamcrypt.codecs.FormatOptions`, the
 descriptor builds the transforms (armor included), and decryption asks the descriptors
-which one the input's first bytes are. Then one ``anyio.run`` streams: the input is read in 1 MiB pieces on worker
-threads, pushed through the engine's pipeline (the format's sans-I/O transforms, sealed
-and opened in parallel batches), and each output batch is written before the next input
-is read, so memory stays bounded by the pipeline window.
+which one the input's first bytes are. Then the data streams in this thread, without
+an event loop (:mod:`._drive`): the input is read in 1 MiB pieces, each pushed through
+the format's sans-I/O transforms (segments sealed or opened by the calling thread and
+a helper side by side) and queued for the output's writer thread, so memory stays
+bounded by a piece per stage and the writer's queue.
 
 Decryption releases only segments that verified. To a file (``-o``) the output is a
 temporary beside the destination, renamed into place only after the whole stream
@@ -31,17 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import anyio
-
 from ..abc import Transform
 from ..codecs import FORMATS, FormatOptions
-from ..codecs import age as _age
-from ..codecs import aws as _aws
-from ..codecs import container as _container
-from ..codecs import envelope as _envelope
-from ..codecs import rclone as _rclone
-from ..codecs import tink as _tink
-from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import (
     FormatError,
     InvalidKeySizeError,
@@ -52,8 +44,9 @@ from ..errors import (
 )
 from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
+from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
-from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output
+from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output_now
 from ._keyfiles import (
     AGE_IDENTITY_KINDS,
     AGE_RECIPIENT_KINDS,
@@ -62,7 +55,24 @@ from ._keyfiles import (
     load_key_file,
     parse_public_key,
 )
+from ._lazymodule import LazyModule
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE
+
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
+if TYPE_CHECKING:
+    from ..codecs import age as _age
+    from ..codecs import aws as _aws
+    from ..codecs import container as _container
+    from ..codecs import envelope as _envelope
+    from ..codecs import rclone as _rclone
+    from ..codecs import tink as _tink
+else:  # each format is imported when the command first uses it (start-up)
+    _age = LazyModule("streamcrypt.codecs.age")
+    _aws = LazyModule("streamcrypt.codecs.aws")
+    _container = LazyModule("streamcrypt.codecs.container")
+    _envelope = LazyModule("streamcrypt.codecs.envelope")
+    _rclone = LazyModule("streamcrypt.codecs.rclone")
+    _tink = LazyModule("streamcrypt.codecs.tink")
 
 __all__ = ["run_decrypt", "run_encrypt"]
 
@@ -639,8 +649,8 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
 # ------------------------------------------------------------------------------ running
 
 
-async def _stages(plan: Plan, inp: Input) -> list[Transform]:
-    head = await inp.peek(plan.peek) if plan.peek else b""
+def _stages(plan: Plan, inp: Input) -> list[Transform]:
+    head = inp.peek_now(plan.peek) if plan.peek else b""
     plan.check(head)
     try:
         return plan.build(head)
@@ -648,16 +658,15 @@ async def _stages(plan: Plan, inp: Input) -> list[Transform]:
         raise CliError(describe(exc), EXIT_KEY) from None
 
 
-async def _stream(plan: Plan, inp: Input, out: Output) -> None:
-    """Run the plan from ``inp`` into ``out``; ``out`` is committed only after a clean end."""
+def _stream(plan: Plan, inp: Input, out: Output) -> None:
+    """Run the plan from ``inp`` into ``out`` in this thread (no event loop: see
+    :mod:`._drive`); ``out`` is committed only after a clean end."""
     try:
-        stages = await _stages(plan, inp)
-        async for piece in pipeline(*stages, policy=DEFAULT_POLICY).stream(inp.chunks()):
-            await out.write(piece)
+        drive(_stages(plan, inp), inp.read, out.put)
     except BaseException:
-        await out.abort()
+        out.abort_now()
         raise
-    await out.commit()
+    out.commit_now()
 
 
 def _run(
@@ -678,24 +687,21 @@ def _run(
                 "redirection, or --armor (age)"
             )
         verb = "decrypting" if decrypting else "encrypting"
+        keep_freed_memory()
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-
-            async def main() -> None:
-                out = await open_output(args.output)
-                try:
-                    await _stream(plan, inp, out)
-                except BaseException as exc:
-                    if decrypting and isinstance(out, StdoutOutput) and out.written:
-                        raise CliError(
-                            f"decryption failed ({describe(exc)}) after {out.written} bytes "
-                            "of authenticated plaintext were written to standard output: "
-                            "the output is incomplete, discard it",
-                            exit_code(exc),
-                        ) from exc
-                    raise
-
-            anyio.run(main)
+            out = open_output_now(args.output)
+            try:
+                _stream(plan, inp, out)
+            except BaseException as exc:
+                if decrypting and isinstance(out, StdoutOutput) and out.written:
+                    raise CliError(
+                        f"decryption failed ({describe(exc)}) after {out.written} bytes "
+                        "of authenticated plaintext were written to standard output: "
+                        "the output is incomplete, discard it",
+                        exit_code(exc),
+                    ) from exc
+                raise
     finally:
         inp.close()
     return 0

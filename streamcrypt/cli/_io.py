@@ -36,6 +36,7 @@ __all__ = [
     "StdoutOutput",
     "check_output",
     "open_output",
+    "open_output_now",
 ]
 
 #: Bytes asked of the operating system per read.
@@ -159,6 +160,13 @@ class Input:
         self._eof = False
         self.progress: Progress | None = None
 
+    def _took(self, chunk: bytes) -> bytes:
+        if not chunk:
+            self._eof = True
+        elif self.progress is not None:
+            self.progress.advance(len(chunk))
+        return chunk
+
     async def _read(self) -> bytes:
         if self._eof:
             return b""
@@ -166,11 +174,25 @@ class Input:
             chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
         else:
             chunk = await anyio.to_thread.run_sync(_read_some, self._fd, READ_SIZE)
-        if not chunk:
-            self._eof = True
-        elif self.progress is not None:
-            self.progress.advance(len(chunk))
-        return chunk
+        return self._took(chunk)
+
+    def read(self) -> bytes:
+        """The next piece (``b""`` at the end), read in the calling thread: for the
+        synchronous commands, where Ctrl-C interrupts a blocked read at once."""
+        if self._ahead:
+            return self._ahead.pop(0)
+        if self._eof:
+            return b""
+        return self._took(_read_some(self._fd, READ_SIZE))
+
+    def peek_now(self, n: int) -> bytes:
+        """:meth:`peek`, read in the calling thread."""
+        have = b"".join(self._ahead)
+        while len(have) < n and not self._eof:
+            chunk = self._took(_read_some(self._fd, READ_SIZE))
+            have += chunk
+        self._ahead = [have] if have else []
+        return have
 
     async def peek(self, n: int) -> bytes:
         """At least ``n`` leading bytes (fewer only if the input is shorter), not consumed."""
@@ -206,7 +228,7 @@ WRITEBACK_STEP = 8 << 20
 _IOV_BATCH = 64
 
 
-def _writev_all(fd: int, items: list[bytes]) -> None:
+def _writev_all(fd: int, items: list[Buffer]) -> None:
     """Write every item, in order, in as few system calls as the kernel allows."""
     while items:
         done = os.writev(fd, items)
@@ -246,7 +268,7 @@ class _Writer:
 
         self._fd = fd
         self._writeback = writeback
-        self._items: deque[bytes] = deque()
+        self._items: deque[Buffer] = deque()
         self._queued = 0
         self._cond = threading.Condition()
         self._closing = False  # no more items: finish the queue, then stop
@@ -260,8 +282,8 @@ class _Writer:
         self._thread = threading.Thread(target=self._run, name="streamcrypt-writer", daemon=True)
         self._thread.start()
 
-    def put(self, data: bytes) -> bool:
-        """Queue ``data``; ``True`` when the queue is over :data:`WRITE_AHEAD` (then the
+    def put(self, data: Buffer) -> bool:
+        """Queue ``data`` (kept until written); ``True`` when the queue is over :data:`WRITE_AHEAD` (then the
         caller should :meth:`wait_room` off the event loop)."""
         with self._cond:
             self._items.append(data)
@@ -339,6 +361,14 @@ class Output:
         if error is not None:
             raise _cannot_write(self.name, error) from None
 
+    def put(self, data: Buffer) -> None:
+        """Queue ``data`` for the writer thread, which keeps it until written (never pass
+        a buffer that is reused); waits in this thread while the queue is full."""
+        self._raise()
+        if data and self._writer.put(data):
+            self._writer.wait_room()
+            self._raise()
+
     async def write(self, data: Buffer) -> None:
         self._raise()
         if data:
@@ -346,16 +376,27 @@ class Output:
                 await anyio.to_thread.run_sync(self._writer.wait_room)
                 self._raise()
 
-    async def _finish(self) -> None:
+    def _finish(self) -> None:
         """Write everything queued; raises the writer's error."""
-        await anyio.to_thread.run_sync(self._writer.close, abandon_on_cancel=True)
+        self._writer.close()
         self._raise()
 
-    async def commit(self) -> None:
+    def commit_now(self) -> None:
+        """Finish the output in the calling thread (see :meth:`commit`)."""
         raise NotImplementedError
 
-    async def abort(self) -> None:
+    def abort_now(self) -> None:
+        """Give the output up in the calling thread (see :meth:`abort`)."""
         raise NotImplementedError
+
+    async def commit(self) -> None:
+        """Write what is queued and make the output final (a file: fsync and rename)."""
+        await anyio.to_thread.run_sync(self.commit_now, abandon_on_cancel=True)
+
+    async def abort(self) -> None:
+        """Give the output up (a file: its temporary is removed)."""
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.abort_now)
 
 
 class StdoutOutput(Output):
@@ -373,18 +414,17 @@ class StdoutOutput(Output):
             os.close(self._fd)
             self._fd = -1
 
-    async def commit(self) -> None:
+    def commit_now(self) -> None:
         try:
-            await self._finish()
+            self._finish()
         finally:
             self._close()
 
-    async def abort(self) -> None:
+    def abort_now(self) -> None:
         """Write what is queued (plaintext released before a failure stays released, as
-        it would have been without the queue), unless that blocks past a cancellation."""
+        it would have been without the queue)."""
         try:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._writer.close, abandon_on_cancel=True)
+            self._writer.close()
         finally:
             self._close()
 
@@ -398,30 +438,30 @@ class FileOutput(Output):
         self._tmp = tmp
         self._writer = _Writer(fd, writeback=True)
 
-    async def commit(self) -> None:
+    def commit_now(self) -> None:
         try:
-            await self._finish()
+            self._finish()
         except BaseException as exc:
-            await self.abort()
+            self.abort_now()
             if isinstance(exc, OSError):  # name the file the user gave, not the temporary
                 raise _cannot_write(self.name, exc) from None
             raise
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            await anyio.to_thread.run_sync(_atomic().commit_temporary, fd, self._tmp, self.name)
+            _atomic().commit_temporary(fd, self._tmp, self.name)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):  # commit_temporary closed the descriptor
-                await anyio.to_thread.run_sync(_atomic().discard_temporary, None, self._tmp)
+            _atomic().discard_temporary(None, self._tmp)  # commit_temporary closed fd
             if isinstance(exc, OSError):
                 raise _cannot_write(self.name, exc) from None
             raise
 
-    async def abort(self) -> None:
+    def abort_now(self) -> None:
         fd, self._fd = self._fd, None
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(lambda: self._writer.close(drop=True))
-            await anyio.to_thread.run_sync(_atomic().discard_temporary, fd, self._tmp)
+        try:
+            self._writer.close(drop=True)
+        finally:
+            _atomic().discard_temporary(fd, self._tmp)
 
 
 def _atomic() -> ModuleType:
@@ -451,7 +491,7 @@ def check_output(path: str | None) -> None:
         raise CliError(f"cannot write {path}: {parent} is not a directory", EXIT_IO)
 
 
-async def open_output(path: str | None) -> Output:
+def open_output_now(path: str | None) -> Output:
     """The output for ``-o PATH`` (atomic) or standard output (``None`` or ``-``).
 
     A ``PATH`` that exists and is not a regular file (``/dev/null``, a FIFO, a terminal)
@@ -466,17 +506,17 @@ async def open_output(path: str | None) -> Output:
         special = False
     except OSError as exc:
         raise _cannot_write(path, exc) from None
-    if special:
-        try:
-            fd = await anyio.to_thread.run_sync(
-                os.open, path, os.O_WRONLY | os.O_CLOEXEC, abandon_on_cancel=True
-            )
-        except OSError as exc:
-            raise _cannot_write(path, exc) from None
-        return StdoutOutput(fd, path)
     try:
-        with anyio.CancelScope(shield=True):  # never leave a temporary behind
-            fd, tmp = await anyio.to_thread.run_sync(_atomic().create_temporary, path)
+        if special:
+            return StdoutOutput(os.open(path, os.O_WRONLY | os.O_CLOEXEC), path)
+        fd, tmp = _atomic().create_temporary(path)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return FileOutput(path, fd, tmp)
+
+
+async def open_output(path: str | None) -> Output:
+    """:func:`open_output_now` on a worker thread (opening a FIFO waits for its reader)."""
+    with anyio.CancelScope(shield=True):  # never leave a temporary behind
+        out = await anyio.to_thread.run_sync(open_output_now, path)
+    return out

@@ -27,15 +27,24 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..codecs import X25519SecretText
-from ..codecs import age as _age
-from ..codecs import envelope as _envelope
-from ..codecs import tink as _tink
-from ..codecs import tink_keyset as _tink_keyset
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
 from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
+from ._lazymodule import LazyModule
+
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
+if TYPE_CHECKING:
+    from ..codecs import age as _age
+    from ..codecs import envelope as _envelope
+    from ..codecs import tink as _tink
+    from ..codecs import tink_keyset as _tink_keyset
+else:  # imported when a key of that kind is first read or made (start-up)
+    _age = LazyModule("streamcrypt.codecs.age")
+    _envelope = LazyModule("streamcrypt.codecs.envelope")
+    _tink = LazyModule("streamcrypt.codecs.tink")
+    _tink_keyset = LazyModule("streamcrypt.codecs.tink_keyset")
 
 __all__ = [
     "AGE_IDENTITY_KINDS",

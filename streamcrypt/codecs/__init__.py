@@ -18,7 +18,7 @@ pairs that age's and the envelope's recipients and identities subclass.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -174,36 +174,47 @@ _SUBMODULES = frozenset(
         "tink_keyset",
     }
 )
-#: The modules whose ``FORMAT`` descriptor :data:`FORMATS` registers, one line each.
-_FORMAT_MODULES = (
-    "container",
-    "envelope",
-    "age",
-    "tink",
-    "cobblestone",
-    "ece",
-    "rclone",
-    "aws",
-    "secretstream",
-)
+#: Each format's name and the codec module whose ``FORMAT`` descriptor it is: the one
+#: registration line a format adds.
+_FORMAT_MODULES = {
+    "native": "container",
+    "envelope": "envelope",
+    "age": "age",
+    "tink": "tink",
+    "cobblestone": "cobblestone",
+    "ece": "ece",
+    "rclone": "rclone",
+    "aws": "aws",
+    "secretstream": "secretstream",
+}
 
 
-def _formats() -> Mapping[str, SegmentedFormat]:
+class _Formats(Mapping[str, "SegmentedFormat"]):
     """:data:`FORMATS`: every segmented format by name, its descriptor the codec module's
-    ``FORMAT``. ``streamcrypt.open`` and the conformance tests read it. Built on first
-    access, since it imports every format (age, aws, ... take most of the package's
-    import time)."""
-    from ._format import registry
+    ``FORMAT``. A lookup imports that format's module only (age, aws, ... take most of
+    the package's import time, and a command needs one); iterating imports them all."""
 
-    return registry(
-        tuple(importlib.import_module(f".{m}", __name__).FORMAT for m in _FORMAT_MODULES)
-    )
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> SegmentedFormat:
+        module = importlib.import_module(f".{_FORMAT_MODULES[name]}", __name__)
+        fmt: SegmentedFormat = module.FORMAT
+        return fmt
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FORMAT_MODULES)
+
+    def __len__(self) -> int:
+        return len(_FORMAT_MODULES)
+
+    def __repr__(self) -> str:
+        return f"<streamcrypt formats: {', '.join(_FORMAT_MODULES)}>"
 
 
 def __getattr__(name: str) -> Any:
     value: Any
     if name == "FORMATS":
-        value = _formats()
+        value = _Formats()
     elif name in _SUBMODULES:
         value = importlib.import_module(f".{name}", __name__)
     elif name in _LAZY:

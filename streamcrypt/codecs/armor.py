@@ -97,18 +97,35 @@ class ArmorEncoder(Lifecycle):
         self._started = False
 
     def update(self, data: Buffer) -> bytes:
-        """Armor what makes whole 64-column lines; the BEGIN line comes first."""
+        """Armor what makes whole 64-column lines; the BEGIN line comes first.
+
+        The output is built by one join of the lines (split in C by a cached ``struct``
+        format, not by a Python step per line): the input is never copied, only the
+        bytes of a line it leaves unfinished are kept.
+        """
         self._check()
-        self._pending += data
-        full = len(self._pending) - len(self._pending) % _BYTES_PER_LINE
-        out = bytearray()
+        view = memoryview(data).cast("B")
+        lines: list[bytes] = []
         if not self._started:
-            out += BEGIN_LINE + b"\n"
+            lines.append(BEGIN_LINE)
             self._started = True
+        pending = self._pending
+        if pending:  # finish the line the previous call left open
+            need = _BYTES_PER_LINE - len(pending)
+            pending += view[:need]
+            view = view[need:]
+            if len(pending) == _BYTES_PER_LINE:
+                lines.append(binascii.b2a_base64(pending, newline=False))
+                pending.clear()
+        full = len(view) - len(view) % _BYTES_PER_LINE
         if full:
-            out += _lines(base64.b64encode(self._pending[:full]))
-            del self._pending[:full]
-        return bytes(out)
+            encoded = binascii.b2a_base64(view[:full], newline=False)
+            lines.extend(_splitter(full // _BYTES_PER_LINE).unpack(encoded))
+        pending += view[full:]
+        if not lines:
+            return b""
+        lines.append(b"")  # the LF after the last line
+        return b"\n".join(lines)
 
     def finalize(self) -> bytes:
         """The last (padded) line and the END line."""
@@ -121,13 +138,8 @@ class ArmorEncoder(Lifecycle):
 
 @functools.lru_cache(maxsize=8)
 def _splitter(count: int) -> struct.Struct:
+    """Unpacks ``count`` 64-column lines from their base64 text."""
     return struct.Struct(f"{COLUMNS}s" * count)
-
-
-def _lines(encoded: bytes) -> bytes:
-    """``encoded`` (a whole number of 64-column lines) with a LF after each line, split in
-    C (a cached ``struct`` format), not by a Python step per line."""
-    return b"\n".join(_splitter(len(encoded) // COLUMNS).unpack(encoded)) + b"\n"
 
 
 _BEFORE, _BODY, _AFTER_LAST, _AFTER_END = range(4)

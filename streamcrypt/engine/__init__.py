@@ -12,6 +12,7 @@ from ._batches import (
     ordered_calls,
     run_all,
     run_segmented,
+    run_verified,
 )
 from ._offload import (
     DEFAULT_BATCH_SIZE,
@@ -46,5 +47,6 @@ __all__ = [
     "pipeline",
     "run_all",
     "run_segmented",
+    "run_verified",
     "wait_future",
 ]

@@ -30,7 +30,6 @@ batch of at least ``inline_limit``.
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from ._offload import OffloadPolicy
@@ -136,6 +135,8 @@ class Controller:
         inline, offload = self._rates[False], self._rates[True]
         if not inline or not offload:
             return bool(offload)
+        import statistics  # only when both modes were measured (start-up)
+
         return statistics.median(offload) > statistics.median(inline) * MARGIN
 
     def _switch(self, offload: bool) -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "ordered_calls",
     "run_all",
     "run_segmented",
+    "run_verified",
 ]
 
 #: Bytes of work a thread claims at a time inside a batch: small enough that the loop can
@@ -619,6 +620,23 @@ def run_all(
     :class:`~._adaptive.OneShotVerdict`) claim others. All or nothing: on a failure
     the first one is raised and nothing is returned.
     """
+    out, error = run_verified(jobs, policy, head=head, site=site)
+    if error is not None:
+        raise error
+    return out
+
+
+def run_verified(
+    jobs: Sequence[Job],
+    policy: OffloadPolicy | None,
+    *,
+    head: Buffer = b"",
+    site: str = "one-shot",
+) -> tuple[bytes, Exception | None]:
+    """:func:`run_all` that keeps what verified: ``head`` and the output of every job
+    before the first failure (and the verified part of the failing one), with that
+    failure, or ``None`` when every job ran. For synchronous drivers that release
+    verified output as it comes (the command line writing to a pipe)."""
     pieces = list(_pieces(jobs))
     size = sum(job.out_size for job in pieces)
     obj, full = fresh_bytes(len(head) + size)
@@ -644,12 +662,10 @@ def run_all(
     if helpers:
         verdict.record(helped / max(1, helped + mine))
     parts, error = batch.collect()
-    if error is not None:
-        raise error
     written = sum(result[0] for result in batch.results if result is not None)
-    if written == size:  # every piece filled its slot: the object itself is the output
-        return finish_fresh(obj)
-    return bytes(head) + bytes(parts[0])
+    if error is None and written == size:  # every piece filled its slot: no copy
+        return finish_fresh(obj), None
+    return bytes(head) + (bytes(parts[0]) if parts else b""), error
 
 
 def run_segmented(
