@@ -699,10 +699,32 @@ class RecordStream:
         if len(buf) < end:
             return None
         header = bytes(buf[pos : pos + HEADER_LEN])
-        with memoryview(buf) as view, view[pos + HEADER_LEN : end] as body:
-            plaintext = self._receive.decrypt(header, body)
+        plaintext = self._open(header, buf, pos + HEADER_LEN, end)
         self._pos = end
+        return header[2], plaintext
+
+    def open_whole(self, chunk: bytes) -> bytes | None:
+        """With nothing buffered, open ``chunk`` if it is exactly one complete data record,
+        straight from ``chunk`` (no copy into the buffer): its plaintext. ``None`` (and
+        nothing consumed) for anything else, which then goes to :meth:`receive_data`.
+
+        The small-message path: one read, one record. Raises as :meth:`next_control`.
+        """
+        size = len(chunk)
+        if (
+            size < WIRE_OVERHEAD
+            or chunk[2] != DATA
+            or ((chunk[0] << 8) | chunk[1]) + HEADER_LEN != size
+            or len(self._buf) != self._pos
+        ):
+            return None
+        return self._open(chunk[:HEADER_LEN], chunk, HEADER_LEN, size)
+
+    def _open(self, header: bytes, buf: Buffer, start: int, end: int) -> bytes:
+        """Open the record body ``buf[start:end]`` under the next receive nonce."""
+        with memoryview(buf) as view, view[start:end] as body:
+            plaintext = self._receive.decrypt(header, body)
         self._received += 1
         if self._interval is not None and self._received % self._interval == 0:
             self._receive.rekey()
-        return header[2], plaintext
+        return plaintext

@@ -405,6 +405,7 @@ class EncryptedStream(ByteStream):
     _small_send: int = field(default=0, init=False)
     _small_receive: int = field(default=0, init=False)
     _lazy_deadlines: bool = field(default=False, init=False)
+    _sized_reads: bool = field(default=False, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
@@ -427,6 +428,7 @@ class EncryptedStream(ByteStream):
         self._small_send = min(MAX_RECORD_DATA, limit - 1)
         self._small_receive = min(_SMALL_READ, limit - 1)
         self._lazy_deadlines = _on_asyncio()
+        self._sized_reads = isinstance(self.transport_stream, ByteReceiveStream)
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
         self._receiving = self._new_receiver()
@@ -526,19 +528,31 @@ class EncryptedStream(ByteStream):
     # -- records -----------------------------------------------------------------------------
 
     async def _transport_receive(self, records: RecordStream) -> bytes:
-        transport = self.transport_stream
+        """The transport's next chunk, under ``record_timeout`` inside a record and
+        ``idle_timeout`` between records; its end raises :class:`TruncatedStreamError`."""
         config = self._config
-        if records.buffered:
+        have = records.buffered
+        if have:
             timeout, what = config.record_timeout, "the rest of a record"
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
-        if isinstance(transport, ByteReceiveStream):
+        if self._sized_reads:
             size = min(MAX_READ, max(_RECV_SIZE, self._receiving.budget))
-            chunk: bytes = await _with_timeout(
-                timeout, what, transport.receive(size), self._lazy_deadlines
-            )
+            call = cast(ByteReceiveStream, self.transport_stream).receive(size)
         else:
-            chunk = await _with_timeout(timeout, what, transport.receive(), self._lazy_deadlines)
+            call = self.transport_stream.receive()
+        try:
+            chunk: bytes = await _with_timeout(timeout, what, call, self._lazy_deadlines)
+        except EndOfStream:
+            if have:
+                raise TruncatedStreamError(
+                    f"the connection closed in the middle of a record ({have} bytes "
+                    "of it came): the stream was cut, nothing of that record is returned"
+                ) from None
+            raise TruncatedStreamError(
+                "the connection closed without the authenticated close record: "
+                "the peer crashed or the stream was cut, the data may be incomplete"
+            ) from None
         return chunk
 
     async def _transport_send(self, sealed: list[Buffer]) -> None:
@@ -688,7 +702,26 @@ class EncryptedStream(ByteStream):
         assert records is not None
         if records.buffered or self._receiving.in_flight:
             await checkpoint_if_cancelled()
-        checkpointed = False
+            checkpointed = False
+        else:
+            # Nothing buffered: the read is the cancellation point, and a chunk that is
+            # one whole small data record (a small message) is opened from the chunk
+            # itself, with no copy into the record buffer and no scheduler.
+            chunk = await self._transport_receive(records)
+            checkpointed = True
+            if len(chunk) <= self._small_receive:
+                data = records.open_whole(chunk)
+                if data:
+                    if len(data) <= max_bytes:
+                        return data
+                    self._pending.append(data)
+                    self._pending_pos = 0
+                    return self._take_pending(max_bytes)
+                if data is None:
+                    records.receive_data(chunk)
+                # else an empty record, consumed: read on below
+            else:
+                records.receive_data(chunk)
         while True:
             sched = self._receiving
             if sched.in_flight:
@@ -732,19 +765,7 @@ class EncryptedStream(ByteStream):
                     continue
                 record = records.next_control()
             if record is None:
-                try:
-                    chunk = await self._transport_receive(records)
-                except EndOfStream:
-                    have = records.buffered
-                    if have:
-                        raise TruncatedStreamError(
-                            f"the connection closed in the middle of a record ({have} bytes "
-                            "of it came): the stream was cut, nothing of that record is returned"
-                        ) from None
-                    raise TruncatedStreamError(
-                        "the connection closed without the authenticated close record: "
-                        "the peer crashed or the stream was cut, the data may be incomplete"
-                    ) from None
+                chunk = await self._transport_receive(records)
                 checkpointed = True
                 records.receive_data(chunk)
                 continue
