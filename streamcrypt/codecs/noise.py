@@ -92,7 +92,9 @@ _HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
 }
 
 
-def _private_key(key: Buffer | SecretKey, what: str) -> X25519PrivateKey:
+def _private_key(key: Buffer | SecretKey | X25519PrivateKey, what: str) -> X25519PrivateKey:
+    if isinstance(key, X25519PrivateKey):
+        return key  # loaded once by the caller, reused across handshakes
     raw = key_bytes(key, what)
     if len(raw) != DHLEN:
         raise InvalidKeySizeError(
@@ -498,7 +500,8 @@ class NoiseHandshake(Lifecycle):
     """A Noise HandshakeState for one side, driven without I/O.
 
     ``protocol_name`` is e.g. ``"Noise_XX_25519_ChaChaPoly_BLAKE2s"``. Keys: ``s`` this
-    side's 32-byte static private key, ``rs`` the peer's static public key (only for
+    side's 32-byte static private key (or a loaded ``X25519PrivateKey``: a server reusing
+    one saves an X25519 scalar multiplication per handshake), ``rs`` the peer's static public key (only for
     patterns where it is known in advance), ``psks`` one 32-byte key per ``psk`` token in
     the order they are used, ``e`` a fixed ephemeral private key (test vectors only: never
     reuse an ephemeral). A key the pattern does not use, or a missing one, raises
@@ -534,7 +537,7 @@ class NoiseHandshake(Lifecycle):
         protocol_name: str | NoiseProtocolName,
         initiator: bool,
         *,
-        s: Buffer | SecretKey | None = None,
+        s: Buffer | SecretKey | X25519PrivateKey | None = None,
         rs: Buffer | None = None,
         psks: Sequence[Buffer | SecretKey] = (),
         prologue: Buffer = b"",
