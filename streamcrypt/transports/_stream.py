@@ -20,9 +20,12 @@ Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout`
 ``record_timeout`` once part of it has (a peer that sends a record header and stalls is
 cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
 ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
-breaks the stream. On asyncio a deadline (a cancel scope and its timer) is armed only
-once a transport call really waits, not for a send the transport takes at once or a read
-of data already there: on the small-message path it cost as much as the crypto. Buffered ciphertext per connection is at most one transport read
+breaks the stream. On asyncio a deadline is armed only once a transport call really
+waits, not for a send the transport takes at once or a read of data already there, and
+then it is one loop timer that cancels the awaited future, not an anyio cancel scope (on
+the small-message path a cancel scope cost as much as the crypto). A read that is exactly
+one small data record is opened from the chunk read, without the record buffer or the
+scheduler. Buffered ciphertext per connection is at most one transport read
 (:data:`MAX_READ`, 1 MiB) plus one record (65 KiB); opened plaintext waiting for
 ``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
 it runs inline, its window when it offloads, which only a peer holding the key can cause).
@@ -320,7 +323,8 @@ def _lazy_deadline(
             else:
                 value = call.send(sent)
     except StopIteration as stop:
-        return cast(T, stop.value)
+        result: T = stop.value  # (no typing.cast: a call on every transport operation)
+        return result
     except asyncio.CancelledError as exc:
         if deadline is not None and deadline.fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
             raise _timed_out(seconds, what) from None
@@ -517,7 +521,7 @@ class EncryptedStream(ByteStream):
             timeout, what = config.idle_timeout, "waiting for the next record"
         if self._sized_reads:
             size = min(MAX_READ, max(_RECV_SIZE, self._receiving.budget))
-            call = cast(ByteReceiveStream, self.transport_stream).receive(size)
+            call = self.transport_stream.receive(size)  # type: ignore[call-arg]
         else:
             call = self.transport_stream.receive()
         try:
@@ -650,7 +654,15 @@ class EncryptedStream(ByteStream):
                 if self._deferred is not None:
                     await anyio.lowlevel.checkpoint()
                     raise self._deferred
-                return await self._receive_records(max_bytes)
+                records = self._records
+                assert records is not None
+                if records.buffered or self._receiving.in_flight:
+                    return await self._receive_records(max_bytes, False)
+                # Nothing buffered: the read is the cancellation point (and a checkpoint).
+                data = self._take_chunk(await self._transport_receive(records), max_bytes)
+                if data is not None:
+                    return data
+                return await self._receive_records(max_bytes, True)
             except (StreamCryptError, BrokenResourceError, OSError) as exc:
                 raise self._fail(exc) from None
 
@@ -672,35 +684,37 @@ class EncryptedStream(ByteStream):
                 self._pending_pos = start + take
         return out[0] if len(out) == 1 else b"".join(out)
 
-    async def _receive_records(self, max_bytes: int) -> bytes:
-        # Cancellation may strike only before records are consumed: once records are
-        # handed to the scheduler (their counters advanced) they stay there until a call
-        # returns them, and a call that has them yields with a shielded checkpoint. With
-        # nothing buffered or in flight the transport read is the cancellation point.
+    def _take_chunk(self, chunk: bytes, max_bytes: int) -> bytes | None:
+        """A chunk read with nothing buffered: if it is one whole small data record (a small
+        message), its plaintext, opened from the chunk itself with no copy into the record
+        buffer and no scheduler; else ``None``, the chunk buffered (or an empty record
+        consumed) for :meth:`_receive_records`."""
         records = self._records
         assert records is not None
-        if records.buffered or self._receiving.in_flight:
+        if len(chunk) > self._small_receive:
+            records.receive_data(chunk)
+            return None
+        data = records.open_whole(chunk)
+        if data is None:
+            records.receive_data(chunk)
+            return None
+        if not data:
+            return None  # an empty record, consumed: read on
+        if len(data) <= max_bytes:
+            return data
+        self._pending.append(data)
+        self._pending_pos = 0
+        return self._take_pending(max_bytes)
+
+    async def _receive_records(self, max_bytes: int, checkpointed: bool) -> bytes:
+        # Cancellation may strike only before records are consumed: once records are
+        # handed to the scheduler (their counters advanced) they stay there until a call
+        # returns them, and a call that has them yields with a shielded checkpoint.
+        # ``checkpointed``: this call already read from the transport (a checkpoint).
+        records = self._records
+        assert records is not None
+        if not checkpointed:
             await checkpoint_if_cancelled()
-            checkpointed = False
-        else:
-            # Nothing buffered: the read is the cancellation point, and a chunk that is
-            # one whole small data record (a small message) is opened from the chunk
-            # itself, with no copy into the record buffer and no scheduler.
-            chunk = await self._transport_receive(records)
-            checkpointed = True
-            if len(chunk) <= self._small_receive:
-                data = records.open_whole(chunk)
-                if data:
-                    if len(data) <= max_bytes:
-                        return data
-                    self._pending.append(data)
-                    self._pending_pos = 0
-                    return self._take_pending(max_bytes)
-                if data is None:
-                    records.receive_data(chunk)
-                # else an empty record, consumed: read on below
-            else:
-                records.receive_data(chunk)
         while True:
             sched = self._receiving
             if sched.in_flight:
