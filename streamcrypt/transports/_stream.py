@@ -599,7 +599,8 @@ class EncryptedStream(ByteStream):
         :class:`~streamcrypt.errors.PeerTimeoutError` if the transport takes nothing for
         ``idle_timeout``; transport errors (and a cancellation) mid-send break the stream.
         """
-        self._check_usable()
+        if self._closed or self._broken:  # (no call on the hot path)
+            self._check_usable()
         if self._eof_sent:
             raise ClosedResourceError("send() after send_eof(): this side already closed")
         with self._send_guard:
@@ -642,7 +643,8 @@ class EncryptedStream(ByteStream):
         """
         if max_bytes < 1:
             raise ValueError("max_bytes must be a positive integer")
-        self._check_usable()
+        if self._closed or self._broken:  # (no call on the hot path)
+            self._check_usable()
         with self._receive_guard:
             if self._pending:
                 await anyio.lowlevel.checkpoint()
