@@ -389,6 +389,7 @@ class EncryptedStream(ByteStream):
     _small_receive: int = field(default=0, init=False)
     _lazy_deadlines: bool = field(default=False, init=False)
     _sized_reads: bool = field(default=False, init=False)
+    _read_size: int = field(default=_RECV_SIZE, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
@@ -415,6 +416,14 @@ class EncryptedStream(ByteStream):
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
         self._receiving = self._new_receiver()
+        self._read_size = self._reads_for(self._receiving)
+
+    @staticmethod
+    def _reads_for(sched: OrderedBatches) -> int:
+        """``max_bytes`` per transport read: a run worth the scheduler's budget, within
+        :data:`MAX_READ`. The budget moves only as batches run, so it is read again after
+        each, not on every small read."""
+        return min(MAX_READ, max(_RECV_SIZE, sched.budget))
 
     def _new_receiver(self) -> OrderedBatches:
         return OrderedBatches(self._config.policy, site="socket-receive")
@@ -520,8 +529,7 @@ class EncryptedStream(ByteStream):
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
         if self._sized_reads:
-            size = min(MAX_READ, max(_RECV_SIZE, self._receiving.budget))
-            call = self.transport_stream.receive(size)  # type: ignore[call-arg]
+            call = self.transport_stream.receive(self._read_size)  # type: ignore[call-arg]
         else:
             call = self.transport_stream.receive()
         try:
@@ -722,6 +730,7 @@ class EncryptedStream(ByteStream):
             if sched.in_flight:
                 await sched.wait()  # changes nothing when cancelled
                 plaintext, error = sched.pop()
+                self._read_size = self._reads_for(sched)
                 if error is not None:
                     self._receiving = self._new_receiver()
                     if not any(plaintext):
