@@ -868,7 +868,9 @@ def pool() -> Iterator[CountingPool]:
 
 
 def _offload(pool: CountingPool, batch: int = _BATCH) -> OffloadPolicy:
-    return OffloadPolicy(inline_limit=0, batch_size=batch, max_in_flight=3, executor=pool, adaptive=False)
+    return OffloadPolicy(
+        inline_limit=0, batch_size=batch, max_in_flight=3, executor=pool, adaptive=False
+    )
 
 
 @pytest.mark.parametrize("cipher", ["ChaChaPoly", "AESGCM"])
@@ -1007,7 +1009,9 @@ async def test_policy_option_is_checked() -> None:
 
 
 async def test_small_work_stays_inline_large_work_offloads(pool: CountingPool) -> None:
-    policy = OffloadPolicy(inline_limit=512 << 10, batch_size=1 << 20, executor=pool, adaptive=False)
+    policy = OffloadPolicy(
+        inline_limit=512 << 10, batch_size=1 << 20, executor=pool, adaptive=False
+    )
     client, server = await _enc(policy=policy)
     small = random_bytes(300_000)
     await client.send(small)
@@ -1273,18 +1277,14 @@ async def test_timeouts_cut_real_waits_on_tcp() -> None:
     async with listener, create_task_group() as tg:
         tg.start_soon(listener.serve, silent)
         transport = await anyio.connect_tcp("127.0.0.1", port)
-        client = await EncryptedStream.wrap(
-            transport, server_public_key=public, idle_timeout=0.3
-        )
+        client = await EncryptedStream.wrap(transport, server_public_key=public, idle_timeout=0.3)
         with anyio.fail_after(10):
             await client.send(b"small: taken at once, no deadline needed")
             with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
                 await client.receive()
         await aclose_forcefully(client)
         transport = await anyio.connect_tcp("127.0.0.1", port)
-        client = await EncryptedStream.wrap(
-            transport, server_public_key=public, idle_timeout=0.3
-        )
+        client = await EncryptedStream.wrap(transport, server_public_key=public, idle_timeout=0.3)
         block = bytes(1 << 20)
         with anyio.fail_after(20), pytest.raises(PeerTimeoutError, match="took no data"):
             while True:  # the socket buffers fill, then the send waits and is cut
@@ -1294,3 +1294,77 @@ async def test_timeouts_cut_real_waits_on_tcp() -> None:
         await aclose_forcefully(client)
         release.set()
         tg.cancel_scope.cancel()
+
+
+async def test_a_deadline_on_a_real_wait_leaves_other_cancellations_alone() -> None:
+    """The lazy deadline (one loop timer on asyncio) tells its own expiry from a real
+    cancellation: a cancel scope cutting a waiting receive cancels it and nothing more (the
+    stream stays usable), and a timeout leaves the task with no cancel request pending."""
+    private, public = generate_keypair()
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+    go = anyio.Event()
+
+    async def late_echo(transport: ByteStream) -> None:
+        stream = await EncryptedStream.wrap(transport, server_side=True, static_key=private)
+        try:
+            await go.wait()
+            await stream.send(await stream.receive())
+            await anyio.sleep_forever()
+        finally:
+            await aclose_forcefully(stream)
+
+    async with listener, create_task_group() as tg:
+        tg.start_soon(listener.serve, late_echo)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(transport, server_public_key=public, idle_timeout=5)
+        with anyio.move_on_after(0.2) as scope:
+            await client.receive()  # waits: the deadline is armed, then the scope cuts it
+        assert scope.cancelled_caught
+        go.set()
+        await client.send(b"still sound")
+        with anyio.fail_after(5):
+            assert await client.receive() == b"still sound"
+        await aclose_forcefully(client)
+        transport = await anyio.connect_tcp("127.0.0.1", port)
+        client = await EncryptedStream.wrap(transport, server_public_key=public, idle_timeout=0.2)
+        with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
+            await client.receive()  # the server already echoed once and now sleeps
+        assert _asyncio_task_cancelling() in (None, 0)
+        await anyio.sleep(0.01)  # the task goes on: no stray cancellation was left behind
+        await aclose_forcefully(client)
+        tg.cancel_scope.cancel()
+
+
+def _asyncio_task_cancelling() -> int | None:
+    """``asyncio.current_task().cancelling()``, or ``None`` off asyncio."""
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return None
+    return None if task is None else task.cancelling()
+
+
+async def test_one_record_per_chunk_is_opened_from_the_chunk() -> None:
+    """The small-message path (a chunk that is exactly one data record) keeps the rules:
+    empty records in their own chunks are skipped without piling up calls, a record
+    larger than ``max_bytes`` is split, and a tampered one breaks the stream."""
+    raw, client, server = await _raw_server_pair()
+    records = client._records
+    assert records is not None
+    for _ in range(3000):  # deeper than the recursion limit, were each one a call
+        await raw.send(records.seal(0, b""))
+    await raw.send(records.seal(0, b"after the empty ones"))
+    assert await server.receive() == b"after the empty ones"
+    await raw.send(records.seal(0, b"0123456789"))
+    assert await server.receive(4) == b"0123"
+    assert await server.receive() == b"456789"
+    sealed = bytearray(records.seal(0, b"tampered"))
+    sealed[5] ^= 1
+    await raw.send(bytes(sealed))
+    with pytest.raises(AuthenticationError):
+        await server.receive()
+    with pytest.raises(BrokenResourceError):
+        await server.receive()

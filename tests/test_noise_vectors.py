@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from support import record_vectors, vector_path
 
 from streamcrypt.codecs.noise import (
@@ -358,3 +359,19 @@ def test_cipher_state_nonce_encoding_and_failures(cipher: str) -> None:
     assert not empty.has_key() and empty.encrypt(b"", b"clear") == b"clear"
     with pytest.raises(InvalidParameterError):
         CipherState("AES256CTR")
+
+
+def test_a_loaded_static_key_is_reused_across_handshakes() -> None:
+    """``s=`` as a loaded ``X25519PrivateKey`` (a listener's, shared by its handshakes)
+    runs the same handshake as the raw bytes: same hash for the same ephemeral."""
+    priv, pub = generate_keypair()
+    loaded = X25519PrivateKey.from_private_bytes(priv.secret_bytes())
+    hashes = []
+    for s in (priv, loaded, loaded):
+        e = b"\x05" * 32
+        init = NoiseHandshake("Noise_NK_25519_AESGCM_BLAKE2s", True, rs=pub, e=e)
+        resp = NoiseHandshake("Noise_NK_25519_AESGCM_BLAKE2s", False, s=s, e=b"\x06" * 32)
+        _run(init, resp)
+        assert init.handshake_hash == resp.handshake_hash
+        hashes.append(resp.handshake_hash)
+    assert hashes[0] == hashes[1] == hashes[2]

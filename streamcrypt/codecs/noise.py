@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle, State
 from ..errors import (
     AuthenticationError,
     HandshakeError,
@@ -80,6 +80,7 @@ DHLEN = 32
 MAX_NONCE = 2**64 - 1
 
 _ZERO4 = b"\x00\x00\x00\x00"
+_MAX_PLAINTEXT = MAX_MESSAGE_LEN - TAGLEN
 _ZEROKEY = bytes(32)
 
 #: hash name -> (digestmod for hmac, HASHLEN)
@@ -91,7 +92,9 @@ _HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
 }
 
 
-def _private_key(key: Buffer | SecretKey, what: str) -> X25519PrivateKey:
+def _private_key(key: Buffer | SecretKey | X25519PrivateKey, what: str) -> X25519PrivateKey:
+    if isinstance(key, X25519PrivateKey):
+        return key  # loaded once by the caller, reused across handshakes
     raw = key_bytes(key, what)
     if len(raw) != DHLEN:
         raise InvalidKeySizeError(
@@ -144,7 +147,7 @@ class CipherState(Lifecycle):
     state: later calls raise :class:`BrokenTransformError`.
     """
 
-    __slots__ = ("_aead", "_cipher", "_key", "_n", "_nonce_order")
+    __slots__ = ("_aead", "_cipher", "_key", "_n", "_native", "_nonce_order")
 
     def __init__(self, cipher: str, key: Buffer | SecretKey | None = None) -> None:
         if cipher not in ("ChaChaPoly", "AESGCM"):
@@ -155,6 +158,9 @@ class CipherState(Lifecycle):
         self._cipher = cipher
         self._nonce_order: Literal["little", "big"] = "little" if cipher == "ChaChaPoly" else "big"
         self._aead: Aead | None = None
+        # The AEAD's native kernel (Noise nonces are 12 bytes: always the direct route),
+        # called straight from encrypt/decrypt: records are sealed one call deep.
+        self._native: AESGCM | ChaCha20Poly1305 | None = None
         self._key: bytes | None = None
         self._n = 0
         if key is not None:
@@ -164,16 +170,20 @@ class CipherState(Lifecycle):
         """Set a new key (``None`` empties it) and reset the nonce to zero."""
         self._check()
         if key is None:
-            self._key = self._aead = None
+            self._key = self._aead = self._native = None
         else:
             raw = key_bytes(key, "a Noise cipher key")
             if len(raw) != 32:
                 raise self._break(
                     InvalidKeySizeError(f"a Noise cipher key is 32 bytes, got {len(raw)}")
                 )
-            self._key = raw
-            self._aead = self._kernel(raw)
+            self._set_key(raw)
         self._n = 0
+
+    def _set_key(self, raw: bytes) -> None:
+        self._key = raw
+        self._aead = aead = self._kernel(raw)
+        self._native = aead.native(_ZERO4 + bytes(8))[0]
 
     def _kernel(self, key: bytes) -> Aead:
         return ChaCha20Poly1305Suite(key) if self._cipher == "ChaChaPoly" else AES256GCM(key)
@@ -216,6 +226,16 @@ class CipherState(Lifecycle):
         Raises :class:`LimitExceededError` if the result would exceed 65535 bytes or the
         nonces are exhausted.
         """
+        native, n = self._native, self._n
+        if (
+            native is not None
+            and n < MAX_NONCE
+            and len(plaintext) <= _MAX_PLAINTEXT
+            and self._state is State.OPEN
+        ):  # the common case, one call deep; anything else takes the checks below
+            out = native.encrypt(_ZERO4 + n.to_bytes(8, self._nonce_order), plaintext, ad)
+            self._n = n + 1
+            return out
         self._check()
         extra = TAGLEN if self._aead is not None else 0
         if len(plaintext) + extra > MAX_MESSAGE_LEN:
@@ -238,6 +258,19 @@ class CipherState(Lifecycle):
         Raises :class:`AuthenticationError` (wrong key, reordered, replayed or modified
         message) and :class:`LimitExceededError` (over 65535 bytes, nonces exhausted).
         """
+        native, n = self._native, self._n
+        if (
+            native is not None
+            and n < MAX_NONCE
+            and TAGLEN <= len(ciphertext) <= MAX_MESSAGE_LEN
+            and self._state is State.OPEN
+        ):  # the common case, one call deep; anything else takes the checks below
+            try:
+                out = native.decrypt(_ZERO4 + n.to_bytes(8, self._nonce_order), ciphertext, ad)
+            except InvalidTag:
+                raise self._break(self._not_authentic()) from None
+            self._n = n + 1
+            return out
         self._check()
         if len(ciphertext) > MAX_MESSAGE_LEN:
             raise self._break(
@@ -259,14 +292,15 @@ class CipherState(Lifecycle):
         try:
             out = self._aead.open(nonce, ciphertext, ad)
         except AuthenticationError as exc:
-            raise self._break(
-                AuthenticationError(
-                    f"Noise {self._cipher} message did not authenticate (nonce {self._n}): "
-                    "wrong key, reordered, replayed or modified"
-                )
-            ) from exc
+            raise self._break(self._not_authentic()) from exc
         self._n += 1
         return out
+
+    def _not_authentic(self) -> AuthenticationError:
+        return AuthenticationError(
+            f"Noise {self._cipher} message did not authenticate (nonce {self._n}): "
+            "wrong key, reordered, replayed or modified"
+        )
 
     def fixed_key(self) -> FixedKeyCipher:
         """The current key as a :class:`FixedKeyCipher` (explicit nonces, safe on any thread).
@@ -285,9 +319,7 @@ class CipherState(Lifecycle):
         self._check()
         if self._aead is None:
             raise self._break(InvalidParameterError("cannot rekey a CipherState without a key"))
-        new = self._aead.seal(self._nonce_bytes(MAX_NONCE), _ZEROKEY, b"")[:32]
-        self._key = new
-        self._aead = self._kernel(new)
+        self._set_key(self._aead.seal(self._nonce_bytes(MAX_NONCE), _ZEROKEY, b"")[:32])
 
     def __repr__(self) -> str:
         key = "<key hidden>" if self._aead is not None else "no key"
@@ -468,7 +500,8 @@ class NoiseHandshake(Lifecycle):
     """A Noise HandshakeState for one side, driven without I/O.
 
     ``protocol_name`` is e.g. ``"Noise_XX_25519_ChaChaPoly_BLAKE2s"``. Keys: ``s`` this
-    side's 32-byte static private key, ``rs`` the peer's static public key (only for
+    side's 32-byte static private key (or a loaded ``X25519PrivateKey``: a server reusing
+    one saves an X25519 scalar multiplication per handshake), ``rs`` the peer's static public key (only for
     patterns where it is known in advance), ``psks`` one 32-byte key per ``psk`` token in
     the order they are used, ``e`` a fixed ephemeral private key (test vectors only: never
     reuse an ephemeral). A key the pattern does not use, or a missing one, raises
@@ -504,7 +537,7 @@ class NoiseHandshake(Lifecycle):
         protocol_name: str | NoiseProtocolName,
         initiator: bool,
         *,
-        s: Buffer | SecretKey | None = None,
+        s: Buffer | SecretKey | X25519PrivateKey | None = None,
         rs: Buffer | None = None,
         psks: Sequence[Buffer | SecretKey] = (),
         prologue: Buffer = b"",

@@ -52,9 +52,10 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from ..abc import Buffer
@@ -68,7 +69,15 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import SecretKey
-from .noise import MAX_MESSAGE_LEN, MAX_NONCE, TAGLEN, CipherState, FixedKeyCipher, NoiseHandshake
+from .noise import (
+    MAX_MESSAGE_LEN,
+    MAX_NONCE,
+    TAGLEN,
+    CipherState,
+    FixedKeyCipher,
+    NoiseHandshake,
+    NoiseProtocolName,
+)
 
 __all__ = [
     "CIPHERS",
@@ -154,6 +163,12 @@ def fastest_cipher() -> str:
     return min(best, key=best.__getitem__)
 
 
+@functools.cache
+def _protocol_name(name: str) -> NoiseProtocolName:
+    """A protocol name parsed once per process (frozen: every handshake shares it)."""
+    return NoiseProtocolName.parse(name)
+
+
 def _raw_key(key: Buffer | SecretKey, what: str) -> bytes:
     raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
     if len(raw) != 32:
@@ -177,6 +192,9 @@ class ProtocolConfig:
     cipher: str
     hash: str
     rekey_interval: int | None
+    #: ``static_key`` loaded once (loading derives the public key, a scalar multiplication):
+    #: a listener's handshakes share it.
+    static_private: X25519PrivateKey | None = field(default=None, compare=False)
 
     @classmethod
     def make(
@@ -218,7 +236,15 @@ class ProtocolConfig:
                     "the server's key; without it any server would be accepted"
                 )
         return cls(
-            server_side, raw_psk, raw_static, raw_server, vets_peers, cipher, hash, rekey_interval
+            server_side,
+            raw_psk,
+            raw_static,
+            raw_server,
+            vets_peers,
+            cipher,
+            hash,
+            rekey_interval,
+            None if raw_static is None else X25519PrivateKey.from_private_bytes(raw_static),
         )
 
     @staticmethod
@@ -345,14 +371,16 @@ class Handshake:
             self._preamble = MAGIC + bytes(
                 (VERSION, PATTERNS[pattern], CIPHERS[cipher], HASHES[config.hash])
             )
-            static = config.static_key if pattern in ("IK", "XX") else None
+            static = config.static_private if pattern in ("IK", "XX") else None
             self._start(pattern, cipher, static, config.server_public_key)
             self._outbox += self._preamble
 
-    def _start(self, pattern: str, cipher: str, static: bytes | None, remote: bytes | None) -> None:
+    def _start(
+        self, pattern: str, cipher: str, static: X25519PrivateKey | None, remote: bytes | None
+    ) -> None:
         config = self._config
         self._noise = NoiseHandshake(
-            f"Noise_{pattern}_25519_{cipher}_{config.hash}",
+            _protocol_name(f"Noise_{pattern}_25519_{cipher}_{config.hash}"),
             not config.server_side,
             s=static,
             rs=remote,
@@ -435,7 +463,7 @@ class Handshake:
         if refusal is not None:
             raise HandshakeError(refusal)
         self._preamble = pre
-        static = self._config.static_key if pattern != "NNpsk0" else None
+        static = self._config.static_private if pattern != "NNpsk0" else None
         self._start(pattern, cipher, static, None)
         return True
 
@@ -699,10 +727,32 @@ class RecordStream:
         if len(buf) < end:
             return None
         header = bytes(buf[pos : pos + HEADER_LEN])
-        with memoryview(buf) as view, view[pos + HEADER_LEN : end] as body:
-            plaintext = self._receive.decrypt(header, body)
+        plaintext = self._open(header, buf, pos + HEADER_LEN, end)
         self._pos = end
+        return header[2], plaintext
+
+    def open_whole(self, chunk: bytes) -> bytes | None:
+        """With nothing buffered, open ``chunk`` if it is exactly one complete data record,
+        straight from ``chunk`` (no copy into the buffer): its plaintext. ``None`` (and
+        nothing consumed) for anything else, which then goes to :meth:`receive_data`.
+
+        The small-message path: one read, one record. Raises as :meth:`next_control`.
+        """
+        size = len(chunk)
+        if (
+            size < WIRE_OVERHEAD
+            or chunk[2] != DATA
+            or ((chunk[0] << 8) | chunk[1]) + HEADER_LEN != size
+            or len(self._buf) != self._pos
+        ):
+            return None
+        return self._open(chunk[:HEADER_LEN], chunk, HEADER_LEN, size)
+
+    def _open(self, header: bytes, buf: Buffer, start: int, end: int) -> bytes:
+        """Open the record body ``buf[start:end]`` under the next receive nonce."""
+        with memoryview(buf) as view, view[start:end] as body:
+            plaintext = self._receive.decrypt(header, body)
         self._received += 1
         if self._interval is not None and self._received % self._interval == 0:
             self._receive.rekey()
-        return header[2], plaintext
+        return plaintext

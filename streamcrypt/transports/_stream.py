@@ -20,9 +20,12 @@ Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout`
 ``record_timeout`` once part of it has (a peer that sends a record header and stalls is
 cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
 ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
-breaks the stream. On asyncio a deadline (a cancel scope and its timer) is armed only
-once a transport call really waits, not for a send the transport takes at once or a read
-of data already there: on the small-message path it cost as much as the crypto. Buffered ciphertext per connection is at most one transport read
+breaks the stream. On asyncio a deadline is armed only once a transport call really
+waits, not for a send the transport takes at once or a read of data already there, and
+then it is one loop timer that cancels the awaited future, not an anyio cancel scope (on
+the small-message path a cancel scope cost as much as the crypto). A read that is exactly
+one small data record is opened from the chunk read, without the record buffer or the
+scheduler. Buffered ciphertext per connection is at most one transport read
 (:data:`MAX_READ`, 1 MiB) plus one record (65 KiB); opened plaintext waiting for
 ``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
 it runs inline, its window when it offloads, which only a peer holding the key can cause).
@@ -260,74 +263,100 @@ def _on_asyncio() -> bool:
         return False
 
 
+#: The message a deadline cancels the awaited future with (told apart from a real cancel).
+_DEADLINE_MESSAGE: Final = "streamcrypt EncryptedStream deadline"
+
+
+class _Deadline:
+    """A deadline on one transport call, as one loop timer (asyncio): when it fires, the
+    future the call waits on is cancelled with :data:`_DEADLINE_MESSAGE`, the way
+    ``Task.cancel()`` wakes a task, but without a cancel scope (about a third of a small
+    receive's instructions on uvloop) and without touching the task's cancel count."""
+
+    __slots__ = ("fired", "waiting")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.waiting: Any = None
+
+    def fire(self) -> None:
+        self.fired = True
+        waiting = self.waiting
+        if waiting is not None and not waiting.done():
+            waiting.cancel(_DEADLINE_MESSAGE)
+
+
+def _timed_out(seconds: float, what: str) -> PeerTimeoutError:
+    return PeerTimeoutError(
+        f"the peer made no progress for {seconds} s ({what}): the connection is "
+        "stalled or the peer is hostile; it was cut"
+    )
+
+
 @types.coroutine
-def _until_wait(call: Coroutine[Any, Any, T]) -> Generator[Any, Any, tuple[bool, Any]]:
-    """Drive ``call`` while it only yields bare ``None`` to an asyncio task (a checkpoint:
-    one turn of the loop, which cannot stall); ``(True, result)`` if it finished so,
-    ``(False, what it waits on)`` at its first real wait (then resume with :func:`_resume`).
-    """
+def _lazy_deadline(
+    seconds: float, what: str, call: Coroutine[Any, Any, T]
+) -> Generator[Any, Any, T]:
+    """Drive ``call`` for an asyncio task, arming a :class:`_Deadline` at its first real
+    wait (a future; a bare ``None`` is a checkpoint, one turn of the loop, which cannot
+    stall): a send the transport takes at once or a read of data already there arms
+    nothing. Past ``seconds`` raise :class:`PeerTimeoutError` naming ``what``."""
+    deadline: _Deadline | None = None
+    timer: asyncio.TimerHandle | None = None
     try:
         value = call.send(None)
-        while value is None:
-            try:
-                sent = yield None
-            except GeneratorExit:
-                call.close()
-                raise
-            except BaseException as exc:  # a cancellation, delivered to ``call``
-                value = call.throw(exc)
-            else:
-                value = call.send(sent)
-    except StopIteration as stop:
-        return True, stop.value
-    return False, value
-
-
-@types.coroutine
-def _resume(call: Coroutine[Any, Any, T], value: Any) -> Generator[Any, Any, T]:
-    """Go on driving ``call`` from the wait it yielded (``value``) to its end."""
-    try:
         while True:
+            if value is not None:
+                if deadline is None:
+                    deadline = _Deadline()
+                    timer = asyncio.get_running_loop().call_later(seconds, deadline.fire)
+                deadline.waiting = value
+                if deadline.fired:
+                    value.cancel(_DEADLINE_MESSAGE)
             try:
                 sent = yield value
             except GeneratorExit:
                 call.close()
                 raise
-            except BaseException as exc:
+            except BaseException as exc:  # a cancellation (or our deadline), for ``call``
                 value = call.throw(exc)
             else:
                 value = call.send(sent)
     except StopIteration as stop:
-        return cast(T, stop.value)
+        result: T = stop.value  # (no typing.cast: a call on every transport operation)
+        return result
+    except asyncio.CancelledError as exc:
+        if deadline is not None and deadline.fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
+            raise _timed_out(seconds, what) from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
-async def _with_timeout(
-    seconds: float | None, what: str, call: Coroutine[Any, Any, T], lazy: bool = False
-) -> T:
-    """Await ``call``; past ``seconds`` raise :class:`PeerTimeoutError` naming ``what``.
+async def _scoped_timeout(seconds: float, what: str, call: Awaitable[T]) -> T:
+    with anyio.move_on_after(seconds) as scope:
+        return await call
+    assert scope.cancelled_caught
+    raise _timed_out(seconds, what)
 
-    ``lazy`` (asyncio only): the deadline's cancel scope (and its timer, together about
-    18 us on uvloop, as much as a 1 KiB record's whole seal) is set up only when ``call``
-    really waits; a transport call that completes with checkpoints alone (a send the
-    transport takes at once, a receive of data already there) needs none.
+
+def _with_timeout(
+    seconds: float | None, what: str, call: Awaitable[T], lazy: bool = False
+) -> Awaitable[T]:
+    """``call``, bounded: past ``seconds`` awaiting it raises :class:`PeerTimeoutError`
+    naming ``what``.
+
+    ``lazy`` (asyncio only): no deadline unless ``call`` really waits, and then one loop
+    timer (:func:`_lazy_deadline`), not a cancel scope: an anyio cancel scope and its
+    timer cost about as much as a 1 KiB record's whole seal. A plain function, not a
+    coroutine: one frame fewer on every transport call.
     """
     if seconds is None:
-        return await call
+        return call
     if lazy and type(call) is types.CoroutineType:
-        done, value = await _until_wait(call)
-        if done:
-            return cast(T, value)
-        with anyio.move_on_after(seconds) as scope:
-            return await _resume(call, value)
-    else:
-        with anyio.move_on_after(seconds) as scope:
-            return await call
-    if scope.cancelled_caught:
-        raise PeerTimeoutError(
-            f"the peer made no progress for {seconds} s ({what}): the connection is "
-            "stalled or the peer is hostile; it was cut"
-        )
-    raise AssertionError("unreachable")  # pragma: no cover
+        return _lazy_deadline(seconds, what, call)
+    return _scoped_timeout(seconds, what, call)
 
 
 @dataclass(eq=False, repr=False)
@@ -359,6 +388,8 @@ class EncryptedStream(ByteStream):
     _small_send: int = field(default=0, init=False)
     _small_receive: int = field(default=0, init=False)
     _lazy_deadlines: bool = field(default=False, init=False)
+    _sized_reads: bool = field(default=False, init=False)
+    _read_size: int = field(default=_RECV_SIZE, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
@@ -381,9 +412,18 @@ class EncryptedStream(ByteStream):
         self._small_send = min(MAX_RECORD_DATA, limit - 1)
         self._small_receive = min(_SMALL_READ, limit - 1)
         self._lazy_deadlines = _on_asyncio()
+        self._sized_reads = isinstance(self.transport_stream, ByteReceiveStream)
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
         self._receiving = self._new_receiver()
+        self._read_size = self._reads_for(self._receiving)
+
+    @staticmethod
+    def _reads_for(sched: OrderedBatches) -> int:
+        """``max_bytes`` per transport read: a run worth the scheduler's budget, within
+        :data:`MAX_READ`. The budget moves only as batches run, so it is read again after
+        each, not on every small read."""
+        return min(MAX_READ, max(_RECV_SIZE, sched.budget))
 
     def _new_receiver(self) -> OrderedBatches:
         return OrderedBatches(self._config.policy, site="socket-receive")
@@ -480,19 +520,30 @@ class EncryptedStream(ByteStream):
     # -- records -----------------------------------------------------------------------------
 
     async def _transport_receive(self, records: RecordStream) -> bytes:
-        transport = self.transport_stream
+        """The transport's next chunk, under ``record_timeout`` inside a record and
+        ``idle_timeout`` between records; its end raises :class:`TruncatedStreamError`."""
         config = self._config
-        if records.buffered:
+        have = records.buffered
+        if have:
             timeout, what = config.record_timeout, "the rest of a record"
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
-        if isinstance(transport, ByteReceiveStream):
-            size = min(MAX_READ, max(_RECV_SIZE, self._receiving.budget))
-            chunk: bytes = await _with_timeout(
-                timeout, what, transport.receive(size), self._lazy_deadlines
-            )
+        if self._sized_reads:
+            call = self.transport_stream.receive(self._read_size)  # type: ignore[call-arg]
         else:
-            chunk = await _with_timeout(timeout, what, transport.receive(), self._lazy_deadlines)
+            call = self.transport_stream.receive()
+        try:
+            chunk: bytes = await _with_timeout(timeout, what, call, self._lazy_deadlines)
+        except EndOfStream:
+            if have:
+                raise TruncatedStreamError(
+                    f"the connection closed in the middle of a record ({have} bytes "
+                    "of it came): the stream was cut, nothing of that record is returned"
+                ) from None
+            raise TruncatedStreamError(
+                "the connection closed without the authenticated close record: "
+                "the peer crashed or the stream was cut, the data may be incomplete"
+            ) from None
         return chunk
 
     async def _transport_send(self, sealed: list[Buffer]) -> None:
@@ -500,8 +551,8 @@ class EncryptedStream(ByteStream):
         for part in sealed:
             await self._transport_send_one(cast(bytes, part))
 
-    async def _transport_send_one(self, sealed: bytes) -> None:
-        await _with_timeout(
+    def _transport_send_one(self, sealed: bytes) -> Awaitable[None]:
+        return _with_timeout(
             self._config.idle_timeout,
             "the transport took no data",
             self.transport_stream.send(sealed),
@@ -556,7 +607,8 @@ class EncryptedStream(ByteStream):
         :class:`~streamcrypt.errors.PeerTimeoutError` if the transport takes nothing for
         ``idle_timeout``; transport errors (and a cancellation) mid-send break the stream.
         """
-        self._check_usable()
+        if self._closed or self._broken:  # (no call on the hot path)
+            self._check_usable()
         if self._eof_sent:
             raise ClosedResourceError("send() after send_eof(): this side already closed")
         with self._send_guard:
@@ -599,7 +651,8 @@ class EncryptedStream(ByteStream):
         """
         if max_bytes < 1:
             raise ValueError("max_bytes must be a positive integer")
-        self._check_usable()
+        if self._closed or self._broken:  # (no call on the hot path)
+            self._check_usable()
         with self._receive_guard:
             if self._pending:
                 await anyio.lowlevel.checkpoint()
@@ -611,7 +664,15 @@ class EncryptedStream(ByteStream):
                 if self._deferred is not None:
                     await anyio.lowlevel.checkpoint()
                     raise self._deferred
-                return await self._receive_records(max_bytes)
+                records = self._records
+                assert records is not None
+                if records.buffered or self._receiving.in_flight:
+                    return await self._receive_records(max_bytes, False)
+                # Nothing buffered: the read is the cancellation point (and a checkpoint).
+                data = self._take_chunk(await self._transport_receive(records), max_bytes)
+                if data is not None:
+                    return data
+                return await self._receive_records(max_bytes, True)
             except (StreamCryptError, BrokenResourceError, OSError) as exc:
                 raise self._fail(exc) from None
 
@@ -633,21 +694,43 @@ class EncryptedStream(ByteStream):
                 self._pending_pos = start + take
         return out[0] if len(out) == 1 else b"".join(out)
 
-    async def _receive_records(self, max_bytes: int) -> bytes:
-        # Cancellation may strike only before records are consumed: once records are
-        # handed to the scheduler (their counters advanced) they stay there until a call
-        # returns them, and a call that has them yields with a shielded checkpoint. With
-        # nothing buffered or in flight the transport read is the cancellation point.
+    def _take_chunk(self, chunk: bytes, max_bytes: int) -> bytes | None:
+        """A chunk read with nothing buffered: if it is one whole small data record (a small
+        message), its plaintext, opened from the chunk itself with no copy into the record
+        buffer and no scheduler; else ``None``, the chunk buffered (or an empty record
+        consumed) for :meth:`_receive_records`."""
         records = self._records
         assert records is not None
-        if records.buffered or self._receiving.in_flight:
+        if len(chunk) > self._small_receive:
+            records.receive_data(chunk)
+            return None
+        data = records.open_whole(chunk)
+        if data is None:
+            records.receive_data(chunk)
+            return None
+        if not data:
+            return None  # an empty record, consumed: read on
+        if len(data) <= max_bytes:
+            return data
+        self._pending.append(data)
+        self._pending_pos = 0
+        return self._take_pending(max_bytes)
+
+    async def _receive_records(self, max_bytes: int, checkpointed: bool) -> bytes:
+        # Cancellation may strike only before records are consumed: once records are
+        # handed to the scheduler (their counters advanced) they stay there until a call
+        # returns them, and a call that has them yields with a shielded checkpoint.
+        # ``checkpointed``: this call already read from the transport (a checkpoint).
+        records = self._records
+        assert records is not None
+        if not checkpointed:
             await checkpoint_if_cancelled()
-        checkpointed = False
         while True:
             sched = self._receiving
             if sched.in_flight:
                 await sched.wait()  # changes nothing when cancelled
                 plaintext, error = sched.pop()
+                self._read_size = self._reads_for(sched)
                 if error is not None:
                     self._receiving = self._new_receiver()
                     if not any(plaintext):
@@ -686,19 +769,7 @@ class EncryptedStream(ByteStream):
                     continue
                 record = records.next_control()
             if record is None:
-                try:
-                    chunk = await self._transport_receive(records)
-                except EndOfStream:
-                    have = records.buffered
-                    if have:
-                        raise TruncatedStreamError(
-                            f"the connection closed in the middle of a record ({have} bytes "
-                            "of it came): the stream was cut, nothing of that record is returned"
-                        ) from None
-                    raise TruncatedStreamError(
-                        "the connection closed without the authenticated close record: "
-                        "the peer crashed or the stream was cut, the data may be incomplete"
-                    ) from None
+                chunk = await self._transport_receive(records)
                 checkpointed = True
                 records.receive_data(chunk)
                 continue
