@@ -28,7 +28,7 @@ __all__ = [
     "SegmentedFormat",
     "TextArmor",
     "or_default",
-    "refuse_password",
+    "refuse_foreign",
     "registry",
 ]
 
@@ -82,14 +82,14 @@ def or_default(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-def refuse_password(options: FormatOptions, name: str) -> None:
-    """Raise InvalidParameterError if ``password=``/``password2=`` (rclone's) or
-    ``encryption_context=`` (AWS's) were given to ``name``."""
-    if options.password is not None or options.password2:
+def refuse_foreign(options: FormatOptions, name: str) -> None:
+    """Raise InvalidParameterError for a keyword only another format than ``name`` takes:
+    ``password=``/``password2=`` (rclone's), ``encryption_context=`` (AWS's)."""
+    if name != "rclone" and (options.password is not None or options.password2):
         raise InvalidParameterError(
             f'password= and password2= belong to format="rclone", not "{name}"'
         )
-    if options.encryption_context:
+    if name != "aws" and options.encryption_context:
         raise InvalidParameterError(f'encryption_context= belongs to format="aws", not "{name}"')
 
 

@@ -74,7 +74,7 @@ from ..keys import (
 from ..primitives import ChaCha20Poly1305Suite, eddsa_to_x25519
 from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 from .armor import ARMOR, ArmorDecoder, is_armored
@@ -1384,7 +1384,7 @@ def layout(
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_password(options, "age")
+    refuse_foreign(options, "age")
     if options.key is not None:
         raise InvalidParameterError(
             'format="age" takes recipients=/identities= or passphrase=, not key='

@@ -63,7 +63,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -1630,7 +1630,7 @@ def _suite_option(text: str | None) -> int:
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_password(replace(options, encryption_context=None), "aws")
+    refuse_foreign(options, "aws")
     if options.recipients or options.identities or options.passphrase is not None or options.aad:
         raise InvalidParameterError(
             'format="aws" takes key= (a keyring, or a list of them), and encryption_context=; '

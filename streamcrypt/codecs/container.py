@@ -38,7 +38,7 @@ from ..primitives import (
     ChaCha20Poly1305Suite,
     XChaCha20Poly1305,
 )
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_password
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
@@ -332,7 +332,7 @@ def sealing_layout(
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_password(options, "native")
+    refuse_foreign(options, "native")
     if options.key is None:
         missing: Any = None
         try:  # the codec's own words for what a key must be
