@@ -849,9 +849,9 @@ class EncryptedFile:
         abandoned by an exception leaves an unterminated stream that readers reject.
         The wrapped object is closed with the file unless ``close_wrapped=False``.
         """
-        checked = _check_mode(mode)
-        fmt = _format(format)
-        opts = _options(
+        checked, fmt, opts = _prepared(
+            mode,
+            format,
             key,
             suite,
             segment_size,
@@ -863,7 +863,6 @@ class EncryptedFile:
             password2,
             encryption_context,
         )
-        fmt.check(opts, checked)
         return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
 
     # -- helpers --------------------------------------------------------------------------
@@ -1027,7 +1026,9 @@ class FileOpener:
         await self._file.__aexit__(exc_type, exc, tb)
 
 
-def _options(
+def _prepared(
+    mode: str,
+    format: str,
     key: _container.KeyLike | None,
     suite: str | None,
     segment_size: int | None,
@@ -1038,10 +1039,14 @@ def _options(
     password: str | None,
     password2: str,
     encryption_context: Mapping[str, str] | None,
-) -> FileOptions:
+) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
+    """The checked mode, the format and its options, checked against the format for that
+    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call."""
+    checked = _check_mode(mode)
+    fmt = _format(format)
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
-    return FileOptions(
+    opts = FileOptions(
         key,
         suite,
         segment_size,
@@ -1053,6 +1058,8 @@ def _options(
         password2,
         None if encryption_context is None else dict(encryption_context),
     )
+    fmt.check(opts, checked)
+    return checked, fmt, opts
 
 
 async def _load_layout(
@@ -1141,9 +1148,9 @@ def open_file(
     :class:`UnknownKeyError`, :class:`FormatError`, :class:`TruncatedStreamError`,
     :class:`InvalidSignatureError` (a signed AWS file altered).
     """
-    checked = _check_mode(mode)
-    fmt = _format(format)
-    opts = _options(
+    checked, fmt, opts = _prepared(
+        mode,
+        format,
         key,
         suite,
         segment_size,
@@ -1155,7 +1162,6 @@ def open_file(
         password2,
         encryption_context,
     )
-    fmt.check(opts, checked)
     dest = os.fspath(path)
     threads = _Threads(policy)
 
