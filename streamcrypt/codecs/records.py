@@ -148,18 +148,19 @@ def fastest_cipher() -> str:
     """
     data = os.urandom(65536)
     nonce = bytes(12)
-    best: dict[str, float] = {}
-    for name, kernel in (
-        ("AESGCM", AESGCM(bytes(32))),
-        ("ChaChaPoly", ChaCha20Poly1305(bytes(32))),
-    ):
-        times = []
-        for _ in range(5):
+    kernels: dict[str, AESGCM | ChaCha20Poly1305] = {
+        "AESGCM": AESGCM(bytes(32)),
+        "ChaChaPoly": ChaCha20Poly1305(bytes(32)),
+    }
+    best = dict.fromkeys(kernels, float("inf"))
+    # Rounds alternate between the two kernels, so a burst of load on a shared machine
+    # slows both rather than deciding the race.
+    for _ in range(7):
+        for name, kernel in kernels.items():
             t0 = time.perf_counter()
             for _ in range(4):
                 kernel.encrypt(nonce, data, None)
-            times.append(time.perf_counter() - t0)
-        best[name] = min(times)
+            best[name] = min(best[name], time.perf_counter() - t0)
     return min(best, key=best.__getitem__)
 
 
