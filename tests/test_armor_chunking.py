@@ -8,6 +8,8 @@ whole and an UnknownKeyError in pieces.
 
 from __future__ import annotations
 
+import base64
+import random
 from collections.abc import AsyncIterator, Sequence
 
 import anyio
@@ -179,3 +181,23 @@ def test_runs_of_lines_decode_as_line_by_line(text: bytes) -> None:
         assert _decode(text, size) == expected, size
     if expected[1]:
         assert expected[0] == _BODY
+
+
+_BLOCK = armor._BLOCK_LINES * 48
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, 47, 48, 49, _BLOCK - 1, _BLOCK, _BLOCK + 1, 3 * _BLOCK + 50]
+)
+def test_armor_is_the_line_by_line_encoding(size: int) -> None:
+    """Blocks of lines (and pieces of any size) give exactly the armor written one
+    64-column line at a time with the standard library."""
+    data = random.Random(size).randbytes(size)
+    text = base64.b64encode(data)
+    lines = [text[i : i + 64] for i in range(0, len(text), 64)]
+    expected = b"\n".join([armor.BEGIN_LINE, *lines, armor.END_LINE]) + b"\n"
+    assert armor.armor(data) == expected
+    for piece in (1000, _BLOCK + 7):
+        enc = armor.ArmorEncoder()
+        out = b"".join(enc.update(data[i : i + piece]) for i in range(0, len(data), piece))
+        assert out + enc.finalize() == expected

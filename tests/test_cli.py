@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import io
 import os
+import random
 import select
 import shutil
 import stat
@@ -235,6 +236,95 @@ def test_a_write_error_names_the_output_and_is_exit_4() -> None:
         await out.abort()
 
     anyio.run(full_device)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_file_output_fsyncs_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool
+) -> None:
+    """``-o`` renames a complete temporary into place either way; only ``--fsync`` waits
+    for the disk (the file, then its directory) before and after the rename."""
+    from streamcrypt.cli._io import FileOutput, open_output_now
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    dest = tmp_path / "out.bin"
+    out = open_output_now(str(dest), durable=durable)
+    assert isinstance(out, FileOutput)
+    out.put(b"x" * 1000)
+    assert not dest.exists()  # nothing at the destination before the commit
+    out.commit_now()
+    assert dest.read_bytes() == b"x" * 1000 and leftovers(tmp_path) == []
+    assert len(synced) == (2 if durable else 0)
+
+
+def test_fsync_option_reaches_the_output(work: Path, key: Path) -> None:
+    """``--fsync`` is accepted by encrypt and decrypt and changes nothing but durability."""
+    assert sc("encrypt", "--fsync", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
+    back = sc("decrypt", "--fsync", "-k", key, "-o", "back.bin", "out.sc", cwd=work)
+    assert back.returncode == 0, back.stderr
+    assert (work / "back.bin").read_bytes() == DATA and leftovers(work) == []
+
+
+@pytest.mark.parametrize("pieces", [0, 1, 2, 5])
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_read_ahead_returns_a_regular_file_in_order(
+    tmp_path: Path, pieces: int, extra: int
+) -> None:
+    """A regular file's pieces come from the reader thread, in order, ``b""`` at the end
+    (and on every call after it), around piece boundaries."""
+    import threading
+
+    from streamcrypt.cli._io import READ_SIZE, Input
+
+    size = max(0, pieces * READ_SIZE + extra)
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "in.bin"
+    path.write_bytes(data)
+    inp = Input(str(path))
+    assert inp.peek_now(10)[:10] == data[:10]  # at least what was asked, not consumed
+    got = bytearray()
+    while piece := inp.read():
+        assert len(piece) <= READ_SIZE
+        got += piece
+    assert inp.read() == b"" and bytes(got) == data
+    inp.close()
+    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-reader"]
+
+
+def test_read_ahead_error_and_early_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read error reaches the caller after the pieces read before it; closing before the
+    end stops the reader thread even while it waits for room."""
+    import threading
+
+    from streamcrypt.cli import _io
+
+    path = tmp_path / "in.bin"
+    path.write_bytes(bytes(3 * _io.READ_SIZE + 5))
+    real = _io._read_some
+    calls = 0
+
+    def failing(fd: int, size: int) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError(5, "Input/output error")
+        return real(fd, size)
+
+    monkeypatch.setattr(_io, "_read_some", failing)
+    inp = _io.Input(str(path))
+    assert len(inp.read()) == _io.READ_SIZE
+    with pytest.raises(OSError, match="Input/output error"):
+        inp.read()
+    inp.close()
+
+    monkeypatch.setattr(_io, "_read_some", real)
+    path.write_bytes(bytes((_io.READ_AHEAD + 4) * _io.READ_SIZE))
+    inp = _io.Input(str(path))
+    assert len(inp.read()) == _io.READ_SIZE  # the reader now fills its queue and waits
+    inp.close()
+    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-reader"]
 
 
 def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:

@@ -690,7 +690,7 @@ def _run(
         keep_freed_memory()
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-            out = open_output_now(args.output)
+            out = open_output_now(args.output, durable=args.fsync)
             try:
                 _stream(plan, inp, out)
             except BaseException as exc:

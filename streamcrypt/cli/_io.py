@@ -3,8 +3,8 @@
 Inputs are read on worker threads in pieces of at most :data:`READ_SIZE` bytes, so the
 memory a command holds is bounded by the engine's window, never by the input length.
 File outputs are atomic: bytes go to a temporary beside the destination, which a clean
-finish fsyncs and renames into place and a failure removes (the mechanism of
-:mod:`streamcrypt.transports`, reused). Standard output cannot be taken back:
+finish renames into place (fsyncing it first with ``--fsync``) and a failure removes (the
+mechanism of :mod:`streamcrypt.transports`, reused). Standard output cannot be taken back:
 what was written stays written.
 """
 
@@ -26,6 +26,7 @@ from ..abc import Buffer
 from ._errors import EXIT_IO, CliError
 
 __all__ = [
+    "READ_AHEAD",
     "READ_SIZE",
     "WRITEBACK_STEP",
     "WRITE_AHEAD",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: Bytes asked of the operating system per read.
-READ_SIZE = 1 << 20
+READ_SIZE = 4 << 20
 #: Seconds of work before the progress bar appears (so short runs stay quiet).
 PROGRESS_DELAY = float(os.environ.get("STREAMCRYPT_PROGRESS_DELAY", "0.5"))
 
@@ -129,12 +130,78 @@ def _read_some(fd: int, size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+#: Pieces a regular file's reader thread keeps ready ahead of the command.
+READ_AHEAD = 2
+
+
+class _ReadAhead:
+    """A thread reading a regular file's pieces ahead, so that reading overlaps the work
+    on the pieces before (the read is a copy from the page cache with the GIL released).
+    At most :data:`READ_AHEAD` pieces wait; the first error is raised by :meth:`next`."""
+
+    def __init__(self, fd: int) -> None:
+        import threading
+
+        self._fd = fd
+        self._pieces: deque[bytes] = deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._done = False
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="streamcrypt-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while len(self._pieces) >= READ_AHEAD and not self._stopping:
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                piece = _read_some(self._fd, READ_SIZE)
+                with self._cond:
+                    self._pieces.append(piece)
+                    self._cond.notify_all()
+                if not piece:
+                    return
+        except OSError as exc:
+            with self._cond:
+                self._error = exc
+        finally:
+            with self._cond:
+                self._done = True
+                self._cond.notify_all()
+
+    def next(self) -> bytes:
+        """The next piece (``b""`` at the end of the file)."""
+        with self._cond:
+            while not self._pieces and not self._done:
+                self._cond.wait()
+            if self._pieces:
+                piece = self._pieces.popleft()
+                self._cond.notify_all()
+                return piece
+            if self._error is not None:
+                raise self._error
+            return b""
+
+    def stop(self) -> None:
+        """Stop reading and wait for the thread (before the file is closed)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join()
+
+
 class Input:
     """A file or standard input, read as an async iterator of chunks.
 
     ``peek(n)`` reads ahead without consuming (for format detection and key-id checks).
     ``interactive=True`` returns whatever one read gives (for live pipes such as
-    ``connect``), instead of filling each piece.
+    ``connect``), instead of filling each piece. The synchronous :meth:`read` of a
+    regular file is served by a reader thread of its own (:class:`_ReadAhead`); other
+    inputs are read in the calling thread, where Ctrl-C interrupts a blocked read.
     """
 
     def __init__(self, path: str | None, *, interactive: bool = False) -> None:
@@ -158,6 +225,7 @@ class Input:
         self.size: int | None = st.st_size if stat.S_ISREG(st.st_mode) else None
         self._ahead: list[bytes] = []
         self._eof = False
+        self._reader: _ReadAhead | None = None
         self.progress: Progress | None = None
 
     def _took(self, chunk: bytes) -> bytes:
@@ -176,20 +244,27 @@ class Input:
             chunk = await anyio.to_thread.run_sync(_read_some, self._fd, READ_SIZE)
         return self._took(chunk)
 
+    def _next_now(self) -> bytes:
+        if self.size is None:
+            return _read_some(self._fd, READ_SIZE)
+        if self._reader is None:
+            self._reader = _ReadAhead(self._fd)
+        return self._reader.next()
+
     def read(self) -> bytes:
-        """The next piece (``b""`` at the end), read in the calling thread: for the
-        synchronous commands, where Ctrl-C interrupts a blocked read at once."""
+        """The next piece (``b""`` at the end), for the synchronous commands (no event
+        loop): a regular file's from its reader thread, other inputs' read here."""
         if self._ahead:
             return self._ahead.pop(0)
         if self._eof:
             return b""
-        return self._took(_read_some(self._fd, READ_SIZE))
+        return self._took(self._next_now())
 
     def peek_now(self, n: int) -> bytes:
-        """:meth:`peek`, read in the calling thread."""
+        """:meth:`peek`, for the synchronous commands."""
         have = b"".join(self._ahead)
         while len(have) < n and not self._eof:
-            chunk = self._took(_read_some(self._fd, READ_SIZE))
+            chunk = self._took(self._next_now())
             have += chunk
         self._ahead = [have] if have else []
         return have
@@ -215,6 +290,9 @@ class Input:
             yield chunk
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.stop()
+            self._reader = None
         if self._own and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -222,8 +300,8 @@ class Input:
 
 #: Bytes queued for the writer thread before :meth:`Output.write` waits for it.
 WRITE_AHEAD = 16 << 20
-#: A file output asks the kernel to start writing back each this many bytes as they come,
-#: so the fsync at the end waits for the last step only, not for the whole file.
+#: A durable file output (``--fsync``) asks the kernel to start writing back each this many
+#: bytes as they come, so the fsync at the end waits for the last step only.
 WRITEBACK_STEP = 8 << 20
 _IOV_BATCH = 64
 
@@ -314,9 +392,11 @@ class _Writer:
                     self._idle = True
                     self._cond.wait()
                 self._idle = False
-                if self._dropping or not self._items:
+                if self._dropping:
                     break
                 batch = [self._items.popleft() for _ in range(min(_IOV_BATCH, len(self._items)))]
+                if not batch:
+                    break
             size = sum(map(len, batch))
             try:
                 _writev_all(self._fd, batch)
@@ -390,7 +470,7 @@ class Output:
         raise NotImplementedError
 
     async def commit(self) -> None:
-        """Write what is queued and make the output final (a file: fsync and rename)."""
+        """Write what is queued and make the output final (a file: renamed into place)."""
         await anyio.to_thread.run_sync(self.commit_now, abandon_on_cancel=True)
 
     async def abort(self) -> None:
@@ -430,13 +510,15 @@ class StdoutOutput(Output):
 
 
 class FileOutput(Output):
-    """An atomic file: a temporary beside ``path``, renamed into place by :meth:`commit`."""
+    """An atomic file: a temporary beside ``path``, renamed into place by :meth:`commit`;
+    ``durable``: fsynced before the rename (and its directory after), as ``--fsync`` asks."""
 
-    def __init__(self, path: str, fd: int, tmp: str) -> None:
+    def __init__(self, path: str, fd: int, tmp: str, *, durable: bool = False) -> None:
         self.name = path
         self._fd: int | None = fd
         self._tmp = tmp
-        self._writer = _Writer(fd, writeback=True)
+        self._durable = durable
+        self._writer = _Writer(fd, writeback=durable)
 
     def commit_now(self) -> None:
         try:
@@ -449,7 +531,7 @@ class FileOutput(Output):
         fd, self._fd = self._fd, None
         assert fd is not None
         try:
-            _atomic().commit_temporary(fd, self._tmp, self.name)
+            _atomic().commit_temporary(fd, self._tmp, self.name, durable=self._durable)
         except BaseException as exc:
             _atomic().discard_temporary(None, self._tmp)  # commit_temporary closed fd
             if isinstance(exc, OSError):
@@ -491,8 +573,9 @@ def check_output(path: str | None) -> None:
         raise CliError(f"cannot write {path}: {parent} is not a directory", EXIT_IO)
 
 
-def open_output_now(path: str | None) -> Output:
-    """The output for ``-o PATH`` (atomic) or standard output (``None`` or ``-``).
+def open_output_now(path: str | None, *, durable: bool = False) -> Output:
+    """The output for ``-o PATH`` (atomic; fsynced first when ``durable``) or standard
+    output (``None`` or ``-``).
 
     A ``PATH`` that exists and is not a regular file (``/dev/null``, a FIFO, a terminal)
     is written in place, never replaced. Errors name ``PATH``, never the temporary beside
@@ -512,7 +595,7 @@ def open_output_now(path: str | None) -> Output:
         fd, tmp = _atomic().create_temporary(path)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
-    return FileOutput(path, fd, tmp)
+    return FileOutput(path, fd, tmp, durable=durable)
 
 
 async def open_output(path: str | None) -> Output:

@@ -54,6 +54,11 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
         "-o", "--output", metavar="OUT", help="output file, written atomically (default: stdout)"
     )
     p.add_argument(
+        "--fsync",
+        action="store_true",
+        help="-o: wait until the output is on disk before renaming it into place",
+    )
+    p.add_argument(
         "-k",
         "--key",
         metavar="KEYFILE",

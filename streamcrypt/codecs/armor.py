@@ -28,6 +28,8 @@ import functools
 import re
 import struct
 
+import pybase64
+
 from ..abc import Buffer, Lifecycle
 from ..errors import FormatError
 from ._format import TextArmor
@@ -54,7 +56,6 @@ COLUMNS = 64
 _BYTES_PER_LINE = COLUMNS // 4 * 3  # 48
 _WHITESPACE = b" \t\r\n\v\f"
 _B64_LINE = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
-_ALPHABET_AND_EOL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\r\n"
 #: Longest whitespace-free prefix kept while looking for the BEGIN line or a line end.
 _MAX_LINE = max(len(BEGIN_LINE), COLUMNS) + 2
 
@@ -99,15 +100,17 @@ class ArmorEncoder(Lifecycle):
     def update(self, data: Buffer) -> bytes:
         """Armor what makes whole 64-column lines; the BEGIN line comes first.
 
-        The output is built by one join of the lines (split in C by a cached ``struct``
-        format, not by a Python step per line): the input is never copied, only the
-        bytes of a line it leaves unfinished are kept.
+        Whole lines are encoded by SIMD base64 (pybase64) and cut in C by a cached
+        ``struct`` format, :data:`_BLOCK_LINES` lines at a time: a Python object per line
+        is unavoidable, and blocks keep those objects few enough to stay in cache and to
+        reuse the allocator's memory (twice the speed of one block per megabyte). Only the
+        bytes of a line the input leaves unfinished are kept.
         """
         self._check()
         view = memoryview(data).cast("B")
-        lines: list[bytes] = []
+        parts: list[bytes] = []
         if not self._started:
-            lines.append(BEGIN_LINE)
+            parts.append(BEGIN_LINE)
             self._started = True
         pending = self._pending
         if pending:  # finish the line the previous call left open
@@ -115,17 +118,19 @@ class ArmorEncoder(Lifecycle):
             pending += view[:need]
             view = view[need:]
             if len(pending) == _BYTES_PER_LINE:
-                lines.append(binascii.b2a_base64(pending, newline=False))
+                parts.append(pybase64.b64encode(pending))
                 pending.clear()
         full = len(view) - len(view) % _BYTES_PER_LINE
-        if full:
-            encoded = binascii.b2a_base64(view[:full], newline=False)
-            lines.extend(_splitter(full // _BYTES_PER_LINE).unpack(encoded))
+        block = _BLOCK_LINES * _BYTES_PER_LINE
+        for start in range(0, full, block):
+            piece = view[start : min(start + block, full)]
+            lines = _splitter(len(piece) // _BYTES_PER_LINE).unpack(pybase64.b64encode(piece))
+            parts.append(b"\n".join(lines))
         pending += view[full:]
-        if not lines:
+        if not parts:
             return b""
-        lines.append(b"")  # the LF after the last line
-        return b"\n".join(lines)
+        parts.append(b"")  # the LF after the last line
+        return b"\n".join(parts)
 
     def finalize(self) -> bytes:
         """The last (padded) line and the END line."""
@@ -134,6 +139,10 @@ class ArmorEncoder(Lifecycle):
         tail = base64.b64encode(self._pending)
         self._pending.clear()
         return out + (tail + b"\n" if tail else b"") + END_LINE + b"\n"
+
+
+#: Lines cut per ``struct`` call when armoring (48 KiB of input).
+_BLOCK_LINES = 1024
 
 
 @functools.lru_cache(maxsize=8)
@@ -257,33 +266,20 @@ class ArmorDecoder(Lifecycle):
         # lines whose ending stands where a 64-column line puts it
         ends = [buf[COLUMNS + i : lines * width : width] for i in range(len(eol))]
         lines = min(len(e) - len(e.lstrip(eol[i : i + 1])) for i, e in enumerate(ends))
-        if not self._run_is_clean(buf, lines):
+        run = bytes(buf[: lines * width])
+        decoded = _decode_clean_run(run, eol, lines)
+        if decoded is None:  # a fault (or a padded last line) within the run
+            best: bytes = b""
             low, high = 0, lines - 1  # the predicate holds for every prefix of a clean run
             while low < high:
                 mid = (low + high + 1) // 2
-                if self._run_is_clean(buf, mid):
-                    low = mid
+                if (prefix := _decode_clean_run(run[: mid * width], eol, mid)) is not None:
+                    low, best = mid, prefix
                 else:
                     high = mid - 1
-            lines = low
-        if lines:
-            run = memoryview(buf)[: lines * width]
-            try:
-                out += binascii.a2b_base64(run)  # skips the line endings, all checked
-            finally:
-                run.release()
-            del buf[: lines * width]
-
-    def _run_is_clean(self, buf: bytearray, lines: int) -> bool:
-        """The first ``lines`` lines (their endings known to be in place) hold no other
-        line-ending byte and nothing but base64 alphabet characters."""
-        end = lines * (COLUMNS + len(self._eol))
-        crs = lines if self._eol == b"\r\n" else 0
-        return (
-            buf.count(b"\n", 0, end) == lines
-            and buf.count(b"\r", 0, end) == crs
-            and not buf[:end].translate(None, _ALPHABET_AND_EOL)
-        )
+            lines, decoded = low, best
+        out += decoded
+        del buf[: lines * width]
 
     def _line(self, line: bytes, out: bytearray) -> None:
         if line == END_LINE:
@@ -306,6 +302,21 @@ class ArmorDecoder(Lifecycle):
         if len(line) < COLUMNS or line.endswith(b"="):
             self._phase = _AFTER_LAST
         out += decoded
+
+
+def _decode_clean_run(run: bytes, eol: bytes, lines: int) -> bytes | None:
+    """The bytes of ``lines`` full body lines (each ending known to stand after its 64
+    columns), or ``None`` unless every line holds only alphabet characters, without ``=``
+    and without another line-ending byte: their endings removed, exactly ``64 * lines``
+    characters must remain, and the validating SIMD decoder refuses any ``\\r``, ``\\n`` or
+    non-alphabet character left (and ``=`` anywhere but at the end, checked here)."""
+    body = run.replace(eol, b"")
+    if len(body) != COLUMNS * lines or body.endswith(b"="):
+        return None
+    try:
+        return pybase64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def armor(data: Buffer) -> bytes:

@@ -81,14 +81,17 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
     return fd, tmp
 
 
-def commit_temporary(fd: int, tmp: str, dest: str) -> None:
-    """Fsync and close the temporary, rename it over ``dest``, then fsync the directory."""
+def commit_temporary(fd: int, tmp: str, dest: str, *, durable: bool = True) -> None:
+    """Close the temporary and rename it over ``dest``; ``durable``: fsync the temporary
+    first and the directory after (a crash then leaves the old ``dest`` or the new one)."""
     try:
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, dest)
-    fsync_directory(os.path.dirname(os.path.abspath(dest)))
+    if durable:
+        fsync_directory(os.path.dirname(os.path.abspath(dest)))
 
 
 def discard_temporary(fd: int | None, tmp: str) -> None:
