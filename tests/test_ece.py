@@ -411,7 +411,9 @@ def _seal_records(records: list[bytes], rs: int = 25) -> bytes:
     last_pad=st.integers(min_value=0, max_value=4),
     seed=st.integers(min_value=0, max_value=2**32),
 )
-def test_padded_records_anywhere_in_any_chunking(sizes: list[int], last_pad: int, seed: int) -> None:
+def test_padded_records_anywhere_in_any_chunking(
+    sizes: list[int], last_pad: int, seed: int
+) -> None:
     """Records whose data is followed by padding (any record, not only the first) open
     to their data alone, whole or fed in random pieces (records opened many per call)."""
     rng = random.Random(seed)
@@ -600,3 +602,25 @@ def test_memory_stays_bounded_by_record_size() -> None:
         tracemalloc.stop()
     assert seen == total
     assert peak < 8 * piece, peak  # a few pieces in flight, never the whole 4 MiB
+
+
+@pytest.mark.parametrize("records", [1, 2, 9])
+@pytest.mark.parametrize("padding", [0, 40])
+def test_opening_jobs_fill_their_output_exactly(records: int, padding: int) -> None:
+    """An opening job's ``out_size`` is the data it writes (unpadded records), so the
+    jobs of a batch fill one output object end to end and it is handed out uncopied;
+    padded records write less, which stays correct (the scheduler joins)."""
+    key = bytes(range(16))
+    data = random.Random(records).randbytes(records * 4079 - 100)
+    body = ece.encrypt_bytes(data, key, record_size=4096, padding=padding)
+    dec = ece.EceDecryptor(key)
+    jobs = dec.feed(memoryview(body)) + dec.finish()
+    assert jobs
+    got = bytearray()
+    for job in jobs:
+        out = bytearray(job.out_size)
+        written, error = job.run_into(memoryview(out))
+        assert error is None
+        assert written == job.out_size or padding  # exact unless padded
+        got += out[:written]
+    assert bytes(got) == data

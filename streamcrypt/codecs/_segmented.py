@@ -64,9 +64,6 @@ class SegmentCodec:
     segment_size: int  # plaintext bytes of a full segment (index >= 1)
     first_segment_size: int  # plaintext bytes of a full segment 0 (Tink's is shorter)
     overhead: ClassVar[int] = 16  # ciphertext bytes added to each segment
-    #: Bytes an opening job's output needs beyond the plaintext (RFC 8188 opens a record's
-    #: delimiter octet in place before dropping it).
-    open_slack: ClassVar[int] = 0
     final_may_be_full: ClassVar[bool] = False
     max_segments: int = 1 << 32
 
@@ -139,7 +136,7 @@ class SegmentJob:
         extra = self.count * codec.overhead
         if self.sealing:
             return len(self.data) + extra
-        return max(len(self.data) - extra, 0) + codec.open_slack
+        return max(len(self.data) - extra, 0)
 
     def run(self, out: bytearray | memoryview | None = None) -> memoryview:
         """Run the job into ``out`` (allocated when None); return the written part."""

@@ -235,7 +235,6 @@ class EceCodec(SegmentCodec):
     """
 
     overhead = OVERHEAD
-    open_slack = 1  # records open in place, delimiter included (see _open_run)
     final_may_be_full = True
 
     __slots__ = (
@@ -361,10 +360,11 @@ class EceCodec(SegmentCodec):
         self, index: int, count: int, src: memoryview, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
         # Each record is opened straight into ``out``: its plaintext (data, delimiter)
-        # is one byte longer than the data, which the next record then overwrites (the
-        # job's out_size has that byte for the last one: open_slack). Only an ``out``
-        # without it goes through a scratch buffer. A record that is not data || 0x01
-        # takes the checked path.
+        # is one byte longer than the data, which the next record then overwrites. The
+        # last record has no room for that byte (a job's out_size is its exact data
+        # length, so that the jobs of a batch fill their output object end to end and
+        # it is handed out without a copy) and goes through a scratch buffer, as does a
+        # record that is not data || 0x01 (the checked path).
         decrypt, base = self._decrypt, self._nonce_base
         step = self.segment_size + OVERHEAD
         room = len(out)
