@@ -25,13 +25,13 @@ message saying how much was written.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import keys as _keys_package
 from ..abc import Transform
 from ..codecs import FORMATS, FormatOptions
 from ..errors import (
@@ -42,7 +42,6 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -76,11 +75,9 @@ else:  # each format is imported when the command first uses it (start-up)
 
 __all__ = ["run_decrypt", "run_encrypt"]
 
-KDF_LEVELS: dict[str, Argon2Params] = {
-    "interactive": INTERACTIVE,
-    "moderate": MODERATE,
-    "sensitive": SENSITIVE,
-}
+#: ``--kdf``: each level's Argon2id preset in :mod:`streamcrypt.keys`, by name (read when
+#: used: the password KDFs cost start-up to import).
+KDF_LEVELS = {"interactive": "INTERACTIVE", "moderate": "MODERATE", "sensitive": "SENSITIVE"}
 
 
 # ------------------------------------------------------------------------------ options
@@ -117,6 +114,8 @@ def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
         raise _usage(
             "--passphrase needs a terminal to prompt on; use --passphrase-file FILE"
         ) from None
+    import getpass  # here: only a prompt needs it (start-up)
+
     phrase = getpass.getpass("Passphrase: ")
     if not phrase:
         raise KeyFileError("the passphrase is empty")
@@ -421,7 +420,7 @@ def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         suite=args.suite or "aes-256-gcm",
         segment_size=_segment_size(args),
         aad=_aad(args),
-        work_factor=KDF_LEVELS[args.kdf or "moderate"],
+        work_factor=getattr(_keys_package, KDF_LEVELS[args.kdf or "moderate"]),
         extra={"sign_with": signer},
     )
 
