@@ -55,7 +55,7 @@ from ._keyfiles import (
     parse_public_key,
 )
 from ._lazymodule import LazyModule
-from ._options import AWS_KEY_NAME, AWS_NAMESPACE
+from ._options import AWS_KEY_NAME, AWS_NAMESPACE, MAGICS, NATIVE_MAX_HEADER_SIZE
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
@@ -581,10 +581,17 @@ _USES: dict[tuple[str, bool], _Use] = {
 }
 
 
+def _identifies(name: str, head: bytes) -> bool:
+    """Whether the input starting with ``head`` is format ``name``; a format its magic
+    alone identifies (:data:`MAGICS`) is not imported to ask it (start-up)."""
+    magic = MAGICS.get(name)
+    return head.startswith(magic) if magic is not None else FORMATS[name].identifies(head)
+
+
 def _detect(head: bytes, keys: _Keys) -> str:
     """The descriptor of the input: the first of :data:`_DETECTED` its bytes identify."""
     for name in _DETECTED:
-        if FORMATS[name].identifies(head):
+        if _identifies(name, head):
             return name
     if keys.key is not None and keys.key.kind == "tink":
         return "tink"
@@ -601,7 +608,7 @@ def _decrypt_format(args: argparse.Namespace, keys: _Keys, head: bytes) -> str:
     """The descriptor to read: ``--format`` (``native``: the envelope if the input is
     one), else the one the input's first bytes name."""
     if args.format == "native":
-        return "envelope" if FORMATS["envelope"].identifies(head) else "native"
+        return "envelope" if _identifies("envelope", head) else "native"
     if args.format:
         return str(args.format)
     try:
@@ -620,7 +627,7 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
             "--verify-with needs -o FILE: the signature is checked at the end of the "
             "stream, and standard output cannot be taken back"
         )
-    peek = _container.MAX_HEADER_SIZE
+    peek = NATIVE_MAX_HEADER_SIZE
 
     def build(head: bytes) -> list[Transform]:
         name = _decrypt_format(args, keys, head)
@@ -630,9 +637,9 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
 
     def check(head: bytes) -> None:
         key = keys.key
-        if not head.startswith(_container.MAGIC) or key is None or key.symmetric is None:
+        if not head.startswith(MAGICS["native"]) or key is None or key.symmetric is None:
             return
-        parsed = _container.read_header(head[: _container.MAX_HEADER_SIZE])
+        parsed = _container.read_header(head[:peek])
         if parsed is None:
             return  # too short: the decryptor reports the truncation
         named, ours = parsed[0].key_id, key.symmetric.key_id
