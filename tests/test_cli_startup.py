@@ -33,9 +33,9 @@ HEAVY = (
     "anyio",
 )
 
-#: What ``--help`` needs none of: typing, dataclasses (inspect) and shutil (argparse's
-#: terminal width) cost ~20 ms together.
-NOT_FOR_HELP = ("typing", "dataclasses", "inspect", "shutil")
+#: What the parser, ``--help`` and usage errors need none of: typing, dataclasses
+#: (inspect) and shutil (argparse's terminal width) cost ~20 ms together.
+NOT_FOR_PARSER = ("typing", "dataclasses", "inspect", "shutil")
 
 #: What an age recipient's encryption, an identity's decryption and keygen need none of
 #: (they cost the command ~150 ms before issue 18): the password KDFs and the key ring,
@@ -109,6 +109,7 @@ def test_help_version_and_usage_errors_import_no_format(argv: list[str], code: i
     got, modules = _loaded(argv)
     assert got == code
     assert sorted(m for m in HEAVY if m in modules) == []
+    assert sorted(m for m in NOT_FOR_PARSER if m in modules) == []
 
 
 def test_python_m_streamcrypt_help_imports_no_format() -> None:
@@ -173,18 +174,23 @@ def test_the_magics_the_command_detects_by_agree_with_the_codecs() -> None:
 def test_dir_and_star_import_list_every_lazy_name() -> None:
     import streamcrypt
     import streamcrypt.codecs
+    import streamcrypt.engine
+    import streamcrypt.keys
+    import streamcrypt.primitives
+    import streamcrypt.transports
 
-    for module in (streamcrypt, streamcrypt.codecs):
+    for module in (
+        streamcrypt,
+        streamcrypt.codecs,
+        streamcrypt.keys,
+        streamcrypt.primitives,
+        streamcrypt.engine,
+        streamcrypt.transports,
+    ):
         assert set(module.__all__) <= set(dir(module))
         namespace: dict[str, object] = {}
         exec(f"from {module.__name__} import *", namespace)
         assert set(module.__all__) <= set(namespace)
-
-
-def test_help_imports_neither_typing_nor_dataclasses_nor_shutil() -> None:
-    code, modules = _loaded(["--help"])
-    assert code == 0
-    assert sorted(m for m in NOT_FOR_HELP if m in modules) == []
 
 
 def test_age_encrypt_decrypt_and_keygen_import_only_what_they_use(tmp_path: Path) -> None:
@@ -206,3 +212,23 @@ def test_age_encrypt_decrypt_and_keygen_import_only_what_they_use(tmp_path: Path
         assert "streamcrypt.codecs.age" in modules, name  # the probe saw the real run
         assert sorted(m for m in NOT_FOR_AGE if m in modules) == [], name
     assert opened.read_bytes() == plain.read_bytes()
+
+
+def test_a_lazy_package_imports_only_the_module_of_the_name_read() -> None:
+    probe = (
+        "import sys\n"
+        "import streamcrypt.keys as k, streamcrypt.engine as e\n"
+        "k.SecretKey; e.run_verified\n"
+        "from streamcrypt.keys import keyfile\n"
+        "missing = hasattr(k, 'no_such_name')\n"
+        "names = ('streamcrypt.keys._secret', 'streamcrypt.keys._password', "
+        "'streamcrypt.engine._batches', 'streamcrypt.engine._pipeline', 'anyio')\n"
+        "print([n in sys.modules for n in names], keyfile.__name__, missing, "
+        "file=sys.__stderr__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stderr.strip().splitlines()[-1] == (
+        "[True, False, True, False, False] streamcrypt.keys.keyfile False"
+    )
