@@ -1,13 +1,16 @@
 """Start-up of the ``streamcrypt`` command and of ``import streamcrypt`` (issue 18): the
 parser, ``--help``, ``--version`` and usage errors import no format, no primitive, no
-pycryptodome; the package's names load on first use. Checked through ``sys.modules`` in
-a fresh interpreter, never against the clock."""
+pycryptodome; the package's names load on first use; age encryption to a recipient,
+decryption with an identity and ``keygen`` import no password KDF, SSH key code, event
+loop, thread pool or logging. Checked through ``sys.modules`` in a fresh interpreter,
+never against the clock."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +22,8 @@ HEAVY = (
     "streamcrypt.codecs.aws",
     "streamcrypt.codecs.container",
     "streamcrypt.primitives",
-    "streamcrypt.transports",
+    "streamcrypt.transports._files",
+    "streamcrypt.transports._stream",
     "streamcrypt.engine",
     "streamcrypt.keys",
     "Crypto",
@@ -27,6 +31,42 @@ HEAVY = (
     "aws_encryption_sdk",
     "cryptography.hazmat.primitives.ciphers.aead",
     "anyio",
+)
+
+#: What the parser, ``--help`` and usage errors need none of: typing, dataclasses
+#: (inspect) and shutil (argparse's terminal width) cost ~20 ms together.
+NOT_FOR_PARSER = ("typing", "dataclasses", "inspect", "shutil")
+
+#: What an age recipient's encryption, an identity's decryption and keygen need none of
+#: (they cost the command ~150 ms before issue 18): the password KDFs and the key ring,
+#: SSH keys (cryptography's serialization, bcrypt), libsodium, the async pipeline and
+#: event loop, thread pools and logging, sockets and files, prompts, pathlib.
+NOT_FOR_AGE = (
+    "streamcrypt.keys._password",
+    "streamcrypt.keys._argon2",
+    "streamcrypt.keys._keyring",
+    "streamcrypt.codecs.container",
+    "streamcrypt.codecs.envelope",
+    "streamcrypt.engine._pipeline",
+    "streamcrypt.primitives._signing",
+    "streamcrypt.primitives._taps",
+    "streamcrypt.transports._files",
+    "streamcrypt.transports._stream",
+    "nacl",
+    "nacl.pwhash",
+    "cryptography.hazmat.primitives.serialization",
+    "cryptography.hazmat.primitives.kdf.scrypt",
+    "bcrypt",
+    "anyio",
+    "asyncio",
+    "concurrent.futures",
+    "logging",
+    "socket",
+    "shutil",
+    "getpass",
+    "pathlib",
+    "argon2",
+    "Crypto",
 )
 
 _PROBE = """
@@ -69,6 +109,7 @@ def test_help_version_and_usage_errors_import_no_format(argv: list[str], code: i
     got, modules = _loaded(argv)
     assert got == code
     assert sorted(m for m in HEAVY if m in modules) == []
+    assert sorted(m for m in NOT_FOR_PARSER if m in modules) == []
 
 
 def test_python_m_streamcrypt_help_imports_no_format() -> None:
@@ -105,14 +146,89 @@ def test_the_parsers_literals_agree_with_the_codecs() -> None:
     assert container.DEFAULT_SEGMENT_SIZE == _options.SEGMENT_SIZE
     assert age.DEFAULT_WORK_FACTOR == _options.AGE_WORK_FACTOR
     assert tuple(sorted(KDF_LEVELS)) == _options.KDF_LEVEL_NAMES
+    assert container.MAX_HEADER_SIZE == _options.NATIVE_MAX_HEADER_SIZE
+
+
+def test_the_magics_the_command_detects_by_agree_with_the_codecs() -> None:
+    """Decryption rules a format of :data:`_options.MAGICS` out by its magic without
+    importing it: that is all the codec's own detection does for it."""
+    import streamcrypt.keys
+    from streamcrypt.cli._crypt import KDF_LEVELS
+    from streamcrypt.codecs import FORMATS, container, envelope, rclone
+
+    assert _options.MAGICS == {
+        "native": container.MAGIC,
+        "envelope": envelope.MAGIC,
+        "rclone": rclone.MAGIC,
+    }
+    for name, magic in _options.MAGICS.items():
+        fmt = FORMATS[name]
+        assert fmt.armor is None, name
+        assert fmt.identifies(magic + b"rest"), name
+        assert not fmt.identifies(magic[:-1]), name
+        assert not fmt.identifies(b" " + magic), name
+    for level in KDF_LEVELS.values():
+        assert isinstance(getattr(streamcrypt.keys, level), streamcrypt.keys.Argon2Params)
 
 
 def test_dir_and_star_import_list_every_lazy_name() -> None:
     import streamcrypt
     import streamcrypt.codecs
+    import streamcrypt.engine
+    import streamcrypt.keys
+    import streamcrypt.primitives
+    import streamcrypt.transports
 
-    for module in (streamcrypt, streamcrypt.codecs):
+    for module in (
+        streamcrypt,
+        streamcrypt.codecs,
+        streamcrypt.keys,
+        streamcrypt.primitives,
+        streamcrypt.engine,
+        streamcrypt.transports,
+    ):
         assert set(module.__all__) <= set(dir(module))
         namespace: dict[str, object] = {}
         exec(f"from {module.__name__} import *", namespace)
         assert set(module.__all__) <= set(namespace)
+
+
+def test_age_encrypt_decrypt_and_keygen_import_only_what_they_use(tmp_path: Path) -> None:
+    from streamcrypt.codecs.age import X25519Identity
+
+    identity = X25519Identity.generate()
+    (tmp_path / "id.txt").write_text(identity.to_string() + "\n")
+    plain = tmp_path / "small.bin"
+    plain.write_bytes(b"issue 18 " * 100)
+    sealed, opened = tmp_path / "small.age", tmp_path / "small.out"
+    runs = {
+        "encrypt": ["encrypt", "-r", str(identity.recipient), "-o", str(sealed), str(plain)],
+        "decrypt": ["decrypt", "-i", str(tmp_path / "id.txt"), "-o", str(opened), str(sealed)],
+        "keygen": ["keygen", "-t", "age", "-o", str(tmp_path / "new.txt")],
+    }
+    for name, argv in runs.items():
+        code, modules = _loaded(argv)
+        assert code == 0, name
+        assert "streamcrypt.codecs.age" in modules, name  # the probe saw the real run
+        assert sorted(m for m in NOT_FOR_AGE if m in modules) == [], name
+    assert opened.read_bytes() == plain.read_bytes()
+
+
+def test_a_lazy_package_imports_only_the_module_of_the_name_read() -> None:
+    probe = (
+        "import sys\n"
+        "import streamcrypt.keys as k, streamcrypt.engine as e\n"
+        "k.SecretKey; e.run_verified\n"
+        "from streamcrypt.keys import keyfile\n"
+        "missing = hasattr(k, 'no_such_name')\n"
+        "names = ('streamcrypt.keys._secret', 'streamcrypt.keys._password', "
+        "'streamcrypt.engine._batches', 'streamcrypt.engine._pipeline', 'anyio')\n"
+        "print([n in sys.modules for n in names], keyfile.__name__, missing, "
+        "file=sys.__stderr__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stderr.strip().splitlines()[-1] == (
+        "[True, False, True, False, False] streamcrypt.keys.keyfile False"
+    )

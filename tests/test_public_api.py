@@ -58,6 +58,7 @@ LAYERS = {
     "errors": 0,
     "abc": 0,
     "deprecation": 0,
+    "lazy": 0,
     "_state": 0,
     "keys": 0,
     "primitives": 1,

@@ -7,27 +7,11 @@ import base64
 import binascii
 import hmac
 import os
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any
-
-import anyio
-from anyio.abc import SocketAttribute
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, InvalidSignatureError
-from ..primitives import (
-    ED25519_SIGNATURE_SIZE,
-    Blake3Tap,
-    Ed25519phSigner,
-    Ed25519phVerifier,
-    HashTap,
-    HmacTap,
-    Sha256Tap,
-    Sha512Tap,
-)
-from ..transports import EncryptedStream, remove_stale_temporaries
 from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
 from ._io import Input, Output, Progress, check_output, open_output
 from ._keyfiles import (
@@ -37,6 +21,19 @@ from ._keyfiles import (
     public_lines,
     write_key_file,
 )
+from ._lazymodule import LazyModule
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.abc
+    import anyio.to_thread
+
+    from .. import primitives as _primitives
+    from .. import transports as _transports
+else:  # imported by the commands that use them: keygen needs none (start-up)
+    anyio = LazyModule("anyio", "anyio.abc", "anyio.to_thread")
+    _primitives = LazyModule("streamcrypt.primitives")
+    _transports = LazyModule("streamcrypt.transports")  # sockets, TLS, files
 
 __all__ = [
     "run_bench",
@@ -97,15 +94,18 @@ def _say_plain(message: str) -> None:
 # --------------------------------------------------------------------------------- hash
 
 
-def _hash_tap(algo: str, key: bytes | None) -> HashTap:
+def _hash_tap(algo: str, key: bytes | None) -> _primitives.HashTap:
     if algo == "blake3":
-        return Blake3Tap(key=key)
+        return _primitives.Blake3Tap(key=key)
     if key is not None:
-        return HmacTap(key, algo)
-    return Sha256Tap() if algo == "sha256" else Sha512Tap()
+        return _primitives.HmacTap(key, algo)
+    return _primitives.Sha256Tap() if algo == "sha256" else _primitives.Sha512Tap()
 
 
-async def _digest(inp: Input, tap: HashTap | Ed25519phSigner | Ed25519phVerifier) -> None:
+async def _digest(
+    inp: Input,
+    tap: _primitives.HashTap | _primitives.Ed25519phSigner | _primitives.Ed25519phVerifier,
+) -> None:
     async for chunk in inp.chunks():
         tap.update(chunk)
 
@@ -221,7 +221,7 @@ def run_sign(args: argparse.Namespace) -> int:
     kf = load_key_file(args.key)
     kf.require("ed25519", purpose="sign needs an Ed25519 key file (keygen --type ed25519)")
     assert kf.ed25519 is not None
-    signer = Ed25519phSigner(kf.ed25519)
+    signer = _primitives.Ed25519phSigner(kf.ed25519)
     inp = Input(args.input)
     try:
         with Progress("signing", inp.size, enabled=not args.quiet) as progress:
@@ -246,12 +246,13 @@ def run_sign(args: argparse.Namespace) -> int:
 
 def _read_signature(path: str) -> bytes:
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as exc:
         raise CliError(
             f"cannot read the signature {path}: {exc.strerror or exc}", EXIT_IO
         ) from None
-    if len(raw) == ED25519_SIGNATURE_SIZE:  # a raw binary signature
+    if len(raw) == _primitives.ED25519_SIGNATURE_SIZE:  # a raw binary signature
         return raw
     try:
         return base64.b64decode(raw.strip(), validate=True)
@@ -265,7 +266,7 @@ def run_verify(args: argparse.Namespace) -> int:
     inp = Input(args.input)
     try:
         signature = _read_signature(args.signature)
-        verifier = Ed25519phVerifier(public, signature)
+        verifier = _primitives.Ed25519phVerifier(public, signature)
         with Progress("verifying", inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
             anyio.run(_digest, inp, verifier)
@@ -321,7 +322,7 @@ def _stream_options(args: argparse.Namespace, *, server: bool) -> dict[str, Any]
     return options
 
 
-async def _pipe(stream: EncryptedStream) -> None:
+async def _pipe(stream: _transports.EncryptedStream) -> None:
     """stdin -> stream and stream -> stdout until both directions have ended."""
     stdin = Input(None, interactive=True)
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
@@ -369,7 +370,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         listener = await anyio.create_tcp_listener(local_host=args.host, local_port=args.port)
-        port = listener.extra(SocketAttribute.local_port)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
         if not args.quiet:
             _say(f"listening on {args.host}:{port}")
         busy = False
@@ -381,7 +382,9 @@ def run_serve(args: argparse.Namespace) -> int:
                     await transport.aclose()
                     return
                 try:
-                    stream = await EncryptedStream.wrap(transport, server_side=True, **options)
+                    stream = await _transports.EncryptedStream.wrap(
+                        transport, server_side=True, **options
+                    )
                 except Exception as exc:
                     _say(f"warning: handshake failed ({describe(exc)}); still listening")
                     return
@@ -411,7 +414,7 @@ def run_connect(args: argparse.Namespace) -> int:
             raise CliError(
                 f"cannot connect to {args.host}:{args.port}: {describe(exc)}", EXIT_IO
             ) from None
-        stream = await EncryptedStream.wrap(transport, **options)
+        stream = await _transports.EncryptedStream.wrap(transport, **options)
         await _pipe(stream)
 
     _run_async(main)
@@ -427,7 +430,7 @@ def run_clean(args: argparse.Namespace) -> int:
     status = 0
     for directory in args.directories or ["."]:
         try:
-            removed = remove_stale_temporaries(directory, older_than=args.older_than)
+            removed = _transports.remove_stale_temporaries(directory, older_than=args.older_than)
             kept = _temporaries_left(directory)
         except OSError as exc:
             _say(f"error: {describe(exc)}")
@@ -459,6 +462,9 @@ def _temporaries_left(directory: str) -> int:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``python -m bench`` from the working directory (a source checkout)."""
+    import subprocess
+    from pathlib import Path
+
     here = Path.cwd()
     if not (here / "bench" / "__main__.py").is_file():
         _say(

@@ -25,13 +25,13 @@ message saying how much was written.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import keys as _keys_package
 from ..abc import Transform
 from ..codecs import FORMATS, FormatOptions
 from ..errors import (
@@ -42,7 +42,6 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import INTERACTIVE, MODERATE, SENSITIVE, Argon2Params
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -56,7 +55,7 @@ from ._keyfiles import (
     parse_public_key,
 )
 from ._lazymodule import LazyModule
-from ._options import AWS_KEY_NAME, AWS_NAMESPACE
+from ._options import AWS_KEY_NAME, AWS_NAMESPACE, MAGICS, NATIVE_MAX_HEADER_SIZE
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
@@ -76,11 +75,9 @@ else:  # each format is imported when the command first uses it (start-up)
 
 __all__ = ["run_decrypt", "run_encrypt"]
 
-KDF_LEVELS: dict[str, Argon2Params] = {
-    "interactive": INTERACTIVE,
-    "moderate": MODERATE,
-    "sensitive": SENSITIVE,
-}
+#: ``--kdf``: each level's Argon2id preset in :mod:`streamcrypt.keys`, by name (read when
+#: used: the password KDFs cost start-up to import).
+KDF_LEVELS = {"interactive": "INTERACTIVE", "moderate": "MODERATE", "sensitive": "SENSITIVE"}
 
 
 # ------------------------------------------------------------------------------ options
@@ -117,6 +114,8 @@ def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
         raise _usage(
             "--passphrase needs a terminal to prompt on; use --passphrase-file FILE"
         ) from None
+    import getpass  # here: only a prompt needs it (start-up)
+
     phrase = getpass.getpass("Passphrase: ")
     if not phrase:
         raise KeyFileError("the passphrase is empty")
@@ -421,7 +420,7 @@ def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         suite=args.suite or "aes-256-gcm",
         segment_size=_segment_size(args),
         aad=_aad(args),
-        work_factor=KDF_LEVELS[args.kdf or "moderate"],
+        work_factor=getattr(_keys_package, KDF_LEVELS[args.kdf or "moderate"]),
         extra={"sign_with": signer},
     )
 
@@ -582,10 +581,17 @@ _USES: dict[tuple[str, bool], _Use] = {
 }
 
 
+def _identifies(name: str, head: bytes) -> bool:
+    """Whether the input starting with ``head`` is format ``name``; a format its magic
+    alone identifies (:data:`MAGICS`) is not imported to ask it (start-up)."""
+    magic = MAGICS.get(name)
+    return head.startswith(magic) if magic is not None else FORMATS[name].identifies(head)
+
+
 def _detect(head: bytes, keys: _Keys) -> str:
     """The descriptor of the input: the first of :data:`_DETECTED` its bytes identify."""
     for name in _DETECTED:
-        if FORMATS[name].identifies(head):
+        if _identifies(name, head):
             return name
     if keys.key is not None and keys.key.kind == "tink":
         return "tink"
@@ -602,7 +608,7 @@ def _decrypt_format(args: argparse.Namespace, keys: _Keys, head: bytes) -> str:
     """The descriptor to read: ``--format`` (``native``: the envelope if the input is
     one), else the one the input's first bytes name."""
     if args.format == "native":
-        return "envelope" if FORMATS["envelope"].identifies(head) else "native"
+        return "envelope" if _identifies("envelope", head) else "native"
     if args.format:
         return str(args.format)
     try:
@@ -621,7 +627,7 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
             "--verify-with needs -o FILE: the signature is checked at the end of the "
             "stream, and standard output cannot be taken back"
         )
-    peek = _container.MAX_HEADER_SIZE
+    peek = NATIVE_MAX_HEADER_SIZE
 
     def build(head: bytes) -> list[Transform]:
         name = _decrypt_format(args, keys, head)
@@ -631,9 +637,9 @@ def _plan_decrypt(args: argparse.Namespace) -> Plan:
 
     def check(head: bytes) -> None:
         key = keys.key
-        if not head.startswith(_container.MAGIC) or key is None or key.symmetric is None:
+        if not head.startswith(MAGICS["native"]) or key is None or key.symmetric is None:
             return
-        parsed = _container.read_header(head[: _container.MAX_HEADER_SIZE])
+        parsed = _container.read_header(head[:peek])
         if parsed is None:
             return  # too short: the decryptor reports the truncation
         named, ours = parsed[0].key_id, key.symmetric.key_id

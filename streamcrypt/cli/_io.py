@@ -17,13 +17,17 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from types import ModuleType, TracebackType
-from typing import Any
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any
 
 from ..abc import Buffer
 from ._errors import EXIT_IO, CliError
+from ._lazymodule import LazyModule
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.to_thread
+else:  # imported on first use: encrypt and decrypt run without an event loop (start-up)
+    anyio = LazyModule("anyio", "anyio.to_thread")
 
 __all__ = [
     "READ_AHEAD",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import os
-import secrets
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,17 +29,18 @@ from ..codecs import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
-from ..primitives import Ed25519PrivateKey, Ed25519PublicKey
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 from ._lazymodule import LazyModule
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
+    from .. import primitives as _primitives
     from ..codecs import age as _age
     from ..codecs import envelope as _envelope
     from ..codecs import tink as _tink
     from ..codecs import tink_keyset as _tink_keyset
 else:  # imported when a key of that kind is first read or made (start-up)
+    _primitives = LazyModule("streamcrypt.primitives")  # Ed25519 keys (libsodium)
     _age = LazyModule("streamcrypt.codecs.age")
     _envelope = LazyModule("streamcrypt.codecs.envelope")
     _tink = LazyModule("streamcrypt.codecs.tink")
@@ -88,7 +88,7 @@ class KeyFile:
     path: str
     kind: KeyKind
     symmetric: SecretKey | None = None
-    ed25519: Ed25519PrivateKey | None = None
+    ed25519: _primitives.Ed25519PrivateKey | None = None
     envelope_identities: list[_envelope.X25519Identity | _envelope.EciesIdentity] = field(
         default_factory=list
     )
@@ -155,7 +155,7 @@ def _load_fields(path: str, lines: Sequence[str], text: str) -> KeyFile:
     kind = fields.get("type")
     if kind == "ed25519":
         seed = _b64_key(fields["key"], path, "key")
-        return KeyFile(path, "ed25519", ed25519=Ed25519PrivateKey(seed))
+        return KeyFile(path, "ed25519", ed25519=_primitives.Ed25519PrivateKey(seed))
     raise KeyFileError(f"{path}: unknown key type {kind!r} (expected symmetric or ed25519)")
 
 
@@ -250,7 +250,7 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
     raw = _b64_key(text, source, f"{kind} public key")
     if kind == "ed25519":
         try:
-            Ed25519PublicKey(raw)
+            _primitives.Ed25519PublicKey(raw)
         except StreamCryptError as exc:
             raise KeyFileError(f"{source}: {exc}") from None
     return raw
@@ -276,14 +276,14 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
     """A fresh key of ``kind``: the file text and the public half to print (if any)."""
     created = _kf.created_comment()
     if kind == "symmetric":
-        kid = key_id if key_id is not None else secrets.token_hex(8)
+        kid = key_id if key_id is not None else os.urandom(8).hex()
         if "\n" in kid or ":" in kid or len(kid.encode()) > 255:
             raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
         return _kf.secret_key_file_text(SecretKey.generate(KEY_SIZE, key_id=kid)), None
     if key_id is not None:
         raise CliError("--key-id applies to symmetric keys only", EXIT_USAGE)
     if kind == "ed25519":
-        signing = Ed25519PrivateKey.generate()
+        signing = _primitives.Ed25519PrivateKey.generate()
         public = base64.b64encode(signing.public_bytes()).decode()
         text = (
             "# streamcrypt Ed25519 signing key: SECRET, keep it private\n"

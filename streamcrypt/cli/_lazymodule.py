@@ -15,17 +15,21 @@ __all__ = ["LazyModule"]
 
 
 class LazyModule:
-    """A module, imported when one of its attributes is first read."""
+    """A module, imported when one of its attributes is first read, together with the
+    modules ``also`` names (its submodules read as attributes, as ``anyio.to_thread``)."""
 
-    __slots__ = ("_module", "_name")
+    __slots__ = ("_also", "_module", "_name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *also: str) -> None:
         self._name = name
+        self._also = also
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> object:
         module = self._module
         if module is None:
+            for name in self._also:
+                importlib.import_module(name)
             module = self._module = importlib.import_module(self._name)
         return getattr(module, attr)
 

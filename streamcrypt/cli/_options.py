@@ -22,6 +22,8 @@ __all__ = [
     "HASH_ALGOS",
     "KDF_LEVEL_NAMES",
     "KEY_TYPES",
+    "MAGICS",
+    "NATIVE_MAX_HEADER_SIZE",
     "SEGMENT_SIZE",
     "SUITES",
     "add_arguments",
@@ -42,6 +44,11 @@ SUITES = ("aes-256-gcm", "chacha20-poly1305", "xchacha20-poly1305")
 SEGMENT_SIZE = 65536
 #: :data:`streamcrypt.codecs.age.DEFAULT_WORK_FACTOR`.
 AGE_WORK_FACTOR = 18
+#: The formats a fixed magic alone identifies (no armor), each its codec's ``MAGIC``:
+#: decryption rules them out by the input's first bytes without importing them.
+MAGICS = {"native": b"SCRY", "envelope": b"SCEV", "rclone": b"RCLONE\x00\x00"}
+#: :data:`streamcrypt.codecs.container.MAX_HEADER_SIZE`: the bytes decryption peeks at.
+NATIVE_MAX_HEADER_SIZE = 349
 #: The aws format's raw AES keyring names when ``--key-namespace``/``--key-name`` are left out.
 AWS_NAMESPACE = "streamcrypt"
 AWS_KEY_NAME = "default"

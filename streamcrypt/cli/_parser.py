@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -39,8 +40,27 @@ def _lazy(module: str, function: str, **keywords: Any) -> Runner:
     return runner
 
 
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns`` (``$COLUMNS``, else standard output's
+    terminal, else 80), without importing shutil and the compression modules it brings."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit code 2)."""
+    """argparse with one-line usage errors (exit code 2), formatting for the terminal's
+    width as argparse does (start-up: without shutil, see :func:`_columns`)."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(self.prog, width=_columns() - 2)
 
     def error(self, message: str) -> NoReturn:
         for name in _HIDDEN:  # argparse's "invalid choice" list names every command
@@ -74,7 +94,17 @@ def build_parser(command_word: str | None = None) -> _Parser:
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def subparser(**kwargs: Any) -> argparse.ArgumentParser:
+        """The parser of the command ``kwargs["prog"]`` names (``streamcrypt NAME``): a
+        new one for the command given, ``unused`` for the others (never parsed with;
+        making each cost ~1 ms, most of it gettext looking up translations)."""
+        name = kwargs["prog"].rpartition(" ")[2]
+        return _Parser(**kwargs) if unused is None or name == command_word else unused
+
+    sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(  # type: ignore[call-overload]
+        dest="command", metavar="COMMAND", required=True, prog=PROG, parser_class=subparser
+    )
 
     def command(name: str, runner: Runner, help: str) -> argparse.ArgumentParser:
         if name in _HIDDEN:  # without help= argparse leaves it out of the list in --help
@@ -82,7 +112,7 @@ def build_parser(command_word: str | None = None) -> _Parser:
         else:
             p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(run=runner)
-        return p if unused is None or name == command_word else unused
+        return p
 
     p = command(
         "keygen",

@@ -43,13 +43,11 @@ import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, hpke, serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519, mlkem, padding, rsa, x25519
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from cryptography.hazmat.primitives.serialization import SSHPublicKeyTypes
+from cryptography.hazmat.primitives import hashes, hpke
+from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from ..abc import Buffer
 from ..deprecation import keyword_only
@@ -63,15 +61,8 @@ from ..errors import (
     TruncatedStreamError,
     UnsupportedFormatError,
 )
-from ..keys import (
-    ScryptParams,
-    SecretKey,
-    as_secret_key,
-    derive_key_from_password,
-    hkdf,
-    random_bytes,
-)
-from ..primitives import ChaCha20Poly1305Suite, eddsa_to_x25519
+from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
+from ..primitives import ChaCha20Poly1305Suite
 from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
@@ -79,6 +70,13 @@ from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, Se
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 from .armor import ARMOR, ArmorDecoder, is_armored
 from .armor import armor as _armor
+
+if TYPE_CHECKING:
+    # imported where used: SSH keys (serialization, RSA) and passphrases (the password
+    # KDFs) cost an X25519 recipient's every run ~20 ms of start-up (docs/CLI.md)
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+    from cryptography.hazmat.primitives.serialization import SSHPublicKeyTypes
 
 __all__ = [
     "CHUNK_SIZE",
@@ -516,6 +514,8 @@ class X25519Identity(X25519SecretText[X25519Recipient]):
 
 def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
     """age's scrypt (r = 8, p = 1); :class:`LimitExceededError` if its memory is not there."""
+    from ..keys import ScryptParams, derive_key_from_password
+
     params = ScryptParams(1 << work_factor, 8, 1)
     return derive_key_from_password(passphrase, _SCRYPT_LABEL + salt, params=params).secret_bytes()
 
@@ -592,6 +592,8 @@ class ScryptIdentity:
 
 def _ssh_wire(public_key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey) -> bytes:
     """The SSH wire encoding of a public key (the base64 of authorized_keys)."""
+    from cryptography.hazmat.primitives import serialization
+
     line = public_key.public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
@@ -606,6 +608,8 @@ def _ssh_tag(wire: bytes) -> bytes:
 def _ssh_public_key(text: str, kind: str) -> SSHPublicKeyTypes:
     """The key of an authorized_keys line ``<kind> AAAA... [comment]``; raises
     :class:`FormatError` (:class:`UnsupportedFormatError` for an SSH type age lacks)."""
+    from cryptography.hazmat.primitives import serialization
+
     fields = text.split()
     if len(fields) < 2 or not fields[0].startswith(_SSH_PREFIXES):
         raise FormatError(f"not an SSH public key line ({kind} AAAA...)")
@@ -625,6 +629,8 @@ def _ssh_public_key(text: str, kind: str) -> SSHPublicKeyTypes:
 def _ssh_private_key(data: str | Buffer) -> PrivateKeyTypes:
     """The key in an unencrypted OpenSSH or PEM private key file; raises
     :class:`FormatError` (:class:`UnsupportedFormatError` when passphrase-protected)."""
+    from cryptography.hazmat.primitives import serialization
+
     raw = data.encode() if isinstance(data, str) else bytes(data)
     try:
         if raw.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
@@ -657,6 +663,8 @@ class SshEd25519Recipient:
             if len(raw) != 32:
                 raise InvalidKeySizeError(f"an Ed25519 public key must be 32 bytes, got {len(raw)}")
             key = ed25519.Ed25519PublicKey.from_public_bytes(raw)
+        from ..primitives import eddsa_to_x25519  # libsodium's bindings: SSH keys only
+
         self._ed25519 = key.public_bytes_raw()
         self._x25519 = eddsa_to_x25519(self._ed25519)
         self._wire = _ssh_wire(key)
@@ -766,6 +774,8 @@ class SshEd25519Identity:
 
 def _oaep() -> padding.OAEP:
     """age's RSA-OAEP parameters: SHA-256, MGF1 with SHA-256, the ssh-rsa label."""
+    from cryptography.hazmat.primitives.asymmetric import padding
+
     return padding.OAEP(
         mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=_SSH_RSA_LABEL
     )
@@ -783,6 +793,8 @@ class SshRsaRecipient:
     __slots__ = ("_key", "_tag", "_wire")
 
     def __init__(self, public_key: rsa.RSAPublicKey) -> None:
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         if not isinstance(public_key, rsa.RSAPublicKey):
             raise InvalidParameterError(
                 f"an ssh-rsa recipient takes an RSA public key, not {type(public_key).__name__}"
@@ -800,6 +812,8 @@ class SshRsaRecipient:
     def parse(cls, text: str) -> SshRsaRecipient:
         """Parse an authorized_keys line ``ssh-rsa AAAA... [comment]``; raises
         :class:`FormatError` and :class:`InvalidKeySizeError` (under 2048 bits)."""
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         key = _ssh_public_key(text, _SSH_RSA)
         if not isinstance(key, rsa.RSAPublicKey):
             raise FormatError("the ssh-rsa line does not hold an RSA key")
@@ -837,6 +851,8 @@ class SshRsaIdentity:
     __slots__ = ("_private", "_recipient")
 
     def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         if not isinstance(private_key, rsa.RSAPrivateKey):
             raise InvalidParameterError(
                 f"an ssh-rsa identity takes an RSA private key, not {type(private_key).__name__}"
@@ -847,6 +863,8 @@ class SshRsaIdentity:
     @classmethod
     def generate(cls, key_size: int = 3072) -> SshRsaIdentity:
         """A fresh key (3072 bits, as ``ssh-keygen -t rsa`` makes, unless told otherwise)."""
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         if not _RSA_MIN_BITS <= key_size <= _RSA_MAX_BITS:
             raise InvalidKeySizeError(
                 f"an ssh-rsa age key must have {_RSA_MIN_BITS} to {_RSA_MAX_BITS} bits"
@@ -863,6 +881,8 @@ class SshRsaIdentity:
         :class:`UnsupportedFormatError` for a passphrase-protected or non-RSA key and
         :class:`InvalidKeySizeError` for one under 2048 bits.
         """
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         key = _ssh_private_key(data)
         if not isinstance(key, rsa.RSAPrivateKey):
             raise UnsupportedFormatError("the SSH private key is not an RSA key")
@@ -919,6 +939,8 @@ class MLKEM768X25519Recipient:
             raise InvalidKeySizeError(
                 f"an ML-KEM-768 + X25519 public key must be {_PQ_PUBLIC_SIZE} bytes, got {len(raw)}"
             )
+        from cryptography.hazmat.primitives.asymmetric import mlkem
+
         try:
             self._key = hpke.MLKEM768X25519PublicKey(
                 mlkem.MLKEM768PublicKey.from_public_bytes(raw[:1184]),
@@ -972,6 +994,8 @@ class MLKEM768X25519Identity:
     def __init__(self, seed: Buffer | SecretKey) -> None:
         self._seed = as_secret_key(seed, 32, what="a post-quantum identity seed").secret_bytes()
         expanded = hashlib.shake_256(self._seed).digest(96)
+        from cryptography.hazmat.primitives.asymmetric import mlkem
+
         kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
         dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
         self._private = hpke.MLKEM768X25519PrivateKey(kem, dh)
@@ -1044,6 +1068,8 @@ AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity | Ssh
 def _ssh_identity(text: str) -> SshEd25519Identity | SshRsaIdentity:
     """The identity in an SSH private key file; raises :class:`FormatError`
     (:class:`UnsupportedFormatError` for a locked key or a type age lacks)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     key = _ssh_private_key(text)
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return SshEd25519Identity(key)

@@ -41,17 +41,16 @@ import itertools
 import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import Future
-from typing import Generic, Protocol, TypeAlias, TypeVar
-
-import anyio
-import anyio.lowlevel
+from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
 from ..abc import Buffer
 from ..codecs import SegmentedTransform
 from ..errors import BrokenTransformError
 from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
 from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "CLAIM_SIZE",
@@ -90,6 +89,14 @@ class Job(Protocol):
 #: Receives each batch's output in order, in pieces: ``bytes`` it may keep, or (reuse mode)
 #: views it must be done with before it returns.
 Emit: TypeAlias = Callable[[list[Buffer]], Awaitable[object]]
+
+
+async def _checkpoint() -> None:
+    """anyio's checkpoint; anyio is imported on first use, so synchronous callers (the
+    command line, one-shot calls) never import it."""
+    import anyio.lowlevel
+
+    await anyio.lowlevel.checkpoint()
 
 
 # ---------------------------------------------------------------------------------------
@@ -444,7 +451,7 @@ class OrderedBatches:
             while batch.unclaimed:
                 batch.work(INLINE_BATCH)
                 if batch.unclaimed or future is not None:
-                    await anyio.lowlevel.checkpoint()
+                    await _checkpoint()
 
     async def settle(self) -> None:
         """Until no worker runs a batch of this scheduler any more (results dropped):
@@ -539,7 +546,7 @@ class OrderedBatches:
             # After a batch's worth of inline work the loop gets a turn, even when the
             # source and the consumer never yield to it themselves.
             self._held_loop = 0
-            await anyio.lowlevel.checkpoint()
+            await _checkpoint()
         if any(out):
             await emit(out)
         if error is not None:
@@ -599,6 +606,8 @@ async def ordered_calls(
                 raise error
             yield call.arg, call.result
     finally:
+        import anyio
+
         with anyio.CancelScope(shield=True):
             await batches.settle()
 

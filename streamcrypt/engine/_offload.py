@@ -16,13 +16,15 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import anyio
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidParameterError
+
+if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need neither
+    from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+    import anyio
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -95,6 +97,8 @@ _pools_lock = threading.Lock()
 
 
 def _shared_pool(workers: int) -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor  # (with logging: ~10 ms to import)
+
     with _pools_lock:
         pool = _pools.get(workers)
         if pool is None:
@@ -138,6 +142,8 @@ async def wait_future(future: Future[T]) -> T:
     Cancelling the wait does not stop the work; the caller must treat its state as broken.
     """
     if not future.done():
+        import anyio
+
         event = anyio.Event()
         wake = _waker(event)
         future.add_done_callback(lambda _f: wake())

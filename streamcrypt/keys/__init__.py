@@ -3,36 +3,40 @@
 
 from __future__ import annotations
 
-from ._argon2 import ARGON2_VARIANTS, Argon2Variant, argon2
-from ._json import load_json
-from ._kdf import HashName, hkdf, hkdf_expand, hkdf_extract
-from ._keyring import KeyRing
-from ._password import (
-    ARGON2_SALT_SIZE,
-    INTERACTIVE,
-    MAX_READ_PARAMS,
-    MAX_SCRYPT_READ_PARAMS,
-    MODERATE,
-    SCRYPT_DEFAULT,
-    SENSITIVE,
-    Argon2Params,
-    PasswordParams,
-    ScryptParams,
-    check_read_params,
-    derive_key_from_password,
-    hash_password,
-    password_needs_rehash,
-    verify_password,
-    x25519_key_pair_from_password,
-)
-from ._secret import (
-    SecretKey,
-    as_secret_key,
-    constant_time_equal,
-    key_bytes,
-    random_bytes,
-    wipe,
-)
+from ..lazy import lazy_exports
+
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
+if TYPE_CHECKING:
+    from ._argon2 import ARGON2_VARIANTS, Argon2Variant, argon2
+    from ._json import load_json
+    from ._kdf import HashName, hkdf, hkdf_expand, hkdf_extract
+    from ._keyring import KeyRing
+    from ._password import (
+        ARGON2_SALT_SIZE,
+        INTERACTIVE,
+        MAX_READ_PARAMS,
+        MAX_SCRYPT_READ_PARAMS,
+        MODERATE,
+        SCRYPT_DEFAULT,
+        SENSITIVE,
+        Argon2Params,
+        PasswordParams,
+        ScryptParams,
+        check_read_params,
+        derive_key_from_password,
+        hash_password,
+        password_needs_rehash,
+        verify_password,
+        x25519_key_pair_from_password,
+    )
+    from ._secret import (
+        SecretKey,
+        as_secret_key,
+        constant_time_equal,
+        key_bytes,
+        random_bytes,
+        wipe,
+    )
 
 __all__ = [
     "ARGON2_SALT_SIZE",
@@ -67,3 +71,41 @@ __all__ = [
     "wipe",
     "x25519_key_pair_from_password",
 ]
+
+# Where each name is defined: imported from there on first use (the password KDFs
+# and the key ring cost most of the package's import time, and most programs use one).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._argon2": ("ARGON2_VARIANTS", "Argon2Variant", "argon2"),
+        "._json": ("load_json",),
+        "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract"),
+        "._keyring": ("KeyRing",),
+        "._password": (
+            "ARGON2_SALT_SIZE",
+            "INTERACTIVE",
+            "MAX_READ_PARAMS",
+            "MAX_SCRYPT_READ_PARAMS",
+            "MODERATE",
+            "SCRYPT_DEFAULT",
+            "SENSITIVE",
+            "Argon2Params",
+            "PasswordParams",
+            "ScryptParams",
+            "check_read_params",
+            "derive_key_from_password",
+            "hash_password",
+            "password_needs_rehash",
+            "verify_password",
+            "x25519_key_pair_from_password",
+        ),
+        "._secret": (
+            "SecretKey",
+            "as_secret_key",
+            "constant_time_equal",
+            "key_bytes",
+            "random_bytes",
+            "wipe",
+        ),
+    },
+)

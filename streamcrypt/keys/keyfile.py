@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ._secret import SecretKey
@@ -137,6 +135,8 @@ def read_secret_key_file(path: str | os.PathLike[str]) -> SecretKey:
 
 def created_comment() -> str:
     """The ``# created: <UTC time>`` line every key file starts with."""
+    import datetime  # here: reading key files (the command's every run) needs no clock
+
     created = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     return f"# created: {created}\n"
 
@@ -167,5 +167,8 @@ def write_secret_key_file(path: str | os.PathLike[str], key: SecretKey) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     except BaseException:
-        Path(path).unlink(missing_ok=True)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
         raise

@@ -4,39 +4,42 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._asgi import BODY_DECRYPTED, EncryptionMiddleware
-from ._atomic import (
-    commit_temporary,
-    create_temporary,
-    discard_temporary,
-    fsync_directory,
-    write_atomic,
-)
-from ._files import (
-    FORMATS,
-    EncryptedFile,
-    FileFormat,
-    FileOpener,
-    FileOptions,
-    open_file,
-    remove_stale_temporaries,
-)
-from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
-from ._stream import (
-    DEFAULT_HANDSHAKE_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_RECORD_TIMEOUT,
-    DEFAULT_REKEY_INTERVAL,
-    MAX_READ,
-    MAX_RECORD_DATA,
-    AcceptPeer,
-    EncryptedListener,
-    EncryptedStream,
-    EncryptedStreamAttribute,
-    EncryptedStreamConfig,
-    connect,
-    serve,
-)
+from ..lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._asgi import BODY_DECRYPTED, EncryptionMiddleware
+    from ._atomic import (
+        commit_temporary,
+        create_temporary,
+        discard_temporary,
+        fsync_directory,
+        write_atomic,
+    )
+    from ._files import (
+        FORMATS,
+        EncryptedFile,
+        FileFormat,
+        FileOpener,
+        FileOptions,
+        open_file,
+        remove_stale_temporaries,
+    )
+    from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
+    from ._stream import (
+        DEFAULT_HANDSHAKE_TIMEOUT,
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_RECORD_TIMEOUT,
+        DEFAULT_REKEY_INTERVAL,
+        MAX_READ,
+        MAX_RECORD_DATA,
+        AcceptPeer,
+        EncryptedListener,
+        EncryptedStream,
+        EncryptedStreamAttribute,
+        EncryptedStreamConfig,
+        connect,
+        serve,
+    )
 
 __all__ = [
     "BODY_DECRYPTED",
@@ -71,6 +74,47 @@ __all__ = [
     "write_atomic",
 ]
 
+# Where each name is defined: imported from there on first use (sockets, TLS and the
+# async engine cost ~100 ms; the command's file outputs need only the temporaries).
+_lazy_getattr, _lazy_dir = lazy_exports(
+    __name__,
+    {
+        "._asgi": ("BODY_DECRYPTED", "EncryptionMiddleware"),
+        "._atomic": (
+            "commit_temporary",
+            "create_temporary",
+            "discard_temporary",
+            "fsync_directory",
+            "write_atomic",
+        ),
+        "._files": (
+            "FORMATS",
+            "EncryptedFile",
+            "FileFormat",
+            "FileOpener",
+            "FileOptions",
+            "open_file",
+            "remove_stale_temporaries",
+        ),
+        "._http": ("DEFAULT_HTTP_RECORD_SIZE", "EncryptionSettings", "Unencryptable"),
+        "._stream": (
+            "DEFAULT_HANDSHAKE_TIMEOUT",
+            "DEFAULT_IDLE_TIMEOUT",
+            "DEFAULT_RECORD_TIMEOUT",
+            "DEFAULT_REKEY_INTERVAL",
+            "MAX_READ",
+            "MAX_RECORD_DATA",
+            "AcceptPeer",
+            "EncryptedListener",
+            "EncryptedStream",
+            "EncryptedStreamAttribute",
+            "EncryptedStreamConfig",
+            "connect",
+            "serve",
+        ),
+    },
+)
+
 # The aiohttp helpers need the optional ``aiohttp`` extra, so they load on first use
 # (``from streamcrypt.transports import setup_encryption``) and are left out of
 # ``__all__``: the package itself imports without aiohttp.
@@ -94,7 +138,7 @@ if TYPE_CHECKING:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_AIOHTTP_NAMES])  # the lazy names too (PEP 562)
+    return sorted({*_lazy_dir(), *_AIOHTTP_NAMES})  # the lazy names too (PEP 562)
 
 
 def __getattr__(name: str) -> Any:
@@ -110,4 +154,4 @@ def __getattr__(name: str) -> Any:
                 name=exc.name,
             ) from exc
         return getattr(_aiohttp, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _lazy_getattr(name)
