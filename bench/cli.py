@@ -90,7 +90,7 @@ def _row(t: Table, what: str, size: int, medians: dict[str, float]) -> None:
 
 def run(report: Report, quick: bool = False) -> None:
     size = (128 if quick else 1024) << 20
-    rounds = 3
+    rounds = 5
     env = _env()
     sc = _streamcrypt_argv()
     age = shutil.which("age")
@@ -163,9 +163,9 @@ def run(report: Report, quick: bool = False) -> None:
                     _row(t, what, size, medians)
         t.notes += [
             "one process per run, start-up included; 'to file' is `-o FILE` on the same "
-            "disk as the input: streamcrypt writes a temporary, fsyncs it and renames it "
-            "into place (a crash never leaves a partial file), age writes the file in place "
-            "and does not fsync",
+            "disk as the input: streamcrypt writes a temporary and renames it into place "
+            "after a clean end (a failure never leaves a partial file; no fsync unless "
+            "--fsync is given), age writes the file in place; neither fsyncs",
             "the decrypt rows read files age made; each decrypted file was checked "
             "against the plaintext's SHA-256 once, untimed",
             "age is a bench-only peer: `apt-get install age` (or brew, or a release from "
