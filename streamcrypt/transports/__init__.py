@@ -22,6 +22,13 @@ from ._files import (
     remove_stale_temporaries,
 )
 from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
+from ._socket import (
+    FIRST_READ_BUFFER,
+    READ_BUFFER,
+    ProtocolListener,
+    ProtocolStream,
+    open_tcp,
+)
 from ._stream import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -45,9 +52,11 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
+    "FIRST_READ_BUFFER",
     "FORMATS",
     "MAX_READ",
     "MAX_RECORD_DATA",
+    "READ_BUFFER",
     "AcceptPeer",
     "EncryptedFile",
     "EncryptedListener",
@@ -59,6 +68,8 @@ __all__ = [
     "FileFormat",
     "FileOpener",
     "FileOptions",
+    "ProtocolListener",
+    "ProtocolStream",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -66,6 +77,7 @@ __all__ = [
     "discard_temporary",
     "fsync_directory",
     "open_file",
+    "open_tcp",
     "remove_stale_temporaries",
     "serve",
     "write_atomic",

@@ -102,6 +102,7 @@ from ..errors import (
 from ..keys import SecretKey
 from ._options import config_or_options
 from ._ratelog import FailureLog
+from ._socket import ProtocolListener, on_asyncio, open_tcp
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
@@ -145,6 +146,12 @@ MAX_READ: Final = 1 << 20
 #: messages, while bulk reads (full 64 KiB records) keep the scheduler path they were
 #: measured on.
 _SMALL_READ: Final = 16 << 10
+
+#: Verified pieces waiting for ``receive()`` are joined into one ``bytes`` only up to this
+#: size (64 KiB); a larger piece is returned alone, uncopied, even if ``max_bytes`` would
+#: take more: a fresh multi-MiB join costs a page fault per 4 KiB, more than the AES-GCM
+#: that made it, while a second ``receive()`` call costs a few microseconds.
+_JOIN_LIMIT: Final = 64 << 10
 
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
@@ -254,13 +261,6 @@ def _peer_name(stream: AnyByteStream) -> str:
     if isinstance(address, tuple) and len(address) >= 2:
         return f"{address[0]}:{address[1]}"
     return str(address)
-
-
-def _on_asyncio() -> bool:
-    try:
-        return asyncio.current_task() is not None
-    except RuntimeError:  # no asyncio loop in this thread (trio)
-        return False
 
 
 #: The message a deadline cancels the awaited future with (told apart from a real cancel).
@@ -411,7 +411,7 @@ class EncryptedStream(ByteStream):
         limit = MAX_RECORD_DATA + 1 if policy is None else policy.inline_limit
         self._small_send = min(MAX_RECORD_DATA, limit - 1)
         self._small_receive = min(_SMALL_READ, limit - 1)
-        self._lazy_deadlines = _on_asyncio()
+        self._lazy_deadlines = on_asyncio()
         self._sized_reads = isinstance(self.transport_stream, ByteReceiveStream)
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
@@ -685,6 +685,8 @@ class EncryptedStream(ByteStream):
             piece = pending[0]
             start = self._pending_pos
             take = min(len(piece) - start, max_bytes - size)
+            if size and size + take > _JOIN_LIMIT:
+                break  # a large piece goes out alone, next call: no fresh copy to fault in
             out.append(piece if start == 0 and take == len(piece) else piece[start : start + take])
             size += take
             if start + take == len(piece):
@@ -953,7 +955,7 @@ async def connect(
     """
     settings = EncryptedStreamConfig.of(config, options)
     protocol = settings.protocol(server_side=False)
-    transport = await anyio.connect_tcp(host, port)
+    transport = await (open_tcp(host, port) if on_asyncio() else anyio.connect_tcp(host, port))
     return await EncryptedStream._wrap(transport, settings, protocol)
 
 
@@ -982,9 +984,11 @@ async def serve(
     """
     settings = EncryptedStreamConfig.of(config, options)
     settings.protocol(server_side=True)  # validate before binding the port
-    listener = EncryptedListener(
-        await anyio.create_tcp_listener(local_host=host, local_port=port), settings
-    )
+    if on_asyncio():
+        tcp: Listener[Any] = await ProtocolListener.create(host, port)
+    else:
+        tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    listener = EncryptedListener(tcp, settings)
     async with listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
         await listener.serve(handler)
