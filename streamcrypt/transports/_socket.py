@@ -172,6 +172,7 @@ class ProtocolStream(SocketStream):
         self._transport = transport
         self._protocol = protocol
         self._closed = False
+        self._eof_sent = False
         self._receive_guard = ResourceGuard("reading from")
         self._send_guard = ResourceGuard("writing to")
 
@@ -234,7 +235,7 @@ class ProtocolStream(SocketStream):
 
     async def _write(self, item: Any) -> None:
         protocol = self._protocol
-        if self._closed:
+        if self._closed or self._eof_sent:
             raise ClosedResourceError
         if protocol.lost or protocol.exception is not None:
             raise self._broken()
@@ -270,6 +271,7 @@ class ProtocolStream(SocketStream):
         return error
 
     async def send_eof(self) -> None:
+        self._eof_sent = True
         try:
             self._transport.write_eof()
         except (OSError, RuntimeError):
