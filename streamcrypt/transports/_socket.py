@@ -55,8 +55,8 @@ __all__ = [
     "open_tcp",
 ]
 
-#: The receive buffer a connection starts with (16 KiB): what an idle connection holds.
-FIRST_READ_BUFFER: Final = 16 << 10
+#: The receive buffer a connection starts with (4 KiB): what an idle connection holds.
+FIRST_READ_BUFFER: Final = 4 << 10
 #: The most a connection's receive buffer grows to (1 MiB), doubling each time a read
 #: fills it: the bound on received bytes waiting for ``receive()``.
 READ_BUFFER: Final = 1 << 20

@@ -102,7 +102,7 @@ from ..errors import (
 from ..keys import SecretKey
 from ._options import config_or_options
 from ._ratelog import FailureLog
-from ._socket import ProtocolListener, on_asyncio, open_tcp
+from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
@@ -414,7 +414,11 @@ class EncryptedStream(ByteStream):
         self._lazy_deadlines = on_asyncio()
         self._sized_reads = isinstance(self.transport_stream, ByteReceiveStream)
         # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
-        self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62)
+        # A ProtocolStream's send() returns only once the loop wrote everything to the
+        # kernel, so batches are sealed into a few recycled buffers ("reuse"): fresh
+        # output would cost a page fault per 4 KiB, more than sealing it.
+        reuse = isinstance(self.transport_stream, ProtocolStream)
+        self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62, reuse=reuse)
         self._receiving = self._new_receiver()
         self._read_size = self._reads_for(self._receiving)
 
