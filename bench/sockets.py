@@ -330,9 +330,11 @@ async def _bulk(report: Report, quick: bool, openers: dict[str, Opener]) -> dict
         "warm-up; ratios are speed ratios (higher is better for the row)"
     )
     t.notes.append(
-        "EncryptedStream runs over anyio's TCP stream (connect/serve), so its like-for-like "
-        "plaintext is the anyio column; TLS runs over asyncio streams (uvloop's SSL), whose "
-        "plaintext is the asyncio column"
+        "EncryptedStream's connect/serve run over streamcrypt's ProtocolStream on asyncio "
+        "(its plaintext is the ProtocolStream row); 'EncryptedStream over anyio's "
+        "SocketStream' is EncryptedStream.wrap over anyio's TCP stream (the plain anyio "
+        "column); TLS runs over asyncio streams (uvloop's SSL), whose plaintext is the "
+        "asyncio column"
     )
     t.notes.append(
         f"negotiated: EncryptedStream {negotiated[ENC]}; {negotiated[TLS]} (self-signed P-256 cert)"
