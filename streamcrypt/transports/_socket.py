@@ -157,7 +157,7 @@ class _ReadBufferProtocol(asyncio.BufferedProtocol):
     def consumed(self, count: int) -> None:
         """``count`` bytes at ``start`` were taken: free them, read again if paused."""
         self.start += count
-        if self.reading_paused:
+        if self.reading_paused and not self.lost:
             self.reading_paused = False
             assert self.transport is not None
             self.transport.resume_reading()
@@ -299,43 +299,54 @@ def _stream(transport: asyncio.BaseTransport, protocol: Any) -> ProtocolStream:
     return ProtocolStream(cast(asyncio.Transport, transport), protocol)
 
 
+class _Accepted:
+    """Connections the server accepted that ``accept()`` has not taken yet."""
+
+    def __init__(self) -> None:
+        self.streams: deque[ProtocolStream] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def deliver(self, stream: ProtocolStream) -> None:
+        if self.closed:
+            stream._transport.abort()
+            return
+        self.streams.append(stream)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 class ProtocolListener(SocketListener):
     """A TCP listener (asyncio only) whose connections are :class:`ProtocolStream`;
-    create with :meth:`create`. ``serve()`` is anyio's: accept, then start the handler."""
+    create with :meth:`create`. ``serve()`` is anyio's: accept, then start the handler.
+    Connections accepted before ``accept()`` asks wait in a queue (their reads bounded
+    by their buffers); ``aclose()`` stops listening and closes those still queued."""
 
-    def __init__(self, server: asyncio.Server, accepted: deque[ProtocolStream]) -> None:
+    def __init__(self, server: asyncio.Server, accepted: _Accepted) -> None:
         self._server = server
         self._accepted = accepted
-        self._closed = False
-        self._waiter: asyncio.Future[None] | None = None
         self._accept_guard = ResourceGuard("accepting connections from")
 
     @classmethod
     async def create(
         cls, host: str | None = None, port: int = 0, backlog: int = 65536
     ) -> ProtocolListener:
-        """Bind ``host:port`` (``port=0``: a free port) and listen."""
-        accepted: deque[ProtocolStream] = deque()
-        listener: ProtocolListener | None = None
-
-        def made() -> _ReadBufferProtocol:
-            return _AcceptedProtocol(listener_made)
-
-        def listener_made(stream: ProtocolStream) -> None:
-            if listener is None or listener._closed:
-                stream._transport.abort()
-                return
-            accepted.append(stream)
-            waiter = listener._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
+        """Bind ``host:port`` (``None``: every interface; ``port=0``: a free port) and
+        listen; raises ``OSError`` if it cannot bind."""
+        accepted = _Accepted()  # before the server: it may accept while create_server runs
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            made, host, port, backlog=min(backlog, 65535), reuse_address=True
+            lambda: _AcceptedProtocol(accepted.deliver),
+            host,
+            port,
+            backlog=min(backlog, 65535),
+            reuse_address=True,
         )
-        listener = cls(server, accepted)
-        return listener
+        return cls(server, accepted)
 
     @property
     def _raw_socket(self) -> socket.socket:
@@ -343,28 +354,28 @@ class ProtocolListener(SocketListener):
         return sock
 
     async def accept(self) -> ProtocolStream:
+        accepted = self._accepted
         with self._accept_guard:
-            while not self._accepted:
-                if self._closed:
+            while not accepted.streams:
+                if accepted.closed:
                     raise ClosedResourceError
                 waiter = asyncio.get_running_loop().create_future()
-                self._waiter = waiter
+                accepted.waiter = waiter
                 try:
                     await waiter
                 finally:
-                    self._waiter = None
+                    accepted.waiter = None
             await asyncio.sleep(0)
-            return self._accepted.popleft()
+            return accepted.streams.popleft()
 
     async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
+        accepted = self._accepted
+        if not accepted.closed:
+            accepted.closed = True
             self._server.close()
-            while self._accepted:
-                self._accepted.popleft()._transport.abort()
-            waiter = self._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            while accepted.streams:
+                accepted.streams.popleft()._transport.abort()
+            accepted.wake()
         await asyncio.sleep(0)
 
 
