@@ -50,9 +50,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 _ASYNCIO = [pytest.param(("asyncio", {}), id="asyncio")]
 if uvloop is not None:
-    _ASYNCIO.append(
-        pytest.param(("asyncio", {"loop_factory": uvloop.new_event_loop}), id="uvloop")
-    )
+    _ASYNCIO.append(pytest.param(("asyncio", {"loop_factory": uvloop.new_event_loop}), id="uvloop"))
 asyncio_only = pytest.mark.parametrize("anyio_backend", _ASYNCIO)
 
 
