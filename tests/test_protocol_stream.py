@@ -28,7 +28,7 @@ from anyio import (
 from anyio.abc import ByteStream, SocketAttribute, SocketStream
 
 from streamcrypt.codecs.noise import generate_keypair
-from streamcrypt.errors import TruncatedStreamError
+from streamcrypt.errors import PeerTimeoutError, TruncatedStreamError
 from streamcrypt.testing import check_byte_stream, encrypted_stream_pair
 from streamcrypt.transports import (
     FIRST_READ_BUFFER,
@@ -251,3 +251,42 @@ async def test_bulk_both_ways_with_records_across_reads(anyio_backend: Any) -> N
                 while len(got) < len(payload):
                     got += await stream.receive()
             assert got == payload
+
+
+@asyncio_only
+async def test_timeouts_cut_stalled_peers_over_protocol_streams(anyio_backend: Any) -> None:
+    """idle_timeout on a silent peer and on a peer that reads nothing, record_timeout on a
+    record header then silence: PeerTimeoutError, then the stream is broken."""
+    release = anyio.Event()
+
+    async def stall(stream: EncryptedStream) -> None:
+        await release.wait()
+
+    async with _encrypted_server(stall) as (port, spk):
+        async with await connect(
+            "127.0.0.1", port, server_public_key=spk, idle_timeout=0.3
+        ) as stream:
+            assert isinstance(stream.transport_stream, ProtocolStream)
+            with anyio.fail_after(5), pytest.raises(PeerTimeoutError, match="next record"):
+                await stream.receive()
+            with pytest.raises(BrokenResourceError):
+                await stream.receive()
+        async with await connect(
+            "127.0.0.1", port, server_public_key=spk, idle_timeout=0.3
+        ) as stream:
+            block = os.urandom(1 << 20)
+            with anyio.fail_after(10), pytest.raises(PeerTimeoutError, match="took no data"):
+                while True:
+                    await stream.send(block)
+        release.set()
+
+    async def header_then_silence(stream: EncryptedStream) -> None:
+        await stream.transport_stream.send(b"\x03\xe8\x00" + bytes(10))
+        await anyio.sleep(5)
+
+    async with _encrypted_server(header_then_silence) as (port, spk):
+        async with await connect(
+            "127.0.0.1", port, server_public_key=spk, record_timeout=0.3
+        ) as stream:
+            with anyio.fail_after(5), pytest.raises(PeerTimeoutError, match="rest of a record"):
+                await stream.receive()
