@@ -13,7 +13,7 @@ transport gives and returns what its opening jobs verified.
 
 Transports. :func:`connect` and :func:`serve` on asyncio (uvloop included) run over
 :class:`~streamcrypt.transports.ProtocolStream`, streamcrypt's asyncio protocol (one
-reused receive buffer, no per-read pause and resume; measured 2-3x anyio's TCP stream
+reused receive buffer, no per-read pause and resume; measured 1.7-5x anyio's TCP stream
 for plaintext), and then seal each batch into recycled buffers, since its ``send()``
 returns only once the kernel has every byte; on trio, and under
 :meth:`EncryptedStream.wrap` of any other byte stream, nothing changes. The protocol on
