@@ -33,7 +33,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from streamcrypt.codecs.noise import generate_keypair
-from streamcrypt.transports import EncryptedStreamAttribute, connect
+from streamcrypt.transports import (
+    EncryptedListener,
+    EncryptedStream,
+    EncryptedStreamAttribute,
+    ProtocolListener,
+    connect,
+    open_tcp,
+)
 from streamcrypt.transports import serve as serve_encrypted
 
 from ._procs import ServerProcess, announce, raise_fd_limit
@@ -50,8 +57,10 @@ KINDS = {
     "TLS 1.3 (ssl, asyncio streams)": "tls",
     "plaintext TCP (anyio stream)": "plain",
     "plaintext TCP (asyncio streams)": "asyncio",
+    "EncryptedStream over anyio's SocketStream": "encrypted-anyio",
+    "plaintext TCP (streamcrypt ProtocolStream)": "plain-protocol",
 }
-ENC, TLS, PLAIN, PLAIN_ASYNCIO = KINDS
+ENC, TLS, PLAIN, PLAIN_ASYNCIO, ENC_ANYIO, PLAIN_PROTOCOL = KINDS
 
 
 # -- TLS ------------------------------------------------------------------------------------
@@ -186,8 +195,17 @@ def serve(args: list[str]) -> None:
                 port = await tg.start(functools.partial(serve_encrypted, _handle, static_key=key))
                 announce(port, public.hex())
                 await anyio.sleep_forever()
-        elif kind == "plain":
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        elif kind == "encrypted-anyio":
+            key, public = generate_keypair()
+            tcp = await anyio.create_tcp_listener(local_host="127.0.0.1")
+            announce(tcp.extra(SocketAttribute.local_port), public.hex())
+            await EncryptedListener(tcp, static_key=key).serve(_handle)
+        elif kind in ("plain", "plain-protocol"):
+            listener = (
+                await anyio.create_tcp_listener(local_host="127.0.0.1")
+                if kind == "plain"
+                else await ProtocolListener.create("127.0.0.1")
+            )
             announce(listener.extra(SocketAttribute.local_port))
             await listener.serve(_handle)
         else:
@@ -219,8 +237,18 @@ def _opener(kind: str, server: ServerProcess, cert_path: str) -> Opener:
     if kind == "encrypted":
         public = bytes.fromhex(server.info)
         return lambda: connect("127.0.0.1", port, server_public_key=public)
+    if kind == "encrypted-anyio":
+        key = bytes.fromhex(server.info)
+
+        async def open_over_anyio() -> ByteStream:
+            tcp = await anyio.connect_tcp("127.0.0.1", port)
+            return await EncryptedStream.wrap(tcp, server_public_key=key)
+
+        return open_over_anyio
     if kind == "plain":
         return lambda: anyio.connect_tcp("127.0.0.1", port)
+    if kind == "plain-protocol":
+        return lambda: open_tcp("127.0.0.1", port)
     ctx = _client_context(cert_path) if kind == "tls" else None
 
     async def open_asyncio() -> ByteStream:
@@ -256,7 +284,7 @@ async def _upload(stream: ByteStream, total: int) -> None:
 
 
 def _negotiated(kind: str, stream: ByteStream) -> str:
-    if kind == "encrypted":
+    if kind.startswith("encrypted"):
         return stream.extra(EncryptedStreamAttribute.protocol_name)
     if kind == "tls":
         assert isinstance(stream, _AsyncioStream)
@@ -302,9 +330,11 @@ async def _bulk(report: Report, quick: bool, openers: dict[str, Opener]) -> dict
         "warm-up; ratios are speed ratios (higher is better for the row)"
     )
     t.notes.append(
-        "EncryptedStream runs over anyio's TCP stream (connect/serve), so its like-for-like "
-        "plaintext is the anyio column; TLS runs over asyncio streams (uvloop's SSL), whose "
-        "plaintext is the asyncio column"
+        "EncryptedStream's connect/serve run over streamcrypt's ProtocolStream on asyncio "
+        "(its plaintext is the ProtocolStream row); 'EncryptedStream over anyio's "
+        "SocketStream' is EncryptedStream.wrap over anyio's TCP stream (the plain anyio "
+        "column); TLS runs over asyncio streams (uvloop's SSL), whose plaintext is the "
+        "asyncio column"
     )
     t.notes.append(
         f"negotiated: EncryptedStream {negotiated[ENC]}; {negotiated[TLS]} (self-signed P-256 cert)"

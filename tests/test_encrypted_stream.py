@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -409,6 +410,27 @@ async def test_small_large_and_split_records() -> None:
     await client.send(bytearray(b"x"))
     assert len(c.sent) == 1 and len(c.sent[0]) == 3 + 1 + 16
     assert await server.receive() == b"x"
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_any_chunking_of_the_wire_gives_the_same_plaintext(seed: int) -> None:
+    """Records split anywhere (inside headers too) and runs of records in one chunk: the
+    record layer parses chunks in place and carries only the record spanning two."""
+    rng = random.Random(seed)
+
+    def rechunk(chunk: bytes) -> list[bytes]:
+        out, pos = [], 0
+        while pos < len(chunk):
+            step = rng.choice([1, 2, 3, 5, 19, 4096, 65538, 200_000])
+            out.append(chunk[pos : pos + step])
+            pos += step
+        return out
+
+    client, server, _, _ = await _pair_with_hooks(client_out=rechunk)
+    for size in [1, 100, MAX_RECORD_DATA + 1, 3 << 20, 7]:
+        data = random_bytes(size)
+        await client.send(data)
+        assert await _receive_exactly(server, size) == data
 
 
 async def _receive_exactly(stream: ByteStream, size: int) -> bytes:

@@ -628,8 +628,12 @@ class RecordStream:
         self._interval = rekey_interval
         self._sent = 0
         self._received = 0
-        self._buf = bytearray(done.leftover)
+        # Received bytes are parsed where they came: ``_buf`` is a chunk as the transport
+        # gave it (never written to, so jobs may keep views of it), or a small copy of
+        # the one record that spanned two chunks, with the rest of the second in ``_next``.
+        self._buf: Buffer = done.leftover
         self._pos = 0
+        self._next: Buffer | None = None
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -673,38 +677,81 @@ class RecordStream:
     # -- receiving -------------------------------------------------------------------------
 
     def receive_data(self, data: Buffer) -> None:
-        buf = self._buf
-        if self._pos:
-            if self._pos == len(buf):
-                buf.clear()
-            else:
-                del buf[: self._pos]
-            self._pos = 0
-        buf += data
+        """Take the next chunk of ciphertext, parsed in place: it is not copied (a
+        ``bytes`` chunk is kept as it is, other buffers are copied once), except that the
+        one record spanning the previous chunk and this one is copied out whole. Buffered
+        bytes are thus at most one chunk plus one record."""
+        chunk = data if type(data) is bytes else bytes(data)
+        buf, pos, after = self._buf, self._pos, self._next
+        rest = len(buf) - pos
+        if not rest and after is None:
+            self._buf, self._pos = chunk, 0
+            return
+        if after is not None or self._head_complete():
+            # Called with complete records still unparsed (not the adapter's pattern):
+            # join everything, correct if not copy-free.
+            parts = [memoryview(buf)[pos:], after or b"", chunk]
+            self._buf, self._pos, self._next = b"".join(parts), 0, None
+            return
+        with memoryview(buf) as view:
+            carry = bytearray(view[pos:])
+        take = len(chunk)
+        if rest + take >= HEADER_LEN:
+            head = (
+                bytes(carry[:HEADER_LEN])
+                if rest >= HEADER_LEN
+                else bytes(carry) + chunk[: HEADER_LEN - rest]
+            )
+            length = (head[0] << 8) | head[1]
+            # A malformed length is left for next_control to refuse, with the header.
+            need = HEADER_LEN + length - rest if length >= TAGLEN else HEADER_LEN - rest
+            take = min(take, max(need, 0))
+        with memoryview(chunk) as view:
+            carry += view[:take]
+            self._next = view[take:] if take < len(chunk) else None
+        self._buf, self._pos = carry, 0
+
+    def _head_complete(self) -> bool:
+        """Whether the buffered bytes at the head hold a whole record (or a bad header)."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER_LEN:
+            return False
+        length = (buf[pos] << 8) | buf[pos + 1]
+        return length < TAGLEN or len(buf) - pos >= HEADER_LEN + length
+
+    def _advance(self) -> None:
+        """Past the end of the spanning record's copy: go on with the rest of the chunk."""
+        if self._pos == len(self._buf) and self._next is not None:
+            self._buf, self._pos, self._next = self._next, 0, None
 
     @property
     def buffered(self) -> int:
         """Bytes received and not yet handed out (at most part of one record once
         :meth:`open_jobs` and :meth:`next_control` have nothing more to give)."""
-        return len(self._buf) - self._pos
+        after = self._next
+        return len(self._buf) - self._pos + (0 if after is None else len(after))
 
     def open_jobs(self, budget: int) -> list[OpenRecords]:
         """Jobs opening the complete data records at the head (about ``budget`` bytes),
-        keys and nonces assigned now. They keep a view of the current buffer, which is
-        then replaced by a copy of its tail and never written again."""
-        buf = self._buf
-        runs = scan_data_records(buf, self._pos, budget)
-        if not runs:
-            return []
+        keys and nonces assigned now. They keep views of the buffers, which are never
+        written to."""
         jobs: list[OpenRecords] = []
-        with memoryview(buf) as view:
-            for start, end, count in runs:
-                keys = take_nonces(self._receive, self._received, count, self._interval)
-                self._received += count
-                jobs.append(OpenRecords(keys, view[start:end], count))
-        self._buf = buf[runs[-1][1] :]
-        self._pos = 0
-        return jobs
+        while True:
+            self._advance()
+            buf = self._buf
+            runs = scan_data_records(buf, self._pos, budget)
+            if not runs:
+                return jobs
+            with memoryview(buf) as view:
+                for start, end, count in runs:
+                    keys = take_nonces(self._receive, self._received, count, self._interval)
+                    self._received += count
+                    job = OpenRecords(keys, view[start:end], count)
+                    budget -= job.out_size
+                    jobs.append(job)
+            self._pos = runs[-1][1]
+            if budget <= 0 or self._next is None or self._pos != len(buf):
+                return jobs
 
     def next_control(self) -> tuple[int, bytes] | None:
         """Open the next complete record (of any type) inline, or ``None`` if it has not
@@ -715,6 +762,7 @@ class RecordStream:
         :class:`FormatError` for a length shorter than a tag and
         :class:`AuthenticationError` for a record that does not verify.
         """
+        self._advance()
         buf, pos = self._buf, self._pos
         if len(buf) - pos < HEADER_LEN:
             return None
@@ -745,6 +793,7 @@ class RecordStream:
             or chunk[2] != DATA
             or ((chunk[0] << 8) | chunk[1]) + HEADER_LEN != size
             or len(self._buf) != self._pos
+            or self._next is not None
         ):
             return None
         return self._open(chunk[:HEADER_LEN], chunk, HEADER_LEN, size)

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
         remove_stale_temporaries,
     )
     from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
+    from ._socket import (
+        FIRST_READ_BUFFER,
+        READ_BUFFER,
+        ProtocolListener,
+        ProtocolStream,
+        open_tcp,
+    )
     from ._stream import (
         DEFAULT_HANDSHAKE_TIMEOUT,
         DEFAULT_IDLE_TIMEOUT,
@@ -48,9 +55,11 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
+    "FIRST_READ_BUFFER",
     "FORMATS",
     "MAX_READ",
     "MAX_RECORD_DATA",
+    "READ_BUFFER",
     "AcceptPeer",
     "EncryptedFile",
     "EncryptedListener",
@@ -62,6 +71,8 @@ __all__ = [
     "FileFormat",
     "FileOpener",
     "FileOptions",
+    "ProtocolListener",
+    "ProtocolStream",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -69,6 +80,7 @@ __all__ = [
     "discard_temporary",
     "fsync_directory",
     "open_file",
+    "open_tcp",
     "remove_stale_temporaries",
     "serve",
     "write_atomic",
@@ -97,6 +109,13 @@ _lazy_getattr, _lazy_dir = lazy_exports(
             "remove_stale_temporaries",
         ),
         "._http": ("DEFAULT_HTTP_RECORD_SIZE", "EncryptionSettings", "Unencryptable"),
+        "._socket": (
+            "FIRST_READ_BUFFER",
+            "READ_BUFFER",
+            "ProtocolListener",
+            "ProtocolStream",
+            "open_tcp",
+        ),
         "._stream": (
             "DEFAULT_HANDSHAKE_TIMEOUT",
             "DEFAULT_IDLE_TIMEOUT",
