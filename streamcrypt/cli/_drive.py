@@ -14,12 +14,20 @@ output gets every authenticated byte, as the async pipeline releases them.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
 from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform, SegmentJob
 from ..engine import DEFAULT_POLICY, run_verified
+
+#: The engine's default policy with one helper thread fewer than it has workers (one per
+#: core): the calling thread claims pieces beside its helpers, so cores - 1 helpers keep
+#: every core busy without a thread too many. Measured on 2 vCPUs, 1 GiB of age to
+#: /dev/null, medians of 7-9 alternated runs: encrypt 0.576 -> 0.544 s, decrypt
+#: 0.586 -> 0.548 s (age 0.568 / 0.798 s).
+_POLICY = dataclasses.replace(DEFAULT_POLICY, workers=max(1, DEFAULT_POLICY.workers - 1))
 
 __all__ = ["drive", "keep_freed_memory"]
 
@@ -34,7 +42,7 @@ class _Segmented:
         self._push = push
 
     def _run(self, jobs: list[SegmentJob]) -> None:
-        out, error = run_verified(jobs, DEFAULT_POLICY, head=self._stage.take_header(), site="cli")
+        out, error = run_verified(jobs, _POLICY, head=self._stage.take_header(), site="cli")
         if out:
             self._push(out)
         if error is not None:
