@@ -57,10 +57,13 @@ def _timed(argv: Sequence[str], env: dict[str, str], check: bool = True) -> floa
 def _alternate(
     commands: dict[str, list[str]], env: dict[str, str], rounds: int, cleanup: Path | None
 ) -> dict[str, float]:
-    """Median seconds of each command, run in turn ``rounds`` times."""
+    """Median seconds of each command, run in turn ``rounds`` times, each after an
+    untimed ``sync`` (the writeback of an earlier run's output otherwise runs on the
+    cores the next run is timed on)."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
         for name, argv in commands.items():
+            os.sync()
             times[name].append(_timed(argv, env))
             if cleanup is not None:
                 cleanup.unlink(missing_ok=True)
@@ -165,7 +168,8 @@ def run(report: Report, quick: bool = False) -> None:
             "one process per run, start-up included; 'to file' is `-o FILE` on the same "
             "disk as the input: streamcrypt writes a temporary and renames it into place "
             "after a clean end (a failure never leaves a partial file; no fsync unless "
-            "--fsync is given), age writes the file in place; neither fsyncs",
+            "--fsync is given), age writes the file in place; neither fsyncs; an untimed "
+            "sync before every run, so that no run pays for the writeback of the one before",
             "the decrypt rows read files age made; each decrypted file was checked "
             "against the plaintext's SHA-256 once, untimed",
             "age is a bench-only peer: `apt-get install age` (or brew, or a release from "
