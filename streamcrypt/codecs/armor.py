@@ -266,7 +266,7 @@ class ArmorDecoder(Lifecycle):
         # lines whose ending stands where a 64-column line puts it
         ends = [buf[COLUMNS + i : lines * width : width] for i in range(len(eol))]
         lines = min(len(e) - len(e.lstrip(eol[i : i + 1])) for i, e in enumerate(ends))
-        run = bytes(buf[: lines * width])
+        run = buf[: lines * width]  # one copy; the endings are removed from it below
         decoded = _decode_clean_run(run, eol, lines)
         if decoded is None:  # a fault (or a padded last line) within the run
             best: bytes = b""
@@ -304,7 +304,7 @@ class ArmorDecoder(Lifecycle):
         out += decoded
 
 
-def _decode_clean_run(run: bytes, eol: bytes, lines: int) -> bytes | None:
+def _decode_clean_run(run: bytearray, eol: bytes, lines: int) -> bytes | None:
     """The bytes of ``lines`` full body lines (each ending known to stand after its 64
     columns), or ``None`` unless every line holds only alphabet characters, without ``=``
     and without another line-ending byte: their endings removed, exactly ``64 * lines``
