@@ -396,11 +396,9 @@ class _Writer:
                     self._idle = True
                     self._cond.wait()
                 self._idle = False
-                if self._dropping:
+                if self._dropping or not self._items:
                     break
                 batch = [self._items.popleft() for _ in range(min(_IOV_BATCH, len(self._items)))]
-                if not batch:
-                    break
             size = sum(map(len, batch))
             try:
                 _writev_all(self._fd, batch)
