@@ -70,6 +70,29 @@ def on_asyncio() -> bool:
         return False
 
 
+class _Wakeup:
+    """Where one task waits for the protocol's callbacks: :meth:`wait` parks it on a
+    fresh future, :meth:`wake` (from a callback) lets it go; a wake with no one waiting
+    is dropped, so a waiter checks its condition again after each wake."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        future = self._future = asyncio.get_running_loop().create_future()
+        try:
+            await future
+        finally:
+            self._future = None
+
+    def wake(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
 class _ReadBufferProtocol(asyncio.BufferedProtocol):
     """The loop's side: reads land in ``buf[end:]``; ``buf[start:end]`` waits to be taken."""
 
@@ -85,8 +108,8 @@ class _ReadBufferProtocol(asyncio.BufferedProtocol):
         self.eof = False
         self.lost = False
         self.exception: BaseException | None = None
-        self.read_waiter: asyncio.Future[None] | None = None
-        self.write_waiter: asyncio.Future[None] | None = None
+        self.readable = _Wakeup()  # bytes came, the peer ended, or the connection went
+        self.writable = _Wakeup()  # writing resumed, or the connection went
 
     # -- asyncio callbacks ------------------------------------------------------------------
 
@@ -115,29 +138,25 @@ class _ReadBufferProtocol(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.pause_reading()
             self.reading_paused = True
-        self._wake_reader()
+        self.readable.wake()
 
     def eof_received(self) -> bool:
         self.eof = True
-        self._wake_reader()
+        self.readable.wake()
         return True  # keep the transport: this side may still send (half-close)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.lost = True
         self.exception = exc
-        self._wake_reader()
-        waiter = self.write_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.readable.wake()
+        self.writable.wake()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        waiter = self.write_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.writable.wake()
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -148,11 +167,6 @@ class _ReadBufferProtocol(asyncio.BufferedProtocol):
         bigger[:size] = self.view[self.start : self.end]
         self.buf, self.view = bigger, memoryview(bigger)
         self.start, self.end = 0, size
-
-    def _wake_reader(self) -> None:
-        waiter = self.read_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     def consumed(self, count: int) -> None:
         """``count`` bytes at ``start`` were taken: free them, read again if paused."""
@@ -200,12 +214,7 @@ class ProtocolStream(SocketStream):
             return
         if self._closed:
             raise ClosedResourceError
-        waiter = asyncio.get_running_loop().create_future()
-        protocol.read_waiter = waiter
-        try:
-            await waiter
-        finally:
-            protocol.read_waiter = None
+        await protocol.readable.wait()
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if max_bytes < 1:
@@ -251,12 +260,7 @@ class ProtocolStream(SocketStream):
     async def _drained(self) -> None:
         protocol = self._protocol
         while protocol.writing_paused and not protocol.lost:
-            waiter = asyncio.get_running_loop().create_future()
-            protocol.write_waiter = waiter
-            try:
-                await waiter
-            finally:
-                protocol.write_waiter = None
+            await protocol.writable.wait()
         if self._closed:
             raise ClosedResourceError  # aclose() aborted the transport: unsent data is gone
         if protocol.lost:
@@ -304,7 +308,7 @@ class _Accepted:
 
     def __init__(self) -> None:
         self.streams: deque[ProtocolStream] = deque()
-        self.waiter: asyncio.Future[None] | None = None
+        self.arrived = _Wakeup()
         self.closed = False
 
     def deliver(self, stream: ProtocolStream) -> None:
@@ -312,12 +316,7 @@ class _Accepted:
             stream._transport.abort()
             return
         self.streams.append(stream)
-        self.wake()
-
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.arrived.wake()
 
 
 class ProtocolListener(SocketListener):
@@ -359,12 +358,7 @@ class ProtocolListener(SocketListener):
             while not accepted.streams:
                 if accepted.closed:
                     raise ClosedResourceError
-                waiter = asyncio.get_running_loop().create_future()
-                accepted.waiter = waiter
-                try:
-                    await waiter
-                finally:
-                    accepted.waiter = None
+                await accepted.arrived.wait()
             await asyncio.sleep(0)
             return accepted.streams.popleft()
 
@@ -375,7 +369,7 @@ class ProtocolListener(SocketListener):
             self._server.close()
             while accepted.streams:
                 accepted.streams.popleft()._transport.abort()
-            accepted.wake()
+            accepted.arrived.wake()
         await asyncio.sleep(0)
 
 
