@@ -187,6 +187,52 @@ async def test_a_cancelled_receive_loses_nothing(anyio_backend: Any) -> None:
 
 
 @asyncio_only
+async def test_read_timeouts_consume_nothing_and_follow_each_wait(anyio_backend: Any) -> None:
+    """``read(n, stall_limit)``: past the limit TimeoutError, nothing lost, the stream
+    usable; one lazily armed timer per direction still honours each wait's own limit:
+    a short wait after a long one is cut on time, a long wait after a short one is not
+    cut early."""
+    client, server, listener = await _pair()
+    async with listener, client, server:
+        await server.send(b"a")
+        assert await client.read(10, stall_limit=60) == b"a"  # arms the timer at +60 s
+        started = anyio.current_time()
+        with pytest.raises(TimeoutError, match=r"0\.2 s"):
+            await client.read(10, stall_limit=0.2)  # must not wait for the +60 s timer
+        assert 0.15 < anyio.current_time() - started < 5
+
+        async def send_after(delay: float, data: bytes) -> None:
+            await anyio.sleep(delay)
+            await server.send(data)
+
+        async with create_task_group() as tg:
+            tg.start_soon(send_after, 0.05, b"soon")
+            assert await client.read(10, stall_limit=0.3) == b"soon"  # leaves a +0.3 s timer
+            tg.start_soon(send_after, 0.6, b"late")
+            # That timer fires during this wait (deadline +2 s): it moves on, no timeout.
+            assert await client.read(10, stall_limit=2) == b"late"
+        # A real cancellation stays a cancellation, not a timeout.
+        with anyio.move_on_after(0.05) as scope:
+            await client.read(10, stall_limit=30)
+        assert scope.cancelled_caught
+        await server.send(b"after")
+        assert await client.read(10, stall_limit=1) == b"after"
+
+
+@asyncio_only
+async def test_write_timeouts_cut_a_peer_that_reads_nothing(anyio_backend: Any) -> None:
+    client, server, listener = await _pair()
+    block = os.urandom(1 << 20)
+    async with listener, client, server:
+        with anyio.fail_after(30), pytest.raises(TimeoutError):
+            while True:
+                await server.write(block, stall_limit=0.3)
+        # What was written stays written: the reader gets a prefix of the flood, in order.
+        data = await client.receive(1 << 16)
+        assert data == block[: len(data)]
+
+
+@asyncio_only
 async def test_a_cancelled_encrypted_receive_leaves_the_stream_usable(
     anyio_backend: Any,
 ) -> None:

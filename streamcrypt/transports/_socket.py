@@ -12,6 +12,10 @@ the same anyio :class:`~anyio.abc.SocketStream` contract over an
 slices what is there, ``send()`` is ``transport.write`` followed, when the transport
 could not take it all, by a wait for ``resume_writing`` (write buffer limits 0, as
 anyio: a ``send()`` that returned left nothing in user space, so ``aclose()`` may abort).
+For a caller with guards and cancellation points of its own (``EncryptedStream``),
+:meth:`ProtocolStream.read` and :meth:`ProtocolStream.write` do the same without them and
+take a limit on each wait (``stall_limit``), kept as a deadline and one loop timer per direction armed
+lazily, so a call that never waits long costs no timer.
 
 :func:`open_tcp` and :meth:`ProtocolListener.create` build them on asyncio (uvloop
 included); :func:`on_asyncio` tells the callers (``connect``, ``serve``) when to; on
@@ -70,27 +74,73 @@ def on_asyncio() -> bool:
         return False
 
 
+#: The message a timeout cancels a wait's future with (told apart from a real cancel).
+_TIMEOUT_MESSAGE: Final = "streamcrypt ProtocolStream timeout"
+
+
 class _Wakeup:
     """Where one task waits for the protocol's callbacks: :meth:`wait` parks it on a
     fresh future, :meth:`wake` (from a callback) lets it go; a wake with no one waiting
-    is dropped, so a waiter checks its condition again after each wake."""
+    is dropped, so a waiter checks its condition again after each wake.
 
-    __slots__ = ("_future",)
+    A wait may have a timeout. Its deadline is a float stored per wait; one loop timer
+    per wakeup, armed lazily, checks it and moves on to the current deadline when it
+    fires early, so a wait costs no timer of its own (``call_later`` and ``cancel`` on
+    every wait cost about as much as sealing a 1 KiB record)."""
+
+    __slots__ = ("_deadline", "_future", "_timer", "_timer_at")
 
     def __init__(self) -> None:
         self._future: asyncio.Future[None] | None = None
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
-    async def wait(self) -> None:
-        future = self._future = asyncio.get_running_loop().create_future()
+    async def wait(self, stall_limit: float | None = None) -> None:
+        """Until :meth:`wake`; past ``stall_limit`` seconds raise :class:`TimeoutError`."""
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        if stall_limit is not None:
+            deadline = self._deadline = loop.time() + stall_limit
+            if self._timer is None or self._timer_at > deadline:
+                self._arm(loop, deadline)
         try:
             await future
+        except asyncio.CancelledError as exc:
+            if exc.args[:1] == (_TIMEOUT_MESSAGE,) and future.cancelled():
+                raise TimeoutError(f"no progress for {stall_limit} s") from None
+            raise
         finally:
-            self._future = None
+            self._future = self._deadline = None
 
     def wake(self) -> None:
         future = self._future
         if future is not None and not future.done():
             future.set_result(None)
+
+    def close(self) -> None:
+        """Drop the timer (the connection is gone; a waiter was woken)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._expire, loop)
+        self._timer_at = at
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return  # no one waits: the next wait with a timeout arms again
+        if loop.time() < deadline:
+            self._arm(loop, deadline)  # armed for an earlier wait: on to this one's
+            return
+        future = self._future
+        if future is not None and not future.done():
+            future.cancel(_TIMEOUT_MESSAGE)
 
 
 class _ReadBufferProtocol(asyncio.BufferedProtocol):
@@ -148,8 +198,9 @@ class _ReadBufferProtocol(asyncio.BufferedProtocol):
     def connection_lost(self, exc: BaseException | None) -> None:
         self.lost = True
         self.exception = exc
-        self.readable.wake()
-        self.writable.wake()
+        for wakeup in (self.readable, self.writable):
+            wakeup.wake()
+            wakeup.close()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -207,42 +258,43 @@ class ProtocolStream(SocketStream):
             return self._broken()
         return EndOfStream()
 
-    async def _wait_readable(self) -> None:
-        """Until bytes are buffered, the peer ended, or the connection is gone."""
-        protocol = self._protocol
-        if protocol.end != protocol.start or protocol.eof or protocol.lost:
-            return
-        if self._closed:
-            raise ClosedResourceError
-        await protocol.readable.wait()
-
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if max_bytes < 1:
             raise ValueError("max_bytes must be a positive integer")
         with self._receive_guard:
-            protocol = self._protocol
-            if protocol.end == protocol.start and not (
-                self._closed or protocol.eof or protocol.lost
-            ):
-                await self._wait_readable()
-            else:
-                await asyncio.sleep(0)
-            if self._closed:
-                raise ClosedResourceError
-            start = protocol.start
-            take = min(protocol.end - start, max_bytes)
-            if not take:
-                raise self._no_data()
-            data = bytes(protocol.view[start : start + take])
-            protocol.consumed(take)
-            return data
+            return await self.read(max_bytes)
+
+    async def read(self, max_bytes: int, stall_limit: float | None = None) -> bytes:
+        """:meth:`receive` without its concurrency guard, for a caller that holds its own,
+        and with a ``stall_limit``: seconds to wait for the first byte (``None``: for ever);
+        past it raise :class:`TimeoutError`, nothing consumed and the stream still usable.
+        A checkpoint whether or not it waits."""
+        protocol = self._protocol
+        if protocol.end == protocol.start and not (self._closed or protocol.eof or protocol.lost):
+            await protocol.readable.wait(stall_limit)
+        else:
+            await asyncio.sleep(0)
+        if self._closed:
+            raise ClosedResourceError
+        start = protocol.start
+        take = min(protocol.end - start, max_bytes)
+        if not take:
+            raise self._no_data()
+        data = bytes(protocol.view[start : start + take])
+        protocol.consumed(take)
+        return data
 
     async def send(self, item: bytes) -> None:
         with self._send_guard:
             await asyncio.sleep(0)  # the cancellation point: nothing was written yet
-            await self._write(item)
+            await self.write(item)
 
-    async def _write(self, item: Any) -> None:
+    async def write(self, item: Any, stall_limit: float | None = None) -> None:
+        """:meth:`send` without its guard and without its checkpoint before writing, for
+        a caller that holds its own guard and made its own cancellation point (a record
+        sealed before a checkpoint would be lost if the checkpoint were cancelled).
+        Returns once the loop handed every byte to the kernel; a stall of more than
+        ``stall_limit`` seconds raises :class:`TimeoutError` (what was written stays written)"""
         protocol = self._protocol
         if self._closed or self._eof_sent:
             raise ClosedResourceError
@@ -255,12 +307,12 @@ class ProtocolStream(SocketStream):
                 raise BrokenResourceError from exc
             raise
         if protocol.writing_paused:
-            await self._drained()
+            await self._drained(stall_limit)
 
-    async def _drained(self) -> None:
+    async def _drained(self, stall_limit: float | None) -> None:
         protocol = self._protocol
         while protocol.writing_paused and not protocol.lost:
-            await protocol.writable.wait()
+            await protocol.writable.wait(stall_limit)
         if self._closed:
             raise ClosedResourceError  # aclose() aborted the transport: unsent data is gone
         if protocol.lost:

@@ -28,10 +28,12 @@ Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout`
 ``record_timeout`` once part of it has (a peer that sends a record header and stalls is
 cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
 ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
-breaks the stream. On asyncio a deadline is armed only once a transport call really
-waits, not for a send the transport takes at once or a read of data already there, and
-then it is one loop timer that cancels the awaited future, not an anyio cancel scope (on
-the small-message path a cancel scope cost as much as the crypto). A read that is exactly
+breaks the stream. Over a :class:`~streamcrypt.transports.ProtocolStream` the timeouts
+are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily armed loop
+timer per direction, nothing per call); over another transport on asyncio a deadline is
+armed only once a call really waits, as one loop timer that cancels the awaited future;
+elsewhere it is an anyio cancel scope (on the small-message path a cancel scope cost as
+much as the crypto). A read that is exactly
 one small data record is opened from the chunk read, without the record buffer or the
 scheduler. Buffered ciphertext per connection is at most one transport read
 (:data:`MAX_READ`, 1 MiB: the record layer parses each read in place) plus one record
@@ -275,6 +277,9 @@ def _peer_name(stream: AnyByteStream) -> str:
     return str(address)
 
 
+#: What a send that timed out waited for.
+_NO_TAKER: Final = "the transport took no data"
+
 #: The message a deadline cancels the awaited future with (told apart from a real cancel).
 _DEADLINE_MESSAGE: Final = "streamcrypt EncryptedStream deadline"
 
@@ -401,6 +406,7 @@ class EncryptedStream(ByteStream):
     _small_receive: int = field(default=0, init=False)
     _lazy_deadlines: bool = field(default=False, init=False)
     _sized_reads: bool = field(default=False, init=False)
+    _protocol_stream: ProtocolStream | None = field(default=None, init=False)
     _read_size: int = field(default=_RECV_SIZE, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
@@ -425,11 +431,15 @@ class EncryptedStream(ByteStream):
         self._small_receive = min(_SMALL_READ, limit - 1)
         self._lazy_deadlines = on_asyncio()
         self._sized_reads = isinstance(self.transport_stream, ByteReceiveStream)
-        # A sealed batch goes to the transport in one write (a 1 MiB send() is one write).
-        # A ProtocolStream's send() returns only once the loop wrote everything to the
-        # kernel, so batches are sealed into a few recycled buffers ("reuse"): fresh
-        # output would cost a page fault per 4 KiB, more than sealing it.
-        reuse = isinstance(self.transport_stream, ProtocolStream)
+        # Over a ProtocolStream this stream reads and writes through its guard-free
+        # ``read``/``write``, with the timeouts its waits keep (no wrapper, no timer per
+        # call). A sealed batch goes to the transport in one write (a 1 MiB send() is one
+        # write); the write returns only once the loop gave everything to the kernel, so
+        # batches are sealed into a few recycled buffers ("reuse"): fresh output would
+        # cost a page fault per 4 KiB, more than sealing it.
+        if isinstance(self.transport_stream, ProtocolStream):
+            self._protocol_stream = self.transport_stream
+        reuse = self._protocol_stream is not None
         self._sending = OrderedBatches(policy, site="socket-send", piece=1 << 62, reuse=reuse)
         self._receiving = self._new_receiver()
         self._read_size = self._reads_for(self._receiving)
@@ -544,12 +554,20 @@ class EncryptedStream(ByteStream):
             timeout, what = config.record_timeout, "the rest of a record"
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
-        if self._sized_reads:
-            call = self.transport_stream.receive(self._read_size)  # type: ignore[call-arg]
-        else:
-            call = self.transport_stream.receive()
+        tcp = self._protocol_stream
         try:
-            chunk: bytes = await _with_timeout(timeout, what, call, self._lazy_deadlines)
+            if tcp is not None:
+                chunk = await tcp.read(self._read_size, timeout)
+            else:
+                if self._sized_reads:
+                    call = self.transport_stream.receive(self._read_size)  # type: ignore[call-arg]
+                else:
+                    call = self.transport_stream.receive()
+                chunk = await _with_timeout(timeout, what, call, self._lazy_deadlines)
+        except TimeoutError as exc:
+            if isinstance(exc, PeerTimeoutError) or timeout is None:
+                raise
+            raise _timed_out(timeout, what) from None
         except EndOfStream:
             if have:
                 raise TruncatedStreamError(
@@ -567,13 +585,20 @@ class EncryptedStream(ByteStream):
         for part in sealed:
             await self._transport_send_one(cast(bytes, part))
 
-    def _transport_send_one(self, sealed: bytes) -> Awaitable[None]:
-        return _with_timeout(
-            self._config.idle_timeout,
-            "the transport took no data",
-            self.transport_stream.send(sealed),
-            self._lazy_deadlines,
-        )
+    async def _transport_send_one(self, sealed: bytes) -> None:
+        timeout = self._config.idle_timeout
+        tcp = self._protocol_stream
+        try:
+            if tcp is not None:
+                await tcp.write(sealed, timeout)
+            else:
+                await _with_timeout(
+                    timeout, _NO_TAKER, self.transport_stream.send(sealed), self._lazy_deadlines
+                )
+        except TimeoutError as exc:
+            if isinstance(exc, PeerTimeoutError) or timeout is None:
+                raise
+            raise _timed_out(timeout, _NO_TAKER) from None
 
     def _fail(self, exc: BaseException) -> BaseException:
         if not self._broken:
@@ -590,7 +615,12 @@ class EncryptedStream(ByteStream):
             ) from self._failure
 
     async def _send_records(self, rtype: int, data: Buffer) -> None:
-        await checkpoint_if_cancelled()
+        # The cancellation point, before anything is sealed. Over a ProtocolStream it is
+        # the loop turn the transport's own send() would take (its write() takes none).
+        if self._protocol_stream is not None:
+            await asyncio.sleep(0)
+        else:
+            await checkpoint_if_cancelled()
         records = self._records
         assert records is not None
         try:
