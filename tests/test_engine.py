@@ -280,6 +280,73 @@ async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolic
     assert b"".join(out) == data
 
 
+@pytest.mark.parametrize("to_stream", [False, True], ids=["callable", "byte-stream"])
+async def test_small_pushes_run_at_once_and_fail_after_their_verified_part(
+    to_stream: bool,
+) -> None:
+    """A push under the inline limit with nothing in flight is opened before send()
+    returns (no batch gathered, no flush needed), into a reused buffer for a callable
+    sink and new objects for a byte stream; a tampered segment releases the segments
+    before it, then raises AuthenticationError, and the feeder stays failed."""
+    data = random.Random(16).randbytes(20_000)
+    ct = bytearray(sc.encrypt_bytes(data, KEY, segment_size=1024))
+    out: list[bytes] = []
+
+    async def sink(view: memoryview) -> None:
+        out.append(bytes(view))
+
+    class _ByteSink(anyio.abc.ByteSendStream):
+        async def send(self, item: bytes) -> None:
+            assert isinstance(item, bytes)  # a stream keeps what it is given: no views
+            out.append(item)
+
+        async def aclose(self) -> None:
+            pass
+
+    policy = sc.OffloadPolicy()  # inline_limit 256 KiB: every push below is small
+    chain = sc.pipeline(StreamDecryptor(KEY), policy=policy)
+    feeder = chain.feeder(_ByteSink() if to_stream else sink)
+    seg = 1024 + 16
+    head = len(ct) - 19 * seg - (20_000 - 19 * 1024 + 16)  # 19 whole segments, then the last
+    await feeder.send(bytes(ct[: head + 100]))  # the header: read through a batch
+    await feeder.flush()
+    assert out == []
+    await feeder.send(bytes(ct[head + 100 : head + 3 * seg + 10]))
+    assert b"".join(out) == data[:3072]  # three whole segments, before any flush
+    ct[head + 4 * seg + 7] ^= 1  # inside the fifth segment
+    with pytest.raises(AuthenticationError):
+        await feeder.send(bytes(ct[head + 3 * seg + 10 : head + 8 * seg]))
+    assert b"".join(out) == data[:4096]  # the fourth verified and came out; nothing after
+    with pytest.raises(sc.errors.StreamCryptError):
+        await feeder.send(bytes(ct[head + 8 * seg :]))
+    assert b"".join(out) == data[:4096]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_a_kept_feeder_hands_its_sink_bytes_to_keep(policy: OffloadPolicy | None) -> None:
+    """feeder(sink, kept=True): the callable gets bytes objects it may keep (never views of
+    a buffer reused later), through the small-push path and the batch path alike."""
+    data = random.Random(17).randbytes(3 << 20)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=4096)
+    kept: list[object] = []
+
+    async def sink(piece: object) -> None:
+        kept.append(piece)
+
+    feeder = sc.pipeline(StreamDecryptor(KEY), policy=policy).feeder(sink, kept=True)
+    await feeder.send(ct[:5000])
+    await feeder.flush()
+    for off in range(5000, len(ct), 100_000):  # small pushes, then one large below
+        await feeder.send(ct[off : off + 100_000])
+        await feeder.flush()
+        if off > 1 << 20:
+            await feeder.send(ct[off + 100_000 :])
+            break
+    await feeder.aclose()
+    assert all(type(piece) is bytes for piece in kept)
+    assert b"".join(kept) == data  # every piece intact after all later work
+
+
 @pytest.mark.parametrize(
     "policy", [None, sc.OffloadPolicy(), THREADED], ids=["inline", "default", "threads"]
 )

@@ -17,10 +17,16 @@ each stage pushes its output to the next, the last one to the sink.
 * Any other transform runs its ``update`` inline, or on a worker thread when its
   controller finds that pays (one piece at a time: such transforms are stateful).
 
+A push below the policy's ``inline_limit`` (at most 1 MiB) that finds nothing in flight
+is fed and its jobs run at once on the loop thread, output pushed job by job: what the
+scheduler would do inline, without gathering a batch (for one HTTP body message the batch
+machinery cost more than the AES).
+
 Output: a segmented stage whose consumer is done with each piece before it returns (a
 callable sink, a plain stage) gets views of reused buffers; one whose output is kept (the
-async iterator, a byte stream, a downstream segmented stage) gets new ``bytes`` per batch,
-written in place by whichever thread ran the batch and never copied.
+async iterator, a byte stream, a downstream segmented stage, a feeder's sink given
+``kept=True``) gets new ``bytes``, written in place by whichever thread ran the work and
+never copied.
 
 Memory is bounded by ``max_in_flight`` batches of input and output plus one segment of
 each stage: never by the stream length. A pipeline emits in batches; for interactive
@@ -47,8 +53,8 @@ from anyio.abc import ByteSendStream
 from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, InvalidParameterError
-from ._adaptive import Controller
-from ._batches import OrderedBatches
+from ._adaptive import INLINE_BATCH, Controller
+from ._batches import OrderedBatches, finish_fresh, fresh_bytes
 from ._offload import DEFAULT_POLICY, OffloadPolicy
 
 __all__ = ["Feeder", "Pipeline", "Sink", "Source", "pipeline"]
@@ -80,6 +86,12 @@ class _SegmentedStage:
         self._policy = policy
         self._push = push
         self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
+        # Pushes below this run at once, without a batch, when nothing is in flight: work
+        # the scheduler would run inline anyway (see _run_small).
+        limit = policy.inline_limit if policy is not None else INLINE_BATCH
+        self._small = min(limit, INLINE_BATCH)
+        self._reuse = reuse
+        self._scratch = bytearray()
 
     async def _emit(self, parts: list[Buffer]) -> None:
         for part in parts:
@@ -105,9 +117,38 @@ class _SegmentedStage:
             # Jobs keep views of their input until they ran: never of a buffer the caller
             # (or an upstream stage) may reuse.
             view = memoryview(bytes(view))
+        if len(view) < self._small and self._batches.idle and not self._stage.header_pending:
+            await self._run_small(view)
+            return
         jobs = await self._call(self._stage.feed, view)
         await self._emit_header()
         await self._batches.put(jobs, self._emit)
+
+    async def _run_small(self, view: memoryview) -> None:
+        """Feed ``view`` and run its jobs here, each output pushed as it is made: what the
+        scheduler does with work under its inline limit, without gathering a batch (for a
+        message-sized body, such as one HTTP body message, the batch machinery cost more
+        than the AES). Output goes into one reused buffer when the consumer is done with
+        each view on return, else into a new object per job."""
+        jobs = self._stage.feed(view)
+        await self._emit_header()
+        for job in jobs:
+            size = job.out_size
+            if self._reuse:
+                if len(self._scratch) < size:
+                    self._scratch = bytearray(size)
+                owner: Buffer | None = None
+                out = memoryview(self._scratch)[:size]
+            else:
+                owner, out = fresh_bytes(size)
+            written, error = job.run_into(out)
+            if written:
+                if owner is not None and written == size and error is None:
+                    await self._push(finish_fresh(owner))
+                else:
+                    await self._push(out[:written])
+            if error is not None:
+                raise self._stage.fail(error) from None
 
     async def flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
@@ -164,15 +205,18 @@ class _PlainStage:
 _Stage: TypeAlias = _SegmentedStage | _PlainStage
 
 
-def _as_push(sink: Sink) -> tuple[_Push, bool]:
-    """The push function for ``sink`` and whether it is done with each view on return."""
-    if isinstance(sink, ByteSendStream):
-        send = sink.send
+def _as_push(sink: Sink, kept: bool = False) -> tuple[_Push, bool]:
+    """The push function for ``sink`` and whether it is done with each view on return
+    (``kept``: a callable sink that keeps what it is given gets ``bytes``, not views)."""
+    if isinstance(sink, ByteSendStream) or kept:
+        send: Callable[[Any], Awaitable[Any]] = (
+            sink.send if isinstance(sink, ByteSendStream) else sink
+        )
 
-        async def to_stream(data: Buffer) -> None:
+        async def to_keeper(data: Buffer) -> None:
             await send(data if isinstance(data, bytes) else bytes(data))
 
-        return to_stream, False
+        return to_keeper, False
 
     async def to_callable(data: Buffer) -> None:
         await sink(memoryview(data))
@@ -259,10 +303,15 @@ class Pipeline:
     def _piece_size(self) -> int:
         return self.policy.batch_size if self.policy is not None else 1 << 20
 
-    def feeder(self, sink: Sink) -> Feeder:
+    def feeder(self, sink: Sink, *, kept: bool = False) -> Feeder:
         """Push-mode driving: ``await f.send(data)`` as data arrives, ``await f.aclose()``
-        at the end (for callers that are handed data, like ASGI ``send`` hooks)."""
-        push, done = _as_push(sink)
+        at the end (for callers that are handed data, like ASGI ``send`` hooks).
+
+        A callable sink gets views of reused buffers that it must be done with when it
+        returns; with ``kept=True`` it gets ``bytes`` objects instead, made for it (no
+        copy needed to keep them, as a request body queued for an app).
+        """
+        push, done = _as_push(sink, kept)
         return Feeder(self._build(push, done, "pipeline-feeder"), self._piece_size)
 
     async def run(self, source: Source, sink: Sink) -> None:

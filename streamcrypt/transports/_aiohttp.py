@@ -39,7 +39,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from aiohttp import ClientResponse, hdrs, web
@@ -256,11 +256,11 @@ class _DecryptingReader(StreamReader):
         self._sc_feeder = pipeline(
             EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
             policy=settings.policy,
-        ).feeder(self._sc_put)
+        ).feeder(self._sc_put, kept=True)
         self.sc_error: StreamCryptError | None = None
 
-    async def _sc_put(self, view: memoryview) -> None:
-        self.feed_data(bytes(view))
+    async def _sc_put(self, plaintext: Buffer) -> None:
+        self.feed_data(cast(bytes, plaintext))  # a kept feeder's sink gets bytes
 
     async def pump(self) -> None:
         try:

@@ -44,10 +44,11 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import anyio
 
+from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted_length
 from ..engine import Feeder, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
@@ -177,14 +178,14 @@ class _DecryptingReceive:
         self._feeder: Feeder = pipeline(
             EceDecryptor(mw.settings.keys, max_record_size=mw.settings.max_record_size),
             policy=mw.settings.policy,
-        ).feeder(self._collect)
+        ).feeder(self._collect, kept=True)
         self._complete = False  # the whole body authenticated
         self._final_given = False
         self._timeout = mw.settings.body_timeout
         self.error: StreamCryptError | None = None
 
-    async def _collect(self, view: memoryview) -> None:
-        self._ready.append(bytes(view))
+    async def _collect(self, plaintext: Buffer) -> None:
+        self._ready.append(cast(bytes, plaintext))  # a kept feeder's sink gets bytes
 
     async def __call__(self) -> Message:
         if self.error is not None:

@@ -22,14 +22,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
-import anyio
-
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
-from ..errors import InvalidParameterError, PeerTimeoutError
+from ..errors import InvalidParameterError
 from ..keys import KeyRing
+from ._deadline import with_timeout
 from ._options import config_or_options
+from ._socket import on_asyncio
 
 __all__ = [
     "BODYLESS_METHODS",
@@ -232,13 +232,9 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
 
 async def body_read(read: Callable[[], Awaitable[_T]], stall: float | None) -> _T:
     """``await read()`` (the next piece of a request body), cut after ``stall`` seconds
-    without it (``None``: wait for ever); raises :class:`PeerTimeoutError` (408)."""
-    if stall is None:
-        return await read()
-    with anyio.move_on_after(stall) as scope:
-        return await read()
-    assert scope.cancelled_caught
-    raise PeerTimeoutError(f"the request body sent nothing for {stall} s: the client stalled; cut")
+    without it (``None``: wait for ever); raises :class:`PeerTimeoutError` (408). On
+    asyncio a piece already there arms no timer (:func:`with_timeout`)."""
+    return await with_timeout(stall, "the request body sent nothing", read(), on_asyncio())
 
 
 async def feed_piecewise(
