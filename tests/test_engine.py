@@ -322,6 +322,30 @@ async def test_small_pushes_run_at_once_and_fail_after_their_verified_part(
     assert b"".join(out) == data[:4096]
 
 
+async def test_a_sink_failing_under_a_small_push_breaks_the_feeder() -> None:
+    """Output lost to a failing consumer must never be skipped over: after it, every
+    push raises instead of emitting later segments after a gap."""
+    data = random.Random(18).randbytes(10_000)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
+    out: list[bytes] = []
+    fail = [True]
+
+    async def sink(view: memoryview) -> None:
+        if fail[0]:
+            fail[0] = False
+            raise OSError("the consumer's connection went away")
+        out.append(bytes(view))
+
+    feeder = sc.pipeline(StreamDecryptor(KEY), policy=sc.OffloadPolicy()).feeder(sink)
+    await feeder.send(ct[:100])  # the header, read through a batch: nothing to emit yet
+    await feeder.flush()
+    with pytest.raises(OSError):
+        await feeder.send(ct[100:3000])  # small: run at once; the sink fails
+    with pytest.raises(sc.errors.BrokenTransformError):
+        await feeder.send(ct[3000:6000])
+    assert out == []
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 async def test_a_kept_feeder_hands_its_sink_bytes_to_keep(policy: OffloadPolicy | None) -> None:
     """feeder(sink, kept=True): the callable gets bytes objects it may keep (never views of

@@ -351,6 +351,7 @@ class OrderedBatches:
         self._window: deque[_Batch] = deque()
         self._free: list[bytearray] = []
         self._lent: bytearray | None = None
+        self._scratch = bytearray()  # run_now's output buffer in reuse mode
         self._failure: BaseException | None = None
         self._abandoned: list[Future[int]] = []
         self._held_loop = 0  # bytes run inline since the loop last got a turn
@@ -536,6 +537,34 @@ class OrderedBatches:
                 self.launch()
                 await self._emit_done(emit)
             await self._emit_done(emit)
+        except BaseException as exc:
+            self._break(exc)
+            raise
+
+    async def run_now(self, jobs: Iterable[Job], emit: Emit) -> None:
+        """Run ``jobs`` on this thread now, emitting each one's output as it is made,
+        without gathering a batch: for work under the inline limit while :attr:`idle`.
+        Output goes into one reused buffer in reuse mode, else into a new object per job.
+        Same failure rules as :meth:`put`."""
+        self._check()
+        try:
+            for job in jobs:
+                size = job.out_size
+                owner: Buffer | None = None
+                if self._reuse:
+                    if len(self._scratch) < size:
+                        self._scratch = bytearray(size)
+                    out = memoryview(self._scratch)[:size]
+                else:
+                    owner, out = fresh_bytes(size)
+                written, error = job.run_into(out)
+                if written:
+                    piece: Buffer = out[:written]
+                    if owner is not None and written == size and error is None:
+                        piece = finish_fresh(owner)
+                    await emit([piece])
+                if error is not None:
+                    raise self._fail(error)
         except BaseException as exc:
             self._break(exc)
             raise

@@ -54,7 +54,7 @@ from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, InvalidParameterError
 from ._adaptive import INLINE_BATCH, Controller
-from ._batches import OrderedBatches, finish_fresh, fresh_bytes
+from ._batches import OrderedBatches
 from ._offload import DEFAULT_POLICY, OffloadPolicy
 
 __all__ = ["Feeder", "Pipeline", "Sink", "Source", "pipeline"]
@@ -90,8 +90,6 @@ class _SegmentedStage:
         # the scheduler would run inline anyway (see _run_small).
         limit = policy.inline_limit if policy is not None else INLINE_BATCH
         self._small = min(limit, INLINE_BATCH)
-        self._reuse = reuse
-        self._scratch = bytearray()
 
     async def _emit(self, parts: list[Buffer]) -> None:
         for part in parts:
@@ -117,7 +115,13 @@ class _SegmentedStage:
             # Jobs keep views of their input until they ran: never of a buffer the caller
             # (or an upstream stage) may reuse.
             view = memoryview(bytes(view))
-        if len(view) < self._small and self._batches.idle and not self._stage.header_pending:
+        batches = self._batches
+        if (
+            len(view) < self._small
+            and batches.idle
+            and not batches.broken
+            and not self._stage.header_pending
+        ):
             await self._run_small(view)
             return
         jobs = await self._call(self._stage.feed, view)
@@ -125,30 +129,13 @@ class _SegmentedStage:
         await self._batches.put(jobs, self._emit)
 
     async def _run_small(self, view: memoryview) -> None:
-        """Feed ``view`` and run its jobs here, each output pushed as it is made: what the
+        """Feed ``view`` and run its jobs at once (:meth:`OrderedBatches.run_now`): what the
         scheduler does with work under its inline limit, without gathering a batch (for a
         message-sized body, such as one HTTP body message, the batch machinery cost more
-        than the AES). Output goes into one reused buffer when the consumer is done with
-        each view on return, else into a new object per job."""
+        than the AES)."""
         jobs = self._stage.feed(view)
         await self._emit_header()
-        for job in jobs:
-            size = job.out_size
-            if self._reuse:
-                if len(self._scratch) < size:
-                    self._scratch = bytearray(size)
-                owner: Buffer | None = None
-                out = memoryview(self._scratch)[:size]
-            else:
-                owner, out = fresh_bytes(size)
-            written, error = job.run_into(out)
-            if written:
-                if owner is not None and written == size and error is None:
-                    await self._push(finish_fresh(owner))
-                else:
-                    await self._push(out[:written])
-            if error is not None:
-                raise self._stage.fail(error) from None
+        await self._batches.run_now(jobs, self._emit)
 
     async def flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
