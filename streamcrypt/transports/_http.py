@@ -9,7 +9,7 @@ Memory per request, by design: a request body is decrypted record by record, so 
 request can pin is one partial record (at most ``max_record_size``, 64 KiB by default)
 plus verified plaintext not yet read by the app (at most one body message's worth; the
 aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own read
-buffer; bodies go through the pipeline :data:`BODY_PIECE` (256 KiB) at a time, so its
+buffer; bodies go through the pipeline :data:`BODY_PIECE` (128 KiB) at a time, so its
 buffers hold one piece, and a response leaves in :data:`SEND_PIECE` (64 KiB) writes, each
 awaited, so a slow client holds about that much queued (a 1 KiB body costs about 1 KiB).
 A client that stops sending a body is cut after ``body_timeout`` seconds.
@@ -66,8 +66,12 @@ DEFAULT_REQUEST_MAX_RECORD_SIZE = 1 << 16
 #: is exactly what these middlewares accept from a request by default.
 DEFAULT_HTTP_RECORD_SIZE = 1 << 16
 #: Body bytes pushed through a pipeline at a time: its output buffer holds one piece's
-#: records, never a whole app write or network read (apps write 1 MiB and more).
-BODY_PIECE = 256 << 10
+#: records, never a whole app write or network read (apps write 1 MiB and more). Under
+#: the engine's inline limit, so a piece runs at once without a batch; measured against
+#: 256 KiB, server RSS per concurrent 1 MiB exchange fell from 0.20 to 0.09 MiB (uvicorn)
+#: and 1.45 to 0.98 MiB (aiohttp) with throughput unchanged; 64 KiB saved less and cost
+#: aiohttp speed.
+BODY_PIECE = 128 << 10
 #: Ciphertext handed to the server per body write: the server waits for its socket to
 #: drain between writes, so what a slow client leaves queued is about this much, not
 #: everything encrypted so far.
