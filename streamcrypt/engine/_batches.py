@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
@@ -119,29 +120,41 @@ def _bytes_c_api() -> tuple[Callable[[None, int], bytes], Callable[[bytes], int]
 
 _BYTES_C_API = _bytes_c_api()
 
-#: The block :func:`settle_allocator` allocates and frees once (4 MiB).
-_SETTLE_BLOCK = 4 << 20
+#: glibc malloc parameters :func:`settle_allocator` sets (``mallopt`` numbers, values).
+_MALLOC_SETTINGS = ((-3, 4 << 20), (-1, 8 << 20))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
 _settled = False
 
 
 def settle_allocator() -> None:
-    """Once per process, allocate and free one :data:`_SETTLE_BLOCK` (an ``mmap`` of
-    untouched zero pages: two system calls, no page faults).
+    """Once per process, on glibc: serve blocks up to 4 MiB from the heap and return its
+    top to the system only past 8 MiB free (``mallopt`` M_MMAP_THRESHOLD and
+    M_TRIM_THRESHOLD), unless the environment already sets glibc's ``MALLOC_*`` tunables.
 
-    glibc's malloc returns the top of its heap to the system whenever more than twice its
-    *mmap threshold* is free there, and the threshold starts at 128 KiB; it rises to the
-    size of the largest mmapped block freed. A server that turns over 256 KiB bodies
-    (h11's buffers, the app's body bytes, our output) with nothing large freed yet trims
-    and regrows its heap on nearly every body message, faulting every page back in:
-    measured under uvicorn, 1.2-1.5 faulted bytes per request-body byte and half the
-    throughput. Freeing one 4 MiB block moves the threshold to 4 MiB (trim at 8 MiB), as
-    any program that once freed such a buffer has it; elsewhere this is a no-op.
+    glibc returns the top of its heap to the system whenever more than twice its *mmap
+    threshold* is free there; the threshold starts at 128 KiB and rises only when a
+    larger mmapped block is freed. A server that turns over 256 KiB bodies (h11's buffers,
+    the app's body bytes, our output) trims and regrows its heap on nearly every body
+    message, faulting every page back in: measured under uvicorn, 1.2-1.5 faulted bytes
+    per request-body byte and half the throughput. (Freeing one large block to raise the
+    threshold works only when the block was mmapped, which a heap with that much free
+    space does not do: fixed values are the dependable way.) Elsewhere a no-op.
     """
     global _settled
-    if not _settled:
-        _settled = True
-        block = bytearray(_SETTLE_BLOCK)
-        del block
+    if _settled:
+        return
+    _settled = True
+    if sys.platform != "linux" or any(name.startswith("MALLOC_") for name in os.environ):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        glibc = hasattr(libc, "gnu_get_libc_version")  # musl's mallopt ignores these
+    except (OSError, AttributeError):  # pragma: no cover - no C library, or no mallopt
+        return
+    if glibc:
+        mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+        for parameter, value in _MALLOC_SETTINGS:
+            mallopt(parameter, value)
 
 
 def fresh_bytes(size: int) -> tuple[Buffer, memoryview]:
