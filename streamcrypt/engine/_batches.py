@@ -59,6 +59,7 @@ __all__ = [
     "Job",
     "OrderedBatches",
     "fresh_bytes",
+    "keep_freed_memory",
     "ordered_calls",
     "run_all",
     "run_segmented",
@@ -120,41 +121,45 @@ def _bytes_c_api() -> tuple[Callable[[None, int], bytes], Callable[[bytes], int]
 
 _BYTES_C_API = _bytes_c_api()
 
-#: glibc malloc parameters :func:`settle_allocator` sets (``mallopt`` numbers, values).
-_MALLOC_SETTINGS = ((-3, 4 << 20), (-1, 8 << 20))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
-_settled = False
+#: glibc's ``mallopt`` parameter numbers.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: The thresholds :func:`keep_freed_memory` has set so far (it only ever raises them).
+_kept = (0, 0)
 
 
-def settle_allocator() -> None:
-    """Once per process, on glibc: serve blocks up to 4 MiB from the heap and return its
-    top to the system only past 8 MiB free (``mallopt`` M_MMAP_THRESHOLD and
-    M_TRIM_THRESHOLD), unless the environment already sets glibc's ``MALLOC_*`` tunables.
+def keep_freed_memory(mmap_threshold: int = 8 << 20, trim_threshold: int = 16 << 20) -> None:
+    """Have glibc serve blocks below ``mmap_threshold`` from its heap and return the heap's
+    top to the kernel only past ``trim_threshold`` bytes free (``mallopt``); never lowers
+    what an earlier call set. A no-op off glibc and when the environment sets any of
+    glibc's ``MALLOC_*`` tunables (the operator's choice wins).
 
-    glibc returns the top of its heap to the system whenever more than twice its *mmap
-    threshold* is free there; the threshold starts at 128 KiB and rises only when a
-    larger mmapped block is freed. A server that turns over 256 KiB bodies (h11's buffers,
-    the app's body bytes, our output) trims and regrows its heap on nearly every body
-    message, faulting every page back in: measured under uvicorn, 1.2-1.5 faulted bytes
-    per request-body byte and half the throughput. (Freeing one large block to raise the
-    threshold works only when the block was mmapped, which a heap with that much free
-    space does not do: fixed values are the dependable way.) Elsewhere a no-op.
+    By default glibc trims its heap whenever more than twice its *mmap threshold* is
+    free at the top; the threshold starts at 128 KiB and rises only when a larger mmapped
+    block is freed. A server turning over 256 KiB bodies (h11's buffers, the app's body
+    bytes, our output) then trims and regrows the heap on nearly every body message and
+    faults every page back in: measured under uvicorn, 1.2-1.5 faulted bytes per
+    request-body byte and half the throughput. The first :class:`OrderedBatches` of a
+    process calls this with the defaults (8 / 16 MiB: above a batch's 4 MiB); the command
+    line, a short-lived process, asks for more. (Freeing one large block to raise the
+    threshold implicitly was tried: it works only if the block was mmapped, which a heap
+    with room for it does not do.)
     """
-    global _settled
-    if _settled:
+    global _kept
+    mmap_threshold, trim_threshold = max(mmap_threshold, _kept[0]), max(trim_threshold, _kept[1])
+    if (mmap_threshold, trim_threshold) == _kept:
         return
-    _settled = True
+    _kept = (mmap_threshold, trim_threshold)
     if sys.platform != "linux" or any(name.startswith("MALLOC_") for name in os.environ):
         return
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-        glibc = hasattr(libc, "gnu_get_libc_version")  # musl's mallopt ignores these
     except (OSError, AttributeError):  # pragma: no cover - no C library, or no mallopt
         return
-    if glibc:
+    if hasattr(libc, "gnu_get_libc_version"):  # musl's mallopt ignores these parameters
         mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-        for parameter, value in _MALLOC_SETTINGS:
-            mallopt(parameter, value)
+        mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
+        mallopt(_M_TRIM_THRESHOLD, trim_threshold)
 
 
 def fresh_bytes(size: int) -> tuple[Buffer, memoryview]:
@@ -349,7 +354,7 @@ class OrderedBatches:
         always_offload: bool = False,
         piece: int = CLAIM_SIZE,
     ) -> None:
-        settle_allocator()
+        keep_freed_memory()
         self.piece = piece
         self._policy = policy
         self._always = always_offload and policy is not None
