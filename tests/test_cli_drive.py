@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -71,10 +73,22 @@ def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     random.seed(7)
 
 
+@pytest.mark.parametrize("jitter", [False, True])
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("size", SIZES)
-def test_output_is_the_sequential_transforms(threads: int, size: int) -> None:
-    """In turns or not, the output is byte for byte what the transform gives at once."""
+def test_output_is_the_sequential_transforms(
+    threads: int, size: int, jitter: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In turns or not, the output is byte for byte what the transform gives at once,
+    also when pieces finish out of order (``jitter``: each run sleeps 0-2 ms first)."""
+    if jitter:
+        from streamcrypt.engine import run_verified as real
+
+        def late(*args: Any, **kw: Any) -> tuple[bytes, Exception | None]:
+            time.sleep(random.random() / 500)
+            return real(*args, **kw)
+
+        monkeypatch.setattr(_drive, "run_verified", late)
     data = random.Random(size).randbytes(size)
     reference = SegmentedEncryptor(AgeCodec(KEY), b"HEADER")
     expected = reference.update(data) + reference.finalize()

@@ -8,9 +8,11 @@ the command start-up. There are two ways to drive:
 * **In turns** (a regular file: reading it never blocks for long). The calling thread and
   helper threads, one per core in all, each take the next piece of :data:`PIECE_SIZE`
   bytes in turn (read it, run the stages before the first segmented one, cut it into
-  segment jobs), run its jobs on their own, and pass the output on in the same order.
-  A piece is read and sealed by one thread, its bytes still in that core's cache, and
-  threads wait for each other only to keep the order.
+  segment jobs), run its jobs on their own, and the output is passed on in the same
+  order. A piece is read and sealed by one thread, its bytes still in that core's cache.
+  No thread waits for a piece ahead of its own (one whose thread the system paused): a
+  piece run early is kept, at most :data:`_AHEAD` per thread in flight, and passed on by
+  whichever thread finds it next in line.
 * **Sequentially** (pipes, terminals; or no segmented stage): the calling thread reads a
   piece, pushes it through the stages, and a segmented stage's jobs run through
   :func:`streamcrypt.engine.run_verified`, the calling thread and helpers claiming
@@ -136,10 +138,20 @@ def _runners(stages: Sequence[Transform], write: _Push) -> list[_Segmented | _Pl
     return runners
 
 
+#: Pieces in flight per thread when driving in turns: a thread whose piece must wait for
+#: an earlier one (on a thread the system paused) takes the next instead of waiting.
+_AHEAD = 2
+
+#: What running a piece gave: the failure taking it raised, its output, the failure
+#: that stopped its jobs, whether it is the last piece.
+_Result = tuple[BaseException | None, Buffer, Exception | None, bool]
+
+
 class _Turns:
     """Pieces taken, run and passed on in input order by several threads (see the module
-    docstring). A piece is a *ticket*: tickets are taken under ``_take_lock`` and passed
-    on when ``_passed`` reaches them; the first failure stops every thread."""
+    docstring). A piece is a *ticket*: tickets are taken one at a time, run by the thread
+    that took them, and passed on in order by whichever thread finds the next one ready;
+    at most ``_AHEAD`` per thread are in flight. The first failure stops every thread."""
 
     def __init__(
         self,
@@ -148,23 +160,27 @@ class _Turns:
         later: list[_Segmented | _Plain],
         read: Callable[[int], bytes],
         write: _Push,
+        threads: int,
     ) -> None:
         self._before = before
         self._stage = stage
         self._later = later
         self._push = later[0].push if later else write
         self._read = read
+        self._threads = threads
         self._take_lock = threading.Lock()
         self._taken = 0  # tickets handed out (under _take_lock)
         self._ended = False  # the last ticket was handed out (under _take_lock)
-        self._turn = threading.Condition()
-        self._passed = 0  # tickets passed on (under _turn)
-        self._failure: BaseException | None = None  # the first failure (under _turn)
+        self._cond = threading.Condition()
+        self._passed = 0  # tickets passed on (under _cond)
+        self._ready: dict[int, _Result] = {}  # run, not passed on yet (under _cond)
+        self._passing = False  # a thread is passing results on (under _cond)
+        self._failure: BaseException | None = None  # the first failure (under _cond)
 
-    def run(self, threads: int) -> None:
+    def run(self) -> None:
         helpers = [
             threading.Thread(target=self._help, name="streamcrypt-worker", daemon=True)
-            for _ in range(threads - 1)
+            for _ in range(self._threads - 1)
         ]
         for helper in helpers:
             helper.start()
@@ -185,10 +201,10 @@ class _Turns:
             self._stop(exc)
 
     def _stop(self, exc: BaseException) -> None:
-        with self._turn:
+        with self._cond:
             if self._failure is None:
                 self._failure = exc
-            self._turn.notify_all()
+            self._cond.notify_all()
 
     def _take(self) -> tuple[Buffer, list[SegmentJob], bool]:
         """The next piece's header bytes and jobs, and whether it is the last (under
@@ -205,24 +221,42 @@ class _Turns:
         return stage.take_header(), jobs, not piece
 
     def _work(self) -> None:
-        """Take, run and pass on pieces until the last one or a failure."""
+        """Take and run pieces, passing on those ready, until the last one or a failure."""
+        window = self._threads * _AHEAD
         while True:
-            failed: BaseException | None = None
             with self._take_lock:
+                with self._cond:
+                    while self._taken - self._passed >= window and self._failure is None:
+                        self._cond.wait()
                 if self._ended or self._failure is not None:
                     return
                 ticket = self._taken
                 self._taken += 1
+                failed: BaseException | None = None
                 try:
                     head, jobs, last = self._take()
-                except BaseException as exc:
-                    failed, last = exc, True
+                except BaseException as exc:  # passed on (raised) in its turn
+                    failed, head, jobs, last = exc, b"", [], True
                 self._ended = last
-            if failed is None:
-                out, error = run_verified(jobs, None, head=head) if jobs else (head, None)
-            if not self._wait_turn(ticket):
+            out, error = run_verified(jobs, None, head=head) if jobs else (head, None)
+            self._pass_ready(ticket, (failed, out, error, last))
+
+    def _pass_ready(self, ticket: int, result: _Result) -> None:
+        """Keep ``result``; pass on every result ready in order, unless another thread is
+        passing them on (it will pass this one too). Raises what a result holds."""
+        with self._cond:
+            self._ready[ticket] = result
+            if self._passing or self._passed not in self._ready:
                 return
-            if failed is not None:  # raised here: what came before was passed on first
+            self._passing = True
+        while True:
+            with self._cond:
+                next_result = self._ready.pop(self._passed, None)
+                if next_result is None or self._failure is not None:
+                    self._passing = False
+                    return
+            failed, out, error, last = next_result
+            if failed is not None:
                 raise failed
             if out:
                 self._push(out)
@@ -231,18 +265,9 @@ class _Turns:
             if last:
                 for runner in self._later:
                     runner.close()
-            with self._turn:
+            with self._cond:
                 self._passed += 1
-                self._turn.notify_all()
-            if last:
-                return
-
-    def _wait_turn(self, ticket: int) -> bool:
-        """Until every piece before ``ticket`` was passed on; ``False`` after a failure."""
-        with self._turn:
-            while self._passed != ticket and self._failure is None:
-                self._turn.wait()
-            return self._failure is None
+                self._cond.notify_all()
 
 
 def drive(
@@ -264,7 +289,7 @@ def drive(
         stage = chain[first]
         assert isinstance(stage, SegmentedTransform)
         later = _runners(chain[first + 1 :], write)
-        _Turns(Chain(*chain[:first]), stage, later, read, write).run(threads)
+        _Turns(Chain(*chain[:first]), stage, later, read, write, threads).run()
         return
     runners = _runners(chain, write)
     head = runners[0]
