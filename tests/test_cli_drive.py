@@ -139,12 +139,26 @@ def test_a_read_error_comes_after_the_pieces_before_it(threads: int) -> None:
     assert whole.startswith(out)  # in order, nothing out of place
 
 
+def workers() -> int:
+    return len([t for t in threading.enumerate() if t.name == "streamcrypt-worker"])
+
+
 def test_turns_ask_for_pieces_and_stop_their_threads() -> None:
-    """In turns, reads ask for PIECE_SIZE bytes, and no worker thread outlives the call."""
-    read, asked = reader(bytes(100_000))
-    _drive.drive([SegmentedEncryptor(AgeCodec(KEY), b"")], read, lambda b: None, threads=3)
+    """In turns, reads ask for PIECE_SIZE bytes, at most MAX_THREADS threads work (the
+    calling one and helpers), and no helper outlives the call."""
+    read, asked = reader(bytes(300_000))
+    seen: list[int] = []
+
+    def counting(n: int) -> bytes:
+        seen.append(workers())
+        time.sleep(0.002)  # slow enough that every helper has started
+        return read(n)
+
+    stage = SegmentedEncryptor(AgeCodec(KEY), b"")
+    _drive.drive([stage], counting, lambda b: None, threads=3 * _drive.MAX_THREADS)
     assert set(asked) == {_drive.PIECE_SIZE}
-    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-worker"]
+    assert max(seen) == _drive.MAX_THREADS - 1
+    assert workers() == 0
 
 
 def test_a_failing_write_stops_every_thread() -> None:
@@ -159,8 +173,7 @@ def test_a_failing_write_stops_every_thread() -> None:
     read, _ = reader(bytes(300_000))
     with pytest.raises(BrokenPipeError):
         _drive.drive([SegmentedEncryptor(AgeCodec(KEY), b"")], read, write, threads=4)
-    assert calls == 3
-    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-worker"]
+    assert calls == 3 and workers() == 0
 
 
 def test_age_tight_loop_reports_the_failing_chunk() -> None:

@@ -49,8 +49,13 @@ _POLICY = dataclasses.replace(DEFAULT_POLICY, workers=max(1, DEFAULT_POLICY.work
 PIECE_SIZE = 1 << 20
 #: Bytes the calling thread reads at a time when driving sequentially.
 SEQUENTIAL_SIZE = 4 << 20
+#: Threads driving in turns at most, whatever the cores: pieces are read one at a time
+#: (~5 GB/s from the page cache, a fifth to a third of the time a ChaCha20-Poly1305 core
+#: spends on them), so more threads would wait for the read, each holding up to
+#: :data:`_AHEAD` pieces and their output in memory.
+MAX_THREADS = 8
 
-__all__ = ["PIECE_SIZE", "SEQUENTIAL_SIZE", "drive", "keep_freed_memory"]
+__all__ = ["MAX_THREADS", "PIECE_SIZE", "SEQUENTIAL_SIZE", "drive", "keep_freed_memory"]
 
 _Push = Callable[[Buffer], None]
 
@@ -280,8 +285,9 @@ def drive(
     """Push every piece ``read(n)`` returns (at most ``n`` bytes; ``b""``: the end) through
     ``stages`` in order, then finish each; ``write`` gets the output, objects it may keep.
 
-    ``threads`` above 1 drives in turns (see the module docstring): ``read`` is then
-    called from any of them, one at a time, and must not block for long (a regular file).
+    ``threads`` above 1 drives in turns (see the module docstring) with that many
+    threads, :data:`MAX_THREADS` at most: ``read`` is then called from any of them, one
+    at a time, and must not block for long (a regular file).
     """
     chain = Chain(*stages).stages
     first = next((i for i, s in enumerate(chain) if isinstance(s, SegmentedTransform)), None)
@@ -289,6 +295,7 @@ def drive(
         stage = chain[first]
         assert isinstance(stage, SegmentedTransform)
         later = _runners(chain[first + 1 :], write)
+        threads = min(threads, MAX_THREADS)
         _Turns(Chain(*chain[:first]), stage, later, read, write, threads).run()
         return
     runners = _runners(chain, write)
