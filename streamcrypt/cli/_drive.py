@@ -194,8 +194,12 @@ class _Turns:
         except BaseException as exc:
             self._stop(exc)
         finally:
-            for helper in helpers:
-                helper.join()
+            try:
+                for helper in helpers:
+                    helper.join()
+            except BaseException as exc:  # Ctrl-C while waiting: the helpers stop too
+                self._stop(exc)
+                raise
         if self._failure is not None:  # the first, in input order
             raise self._failure
 
