@@ -269,39 +269,33 @@ def test_fsync_option_reaches_the_output(work: Path, key: Path) -> None:
 
 @pytest.mark.parametrize("pieces", [0, 1, 2, 5])
 @pytest.mark.parametrize("extra", [-1, 0, 1])
-def test_read_ahead_returns_a_regular_file_in_order(
-    tmp_path: Path, pieces: int, extra: int
-) -> None:
-    """A regular file's pieces come from the reader thread, in order, ``b""`` at the end
-    (and on every call after it), around piece boundaries."""
-    import threading
+def test_input_returns_a_regular_file_in_order(tmp_path: Path, pieces: int, extra: int) -> None:
+    """A regular file's pieces come in order, at most the size asked (peeked bytes
+    first), ``b""`` at the end and on every call after it, around piece boundaries."""
+    from streamcrypt.cli._io import Input
 
-    from streamcrypt.cli._io import READ_SIZE, Input
-
-    size = max(0, pieces * READ_SIZE + extra)
+    size = max(0, pieces * 1000 + extra)
     data = random.Random(size).randbytes(size)
     path = tmp_path / "in.bin"
     path.write_bytes(data)
     inp = Input(str(path))
     assert inp.peek_now(10)[:10] == data[:10]  # at least what was asked, not consumed
-    got = bytearray()
-    while piece := inp.read():
-        assert len(piece) <= READ_SIZE
+    got = bytearray(inp.read(1000))  # the peeked bytes, whatever their length
+    while piece := inp.read(1000):
+        assert len(piece) <= 1000
         got += piece
     assert inp.read() == b"" and bytes(got) == data
     inp.close()
-    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-reader"]
 
 
-def test_read_ahead_error_and_early_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A read error reaches the caller after the pieces read before it; closing before the
-    end stops the reader thread even while it waits for room."""
-    import threading
-
+def test_input_read_error_after_the_pieces_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error reaches the caller after the pieces read before it."""
     from streamcrypt.cli import _io
 
     path = tmp_path / "in.bin"
-    path.write_bytes(bytes(3 * _io.READ_SIZE + 5))
+    path.write_bytes(bytes(3 * 1000 + 5))
     real = _io._read_some
     calls = 0
 
@@ -314,17 +308,10 @@ def test_read_ahead_error_and_early_close(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(_io, "_read_some", failing)
     inp = _io.Input(str(path))
-    assert len(inp.read()) == _io.READ_SIZE
+    assert len(inp.read(1000)) == 1000
     with pytest.raises(OSError, match="Input/output error"):
-        inp.read()
+        inp.read(1000)
     inp.close()
-
-    monkeypatch.setattr(_io, "_read_some", real)
-    path.write_bytes(bytes((_io.READ_AHEAD + 4) * _io.READ_SIZE))
-    inp = _io.Input(str(path))
-    assert len(inp.read()) == _io.READ_SIZE  # the reader now fills its queue and waits
-    inp.close()
-    assert not [t for t in threading.enumerate() if t.name == "streamcrypt-reader"]
 
 
 def test_tampered_file_exit_1_and_nothing_left(work: Path, key: Path) -> None:

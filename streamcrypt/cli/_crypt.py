@@ -9,10 +9,12 @@ table (:data:`_USES`) says which options each takes, one function per format and
 direction turns the command line into :class:`~streamcrypt.codecs.FormatOptions`, the
 descriptor builds the transforms (armor included), and decryption asks the descriptors
 which one the input's first bytes are. Then the data streams in this thread, without
-an event loop (:mod:`._drive`): the input is read in 1 MiB pieces, each pushed through
-the format's sans-I/O transforms (segments sealed or opened by the calling thread and
-a helper side by side) and queued for the output's writer thread, so memory stays
-bounded by a piece per stage and the writer's queue.
+an event loop (:mod:`._drive`): the input is read in pieces, each pushed through the
+format's sans-I/O transforms and queued for the output's writer thread, so memory stays
+bounded by a piece per thread and stage and the writer's queue. A regular file is
+worked on in turns by one thread per core, each reading a piece, sealing or opening it
+and passing it on in order; other inputs are read by the calling thread, segments
+sealed or opened by it and helpers side by side.
 
 Decryption releases only segments that verified. To a file (``-o``) the output is a
 temporary beside the destination, renamed into place only after the whole stream
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from .. import keys as _keys_package
 from ..abc import Transform
 from ..codecs import FORMATS, FormatOptions
+from ..engine import DEFAULT_WORKERS
 from ..errors import (
     FormatError,
     InvalidKeySizeError,
@@ -668,7 +671,9 @@ def _stream(plan: Plan, inp: Input, out: Output) -> None:
     """Run the plan from ``inp`` into ``out`` in this thread (no event loop: see
     :mod:`._drive`); ``out`` is committed only after a clean end."""
     try:
-        drive(_stages(plan, inp), inp.read, out.put)
+        # Reading a regular file never blocks for long: any thread may do it.
+        threads = DEFAULT_WORKERS if inp.size is not None else 1
+        drive(_stages(plan, inp), inp.read, out.put, threads=threads)
     except BaseException:
         out.abort_now()
         raise

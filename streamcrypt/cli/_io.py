@@ -1,7 +1,8 @@
 """Inputs, outputs and the progress bar of the ``streamcrypt`` command.
 
-Inputs are read on worker threads in pieces of at most :data:`READ_SIZE` bytes, so the
-memory a command holds is bounded by the engine's window, never by the input length.
+Inputs are read in pieces (of at most :data:`READ_SIZE` bytes unless asked for fewer),
+so the memory a command holds is bounded by the pieces in flight, never by the input
+length.
 File outputs are atomic: bytes go to a temporary beside the destination, which a clean
 finish renames into place (fsyncing it first with ``--fsync``) and a failure removes (the
 mechanism of :mod:`streamcrypt.transports`, reused). Standard output cannot be taken back:
@@ -30,7 +31,6 @@ else:  # imported on first use: encrypt and decrypt run without an event loop (s
     anyio = LazyModule("anyio", "anyio.to_thread")
 
 __all__ = [
-    "READ_AHEAD",
     "READ_SIZE",
     "WRITEBACK_STEP",
     "WRITE_AHEAD",
@@ -134,78 +134,13 @@ def _read_some(fd: int, size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-#: Pieces a regular file's reader thread keeps ready ahead of the command.
-READ_AHEAD = 2
-
-
-class _ReadAhead:
-    """A thread reading a regular file's pieces ahead, so that reading overlaps the work
-    on the pieces before (the read is a copy from the page cache with the GIL released).
-    At most :data:`READ_AHEAD` pieces wait; the first error is raised by :meth:`next`."""
-
-    def __init__(self, fd: int) -> None:
-        import threading
-
-        self._fd = fd
-        self._pieces: deque[bytes] = deque()
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._done = False
-        self._error: OSError | None = None
-        self._thread = threading.Thread(target=self._run, name="streamcrypt-reader", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    while len(self._pieces) >= READ_AHEAD and not self._stopping:
-                        self._cond.wait()
-                    if self._stopping:
-                        return
-                piece = _read_some(self._fd, READ_SIZE)
-                with self._cond:
-                    self._pieces.append(piece)
-                    self._cond.notify_all()
-                if not piece:
-                    return
-        except OSError as exc:
-            with self._cond:
-                self._error = exc
-        finally:
-            with self._cond:
-                self._done = True
-                self._cond.notify_all()
-
-    def next(self) -> bytes:
-        """The next piece (``b""`` at the end of the file)."""
-        with self._cond:
-            while not self._pieces and not self._done:
-                self._cond.wait()
-            if self._pieces:
-                piece = self._pieces.popleft()
-                self._cond.notify_all()
-                return piece
-            if self._error is not None:
-                raise self._error
-            return b""
-
-    def stop(self) -> None:
-        """Stop reading and wait for the thread (before the file is closed)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join()
-
-
 class Input:
     """A file or standard input, read as an async iterator of chunks.
 
     ``peek(n)`` reads ahead without consuming (for format detection and key-id checks).
     ``interactive=True`` returns whatever one read gives (for live pipes such as
-    ``connect``), instead of filling each piece. The synchronous :meth:`read` of a
-    regular file is served by a reader thread of its own (:class:`_ReadAhead`); other
-    inputs are read in the calling thread, where Ctrl-C interrupts a blocked read.
+    ``connect``), instead of filling each piece. The synchronous :meth:`read` reads in
+    the thread that calls it.
     """
 
     def __init__(self, path: str | None, *, interactive: bool = False) -> None:
@@ -229,7 +164,6 @@ class Input:
         self.size: int | None = st.st_size if stat.S_ISREG(st.st_mode) else None
         self._ahead: list[bytes] = []
         self._eof = False
-        self._reader: _ReadAhead | None = None
         self.progress: Progress | None = None
 
     def _took(self, chunk: bytes) -> bytes:
@@ -248,27 +182,21 @@ class Input:
             chunk = await anyio.to_thread.run_sync(_read_some, self._fd, READ_SIZE)
         return self._took(chunk)
 
-    def _next_now(self) -> bytes:
-        if self.size is None:
-            return _read_some(self._fd, READ_SIZE)
-        if self._reader is None:
-            self._reader = _ReadAhead(self._fd)
-        return self._reader.next()
-
-    def read(self) -> bytes:
-        """The next piece (``b""`` at the end), for the synchronous commands (no event
-        loop): a regular file's from its reader thread, other inputs' read here."""
+    def read(self, size: int = READ_SIZE) -> bytes:
+        """The next piece of at most ``size`` bytes (``b""`` at the end), for the
+        synchronous commands (no event loop); bytes peeked come first, whatever their
+        length. Not thread-safe: one call at a time."""
         if self._ahead:
             return self._ahead.pop(0)
         if self._eof:
             return b""
-        return self._took(self._next_now())
+        return self._took(_read_some(self._fd, size))
 
     def peek_now(self, n: int) -> bytes:
         """:meth:`peek`, for the synchronous commands."""
         have = b"".join(self._ahead)
         while len(have) < n and not self._eof:
-            chunk = self._took(self._next_now())
+            chunk = self._took(_read_some(self._fd, READ_SIZE))
             have += chunk
         self._ahead = [have] if have else []
         return have
@@ -294,9 +222,6 @@ class Input:
             yield chunk
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.stop()
-            self._reader = None
         if self._own and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -304,6 +229,11 @@ class Input:
 
 #: Bytes queued for the writer thread before :meth:`Output.write` waits for it.
 WRITE_AHEAD = 16 << 20
+#: Bytes :meth:`Output.put` (encrypt and decrypt, which work in whole pieces anyway) queues
+#: before it wakes a sleeping writer thread: a wake-up is two context switches and a
+#: hand-over of the GIL, per 1 MiB piece a third of a 1 GiB run's context switches. The
+#: async :meth:`Output.write` (live streams) wakes it at once.
+_WAKE_AT = 4 << 20
 #: A durable file output (``--fsync``) asks the kernel to start writing back each this many
 #: bytes as they come, so the fsync at the end waits for the last step only.
 WRITEBACK_STEP = 8 << 20
@@ -364,13 +294,14 @@ class _Writer:
         self._thread = threading.Thread(target=self._run, name="streamcrypt-writer", daemon=True)
         self._thread.start()
 
-    def put(self, data: Buffer) -> bool:
+    def put(self, data: Buffer, wake_at: int = 0) -> bool:
         """Queue ``data`` (kept until written); ``True`` when the queue is over :data:`WRITE_AHEAD` (then the
-        caller should :meth:`wait_room` off the event loop)."""
+        caller should :meth:`wait_room` off the event loop). A sleeping writer is woken
+        once ``wake_at`` bytes are queued (and by :meth:`close`)."""
         with self._cond:
             self._items.append(data)
             self._queued += len(data)
-            if self._idle:  # wake the writer only when it sleeps (a wake-up costs a GIL hop)
+            if self._idle and self._queued >= wake_at:  # a wake-up costs a GIL hop
                 self._cond.notify_all()
             return self._queued > WRITE_AHEAD
 
@@ -445,9 +376,10 @@ class Output:
 
     def put(self, data: Buffer) -> None:
         """Queue ``data`` for the writer thread, which keeps it until written (never pass
-        a buffer that is reused); waits in this thread while the queue is full."""
+        a buffer that is reused); waits in this thread while the queue is full. The
+        writer is woken once :data:`_WAKE_AT` bytes wait (or at :meth:`commit_now`)."""
         self._raise()
-        if data and self._writer.put(data):
+        if data and self._writer.put(data, _WAKE_AT):
             self._writer.wait_room()
             self._raise()
 

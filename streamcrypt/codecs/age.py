@@ -1206,7 +1206,7 @@ def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
 class AgeCodec(SegmentCodec):
     """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``."""
 
-    __slots__ = ("_aead", "first_segment_size", "segment_size")
+    __slots__ = ("_aead", "_kernel", "first_segment_size", "segment_size")
 
     overhead: ClassVar[int] = TAG_SIZE
     final_may_be_full: ClassVar[bool] = True
@@ -1214,7 +1214,46 @@ class AgeCodec(SegmentCodec):
 
     def __init__(self, payload_key: bytes) -> None:
         self._aead = ChaCha20Poly1305Suite(payload_key)
+        self._kernel = self._aead.native(_ZERO_NONCE)[0]
         self.segment_size = self.first_segment_size = CHUNK_SIZE
+
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Every chunk but the last through the native kernel in one tight loop (the
+        per-chunk checks of :meth:`seal_segment` cost a tenth of a 64 KiB chunk's sealing);
+        the last, with the final-chunk rules, and any chunk that fails to open, through
+        :meth:`seal_segment` / :meth:`open_segment`."""
+        src = memoryview(data)
+        step = CHUNK_SIZE if sealing else CHUNK_SIZE + TAG_SIZE
+        size = step + TAG_SIZE if sealing else CHUNK_SIZE
+        work = self._kernel.encrypt_into if sealing else self._kernel.decrypt_into
+        last = first + count - 1
+        pos = written = 0
+        index = first
+        try:
+            try:
+                while index < last:
+                    nonce = index.to_bytes(11, "big") + b"\x00"
+                    written += work(
+                        nonce, src[pos : pos + step], None, out[written : written + size]
+                    )
+                    pos += step
+                    index += 1
+            except InvalidTag:  # raises the error open_segment gives this chunk
+                self.open_segment(
+                    index, src[pos : pos + step], False, out[written : written + size]
+                )
+                raise
+            rest = src[pos:]
+            end = written + len(rest) + (TAG_SIZE if sealing else -TAG_SIZE)
+            if sealing:
+                written += self.seal_segment(index, rest, final, out[written:end])
+            else:
+                written += self.open_segment(index, rest, final, out[written:end])
+        except Exception as exc:
+            return written, exc
+        return written, None
 
     @staticmethod
     def _nonce(index: int, final: bool) -> bytes:

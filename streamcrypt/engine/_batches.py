@@ -718,20 +718,19 @@ def run_verified(
     before the first failure (and the verified part of the failing one), with that
     failure, or ``None`` when every job ran. For synchronous drivers that release
     verified output as it comes (the command line writing to a pipe)."""
+    if policy is None:
+        return _run_here(jobs, head)
     pieces = list(_pieces(jobs))
     size = sum(job.out_size for job in pieces)
+    if size < 2 * policy.inline_limit or len(pieces) < 2:
+        return _run_here(jobs, head)
     obj, full = fresh_bytes(len(head) + size)
     full[: len(head)] = head
     # One group over the whole object, head included in what it hands out.
     batch = _Batch(pieces, [_Group(0, len(pieces), obj, full[len(head) :])])
     verdict = _ONESHOT.setdefault(site, OneShotVerdict())
     helpers: list[Future[int]] = []
-    if (
-        policy is not None
-        and size >= 2 * policy.inline_limit
-        and len(pieces) > 1
-        and verdict.helpers_wanted()
-    ):
+    if verdict.helpers_wanted():
         wanted = min(policy.workers, len(pieces) - 1)
         helpers = [policy.submit(batch.work) for _ in range(wanted)]
     mine = batch.work()
@@ -747,6 +746,27 @@ def run_verified(
     if error is None and written == size:  # every piece filled its slot: no copy
         return finish_fresh(obj), None
     return bytes(head) + (bytes(parts[0]) if parts else b""), error
+
+
+def _run_here(jobs: Sequence[Job], head: Buffer) -> tuple[bytes, Exception | None]:
+    """:func:`run_verified` in the calling thread alone: each job straight after the
+    output before it, none of the claiming a shared batch needs."""
+    sizes = [job.out_size for job in jobs]
+    total = len(head) + sum(sizes)
+    obj, full = fresh_bytes(total)
+    pos = len(head)
+    full[:pos] = head
+    for job, size in zip(jobs, sizes, strict=True):
+        try:
+            written, error = job.run_into(full[pos : pos + size])
+        except Exception as exc:  # a job must not raise; if one does, it failed
+            written, error = 0, exc
+        pos += written
+        if error is not None:
+            return bytes(full[:pos]), error
+    if pos != total:  # a job wrote less than its bound: what was written, copied once
+        return bytes(full[:pos]), None
+    return finish_fresh(obj), None
 
 
 def run_segmented(
