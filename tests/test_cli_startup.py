@@ -232,3 +232,39 @@ def test_a_lazy_package_imports_only_the_module_of_the_name_read() -> None:
     assert done.stderr.strip().splitlines()[-1] == (
         "[True, False, True, False, False] streamcrypt.keys.keyfile False"
     )
+
+
+def test_top_level_help_imports_no_argparse() -> None:
+    """``--help`` / ``-h`` print the command list without argparse and what it imports
+    (re, enum, gettext, locale, textwrap: about 20 ms of start-up)."""
+    for argv in (["--help"], ["-h"]):
+        code, modules = _loaded(argv)
+        assert code == 0
+        # (the probe's own json brings re and enum: only what argparse alone adds)
+        assert sorted(m for m in ("argparse", "gettext", "textwrap") if m in modules) == []
+
+
+@pytest.mark.parametrize("width", [20, 49, 50, 57, 80, 123, 300])
+def test_top_level_help_is_what_argparse_prints(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argparse-free ``--help`` is argparse's own output, character for character,
+    at every terminal width (narrower than MIN_COLUMNS, argparse prints it), and lists
+    every command the parser has but the hidden ones."""
+    import contextlib
+    import io
+
+    from streamcrypt.cli import main
+    from streamcrypt.cli._parser import build_parser
+    from streamcrypt.cli._usage import COMMANDS
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    parser = build_parser(None)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        try:
+            code = main(["--help"])
+        except SystemExit as exc:  # narrower than MIN_COLUMNS: argparse prints and exits
+            code = exc.code
+    assert code == 0
+    assert printed.getvalue() == parser.format_help()
+    listed = {a.dest for a in parser._subparsers._group_actions[0]._choices_actions}  # type: ignore[union-attr]
+    assert listed == set(COMMANDS)

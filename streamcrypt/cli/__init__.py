@@ -29,6 +29,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(f"streamcrypt {__version__}\n")
         return 0
+    if given in (["--help"], ["-h"]):  # the command list, without argparse (start-up)
+        from ._usage import MIN_COLUMNS, columns, top_help
+
+        width = columns()
+        if width >= MIN_COLUMNS:
+            sys.stdout.write(top_help(width))
+            return 0
     from ._parser import PROG, age_style, build_parser  # argparse: after --version
 
     line = age_style(given)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable
 
 from ._cluster import add_cluster_command
 from ._errors import EXIT_USAGE
 from ._options import HASH_ALGOS, KEY_TYPES, add_arguments, add_native_arguments
+from ._usage import COMMANDS, DESCRIPTION, EPILOG, PROG, columns
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PROG", "age_style", "build_parser"]
 
-PROG = "streamcrypt"
 #: Commands that work only in a source checkout: not listed in --help nor in errors.
 _HIDDEN = ("bench",)
 Runner = Callable[[argparse.Namespace], int]
@@ -40,27 +39,12 @@ def _lazy(module: str, function: str, **keywords: Any) -> Runner:
     return runner
 
 
-def _columns() -> int:
-    """``shutil.get_terminal_size().columns`` (``$COLUMNS``, else standard output's
-    terminal, else 80), without importing shutil and the compression modules it brings."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns if columns > 0 else 80
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit code 2), formatting for the terminal's
-    width as argparse does (start-up: without shutil, see :func:`_columns`)."""
+    width as argparse does (start-up: without shutil, see :func:`columns`)."""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return argparse.HelpFormatter(self.prog, width=_columns() - 2)
+        return argparse.HelpFormatter(self.prog, width=columns() - 2)
 
     def error(self, message: str) -> NoReturn:
         for name in _HIDDEN:  # argparse's "invalid choice" list names every command
@@ -84,12 +68,8 @@ def build_parser(command_word: str | None = None) -> _Parser:
     unused = _Unused(add_help=False) if command_word is not None else None
     parser = _Parser(
         prog=PROG,
-        description="Streaming encryption, hashing, signing and encrypted pipes. Reference: "
-        '"The streamcrypt command" in the streamcrypt documentation. As age: '
-        "streamcrypt [-e|-d] [-r RECIPIENT | -R FILE | -i IDENTITY | -p] [-a] [-o OUT] [IN] "
-        "(the encrypt and decrypt commands, without the command word).",
-        epilog="exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
-        "2 usage, 3 key problem, 4 I/O error",
+        description=DESCRIPTION,
+        epilog=EPILOG,
     )
     from .. import __version__
 
@@ -106,18 +86,19 @@ def build_parser(command_word: str | None = None) -> _Parser:
         dest="command", metavar="COMMAND", required=True, prog=PROG, parser_class=subparser
     )
 
-    def command(name: str, runner: Runner, help: str) -> argparse.ArgumentParser:
+    def command(name: str, runner: Runner, help: str | None = None) -> argparse.ArgumentParser:
+        """A command; a listed one takes its one-line help from :data:`COMMANDS` (what the
+        argparse-free ``--help`` prints), a hidden one gives its own."""
         if name in _HIDDEN:  # without help= argparse leaves it out of the list in --help
             p = sub.add_parser(name, description=help)
         else:
-            p = sub.add_parser(name, help=help, description=help)
+            p = sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
         p.set_defaults(run=runner)
         return p
 
     p = command(
         "keygen",
         _lazy("._commands", "run_keygen"),
-        "generate a key file (mode 0600), or print a key's public half",
     )
     p.add_argument(
         "input", nargs="?", metavar="KEYFILE", help="-y: the key file to read (default: stdin)"
@@ -143,35 +124,29 @@ def build_parser(command_word: str | None = None) -> _Parser:
     p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
 
-    p = command(
-        "encrypt", _lazy("._crypt", "run_encrypt"), "encrypt a file or stdin (native, age or tink)"
-    )
+    p = command("encrypt", _lazy("._crypt", "run_encrypt"))
     add_arguments(p, decrypt=False)
     p = command(
         "decrypt",
         _lazy("._crypt", "run_decrypt"),
-        "decrypt a file or stdin, releasing only verified data",
     )
     add_arguments(p, decrypt=True)
 
     p = command(
         "rekey",
         _lazy("._cluster", "run_cluster", operation="rekey"),
-        "re-encrypt objects under a new key on a Dask cluster (key rotation)",
     )
     add_cluster_command(p, "rekey")
     add_native_arguments(p)
     p = command(
         "verify-objects",
         _lazy("._cluster", "run_cluster", operation="verify"),
-        "authenticate encrypted objects end to end on a Dask cluster, writing nothing",
     )
     add_cluster_command(p, "verify")
 
     p = command(
         "hash",
         _lazy("._commands", "run_hash"),
-        "print digests like sha256sum (BLAKE3, SHA-2, HMAC)",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="files (default or '-': stdin)")
     p.add_argument("--algo", choices=HASH_ALGOS, default="sha256", help="default sha256")
@@ -191,7 +166,6 @@ def build_parser(command_word: str | None = None) -> _Parser:
     p = command(
         "sign",
         _lazy("._commands", "run_sign"),
-        "sign a file or stdin with Ed25519ph (base64 signature)",
     )
     p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
     p.add_argument("-k", "--key", required=True, metavar="ED25519KEY", help="Ed25519 key file")
@@ -201,8 +175,6 @@ def build_parser(command_word: str | None = None) -> _Parser:
     p = command(
         "verify",
         _lazy("._commands", "run_verify"),
-        "verify an Ed25519ph signature over a file or stdin (encrypted objects on a "
-        "cluster: verify-objects)",
     )
     p.add_argument("input", nargs="?", metavar="IN", help="input (default: stdin)")
     p.add_argument(
@@ -215,19 +187,8 @@ def build_parser(command_word: str | None = None) -> _Parser:
     p.add_argument("-s", "--signature", required=True, metavar="SIG", help="signature file")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    for name, runner, help in (
-        (
-            "serve",
-            _lazy("._commands", "run_serve"),
-            "accept one encrypted TCP session: stdin to it, it to stdout",
-        ),
-        (
-            "connect",
-            _lazy("._commands", "run_connect"),
-            "open an encrypted TCP session: stdin to it, it to stdout",
-        ),
-    ):
-        p = command(name, runner, help)
+    for name in ("serve", "connect"):
+        p = command(name, _lazy("._commands", f"run_{name}"))
         if name == "serve":
             p.add_argument("port", type=int, metavar="PORT", help="TCP port (0: any free port)")
             p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
@@ -253,7 +214,6 @@ def build_parser(command_word: str | None = None) -> _Parser:
     p = command(
         "clean",
         _lazy("._commands", "run_clean"),
-        "remove temporaries left beside outputs by killed runs",
     )
     p.add_argument("directories", nargs="*", metavar="DIR", help="directories (default: .)")
     p.add_argument(
