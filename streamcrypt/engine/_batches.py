@@ -191,6 +191,14 @@ def finish_fresh(obj: Buffer) -> bytes:
 # ---------------------------------------------------------------------------------------
 
 
+def _run_job(job: Job, out: memoryview) -> tuple[int, Exception | None]:
+    """``job.run_into(out)``; a job must not raise, and one that does has failed."""
+    try:
+        return job.run_into(out)
+    except Exception as exc:
+        return 0, exc
+
+
 def _pieces(jobs: Iterable[Job]) -> Iterable[Job]:
     """Jobs cut to about CLAIM_SIZE where they can be (``split``), so threads can share."""
     for job in jobs:
@@ -260,11 +268,7 @@ class _Batch:
             self.handed = max(self.handed, i + 1)
             if i >= n or i > self.failed_at:
                 break
-            try:
-                result = jobs[i].run_into(slots[i])
-            except Exception as exc:  # a job must not raise; if one does, it failed
-                result = (0, exc)
-            results[i] = result
+            result = results[i] = _run_job(jobs[i], slots[i])
             ran += 1
             if result[1] is not None:
                 self.failed_at = min(self.failed_at, i)
@@ -575,7 +579,7 @@ class OrderedBatches:
                     out = memoryview(self._scratch)[:size]
                 else:
                     owner, out = fresh_bytes(size)
-                written, error = job.run_into(out)
+                written, error = _run_job(job, out)
                 if written:
                     piece: Buffer = out[:written]
                     if owner is not None and written == size and error is None:
@@ -757,10 +761,7 @@ def _run_here(jobs: Sequence[Job], head: Buffer) -> tuple[bytes, Exception | Non
     pos = len(head)
     full[:pos] = head
     for job, size in zip(jobs, sizes, strict=True):
-        try:
-            written, error = job.run_into(full[pos : pos + size])
-        except Exception as exc:  # a job must not raise; if one does, it failed
-            written, error = 0, exc
+        written, error = _run_job(job, full[pos : pos + size])
         pos += written
         if error is not None:
             return bytes(full[:pos]), error
