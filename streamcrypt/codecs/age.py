@@ -1234,7 +1234,7 @@ class AgeCodec(SegmentCodec):
         try:
             try:
                 while index < last:
-                    nonce = index.to_bytes(11, "big") + b"\x00"
+                    nonce = self._nonce(index, False)
                     written += work(
                         nonce, src[pos : pos + step], None, out[written : written + size]
                     )
