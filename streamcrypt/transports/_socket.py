@@ -14,8 +14,8 @@ could not take it all, by a wait for ``resume_writing`` (write buffer limits 0, 
 anyio: a ``send()`` that returned left nothing in user space, so ``aclose()`` may abort).
 For a caller with guards and cancellation points of its own (``EncryptedStream``),
 :meth:`ProtocolStream.read` and :meth:`ProtocolStream.write` do the same without them and
-take a limit on each wait (``stall_limit``), kept as a deadline and one loop timer per direction armed
-lazily, so a call that never waits long costs no timer.
+take a limit on each wait (``stall_limit``), kept as a deadline and one loop timer per
+direction armed lazily, so a call that never waits long costs no timer.
 
 :func:`open_tcp` and :meth:`ProtocolListener.create` build them on asyncio (uvloop
 included); :func:`on_asyncio` tells the callers (``connect``, ``serve``) when to; on
@@ -83,7 +83,7 @@ class _Wakeup:
     fresh future, :meth:`wake` (from a callback) lets it go; a wake with no one waiting
     is dropped, so a waiter checks its condition again after each wake.
 
-    A wait may have a timeout. Its deadline is a float stored per wait; one loop timer
+    A wait may have a stall limit. Its deadline is a float stored per wait; one loop timer
     per wakeup, armed lazily, checks it and moves on to the current deadline when it
     fires early, so a wait costs no timer of its own (``call_later`` and ``cancel`` on
     every wait cost about as much as sealing a 1 KiB record)."""

@@ -29,11 +29,11 @@ Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout`
 cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
 ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
 breaks the stream. Over a :class:`~streamcrypt.transports.ProtocolStream` the timeouts
-are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily armed loop
-timer per direction, nothing per call); over another transport on asyncio a deadline is
-armed only once a call really waits, as one loop timer that cancels the awaited future;
-elsewhere it is an anyio cancel scope (on the small-message path a cancel scope cost as
-much as the crypto). A read that is exactly
+are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily
+armed loop timer per direction, nothing per call); over another transport on asyncio a
+deadline is armed only once a call really waits, as one loop timer that cancels the
+awaited future (``_deadline.py``); elsewhere it is an anyio cancel scope (on the
+small-message path a cancel scope cost as much as the crypto). A read that is exactly
 one small data record is opened from the chunk read, without the record buffer or the
 scheduler. Buffered ciphertext per connection is at most one transport read
 (:data:`MAX_READ`, 1 MiB: the record layer parses each read in place) plus one record
