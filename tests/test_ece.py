@@ -624,3 +624,28 @@ def test_opening_jobs_fill_their_output_exactly(records: int, padding: int) -> N
         assert written == job.out_size or padding  # exact unless padded
         got += out[:written]
     assert bytes(got) == data
+
+
+def test_records_opened_aside_reuse_one_bounded_buffer_per_thread() -> None:
+    """The last record of each job is opened in a buffer the thread keeps, reused from
+    record to record; a record larger than ``_KEPT_SCRATCH`` (a sender may choose up to
+    the decoder's ``max_record_size``) gets a buffer of its own, never kept."""
+    vars(ece._scratches).pop("buf", None)  # earlier tests' records may have been larger
+    rng = random.Random(11)
+    small = rng.randbytes(3 * 65519 + 7)
+    body = encrypt_bytes(small, KEY, record_size=65536)
+    dec = EceDecryptor(KEY)
+    got = b"".join(dec.update(body[i : i + 50_000]) for i in range(0, len(body), 50_000))
+    assert got + dec.finalize() == small
+    kept = ece._scratches.buf
+    assert len(kept) == 65536 - 16  # one record's plaintext, made once and reused
+    dec = EceDecryptor(KEY)
+    assert dec.update(body[:70_000]) == small[:65519] and ece._scratches.buf is kept
+
+    big_rs = ece._KEPT_SCRATCH + 4096
+    large = rng.randbytes(2 * big_rs)
+    body = encrypt_bytes(large, KEY, record_size=big_rs)
+    dec = EceDecryptor(KEY)
+    got = b"".join(dec.update(body[i : i + 300_000]) for i in range(0, len(body), 300_000))
+    assert got + dec.finalize() == large
+    assert ece._scratches.buf is kept  # the large records' buffers were not kept
