@@ -4,7 +4,7 @@ A server is ``python -m bench._procs MODULE ARG...``: it runs ``bench.MODULE.ser
 which binds 127.0.0.1 on a free port and, once it accepts connections, calls
 :func:`announce` (one ``READY <port> <info>`` line on stdout). :class:`ServerProcess`
 starts it, waits for that line, reads the server's RSS (and resets and reads its peak)
-from ``/proc``, and always stops it (terminate, wait, kill if it lingers).
+and CPU time from ``/proc``, and always stops it (terminate, wait, kill if it lingers).
 """
 
 from __future__ import annotations
@@ -88,6 +88,12 @@ class ServerProcess:
     def rss(self) -> int:
         """The server's resident set size now, in bytes."""
         return _status(self.pid, "VmRSS:")
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system, every thread) the server used since it started."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def reset_peak(self) -> None:
         """Restart the server's peak-RSS mark (``VmHWM``) from its RSS now."""

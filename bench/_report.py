@@ -148,19 +148,40 @@ async def ticker_lags(work: Callable[[], Awaitable[object]]) -> tuple[float, flo
 
 
 async def interleaved_async(
-    variants: dict[str, Callable[[], Awaitable[object]]], rounds: int, warmup: int = 1
+    variants: dict[str, Callable[[], Awaitable[object]]],
+    rounds: int,
+    warmup: int = 1,
+    cpu: dict[str, list[float]] | None = None,
+    server_cpu: dict[str, Callable[[], float]] | None = None,
 ) -> dict[str, list[float]]:
     """Wall seconds of each variant, run in turn (A B C, A B C, ...) ``rounds`` times after
     ``warmup`` untimed turns, so that the machine's noise falls on every variant alike.
-    Returns every timed run, for the caller's medians."""
+    Returns every timed run, for the caller's medians.
+
+    With ``cpu`` (a dict to fill), each timed run's CPU seconds are appended under its
+    variant's name: this process's (every thread) plus, where ``server_cpu`` has a clock
+    for the variant, the server process's."""
     times: dict[str, list[float]] = {name: [] for name in variants}
+    clocks = server_cpu or {}
     for r in range(warmup + rounds):
         for name, fn in variants.items():
+            clock = clocks.get(name)
+            c0 = time.process_time() + (clock() if clock else 0.0)
             t0 = time.perf_counter()
             await fn()
             if r >= warmup:
                 times[name].append(time.perf_counter() - t0)
+                if cpu is not None:
+                    used = time.process_time() + (clock() if clock else 0.0) - c0
+                    cpu.setdefault(name, []).append(used)
     return times
+
+
+def crypto_ceiling(plain_cpu_per_gb: float, crypto_per_gb: float) -> float:
+    """The fastest (GB/s) an encrypted transfer can run here: the CPU a plain transfer
+    needs per GB (both ends) plus the CPU its AES-GCM needs, spread over every core with
+    nothing wasted. A bound, not a forecast: reaching it would take perfect overlap."""
+    return (os.cpu_count() or 1) / (plain_cpu_per_gb + crypto_per_gb)
 
 
 def percentile(samples: list[float], q: float) -> float:
