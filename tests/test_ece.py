@@ -6,6 +6,7 @@ import base64
 import random
 from collections.abc import Callable
 
+import anyio
 import http_ece
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import random_splits, record_vectors
 
+from streamcrypt.abc import Buffer
 from streamcrypt.codecs import ece
 from streamcrypt.codecs.ece import (
     EceDecryptor,
@@ -23,6 +25,7 @@ from streamcrypt.codecs.ece import (
     encrypted_length,
     read_header,
 )
+from streamcrypt.engine import OrderedBatches
 from streamcrypt.errors import (
     AlreadyFinalizedError,
     AuthenticationError,
@@ -624,6 +627,33 @@ def test_opening_jobs_fill_their_output_exactly(records: int, padding: int) -> N
         assert written == job.out_size or padding  # exact unless padded
         got += out[:written]
     assert bytes(got) == data
+
+
+def test_jobs_run_end_to_end_open_in_place_but_the_last_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jobs run by the engine's ``run_now`` get the rest of one output: each opens its
+    last record in place, its delimiter byte landing where the next job writes; only the last
+    job's last record, with no room after it, is opened aside."""
+    rng = random.Random(12)
+    data = rng.randbytes(5 * 65519)
+    body = encrypt_bytes(data, KEY, record_size=65536)
+    aside: list[int] = []
+    scratch = ece._scratch
+    monkeypatch.setattr(ece, "_scratch", lambda size: aside.append(size) or scratch(size))
+    dec = EceDecryptor(KEY)
+    # Cut so that a record straddles two pushes: its own job, then whole records.
+    jobs = dec.feed(memoryview(body[:100_000])) + dec.feed(memoryview(body[100_000:]))
+    jobs += dec.finish()
+    assert len(jobs) >= 3
+    pieces: list[bytes] = []
+
+    async def emit(parts: list[Buffer]) -> None:
+        pieces.extend(bytes(p) for p in parts)
+
+    anyio.run(OrderedBatches(None, site="test").run_now, jobs, emit)
+    assert pieces == [data]
+    assert len(aside) == 1  # the last job's last record only
 
 
 def test_records_opened_aside_reuse_one_bounded_buffer_per_thread() -> None:

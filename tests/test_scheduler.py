@@ -132,6 +132,27 @@ async def test_a_failure_releases_what_came_before_then_breaks() -> None:
         await sched.put([FakeJob(5, 10)], emit)
 
 
+@pytest.mark.parametrize("reuse", [False, True])
+async def test_run_now_emits_one_piece_and_what_verified_before_a_failure(reuse: bool) -> None:
+    """``run_now`` writes its jobs end to end and emits them once (one HTTP body piece is
+    one write); when a job fails, the jobs before it and its verified part come first."""
+    sched = OrderedBatches(None, site="test", reuse=reuse)
+    pieces: list[bytes] = []
+
+    async def emit(parts: list[Any]) -> None:
+        pieces.extend(bytes(p) for p in parts)
+
+    jobs = [FakeJob(1, 70_000), FakeJob(2, 5), FakeJob(3, 20_000)]
+    await sched.run_now(jobs, emit)
+    assert pieces == [expected(jobs)]
+    pieces.clear()
+    failing = [FakeJob(4, 30_000), FakeJob(5, 1_000, fail=True), FakeJob(6, 10)]
+    with pytest.raises(AuthenticationError, match="job 5"):
+        await sched.run_now(failing, emit)
+    assert pieces == [expected(failing[:1]) + bytes([5]) * 500]
+    assert sched.broken
+
+
 async def test_cancelled_driver_breaks_the_scheduler() -> None:
     sched = OrderedBatches(FORCED, site="test")
 

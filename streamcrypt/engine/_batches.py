@@ -577,29 +577,40 @@ class OrderedBatches:
             raise
 
     async def run_now(self, jobs: Iterable[Job], emit: Emit) -> None:
-        """Run ``jobs`` on this thread now, emitting each one's output as it is made,
-        without gathering a batch: for work under the inline limit while :attr:`idle`.
-        Output goes into one reused buffer in reuse mode, else into a new object per job.
-        Same failure rules as :meth:`put`."""
+        """Run ``jobs`` on this thread now, without gathering a batch, each writing right
+        after the one before, and emit their output as one piece: for work under the
+        inline limit while :attr:`idle` (one HTTP body piece is one write, not one per
+        record). Output goes into one reused buffer in reuse mode, else into one new
+        object. Same failure rules as :meth:`put`: what verified before a failure is
+        emitted, then it is raised."""
         self._check()
         try:
+            jobs = list(jobs)
+            size = sum(job.out_size for job in jobs)
+            owner: Buffer | None = None
+            if self._reuse:
+                if len(self._scratch) < size:
+                    self._scratch = bytearray(size)
+                out = memoryview(self._scratch)[:size]
+            else:
+                owner, out = fresh_bytes(size)
+            written = 0
+            error: Exception | None = None
             for job in jobs:
-                size = job.out_size
-                owner: Buffer | None = None
-                if self._reuse:
-                    if len(self._scratch) < size:
-                        self._scratch = bytearray(size)
-                    out = memoryview(self._scratch)[:size]
-                else:
-                    owner, out = fresh_bytes(size)
-                written, error = _run_job(job, out)
-                if written:
-                    piece: Buffer = out[:written]
-                    if owner is not None and written == size and error is None:
-                        piece = finish_fresh(owner)
-                    await emit([piece])
+                # All the rest of the buffer, not just the job's share: a job may write
+                # past its output (RFC 8188 opens a record with its delimiter byte in
+                # place) where the next job then overwrites it.
+                done, error = _run_job(job, out[written:])
+                written += done
                 if error is not None:
-                    raise self._fail(error)
+                    break
+            if written:
+                piece: Buffer = out[:written]
+                if owner is not None:
+                    piece = finish_fresh(owner) if written == size else bytes(piece)
+                await emit([piece])
+            if error is not None:
+                raise self._fail(error)
         except BaseException as exc:
             self._break(exc)
             raise

@@ -18,9 +18,9 @@ each stage pushes its output to the next, the last one to the sink.
   controller finds that pays (one piece at a time: such transforms are stateful).
 
 A push below the policy's ``inline_limit`` (at most 1 MiB) that finds nothing in flight
-is fed and its jobs run at once on the loop thread, output pushed job by job: what the
-scheduler would do inline, without gathering a batch (for one HTTP body message the batch
-machinery cost more than the AES).
+is fed and its jobs run at once on the loop thread, their output pushed as one piece:
+what the scheduler would do inline, without gathering a batch (for one HTTP body message
+the batch machinery cost more than the AES).
 
 Output: a segmented stage whose consumer is done with each piece before it returns (a
 callable sink, a plain stage) gets views of reused buffers; one whose output is kept (the
