@@ -370,13 +370,22 @@ async def _bulk(
     for direction, label in (("down", "server -> client"), ("up", "client -> server")):
         cheapest = min(cpu_per_gb[f"{p}|{direction}"] for p in plains)
         cap = crypto_ceiling(cheapest, crypto)
+        vs_tls = cap * med[f"{TLS}|{direction}"] * 1e9 / total
+        vs_plain = cap * med[f"{PLAIN}|{direction}"] * 1e9 / total
+        above = [
+            f"{goal}x {what}"
+            for goal, what, got in ((2.5, "TLS", vs_tls), (0.7, "plain", vs_plain))
+            if got < goal
+        ]
+        verdict = (
+            f"; above it, out of reach on this machine: {' and '.join(above)}" if above else ""
+        )
         t.notes.append(
-            f"ceiling {label}: {cap:.2f} GB/s = {cap * med[f'{TLS}|{direction}'] * 1e9 / total:.2f}x "
-            f"TLS, {cap * med[f'{PLAIN}|{direction}'] * 1e9 / total:.2f}x plain anyio TCP. "
-            f"The cheapest plain transfer here took {cheapest:.2f} CPU-s per GB (both ends); "
-            f"sealing and opening add {crypto:.2f} (AES-256-GCM, one thread: seals "
+            f"ceiling {label}: {cap:.2f} GB/s = {vs_tls:.2f}x TLS, {vs_plain:.2f}x plain anyio "
+            f"TCP. The cheapest plain transfer here took {cheapest:.2f} CPU-s per GB (both "
+            f"ends); sealing and opening add {crypto:.2f} (AES-256-GCM, one thread: seals "
             f"{seal:.2f}, opens {open_:.2f} GB/s on 65,519-byte records); no encrypted "
-            f"transfer fits more GB into the {os.cpu_count() or 1} cores' seconds"
+            f"transfer fits more GB into the {os.cpu_count() or 1} cores' seconds{verdict}"
         )
     return negotiated
 
@@ -406,7 +415,7 @@ async def _latency(report: Report, quick: bool, openers: dict[str, Opener]) -> N
     try:
         for stream in streams.values():
             await stream.send(_command(b"E", MESSAGE))
-        variants = {name: trips(name) for name in openers}
+        variants: dict[str, Callable[[], Awaitable[object]]] = {n: trips(n) for n in openers}
         for name in openers:  # warm-up round, not recorded
             await variants[name]()
         started = True
