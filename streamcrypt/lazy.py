@@ -6,6 +6,12 @@ anyio, thread pools); a program that uses one name should not pay for the others
 ``streamcrypt`` command's start-up, docs/CLI.md). Such a package lists its names by module
 once, in a table given to :func:`lazy_exports`, and keeps the plain imports under
 ``if TYPE_CHECKING:`` for type checkers.
+
+A :class:`LazyModule` does the same for one module a package uses in a few places (the
+command's format modules, ``concurrent.futures`` for the engine's annotations): it stands
+where ``import x`` would, under the ``else:`` of ``if TYPE_CHECKING:``, and imports the
+module when an attribute is first read, so ``typing.get_type_hints`` resolves annotations
+that name it without the import costing every program its start-up.
 """
 
 from __future__ import annotations
@@ -13,17 +19,14 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
 
-TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
-if TYPE_CHECKING:
-    from typing import Any
-
-__all__ = ["lazy_exports"]
+__all__ = ["LazyModule", "lazy_exports"]
 
 
 def lazy_exports(
     package: str, table: Mapping[str, Iterable[str]]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of module ``package``: each name listed under a
     module of ``table`` (relative to ``package``, as ``"._secret"``) is imported from it
     when first read, then kept in the package's namespace (later reads cost nothing).
@@ -32,7 +35,7 @@ def lazy_exports(
     namespace = sys.modules[package].__dict__
     home = {name: module for module, names in table.items() for name in names}
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         try:
             module = home[name]
         except KeyError:
@@ -45,3 +48,26 @@ def lazy_exports(
         return sorted({*namespace, *home})
 
     return __getattr__, __dir__
+
+
+class LazyModule:
+    """A module, imported when one of its attributes is first read, together with the
+    modules ``also`` names (its submodules read as attributes, as ``anyio.to_thread``)."""
+
+    __slots__ = ("_also", "_module", "_name")
+
+    def __init__(self, name: str, *also: str) -> None:
+        self._name = name
+        self._also = also
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> object:
+        module = self._module
+        if module is None:
+            for name in self._also:
+                importlib.import_module(name)
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"

@@ -193,3 +193,37 @@ def test_a_moved_module_keeps_its_former_name_for_one_release(
     with pytest.warns(DeprecationWarning) as caught:
         exec(f"from {parent} import {leaf}", {})
     assert caught[0].filename == "<string>"  # the warning points at the importing line
+
+
+def _annotated(module: ModuleType) -> list[object]:
+    """The public classes and functions ``module`` lists, and the public methods (and
+    ``__init__``) those classes define."""
+    found: list[object] = []
+    for item in module.__all__:
+        value = getattr(module, item)
+        if inspect.isfunction(value):
+            found.append(value)
+        elif inspect.isclass(value):
+            found.append(value)
+            found += [
+                member
+                for key, member in vars(value).items()
+                if inspect.isfunction(member) and (key == "__init__" or not key.startswith("_"))
+            ]
+    return found
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_annotations_resolve_at_run_time(name: str) -> None:
+    """``typing.get_type_hints`` works on everything public (documentation tools and
+    validation libraries call it): no annotation names a type imported for type checkers
+    only."""
+    import typing
+
+    failures = []
+    for obj in _annotated(_import(name)):
+        try:
+            typing.get_type_hints(obj)
+        except Exception as exc:
+            failures.append(f"{getattr(obj, '__qualname__', obj)}: {exc!r}")
+    assert not failures, f"get_type_hints fails in {name}: {failures}"

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, InvalidSignatureError
+from ..lazy import LazyModule
 from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
 from ._io import Input, Output, Progress, check_output, open_output
 from ._keyfiles import (
@@ -21,7 +22,6 @@ from ._keyfiles import (
     public_lines,
     write_key_file,
 )
-from ._lazymodule import LazyModule
 
 if TYPE_CHECKING:
     import anyio

@@ -45,6 +45,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
+from ..lazy import LazyModule
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -57,7 +58,6 @@ from ._keyfiles import (
     load_key_file,
     parse_public_key,
 )
-from ._lazymodule import LazyModule
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE, MAGICS, NATIVE_MAX_HEADER_SIZE
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)

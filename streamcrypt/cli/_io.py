@@ -21,8 +21,8 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..abc import Buffer
+from ..lazy import LazyModule
 from ._errors import EXIT_IO, CliError
-from ._lazymodule import LazyModule
 
 if TYPE_CHECKING:
     import anyio

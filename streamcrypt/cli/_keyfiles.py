@@ -29,8 +29,8 @@ from ..codecs import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
+from ..lazy import LazyModule
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
-from ._lazymodule import LazyModule
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:

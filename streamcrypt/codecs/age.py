@@ -62,6 +62,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
+from ..lazy import LazyModule
 from ..primitives import ChaCha20Poly1305Suite
 from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
@@ -77,6 +78,8 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
     from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
     from cryptography.hazmat.primitives.serialization import SSHPublicKeyTypes
+else:  # the RSA keys' annotations, for typing.get_type_hints (imported when it reads them)
+    rsa = LazyModule("cryptography.hazmat.primitives.asymmetric.rsa")
 
 __all__ = [
     "CHUNK_SIZE",

@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidParameterError
+from ..lazy import LazyModule
 
 if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need neither
-    from concurrent.futures import Executor, Future, ThreadPoolExecutor
+    import concurrent.futures as futures
 
     import anyio
+else:  # read by typing.get_type_hints, which imports it then (~10 ms with logging)
+    futures = LazyModule("concurrent.futures")
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -72,7 +75,7 @@ class OffloadPolicy:
     batch_size: int = DEFAULT_BATCH_SIZE
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     workers: int = DEFAULT_WORKERS
-    executor: Executor | None = None
+    executor: futures.Executor | None = None
     adaptive: bool = True
 
     def __post_init__(self) -> None:
@@ -81,7 +84,7 @@ class OffloadPolicy:
         if self.inline_limit < 0:
             raise InvalidParameterError("inline_limit must be >= 0")
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def submit(self, fn: Callable[..., T], *args: Any) -> futures.Future[T]:
         """Start ``fn(*args)`` on a worker thread; returns at once."""
         return (self.executor or _shared_pool(self.workers)).submit(fn, *args)
 
@@ -92,17 +95,15 @@ class OffloadPolicy:
 
 DEFAULT_POLICY = OffloadPolicy()
 
-_pools: dict[int, ThreadPoolExecutor] = {}
+_pools: dict[int, futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def _shared_pool(workers: int) -> ThreadPoolExecutor:
-    from concurrent.futures import ThreadPoolExecutor  # (with logging: ~10 ms to import)
-
+def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
     with _pools_lock:
         pool = _pools.get(workers)
         if pool is None:
-            pool = _pools[workers] = ThreadPoolExecutor(
+            pool = _pools[workers] = futures.ThreadPoolExecutor(
                 workers, thread_name_prefix="streamcrypt-worker"
             )
         return pool
@@ -136,7 +137,7 @@ def _waker(event: anyio.Event) -> Callable[[], None]:
     return wake_asyncio
 
 
-async def wait_future(future: Future[T]) -> T:
+async def wait_future(future: futures.Future[T]) -> T:
     """Await a ``concurrent.futures.Future`` on asyncio or trio without blocking a thread.
 
     Cancelling the wait does not stop the work; the caller must treat its state as broken.
