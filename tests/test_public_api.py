@@ -8,6 +8,7 @@ import importlib
 import inspect
 import pkgutil
 import sys
+import typing
 from contextlib import nullcontext
 from pathlib import Path
 from types import ModuleType
@@ -218,8 +219,6 @@ def test_public_annotations_resolve_at_run_time(name: str) -> None:
     """``typing.get_type_hints`` works on everything public (documentation tools and
     validation libraries call it): no annotation names a type imported for type checkers
     only."""
-    import typing
-
     failures = []
     for obj in _annotated(_import(name)):
         try:
