@@ -212,6 +212,20 @@ def _run_job(job: Job, out: memoryview) -> tuple[int, Exception | None]:
         return 0, exc
 
 
+def _run_in_turn(jobs: Iterable[Job], out: memoryview) -> tuple[int, Exception | None]:
+    """Run ``jobs`` one after another on this thread, each writing right after the output
+    before it: the bytes written and the failure that stopped them, if any. Each job gets
+    all the rest of ``out``, not just its share: a job may write past its output (RFC
+    8188 opens a record with its delimiter byte in place) where the next job then writes."""
+    written = 0
+    for job in jobs:
+        done, error = _run_job(job, out[written:])
+        written += done
+        if error is not None:
+            return written, error
+    return written, None
+
+
 def _pieces(jobs: Iterable[Job]) -> Iterable[Job]:
     """Jobs cut to about CLAIM_SIZE where they can be (``split``), so threads can share."""
     for job in jobs:
@@ -594,16 +608,7 @@ class OrderedBatches:
                 out = memoryview(self._scratch)[:size]
             else:
                 owner, out = fresh_bytes(size)
-            written = 0
-            error: Exception | None = None
-            for job in jobs:
-                # All the rest of the buffer, not just the job's share: a job may write
-                # past its output (RFC 8188 opens a record with its delimiter byte in
-                # place) where the next job then overwrites it.
-                done, error = _run_job(job, out[written:])
-                written += done
-                if error is not None:
-                    break
+            written, error = _run_in_turn(jobs, out)
             if written:
                 piece: Buffer = out[:written]
                 if owner is not None:
@@ -778,19 +783,14 @@ def run_verified(
 
 def _run_here(jobs: Sequence[Job], head: Buffer) -> tuple[bytes, Exception | None]:
     """:func:`run_verified` in the calling thread alone: each job straight after the
-    output before it, none of the claiming a shared batch needs."""
-    sizes = [job.out_size for job in jobs]
-    total = len(head) + sum(sizes)
+    output before it (:func:`_run_in_turn`), none of the claiming a shared batch needs."""
+    total = len(head) + sum(job.out_size for job in jobs)
     obj, full = fresh_bytes(total)
-    pos = len(head)
-    full[:pos] = head
-    for job, size in zip(jobs, sizes, strict=True):
-        written, error = _run_job(job, full[pos : pos + size])
-        pos += written
-        if error is not None:
-            return bytes(full[:pos]), error
-    if pos != total:  # a job wrote less than its bound: what was written, copied once
-        return bytes(full[:pos]), None
+    full[: len(head)] = head
+    written, error = _run_in_turn(jobs, full[len(head) :])
+    end = len(head) + written
+    if error is not None or end != total:  # failed, or wrote less than its bound: copied
+        return bytes(full[:end]), error
     return finish_fresh(obj), None
 
 
