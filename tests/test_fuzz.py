@@ -147,5 +147,7 @@ def test_the_memory_check_sees_what_one_input_costs_and_nothing_before_it() -> N
         return b"".join(pieces)
 
     found = check(Target("hungry", hungry, chunked=False), b"x")
-    assert [f.kind for f in found] == ["memory"]
+    # Touching 700 MiB may also take over the soft time limit on a loaded machine; the
+    # memory finding is what this test is about.
+    assert "memory" in [f.kind for f in found]
     assert check(Target("frugal", frugal, chunked=False), b"x") == []
