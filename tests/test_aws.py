@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import struct
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import random_splits, round_trip_peak_memory
 
+import streamcrypt
 from streamcrypt.codecs import aws
 from streamcrypt.errors import (
     AuthenticationError,
@@ -113,19 +115,83 @@ def test_encryptor_argument_errors() -> None:
     )
 
 
-def test_release_after_signature_and_verified_frames() -> None:
+def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -> None:
     data = _data(50000)
     ct = aws.encrypt_bytes(data, RING)
-    dec = aws.AwsDecryptor(RING)
-    first = dec.update(ct)
-    assert first == data[: len(first)] and len(first) == 12 * 4096  # the final frame is held
-    assert first + dec.finalize() == data
-    held = aws.AwsDecryptor(RING, release="after-signature")
-    assert held.update(ct) == b""
-    assert held.finalize() == data
-    small = aws.AwsDecryptor(RING, release="after-signature", max_buffered=1000)
-    with pytest.raises(LimitExceededError):
+    held = aws.AwsDecryptor(RING)
+    assert held.update(ct[:-1]) == b""  # every frame verified, the signature not yet
+    assert held.update(ct[-1:]) == b"" and held.finalize() == data
+    forged = aws.AwsDecryptor(RING)
+    assert forged.update(ct[:-1] + bytes([ct[-1] ^ 1])) == b""
+    with pytest.raises(InvalidSignatureError):
+        forged.finalize()
+    small = aws.AwsDecryptor(RING, max_buffered=1000)
+    with pytest.raises(LimitExceededError, match="allow_unverified=True"):
         small.update(ct)
+    early = aws.AwsDecryptor(RING, allow_unverified=True)  # opted in by name
+    first = early.update(ct)
+    assert first == data[: len(first)] and len(first) == 12 * 4096  # the final frame is held
+    assert first + early.finalize() == data
+    # An unsigned message's frames come out as they verify, with no opt-in.
+    unsigned = aws.AwsDecryptor(RING)
+    assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite=0x0478))) == 12 * 4096
+
+
+def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
+    """Seal ``plaintext`` as regular frame ``index`` with the message's own data key
+    (what any holder of a wrapping key can do) and write it over the frame."""
+    header = _header(bytes(ct))
+    key = aws._open_header(header, [RING], {})
+    codec = aws.AwsFrameCodec(key, header.message_id, header.frame_length)
+    frame = bytearray(header.frame_length + codec.overhead)
+    codec.seal_segment(index, plaintext, False, memoryview(frame))
+    offset = header.size + index * len(frame)
+    ct[offset : offset + len(frame)] = frame
+    assert (
+        codec.run_segments(False, index, 1, bytes(frame), False, memoryview(bytearray(len(frame))))[
+            1
+        ]
+        is None
+    )
+
+
+def test_random_access_to_a_signed_message_returns_only_signed_frames() -> None:
+    data = _data(20 * 1000 + 10)
+    ct = bytearray(aws.encrypt_bytes(data, RING, frame_length=1000))
+    lay = aws.layout(RING, lambda o, n: bytes(ct[o : o + n]), len(ct))  # verified here
+    _rewrite_frame(ct, 7, b"E" * 1000)
+
+    def read_at(offset: int, length: int) -> bytes:
+        return bytes(ct[offset : offset + length])
+
+    assert lay.read(read_at, 0, 7000) == data[:7000]
+    assert lay.read(read_at, 8000, 20010) == data[8000:]
+    for start, stop in [(7000, 8000), (6999, 7001), (0, 20010)]:
+        with pytest.raises(InvalidSignatureError, match="changed"):
+            lay.read(read_at, start, stop)
+    # Without the signature (opted in by name) the forged frame reads.
+    blind = aws.layout(RING, read_at, len(ct), allow_unverified=True)
+    assert blind.read(read_at, 7000, 8000) == b"E" * 1000
+
+
+def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
+    data = _data(40 * 512 + 77)
+    path = tmp_path / "signed.aws"
+    path.write_bytes(aws.encrypt_bytes(data, RING, frame_length=512))
+
+    async def main() -> None:
+        async with streamcrypt.open(path, "rb", format="aws", key=RING) as f:
+            assert await f.read(512) == data[:512]
+            ct = bytearray(path.read_bytes())
+            _rewrite_frame(ct, 9, b"E" * 512)
+            path.write_bytes(ct)
+            await f.seek(9 * 512)
+            with pytest.raises(InvalidSignatureError):
+                await f.read(512)
+            await f.seek(12 * 512)
+            assert await f.read(512) == data[12 * 512 : 13 * 512]
+
+    anyio.run(main)
 
 
 def test_truncation_and_trailing_bytes() -> None:
@@ -254,7 +320,10 @@ def test_wrong_keyring_and_memory_bound() -> None:
     ct = aws.encrypt_bytes(b"data", RING)
     with pytest.raises(UnknownKeyError):
         aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
-    assert round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING)) < 8 << 20
+    assert (
+        round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING))
+        < 8 << 20
+    )
 
 
 def test_non_framed_body_limit_on_read() -> None:

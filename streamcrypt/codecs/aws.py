@@ -38,16 +38,21 @@ up to ``max_body_size``).
 over every byte before it, with P-384/SHA-384 (P-256/SHA-256 for 0x0214); the verifying
 key travels in the encryption context (``aws-crypto-public-key``, a compressed point).
 
-**What is released when.** The decryptor releases each regular frame once its tag
-verified. The final frame is released only at ``finalize()``, after the footer's signature
-verified (signed suites) and after checking that nothing follows the message; so a
-truncated message raises :class:`TruncatedStreamError` and a bad signature
-:class:`InvalidSignatureError` before the last frame comes out. Frames released before
-that were authentic under the data key but not yet proven to come from the signer (any
-holder of a wrapping key can forge frames of a signed message): pass
-``release="after-signature"`` to hold every byte back until the signature verified
-(memory grows with the message, up to ``max_buffered``). Signed suites hash every byte in
-order on the thread that feeds the decryptor (SHA-384 cannot be split across cores).
+**What is released when.** An unsigned message's frames are released as their tags
+verify; the final frame only at ``finalize()``, after checking that nothing follows the
+message, so a truncated message raises :class:`TruncatedStreamError` before the last frame
+comes out. A signed message's frames are authentic under the data key, but any holder of
+a wrapping key can forge them: nothing is released before the footer's signature verified
+(the plaintext is held, up to ``max_buffered``; :class:`InvalidSignatureError` releases
+nothing). ``allow_unverified=True`` opts in, by name, to frames released as their tags
+verify. Signed suites hash every byte in order on the thread that feeds the decryptor
+(SHA-384 cannot be split across cores).
+
+**Random access** (:func:`layout`) to a signed message reads it once, verifies the
+signature and keeps a keyed 8-byte BLAKE3 digest of every frame (under a random key of
+the process, at most :data:`MAX_SIGNED_FRAMES` frames: 32 MiB); every later read of a
+frame checks its bytes against that digest before opening it, so a frame changed on disk
+after the signature verified raises :class:`InvalidSignatureError`, never its new bytes.
 
 Limits (typed errors, checked as fields are read): ``max_encrypted_data_keys`` (default
 64; :class:`LimitExceededError`), ``max_header_size`` (1 MiB), ``max_frame_length``
@@ -63,7 +68,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
@@ -89,6 +94,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
+from ..primitives import blake3_keyed
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
@@ -100,6 +106,7 @@ __all__ = [
     "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_SUITE",
     "FORMAT",
+    "MAX_SIGNED_FRAMES",
     "PUBLIC_KEY_FIELD",
     "SUITES",
     "AwsBodyDecryptor",
@@ -146,6 +153,10 @@ _FINAL_AAD = b"AWSKMSEncryptionClient Final Frame"
 _SINGLE_AAD = b"AWSKMSEncryptionClient Single Block"
 _MAX_NON_FRAMED = (1 << 36) - 32
 _U16 = 0xFFFF
+#: Frames a signed message may have to be read by random access: the layout keeps an
+#: 8-byte digest of each (32 MiB at most).
+MAX_SIGNED_FRAMES = 1 << 22
+_FRAME_DIGEST = 8
 
 Curve = Literal["P-256", "P-384"]
 
@@ -1061,8 +1072,6 @@ class AwsEncryptor(Chain):
 # Decryption
 # ---------------------------------------------------------------------------------------
 
-Release = Literal["verified-frames", "after-signature"]
-
 
 def _open_header(header: AwsHeader, rings: Sequence[Keyring], expected: Mapping[str, str]) -> bytes:
     """Unwrap the data key, check the commitment, the header tag and the expected context;
@@ -1365,7 +1374,8 @@ class AwsBodyDecryptor(Lifecycle):
 
 
 class _Gate(Lifecycle):
-    """Holds every plaintext byte back until the body decryptor verified the signature."""
+    """Holds every plaintext byte of a signed message back until the body decryptor
+    verified the signature (an unsigned message's frames pass as they verified)."""
 
     __slots__ = ("_body", "_held", "_limit")
 
@@ -1375,12 +1385,21 @@ class _Gate(Lifecycle):
         self._held = bytearray()
         self._limit = limit
 
+    def _signed(self) -> bool:
+        header = self._body.header
+        return header is None or header.suite.signed
+
     def update(self, data: Buffer, /) -> bytes:
         self._check()
+        if not self._signed():
+            return data if isinstance(data, bytes) else bytes(data)
         if len(self._held) + len(data) > self._limit:
             raise self._break(
                 LimitExceededError(
-                    f"release='after-signature' holds at most {self._limit} bytes (max_buffered)"
+                    f"a signed message's plaintext is held until its signature verified, "
+                    f"here at most {self._limit} bytes (max_buffered): raise max_buffered, "
+                    "read the file with streamcrypt.open (it verifies before any read), or "
+                    "pass allow_unverified=True to release frames before the signature"
                 )
             )
         self._held += memoryview(data).cast("B")
@@ -1388,8 +1407,7 @@ class _Gate(Lifecycle):
 
     def finalize(self) -> bytes:
         self._check()
-        header = self._body.header
-        if header is not None and header.suite.signed and not self._body.signature_verified:
+        if self._signed() and not self._body.signature_verified:
             raise self._break(InvalidSignatureError("the message signature was not verified"))
         out = bytes(self._held)
         self._held.clear()
@@ -1402,10 +1420,10 @@ class AwsDecryptor(Chain):
 
     ``keyring``: one keyring or several, tried in order. ``encryption_context``: entries
     the message must carry (else :class:`AuthenticationError`). ``allow_legacy``: read the
-    non-committing suites (v1 messages). ``release``: ``"verified-frames"`` (default:
-    each frame once its tag verified, the last one after the signature) or
-    ``"after-signature"`` (nothing before the signature verified; holds up to
-    ``max_buffered`` bytes). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
+    non-committing suites (v1 messages). A signed message's plaintext is held (up to
+    ``max_buffered`` bytes) until its signature verified; ``allow_unverified=True``
+    releases each frame once its tag verified instead (the last one still after the
+    signature). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
     :class:`UnknownKeyError`, :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`TruncatedStreamError`, :class:`LimitExceededError`.
     """
@@ -1418,21 +1436,19 @@ class AwsDecryptor(Chain):
         *,
         encryption_context: Mapping[str, str] | None = None,
         allow_legacy: bool = False,
-        release: Release = "verified-frames",
+        allow_unverified: bool = False,
         max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_buffered: int = 1 << 30,
     ) -> None:
-        if release not in ("verified-frames", "after-signature"):
-            raise InvalidParameterError("release must be 'verified-frames' or 'after-signature'")
         limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
         self.body = AwsBodyDecryptor(
             _keyrings(keyring), dict(encryption_context or {}), limits, max_body_size
         )
         stages: list[Transform] = [self.body]
-        if release == "after-signature":
+        if not allow_unverified:
             stages.append(_Gate(self.body, max_buffered))
         super().__init__(*stages)
 
@@ -1507,16 +1523,20 @@ def layout(
     *,
     encryption_context: Mapping[str, str] | None = None,
     allow_legacy: bool = False,
-    verify_signature: bool = True,
+    allow_unverified: bool = False,
     max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
 ) -> AwsLayout:
     """Authenticate the header and map a framed message of ``stream_size`` bytes.
 
     ``read_at(offset, length)`` reads the message. The final frame is located and opened
     (proving the length). For signed suites the whole message is read once, hashed and its
-    signature verified, unless ``verify_signature=False`` (then range reads are authentic
-    under the data key only). Non-framed messages cannot be read by random access
-    (:class:`UnsupportedFormatError`). Raises as :class:`AwsDecryptor`.
+    signature verified, and the layout's reads then release only frames whose bytes are
+    those the signature covered (else :class:`InvalidSignatureError`); with
+    ``allow_unverified=True`` nothing is verified (range reads are authentic under the
+    data key only). Non-framed messages cannot be read by random access
+    (:class:`UnsupportedFormatError`); a signed one of more than
+    :data:`MAX_SIGNED_FRAMES` frames neither (:class:`LimitExceededError`). Raises as
+    :class:`AwsDecryptor`.
     """
     limits = _Limits(
         allow_legacy, max_encrypted_data_keys, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_FRAME_LENGTH
@@ -1575,8 +1595,8 @@ def layout(
     k, n, end = found
     lay = AwsLayout(codec, header.size, stream_size, k, n, end)
     lay.verify_end(read_at)
-    if header.suite.signed and verify_signature:
-        _verify_whole(header, read_at, stream_size, end)
+    if header.suite.signed and not allow_unverified:
+        lay = replace(lay, codec=_verify_whole(header, key, read_at, lay))
     return lay
 
 
@@ -1594,24 +1614,90 @@ def read_range(
     return lay.read(read_at, start, stop)
 
 
+def _read_exact(read_at: Callable[[int, int], bytes], offset: int, length: int) -> bytes:
+    data = read_at(offset, length)
+    if len(data) != length:
+        raise TruncatedStreamError("the message is shorter than its layout says")
+    return data
+
+
 def _verify_whole(
-    header: AwsHeader, read_at: Callable[[int, int], bytes], size: int, end: int
-) -> None:
-    assert header.suite.curve is not None
-    digest = hashlib.new(_HASHLIB[header.suite.curve])
-    pos = 0
-    while pos < end:
-        chunk = read_at(pos, min(1 << 20, end - pos))
-        if not chunk:
-            raise TruncatedStreamError("the message is shorter than its layout says")
+    header: AwsHeader, key: bytes, read_at: Callable[[int, int], bytes], lay: AwsLayout
+) -> _SignedFrameCodec:
+    """Read the message once: verify its signature and take every frame's digest; the
+    codec that opens only frames with those digests."""
+    curve = header.suite.curve
+    assert curve is not None
+    if lay.segment_count > MAX_SIGNED_FRAMES:
+        raise LimitExceededError(
+            f"the signed message has {lay.segment_count} frames: random access keeps a digest "
+            f"of each and reads at most {MAX_SIGNED_FRAMES} (MAX_SIGNED_FRAMES); decrypt it "
+            "as a stream"
+        )
+    digest = hashlib.new(_HASHLIB[curve])
+    digest.update(_read_exact(read_at, 0, header.size))
+    digest_key = random_bytes(32)
+    digests = bytearray()
+    full = lay.codec.full_ciphertext(1)
+    per = max(1, (1 << 20) // full)
+    index = 0
+    while index <= lay.final_index:  # about 1 MiB of regular frames per read, then the final
+        count = min(per, lay.final_index - index) or 1
+        offset = lay.ciphertext_offset(index)
+        final = index == lay.final_index
+        stop = lay.body_end if final else lay.ciphertext_offset(index + count)
+        chunk = memoryview(_read_exact(read_at, offset, stop - offset))
         digest.update(chunk)
-        pos += len(chunk)
-    footer = read_at(end, size - end)
-    key = _verifying_key(header.suite, header.encryption_context)
+        digests += _frame_digests(digest_key, chunk, full, count, final)
+        index += count
+    footer = read_at(lay.body_end, lay.stream_size - lay.body_end)
+    verifying = _verifying_key(header.suite, header.encryption_context)
     try:
-        key.verify(footer[2:], digest.digest(), ec.ECDSA(Prehashed(_CURVES[header.suite.curve][1])))
+        verifying.verify(footer[2:], digest.digest(), ec.ECDSA(Prehashed(_CURVES[curve][1])))
     except InvalidSignature:
         raise InvalidSignatureError("the message signature did not verify") from None
+    return _SignedFrameCodec(key, header.message_id, header.frame_length, digest_key, digests)
+
+
+def _frame_digests(key: bytes, frames: memoryview, full: int, count: int, final: bool) -> bytes:
+    """The digests of ``count`` frames back to back in ``frames``: regular frames of
+    ``full`` bytes, the last one the final frame (the rest) when ``final``."""
+    regular = count - 1 if final else count
+    out = [
+        blake3_keyed(key, frames[p : p + full])[:_FRAME_DIGEST]
+        for p in range(0, regular * full, full)
+    ]
+    if final:
+        out.append(blake3_keyed(key, frames[regular * full :])[:_FRAME_DIGEST])
+    return b"".join(out)
+
+
+class _SignedFrameCodec(AwsFrameCodec):
+    """Opens a frame only when its bytes have the digest recorded while the message's
+    signature verified (:func:`_verify_whole`): random reads of a signed message release
+    nothing the signature did not cover."""
+
+    __slots__ = ("_digest_key", "_digests")
+
+    def __init__(
+        self, key: bytes, message_id: bytes, frame_length: int, digest_key: bytes, digests: Buffer
+    ) -> None:
+        super().__init__(key, message_id, frame_length)
+        self._digest_key = digest_key
+        self._digests = bytes(digests)
+
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        full = self.segment_size + self.overhead
+        found = _frame_digests(self._digest_key, memoryview(data), full, count, final)
+        expected = self._digests[first * _FRAME_DIGEST : (first + count) * _FRAME_DIGEST]
+        if sealing or not hmac.compare_digest(found, expected):
+            return 0, InvalidSignatureError(
+                f"frames {first + 1}..{first + count} are not the bytes whose signature "
+                "verified when the message was opened: the file changed since"
+            )
+        return super().run_segments(sealing, first, count, data, final, out)
 
 
 def _suite_option(text: str | None) -> int:

@@ -16,7 +16,6 @@ from ..codecs.aws import (
     DEFAULT_SUITE,
     FORMAT,
     KeyringLike,
-    Release,
 )
 from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy
@@ -64,15 +63,15 @@ def _reading(
     *,
     encryption_context: Mapping[str, str] | None = None,
     allow_legacy: bool = False,
-    release: Release = "verified-frames",
+    allow_unverified: bool = False,
     max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> _run.Call:
-    """With ``release="after-signature"`` nothing is released before a signed message's
-    signature verified (the plaintext is held in memory until then)."""
+    """Nothing of a signed message is released before its signature verified (the
+    plaintext is held in memory until then) unless ``allow_unverified=True``."""
     extra = {
         "allow_legacy": allow_legacy,
-        "release": release,
+        "allow_unverified": allow_unverified,
         "max_encrypted_data_keys": max_encrypted_data_keys,
     }
     options = FormatOptions(key=keyring, encryption_context=encryption_context, extra=extra)
@@ -91,8 +90,8 @@ decrypt = _run.streaming(
     _reading,
     "decrypt",
     "Decrypt an AWS Encryption SDK message, yielding only verified frames.\n\n"
-    'With ``release="after-signature"`` nothing is yielded before a signed message\'s\n'
-    "signature verified (the plaintext is held in memory until then).",
+    "Nothing of a signed message is yielded before its signature verified (the plaintext\n"
+    "is held in memory until then) unless ``allow_unverified=True``.",
 )
 encrypt_bytes = _run.one_shot(
     FORMAT,
