@@ -96,7 +96,7 @@ from ..errors import (
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
 from ..primitives import blake3_keyed
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
-from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
+from ._segmented import BatchCodec, SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
     "DEFAULT_FRAME_LENGTH",
@@ -689,16 +689,22 @@ def _header_tag(key: bytes, header_body: bytes, iv: bytes) -> bytes:
 
 
 _FRAME_HEAD = struct.Struct(">I8xI")  # sequence number, then the IV: 8 zeros || seq
-_FRAME_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
+_FINAL_HEAD = struct.Struct(">4sI8xII")  # end mark, sequence number, IV, content length
+_AAD_TAIL = struct.Struct(">IQ")  # sequence number, content length
 _SEQ = struct.Struct(">I")
 _NONCE = struct.Struct(">8xI")  # the IV alone
+_REGULAR = 4 + _IV + _TAG  # framing bytes of a regular frame
+_FINAL = 4 + 4 + _IV + 4 + _TAG  # of the final frame
 
 
-class AwsFrameCodec(SegmentCodec):
-    """Opens frames (regular, or the final frame when ``final``) and seals regular frames.
+class AwsFrameCodec(BatchCodec):
+    """Seals and opens frames: regular ones, then the final frame when a job is ``final``.
 
-    Segment *i* is frame sequence number *i + 1*. Opening, a frame's own sequence number
-    must match (else :class:`AuthenticationError`: reordered or duplicated).
+    Segment *i* is frame sequence number *i + 1*. The frame rule (framing, IV, AAD) is
+    written once, as the batch loop :meth:`run_segments` (frames are 4 KiB by default, so
+    per-frame Python is what limits throughput); one frame is a batch of one. Opening,
+    a frame's own sequence number must match (else :class:`AuthenticationError`:
+    reordered or duplicated).
     """
 
     __slots__ = (
@@ -710,7 +716,7 @@ class AwsFrameCodec(SegmentCodec):
         "segment_size",
     )
 
-    overhead: ClassVar[int] = 4 + _IV + _TAG
+    overhead: ClassVar[int] = _REGULAR
     final_may_be_full: ClassVar[bool] = False
     max_segments: int = _MAX_FRAMES
 
@@ -722,68 +728,19 @@ class AwsFrameCodec(SegmentCodec):
         self._final_prefix = message_id + _FINAL_AAD
         self.segment_size = self.first_segment_size = frame_length
 
-    @staticmethod
-    def _iv(seq: int) -> bytes:
-        return bytes(8) + seq.to_bytes(4, "big")
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        seq = (index + 1).to_bytes(4, "big")
-        n = len(plaintext)
-        iv = bytes(8) + seq
-        out[0:16] = seq + iv
-        aad = self._frame_prefix + seq + n.to_bytes(8, "big")
-        return 16 + self._encrypt(iv, plaintext, aad, out[16 : 16 + n + _TAG])
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        frame = memoryview(ciphertext)
-        seq = index + 1
-        if final:
-            if bytes(frame[:4]) != _FINAL_MARK:
-                raise FormatError(f"frame {seq} should be the final frame")
-            frame = frame[4:]
-        if int.from_bytes(frame[:4], "big") != seq:
-            raise AuthenticationError(
-                f"frame {seq} carries sequence number {int.from_bytes(frame[:4], 'big')}: "
-                "frames were reordered, duplicated or dropped"
-            )
-        iv = bytes(frame[4:16])
-        if final:
-            n = int.from_bytes(frame[16:20], "big")
-            body = frame[20:]
-            aad = self._final_prefix + seq.to_bytes(4, "big") + n.to_bytes(8, "big")
-        else:
-            body = frame[16:]
-            n = len(body) - _TAG
-            aad = self._frame_prefix + seq.to_bytes(4, "big") + n.to_bytes(8, "big")
-        if len(body) != n + _TAG or n > self.segment_size or (not final and n != self.segment_size):
-            raise FormatError(f"frame {seq} has the wrong length")
-        try:
-            return self._decrypt(iv, body, aad, out[:n])
-        except InvalidTag:
-            raise AuthenticationError(
-                f"frame {seq} did not verify: tampered, reordered or truncated message"
-            ) from None
-
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
-        """Consecutive frames in one tight loop (the engine's hot path at 4 KiB frames):
-        the base loop's contract, minus a method call, a few slices and a ``bytes``
-        concatenation per regular frame; a final frame goes through the codec's own
-        method (so the final-frame sealer, a subclass, seals it as its own)."""
-        codec = self
         src = memoryview(data).cast("B")
-        size = codec.segment_size
-        full = size + AwsFrameCodec.overhead
-        prefix = codec._frame_prefix
-        tail = _FRAME_AAD_TAIL.pack
+        size = self.segment_size
+        full = size + _REGULAR
+        prefix, tail, nonce = self._frame_prefix, _AAD_TAIL.pack, _NONCE.pack
         first = seq = first + 1
-        stop = first + count - (1 if final else 0)
+        stop = first + count - (1 if final else 0)  # after the regular frames
         pos = written = 0
         try:
             if sealing:
-                encrypt = codec._encrypt
-                head_into, nonce = _FRAME_HEAD.pack_into, _NONCE.pack
+                encrypt, head_into = self._encrypt, _FRAME_HEAD.pack_into
                 for seq in range(first, stop):
                     head_into(out, written, seq, seq)
                     encrypt(
@@ -794,27 +751,46 @@ class AwsFrameCodec(SegmentCodec):
                     )
                     pos += size
                     written += full
-            else:
-                decrypt = codec._decrypt
-                unpack = _SEQ.unpack_from
-                for seq in range(first, stop):
-                    if unpack(src, pos)[0] != seq:
-                        raise AuthenticationError(
-                            f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
-                            "were reordered, duplicated or dropped"
-                        )
-                    decrypt(
-                        bytes(src[pos + 4 : pos + 16]),
-                        src[pos + 16 : pos + full],
-                        prefix + tail(seq, size),
-                        out[written : written + size],
+                if final:
+                    seq, n = stop, len(src) - pos
+                    _FINAL_HEAD.pack_into(out, written, _FINAL_MARK, seq, seq, n)
+                    written += 24 + encrypt(
+                        nonce(seq),
+                        src[pos:],
+                        self._final_prefix + tail(seq, n),
+                        out[written + 24 : written + 24 + n + _TAG],
                     )
-                    pos += full
-                    written += size
-            if final:
-                seq = stop
-                work = codec.seal_segment if sealing else codec.open_segment
-                written += work(stop - 1, src[pos:], True, out[written:])
+                return written, None
+            if len(src) < (stop - first) * full + (_FINAL if final else 0):
+                raise FormatError(f"frame {stop if final else stop - 1} has the wrong length")
+            decrypt, unpack = self._decrypt, _SEQ.unpack_from
+            for seq in range(first, stop + (1 if final else 0)):
+                n = size
+                if seq == stop:  # the final frame
+                    if bytes(src[pos : pos + 4]) != _FINAL_MARK:
+                        raise FormatError(f"frame {seq} should be the final frame")
+                    pos += 4
+                    n = int.from_bytes(src[pos + 16 : pos + 20], "big")
+                    end, aad = pos + 20 + n + _TAG, self._final_prefix + tail(seq, n)
+                    if n > size or end != len(src):
+                        raise FormatError(f"frame {seq} has the wrong length")
+                    body = src[pos + 20 : end]
+                else:
+                    end, aad, body = (
+                        pos + full,
+                        prefix + tail(seq, size),
+                        src[pos + 16 : pos + full],
+                    )
+                if unpack(src, pos)[0] != seq:
+                    raise AuthenticationError(
+                        f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
+                        "were reordered, duplicated or dropped"
+                    )
+                decrypt(bytes(src[pos + 4 : pos + 16]), body, aad, out[written : written + n])
+                pos = end
+                written += n
+            if not final and pos != len(src):
+                raise FormatError(f"frame {stop - 1} has the wrong length")
         except InvalidTag:
             error = AuthenticationError(
                 f"frame {seq} did not verify: tampered, reordered or truncated message"
@@ -829,18 +805,11 @@ class AwsFrameCodec(SegmentCodec):
 
 
 class _FinalFrameSealer(AwsFrameCodec):
-    """Seals the final frame (8 more bytes of framing: the end marker and the length)."""
+    """The final frame's geometry (8 more bytes of framing: the end mark and the length)
+    for the encryptor's last job; the rule is :class:`AwsFrameCodec`'s."""
 
     __slots__ = ()
-    overhead: ClassVar[int] = 4 + 4 + _IV + 4 + _TAG
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        seq = index + 1
-        n = len(plaintext)
-        iv = self._iv(seq)
-        out[0:24] = _FINAL_MARK + seq.to_bytes(4, "big") + iv + n.to_bytes(4, "big")
-        aad = self._final_prefix + seq.to_bytes(4, "big") + n.to_bytes(8, "big")
-        return 24 + self._encrypt(iv, plaintext, aad, out[24 : 24 + n + _TAG])
+    overhead: ClassVar[int] = _FINAL
 
 
 class _SingleBlockCodec(SegmentCodec):
@@ -859,7 +828,7 @@ class _SingleBlockCodec(SegmentCodec):
 
     def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
         n = len(plaintext)
-        iv = AwsFrameCodec._iv(1)
+        iv = _NONCE.pack(1)
         out[0:20] = iv + n.to_bytes(8, "big")
         aad = self._prefix + n.to_bytes(8, "big")
         return 20 + self._kernel.encrypt_into(iv, plaintext, aad, out[20 : 20 + n + _TAG])
@@ -1206,7 +1175,7 @@ class AwsBodyDecryptor(Lifecycle):
 
     def _frames(self, view: memoryview) -> list[SegmentJob]:
         assert self.header is not None
-        regular = self.header.frame_length + AwsFrameCodec.overhead
+        regular = self.header.frame_length + _REGULAR
         jobs: list[SegmentJob] = []
         pending = self._pending
         if pending:
@@ -1258,7 +1227,7 @@ class AwsBodyDecryptor(Lifecycle):
         if len(head) < 4:
             return 4
         if bytes(head[:4]) != _FINAL_MARK:
-            return self.header.frame_length + AwsFrameCodec.overhead
+            return self.header.frame_length + _REGULAR
         if len(head) < 24:
             return 24
         n = int.from_bytes(head[20:24], "big")
@@ -1556,7 +1525,7 @@ def layout(
     if not header.framed:
         raise UnsupportedFormatError("a non-framed message cannot be read by random access")
     codec = AwsFrameCodec(key, header.message_id, header.frame_length)
-    regular = header.frame_length + AwsFrameCodec.overhead
+    regular = header.frame_length + _REGULAR
     found = None
     footers = (
         range(0, 1)
@@ -1689,7 +1658,7 @@ class _SignedFrameCodec(AwsFrameCodec):
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
-        full = self.segment_size + self.overhead
+        full = self.segment_size + _REGULAR
         found = _frame_digests(self._digest_key, memoryview(data), full, count, final)
         expected = self._digests[first * _FRAME_DIGEST : (first + count) * _FRAME_DIGEST]
         if sealing or not hmac.compare_digest(found, expected):
