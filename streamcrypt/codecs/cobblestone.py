@@ -38,7 +38,6 @@ from typing import Literal
 from cryptography.exceptions import InvalidTag
 
 from ..abc import Buffer
-from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -258,9 +257,7 @@ class CobblestoneEncryptor(SegmentedEncryptor):
         aad: Buffer = b"",
         variant: Variant | None = None,
         salt: bytes | None = None,
-        context: Buffer | None = None,
     ) -> None:
-        aad = renamed_keyword("CobblestoneEncryptor", "context", "aad", context, aad, b"")
         raw = _input_key(key, variant)
         salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
         aead_key, base, commitment = derive_keys(raw, salt, aad)
@@ -298,9 +295,7 @@ class CobblestoneDecryptor(SegmentedDecryptor):
         *,
         aad: Buffer = b"",
         variant: Variant | None = None,
-        context: Buffer | None = None,
     ) -> None:
-        aad = renamed_keyword("CobblestoneDecryptor", "context", "aad", context, aad, b"")
         raw = _input_key(key, variant)
         ctx = bytes(aad)
 
@@ -318,10 +313,8 @@ def encrypt_bytes(
     *,
     aad: Buffer = b"",
     variant: Variant | None = None,
-    context: Buffer | None = None,
 ) -> bytes:
     """Encrypt a whole message in one call (random salt). Raises :class:`InvalidKeySizeError`."""
-    aad = renamed_keyword("cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
     enc = CobblestoneEncryptor(key, aad=aad, variant=variant)
     return enc.update(plaintext) + enc.finalize()
 
@@ -332,14 +325,12 @@ def decrypt_bytes(
     *,
     aad: Buffer = b"",
     variant: Variant | None = None,
-    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt a whole message in one call.
 
     Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
     :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
     dec = CobblestoneDecryptor(key, aad=aad, variant=variant)
     return dec.update(ciphertext) + dec.finalize()
 
@@ -364,14 +355,12 @@ def layout(
     *,
     aad: Buffer = b"",
     variant: Variant | None = None,
-    context: Buffer | None = None,
 ) -> SegmentLayout:
     """Check the commitment at the start of ``head`` and map a message of ``stream_size`` bytes.
 
     ``head`` needs the first 56 bytes. Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError` (a length no message can have), :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.layout", "context", "aad", context, aad, b"")
     raw = _input_key(key, variant)
     codec = _open_header(raw, aad, head)
     _check_length(stream_size)
@@ -388,7 +377,6 @@ def read_range(
     aad: Buffer = b"",
     variant: Variant | None = None,
     authenticate_length: bool = False,
-    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt plaintext bytes ``[start, stop)`` reading only the chunks that cover them.
 
@@ -398,7 +386,6 @@ def read_range(
     trusting an offset measured from the end). Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError`, :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.read_range", "context", "aad", context, aad, b"")
     lay = layout(key, read_at(0, HEADER_SIZE), stream_size, aad=aad, variant=variant)
     size = lay.plaintext_size
     # A range reaching the end claims the end: if the final chunk is empty (the message

@@ -17,7 +17,6 @@ from ..codecs.aws import (
     FORMAT,
     KeyringLike,
 )
-from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from . import run as _run
 
@@ -33,24 +32,13 @@ def _writing(
     segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    frame_length: int | None = None,
 ) -> _run.Call:
-    """``segment_size`` is the frame length, plaintext bytes per frame (``frame_length=``
-    is its deprecated name here; :class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's
-    term)."""
-    size = renamed_keyword(
-        f"formats.aws.{name}",
-        "frame_length",
-        "segment_size",
-        frame_length,
-        segment_size,
-        DEFAULT_FRAME_LENGTH,
-        stacklevel=5,
-    )
+    """``segment_size`` is the frame length, plaintext bytes per frame
+    (:class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's term, ``frame_length``)."""
     options = FormatOptions(
         key=keyring,
         suite=f"0x{suite:04X}",
-        segment_size=size,
+        segment_size=segment_size,
         encryption_context=encryption_context,
         extra={"allow_legacy": allow_legacy},
     )
@@ -83,7 +71,7 @@ encrypt = _run.streaming(
     _writing,
     "encrypt",
     "Encrypt an async source into an AWS Encryption SDK message.\n\n"
-    "``segment_size`` is the frame length (``frame_length=`` is its deprecated name here).",
+    "``segment_size`` is the frame length.",
 )
 decrypt = _run.streaming(
     FORMAT,

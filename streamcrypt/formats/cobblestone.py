@@ -5,7 +5,6 @@ from __future__ import annotations
 from ..abc import Buffer
 from ..codecs import FormatOptions
 from ..codecs.cobblestone import FORMAT, Variant
-from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
 from . import run as _run
@@ -20,12 +19,8 @@ def _options(
     aad: Buffer = b"",
     variant: Variant | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
 ) -> _run.Call:
-    """``aad`` is the spec's context (``context=`` is its deprecated name)."""
-    aad = renamed_keyword(
-        f"formats.cobblestone.{name}", "context", "aad", context, aad, b"", stacklevel=5
-    )
+    """``aad`` is the spec's context."""
     return _run.Call(FormatOptions(key=key, aad=aad, extra={"variant": variant}), policy)
 
 
@@ -34,7 +29,7 @@ encrypt = _run.streaming(
     _options,
     "encrypt",
     "Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.\n\n"
-    "``aad`` is the spec's context (``context=`` is its deprecated name).",
+    "``aad`` is the spec's context.",
 )
 decrypt = _run.streaming(
     FORMAT, _options, "decrypt", "Decrypt C2SP chunked encryption, yielding only verified chunks."
