@@ -45,10 +45,10 @@ def _header(ct: bytes) -> aws.AwsHeader:
     return header
 
 
-@pytest.mark.parametrize("suite", [0x0478, 0x0578])
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
 @pytest.mark.parametrize("frame", [0, 1, 100, 4096])
 @pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 4096, 10000])
-def test_round_trip(suite: int, frame: int, size: int) -> None:
+def test_round_trip(suite: str, frame: int, size: int) -> None:
     data = _data(size)
     ct = aws.encrypt_bytes(
         data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"}
@@ -73,7 +73,7 @@ def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
 
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
     data = _data(8192)
-    ct = aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=4096)
+    ct = aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=4096)
     header = _header(ct)
     # Two regular frames, then an empty final frame (as the Python SDK writes it).
     assert len(ct) == header.size + 2 * (4096 + 32) + 40
@@ -88,14 +88,15 @@ def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> 
 
 
 def test_legacy_suites_need_allow_legacy() -> None:
-    ct = aws.encrypt_bytes(b"hello", RING, suite=0x0178, allow_legacy=True)
+    ct = aws.encrypt_bytes(b"hello", RING, suite="0x0178", allow_legacy=True)
     with pytest.raises(UnsupportedFormatError):
         aws.decrypt_bytes(ct, RING)
     assert aws.decrypt_bytes(ct, RING, allow_legacy=True) == b"hello"
     with pytest.raises(UnsupportedFormatError):
-        aws.AwsEncryptor(RING, suite=0x0178)
-    with pytest.raises(UnsupportedFormatError):
-        aws.AwsEncryptor(RING, suite=0x9999)
+        aws.AwsEncryptor(RING, suite="0x0178")
+    for unknown in ("0x9999", "0578", "AES_256_GCM_HKDF_SHA512_COMMIT_KEY"):  # one spelling
+        with pytest.raises(UnsupportedFormatError):
+            aws.AwsEncryptor(RING, suite=unknown)
 
 
 def test_encryptor_argument_errors() -> None:
@@ -134,7 +135,7 @@ def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -
     assert first + early.finalize() == data
     # An unsigned message's frames come out as they verify, with no opt-in.
     unsigned = aws.AwsDecryptor(RING)
-    assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite=0x0478))) == 12 * 4096
+    assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite="0x0478"))) == 12 * 4096
 
 
 def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
@@ -195,7 +196,7 @@ def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
 
 
 def test_truncation_and_trailing_bytes() -> None:
-    for suite in (0x0478, 0x0578):
+    for suite in ("0x0478", "0x0578"):
         ct = aws.encrypt_bytes(_data(10000), RING, suite=suite, frame_length=1000)
         for cut in range(1, len(ct), 97):
             dec = aws.AwsDecryptor(RING)
@@ -218,7 +219,7 @@ def test_signature_tamper_and_reuse_across_messages() -> None:
 
 def test_engine_releases_verified_frames_then_the_error() -> None:
     data = _data(4 << 20)
-    ct = bytearray(aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=65536))
+    ct = bytearray(aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=65536))
     hsize = _header(bytes(ct)).size
     ct[hsize + 40 * (65536 + 32) + 50] ^= 1
 
@@ -321,7 +322,7 @@ def test_wrong_keyring_and_memory_bound() -> None:
     with pytest.raises(UnknownKeyError):
         aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
     assert (
-        round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING))
+        round_trip_peak_memory(aws.AwsEncryptor(RING, suite="0x0478"), aws.AwsDecryptor(RING))
         < 8 << 20
     )
 
@@ -334,8 +335,8 @@ def test_non_framed_body_limit_on_read() -> None:
         aws.layout(RING, lambda o, n: ct[o : o + n], len(ct))
 
 
-@pytest.mark.parametrize("suite", [0x0478, 0x0578])
-def test_random_access(suite: int) -> None:
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
+def test_random_access(suite: str) -> None:
     data = _data(100000)
     ct = aws.encrypt_bytes(data, RING, suite=suite, frame_length=3000)
 

@@ -163,9 +163,11 @@ Curve = Literal["P-256", "P-384"]
 
 @dataclass(frozen=True, slots=True)
 class AwsSuite:
-    """An algorithm suite: AES-GCM key size, key derivation, commitment, signature."""
+    """An algorithm suite: AES-GCM key size, key derivation, commitment, signature.
 
-    id: int
+    ``id`` is the suite's one spelling, as AWS documents it: ``"0x0578"``."""
+
+    id: str
     name: str
     key_size: int
     kdf: Literal["identity", "sha256", "sha384", "sha512"]
@@ -183,7 +185,7 @@ class AwsSuite:
 
     @property
     def id_bytes(self) -> bytes:
-        return self.id.to_bytes(2, "big")
+        return int(self.id, 16).to_bytes(2, "big")
 
     @property
     def signature_size(self) -> int:
@@ -192,22 +194,31 @@ class AwsSuite:
 
 
 _SUITE_LIST = [
-    AwsSuite(0x0014, "AES_128_GCM_IV12_TAG16_NO_KDF", 16, "identity", False),
-    AwsSuite(0x0046, "AES_192_GCM_IV12_TAG16_NO_KDF", 24, "identity", False),
-    AwsSuite(0x0078, "AES_256_GCM_IV12_TAG16_NO_KDF", 32, "identity", False),
-    AwsSuite(0x0114, "AES_128_GCM_IV12_TAG16_HKDF_SHA256", 16, "sha256", False),
-    AwsSuite(0x0146, "AES_192_GCM_IV12_TAG16_HKDF_SHA256", 24, "sha256", False),
-    AwsSuite(0x0178, "AES_256_GCM_IV12_TAG16_HKDF_SHA256", 32, "sha256", False),
-    AwsSuite(0x0214, "AES_128_GCM_IV12_TAG16_HKDF_SHA256_ECDSA_P256", 16, "sha256", False, "P-256"),
-    AwsSuite(0x0346, "AES_192_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384", 24, "sha384", False, "P-384"),
-    AwsSuite(0x0378, "AES_256_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384", 32, "sha384", False, "P-384"),
-    AwsSuite(0x0478, "AES_256_GCM_HKDF_SHA512_COMMIT_KEY", 32, "sha512", True),
-    AwsSuite(0x0578, "AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384", 32, "sha512", True, "P-384"),
+    AwsSuite("0x0014", "AES_128_GCM_IV12_TAG16_NO_KDF", 16, "identity", False),
+    AwsSuite("0x0046", "AES_192_GCM_IV12_TAG16_NO_KDF", 24, "identity", False),
+    AwsSuite("0x0078", "AES_256_GCM_IV12_TAG16_NO_KDF", 32, "identity", False),
+    AwsSuite("0x0114", "AES_128_GCM_IV12_TAG16_HKDF_SHA256", 16, "sha256", False),
+    AwsSuite("0x0146", "AES_192_GCM_IV12_TAG16_HKDF_SHA256", 24, "sha256", False),
+    AwsSuite("0x0178", "AES_256_GCM_IV12_TAG16_HKDF_SHA256", 32, "sha256", False),
+    AwsSuite(
+        "0x0214", "AES_128_GCM_IV12_TAG16_HKDF_SHA256_ECDSA_P256", 16, "sha256", False, "P-256"
+    ),
+    AwsSuite(
+        "0x0346", "AES_192_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384", 24, "sha384", False, "P-384"
+    ),
+    AwsSuite(
+        "0x0378", "AES_256_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384", 32, "sha384", False, "P-384"
+    ),
+    AwsSuite("0x0478", "AES_256_GCM_HKDF_SHA512_COMMIT_KEY", 32, "sha512", True),
+    AwsSuite(
+        "0x0578", "AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384", 32, "sha512", True, "P-384"
+    ),
 ]
-#: Every suite of the message format, by id.
-SUITES: dict[int, AwsSuite] = {s.id: s for s in _SUITE_LIST}
+#: Every suite of the message format, by id (``"0x0578"``).
+SUITES: dict[str, AwsSuite] = {s.id: s for s in _SUITE_LIST}
+_ON_WIRE: dict[int, AwsSuite] = {int(s.id, 16): s for s in _SUITE_LIST}
 #: The SDKs' default (and ours): committing, signed.
-DEFAULT_SUITE = 0x0578
+DEFAULT_SUITE = "0x0578"
 
 _CURVES: dict[str, tuple[ec.EllipticCurve, hashes.HashAlgorithm, int]] = {
     "P-256": (
@@ -226,13 +237,18 @@ _HASHLIB = {"P-256": "sha256", "P-384": "sha384"}
 _MAX_SIGNATURE = {"P-256": 72, "P-384": 104}
 
 
-def _suite(suite_id: int, allow_legacy: bool) -> AwsSuite:
+def _suite(suite_id: str, allow_legacy: bool) -> AwsSuite:
+    """The suite ``suite_id`` (``"0x0578"``) names; raises :class:`UnsupportedFormatError`
+    for an unknown one, and a legacy one unless ``allow_legacy``."""
     suite = SUITES.get(suite_id)
     if suite is None:
-        raise UnsupportedFormatError(f"unknown AWS Encryption SDK algorithm suite 0x{suite_id:04x}")
+        raise UnsupportedFormatError(
+            f"unknown AWS Encryption SDK algorithm suite {suite_id!r}: the suites are "
+            f"{', '.join(SUITES)}"
+        )
     if not suite.committing and not allow_legacy:
         raise UnsupportedFormatError(
-            f"algorithm suite 0x{suite_id:04x} ({suite.name}) does not commit to its key; "
+            f"algorithm suite {suite_id} ({suite.name}) does not commit to its key; "
             "pass allow_legacy=True to accept it"
         )
     return suite
@@ -528,18 +544,16 @@ def _header_steps(limits: _Limits) -> _Steps:
 
     version = take((yield 1))[0]
     if version == 2:
-        (suite_id,) = struct.unpack(">H", take((yield 2)))
-        suite = _suite(suite_id, limits.allow_legacy)
+        suite = _suite(f"0x{take((yield 2)).hex().upper()}", limits.allow_legacy)
         if suite.version != 2:
-            raise FormatError(f"suite 0x{suite_id:04x} belongs to message format v1, not v2")
+            raise FormatError(f"suite {suite.id} belongs to message format v1, not v2")
         id_size = 32
     elif version == 1:
         if take((yield 1)) != b"\x80":
             raise FormatError("a v1 message header must have type 0x80")
-        (suite_id,) = struct.unpack(">H", take((yield 2)))
-        suite = _suite(suite_id, limits.allow_legacy)
+        suite = _suite(f"0x{take((yield 2)).hex().upper()}", limits.allow_legacy)
         if suite.version != 1:
-            raise FormatError(f"suite 0x{suite_id:04x} belongs to message format v2, not v1")
+            raise FormatError(f"suite {suite.id} belongs to message format v2, not v1")
         id_size = 16
     else:
         raise UnsupportedFormatError(
@@ -652,7 +666,7 @@ def is_aws(head: Buffer) -> bool:
     if len(raw) >= 3 and raw[0] == 2:
         return int.from_bytes(raw[1:3], "big") in (0x0478, 0x0578)
     if len(raw) >= 4 and raw[:2] == b"\x01\x80":
-        suite = SUITES.get(int.from_bytes(raw[2:4], "big"))
+        suite = _ON_WIRE.get(int.from_bytes(raw[2:4], "big"))
         return suite is not None and not suite.committing
     return False
 
@@ -666,7 +680,7 @@ def _derive(suite: AwsSuite, data_key: bytes, message_id: bytes) -> tuple[bytes,
     """``(AES-GCM key, commitment)`` (the commitment is empty for legacy suites)."""
     if len(data_key) != suite.key_size:
         raise AuthenticationError(
-            f"the unwrapped data key is {len(data_key)} bytes, suite 0x{suite.id:04x} needs "
+            f"the unwrapped data key is {len(data_key)} bytes, suite {suite.id} needs "
             f"{suite.key_size}"
         )
     if suite.kdf == "identity":
@@ -962,7 +976,8 @@ class AwsEncryptor(Chain):
     """Encrypt to the AWS Encryption SDK message format (sans-I/O transform).
 
     ``keyring``: one keyring or several (the data key is wrapped by each). ``suite``:
-    0x0578 (default: committing, ECDSA P-384 signed) or 0x0478 (committing, unsigned);
+    ``"0x0578"`` (default: committing, ECDSA P-384 signed) or ``"0x0478"`` (committing,
+    unsigned);
     legacy suites only with ``allow_legacy=True``. ``frame_length``: plaintext bytes per
     frame (4096 by default; 0 for a non-framed body held in memory). A chain of the body
     encryptor (segmented: frames sealed in parallel by the engine) and, for signed
@@ -977,7 +992,7 @@ class AwsEncryptor(Chain):
         keyring: KeyringLike,
         *,
         encryption_context: Mapping[str, str] | None = None,
-        suite: int = DEFAULT_SUITE,
+        suite: str = DEFAULT_SUITE,
         frame_length: int = DEFAULT_FRAME_LENGTH,
         allow_legacy: bool = False,
         max_encrypted_data_keys: int | None = None,
@@ -1669,21 +1684,6 @@ class _SignedFrameCodec(AwsFrameCodec):
         return super().run_segments(sealing, first, count, data, final, out)
 
 
-def _suite_option(text: str | None) -> int:
-    """The suite id ``suite=`` names: ``"0x0578"``, ``"0478"`` or a suite name."""
-    if text is None:
-        return DEFAULT_SUITE
-    for suite in _SUITE_LIST:
-        if text.strip().upper() == suite.name:
-            return suite.id
-    try:
-        return int(text, 16)
-    except ValueError:
-        raise InvalidParameterError(
-            f"unknown AWS algorithm suite {text!r}: give an id such as '0x0578' or a name"
-        ) from None
-
-
 def _check(options: FormatOptions, mode: str) -> None:
     refuse_foreign(options, "aws")
     if options.recipients or options.identities or options.passphrase is not None or options.aad:
@@ -1701,7 +1701,7 @@ def _check(options: FormatOptions, mode: str) -> None:
                 "segment_size= when reading"
             )
         return
-    suite = SUITES.get(_suite_option(options.suite))
+    suite = SUITES.get(or_default(options.suite, DEFAULT_SUITE))
     if suite is None or not (suite.committing or options.extra.get("allow_legacy")):
         raise InvalidParameterError(
             f'format="aws" writes the committing suites 0x0578 and 0x0478 (the legacy ones '
@@ -1723,7 +1723,7 @@ def _encryptor(options: FormatOptions) -> AwsEncryptor:
     return AwsEncryptor(
         options.key,
         encryption_context=options.encryption_context,
-        suite=_suite_option(options.suite),
+        suite=or_default(options.suite, DEFAULT_SUITE),
         frame_length=or_default(options.segment_size, DEFAULT_FRAME_LENGTH),
         **options.extra,
     )

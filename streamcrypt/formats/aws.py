@@ -28,7 +28,7 @@ def _writing(
     keyring: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
-    suite: int = DEFAULT_SUITE,
+    suite: str = DEFAULT_SUITE,
     segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
@@ -37,7 +37,7 @@ def _writing(
     (:class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's term, ``frame_length``)."""
     options = FormatOptions(
         key=keyring,
-        suite=f"0x{suite:04X}",
+        suite=suite,
         segment_size=segment_size,
         encryption_context=encryption_context,
         extra={"allow_legacy": allow_legacy},

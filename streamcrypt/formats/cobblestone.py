@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..abc import Buffer
 from ..codecs import FormatOptions
-from ..codecs.cobblestone import FORMAT, Variant
+from ..codecs.cobblestone import FORMAT, Suite
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
 from . import run as _run
@@ -17,11 +17,11 @@ def _options(
     key: Buffer | SecretKey,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
+    suite: Suite | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> _run.Call:
     """``aad`` is the spec's context."""
-    return _run.Call(FormatOptions(key=key, aad=aad, extra={"variant": variant}), policy)
+    return _run.Call(FormatOptions(key=key, suite=suite, aad=aad), policy)
 
 
 encrypt = _run.streaming(
