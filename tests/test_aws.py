@@ -18,6 +18,8 @@ from support import random_splits, round_trip_peak_memory
 
 import streamcrypt
 from streamcrypt.codecs import aws
+from streamcrypt.codecs.aws._frames import _FinalFrameSealer
+from streamcrypt.codecs.aws._keyrings import _open_header
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -81,7 +83,7 @@ def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> 
     # the message's own key (read from the decryptor: test-only) and check it is read.
     body = aws.AwsDecryptor(RING).body
     body.update(ct[: header.size])
-    sealer = aws._FinalFrameSealer(body._key, header.message_id, 4096)
+    sealer = _FinalFrameSealer(body._key, header.message_id, 4096)
     frame = bytearray(4096 + 40)
     sealer.seal_segment(0, data[:4096], True, memoryview(frame))
     assert aws.decrypt_bytes(ct[: header.size] + bytes(frame), RING) == data[:4096]
@@ -142,7 +144,7 @@ def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
     """Seal ``plaintext`` as regular frame ``index`` with the message's own data key
     (what any holder of a wrapping key can do) and write it over the frame."""
     header = _header(bytes(ct))
-    key = aws._open_header(header, [RING], {})
+    key = _open_header(header, [RING], {})
     codec = aws.AwsFrameCodec(key, header.message_id, header.frame_length)
     frame = bytearray(header.frame_length + codec.overhead)
     codec.seal_segment(index, plaintext, False, memoryview(frame))
