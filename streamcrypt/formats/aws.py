@@ -25,7 +25,7 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 def _writing(
     name: str,
-    keyring: KeyringLike,
+    key: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
     suite: str = DEFAULT_SUITE,
@@ -36,7 +36,7 @@ def _writing(
     """``segment_size`` is the frame length, plaintext bytes per frame
     (:class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's term, ``frame_length``)."""
     options = FormatOptions(
-        key=keyring,
+        key=key,
         suite=suite,
         segment_size=segment_size,
         encryption_context=encryption_context,
@@ -47,7 +47,7 @@ def _writing(
 
 def _reading(
     name: str,
-    keyring: KeyringLike,
+    key: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
     allow_legacy: bool = False,
@@ -62,7 +62,7 @@ def _reading(
         "allow_unverified": allow_unverified,
         "max_encrypted_data_keys": max_encrypted_data_keys,
     }
-    options = FormatOptions(key=keyring, encryption_context=encryption_context, extra=extra)
+    options = FormatOptions(key=key, encryption_context=encryption_context, extra=extra)
     return _run.Call(options, policy)
 
 

@@ -104,7 +104,7 @@ class _NonFramedEncryptor(_BodyEncryptor):
 class AwsEncryptor(Chain):
     """Encrypt to the AWS Encryption SDK message format (sans-I/O transform).
 
-    ``keyring``: one keyring or several (the data key is wrapped by each). ``suite``:
+    ``key``: one keyring or several (the data key is wrapped by each). ``suite``:
     ``"0x0578"`` (default: committing, ECDSA P-384 signed) or ``"0x0478"`` (committing,
     unsigned);
     legacy suites only with ``allow_legacy=True``. ``frame_length``: plaintext bytes per
@@ -118,7 +118,7 @@ class AwsEncryptor(Chain):
 
     def __init__(
         self,
-        keyring: KeyringLike,
+        key: KeyringLike,
         *,
         encryption_context: Mapping[str, str] | None = None,
         suite: str = DEFAULT_SUITE,
@@ -128,7 +128,7 @@ class AwsEncryptor(Chain):
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         chosen = _suite(suite, allow_legacy)
-        rings = _keyrings(keyring)
+        rings = _keyrings(key)
         if max_encrypted_data_keys is not None and len(rings) > max_encrypted_data_keys:
             raise LimitExceededError(
                 f"{len(rings)} keyrings would write more than max_encrypted_data_keys="
@@ -150,7 +150,7 @@ class AwsEncryptor(Chain):
         data_key = random_bytes(chosen.key_size)
         message_id = random_bytes(32 if chosen.version == 2 else 16)
         edks = [ring.wrap(data_key, ctx_bytes) for ring in rings]
-        key, commitment = _derive(chosen, data_key, message_id)
+        aes_key, commitment = _derive(chosen, data_key, message_id)
         framed = frame_length > 0
         head = bytearray()
         if chosen.version == 2:
@@ -164,19 +164,19 @@ class AwsEncryptor(Chain):
             head += bytes(4) + bytes([_IV])
         head += struct.pack(">I", frame_length) + commitment
         iv = bytes(_IV)
-        auth = (iv if chosen.version == 1 else b"") + _header_tag(key, bytes(head), iv)
+        auth = (iv if chosen.version == 1 else b"") + _header_tag(aes_key, bytes(head), iv)
         body_header = bytes(head) + auth
         self.header = parse_header(body_header, allow_legacy=True, max_encrypted_data_keys=None)
         if framed:
             body: Transform = _BodyEncryptor(
-                AwsFrameCodec(key, message_id, frame_length),
-                _FinalFrameSealer(key, message_id, frame_length),
+                AwsFrameCodec(aes_key, message_id, frame_length),
+                _FinalFrameSealer(aes_key, message_id, frame_length),
                 body_header,
             )
         else:
             limit = min(max_body_size, _MAX_NON_FRAMED)
             body = _NonFramedEncryptor(
-                _SingleBlockCodec(key, message_id, limit), body_header, limit
+                _SingleBlockCodec(aes_key, message_id, limit), body_header, limit
             )
         super().__init__(*([body, signer] if signer is not None else [body]))
 
@@ -503,7 +503,7 @@ class _Gate(Lifecycle):
 class AwsDecryptor(Chain):
     """Decrypt an AWS Encryption SDK message (sans-I/O transform).
 
-    ``keyring``: one keyring or several, tried in order. ``encryption_context``: entries
+    ``key``: one keyring or several, tried in order. ``encryption_context``: entries
     the message must carry (else :class:`AuthenticationError`). ``allow_legacy``: read the
     non-committing suites (v1 messages). A signed message's plaintext is held (up to
     ``max_buffered`` bytes) until its signature verified; ``allow_unverified=True``
@@ -517,7 +517,7 @@ class AwsDecryptor(Chain):
 
     def __init__(
         self,
-        keyring: KeyringLike,
+        key: KeyringLike,
         *,
         encryption_context: Mapping[str, str] | None = None,
         allow_legacy: bool = False,
@@ -530,7 +530,7 @@ class AwsDecryptor(Chain):
     ) -> None:
         limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
         self.body = AwsBodyDecryptor(
-            _keyrings(keyring), dict(encryption_context or {}), limits, max_body_size
+            _keyrings(key), dict(encryption_context or {}), limits, max_body_size
         )
         stages: list[Transform] = [self.body]
         if not allow_unverified:
@@ -543,13 +543,13 @@ class AwsDecryptor(Chain):
         return self.body.header
 
 
-def encrypt_bytes(plaintext: Buffer, keyring: KeyringLike, **options: object) -> bytes:
+def encrypt_bytes(plaintext: Buffer, key: KeyringLike, **options: object) -> bytes:
     """Encrypt a whole message in one call (options as :class:`AwsEncryptor`)."""
-    enc = AwsEncryptor(keyring, **options)  # type: ignore[arg-type]
+    enc = AwsEncryptor(key, **options)  # type: ignore[arg-type]
     return enc.update(plaintext) + enc.finalize()
 
 
-def decrypt_bytes(ciphertext: Buffer, keyring: KeyringLike, **options: object) -> bytes:
+def decrypt_bytes(ciphertext: Buffer, key: KeyringLike, **options: object) -> bytes:
     """Decrypt a whole message in one call (options as :class:`AwsDecryptor`)."""
-    dec = AwsDecryptor(keyring, **options)  # type: ignore[arg-type]
+    dec = AwsDecryptor(key, **options)  # type: ignore[arg-type]
     return dec.update(ciphertext) + dec.finalize()

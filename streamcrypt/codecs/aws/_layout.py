@@ -90,7 +90,7 @@ class AwsLayout(SegmentLayout):
 
 
 def layout(
-    keyring: KeyringLike,
+    key: KeyringLike,
     read_at: Callable[[int, int], bytes],
     stream_size: int,
     *,
@@ -125,10 +125,10 @@ def layout(
         if len(head) >= stream_size:
             raise TruncatedStreamError("the message ends inside its header")
         want = min(stream_size, 2 * want)
-    key = _open_header(header, _keyrings(keyring), dict(encryption_context or {}))
+    aes_key = _open_header(header, _keyrings(key), dict(encryption_context or {}))
     if not header.framed:
         raise UnsupportedFormatError("a non-framed message cannot be read by random access")
-    codec = AwsFrameCodec(key, header.message_id, header.frame_length)
+    codec = AwsFrameCodec(aes_key, header.message_id, header.frame_length)
     regular = header.frame_length + _REGULAR
     found = None
     footers = (
@@ -169,12 +169,12 @@ def layout(
     lay = AwsLayout(codec, header.size, stream_size, k, n, end)
     lay.verify_end(read_at)
     if header.suite.signed and not allow_unverified:
-        lay = replace(lay, codec=_verify_whole(header, key, read_at, lay))
+        lay = replace(lay, codec=_verify_whole(header, aes_key, read_at, lay))
     return lay
 
 
 def read_range(
-    keyring: KeyringLike,
+    key: KeyringLike,
     read_at: Callable[[int, int], bytes],
     stream_size: int,
     start: int,
@@ -183,7 +183,7 @@ def read_range(
 ) -> bytes:
     """Plaintext ``[start, stop)`` of a framed message, opening only the frames covering
     it (options and errors as :func:`layout`)."""
-    lay = layout(keyring, read_at, stream_size, **options)  # type: ignore[arg-type]
+    lay = layout(key, read_at, stream_size, **options)  # type: ignore[arg-type]
     return lay.read(read_at, start, stop)
 
 
