@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import struct
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -138,6 +139,34 @@ def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -
     # An unsigned message's frames come out as they verify, with no opt-in.
     unsigned = aws.AwsDecryptor(RING)
     assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite="0x0478"))) == 12 * 4096
+
+
+def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() -> None:
+    data = _data(300000)
+    ct = aws.encrypt_bytes(data, RING)
+    forged = ct[:-1] + bytes([ct[-1] ^ 1])
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for i in range(0, len(forged), 4096):
+            yield forged[i : i + 4096]
+
+    async def main() -> None:
+        for run in (
+            lambda: faws.decrypt(pieces(), RING),
+            lambda: streamcrypt.decrypt(pieces(), format="aws", key=RING),
+        ):
+            got = bytearray()
+            with pytest.raises(InvalidSignatureError):
+                async for chunk in run():
+                    got += chunk
+            assert got == b""
+        early = bytearray()  # opted in by name: verified frames come out first
+        with pytest.raises(InvalidSignatureError):
+            async for chunk in faws.decrypt(pieces(), RING, allow_unverified=True):
+                early += chunk
+        assert len(early) > 0 and data.startswith(early)
+
+    anyio.run(main)
 
 
 def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
