@@ -49,8 +49,8 @@ verify. Signed suites hash every byte in order on the thread that feeds the decr
 (SHA-384 cannot be split across cores).
 
 **Random access** (:func:`layout`) to a signed message reads it once, verifies the
-signature and keeps a keyed 8-byte BLAKE3 digest of every frame (under a random key of
-the process, at most :data:`MAX_SIGNED_FRAMES` frames: 32 MiB); every later read of a
+signature and keeps a 16-byte digest of every frame (GMAC under a random key of the
+process, at most :data:`MAX_SIGNED_FRAMES` frames: 64 MiB); every later read of a
 frame checks its bytes against that digest before opening it, so a frame changed on disk
 after the signature verified raises :class:`InvalidSignatureError`, never its new bytes.
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ...abc import Buffer
 from ...errors import (
@@ -20,7 +21,6 @@ from ...errors import (
     UnsupportedFormatError,
 )
 from ...keys import random_bytes
-from ...primitives import blake3_keyed
 
 # SegmentCodec: the type of AwsLayout's inherited field, which get_type_hints resolves here.
 from .._segmented import SegmentCodec, SegmentJob, SegmentLayout  # noqa: F401
@@ -37,10 +37,11 @@ from ._header import (
 from ._keyrings import KeyringLike, _keyrings, _open_header
 from ._signing import _CURVES, _HASHLIB, _MAX_SIGNATURE, _verifying_key
 
-#: Frames a signed message may have to be read by random access: the layout keeps an
-#: 8-byte digest of each (32 MiB at most).
+#: Frames a signed message may have to be read by random access: the layout keeps a
+#: 16-byte digest of each (64 MiB at most; 16 GiB of message at the SDKs' 4 KiB frames).
 MAX_SIGNED_FRAMES = 1 << 22
-_FRAME_DIGEST = 8
+_FRAME_DIGEST = 16
+_DIGEST_NONCE = bytes(12)
 
 
 # ---------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ def _verify_whole(
         )
     digest = hashlib.new(_HASHLIB[curve])
     digest.update(_read_exact(read_at, 0, header.size))
-    digest_key = random_bytes(32)
+    gmac = AESGCM(random_bytes(32)).encrypt
     digests = bytearray()
     full = lay.codec.full_ciphertext(1)
     per = max(1, (1 << 20) // full)
@@ -221,7 +222,7 @@ def _verify_whole(
         stop = lay.body_end if final else lay.ciphertext_offset(index + count)
         chunk = memoryview(_read_exact(read_at, offset, stop - offset))
         digest.update(chunk)
-        digests += _frame_digests(digest_key, chunk, full, count, final)
+        digests += _frame_digests(gmac, chunk, full, count, final)
         index += count
     footer = read_at(lay.body_end, lay.stream_size - lay.body_end)
     verifying = _verifying_key(header.suite, header.encryption_context)
@@ -229,19 +230,28 @@ def _verify_whole(
         verifying.verify(footer[2:], digest.digest(), ec.ECDSA(Prehashed(_CURVES[curve][1])))
     except InvalidSignature:
         raise InvalidSignatureError("the message signature did not verify") from None
-    return _SignedFrameCodec(key, header.message_id, header.frame_length, digest_key, digests)
+    return _SignedFrameCodec(key, header.message_id, header.frame_length, gmac, digests)
 
 
-def _frame_digests(key: bytes, frames: memoryview, full: int, count: int, final: bool) -> bytes:
+#: GMAC under a key of this process: ``(nonce, b"", frame) -> tag``.
+_Gmac = Callable[[bytes, bytes, Buffer], bytes]
+
+
+def _frame_digests(gmac: _Gmac, frames: memoryview, full: int, count: int, final: bool) -> bytes:
     """The digests of ``count`` frames back to back in ``frames``: regular frames of
-    ``full`` bytes, the last one the final frame (the rest) when ``final``."""
+    ``full`` bytes, the last one the final frame (the rest) when ``final``.
+
+    A digest is GMAC (the AES-GCM tag of no plaintext, the frame as associated data) under
+    a random key that never leaves the process, with one fixed nonce. GHASH under a secret
+    key is a universal hash: a different frame of the same length has the same digest
+    with probability at most (blocks + 2) / 2**128 (2**-120 for a 4 KiB frame), and the
+    digests are never shown to anyone (the fixed nonce would matter only if they were).
+    1.3 us per 4 KiB frame here, against 3.5 for keyed BLAKE3 (the call, not the hash,
+    is most of it)."""
     regular = count - 1 if final else count
-    out = [
-        blake3_keyed(key, frames[p : p + full])[:_FRAME_DIGEST]
-        for p in range(0, regular * full, full)
-    ]
+    out = [gmac(_DIGEST_NONCE, b"", frames[p : p + full]) for p in range(0, regular * full, full)]
     if final:
-        out.append(blake3_keyed(key, frames[regular * full :])[:_FRAME_DIGEST])
+        out.append(gmac(_DIGEST_NONCE, b"", frames[regular * full :]))
     return b"".join(out)
 
 
@@ -250,20 +260,20 @@ class _SignedFrameCodec(AwsFrameCodec):
     signature verified (:func:`_verify_whole`): random reads of a signed message release
     nothing the signature did not cover."""
 
-    __slots__ = ("_digest_key", "_digests")
+    __slots__ = ("_digests", "_gmac")
 
     def __init__(
-        self, key: bytes, message_id: bytes, frame_length: int, digest_key: bytes, digests: Buffer
+        self, key: bytes, message_id: bytes, frame_length: int, gmac: _Gmac, digests: Buffer
     ) -> None:
         super().__init__(key, message_id, frame_length)
-        self._digest_key = digest_key
+        self._gmac = gmac
         self._digests = bytes(digests)
 
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
         full = self.segment_size + _REGULAR
-        found = _frame_digests(self._digest_key, memoryview(data), full, count, final)
+        found = _frame_digests(self._gmac, memoryview(data), full, count, final)
         expected = self._digests[first * _FRAME_DIGEST : (first + count) * _FRAME_DIGEST]
         if sealing or not hmac.compare_digest(found, expected):
             return 0, InvalidSignatureError(
