@@ -19,6 +19,7 @@ from support import random_splits, round_trip_peak_memory
 
 import streamcrypt
 from streamcrypt.codecs import aws
+from streamcrypt.codecs.aws import _layout as aws_layout
 from streamcrypt.codecs.aws._frames import _FinalFrameSealer
 from streamcrypt.codecs.aws._keyrings import _open_header
 from streamcrypt.errors import (
@@ -204,6 +205,16 @@ def test_random_access_to_a_signed_message_returns_only_signed_frames() -> None:
     # Without the signature (opted in by name) the forged frame reads.
     blind = aws.layout(RING, read_at, len(ct), allow_unverified=True)
     assert blind.read(read_at, 7000, 8000) == b"E" * 1000
+
+
+def test_random_access_to_a_signed_message_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    ct = aws.encrypt_bytes(_data(10 * 100), RING, frame_length=100)  # 11 frames
+    read_at = lambda o, n: ct[o : o + n]  # noqa: E731
+    monkeypatch.setattr(aws_layout, "MAX_SIGNED_FRAMES", 10)
+    with pytest.raises(LimitExceededError, match="MAX_SIGNED_FRAMES"):
+        aws.layout(RING, read_at, len(ct))
+    monkeypatch.setattr(aws_layout, "MAX_SIGNED_FRAMES", 11)
+    assert aws.layout(RING, read_at, len(ct)).read(read_at, 0, 1000) == _data(1000)
 
 
 def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
