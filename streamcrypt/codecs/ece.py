@@ -301,25 +301,27 @@ class EceCodec(BatchCodec):
         # Only record 0 has padding: its leading ``pad`` plaintext bytes go behind the
         # delimiter.
         encrypt, base = self._encrypt, self._nonce_base
-        last = first + count - 1
+        full, last = self.segment_size, first + count - 1
         pad = self._first_padding if first == 0 else 0
-        n, delimiter = self.segment_size, 1
-        step = n + OVERHEAD
+        # Runs of records alike: (first index, stop, data bytes, delimiter, padding).
+        runs = [(first, first + 1, full, 1, pad)] if pad and count > 1 else []
+        if len(runs) + 1 < count:
+            runs.append((first + len(runs), last, full, 1, 0))
+        n, delimiter = len(src) - full * (count - 1), 2 if final else 1
+        runs.append((last, last + 1, n, delimiter, pad if count == 1 else 0))
         pos = written = 0
         try:
-            for index in range(first, last + 1):
-                if index == last:
-                    n, delimiter = len(src) - pos, 2 if final else 1
-                    step = n + OVERHEAD
-                record = out[written : written + step]
-                record[: n - pad] = src[pos + pad : pos + n]
-                record[n - pad] = delimiter
-                if pad:
-                    record[n - pad + 1 : n + 1] = bytes(pad)
-                    pad = 0
-                encrypt((base ^ index).to_bytes(12, "big"), record[: n + 1], None, record)
-                pos += n
-                written += step
+            for start, stop, n, delimiter, pad in runs:
+                step, cut = n + OVERHEAD, n - pad
+                for index in range(start, stop):
+                    record = out[written : written + step]
+                    record[:cut] = src[pos + pad : pos + n]
+                    record[cut] = delimiter
+                    if pad:
+                        record[cut + 1 : n + 1] = bytes(pad)
+                    encrypt((base ^ index).to_bytes(12, "big"), record[: n + 1], None, record)
+                    pos += n
+                    written += step
         except Exception as exc:
             return written, exc
         return written, None
