@@ -272,10 +272,11 @@ class _SignedFrameCodec(AwsFrameCodec):
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
+        assert not sealing, "a verified layout only opens frames"
         full = self.segment_size + _REGULAR
         found = _frame_digests(self._gmac, memoryview(data), full, count, final)
         expected = self._digests[first * _FRAME_DIGEST : (first + count) * _FRAME_DIGEST]
-        if sealing or not hmac.compare_digest(found, expected):
+        if not hmac.compare_digest(found, expected):
             return 0, InvalidSignatureError(
                 f"frames {first + 1}..{first + count} are not the bytes whose signature "
                 "verified when the message was opened: the file changed since"
