@@ -267,14 +267,14 @@ def run(report: Report, quick: bool = False) -> None:
     )
     peer_repeat = 1 if quick else 2
     suites = (
-        (0x0478, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY),
-        (0x0578, Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384),
+        ("0x0478", Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY),
+        ("0x0578", Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY_ECDSA_P384),
     )
     signed: Fn = lambda: _raw_signed(view, out, pool)  # noqa: E731
     for suite, algorithm in suites:
-        name = f"AWS ESDK 0x{suite:04x}, 4 KiB frames"
+        name = f"AWS ESDK {suite}, 4 KiB frames"
         limit, raw = ("aes-256-gcm, 4 KiB", gcm4k)
-        if suite == 0x0578:
+        if suite == "0x0578":
             limit, raw = ("sha-384 one core + aes-256-gcm 4 KiB", signed)
         message = aws.encrypt_bytes(data, ring, suite=suite)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 import struct
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -15,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import random_splits, round_trip_peak_memory
 
+import streamcrypt
 from streamcrypt.codecs import aws
+from streamcrypt.codecs.aws import _layout as aws_layout
+from streamcrypt.codecs.aws._frames import _FinalFrameSealer
+from streamcrypt.codecs.aws._keyrings import _open_header
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -43,10 +49,10 @@ def _header(ct: bytes) -> aws.AwsHeader:
     return header
 
 
-@pytest.mark.parametrize("suite", [0x0478, 0x0578])
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
 @pytest.mark.parametrize("frame", [0, 1, 100, 4096])
 @pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 4096, 10000])
-def test_round_trip(suite: int, frame: int, size: int) -> None:
+def test_round_trip(suite: str, frame: int, size: int) -> None:
     data = _data(size)
     ct = aws.encrypt_bytes(
         data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"}
@@ -71,7 +77,7 @@ def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
 
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
     data = _data(8192)
-    ct = aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=4096)
+    ct = aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=4096)
     header = _header(ct)
     # Two regular frames, then an empty final frame (as the Python SDK writes it).
     assert len(ct) == header.size + 2 * (4096 + 32) + 40
@@ -79,21 +85,22 @@ def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> 
     # the message's own key (read from the decryptor: test-only) and check it is read.
     body = aws.AwsDecryptor(RING).body
     body.update(ct[: header.size])
-    sealer = aws._FinalFrameSealer(body._key, header.message_id, 4096)
+    sealer = _FinalFrameSealer(body._key, header.message_id, 4096)
     frame = bytearray(4096 + 40)
     sealer.seal_segment(0, data[:4096], True, memoryview(frame))
     assert aws.decrypt_bytes(ct[: header.size] + bytes(frame), RING) == data[:4096]
 
 
 def test_legacy_suites_need_allow_legacy() -> None:
-    ct = aws.encrypt_bytes(b"hello", RING, suite=0x0178, allow_legacy=True)
+    ct = aws.encrypt_bytes(b"hello", RING, suite="0x0178", allow_legacy=True)
     with pytest.raises(UnsupportedFormatError):
         aws.decrypt_bytes(ct, RING)
     assert aws.decrypt_bytes(ct, RING, allow_legacy=True) == b"hello"
     with pytest.raises(UnsupportedFormatError):
-        aws.AwsEncryptor(RING, suite=0x0178)
-    with pytest.raises(UnsupportedFormatError):
-        aws.AwsEncryptor(RING, suite=0x9999)
+        aws.AwsEncryptor(RING, suite="0x0178")
+    for unknown in ("0x9999", "0578", "AES_256_GCM_HKDF_SHA512_COMMIT_KEY"):  # one spelling
+        with pytest.raises(UnsupportedFormatError):
+            aws.AwsEncryptor(RING, suite=unknown)
 
 
 def test_encryptor_argument_errors() -> None:
@@ -113,23 +120,125 @@ def test_encryptor_argument_errors() -> None:
     )
 
 
-def test_release_after_signature_and_verified_frames() -> None:
+def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -> None:
     data = _data(50000)
     ct = aws.encrypt_bytes(data, RING)
-    dec = aws.AwsDecryptor(RING)
-    first = dec.update(ct)
-    assert first == data[: len(first)] and len(first) == 12 * 4096  # the final frame is held
-    assert first + dec.finalize() == data
-    held = aws.AwsDecryptor(RING, release="after-signature")
-    assert held.update(ct) == b""
-    assert held.finalize() == data
-    small = aws.AwsDecryptor(RING, release="after-signature", max_buffered=1000)
-    with pytest.raises(LimitExceededError):
+    held = aws.AwsDecryptor(RING)
+    assert held.update(ct[:-1]) == b""  # every frame verified, the signature not yet
+    assert held.update(ct[-1:]) == b"" and held.finalize() == data
+    forged = aws.AwsDecryptor(RING)
+    assert forged.update(ct[:-1] + bytes([ct[-1] ^ 1])) == b""
+    with pytest.raises(InvalidSignatureError):
+        forged.finalize()
+    small = aws.AwsDecryptor(RING, max_buffered=1000)
+    with pytest.raises(LimitExceededError, match="allow_unverified=True"):
         small.update(ct)
+    early = aws.AwsDecryptor(RING, allow_unverified=True)  # opted in by name
+    first = early.update(ct)
+    assert first == data[: len(first)] and len(first) == 12 * 4096  # the final frame is held
+    assert first + early.finalize() == data
+    # An unsigned message's frames come out as they verify, with no opt-in.
+    unsigned = aws.AwsDecryptor(RING)
+    assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite="0x0478"))) == 12 * 4096
+
+
+def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() -> None:
+    data = _data(300000)
+    ct = aws.encrypt_bytes(data, RING)
+    forged = ct[:-1] + bytes([ct[-1] ^ 1])
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for i in range(0, len(forged), 4096):
+            yield forged[i : i + 4096]
+
+    async def main() -> None:
+        for run in (
+            lambda: faws.decrypt(pieces(), RING),
+            lambda: streamcrypt.decrypt(pieces(), format="aws", key=RING),
+        ):
+            got = bytearray()
+            with pytest.raises(InvalidSignatureError):
+                async for chunk in run():
+                    got += chunk
+            assert got == b""
+        early = bytearray()  # opted in by name: verified frames come out first
+        with pytest.raises(InvalidSignatureError):
+            async for chunk in faws.decrypt(pieces(), RING, allow_unverified=True):
+                early += chunk
+        assert len(early) > 0 and data.startswith(early)
+
+    anyio.run(main)
+
+
+def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
+    """Seal ``plaintext`` as regular frame ``index`` with the message's own data key
+    (what any holder of a wrapping key can do) and write it over the frame."""
+    header = _header(bytes(ct))
+    key = _open_header(header, [RING], {})
+    codec = aws.AwsFrameCodec(key, header.message_id, header.frame_length)
+    frame = bytearray(header.frame_length + codec.overhead)
+    codec.seal_segment(index, plaintext, False, memoryview(frame))
+    offset = header.size + index * len(frame)
+    ct[offset : offset + len(frame)] = frame
+    assert (
+        codec.run_segments(False, index, 1, bytes(frame), False, memoryview(bytearray(len(frame))))[
+            1
+        ]
+        is None
+    )
+
+
+def test_random_access_to_a_signed_message_returns_only_signed_frames() -> None:
+    data = _data(20 * 1000 + 10)
+    ct = bytearray(aws.encrypt_bytes(data, RING, frame_length=1000))
+    lay = aws.layout(RING, lambda o, n: bytes(ct[o : o + n]), len(ct))  # verified here
+    _rewrite_frame(ct, 7, b"E" * 1000)
+
+    def read_at(offset: int, length: int) -> bytes:
+        return bytes(ct[offset : offset + length])
+
+    assert lay.read(read_at, 0, 7000) == data[:7000]
+    assert lay.read(read_at, 8000, 20010) == data[8000:]
+    for start, stop in [(7000, 8000), (6999, 7001), (0, 20010)]:
+        with pytest.raises(InvalidSignatureError, match="changed"):
+            lay.read(read_at, start, stop)
+    # Without the signature (opted in by name) the forged frame reads.
+    blind = aws.layout(RING, read_at, len(ct), allow_unverified=True)
+    assert blind.read(read_at, 7000, 8000) == b"E" * 1000
+
+
+def test_random_access_to_a_signed_message_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    ct = aws.encrypt_bytes(_data(10 * 100), RING, frame_length=100)  # 11 frames
+    read_at = lambda o, n: ct[o : o + n]  # noqa: E731
+    monkeypatch.setattr(aws_layout, "MAX_SIGNED_FRAMES", 10)
+    with pytest.raises(LimitExceededError, match="MAX_SIGNED_FRAMES"):
+        aws.layout(RING, read_at, len(ct))
+    monkeypatch.setattr(aws_layout, "MAX_SIGNED_FRAMES", 11)
+    assert aws.layout(RING, read_at, len(ct)).read(read_at, 0, 1000) == _data(1000)
+
+
+def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
+    data = _data(40 * 512 + 77)
+    path = tmp_path / "signed.aws"
+    path.write_bytes(aws.encrypt_bytes(data, RING, frame_length=512))
+
+    async def main() -> None:
+        async with streamcrypt.open(path, "rb", format="aws", key=RING) as f:
+            assert await f.read(512) == data[:512]
+            ct = bytearray(path.read_bytes())
+            _rewrite_frame(ct, 9, b"E" * 512)
+            path.write_bytes(ct)
+            await f.seek(9 * 512)
+            with pytest.raises(InvalidSignatureError):
+                await f.read(512)
+            await f.seek(12 * 512)
+            assert await f.read(512) == data[12 * 512 : 13 * 512]
+
+    anyio.run(main)
 
 
 def test_truncation_and_trailing_bytes() -> None:
-    for suite in (0x0478, 0x0578):
+    for suite in ("0x0478", "0x0578"):
         ct = aws.encrypt_bytes(_data(10000), RING, suite=suite, frame_length=1000)
         for cut in range(1, len(ct), 97):
             dec = aws.AwsDecryptor(RING)
@@ -152,7 +261,7 @@ def test_signature_tamper_and_reuse_across_messages() -> None:
 
 def test_engine_releases_verified_frames_then_the_error() -> None:
     data = _data(4 << 20)
-    ct = bytearray(aws.encrypt_bytes(data, RING, suite=0x0478, frame_length=65536))
+    ct = bytearray(aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=65536))
     hsize = _header(bytes(ct)).size
     ct[hsize + 40 * (65536 + 32) + 50] ^= 1
 
@@ -254,7 +363,10 @@ def test_wrong_keyring_and_memory_bound() -> None:
     ct = aws.encrypt_bytes(b"data", RING)
     with pytest.raises(UnknownKeyError):
         aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
-    assert round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING)) < 8 << 20
+    assert (
+        round_trip_peak_memory(aws.AwsEncryptor(RING, suite="0x0478"), aws.AwsDecryptor(RING))
+        < 8 << 20
+    )
 
 
 def test_non_framed_body_limit_on_read() -> None:
@@ -265,8 +377,8 @@ def test_non_framed_body_limit_on_read() -> None:
         aws.layout(RING, lambda o, n: ct[o : o + n], len(ct))
 
 
-@pytest.mark.parametrize("suite", [0x0478, 0x0578])
-def test_random_access(suite: int) -> None:
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
+def test_random_access(suite: str) -> None:
     data = _data(100000)
     ct = aws.encrypt_bytes(data, RING, suite=suite, frame_length=3000)
 

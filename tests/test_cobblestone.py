@@ -18,11 +18,13 @@ from cryptography.cobblestone import (
 from cryptography.exceptions import InvalidTag
 from support import random_splits, record_vectors, wycheproof, wycheproof_cases
 
+import streamcrypt
 from streamcrypt.codecs import cobblestone as cb
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
     InvalidKeySizeError,
+    InvalidParameterError,
     LimitExceededError,
     StreamCryptError,
     TruncatedStreamError,
@@ -113,7 +115,7 @@ def test_wycheproof_streaming(variant: int) -> None:
         flags = test["flags"]
         if test["result"] == "valid":
             assert test["flags"] in ([], ["CounterRollover"])
-            assert _msg_ok(test, cb.decrypt_bytes(ct, key, aad=ctx, variant=variant))
+            assert _msg_ok(test, cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm"))
             # The same through aligned pieces and through random cuts.
             plain, err = _stream(cb.CobblestoneDecryptor(key, aad=ctx), _aligned(ct))
             assert err is None and _msg_ok(test, plain)
@@ -130,20 +132,20 @@ def test_wycheproof_streaming(variant: int) -> None:
         want = expected_error(test, ct)
         if want is InvalidKeySizeError:
             with pytest.raises(InvalidKeySizeError):
-                cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
+                cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
             with pytest.raises(InvalidKeySizeError):
-                cb.decrypt_bytes(ct, key, aad=ctx, variant=variant)
+                cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
             ran += 1
             continue
         with pytest.raises(want):
-            cb.decrypt_bytes(ct, key, aad=ctx, variant=variant)
+            cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
         if "HeaderFailure" in flags and want is AuthenticationError:
             # Refused on the header alone, before any chunk is looked at.
-            dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
+            dec = cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
             with pytest.raises(AuthenticationError):
                 dec.update(ct[: cb.HEADER_SIZE])
         # Streaming, chunk-aligned: release at most the valid prefix, then fail for good.
-        dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
         plain, err = _stream(dec, _aligned(ct))
         assert isinstance(err, want), (test["tcId"], err)
         if "PartialPlaintext" in flags:
@@ -155,7 +157,7 @@ def test_wycheproof_streaming(variant: int) -> None:
         with pytest.raises(BrokenTransformError):
             dec.finalize()
         # Streaming, all at once: whatever comes out is a verified prefix.
-        dec = cb.CobblestoneDecryptor(key, aad=ctx, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
         plain, err = _stream(dec, [ct])
         assert isinstance(err, want)
         assert plain == b"" or ("PartialPlaintext" in flags and _msg_ok(test, plain))
@@ -190,7 +192,7 @@ def test_wycheproof_random_access(variant: int) -> None:
                 start,
                 stop,
                 aad=ctx,
-                variant=variant,
+                suite=f"aes-{variant}-gcm",
                 authenticate_length=auth,
             )
 
@@ -198,7 +200,7 @@ def test_wycheproof_random_access(variant: int) -> None:
             size = test["msgLength"]
             whole = rr(0, size, auth=True)
             assert _msg_ok(test, whole)
-            lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
+            lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, suite=f"aes-{variant}-gcm")
             assert lay.plaintext_size == size
             assert lay.segment_count == size // cb.CHUNK_SIZE + 1
             for start, stop in [(0, 1), (16383, 16385), (size - 1, size), (5000, 40000)]:
@@ -209,7 +211,7 @@ def test_wycheproof_random_access(variant: int) -> None:
         want = expected_error(test, ct)
         if want is InvalidKeySizeError:
             with pytest.raises(InvalidKeySizeError):
-                cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
+                cb.layout(key, read(0, 56), len(ct), aad=ctx, suite=f"aes-{variant}-gcm")
             ran += 1
             continue
         # The whole message never reads cleanly.
@@ -227,7 +229,7 @@ def test_wycheproof_random_access(variant: int) -> None:
             # A range inside the valid prefix reads cleanly and gives the prefix.
             if "PartialPlaintext" in flags:
                 n = test["msgLength"]
-                lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, variant=variant)
+                lay = cb.layout(key, read(0, 56), len(ct), aad=ctx, suite=f"aes-{variant}-gcm")
                 if n < lay.plaintext_size:
                     assert _msg_ok(test, rr(0, n))
                 else:
@@ -260,13 +262,13 @@ def test_interop_with_cryptography(variant: int, context: bytes) -> None:
         enc = peer_enc(key, context)
         ct = enc.update(msg) + enc.finalize()
         assert len(ct) == cb.HEADER_SIZE + (n // cb.CHUNK_SIZE + 1) * cb.TAG_SIZE + n
-        dec = cb.CobblestoneDecryptor(key, aad=context, variant=variant)
+        dec = cb.CobblestoneDecryptor(key, aad=context, suite=f"aes-{variant}-gcm")
         plain = b"".join(dec.update(p) for p in random_splits(ct, rng, 5000)) + dec.finalize()
         assert plain == msg
         with pytest.raises(AuthenticationError):
             cb.decrypt_bytes(ct, key, aad=context + b"!")
         # streamcrypt -> cryptography, produced from random pieces.
-        ours = cb.CobblestoneEncryptor(key, aad=context, variant=variant)
+        ours = cb.CobblestoneEncryptor(key, aad=context, suite=f"aes-{variant}-gcm")
         ct2 = b"".join(ours.update(p) for p in random_splits(msg, rng, 5000)) + ours.finalize()
         assert len(ct2) == len(ct) and ct2[:24] != ct[:24]
         peer = peer_dec(key, context)
@@ -299,13 +301,21 @@ def test_invalid_key_sizes(size: int) -> None:
         cb.CobblestoneDecryptor(bytes(size))
 
 
-def test_variant_pins_the_key_size() -> None:
+def test_suite_pins_the_key_size() -> None:
     with pytest.raises(InvalidKeySizeError):
-        cb.CobblestoneEncryptor(bytes(16), variant=256)
+        cb.CobblestoneEncryptor(bytes(16), suite="aes-256-gcm")
     with pytest.raises(InvalidKeySizeError):
-        cb.CobblestoneDecryptor(bytes(32), variant=128)
-    ct = cb.encrypt_bytes(b"x", bytes(32), variant=256)
+        cb.CobblestoneDecryptor(bytes(32), suite="aes-128-gcm")
+    ct = cb.encrypt_bytes(b"x", bytes(32), suite="aes-256-gcm")
     assert cb.decrypt_bytes(ct, bytes(32)) == b"x"
+    for unknown in (128, "128", "cobblestone-128", "AES_128_GCM"):  # one spelling
+        with pytest.raises(InvalidParameterError):
+            cb.CobblestoneEncryptor(bytes(16), suite=unknown)  # type: ignore[arg-type]
+    # The top-level calls take the same suite= as the codec.
+    ct = streamcrypt.encrypt_bytes(b"x", bytes(16), format="cobblestone", suite="aes-128-gcm")
+    assert cb.decrypt_bytes(ct, bytes(16), suite="aes-128-gcm") == b"x"
+    with pytest.raises(InvalidKeySizeError):
+        streamcrypt.encrypt_bytes(b"x", bytes(16), format="cobblestone", suite="aes-256-gcm")
 
 
 def test_chunk_counter_limit() -> None:

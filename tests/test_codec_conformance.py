@@ -124,7 +124,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "aws-signed-0578-with-context": {
         "encryptor": lambda: aws.AwsEncryptor(
-            AWS_RING, suite=0x0578, frame_length=128, encryption_context={"k": "v"}
+            AWS_RING, suite="0x0578", frame_length=128, encryption_context={"k": "v"}
         ),
         "decryptor": lambda: aws.AwsDecryptor(AWS_RING, encryption_context={"k": "v"}),
         "layout": lambda ct: aws.layout(AWS_RING, _reader(ct), len(ct)),

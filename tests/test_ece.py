@@ -582,6 +582,35 @@ def test_random_salt_and_default_geometry() -> None:
     assert codec.max_segments == ece._MAX_BLOCKS // 255  # RFC 8188 section 4.4
 
 
+@pytest.mark.parametrize("padding", [0, 1, 7])
+@pytest.mark.parametrize("final", [False, True])
+def test_a_batch_of_records_is_sealed_as_records_one_by_one(padding: int, final: bool) -> None:
+    """The record rule is the batch loop: a batch of any length, record 0 padded or not,
+    gives the bytes of the same records sealed as batches of one, and opens back."""
+    rng = random.Random(padding)
+    rs = 64
+    full = rs - 17
+    for count in (1, 2, 3, 5):
+        codec = ece.EceCodec(KEY, SALT, rs, first_padding=padding)
+        tail = rng.randrange(0, full + 1)
+        data = bytes(padding) + rng.randbytes(full * (count - 1) + tail - padding)
+        if count == 1 and tail < padding:
+            continue
+        out = bytearray(len(data) + 17 * count)
+        written, error = codec.run_segments(True, 0, count, data, final, memoryview(out))
+        assert error is None and written == len(out)
+        one_by_one = bytearray()
+        for i in range(count):
+            piece = data[i * full : (i + 1) * full if i < count - 1 else len(data)]
+            sealed = bytearray(len(piece) + 17)
+            codec.seal_segment(i, piece, final and i == count - 1, memoryview(sealed))
+            one_by_one += sealed
+        assert out == one_by_one
+        plain = bytearray(len(data))
+        got, error = codec.run_segments(False, 0, count, bytes(out), final, memoryview(plain))
+        assert error is None and bytes(plain[:got]) == data[padding:]
+
+
 def test_memory_stays_bounded_by_record_size() -> None:
     import tracemalloc
 

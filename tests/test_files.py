@@ -749,7 +749,7 @@ async def test_aws_round_trip_and_ranged_reads(
     await _write_aws(path, data, suite, policy)
     ct = path.read_bytes()
     header = aws.parse_header(ct)
-    assert header is not None and header.suite.id == int(suite, 16)
+    assert header is not None and header.suite.id == suite
     assert header.frame_length == FRAME and header.encryption_context["purpose"] == "files"
     assert aws.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT) == data
     async with _open_aws(path, policy=policy, encryption_context=AWS_CONTEXT) as f:
@@ -848,6 +848,7 @@ async def test_aws_arguments_are_checked_at_the_call(tmp_path: Path) -> None:
         {"key": KEY},
         {"key": RING, "suite": "0x0178"},
         {"key": RING, "suite": "nonsense"},
+        {"key": RING, "suite": "AES_256_GCM_HKDF_SHA512_COMMIT_KEY"},  # one spelling: 0x0478
         {"key": RING, "segment_size": 0},
         {"key": RING, "aad": b"x"},
         {"key": RING, "password": "pw"},
@@ -860,15 +861,13 @@ async def test_aws_arguments_are_checked_at_the_call(tmp_path: Path) -> None:
         open_file(path, "rb", format="aws", key=RING, segment_size=FRAME)
     with pytest.raises(InvalidParameterError, match='format="aws"'):
         open_file(path, "wb", key=KEY, encryption_context={"k": "v"})
-    async with open_file(
-        path, "wb", format="aws", key=RING, suite="AES_256_GCM_HKDF_SHA512_COMMIT_KEY"
-    ) as f:
-        await f.write(b"named suite")
-    assert aws.parse_header(path.read_bytes()).suite.id == 0x0478  # type: ignore[union-attr]
+    async with open_file(path, "wb", format="aws", key=RING, suite="0x0478") as f:
+        await f.write(b"unsigned")
+    assert aws.parse_header(path.read_bytes()).suite.id == "0x0478"  # type: ignore[union-attr]
     # Non-framed messages and legacy suites are for the codec, not for files.
     for blob in (
         aws.encrypt_bytes(b"x" * 100, RING, frame_length=0),
-        aws.encrypt_bytes(b"x" * 100, RING, suite=0x0178, allow_legacy=True),
+        aws.encrypt_bytes(b"x" * 100, RING, suite="0x0178", allow_legacy=True),
     ):
         path.write_bytes(blob)
         with pytest.raises(UnsupportedFormatError):

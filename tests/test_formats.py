@@ -221,64 +221,12 @@ async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
 FAST_ARGON = Argon2Params(1, 8192)
 
 
-def _old_cobblestone_codec() -> bytes:
-    ct = cobblestone_codec.encrypt_bytes(b"msg", KEY32, context=b"c")
-    return cobblestone_codec.decrypt_bytes(ct, KEY32, context=b"c")
-
-
-async def _old_cobblestone_stream() -> bytes:
-    ct = await collect(cobblestone.encrypt(chunks(DATA), KEY32, context=b"c"))
-    return await collect(cobblestone.decrypt(chunks(ct), KEY32, context=b"c"))
-
-
-async def _old_ece() -> bytes:
-    ct = await collect(ece.encrypt(chunks(DATA), KEY16, record_size=4096))
-    assert ece_codec.read_header(ct).record_size == 4096  # type: ignore[union-attr]
-    assert ece.encrypt_bytes(b"", KEY16, record_size=18) != b""
-    return await collect(ece.decrypt(chunks(ct), KEY16))
-
-
-async def _old_aws() -> bytes:
-    from streamcrypt.codecs.aws import RawAesKeyring
-
-    ring = RawAesKeyring("ns", "k", KEY32)
-    ct = await collect(formats.aws.encrypt(chunks(DATA), ring, frame_length=1000))
-    assert formats.aws.encrypt_bytes(b"m", ring, frame_length=1000) != b""
-    framed = formats.aws.encrypt_bytes(DATA, ring, segment_size=1000)
-    assert abs(len(framed) - len(ct)) < 200  # the same frame count either way
-    return await collect(formats.aws.decrypt(chunks(ct), ring))
-
-
-async def _old_secretstream() -> bytes:
-    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, chunk_size=4096))
-    return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
-
-
 def _old_envelope() -> bytes:
     ct = envelope_codec.encrypt_bytes(b"msg", passphrase="pw", passphrase_params=FAST_ARGON)
     return envelope_codec.decrypt_bytes(ct, passphrase="pw", max_params=FAST_ARGON)
 
 
 OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
-    "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
-    "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
-    "ece": (
-        _old_ece,
-        [
-            "formats.ece.encrypt: record_size= is deprecated, use segment_size=",
-            "formats.ece.encrypt_bytes: record_size= is deprecated",
-        ],
-        DATA,
-    ),
-    "aws": (
-        _old_aws,
-        [
-            "formats.aws.encrypt: frame_length= is deprecated, use segment_size=",
-            "formats.aws.encrypt_bytes: frame_length= is deprecated",
-        ],
-        DATA,
-    ),
-    "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
     "envelope": (
         _old_envelope,
         [
@@ -306,12 +254,6 @@ async def test_old_keyword_names_warn_and_still_work(name: str) -> None:
 
 
 def test_old_and_new_keyword_together_raise() -> None:
-    with pytest.raises(InvalidParameterError, match="give aad= only"):
-        cobblestone_codec.CobblestoneEncryptor(KEY32, aad=b"a", context=b"b")
-    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
-        secretstream.encrypt(_never_read(), KEY32, segment_size=64, chunk_size=64)
-    with pytest.raises(InvalidParameterError, match="give segment_size= only"):
-        ece.encrypt(_never_read(), KEY16, segment_size=64, record_size=81)
     with pytest.raises(InvalidParameterError, match="not both"):
         ece_codec.EceEncryptor(KEY16, segment_size=64, record_size=81)
     for bad in (0, -17, "4079", None.__class__):

@@ -554,15 +554,6 @@ def _range(ct: bytes, key: Any, start: int, stop: int, *, aad: bytes) -> bytes:
     return T.read_range(key, lambda o, n: ct[o : o + n], len(ct), start, stop, aad=aad)
 
 
-def test_decrypt_range_is_the_deprecated_name_of_read_range(sample: Any) -> None:
-    _, keyset, pt, ct = sample
-    with pytest.warns(DeprecationWarning, match="decrypt_range is deprecated, use read_range"):
-        assert T.decrypt_range(ct, keyset, 10, 5000, aad=AD) == pt[10:5000]
-    with pytest.warns(DeprecationWarning):
-        got = T.decrypt_range(lambda o, n: ct[o : o + n], keyset, 0, 9, aad=AD, stream_size=len(ct))
-    assert got == pt[:9]
-
-
 def test_random_access_errors(sample: Any) -> None:
     handle, keyset, pt, ct = sample
     bad = bytearray(ct)

@@ -40,6 +40,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "BatchCodec",
     "HeaderBuilder",
     "HeaderReader",
     "SegmentCodec",
@@ -85,7 +86,7 @@ class SegmentCodec:
         """Seal or open ``count`` segments from ``first``, back to back in ``data``, into
         ``out``: what :meth:`SegmentJob.run_into` runs (same contract). This loop calls
         ``seal_segment`` / ``open_segment`` once per segment; a codec whose segments are
-        small may override it with a tighter loop of its own."""
+        small writes its rule as a loop of its own instead (:class:`BatchCodec`)."""
         src = memoryview(data)
         size = len(src)
         last = first + count - 1
@@ -111,6 +112,30 @@ class SegmentCodec:
         except Exception as exc:
             return written, exc
         return written, None
+
+
+class BatchCodec(SegmentCodec):
+    """A codec whose segment rule is written once, as its batch loop: subclasses define
+    :meth:`run_segments` only, and one segment is a batch of one. For formats whose
+    segments are small (4 KiB frames and records), where the per-segment Python of a
+    method call and its slices is what limits throughput."""
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        return self._one(True, index, plaintext, final, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        return self._one(False, index, ciphertext, final, out)
+
+    def _one(self, sealing: bool, index: int, data: Buffer, final: bool, out: memoryview) -> int:
+        written, error = self.run_segments(sealing, index, 1, data, final, out)
+        if error is not None:
+            raise error
+        return written
+
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        raise NotImplementedError
 
 
 @dataclass(slots=True, eq=False)

@@ -33,12 +33,11 @@ import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from cryptography.exceptions import InvalidTag
 
 from ..abc import Buffer
-from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -65,7 +64,7 @@ __all__ = [
     "CobblestoneDecryptor",
     "CobblestoneEncryptor",
     "CobblestoneHeader",
-    "Variant",
+    "Suite",
     "decrypt_bytes",
     "derive_keys",
     "encrypt_bytes",
@@ -89,8 +88,10 @@ TAG_SIZE = 16
 MAX_CHUNKS = 1 << 38
 _LABEL = b"c2sp.org/chunked-encryption@v1+"
 
-#: 128 or 256: Cobblestone-128 (AES-128-GCM) or Cobblestone-256 (AES-256-GCM).
-Variant = Literal[128, 256]
+#: The AEAD, spelled as the library's other suites: ``"aes-128-gcm"`` (Cobblestone-128)
+#: or ``"aes-256-gcm"`` (Cobblestone-256).
+Suite = Literal["aes-128-gcm", "aes-256-gcm"]
+_KEY_SIZES: dict[str, int] = {"aes-128-gcm": 16, "aes-256-gcm": 32}
 
 _AEADS: dict[int, tuple[bytes, type[AesGcm]]] = {
     16: (b"AEAD_AES_128_GCM", AES128GCM),
@@ -121,15 +122,17 @@ class CobblestoneHeader:
         return self.salt + self.commitment
 
 
-def _input_key(key: KeyLike, variant: Variant | None) -> bytes:
+def _input_key(key: KeyLike, suite: Suite | None) -> bytes:
     raw = key_bytes(key, "a Cobblestone input key")
-    if variant is not None:
-        if variant not in (128, 256):
-            raise InvalidParameterError(f"Cobblestone variant must be 128 or 256, not {variant!r}")
-        want = variant // 8
+    if suite is not None:
+        want = _KEY_SIZES.get(suite)
+        if want is None:
+            raise InvalidParameterError(
+                f"Cobblestone's suite is 'aes-128-gcm' or 'aes-256-gcm', not {suite!r}"
+            )
         if len(raw) != want:
             raise InvalidKeySizeError(
-                f"Cobblestone-{variant} input key must be {want} bytes, got {len(raw)}"
+                f"a Cobblestone {suite} input key must be {want} bytes, got {len(raw)}"
             )
     elif len(raw) not in _AEADS:
         raise InvalidKeySizeError(
@@ -243,7 +246,7 @@ class CobblestoneEncryptor(SegmentedEncryptor):
     """Encrypt one message (sans-I/O transform): ``update(data)``, ``finalize()``.
 
     ``key`` is 16 bytes (Cobblestone-128) or 32 bytes (Cobblestone-256), raw or a
-    :class:`SecretKey`; ``variant`` (128 or 256) pins the size. ``salt`` is for tests only
+    :class:`SecretKey`; ``suite`` (``"aes-128-gcm"`` or ``"aes-256-gcm"``) pins the size. ``salt`` is for tests only
     (it must never repeat under one key); by default it is random. Raises
     :class:`InvalidKeySizeError`, :class:`InvalidParameterError`,
     :class:`LimitExceededError` past 2**38 chunks.
@@ -256,12 +259,10 @@ class CobblestoneEncryptor(SegmentedEncryptor):
         key: KeyLike,
         *,
         aad: Buffer = b"",
-        variant: Variant | None = None,
+        suite: Suite | None = None,
         salt: bytes | None = None,
-        context: Buffer | None = None,
     ) -> None:
-        aad = renamed_keyword("CobblestoneEncryptor", "context", "aad", context, aad, b"")
-        raw = _input_key(key, variant)
+        raw = _input_key(key, suite)
         salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
         aead_key, base, commitment = derive_keys(raw, salt, aad)
         self.header = CobblestoneHeader(salt, commitment)
@@ -297,11 +298,9 @@ class CobblestoneDecryptor(SegmentedDecryptor):
         key: KeyLike,
         *,
         aad: Buffer = b"",
-        variant: Variant | None = None,
-        context: Buffer | None = None,
+        suite: Suite | None = None,
     ) -> None:
-        aad = renamed_keyword("CobblestoneDecryptor", "context", "aad", context, aad, b"")
-        raw = _input_key(key, variant)
+        raw = _input_key(key, suite)
         ctx = bytes(aad)
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
@@ -317,12 +316,10 @@ def encrypt_bytes(
     key: KeyLike,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
-    context: Buffer | None = None,
+    suite: Suite | None = None,
 ) -> bytes:
     """Encrypt a whole message in one call (random salt). Raises :class:`InvalidKeySizeError`."""
-    aad = renamed_keyword("cobblestone.encrypt_bytes", "context", "aad", context, aad, b"")
-    enc = CobblestoneEncryptor(key, aad=aad, variant=variant)
+    enc = CobblestoneEncryptor(key, aad=aad, suite=suite)
     return enc.update(plaintext) + enc.finalize()
 
 
@@ -331,16 +328,14 @@ def decrypt_bytes(
     key: KeyLike,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
-    context: Buffer | None = None,
+    suite: Suite | None = None,
 ) -> bytes:
     """Decrypt a whole message in one call.
 
     Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
     :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.decrypt_bytes", "context", "aad", context, aad, b"")
-    dec = CobblestoneDecryptor(key, aad=aad, variant=variant)
+    dec = CobblestoneDecryptor(key, aad=aad, suite=suite)
     return dec.update(ciphertext) + dec.finalize()
 
 
@@ -363,16 +358,14 @@ def layout(
     stream_size: int,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
-    context: Buffer | None = None,
+    suite: Suite | None = None,
 ) -> SegmentLayout:
     """Check the commitment at the start of ``head`` and map a message of ``stream_size`` bytes.
 
     ``head`` needs the first 56 bytes. Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError` (a length no message can have), :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.layout", "context", "aad", context, aad, b"")
-    raw = _input_key(key, variant)
+    raw = _input_key(key, suite)
     codec = _open_header(raw, aad, head)
     _check_length(stream_size)
     return SegmentLayout(codec, HEADER_SIZE, stream_size)
@@ -386,9 +379,8 @@ def read_range(
     stop: int,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
+    suite: Suite | None = None,
     authenticate_length: bool = False,
-    context: Buffer | None = None,
 ) -> bytes:
     """Decrypt plaintext bytes ``[start, stop)`` reading only the chunks that cover them.
 
@@ -398,8 +390,7 @@ def read_range(
     trusting an offset measured from the end). Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError`, :class:`InvalidKeySizeError`.
     """
-    aad = renamed_keyword("cobblestone.read_range", "context", "aad", context, aad, b"")
-    lay = layout(key, read_at(0, HEADER_SIZE), stream_size, aad=aad, variant=variant)
+    lay = layout(key, read_at(0, HEADER_SIZE), stream_size, aad=aad, suite=suite)
     size = lay.plaintext_size
     # A range reaching the end claims the end: if the final chunk is empty (the message
     # is a multiple of 16 KiB), the range does not cover it, so open it here.
@@ -418,14 +409,21 @@ def _open_final(lay: SegmentLayout, read_at: Callable[[int, int], bytes]) -> Non
     lay.codec.open_segment(index, data, True, memoryview(bytearray(len(data) - TAG_SIZE)))
 
 
+def _suite(options: FormatOptions) -> Suite | None:
+    """``suite=`` of a format call (checked where the key is)."""
+    return cast("Suite | None", options.suite)
+
+
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at(0, HEADER_SIZE), stream_size, aad=options.aad)
+    head = read_at(0, HEADER_SIZE)
+    return layout(options.key, head, stream_size, aad=options.aad, suite=_suite(options))
 
 
-#: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; 16 KiB chunks).
+#: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; ``suite``
+#: ``"aes-128-gcm"`` or ``"aes-256-gcm"`` pins the key size; 16 KiB chunks).
 FORMAT = SegmentedFormat(
     "cobblestone",
-    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad, **o.extra),
-    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad, **o.extra),
+    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad, suite=_suite(o), **o.extra),
+    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad, suite=_suite(o), **o.extra),
     layout=_layout,
 )

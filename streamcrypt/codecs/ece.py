@@ -34,7 +34,7 @@ Which typed error for which fault (decoding):
 The encoder writes no padding unless asked; ``padding`` zero octets go into the first
 record (the RFC 8188 section 3.2 example is ``padding=1``), which keeps the geometry the
 shared segmented core needs: the padding is fed as leading plaintext and moved behind the
-delimiter by :meth:`EceCodec.seal_segment`.
+delimiter by :meth:`EceCodec.run_segments`.
 
 ``http_ece`` (the Python reference) encodes an empty body as a header with no record at
 all; such a body cannot be told apart from one whose records were all cut off, so the
@@ -64,7 +64,7 @@ from ..errors import (
 from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import AES128GCM
 from ._format import SegmentedFormat
-from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
+from ._segmented import BatchCodec, SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
 
 __all__ = [
     "CONTENT_ENCODING",
@@ -246,7 +246,7 @@ def _forged(index: int) -> AuthenticationError:
     )
 
 
-class EceCodec(SegmentCodec):
+class EceCodec(BatchCodec):
     """Seals and opens the records of one ``aes128gcm`` body (a pure, keyed object).
 
     ``segment_size`` is ``rs - 17``, the data bytes of a full record. ``first_padding``
@@ -284,38 +284,92 @@ class EceCodec(SegmentCodec):
         self.segment_size = self.first_segment_size = record_size - OVERHEAD
         self.max_segments = _MAX_BLOCKS // -(-(record_size - TAG_SIZE) // 16)
 
-    def _nonce(self, index: int) -> bytes:
-        return (self._nonce_base ^ index).to_bytes(12, "big")
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Records ``first .. first + count - 1``, one tight loop each way: the record rule
+        (nonce, delimiter, padding) is written here once; one record is a batch of one."""
+        if sealing:
+            return self._seal_run(first, count, memoryview(data), final, out)
+        return self._open_run(first, count, memoryview(data), final, out)
 
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        # The record (data || delimiter || pad zero octets) is laid out in ``out`` and
+    def _seal_run(
+        self, first: int, count: int, src: memoryview, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        # Each record (data || delimiter || pad zero octets) is laid out in ``out`` and
         # sealed in place: OpenSSL encrypts with input and output at the same address.
-        n = len(plaintext)
-        pad = self._first_padding if index == 0 else 0
-        out[: n - pad] = memoryview(plaintext)[pad:]
-        out[n - pad] = 2 if final else 1
-        if pad:
-            out[n - pad + 1 : n + 1] = bytes(pad)
-        return self._encrypt(self._nonce(index), out[: n + 1], None, out[: n + 1 + TAG_SIZE])
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        size = len(ciphertext)
-        if size < OVERHEAD:
-            raise TruncatedStreamError(
-                f"aes128gcm record {index} is {size} bytes, shorter than a "
-                f"delimiter and a tag ({OVERHEAD}): the body was truncated"
-            )
-        record = _scratch(size - TAG_SIZE)
-        self._open_into(index, ciphertext, record)
-        end = self._unpad(index, record, final)
-        out[:end] = record[:end]
-        return end
-
-    def _open_into(self, index: int, ciphertext: Buffer, record: memoryview) -> None:
+        # Only record 0 has padding: its leading ``pad`` plaintext bytes go behind the
+        # delimiter.
+        encrypt, base = self._encrypt, self._nonce_base
+        full, last = self.segment_size, first + count - 1
+        pad = self._first_padding if first == 0 else 0
+        # Runs of records alike: (first index, stop, data bytes, delimiter, padding).
+        runs = [(first, first + 1, full, 1, pad)] if pad and count > 1 else []
+        if len(runs) + 1 < count:
+            runs.append((first + len(runs), last, full, 1, 0))
+        n, delimiter = len(src) - full * (count - 1), 2 if final else 1
+        runs.append((last, last + 1, n, delimiter, pad if count == 1 else 0))
+        pos = written = 0
         try:
-            self._decrypt(self._nonce(index), ciphertext, None, record)
-        except InvalidTag:
-            raise _forged(index) from None
+            for start, stop, n, delimiter, pad in runs:
+                step, cut = n + OVERHEAD, n - pad
+                for index in range(start, stop):
+                    record = out[written : written + step]
+                    record[:cut] = src[pos + pad : pos + n]
+                    record[cut] = delimiter
+                    if pad:
+                        record[cut + 1 : n + 1] = bytes(pad)
+                    encrypt((base ^ index).to_bytes(12, "big"), record[: n + 1], None, record)
+                    pos += n
+                    written += step
+        except Exception as exc:
+            return written, exc
+        return written, None
+
+    def _open_run(
+        self, index: int, count: int, src: memoryview, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        # Each record is opened straight into ``out``: its plaintext (data, delimiter)
+        # is one byte longer than the data, which the next record then overwrites. A
+        # record with no room for that byte in ``out`` (the last of a job: a job's
+        # out_size is its exact data length, so that the jobs of a batch fill their output
+        # object end to end and it is handed out without a copy) is opened in a scratch
+        # buffer. Only a record that is not data || 0x01 goes through _unpad.
+        decrypt, base = self._decrypt, self._nonce_base
+        step = self.segment_size + OVERHEAD
+        room = len(out)
+        size = len(src)
+        pos = written = 0
+        last = index + count - 1
+        try:
+            while True:
+                is_last = index == last
+                end = size if is_last else pos + step
+                n = end - pos - TAG_SIZE  # the record's plaintext: data, delimiter, zeros
+                if n < 1:
+                    raise TruncatedStreamError(
+                        f"aes128gcm record {index} is {end - pos} bytes, shorter than a "
+                        f"delimiter and a tag ({OVERHEAD}): the body was truncated"
+                    )
+                scratch = written + n > room
+                record = _scratch(n) if scratch else out[written : written + n]
+                try:
+                    decrypt((base ^ index).to_bytes(12, "big"), src[pos:end], None, record)
+                except InvalidTag:
+                    raise _forged(index) from None
+                if is_last or record[-1] != 1:
+                    n = self._unpad(index, record, final and is_last)
+                else:
+                    n -= 1
+                if scratch:
+                    out[written : written + n] = record[:n]
+                written += n
+                if is_last:
+                    return written, None
+                pos = end
+                index += 1
+        except Exception as exc:
+            return written, exc
 
     @staticmethod
     def _unpad(index: int, record: memoryview, final: bool) -> int:
@@ -342,82 +396,6 @@ class EceCodec(SegmentCodec):
             )
             raise FormatError(f"aes128gcm record {index}: {what}")
         return end - 1
-
-    def run_segments(
-        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
-    ) -> tuple[int, Exception | None]:
-        """Many records per call, one tight loop each way (records are small: 4 KiB by
-        default, so per-record Python work is what limits throughput)."""
-        if sealing and first == 0 and self._first_padding:
-            return super().run_segments(sealing, first, count, data, final, out)
-        if sealing:
-            return self._seal_run(first, count, memoryview(data), final, out)
-        return self._open_run(first, count, memoryview(data), final, out)
-
-    def _seal_run(
-        self, first: int, count: int, src: memoryview, final: bool, out: memoryview
-    ) -> tuple[int, Exception | None]:
-        encrypt, base = self._encrypt, self._nonce_base
-        full = self.segment_size
-        step = full + OVERHEAD
-        last = first + count - 1
-        pos = written = 0
-        try:
-            for index in range(first, last):  # full records
-                record = out[written : written + step]
-                record[:full] = src[pos : pos + full]
-                record[full] = 1
-                encrypt((base ^ index).to_bytes(12, "big"), record[: full + 1], None, record)
-                pos += full
-                written += step
-            n = len(src) - pos
-            record = out[written : written + n + OVERHEAD]
-            record[:n] = src[pos:]
-            record[n] = 2 if final else 1
-            encrypt((base ^ last).to_bytes(12, "big"), record[: n + 1], None, record)
-        except Exception as exc:
-            return written, exc
-        return written + n + OVERHEAD, None
-
-    def _open_run(
-        self, index: int, count: int, src: memoryview, final: bool, out: memoryview
-    ) -> tuple[int, Exception | None]:
-        # Each record is opened straight into ``out``: its plaintext (data, delimiter)
-        # is one byte longer than the data, which the next record then overwrites. The
-        # last record has no room for that byte (a job's out_size is its exact data
-        # length, so that the jobs of a batch fill their output object end to end and
-        # it is handed out without a copy) and goes through a scratch buffer, as does a
-        # record that is not data || 0x01 (the checked path).
-        decrypt, base = self._decrypt, self._nonce_base
-        step = self.segment_size + OVERHEAD
-        room = len(out)
-        size = len(src)
-        pos = written = 0
-        last = index + count - 1
-        try:
-            while True:
-                is_last = index == last
-                end = size if is_last else pos + step
-                clen = end - pos
-                if clen < OVERHEAD or written + clen - TAG_SIZE > room:
-                    n = self.open_segment(index, src[pos:end], final and is_last, out[written:])
-                else:
-                    record = out[written : written + clen - TAG_SIZE]
-                    try:
-                        decrypt((base ^ index).to_bytes(12, "big"), src[pos:end], None, record)
-                    except InvalidTag:
-                        raise _forged(index) from None
-                    if is_last or record[-1] != 1:
-                        n = self._unpad(index, record, final and is_last)
-                    else:
-                        n = clen - OVERHEAD
-                written += n
-                if is_last:
-                    return written, None
-                pos = end
-                index += 1
-        except Exception as exc:
-            return written, exc
 
 
 def encrypted_length(

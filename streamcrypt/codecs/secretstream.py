@@ -30,11 +30,11 @@ Byte-stream framing (a choice of this module; libsodium defines messages, not a 
 
     header (24) || message_0 || message_1 || ... || message_n
 
-Fixed-size chunks: every message but the last carries exactly ``chunk_size`` plaintext
-bytes (``chunk_size + 17`` on the wire); the last one carries the FINAL tag and
-``0..chunk_size`` bytes. The encryptor sends each full chunk as soon as it has it and
+Fixed-size chunks: every message but the last carries exactly ``segment_size`` plaintext
+bytes (``segment_size + 17`` on the wire); the last one carries the FINAL tag and
+``0..segment_size`` bytes. The encryptor sends each full chunk as soon as it has it and
 makes the final message out of what is left at ``finalize()``, so its final message is
-always shorter than a chunk (empty when the plaintext is a multiple of ``chunk_size``).
+always shorter than a chunk (empty when the plaintext is a multiple of ``segment_size``).
 The decryptor also accepts a full-size FINAL message (what an encoder with read-ahead
 writes), and accepts PUSH and REKEY tags on any message (libsodium ratchets for REKEY by
 itself).
@@ -44,7 +44,7 @@ libsodium's own file-encryption example (read ``CHUNK_SIZE`` bytes, push, tag th
 one FINAL), so a peer written from the libsodium documentation speaks it with nothing
 added; it costs no bytes beyond libsodium's 17 per message; and no unauthenticated length
 field exists for an attacker to alter (a length prefix would be read, and buffered up to,
-before its message authenticates). The cost: both sides must agree on ``chunk_size``,
+before its message authenticates). The cost: both sides must agree on ``segment_size``,
 which is not on the wire (default 64 KiB; libsodium's example uses 4096, pass that to
 talk to it), and message boundaries carry no application meaning (use the message-level
 API for that).
@@ -65,7 +65,6 @@ from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
 from ..abc import Buffer, Lifecycle
-from ..deprecation import renamed_keyword
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -99,10 +98,10 @@ ABYTES: int = _nacl.crypto_secretstream_xchacha20poly1305_ABYTES  # 17
 KEY_SIZE: int = _nacl.crypto_secretstream_xchacha20poly1305_KEYBYTES  # 32
 #: Most plaintext bytes in one message (libsodium's ``MESSAGEBYTES_MAX``).
 MESSAGE_MAX: int = _nacl.crypto_secretstream_xchacha20poly1305_MESSAGEBYTES_MAX
-#: Plaintext bytes per message of the streaming encryptor unless ``chunk_size=`` says
+#: Plaintext bytes per message of the streaming encryptor unless ``segment_size=`` says
 #: otherwise.
 DEFAULT_CHUNK_SIZE = 65536
-#: Largest ``chunk_size`` the streaming encryptor and decryptor take (16 MiB).
+#: Largest ``segment_size`` the streaming encryptor and decryptor take (16 MiB).
 MAX_CHUNK_SIZE = 1 << 24
 
 _State = _nacl.crypto_secretstream_xchacha20poly1305_state
@@ -129,10 +128,10 @@ def _key(key: KeyLike) -> bytes:
     return as_secret_key(key, KEY_SIZE, what="secretstream key").secret_bytes()
 
 
-def _check_chunk_size(chunk_size: int) -> None:
-    if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
+def _check_segment_size(segment_size: int) -> None:
+    if not 1 <= segment_size <= MAX_CHUNK_SIZE:
         raise InvalidParameterError(
-            f"secretstream chunk_size must be 1..{MAX_CHUNK_SIZE} bytes, got {chunk_size}"
+            f"secretstream segment_size must be 1..{MAX_CHUNK_SIZE} bytes, got {segment_size}"
         )
 
 
@@ -257,7 +256,7 @@ class SecretStreamPuller(Lifecycle):
 class SecretStreamEncryptor(Lifecycle):
     """Encrypt a byte stream into header + fixed-size secretstream messages (sans-I/O).
 
-    ``update`` returns the header first, then a message per full ``chunk_size`` of input;
+    ``update`` returns the header first, then a message per full ``segment_size`` of input;
     ``finalize`` returns the FINAL message (what is left, possibly empty). Raises
     :class:`InvalidKeySizeError`, :class:`InvalidParameterError` (chunk size).
     """
@@ -270,21 +269,12 @@ class SecretStreamEncryptor(Lifecycle):
         *,
         segment_size: int = DEFAULT_CHUNK_SIZE,
         aad: Buffer = b"",
-        chunk_size: int | None = None,
     ) -> None:
-        chunk_size = renamed_keyword(
-            "SecretStreamEncryptor",
-            "chunk_size",
-            "segment_size",
-            chunk_size,
-            segment_size,
-            DEFAULT_CHUNK_SIZE,
-        )
         self._init_lifecycle()
-        _check_chunk_size(chunk_size)
+        _check_segment_size(segment_size)
         self._pusher = SecretStreamPusher(key)
         self._header = self._pusher.header
-        self._chunk = chunk_size
+        self._chunk = segment_size
         self._aad = bytes(aad)
         self._pending = bytearray()
         self._rekey_next = False
@@ -350,13 +340,13 @@ class SecretStreamEncryptor(Lifecycle):
         return out
 
     def __repr__(self) -> str:
-        return f"SecretStreamEncryptor(chunk_size={self._chunk}, state={self.state.value})"
+        return f"SecretStreamEncryptor(segment_size={self._chunk}, state={self.state.value})"
 
 
 class SecretStreamDecryptor(Lifecycle):
     """Decrypt header + fixed-size secretstream messages, releasing only verified bytes.
 
-    ``chunk_size`` must be the encryptor's. Raises :class:`AuthenticationError`,
+    ``segment_size`` must be the encryptor's. Raises :class:`AuthenticationError`,
     :class:`TruncatedStreamError` (no FINAL message, or input ending inside the header or a
     message), :class:`FormatError` (data after FINAL), :class:`InvalidKeySizeError`,
     :class:`InvalidParameterError`; after a failure every call raises
@@ -371,20 +361,11 @@ class SecretStreamDecryptor(Lifecycle):
         *,
         segment_size: int = DEFAULT_CHUNK_SIZE,
         aad: Buffer = b"",
-        chunk_size: int | None = None,
     ) -> None:
-        chunk_size = renamed_keyword(
-            "SecretStreamDecryptor",
-            "chunk_size",
-            "segment_size",
-            chunk_size,
-            segment_size,
-            DEFAULT_CHUNK_SIZE,
-        )
         self._init_lifecycle()
-        _check_chunk_size(chunk_size)
+        _check_segment_size(segment_size)
         self._key = as_secret_key(key, KEY_SIZE, what="secretstream key")
-        self._chunk = chunk_size
+        self._chunk = segment_size
         self._aad = bytes(aad)
         self._pending = bytearray()
         self._puller: SecretStreamPuller | None = None
@@ -458,7 +439,7 @@ class SecretStreamDecryptor(Lifecycle):
         return out
 
     def __repr__(self) -> str:
-        return f"SecretStreamDecryptor(chunk_size={self._chunk}, state={self.state.value})"
+        return f"SecretStreamDecryptor(segment_size={self._chunk}, state={self.state.value})"
 
 
 #: libsodium secretstream's format descriptor (``segment_size``: the chunk size, which

@@ -40,7 +40,6 @@ from collections.abc import Callable, Sequence
 from functools import cache
 
 from ..abc import Buffer
-from ..deprecation import warn_renamed
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -96,7 +95,6 @@ __all__ = [
     "TinkStreamingKey",
     "TinkStreamingParams",
     "decrypt_bytes",
-    "decrypt_range",
     "encrypt_bytes",
     "layout",
     "load_keyset",
@@ -464,33 +462,6 @@ def read_range(
     keys = _decryption_keys(key)
     head = read_at(0, min(stream_size, max(k.params.ciphertext_segment_size for k in keys)))
     return layout(keys, head, stream_size, aad=aad).read(read_at, start, stop)
-
-
-def decrypt_range(
-    ciphertext: Buffer | Callable[[int, int], bytes],
-    key: TinkKeyLike | Sequence[TinkStreamingKey],
-    start: int,
-    stop: int,
-    *,
-    aad: Buffer = b"",
-    stream_size: int | None = None,
-) -> bytes:
-    """Deprecated name of :func:`read_range` (warns; removed in the next release).
-
-    ``ciphertext`` is the whole ciphertext, or ``read_at(offset, length) -> bytes`` together
-    with ``stream_size``.
-    """
-    warn_renamed("streamcrypt.codecs.tink.decrypt_range", "read_range")
-    if callable(ciphertext):
-        if stream_size is None:
-            raise InvalidParameterError("decrypt_range with a read_at function needs stream_size")
-        return read_range(key, ciphertext, stream_size, start, stop, aad=aad)
-    whole = memoryview(ciphertext).cast("B")
-
-    def read_at(offset: int, length: int) -> bytes:
-        return bytes(whole[offset : offset + length])
-
-    return read_range(key, read_at, len(whole), start, stop, aad=aad)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:

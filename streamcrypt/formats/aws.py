@@ -16,9 +16,7 @@ from ..codecs.aws import (
     DEFAULT_SUITE,
     FORMAT,
     KeyringLike,
-    Release,
 )
-from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from . import run as _run
 
@@ -27,31 +25,20 @@ __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 def _writing(
     name: str,
-    keyring: KeyringLike,
+    key: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
-    suite: int = DEFAULT_SUITE,
+    suite: str = DEFAULT_SUITE,
     segment_size: int = DEFAULT_FRAME_LENGTH,
     allow_legacy: bool = False,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    frame_length: int | None = None,
 ) -> _run.Call:
-    """``segment_size`` is the frame length, plaintext bytes per frame (``frame_length=``
-    is its deprecated name here; :class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's
-    term)."""
-    size = renamed_keyword(
-        f"formats.aws.{name}",
-        "frame_length",
-        "segment_size",
-        frame_length,
-        segment_size,
-        DEFAULT_FRAME_LENGTH,
-        stacklevel=5,
-    )
+    """``segment_size`` is the frame length, plaintext bytes per frame
+    (:class:`~streamcrypt.codecs.AwsEncryptor` keeps the SDK's term, ``frame_length``)."""
     options = FormatOptions(
-        key=keyring,
-        suite=f"0x{suite:04X}",
-        segment_size=size,
+        key=key,
+        suite=suite,
+        segment_size=segment_size,
         encryption_context=encryption_context,
         extra={"allow_legacy": allow_legacy},
     )
@@ -60,22 +47,22 @@ def _writing(
 
 def _reading(
     name: str,
-    keyring: KeyringLike,
+    key: KeyringLike,
     *,
     encryption_context: Mapping[str, str] | None = None,
     allow_legacy: bool = False,
-    release: Release = "verified-frames",
+    allow_unverified: bool = False,
     max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> _run.Call:
-    """With ``release="after-signature"`` nothing is released before a signed message's
-    signature verified (the plaintext is held in memory until then)."""
+    """Nothing of a signed message is released before its signature verified (the
+    plaintext is held in memory until then) unless ``allow_unverified=True``."""
     extra = {
         "allow_legacy": allow_legacy,
-        "release": release,
+        "allow_unverified": allow_unverified,
         "max_encrypted_data_keys": max_encrypted_data_keys,
     }
-    options = FormatOptions(key=keyring, encryption_context=encryption_context, extra=extra)
+    options = FormatOptions(key=key, encryption_context=encryption_context, extra=extra)
     return _run.Call(options, policy)
 
 
@@ -84,15 +71,15 @@ encrypt = _run.streaming(
     _writing,
     "encrypt",
     "Encrypt an async source into an AWS Encryption SDK message.\n\n"
-    "``segment_size`` is the frame length (``frame_length=`` is its deprecated name here).",
+    "``segment_size`` is the frame length.",
 )
 decrypt = _run.streaming(
     FORMAT,
     _reading,
     "decrypt",
     "Decrypt an AWS Encryption SDK message, yielding only verified frames.\n\n"
-    'With ``release="after-signature"`` nothing is yielded before a signed message\'s\n'
-    "signature verified (the plaintext is held in memory until then).",
+    "Nothing of a signed message is yielded before its signature verified (the plaintext\n"
+    "is held in memory until then) unless ``allow_unverified=True``.",
 )
 encrypt_bytes = _run.one_shot(
     FORMAT,

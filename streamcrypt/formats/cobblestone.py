@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..abc import Buffer
 from ..codecs import FormatOptions
-from ..codecs.cobblestone import FORMAT, Variant
-from ..deprecation import renamed_keyword
+from ..codecs.cobblestone import FORMAT, Suite
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
 from . import run as _run
@@ -18,15 +17,11 @@ def _options(
     key: Buffer | SecretKey,
     *,
     aad: Buffer = b"",
-    variant: Variant | None = None,
+    suite: Suite | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    context: Buffer | None = None,
 ) -> _run.Call:
-    """``aad`` is the spec's context (``context=`` is its deprecated name)."""
-    aad = renamed_keyword(
-        f"formats.cobblestone.{name}", "context", "aad", context, aad, b"", stacklevel=5
-    )
-    return _run.Call(FormatOptions(key=key, aad=aad, extra={"variant": variant}), policy)
+    """``aad`` is the spec's context."""
+    return _run.Call(FormatOptions(key=key, suite=suite, aad=aad), policy)
 
 
 encrypt = _run.streaming(
@@ -34,7 +29,7 @@ encrypt = _run.streaming(
     _options,
     "encrypt",
     "Encrypt an async source into C2SP chunked encryption, chunks sealed in parallel.\n\n"
-    "``aad`` is the spec's context (``context=`` is its deprecated name).",
+    "``aad`` is the spec's context.",
 )
 decrypt = _run.streaming(
     FORMAT, _options, "decrypt", "Decrypt C2SP chunked encryption, yielding only verified chunks."

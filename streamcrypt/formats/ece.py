@@ -7,14 +7,11 @@ from ..codecs.ece import (
     DEFAULT_MAX_RECORD_SIZE,
     DEFAULT_SEGMENT_SIZE,
     FORMAT,
-    OVERHEAD,
     EceKey,
     EceKeySource,
     encrypted_length,
 )
-from ..deprecation import warn_renamed
 from ..engine import DEFAULT_POLICY, OffloadPolicy
-from ..errors import InvalidParameterError
 from ..keys import KeyRing
 from . import run as _run
 
@@ -30,26 +27,12 @@ def _writing(
     keyid: bytes | str = b"",
     padding: int = 0,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    record_size: int | None = None,
 ) -> _run.Call:
     """Arguments as :class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the
     plaintext bytes of a full record, the RFC's record size ``rs`` less
-    :data:`~streamcrypt.codecs.ece.OVERHEAD` (17); ``record_size=`` (``rs`` itself) is
-    its deprecated form."""
+    :data:`~streamcrypt.codecs.ece.OVERHEAD` (17)."""
     extra: dict[str, object] = {"salt": salt, "keyid": keyid, "padding": padding}
-    if record_size is None:
-        return _run.Call(FormatOptions(key=key, segment_size=segment_size, extra=extra), policy)
-    if segment_size != DEFAULT_SEGMENT_SIZE:
-        raise InvalidParameterError(
-            f"formats.ece.{name}: give segment_size= only (record_size= is segment_size + "
-            f"{OVERHEAD}, its old form)"
-        )
-    warn_renamed(
-        f"formats.ece.{name}: record_size=",
-        f"segment_size= (plaintext bytes per record, record_size - {OVERHEAD})",
-        stacklevel=4,
-    )
-    return _run.Call(FormatOptions(key=key, extra={**extra, "record_size": record_size}), policy)
+    return _run.Call(FormatOptions(key=key, segment_size=segment_size, extra=extra), policy)
 
 
 def _reading(
@@ -71,7 +54,7 @@ encrypt = _run.streaming(
     "encrypt",
     "Encrypt an async source into an ``aes128gcm`` body (arguments as\n"
     ":class:`~streamcrypt.codecs.EceEncryptor`; ``segment_size`` is the plaintext bytes\n"
-    "of a full record, ``rs`` less 17, and ``record_size=`` its deprecated form).",
+    "of a full record, ``rs`` less 17).",
 )
 decrypt = _run.streaming(
     FORMAT, _reading, "decrypt", "Decrypt an ``aes128gcm`` body, yielding only verified records."

@@ -64,7 +64,7 @@ def _options(
     """The options, checked at the call for what could otherwise fail only once
     iteration starts."""
     if (key is None) == (password is None):
-        raise InvalidParameterError("rclone crypt takes keys= or password= (not both)")
+        raise InvalidParameterError("rclone crypt takes key= (RcloneKeys) or password= (not both)")
     if password is not None and not (
         isinstance(password, str) and password and isinstance(password2, str)
     ):

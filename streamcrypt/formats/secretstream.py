@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..abc import Buffer
 from ..codecs import FormatOptions
 from ..codecs.secretstream import DEFAULT_CHUNK_SIZE, FORMAT
-from ..deprecation import renamed_keyword
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..keys import SecretKey
 from . import run as _run
@@ -24,20 +23,9 @@ def _options(
     segment_size: int = DEFAULT_CHUNK_SIZE,
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    chunk_size: int | None = None,
 ) -> _run.Call:
-    """The key, plaintext bytes per message (``chunk_size=`` is its deprecated name) and
-    associated data."""
-    size = renamed_keyword(
-        f"formats.secretstream.{name}",
-        "chunk_size",
-        "segment_size",
-        chunk_size,
-        segment_size,
-        DEFAULT_CHUNK_SIZE,
-        stacklevel=5,
-    )
-    return _run.Call(FormatOptions(key=key, segment_size=size, aad=aad), policy)
+    """The key, plaintext bytes per message and associated data."""
+    return _run.Call(FormatOptions(key=key, segment_size=segment_size, aad=aad), policy)
 
 
 encrypt = _run.streaming(

@@ -1,0 +1,555 @@
+"""Encryption and decryption: the header, the body on the segmented core, the footer."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping, Sequence
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+from ...abc import Buffer, Chain, Lifecycle, Transform
+from ...errors import (
+    FormatError,
+    InvalidParameterError,
+    InvalidSignatureError,
+    LimitExceededError,
+    TruncatedStreamError,
+)
+from ...keys import random_bytes
+from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob
+from ._frames import (
+    _FINAL_MARK,
+    _MAX_FRAMES,
+    _REGULAR,
+    AwsFrameCodec,
+    _FinalFrameSealer,
+    _SingleBlockCodec,
+)
+from ._header import (
+    _IV,
+    _RESERVED_PREFIX,
+    _TAG,
+    DEFAULT_FRAME_LENGTH,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
+    DEFAULT_MAX_FRAME_LENGTH,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_SUITE,
+    PUBLIC_KEY_FIELD,
+    AwsHeader,
+    _derive,
+    _header_tag,
+    _HeaderParser,
+    _Limits,
+    _suite,
+    parse_header,
+    serialize_encryption_context,
+)
+from ._keyrings import Keyring, KeyringLike, _keyrings, _open_header
+from ._signing import _CURVES, _HASHLIB, _MAX_SIGNATURE, _public_key_text, _Signer, _verifying_key
+
+# ---------------------------------------------------------------------------------------
+# Encryption
+# ---------------------------------------------------------------------------------------
+
+
+_MAX_NON_FRAMED = (1 << 36) - 32
+
+
+class _BodyEncryptor(SegmentedEncryptor):
+    """The header and the body; the final frame is sealed with its own framing."""
+
+    __slots__ = ("_final_codec",)
+
+    def __init__(self, codec: SegmentCodec, final_codec: SegmentCodec, header: bytes) -> None:
+        super().__init__(codec, header)
+        self._final_codec = final_codec
+
+    def finish(self) -> list[SegmentJob]:
+        self._check()
+        try:
+            first = self._claim(self._final_codec, 1)
+        except Exception as exc:
+            raise self._break(exc) from None
+        job = SegmentJob(self._final_codec, True, first, 1, self._take_held(), True)
+        self._finish()
+        return [job]
+
+
+class _NonFramedEncryptor(_BodyEncryptor):
+    """Holds the whole plaintext (up to a limit) and seals it at the end."""
+
+    __slots__ = ("_limit",)
+
+    def __init__(self, codec: SegmentCodec, header: bytes, limit: int) -> None:
+        super().__init__(codec, codec, header)
+        self._limit = limit
+
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        self._check()
+        if self._held_len + len(data) > self._limit:
+            raise self._break(
+                LimitExceededError(
+                    f"a non-framed message holds at most {self._limit} bytes here "
+                    "(max_body_size); use framing (frame_length > 0) for streams"
+                )
+            )
+        self._hold(memoryview(data).cast("B"))
+        return []
+
+
+class AwsEncryptor(Chain):
+    """Encrypt to the AWS Encryption SDK message format (sans-I/O transform).
+
+    ``key``: one keyring or several (the data key is wrapped by each). ``suite``:
+    ``"0x0578"`` (default: committing, ECDSA P-384 signed) or ``"0x0478"`` (committing,
+    unsigned);
+    legacy suites only with ``allow_legacy=True``. ``frame_length``: plaintext bytes per
+    frame (4096 by default; 0 for a non-framed body held in memory). A chain of the body
+    encryptor (segmented: frames sealed in parallel by the engine) and, for signed
+    suites, the signer appending the footer. Raises :class:`InvalidParameterError`,
+    :class:`UnsupportedFormatError`, :class:`LimitExceededError`.
+    """
+
+    __slots__ = ("header",)
+
+    def __init__(
+        self,
+        key: KeyringLike,
+        *,
+        encryption_context: Mapping[str, str] | None = None,
+        suite: str = DEFAULT_SUITE,
+        frame_length: int = DEFAULT_FRAME_LENGTH,
+        allow_legacy: bool = False,
+        max_encrypted_data_keys: int | None = None,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    ) -> None:
+        chosen = _suite(suite, allow_legacy)
+        rings = _keyrings(key)
+        if max_encrypted_data_keys is not None and len(rings) > max_encrypted_data_keys:
+            raise LimitExceededError(
+                f"{len(rings)} keyrings would write more than max_encrypted_data_keys="
+                f"{max_encrypted_data_keys} data keys"
+            )
+        if not 0 <= frame_length <= (1 << 32) - 1:
+            raise InvalidParameterError("frame_length must be 0 (non-framed) .. 2**32 - 1")
+        context = dict(encryption_context or {})
+        if any(k.startswith(_RESERVED_PREFIX) for k in context):
+            raise InvalidParameterError(
+                f"encryption context keys starting with {_RESERVED_PREFIX!r} are reserved"
+            )
+        signer: Transform | None = None
+        if chosen.curve is not None:
+            private = ec.generate_private_key(_CURVES[chosen.curve][0])
+            context[PUBLIC_KEY_FIELD] = _public_key_text(private.public_key())
+            signer = _Signer(private, chosen)
+        ctx_bytes = serialize_encryption_context(context)
+        data_key = random_bytes(chosen.key_size)
+        message_id = random_bytes(32 if chosen.version == 2 else 16)
+        edks = [ring.wrap(data_key, ctx_bytes) for ring in rings]
+        aes_key, commitment = _derive(chosen, data_key, message_id)
+        framed = frame_length > 0
+        head = bytearray()
+        if chosen.version == 2:
+            head += b"\x02" + chosen.id_bytes
+        else:
+            head += b"\x01\x80" + chosen.id_bytes
+        head += message_id + struct.pack(">H", len(ctx_bytes)) + ctx_bytes
+        head += struct.pack(">H", len(edks)) + b"".join(e.encode() for e in edks)
+        head += bytes([2 if framed else 1])
+        if chosen.version == 1:
+            head += bytes(4) + bytes([_IV])
+        head += struct.pack(">I", frame_length) + commitment
+        iv = bytes(_IV)
+        auth = (iv if chosen.version == 1 else b"") + _header_tag(aes_key, bytes(head), iv)
+        body_header = bytes(head) + auth
+        self.header = parse_header(body_header, allow_legacy=True, max_encrypted_data_keys=None)
+        if framed:
+            body: Transform = _BodyEncryptor(
+                AwsFrameCodec(aes_key, message_id, frame_length),
+                _FinalFrameSealer(aes_key, message_id, frame_length),
+                body_header,
+            )
+        else:
+            limit = min(max_body_size, _MAX_NON_FRAMED)
+            body = _NonFramedEncryptor(
+                _SingleBlockCodec(aes_key, message_id, limit), body_header, limit
+            )
+        super().__init__(*([body, signer] if signer is not None else [body]))
+
+
+# ---------------------------------------------------------------------------------------
+# Decryption
+# ---------------------------------------------------------------------------------------
+
+
+class AwsBodyDecryptor(Lifecycle):
+    """The segmented part of :class:`AwsDecryptor`: header, frames, footer.
+
+    Provides the engine's segmented protocol (``feed`` / ``finish`` jobs opened in
+    parallel) and ``update`` / ``finalize`` as a plain transform.
+    """
+
+    __slots__ = (
+        "_codec",
+        "_expected",
+        "_final",
+        "_footer",
+        "_hash",
+        "_index",
+        "_key",
+        "_limits",
+        "_max_body",
+        "_parser",
+        "_pending",
+        "_phase",
+        "_rings",
+        "header",
+        "signature_verified",
+    )
+
+    def __init__(
+        self,
+        rings: Sequence[Keyring],
+        expected: Mapping[str, str],
+        limits: _Limits,
+        max_body_size: int,
+    ) -> None:
+        self._init_lifecycle()
+        self._rings = rings
+        self._expected = expected
+        self._limits = limits
+        self._max_body = max_body_size
+        self._parser: _HeaderParser | None = _HeaderParser(limits)
+        self._pending = bytearray()
+        self._phase = "header"
+        self._codec: SegmentCodec | None = None
+        self._index = 0
+        self._final: bytes | None = None
+        self._footer = bytearray()
+        self._hash: hashlib._Hash | None = None
+        self._key = b""
+        self.header: AwsHeader | None = None
+        self.signature_verified = False
+
+    @property
+    def header_pending(self) -> bool:
+        return self._phase == "header"
+
+    def take_header(self) -> bytes:
+        return b""
+
+    def fail(self, exc: BaseException) -> BaseException:
+        return self._break(exc)
+
+    # -- parsing ------------------------------------------------------------------------
+    def feed(self, data: Buffer) -> list[SegmentJob]:
+        self._check()
+        try:
+            return self._feed(memoryview(data).cast("B"))
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def _hashed(self, view: memoryview) -> None:
+        if self._hash is not None:
+            self._hash.update(view)
+
+    def _feed(self, view: memoryview) -> list[SegmentJob]:
+        if self._phase == "header":
+            assert self._parser is not None
+            self._pending += view
+            header = self._parser.advance(self._pending)
+            if header is None:
+                return []
+            self._key = _open_header(header, self._rings, self._expected)
+            self.header = header
+            self._parser = None
+            if header.suite.curve is not None:
+                _verifying_key(header.suite, header.encryption_context)
+                self._hash = hashlib.new(_HASHLIB[header.suite.curve])
+                self._hash.update(self._pending[: header.size])
+            rest = bytes(self._pending[header.size :])
+            self._pending.clear()
+            if header.framed:
+                self._codec = AwsFrameCodec(self._key, header.message_id, header.frame_length)
+                self._phase = "frames"
+            else:
+                self._codec = _SingleBlockCodec(self._key, header.message_id, self._max_body)
+                self._phase = "single"
+            return self._feed(memoryview(rest)) if rest else []
+        if self._phase == "frames":
+            return self._frames(view)
+        if self._phase == "single":
+            return self._single(view)
+        if self._phase == "footer":
+            self._footer_bytes(view)
+            return []
+        raise FormatError("bytes after the end of the message")
+
+    def _frames(self, view: memoryview) -> list[SegmentJob]:
+        assert self.header is not None
+        regular = self.header.frame_length + _REGULAR
+        jobs: list[SegmentJob] = []
+        pending = self._pending
+        if pending:
+            # Complete the held frame from the new bytes (its size shows as they come).
+            while len(pending) < (need := self._frame_size(pending)):
+                if not view:
+                    return jobs
+                take = min(len(view), need - len(pending))
+                pending += view[:take]
+                view = view[take:]
+            frame = bytes(pending)
+            pending.clear()
+            self._hashed(memoryview(frame))
+            if frame[:4] == _FINAL_MARK:
+                return self._end_frames(frame, view)
+            jobs.append(self._job(frame, 1))
+        # Whole regular frames straight from the caller's buffer, no copy.
+        pos = regular * self._regular_frames(view, regular)
+        if pos:
+            self._hashed(view[:pos])
+            jobs.append(self._job(view[:pos], pos // regular))
+        rest = view[pos:]
+        if len(rest) >= self._frame_size(rest) and rest[:4] == _FINAL_MARK:
+            frame = bytes(rest[: self._frame_size(rest)])
+            self._hashed(memoryview(frame))
+            self._end_frames(frame, rest[len(frame) :])
+        else:
+            pending += rest
+        return jobs
+
+    @staticmethod
+    def _regular_frames(view: memoryview, regular: int) -> int:
+        """How many whole regular frames ``view`` starts with (it ends before the final
+        frame's ``FFFFFFFF`` mark). Frame starts are read in one strided copy: only a
+        frame whose first byte is FF needs a closer look."""
+        n = len(view) // regular
+        firsts = view[: n * regular : regular].tobytes()
+        at = firsts.find(0xFF)
+        while at >= 0:
+            if view[at * regular : at * regular + 4] == _FINAL_MARK:
+                return at
+            at = firsts.find(0xFF, at + 1)
+        return n
+
+    def _frame_size(self, head: Buffer) -> int:
+        """The length of the frame starting with ``head``, or of as much of its start as
+        shows that length (4 bytes, then the final frame's 24)."""
+        assert self.header is not None
+        if len(head) < 4:
+            return 4
+        if bytes(head[:4]) != _FINAL_MARK:
+            return self.header.frame_length + _REGULAR
+        if len(head) < 24:
+            return 24
+        n = int.from_bytes(head[20:24], "big")
+        if n > self.header.frame_length:
+            raise FormatError(
+                f"the final frame claims {n} bytes, more than the frame length "
+                f"{self.header.frame_length}"
+            )
+        return 24 + n + _TAG
+
+    def _job(self, data: Buffer, count: int) -> SegmentJob:
+        assert self._codec is not None
+        first = self._index
+        if first + count > _MAX_FRAMES:
+            raise LimitExceededError("the message has more than 2**32 - 1 frames")
+        self._index += count
+        return SegmentJob(self._codec, False, first, count, data, False)
+
+    def _end_frames(self, frame: bytes, rest: memoryview) -> list[SegmentJob]:
+        self._final = frame
+        assert self.header is not None
+        self._phase = "footer" if self.header.suite.signed else "done"
+        if len(rest):
+            self._feed(rest)
+        return []
+
+    def _single(self, view: memoryview) -> list[SegmentJob]:
+        pending = self._pending
+        pending += view
+        if len(pending) >= 20:
+            n = int.from_bytes(pending[_IV:20], "big")
+            if n > self._max_body:
+                raise LimitExceededError(
+                    f"the non-framed body holds {n} bytes, over max_body_size={self._max_body}"
+                )
+            end = 20 + n + _TAG
+            if len(pending) >= end:
+                self._final = bytes(pending[:end])
+                rest = bytes(pending[end:])
+                pending.clear()
+                self._hashed(memoryview(self._final))
+                assert self.header is not None
+                self._phase = "footer" if self.header.suite.signed else "done"
+                if rest:
+                    self._feed(memoryview(rest))
+        return []
+
+    def _footer_bytes(self, view: memoryview) -> None:
+        self._footer += view
+        assert self.header is not None and self.header.suite.curve is not None
+        if len(self._footer) >= 2:
+            n = int.from_bytes(self._footer[:2], "big")
+            if n > _MAX_SIGNATURE[self.header.suite.curve]:
+                raise FormatError(f"the footer claims a {n}-byte signature, too long for the curve")
+            if len(self._footer) > 2 + n:
+                raise FormatError("bytes after the end of the message")
+
+    # -- the end ------------------------------------------------------------------------
+    def finish(self) -> list[SegmentJob]:
+        self._check()
+        try:
+            return self._finish_jobs()
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def _finish_jobs(self) -> list[SegmentJob]:
+        header = self.header
+        if self._phase == "header" or header is None:
+            raise TruncatedStreamError("the message ended inside its header")
+        if self._final is None:
+            raise TruncatedStreamError(
+                f"the message ended after {self._index} frame(s), before its final frame"
+            )
+        if header.suite.curve is not None:
+            n = int.from_bytes(self._footer[:2], "big") if len(self._footer) >= 2 else -1
+            if n < 0 or len(self._footer) != 2 + n:
+                raise TruncatedStreamError(
+                    "the message ended before the end of its signature footer"
+                )
+            assert self._hash is not None
+            digest = self._hash.digest()
+            key = _verifying_key(header.suite, header.encryption_context)
+            algorithm = ec.ECDSA(Prehashed(_CURVES[header.suite.curve][1]))
+            try:
+                key.verify(bytes(self._footer[2:]), digest, algorithm)
+            except InvalidSignature:
+                raise InvalidSignatureError(
+                    "the message signature did not verify: the message was altered or was not "
+                    "written by the holder of the signing key"
+                ) from None
+            self.signature_verified = True
+        assert self._codec is not None
+        final = self._final
+        self._final = None
+        self._finish()
+        job = SegmentJob(self._codec, False, self._index, 1, final, True)
+        return [job]
+
+    # -- as a plain transform -----------------------------------------------------------
+    def update(self, data: Buffer, /) -> bytes:
+        jobs = self.feed(data)
+        try:
+            return b"".join(bytes(job.run()) for job in jobs)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+    def finalize(self) -> bytes:
+        jobs = self.finish()
+        try:
+            return b"".join(bytes(job.run()) for job in jobs)
+        except Exception as exc:
+            raise self._break(exc) from None
+
+
+class _Gate(Lifecycle):
+    """Holds every plaintext byte of a signed message back until the body decryptor
+    verified the signature (an unsigned message's frames pass as they verified)."""
+
+    __slots__ = ("_body", "_held", "_limit")
+
+    def __init__(self, body: AwsBodyDecryptor, limit: int) -> None:
+        self._init_lifecycle()
+        self._body = body
+        self._held = bytearray()
+        self._limit = limit
+
+    def _signed(self) -> bool:
+        header = self._body.header
+        return header is None or header.suite.signed
+
+    def update(self, data: Buffer, /) -> bytes:
+        self._check()
+        if not self._signed():
+            return data if isinstance(data, bytes) else bytes(data)
+        if len(self._held) + len(data) > self._limit:
+            raise self._break(
+                LimitExceededError(
+                    f"a signed message's plaintext is held until its signature verified, "
+                    f"here at most {self._limit} bytes (max_buffered): raise max_buffered, "
+                    "read the file with streamcrypt.open (it verifies before any read), or "
+                    "pass allow_unverified=True to release frames before the signature"
+                )
+            )
+        self._held += memoryview(data).cast("B")
+        return b""
+
+    def finalize(self) -> bytes:
+        self._check()
+        if self._signed() and not self._body.signature_verified:
+            raise self._break(InvalidSignatureError("the message signature was not verified"))
+        out = bytes(self._held)
+        self._held.clear()
+        self._finish()
+        return out
+
+
+class AwsDecryptor(Chain):
+    """Decrypt an AWS Encryption SDK message (sans-I/O transform).
+
+    ``key``: one keyring or several, tried in order. ``encryption_context``: entries
+    the message must carry (else :class:`AuthenticationError`). ``allow_legacy``: read the
+    non-committing suites (v1 messages). A signed message's plaintext is held (up to
+    ``max_buffered`` bytes) until its signature verified; ``allow_unverified=True``
+    releases each frame once its tag verified instead (the last one still after the
+    signature). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
+    :class:`UnknownKeyError`, :class:`AuthenticationError`, :class:`InvalidSignatureError`,
+    :class:`TruncatedStreamError`, :class:`LimitExceededError`.
+    """
+
+    __slots__ = ("body",)
+
+    def __init__(
+        self,
+        key: KeyringLike,
+        *,
+        encryption_context: Mapping[str, str] | None = None,
+        allow_legacy: bool = False,
+        allow_unverified: bool = False,
+        max_encrypted_data_keys: int | None = DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
+        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_buffered: int = 1 << 30,
+    ) -> None:
+        limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
+        self.body = AwsBodyDecryptor(
+            _keyrings(key), dict(encryption_context or {}), limits, max_body_size
+        )
+        stages: list[Transform] = [self.body]
+        if not allow_unverified:
+            stages.append(_Gate(self.body, max_buffered))
+        super().__init__(*stages)
+
+    @property
+    def header(self) -> AwsHeader | None:
+        """The header once it authenticated."""
+        return self.body.header
+
+
+def encrypt_bytes(plaintext: Buffer, key: KeyringLike, **options: object) -> bytes:
+    """Encrypt a whole message in one call (options as :class:`AwsEncryptor`)."""
+    enc = AwsEncryptor(key, **options)  # type: ignore[arg-type]
+    return enc.update(plaintext) + enc.finalize()
+
+
+def decrypt_bytes(ciphertext: Buffer, key: KeyringLike, **options: object) -> bytes:
+    """Decrypt a whole message in one call (options as :class:`AwsDecryptor`)."""
+    dec = AwsDecryptor(key, **options)  # type: ignore[arg-type]
+    return dec.update(ciphertext) + dec.finalize()
