@@ -55,7 +55,7 @@ from ..errors import (
     InvalidParameterError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, load_json, random_bytes
+from ..keys import HoldsSecrets, SecretKey, load_json, random_bytes
 
 __all__ = [
     "AES_CTR_HMAC_TYPE_URL",
@@ -197,7 +197,7 @@ TEMPLATES: dict[str, TinkStreamingParams] = {
 
 
 @dataclass(frozen=True, slots=True)
-class TinkStreamingKey:
+class TinkStreamingKey(HoldsSecrets):
     """One Tink streaming AEAD key: the key value (initial key material) and its parameters.
 
     ``key_id`` is the keyset's key id (0 for a raw key); ciphertexts do not carry it. The
@@ -266,7 +266,7 @@ def _params(params: TinkStreamingParams | str) -> TinkStreamingParams:
 
 
 @dataclass(frozen=True, slots=True)
-class TinkKeyset:
+class TinkKeyset(HoldsSecrets):
     """The enabled streaming AEAD keys of a Tink keyset and which one is primary.
 
     Encryption uses the primary key; decryption tries every key in keyset order, because
@@ -275,6 +275,8 @@ class TinkKeyset:
 
     keys: tuple[TinkStreamingKey, ...]
     primary_key_id: int
+
+    _pickle_advice: ClassVar[str] = "store it with to_json() where keysets belong"
 
     def __post_init__(self) -> None:
         if not self.keys:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import NoReturn
 
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
@@ -43,7 +42,7 @@ from ..errors import (
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import SecretKey, random_bytes
+from ..keys import HoldsSecrets, SecretKey, random_bytes
 from ._curve25519 import key_bytes, native, point_bytes
 
 __all__ = [
@@ -181,7 +180,7 @@ class EdDsaBlake2bPublicKey:
         return f"EdDsaBlake2bPublicKey({self._raw.hex()})"
 
 
-class EdDsaBlake2bPrivateKey:
+class EdDsaBlake2bPrivateKey(HoldsSecrets):
     """An EdDSA-BLAKE2b signing key from its 32-byte seed (``crypto_eddsa_key_pair``).
 
     Monocypher's 64-byte secret key is ``seed || public key``. ``repr`` shows only the
@@ -189,6 +188,8 @@ class EdDsaBlake2bPrivateKey:
     """
 
     __slots__ = ("_prefix", "_public", "_scalar", "_seed")
+
+    _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         raw = key_bytes(seed, "an EdDSA seed")
@@ -252,9 +253,6 @@ class EdDsaBlake2bPrivateKey:
         return f"EdDsaBlake2bPrivateKey(<seed hidden>, public={self.public_bytes().hex()})"
 
     __str__ = __repr__
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("EdDsaBlake2bPrivateKey is not picklable; store its seed deliberately")
 
 
 def _public(key: EdDsaBlake2bPublicKey | Buffer) -> EdDsaBlake2bPublicKey:
