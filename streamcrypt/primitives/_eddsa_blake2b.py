@@ -14,10 +14,13 @@ cofactored equation, which also agrees with batch verification.
 Signing touches secrets (the trimmed scalar a, the nonce r), so all its arithmetic is
 native and constant time: scalars in C Monocypher (``crypto_eddsa_trim_scalar``,
 ``_reduce``, ``_mul_add``; see :mod:`._curve25519`), base-point multiplications in
-libsodium (twice as fast as Monocypher's here); Python never holds a or r as an integer. Verification handles public values only: its point arithmetic is libsodium's
-(PyNaCl): base-point multiplications, point addition and subtraction (which decode any
-on-curve encoding) and one variable-base multiplication of the prime-order point [8]A,
-with the public scalars S and h as Python integers. Hashes run in hashlib's BLAKE2b. Signing hashes the message twice (the nonce is derived from it), so it needs the
+libsodium (twice as fast as Monocypher's here); Python never holds a or r as an integer.
+Verification handles public values only: its point arithmetic is libsodium's (PyNaCl):
+base-point multiplications, point addition and subtraction (which decode any on-curve
+encoding) and one variable-base multiplication of the prime-order point [8]A, with the
+public scalars S and h as Python integers. Hashes run in hashlib's BLAKE2b.
+
+Signing hashes the message twice (the nonce is derived from it), so it needs the
 whole message or a way to read it twice (:meth:`EdDsaBlake2bPrivateKey.sign_chunks`);
 verification hashes it once, so :class:`EdDsaBlake2bVerifier` is a tap that checks a stream
 as it passes.
@@ -184,7 +187,8 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
     """An EdDSA-BLAKE2b signing key from its 32-byte seed (``crypto_eddsa_key_pair``).
 
     Monocypher's 64-byte secret key is ``seed || public key``. ``repr`` shows only the
-    public key. Needs the ``monocypher`` extra (signing runs in C Monocypher). Raises :class:`InvalidKeySizeError` for a seed that is not 32 bytes.
+    public key. Needs the ``monocypher`` extra (signing runs in C Monocypher). Raises
+    :class:`InvalidKeySizeError` for a seed that is not 32 bytes.
     """
 
     __slots__ = ("_prefix", "_public", "_scalar", "_seed")
