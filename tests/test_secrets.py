@@ -483,3 +483,10 @@ def test_holders_refuse_to_pickle_with_a_clear_type_error(name: str) -> None:
     obj = _build(name)
     with pytest.raises(TypeError, match="holds key material and is not picklable"):
         pickle.dumps(obj)
+
+
+def test_a_monocypher_build_without_the_c_symbols_fails_with_a_clear_import_error() -> None:
+    from streamcrypt.primitives import _curve25519
+
+    with pytest.raises(ImportError, match="does not export Monocypher's crypto_nothing"):
+        _curve25519.native("crypto_nothing", 32, SECRET)

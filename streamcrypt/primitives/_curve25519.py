@@ -73,7 +73,13 @@ def monocypher() -> Any:
 @functools.cache
 def _symbol(name: str) -> Callable[..., None]:
     """Monocypher's C function ``name`` from pymonocypher's extension (void, byte pointers)."""
-    function = getattr(ctypes.CDLL(monocypher().__file__), name)
+    try:
+        function = getattr(ctypes.CDLL(monocypher().__file__), name)
+    except (OSError, AttributeError):  # a build whose extension exports only its init
+        raise ImportError(
+            f"this pymonocypher build does not export Monocypher's {name}; install the "
+            "wheel or sdist from PyPI (pip install 'streamcrypt[monocypher]')"
+        ) from None
     function.restype = None
     return function  # type: ignore[no-any-return]
 
