@@ -248,7 +248,54 @@ def _ece_keyid_not_utf8(data: bytes) -> bool:
     return False
 
 
+def _tink_keyset_without_enabled_key(parse: Callable[[Any], Any]) -> Callable[[bytes], bool]:
+    """A keyset tink's own protobuf parser reads, in which no key is ENABLED."""
+
+    def applies(data: bytes) -> bool:
+        from tink.proto import tink_pb2
+
+        try:
+            keyset = parse(data)
+        except Exception:
+            return False
+        return not any(key.status == tink_pb2.ENABLED for key in keyset.key)
+
+    return applies
+
+
+def _tink_binary(data: bytes) -> Any:
+    import tink
+
+    return tink.BinaryKeysetReader(data).read()
+
+
+def _tink_json(data: bytes) -> Any:
+    import tink
+
+    return tink.JsonKeysetReader(data.decode("utf-8")).read()
+
+
+_NO_ENABLED_KEY = (
+    "a keyset with no ENABLED key, which tink reads when all its key material is "
+    "ASYMMETRIC_PUBLIC (it then decrypts nothing); we refuse it as no key to use "
+    "(codecs/tink_keyset.py)"
+)
+
 DIFFERENCES: tuple[Difference, ...] = (
+    Difference(
+        "tink-keyset-no-enabled-key",
+        "tink-keyset-binary",
+        False,
+        _NO_ENABLED_KEY,
+        _tink_keyset_without_enabled_key(_tink_binary),
+    ),
+    Difference(
+        "tink-keyset-no-enabled-key",
+        "tink-keyset-json",
+        False,
+        _NO_ENABLED_KEY,
+        _tink_keyset_without_enabled_key(_tink_json),
+    ),
     Difference(
         "ece-no-records",
         "ece",

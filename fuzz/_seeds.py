@@ -55,6 +55,10 @@ DICTIONARY: dict[str, list[bytes]] = {
         b'"outputPrefixType"',
         b'"ENABLED"',
         b'"RAW"',
+        b"4294967297",
+        b"2147483648",
+        b"9223372036854775808",
+        b"-9223372036854775808",
         b"1e400",
         b"Infinity",
         b"null",
@@ -138,7 +142,13 @@ def _tink_keysets(binary: bool) -> list[bytes]:
         fmt = tink_pkg.proto_keyset_format
         return [bytes(fmt.serialize(h, secret_key_access.TOKEN)) for h in handles]
     fmt_json = tink_pkg.json_proto_keyset_format
-    return [fmt_json.serialize(h, token).encode() for h in handles]
+    out = [fmt_json.serialize(h, token).encode() for h in handles]
+    # enums as numbers (protobuf's JSON takes both), so mutations reach numbers outside int32
+    numbers = {'"ENABLED"': "1", '"RAW"': "3", '"SYMMETRIC"': "1"}
+    text = out[-1].decode()
+    for name, number in numbers.items():
+        text = text.replace(name, number)
+    return [*out, text.encode()]
 
 
 def _cobblestone() -> list[bytes]:

@@ -7,10 +7,13 @@ import json
 
 import pytest
 
+import streamcrypt
+from streamcrypt.codecs import FORMATS
 from streamcrypt.codecs.container import StreamDecryptor, StreamEncryptor
 from streamcrypt.errors import (
     AuthenticationError,
     FormatError,
+    InvalidKeySizeError,
     InvalidParameterError,
     LimitExceededError,
     UnknownKeyError,
@@ -262,3 +265,55 @@ def test_wipe() -> None:
     assert len(ring) == 0 and len(key) == 0
     with pytest.raises(UnknownKeyError):
         ring.active  # noqa: B018
+
+
+# A ring's keys reach a format through the format's own key-size check: a key of the
+# wrong size in a ring is refused as a bare key of that size is, never used.
+
+WRONG_SIZES = (1, 8, 15, 16, 24, 31, 32, 33, 64)
+
+
+def _sized_ring(size: int, key_id: str = "k") -> KeyRing:
+    return KeyRing([SecretKey(bytes(range(1, size + 1)), key_id=key_id)])
+
+
+def _ring_size(name: str) -> int | None:
+    """The key size format ``name`` keys a ring with, or None if it takes no ring."""
+    for size in (32, 16):
+        try:
+            streamcrypt.encrypt_bytes(b"x", _sized_ring(size), format=name)
+        except InvalidParameterError:
+            continue
+        return size
+    return None
+
+
+def test_the_formats_that_take_a_ring() -> None:
+    taking = {name: _ring_size(name) for name in FORMATS}
+    assert {name: size for name, size in taking.items() if size} == {"native": 32, "ece": 16}
+
+
+@pytest.mark.parametrize("name", ["native", "ece"])
+def test_a_ring_key_of_the_wrong_size_is_refused_by_every_ring_format(name: str) -> None:
+    good = _ring_size(name)
+    assert good is not None
+    sealed = streamcrypt.encrypt_bytes(b"secret", _sized_ring(good), format=name)
+    for size in WRONG_SIZES:
+        if size == good:
+            continue
+        ring = _sized_ring(size)
+        with pytest.raises(InvalidKeySizeError, match=f"{good}"):
+            streamcrypt.encrypt_bytes(b"secret", ring, format=name)
+        with pytest.raises(InvalidKeySizeError, match=f"{good}"):
+            streamcrypt.decrypt_bytes(sealed, ring, format=name)  # the same id, short key
+
+
+def test_a_ring_of_16_byte_keys_gives_no_128_bit_container_key() -> None:
+    """The README's HTTP ring (``ring.rotate(16)``) is refused by the native container."""
+    ring = KeyRing()
+    ring.rotate(16)
+    with pytest.raises(InvalidKeySizeError, match="32 bytes, got 16"):
+        StreamEncryptor(ring)
+    ring.rotate()
+    blob = _enc(ring, b"data")  # the 32-byte key, now active, encrypts
+    assert _dec(ring, blob) == b"data"

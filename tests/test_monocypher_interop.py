@@ -46,10 +46,35 @@ from streamcrypt.primitives import (
     x25519_inverse,
     x25519_to_eddsa,
 )
-from streamcrypt.primitives._field25519 import fe, fe_bytes, invsqrt
-from streamcrypt.primitives._x25519_extras import _low_order_points
 
 L = (1 << 252) + 27742317777372353535851937790883648493
+P = (1 << 255) - 19
+
+#: [k]T for k = 0..7, T Monocypher's point of order 8 (both coordinates below p/2).
+LOW_ORDER_POINTS = [
+    bytes.fromhex(h)
+    for h in (
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+        "0000000000000000000000000000000000000000000000000000000000000080",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    )
+]
+
+
+def _fe(data: bytes) -> int:
+    """A field element as Monocypher reads one (top bit ignored, reduced mod p)."""
+    return (int.from_bytes(data, "little") & ((1 << 255) - 1)) % P
+
+
+def _on_curve(u: int) -> bool:
+    """u^3 + A u^2 + u is a square (Euler's criterion), so u is on the curve, not the twist."""
+    v = u * (u * u + 486662 * u + 1) % P
+    return v == 0 or pow(v, (P - 1) // 2, P) == 1
 
 
 def _rng(name: str) -> random.Random:
@@ -109,7 +134,7 @@ def test_eddsa_accepts_what_monocypher_accepts_under_torsioned_keys() -> None:
     rng = _rng("eddsa-torsion")
     for i in range(60):
         a = rng.randrange(1, L)
-        torsion = _low_order_points()[1 + i % 7]
+        torsion = LOW_ORDER_POINTS[1 + i % 7]
         public = sodium.crypto_core_ed25519_add(
             sodium.crypto_scalarmult_ed25519_base_noclamp(a.to_bytes(32, "little")), torsion
         )
@@ -128,7 +153,7 @@ def test_eddsa_accepts_what_monocypher_accepts_under_torsioned_keys() -> None:
 
 
 def test_eddsa_refuses_low_order_keys_monocypher_would_accept() -> None:
-    for point in _low_order_points():
+    for point in LOW_ORDER_POINTS:
         forged = (1).to_bytes(32, "little") + bytes(32)  # R = identity, S = 0
         assert C.eddsa_check(forged, point, b"any message")  # Monocypher: forged
         with pytest.raises(InvalidPublicKeyError):
@@ -163,7 +188,7 @@ def test_dirty_keys_agree_with_clean_x25519() -> None:
 
 def test_x25519_inverse_matches_c_on_curve_and_twist_points() -> None:
     rng = _rng("inverse")
-    for i in range(200):  # random u: about half on the twist (the Python ladder path)
+    for i in range(200):  # random u: about half on the twist
         sk, point = _bytes(rng, 32), _bytes(rng, 32)
         assert x25519_inverse(sk, point) == C.x25519_inverse(sk, point), i
     base = monocypher.x25519_public_key(_bytes(rng, 32))
@@ -217,9 +242,8 @@ def test_elligator_map_and_reverse_match_c_both_ways() -> None:
         u = _bytes(rng, 32)
         theirs = C.elligator_rev(u, tweak)
         assert elligator_rev(u, tweak) == theirs, i
-        on_curve = invsqrt(fe(u) * (fe(u) ** 2 + 486662 * fe(u) + 1))[1]
-        if theirs is not None and on_curve:  # the round trip gives the point back
-            assert elligator_map(theirs) == fe_bytes(fe(u))
+        if theirs is not None and _on_curve(_fe(u)):  # the round trip gives the point back
+            assert elligator_map(theirs) == _fe(u).to_bytes(32, "little")
     assert represented == 1500  # the image of the map is always representable
 
 

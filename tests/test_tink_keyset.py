@@ -168,6 +168,48 @@ JSON_CASES: dict[str, tuple[bool, str]] = {
     "deep nesting (was RecursionError)": (False, '{"a":' + "[" * 5000),
     "top level is a list": (False, "[]"),
 }
+# Enum numbers outside int32 (issue 27 #13, found by a structure-aware differential fuzz):
+# protobuf looks a number up as an int64 cut to 32 bits and keeps one it does not find only
+# if it fits an int32.
+JSON_ENUM_NUMBERS: dict[str, tuple[bool, str, Any]] = {
+    "status 2**32 + 1: its low 32 bits name ENABLED": (True, "status", (1 << 32) + 1),
+    "status '4294967297' as a string": (True, "status", str((1 << 32) + 1)),
+    "status 2**40 + 1": (True, "status", (1 << 40) + 1),
+    "status -(2**32) + 1": (True, "status", -(1 << 32) + 1),
+    "status 2**63 - 2**32 + 1": (True, "status", (1 << 63) - (1 << 32) + 1),
+    "status 4294967297.0 as a number": (True, "status", float((1 << 32) + 1)),
+    "status '4294967297.0' as a string": (False, "status", "4294967297.0"),
+    "status 2**31: no such value, not an int32": (False, "status", 1 << 31),
+    "status 2**33 + 5: no value 5, not an int32": (False, "status", (1 << 33) + 5),
+    "status 2**63 + 1: not an int64": (False, "status", (1 << 63) + 1),
+    "status 2**64 + 1": (False, "status", (1 << 64) + 1),
+    "output prefix 2**32 + 3 (RAW)": (True, "outputPrefixType", (1 << 32) + 3),
+    "output prefix '4294967299'": (True, "outputPrefixType", "4294967299"),
+    "key material 2**32 (UNKNOWN_KEYMATERIAL)": (True, "keyMaterialType", 1 << 32),
+    "key material -2**63": (True, "keyMaterialType", -(1 << 63)),
+    "key material 2**31 - 1 (unknown, kept)": (True, "keyMaterialType", (1 << 31) - 1),
+    "key material -2**31 (unknown, kept)": (True, "keyMaterialType", -(1 << 31)),
+    "key material 2**31": (False, "keyMaterialType", 1 << 31),
+    "key material -2**31 - 1": (False, "keyMaterialType", -(1 << 31) - 1),
+    "key material 2**32 + 2**31": (False, "keyMaterialType", (1 << 32) + (1 << 31)),
+    "key material 2**63 - 1 (low bits -1, not an int32)": (
+        False,
+        "keyMaterialType",
+        (1 << 63) - 1,
+    ),
+}
+
+
+def _enum_number(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        (_key(doc)["keyData"] if field == "keyMaterialType" else _key(doc))[field] = value
+
+    return change
+
+
+for _name, (_ok, _field, _value) in JSON_ENUM_NUMBERS.items():
+    JSON_CASES[_name] = (_ok, _with(_enum_number(_field, _value)))
+
 # json.dumps cannot write 1e400 or Infinity: put them in by hand.
 JSON_CASES["key id 1e400 (was OverflowError)"] = (
     False,
@@ -351,6 +393,28 @@ def test_random_variants_get_tinks_verdict(seed: int) -> None:
         except UnicodeDecodeError:
             continue
         assert we_accept(K.keyset_from_json, text) is tink_accepts_json(text), text
+
+
+def test_a_keyset_without_an_enabled_key_is_the_one_deliberate_difference() -> None:
+    """Tink reads a keyset with no ENABLED key when all its material is public (it then
+    decrypts nothing); we refuse it, and the fuzz harness knows this difference by name."""
+
+    def only_public_disabled(doc: dict[str, Any]) -> None:
+        _key(doc)["status"] = "DISABLED"
+        _key(doc)["keyData"]["keyMaterialType"] = "ASYMMETRIC_PUBLIC"
+
+    text = _with(only_public_disabled)
+    assert tink_accepts_json(text)
+    assert not we_accept(K.keyset_from_json, text)
+    found = _peers.deliberate("tink-keyset-json", text.encode(), False)
+    assert found is not None and found.id == "tink-keyset-no-enabled-key"
+    handle = tink.json_proto_keyset_format.parse(text, secret_key_access.TOKEN)
+    binary = bytes(tink.proto_keyset_format.serialize(handle, secret_key_access.TOKEN))
+    assert tink_accepts_binary(binary)
+    assert not we_accept(K.keyset_from_binary, binary)
+    found = _peers.deliberate("tink-keyset-binary", binary, False)
+    assert found is not None and found.id == "tink-keyset-no-enabled-key"
+    assert _peers.deliberate("tink-keyset-binary", BIN, False) is None  # an enabled key
 
 
 def test_old_module_reexports_everything() -> None:

@@ -164,18 +164,19 @@ def _header_tag(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
 _KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey or a KeyRing"
 
 
-def _encryption_key(key: KeyLike) -> SecretKey:
+def _master_key(key: KeyLike, key_id: str | None = None) -> SecretKey:
+    """The 32-byte master key: ``key`` itself, or from a :class:`KeyRing` its active key
+    (``key_id`` None: encrypting) or the key the header names. The one place key material
+    becomes a container key, so every path checks its size (:class:`InvalidKeySizeError`)
+    and a ring cannot pass a short key; raises :class:`UnknownKeyError` for an id the ring
+    lacks."""
+    what = "a container key"
     if isinstance(key, KeyRing):
-        return key.active
-    return as_secret_key(key, 32, kinds=_KEY_KINDS)
-
-
-def _decryption_key(key: KeyLike, key_id: str) -> SecretKey:
-    if isinstance(key, KeyRing):
-        if not key_id:
+        if key_id == "":
             raise UnknownKeyError("the stream names no key id, so a KeyRing cannot pick a key")
-        return key.get(key_id)
-    return as_secret_key(key, 32, kinds=_KEY_KINDS)
+        key = key.active if key_id is None else key.get(key_id)
+        what = f"the container key {key.key_id!r} of the KeyRing"
+    return as_secret_key(key, 32, what=what, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -227,7 +228,7 @@ def _open_header(key: KeyLike, aad: Buffer, data: bytes) -> tuple[ContainerCodec
         return None
     header, pos = parsed
     body = data[:pos]
-    master = _decryption_key(key, header.key_id)
+    master = _master_key(key, header.key_id)
     seg_key, mac_key = _derive(master, header, body)
     if not hmac.compare_digest(_header_tag(mac_key, body, aad), data[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
@@ -263,7 +264,7 @@ class StreamEncryptor(SegmentedEncryptor):
                 f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
             )
         _check_segment_size(segment_size)
-        master = _encryption_key(key)
+        master = _master_key(key)
         aead_cls = _SUITES[SUITE_IDS[suite]]
         prefix_len = aead_cls.nonce_size - 5
         salt = random_bytes(SALT_SIZE) if salt is None else salt

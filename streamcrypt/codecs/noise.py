@@ -49,7 +49,7 @@ from ..errors import (
     LimitExceededError,
     StreamCryptError,
 )
-from ..keys import SecretKey, key_bytes
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ..primitives import AES256GCM, Aead, ChaCha20Poly1305Suite
 from ._noise_patterns import HandshakePattern, NoiseProtocolName, parse_pattern
 
@@ -137,7 +137,7 @@ def _dh(private: X25519PrivateKey, public: bytes) -> bytes:
         ) from None
 
 
-class CipherState(Lifecycle):
+class CipherState(HoldsSecrets, Lifecycle):
     """A Noise CipherState: key ``k`` (possibly empty) and nonce counter ``n``.
 
     ``encrypt(ad, plaintext)`` and ``decrypt(ad, ciphertext)`` use and advance the nonce;
@@ -326,7 +326,7 @@ class CipherState(Lifecycle):
         return f"CipherState({self._cipher}, {key}, nonce={self._n}, state={self._state.value})"
 
 
-class FixedKeyCipher:
+class FixedKeyCipher(HoldsSecrets):
     """One CipherState key with explicit nonces: pure seal/open for batch workers.
 
     Callers assign nonces themselves (``CipherState.fixed_key()`` then
@@ -401,7 +401,7 @@ class FixedKeyCipher:
         return f"FixedKeyCipher({self._cipher}, <key hidden>)"
 
 
-class SymmetricState:
+class SymmetricState(HoldsSecrets):
     """The Noise SymmetricState: chaining key ``ck``, hash ``h`` and a CipherState.
 
     Method names follow the spec (MixKey, MixHash, MixKeyAndHash, EncryptAndHash,
@@ -496,7 +496,7 @@ def _message_overheads(pattern: HandshakePattern) -> tuple[int, ...]:
     return tuple(out)
 
 
-class NoiseHandshake(Lifecycle):
+class NoiseHandshake(HoldsSecrets, Lifecycle):
     """A Noise HandshakeState for one side, driven without I/O.
 
     ``protocol_name`` is e.g. ``"Noise_XX_25519_ChaChaPoly_BLAKE2s"``. Keys: ``s`` this

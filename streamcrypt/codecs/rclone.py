@@ -61,7 +61,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import random_bytes
+from ..keys import HoldsSecrets, random_bytes
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
 from ._format import FormatOptions, ReadAt, SegmentedFormat
@@ -135,12 +135,14 @@ NameEncoding = Literal["base32", "base64", "base32768"]
 
 
 @dataclass(frozen=True, slots=True)
-class RcloneKeys:
+class RcloneKeys(HoldsSecrets):
     """The three keys of a crypt remote: data key, name key, name tweak (no bytes in repr)."""
 
     data_key: bytes = field(repr=False)
     name_key: bytes = field(repr=False)
     name_tweak: bytes = field(repr=False)
+
+    _pickle_advice: ClassVar[str] = "rebuild it on the other side with from_config()"
 
     def __post_init__(self) -> None:
         sizes = (len(self.data_key), len(self.name_key), len(self.name_tweak))

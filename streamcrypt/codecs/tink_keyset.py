@@ -24,7 +24,9 @@ followed by Tink's keyset rules:
 - JSON (protobuf's ``json_format.Parse``): unknown members and members named twice are
   errors; a field may be named in lowerCamelCase or as in the .proto; ``null`` means
   absent; integers may be JSON numbers with an integral value or strings of one; enums
-  are names or numbers (unknown numbers are kept, unknown names are errors); bytes are
+  are names or numbers (unknown names are errors; a number whose low 32 bits name a value
+  is that value, as protobuf looks numbers up, any other int32 is kept as an unknown
+  value); bytes are
   base64 in either alphabet, padding optional; strings must not hold lone surrogates.
 - Keyset rules: every key not DESTROYED needs key data, a known status and a known
   prefix type; at least one key not DESTROYED; exactly one ENABLED key carries the
@@ -55,7 +57,7 @@ from ..errors import (
     InvalidParameterError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, load_json, random_bytes
+from ..keys import HoldsSecrets, SecretKey, load_json, random_bytes
 
 __all__ = [
     "AES_CTR_HMAC_TYPE_URL",
@@ -197,7 +199,7 @@ TEMPLATES: dict[str, TinkStreamingParams] = {
 
 
 @dataclass(frozen=True, slots=True)
-class TinkStreamingKey:
+class TinkStreamingKey(HoldsSecrets):
     """One Tink streaming AEAD key: the key value (initial key material) and its parameters.
 
     ``key_id`` is the keyset's key id (0 for a raw key); ciphertexts do not carry it. The
@@ -266,7 +268,7 @@ def _params(params: TinkStreamingParams | str) -> TinkStreamingParams:
 
 
 @dataclass(frozen=True, slots=True)
-class TinkKeyset:
+class TinkKeyset(HoldsSecrets):
     """The enabled streaming AEAD keys of a Tink keyset and which one is primary.
 
     Encryption uses the primary key; decryption tries every key in keyset order, because
@@ -275,6 +277,8 @@ class TinkKeyset:
 
     keys: tuple[TinkStreamingKey, ...]
     primary_key_id: int
+
+    _pickle_advice: ClassVar[str] = "store it with to_json() where keysets belong"
 
     def __post_init__(self) -> None:
         if not self.keys:
@@ -465,6 +469,8 @@ def _skip_group(data: bytes, pos: int, number: int, depth: int) -> int:
 
 
 def _to_int32(value: int) -> int:
+    """An enum value as protobuf stores it, read from a varint or a JSON number: the low
+    32 bits, signed."""
     value &= 0xFFFF_FFFF
     return value - (1 << 32) if value >> 31 else value
 
@@ -547,7 +553,12 @@ def _json_scalar(spec: _Field, value: Any) -> int | str | bytes:
             raise ValueError(f"{number} is out of range for uint32")
         return number
     if spec.kind == _ENUM:
-        number = _json_enum(value, cast(Mapping[str, int], spec.enum))
+        names = cast(Mapping[str, int], spec.enum)
+        number = _json_enum(value, names)
+        # protobuf looks a number up among the enum's values as an int64 cut to 32 bits,
+        # and keeps one it does not find only if it fits an int32
+        if -(1 << 63) <= number < 1 << 63 and _to_int32(number) in names.values():
+            return _to_int32(number)
         if not -(1 << 31) <= number < 1 << 31:
             raise ValueError(f"{number} is out of range for an enum")
         return number

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         x25519_key_pair_from_password,
     )
     from ._secret import (
+        HoldsSecrets,
         SecretKey,
         as_secret_key,
         constant_time_equal,
@@ -50,6 +51,7 @@ __all__ = [
     "Argon2Params",
     "Argon2Variant",
     "HashName",
+    "HoldsSecrets",
     "KeyRing",
     "PasswordParams",
     "ScryptParams",
@@ -100,6 +102,7 @@ __getattr__, __dir__ = lazy_exports(
             "x25519_key_pair_from_password",
         ),
         "._secret": (
+            "HoldsSecrets",
             "SecretKey",
             "as_secret_key",
             "constant_time_equal",

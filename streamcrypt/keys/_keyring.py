@@ -58,7 +58,7 @@ from ._password import (
     check_read_params,
     derive_key_from_password,
 )
-from ._secret import SecretKey, random_bytes
+from ._secret import HoldsSecrets, SecretKey, random_bytes
 
 __all__ = ["KeyRing"]
 
@@ -116,7 +116,7 @@ def _kdf_params(doc: object) -> tuple[PasswordParams, bytes]:
     return params, salt
 
 
-class KeyRing:
+class KeyRing(HoldsSecrets):
     """Keys by id. Encrypt with :attr:`active`; decrypt with whichever key a header names.
 
     Rotation adds a new active key and keeps the old ones, so data written under them
@@ -125,6 +125,8 @@ class KeyRing:
     """
 
     __slots__ = ("_active", "_keys")
+
+    _pickle_advice = "serialize it with to_json(password)"
 
     def __init__(self, keys: Iterable[SecretKey] = (), *, active: str | None = None) -> None:
         self._keys: dict[str, SecretKey] = {}

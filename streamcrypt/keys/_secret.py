@@ -1,15 +1,17 @@
-"""Secret key objects whose repr never shows the bytes, and small byte utilities."""
+"""Secret key objects whose repr never shows the bytes, the one rule that keeps secrets out
+of pickles (:class:`HoldsSecrets`), and small byte utilities."""
 
 from __future__ import annotations
 
 import hmac
 import os
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 
 __all__ = [
+    "HoldsSecrets",
     "SecretKey",
     "as_secret_key",
     "constant_time_equal",
@@ -74,7 +76,30 @@ def wipe(buf: bytearray | memoryview | SecretKey) -> None:
     view[:] = bytes(len(view))
 
 
-class SecretKey:
+class HoldsSecrets:
+    """Base of every type that holds a secret (key bytes, a password, a passphrase, a PSK,
+    a private key): its instances refuse to be pickled, and so to be copied, with a
+    :class:`TypeError` naming the class and saying what to do instead.
+
+    The one mechanism that keeps secrets out of pickles (a pickle is a file, a queue
+    message, a cache entry, a Dask task: it outlives the process and leaves it). A
+    subclass may set ``_pickle_advice``. ``tests/test_secrets.py`` finds every public type
+    that takes a secret and checks it refuses, or pickles without the secret.
+    """
+
+    __slots__ = ()
+
+    _pickle_advice: ClassVar[str] = (
+        "pass the key itself to where it is needed, or store keys with KeyRing.to_json(password)"
+    )
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} holds key material and is not picklable; {self._pickle_advice}"
+        )
+
+
+class SecretKey(HoldsSecrets):
     """Symmetric key material with an optional key id.
 
     ``repr`` and ``str`` show the size and the id, never the bytes. The bytes come out
@@ -153,8 +178,7 @@ class SecretKey:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("SecretKey is not picklable; serialize a KeyRing with a password")
+    _pickle_advice = "serialize a KeyRing with a password"
 
 
 def as_secret_key(

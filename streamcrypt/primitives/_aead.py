@@ -30,7 +30,7 @@ from ..errors import (
     LimitExceededError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, key_bytes
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
 
 __all__ = [
@@ -85,7 +85,7 @@ def _auth_failed(suite: str) -> AuthenticationError:
     )
 
 
-class Aead:
+class Aead(HoldsSecrets):
     """An AEAD keyed once, sealing and opening many messages.
 
     Class attributes describe the suite: ``name``, ``key_size``, ``nonce_size``,

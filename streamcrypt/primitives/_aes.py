@@ -52,7 +52,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, constant_time_equal, key_bytes
+from ..keys import HoldsSecrets, SecretKey, constant_time_equal, key_bytes
 from ._xor import xor_bytes
 
 __all__ = [
@@ -115,7 +115,7 @@ def xts_tweak(data_unit: int) -> bytes:
     return data_unit.to_bytes(BLOCK, "little")
 
 
-class AesTransform(Lifecycle):
+class AesTransform(HoldsSecrets, Lifecycle):
     """The shared base of every AES transform: one CipherContext behind the transform verbs.
 
     Class attributes describe the transform: ``mode`` (``"CBC"``, ...), ``iv_size`` (0 when

@@ -11,10 +11,16 @@ and a signature (R, S) is accepted when S < L, A and R decode to curve points (n
 encodings allowed, as Monocypher allows them) and [8]([S]B - R) = [h]([8]A): the
 cofactored equation, which also agrees with batch verification.
 
-The point arithmetic is libsodium's (PyNaCl): base-point multiplications, point addition
-and subtraction (which decode any on-curve encoding) and one variable-base multiplication
-of the prime-order point [8]A. Hashes run in hashlib's BLAKE2b; scalars mod L are Python
-integers. Signing hashes the message twice (the nonce is derived from it), so it needs the
+Signing touches secrets (the trimmed scalar a, the nonce r), so all its arithmetic is
+native and constant time: scalars in C Monocypher (``crypto_eddsa_trim_scalar``,
+``_reduce``, ``_mul_add``; see :mod:`._curve25519`), base-point multiplications in
+libsodium (twice as fast as Monocypher's here); Python never holds a or r as an integer.
+Verification handles public values only: its point arithmetic is libsodium's (PyNaCl):
+base-point multiplications, point addition and subtraction (which decode any on-curve
+encoding) and one variable-base multiplication of the prime-order point [8]A, with the
+public scalars S and h as Python integers. Hashes run in hashlib's BLAKE2b.
+
+Signing hashes the message twice (the nonce is derived from it), so it needs the
 whole message or a way to read it twice (:meth:`EdDsaBlake2bPrivateKey.sign_chunks`);
 verification hashes it once, so :class:`EdDsaBlake2bVerifier` is a tap that checks a stream
 as it passes.
@@ -28,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import NoReturn
 
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
@@ -40,8 +45,8 @@ from ..errors import (
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import SecretKey, random_bytes
-from ._field25519 import L, key_bytes, point_bytes, trim_scalar
+from ..keys import HoldsSecrets, SecretKey, random_bytes
+from ._curve25519 import key_bytes, native, point_bytes
 
 __all__ = [
     "EDDSA_SIGNATURE_SIZE",
@@ -54,6 +59,8 @@ __all__ = [
 #: Bytes of an EdDSA-BLAKE2b signature (R || S).
 EDDSA_SIGNATURE_SIZE = 64
 _IDENTITY = (1).to_bytes(32, "little")
+#: Order of the prime-order subgroup (the base point's order).
+L = (1 << 252) + 27742317777372353535851937790883648493
 
 
 def _hash() -> hashlib.blake2b:
@@ -61,14 +68,24 @@ def _hash() -> hashlib.blake2b:
 
 
 def _reduce(digest: bytes) -> int:
+    """A public challenge hash mod L (verification only)."""
     return int.from_bytes(digest, "little") % L
 
 
 def _base(k: int) -> bytes:
-    """[k]B for 0 <= k < 2^255 (libsodium refuses to return the identity)."""
+    """[k]B for a public 0 <= k < 2^255 (libsodium refuses to return the identity)."""
     if k % L == 0:
         return _IDENTITY
     return _sodium.crypto_scalarmult_ed25519_base_noclamp(k.to_bytes(32, "little"))
+
+
+def _secret_base(scalar: bytes) -> bytes:
+    """[k]B for a secret 32-byte k below 2^255, in libsodium (constant time). Only a
+    multiple of L (probability 2^-252) gives the identity, which libsodium refuses."""
+    try:
+        return _sodium.crypto_scalarmult_ed25519_base_noclamp(scalar)
+    except _nacl_exc.RuntimeError:
+        return _IDENTITY
 
 
 def _times8(point: bytes) -> bytes:
@@ -166,22 +183,25 @@ class EdDsaBlake2bPublicKey:
         return f"EdDsaBlake2bPublicKey({self._raw.hex()})"
 
 
-class EdDsaBlake2bPrivateKey:
+class EdDsaBlake2bPrivateKey(HoldsSecrets):
     """An EdDSA-BLAKE2b signing key from its 32-byte seed (``crypto_eddsa_key_pair``).
 
     Monocypher's 64-byte secret key is ``seed || public key``. ``repr`` shows only the
-    public key. Raises :class:`InvalidKeySizeError` for a seed that is not 32 bytes.
+    public key. Needs the ``monocypher`` extra (signing runs in C Monocypher). Raises
+    :class:`InvalidKeySizeError` for a seed that is not 32 bytes.
     """
 
     __slots__ = ("_prefix", "_public", "_scalar", "_seed")
+
+    _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         raw = key_bytes(seed, "an EdDSA seed")
         expanded = hashlib.blake2b(raw, digest_size=64).digest()
         self._seed = SecretKey(raw)
-        self._scalar = trim_scalar(expanded[:32])
+        self._scalar = native("crypto_eddsa_trim_scalar", 32, expanded[:32])
         self._prefix = expanded[32:]
-        self._public = EdDsaBlake2bPublicKey(_base(self._scalar))
+        self._public = EdDsaBlake2bPublicKey(_secret_base(self._scalar))
 
     @classmethod
     def generate(cls) -> EdDsaBlake2bPrivateKey:
@@ -198,21 +218,23 @@ class EdDsaBlake2bPrivateKey:
         """The 32-byte seed. Handle with care."""
         return self._seed.secret_bytes()
 
-    def _finish(self, r: int, message_hash: Callable[[hashlib.blake2b], None]) -> bytes:
-        big_r = _base(r)
+    def _finish(self, nonce: bytes, message_hash: Callable[[hashlib.blake2b], None]) -> bytes:
+        """R || S from the nonce hash, natively: r = nonce mod L, R = [r]B, S = h a + r mod L."""
+        r = native("crypto_eddsa_reduce", 32, nonce)
+        big_r = _secret_base(r)
         hasher = _hash()
         hasher.update(big_r)
         hasher.update(self._public.public_bytes())
         message_hash(hasher)
-        s = (r + _reduce(hasher.digest()) * self._scalar) % L
-        return big_r + s.to_bytes(32, "little")
+        h = native("crypto_eddsa_reduce", 32, hasher.digest())
+        return big_r + native("crypto_eddsa_mul_add", 32, h, self._scalar, r)
 
     def sign(self, message: Buffer) -> bytes:
         """The 64-byte signature of ``message`` (deterministic, ``crypto_eddsa_sign``)."""
         nonce = _hash()
         nonce.update(self._prefix)
         nonce.update(message)
-        return self._finish(_reduce(nonce.digest()), lambda h: h.update(message))
+        return self._finish(nonce.digest(), lambda h: h.update(message))
 
     def sign_chunks(self, reopen: Callable[[], Iterable[Buffer]]) -> bytes:
         """Sign a message too large to hold, read twice through ``reopen()``.
@@ -229,15 +251,12 @@ class EdDsaBlake2bPrivateKey:
             for chunk in reopen():
                 hasher.update(chunk)
 
-        return self._finish(_reduce(nonce.digest()), second_pass)
+        return self._finish(nonce.digest(), second_pass)
 
     def __repr__(self) -> str:
         return f"EdDsaBlake2bPrivateKey(<seed hidden>, public={self.public_bytes().hex()})"
 
     __str__ = __repr__
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("EdDsaBlake2bPrivateKey is not picklable; store its seed deliberately")
 
 
 def _public(key: EdDsaBlake2bPublicKey | Buffer) -> EdDsaBlake2bPublicKey:

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 
 __all__ = ["EME_MAX_BLOCKS", "Eme"]
 
@@ -46,7 +46,7 @@ def _bytes(blocks: list[int]) -> bytes:
     return b"".join(b.to_bytes(16, "little") for b in blocks)
 
 
-class Eme:
+class Eme(HoldsSecrets):
     """EME over AES (128, 192 or 256-bit key): ``encrypt(tweak, data)`` / ``decrypt``.
 
     ``data`` is 1..128 whole 16-byte blocks; the tweak is 16 bytes. Raises

@@ -46,7 +46,7 @@ from ..errors import (
     InvalidTagSizeError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, as_secret_key
+from ..keys import HoldsSecrets, SecretKey, as_secret_key
 from ._hchacha import hchacha20
 
 __all__ = [
@@ -78,7 +78,7 @@ def _mac(mac: Buffer) -> bytes:
     return bytes(mac)
 
 
-class MonocypherAead(Lifecycle):
+class MonocypherAead(HoldsSecrets, Lifecycle):
     """Monocypher's ``crypto_aead_ctx``: messages written or read in order, key ratcheted.
 
     The nonce length picks the variant: 24 bytes ``crypto_aead_init_x`` (safe to pick at
@@ -177,7 +177,7 @@ def _chunk_size(chunk_size: int) -> int:
     return chunk_size
 
 
-class _Stream(Lifecycle):
+class _Stream(HoldsSecrets, Lifecycle):
     __slots__ = ("_ad", "_buf", "_chunk", "_ctx")
 
     def __init__(

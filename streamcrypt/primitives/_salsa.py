@@ -39,7 +39,7 @@ from ..errors import (
     InvalidParameterError,
     LimitExceededError,
 )
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 from ._secretbox import no_aad as _no_aad
 
 __all__ = [
@@ -115,7 +115,7 @@ def hsalsa20(key: Buffer, input16: Buffer) -> bytes:
     return struct.pack("<8I", *(x & _MASK for x in words))
 
 
-class Salsa20(Lifecycle):
+class Salsa20(HoldsSecrets, Lifecycle):
     """The Salsa20 keystream XOR (both directions), seekable.
 
     ``key`` is 16 or 32 bytes, ``nonce`` 8 bytes, ``counter`` the first 64-byte block
@@ -223,7 +223,7 @@ def _failed(name: str) -> AuthenticationError:
     return AuthenticationError(f"{name} tag did not verify: wrong key or nonce, or tampered data")
 
 
-class Salsa20Poly1305:
+class Salsa20Poly1305(HoldsSecrets):
     """NaCl's secretbox construction over Salsa20 (8-byte nonce): ``tag || ciphertext``.
 
     ``key`` is 16 or 32 bytes. :meth:`open` raises :class:`AuthenticationError` (also for

@@ -24,7 +24,7 @@ from ..errors import (
     InvalidNonceSizeError,
     InvalidParameterError,
 )
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 
 __all__ = [
     "SECRETBOX_KEY_SIZE",
@@ -55,7 +55,7 @@ def _view(buf: Buffer) -> memoryview:
     return memoryview(buf).cast("B")
 
 
-class XSalsa20Poly1305:
+class XSalsa20Poly1305(HoldsSecrets):
     """NaCl secretbox keyed once: seal and open many boxes (tag first, no AAD).
 
     Construction raises :class:`InvalidKeySizeError`; a nonce of the wrong length raises

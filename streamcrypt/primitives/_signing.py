@@ -15,8 +15,6 @@ as each other.
 
 from __future__ import annotations
 
-from typing import NoReturn
-
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl import bindings as _sodium
@@ -30,7 +28,7 @@ from ..errors import (
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 
 __all__ = [
     "ED25519_SIGNATURE_SIZE",
@@ -110,13 +108,15 @@ class Ed25519PublicKey:
         return f"Ed25519PublicKey({self._raw.hex()})"
 
 
-class Ed25519PrivateKey:
+class Ed25519PrivateKey(HoldsSecrets):
     """An Ed25519 signing key from its 32-byte seed; ``repr`` shows only the public key.
 
     Construction raises :class:`InvalidKeySizeError` for a seed that is not 32 bytes.
     """
 
     __slots__ = ("_key", "_public", "_seed")
+
+    _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         raw = seed.secret_bytes() if isinstance(seed, SecretKey) else _bytes_of(seed, "a seed")
@@ -154,9 +154,6 @@ class Ed25519PrivateKey:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("Ed25519PrivateKey is not picklable; store its seed deliberately")
-
 
 def _public(key: Ed25519PublicKey | Buffer) -> Ed25519PublicKey:
     return key if isinstance(key, Ed25519PublicKey) else Ed25519PublicKey(key)
@@ -189,7 +186,7 @@ class _PhTap(Lifecycle):
         return chunk
 
 
-class Ed25519phSigner(_PhTap):
+class Ed25519phSigner(HoldsSecrets, _PhTap):
     """A tap that signs what passes through with Ed25519ph.
 
     ``update(data) -> data``; ``finalize() -> b""`` makes the signature, then

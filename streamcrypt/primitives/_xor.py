@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..abc import Buffer, Lifecycle
 from ..errors import InvalidKeySizeError, InvalidParameterError
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 
 __all__ = ["NATIVE_XOR_MIN", "XorCipher", "xor", "xor_bytes"]
 
@@ -81,7 +81,7 @@ def xor(data: Buffer, key: Buffer | SecretKey) -> bytes:
     return xor_bytes(data, _keystream(raw, 0, len(data)))
 
 
-class XorCipher(Lifecycle):
+class XorCipher(HoldsSecrets, Lifecycle):
     """The XOR cipher as a transform: each byte XORed with the key, repeated, in order.
 
     The same class encrypts and decrypts. :meth:`seek` moves to any byte offset.
