@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from support import random_splits
 
+import streamcrypt
 from streamcrypt.codecs import SegmentJob, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
@@ -537,13 +538,44 @@ def test_missing_or_foreign_signature() -> None:
         ev.decrypt_bytes(signed, identities=X, verify_with=other.public_key())
 
 
-def test_signed_stream_without_verify_with_decrypts_unverified() -> None:
+def test_signed_stream_without_verify_with_is_refused_before_any_plaintext() -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
     dec = ev.EnvelopeDecryptor(identities=X)
+    with pytest.raises(InvalidSignatureError, match="skip_signature_check=True"):
+        dec.update(blob)
+    with pytest.raises(BrokenTransformError):
+        dec.finalize()
+    # Fed a byte at a time: refused once the header is in, nothing released before.
+    dec = ev.EnvelopeDecryptor(identities=X)
+    out = b""
+    with pytest.raises(InvalidSignatureError):
+        for i in range(len(blob)):
+            out += dec.update(blob[i : i + 1])
+    assert out == b""
+    with pytest.raises(InvalidSignatureError):
+        ev.decrypt_bytes(blob, identities=X)
+    with pytest.raises(InvalidSignatureError):
+        ev.layout(blob[:2000], len(blob), identities=X)
+    # So is it through the top-level call and a format's options.
+    with pytest.raises(InvalidSignatureError):
+        streamcrypt.decrypt_bytes(blob, format="envelope", identities=[X])
+
+
+def test_skip_signature_check_reads_a_signed_stream_unchecked_only_by_name() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    dec = ev.EnvelopeDecryptor(identities=X, skip_signature_check=True)
     assert dec.update(blob) + dec.finalize() == DATA
     assert dec.signer == SIGNER.public_key() and dec.verified is False
-    # Its signature is not looked at without verify_with.
-    assert ev.decrypt_bytes(_flip(blob, len(blob) - 1), identities=X) == DATA
+    # Its signature is not looked at: the caller said so.
+    flipped = _flip(blob, len(blob) - 1)
+    assert ev.decrypt_bytes(flipped, identities=X, skip_signature_check=True) == DATA
+    # Unsigned envelopes read the same with or without it.
+    unsigned = _enc(recipients=[X.recipient])
+    assert ev.decrypt_bytes(unsigned, identities=X, skip_signature_check=True) == DATA
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeDecryptor(
+            identities=X, verify_with=SIGNER.public_key(), skip_signature_check=True
+        )
 
 
 def test_signature_covers_everything_before_it() -> None:
@@ -622,7 +654,7 @@ def test_bad_key_material() -> None:
 @pytest.mark.parametrize("signed", [False, True])
 def test_layout_random_access(signed: bool) -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER if signed else None)
-    lay = ev.layout(blob[:2000], len(blob), identities=X)
+    lay = ev.layout(blob[:2000], len(blob), identities=X, skip_signature_check=signed)
     assert lay.plaintext_size == len(DATA)
 
     def read_at(offset: int, length: int) -> bytes:

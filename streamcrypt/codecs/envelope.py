@@ -854,18 +854,46 @@ def _identity_list(
     return out
 
 
+def _check_signer(
+    header: EnvelopeHeader, verify: Ed25519PublicKey | None, skip_signature_check: bool
+) -> None:
+    """The one place that decides whether a header's signature will be checked: a signed
+    envelope is read only with ``verify_with`` naming its signer, or when the caller
+    opted out by name (``skip_signature_check=True``). Raises
+    :class:`InvalidSignatureError` before any plaintext otherwise."""
+    if verify is None:
+        if header.signer is not None and not skip_signature_check:
+            raise InvalidSignatureError(
+                "the envelope is signed, but no signature check was asked for: give "
+                "verify_with= the signer's public key (--verify-with), or "
+                "skip_signature_check=True (--skip-signature-check) to read it unchecked"
+            )
+        return
+    if header.signer is None:
+        raise InvalidSignatureError(
+            "the envelope is not signed, but a signature was required (verify_with)"
+        )
+    if header.signer != verify.public_bytes():
+        raise InvalidSignatureError("the envelope is signed by another key than verify_with names")
+
+
 class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
     """Opens the envelope header once (KDF work happens once), then the container header."""
 
-    __slots__ = ("_aad", "_identities", "_payload_key", "_verify")
+    __slots__ = ("_aad", "_identities", "_payload_key", "_skip_signature_check", "_verify")
 
     def __init__(
-        self, identities: Sequence[Identity], aad: Buffer, verify: Ed25519PublicKey | None
+        self,
+        identities: Sequence[Identity],
+        aad: Buffer,
+        verify: Ed25519PublicKey | None,
+        skip_signature_check: bool,
     ) -> None:
         super().__init__()
         self._identities = identities
         self._aad = bytes(aad)
         self._verify = verify
+        self._skip_signature_check = skip_signature_check
         self._payload_key: SecretKey | None = None
 
     def _parse(self, data: bytes | bytearray) -> EnvelopeHeader | int:
@@ -879,15 +907,7 @@ class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
             raise AuthenticationError(
                 "envelope header did not authenticate: wrong associated data or a tampered header"
             )
-        if self._verify is not None:
-            if header.signer is None:
-                raise InvalidSignatureError(
-                    "the envelope is not signed, but a signature was required (verify_with)"
-                )
-            if header.signer != self._verify.public_bytes():
-                raise InvalidSignatureError(
-                    "the envelope is signed by another key than verify_with names"
-                )
+        _check_signer(header, self._verify, self._skip_signature_check)
         self._payload_key = payload_key
 
     def _payload(
@@ -912,7 +932,9 @@ class EnvelopeDecryptor(SegmentedDecryptor):
 
     Releases only verified segments. With ``verify_with`` (an Ed25519 public key) the
     stream must be signed by it, and ``finish()``/``finalize()`` verify the signature
-    before the final segment comes out. Caps on passphrase parameters:
+    before the final segment comes out. A signed stream without ``verify_with`` is
+    refused (:class:`InvalidSignatureError`, before any plaintext) unless the caller
+    passes ``skip_signature_check=True``, which reads it without checking the signature. Caps on passphrase parameters:
     ``max_work_factor`` (Argon2id; ``max_params`` is its deprecated name) and
     ``max_scrypt``. Raises :class:`UnknownKeyError`,
     :class:`AuthenticationError`, :class:`InvalidSignatureError`,
@@ -929,6 +951,7 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         passphrase: str | Buffer | None = None,
         aad: Buffer = b"",
         verify_with: Ed25519PublicKey | Buffer | None = None,
+        skip_signature_check: bool = False,
         max_work_factor: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
         max_params: Argon2Params | None = None,
@@ -944,12 +967,14 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
         verify = None
         if verify_with is not None:
+            if skip_signature_check:
+                raise InvalidParameterError("give verify_with= or skip_signature_check=, not both")
             verify = (
                 verify_with
                 if isinstance(verify_with, Ed25519PublicKey)
                 else Ed25519PublicKey(verify_with)
             )
-        self._reader = _HeaderReader(idents, aad, verify)
+        self._reader = _HeaderReader(idents, aad, verify, skip_signature_check)
         super().__init__(self._reader)
         self._verifier = Ed25519phVerifier(verify) if verify is not None else None
         self._tail = bytearray()
@@ -1065,6 +1090,7 @@ def decrypt_bytes(
     passphrase: str | Buffer | None = None,
     aad: Buffer = b"",
     verify_with: Ed25519PublicKey | Buffer | None = None,
+    skip_signature_check: bool = False,
     max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
     max_params: Argon2Params | None = None,
@@ -1084,6 +1110,7 @@ def decrypt_bytes(
         passphrase=passphrase,
         aad=aad,
         verify_with=verify_with,
+        skip_signature_check=skip_signature_check,
         max_work_factor=max_work_factor,
         max_scrypt=max_scrypt,
     )
@@ -1097,6 +1124,7 @@ def layout(
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
     aad: Buffer = b"",
+    skip_signature_check: bool = False,
     max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
     max_params: Argon2Params | None = None,
@@ -1104,9 +1132,10 @@ def layout(
     """Open the headers at the start of ``head`` and map an envelope of ``stream_size`` bytes.
 
     For random access: ``head`` must hold both headers (the first 64 KiB + 1 KiB always
-    suffice). A signed envelope's trailing signature is left out of the layout and NOT
-    verified (random reads cannot check a signature over the whole stream; read it all
-    with ``verify_with`` for that). Raises like :class:`EnvelopeDecryptor`, and
+    suffice). Random reads cannot check a signature over the whole stream, so a signed
+    envelope is refused (:class:`InvalidSignatureError`) unless
+    ``skip_signature_check=True``: then its signature is left out of the layout, unchecked
+    (read it all with ``verify_with`` to check it). Raises like :class:`EnvelopeDecryptor`, and
     :class:`FormatError` when ``head`` is shorter than the headers.
     """
     max_work_factor = renamed_keyword(
@@ -1118,7 +1147,7 @@ def layout(
         MAX_READ_PARAMS,
     )
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
-    reader = _HeaderReader(idents, aad, None)
+    reader = _HeaderReader(idents, aad, None, skip_signature_check)
     opened = reader(bytes(head))
     if opened is None or isinstance(opened, int) or reader.header is None:
         raise FormatError("the data is shorter than the envelope and container headers")
@@ -1135,6 +1164,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
         identities=options.identities,
         passphrase=options.passphrase,
         aad=options.aad,
+        skip_signature_check=bool(options.extra.get("skip_signature_check", False)),
     )
 
 
