@@ -913,3 +913,36 @@ def test_keys_by_position_warn_for_one_release() -> None:
         age.encrypt_bytes(b"x", [me.recipient], recipients=[me.recipient])  # type: ignore[misc]
     with pytest.raises(TypeError, match="at most 4 positional"):
         age.encrypt_bytes(b"x", [me.recipient], None, False, 1)  # type: ignore[misc]
+
+
+def _age_secret_holders() -> list[tuple[object, bytes]]:
+    """Every age type holding a secret, with the secret's bytes."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    x = age.X25519Identity.generate()
+    pq = age.MLKEM768X25519Identity.generate()
+    ed = age.SshEd25519Identity.generate()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    d = key.private_numbers().d
+    return [
+        (x, x.secret_key().secret_bytes()),
+        (pq, bech32_decode(pq.to_string())[1]),
+        (ed, ed._private.private_bytes_raw()),
+        (age.SshRsaIdentity(key), d.to_bytes((d.bit_length() + 7) // 8, "big")),
+        (age.ScryptRecipient("hunter2-secret", work_factor=1), b"hunter2-secret"),
+        (age.ScryptIdentity("hunter2-secret"), b"hunter2-secret"),
+    ]
+
+
+def test_secrets_stay_out_of_repr_str_and_pickle() -> None:
+    import copy
+    import pickle
+
+    for holder, secret in _age_secret_holders():
+        for text in (repr(holder), str(holder)):
+            assert secret.hex() not in text and secret.decode("latin-1") not in text
+            assert str(int.from_bytes(secret, "big")) not in text
+        with pytest.raises(TypeError, match="not picklable"):
+            pickle.dumps(holder)
+        with pytest.raises(TypeError, match="not picklable"):
+            copy.copy(holder)

@@ -666,3 +666,28 @@ def test_layout_random_access(signed: bool) -> None:
         ev.layout(blob[:40], len(blob), identities=X)
     with pytest.raises(UnknownKeyError):
         ev.layout(blob[:2000], len(blob), identities=ev.X25519Identity.generate())
+
+
+def _secret_holders() -> list[tuple[object, bytes]]:
+    """Every envelope type holding a secret, with the secret's bytes."""
+    return [
+        (X, X.secret_key().secret_bytes()),
+        (K, K.secret_key().secret_bytes()),
+        (KX, KX.secret_key().secret_bytes()),
+        (ev.PassphraseRecipient("hunter2-secret", params=FAST), b"hunter2-secret"),
+        (ev.PassphraseIdentity("hunter2-secret"), b"hunter2-secret"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_secrets_stay_out_of_repr_str_and_pickle(index: int) -> None:
+    import copy
+    import pickle
+
+    holder, secret = _secret_holders()[index]
+    for text in (repr(holder), str(holder)):
+        assert secret.hex() not in text and secret.decode("latin-1") not in text
+    with pytest.raises(TypeError, match="not picklable"):
+        pickle.dumps(holder)
+    with pytest.raises(TypeError, match="not picklable"):
+        copy.copy(holder)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Generic, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from ..abc import Buffer
 from ..errors import (
@@ -36,6 +36,7 @@ __all__ = [
     "StanzaHeaderReader",
     "StanzaIdentity",
     "StanzaRecipient",
+    "Unpicklable",
     "open_file_key",
     "passphrase_bytes",
 ]
@@ -60,6 +61,20 @@ class StanzaIdentity(Protocol[_U]):
     stanza of a type it handles); ``None`` when nothing there is addressed to it."""
 
     def unwrap(self, stanzas: _U, /) -> bytes | None: ...
+
+
+class Unpicklable:
+    """A base for recipients and identities that hold a secret (a private key or a
+    passphrase): pickling (and copying) one raises :class:`TypeError`, so the secret
+    never lands in a pickle."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} holds a secret and is not picklable; "
+            "keep its text form in a key file instead"
+        )
 
 
 def passphrase_bytes(passphrase: str | Buffer) -> bytes:

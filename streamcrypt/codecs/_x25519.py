@@ -15,6 +15,7 @@ from ..abc import Buffer
 from ..errors import FormatError, InvalidPublicKeyError
 from ..keys import SecretKey, as_secret_key, random_bytes
 from ._bech32 import bech32_decode, bech32_encode
+from ._stanza import Unpicklable
 
 __all__ = ["X25519PublicText", "X25519SecretText", "is_low_order", "x25519_exchange"]
 
@@ -80,8 +81,9 @@ class X25519PublicText:
 R = TypeVar("R", bound=X25519PublicText)
 
 
-class X25519SecretText(Generic[R]):
-    """An X25519 private key with a Bech32 text form; ``repr`` shows only the public key."""
+class X25519SecretText(Unpicklable, Generic[R]):
+    """An X25519 private key with a Bech32 text form; ``repr`` shows only the public key
+    and pickling raises :class:`TypeError`."""
 
     SECRET_HRP: ClassVar[str]
     DESCRIPTION: ClassVar[str]  # e.g. "an age X25519 identity (AGE-SECRET-KEY-1...)"

@@ -523,7 +523,7 @@ def _scrypt(passphrase: bytes, salt: bytes, work_factor: int) -> bytes:
     return derive_key_from_password(passphrase, _SCRYPT_LABEL + salt, params=params).secret_bytes()
 
 
-class ScryptRecipient:
+class ScryptRecipient(_stanza.Unpicklable):
     """Passphrase encryption (an scrypt stanza; it must be a file's only recipient)."""
 
     __slots__ = ("_passphrase", "work_factor")
@@ -544,7 +544,7 @@ class ScryptRecipient:
         return f"ScryptRecipient(<passphrase hidden>, work_factor={self.work_factor})"
 
 
-class ScryptIdentity:
+class ScryptIdentity(_stanza.Unpicklable):
     """Passphrase decryption. Work factors above ``max_work_factor`` raise
     :class:`LimitExceededError`; a wrong passphrase unwraps nothing (``None``)."""
 
@@ -708,7 +708,7 @@ class SshEd25519Recipient:
         return hash(self._ed25519)
 
 
-class SshEd25519Identity:
+class SshEd25519Identity(_stanza.Unpicklable):
     """An OpenSSH Ed25519 private key as an age identity. Its repr shows only the recipient.
 
     Its X25519 secret is the first 32 bytes of SHA-512 of the Ed25519 seed (the scalar
@@ -845,7 +845,7 @@ class SshRsaRecipient:
         return hash(self._wire)
 
 
-class SshRsaIdentity:
+class SshRsaIdentity(_stanza.Unpicklable):
     """An OpenSSH RSA private key as an age identity. Its repr shows only the recipient.
 
     Keys under 2048 bits raise :class:`InvalidKeySizeError`.
@@ -985,7 +985,7 @@ class MLKEM768X25519Recipient:
         return hash(self._public)
 
 
-class MLKEM768X25519Identity:
+class MLKEM768X25519Identity(_stanza.Unpicklable):
     """A hybrid post-quantum identity (``AGE-SECRET-KEY-PQ-1...``): a 32-byte seed.
 
     The seed expands with SHAKE-256 to 96 bytes: the ML-KEM-768 seed (d || z) and the

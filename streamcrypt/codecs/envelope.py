@@ -441,7 +441,7 @@ class EciesRecipient:
         return hash((self._curve, self._public))
 
 
-class EciesIdentity:
+class EciesIdentity(_stanza.Unpicklable):
     """A private key for ECIES stanzas: secp256k1 (``SC-SECP256K1-SECRET-1...``) or x25519.
 
     An x25519 ECIES identity also opens plain x25519 stanzas. ``repr`` hides the secret.
@@ -505,7 +505,7 @@ class EciesIdentity:
     __str__ = __repr__
 
 
-class PassphraseRecipient:
+class PassphraseRecipient(_stanza.Unpicklable):
     """Wrap to a passphrase with Argon2id (``Argon2Params``) or scrypt (``ScryptParams``)."""
 
     __slots__ = ("_params", "_passphrase")
@@ -532,7 +532,7 @@ class PassphraseRecipient:
         return f"PassphraseRecipient(<passphrase hidden>, params={self._params})"
 
 
-class PassphraseIdentity:
+class PassphraseIdentity(_stanza.Unpicklable):
     """Open a passphrase stanza, refusing KDF parameters above the caps first.
 
     :meth:`unwrap` raises :class:`LimitExceededError` for parameters above
