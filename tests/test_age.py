@@ -15,6 +15,8 @@ from support import random_splits, record_vectors, vector_path
 
 from streamcrypt.codecs import age
 from streamcrypt.codecs._bech32 import bech32_decode, bech32_encode
+from streamcrypt.codecs.age._header import _build_header
+from streamcrypt.codecs.age._payload import _payload_codec
 from streamcrypt.codecs.armor import ArmorDecoder, ArmorEncoder, armor, dearmor
 from streamcrypt.errors import (
     AuthenticationError,
@@ -601,9 +603,9 @@ def test_last_chunk_rules() -> None:
     """Crafted payloads: an empty final chunk only for an empty payload; full final allowed."""
     file_key = bytes(range(16))
     me = age.X25519Identity.generate()
-    header = age._build_header(file_key, [me.recipient])
+    header = _build_header(file_key, me.recipient.wrap(file_key))
     nonce = bytes(16)
-    codec = age._payload_codec(file_key, nonce)
+    codec = _payload_codec(file_key, nonce)
 
     def seal(index: int, plain: bytes, final: bool) -> bytes:
         out = bytearray(len(plain) + 16)
@@ -751,7 +753,7 @@ def _chunkwise_release(body: bytes, file_key: bytes) -> bytes:
     header = age.parse_header(body)
     assert header is not None
     start = header.size + 16
-    codec = age._payload_codec(file_key, body[header.size : start])
+    codec = _payload_codec(file_key, body[header.size : start])
     out = bytearray()
     for index, pos in enumerate(range(start, len(body), CHUNK + 16)):
         chunk = body[pos : pos + CHUNK + 16]
@@ -889,30 +891,6 @@ def test_streaming_armor_pipeline_both_ways(ident: pyrage.x25519.Identity) -> No
     out = b"".join(dec.update(dearm.update(p)) for p in random_splits(theirs, rng, 5000))
     out += dec.update(dearm.finalize()) + dec.finalize()
     assert out == data
-
-
-def test_keys_by_position_warn_for_one_release() -> None:
-    """recipients=, identities=, passphrase= and armor= are keyword-only; by position
-    they still work, with a DeprecationWarning pointing at the caller's line."""
-    me = age.X25519Identity.generate()
-    with pytest.warns(DeprecationWarning, match="recipients, passphrase, armor by position") as w:
-        blob = age.encrypt_bytes(b"old", [me.recipient], None, True)
-    assert w[0].filename == __file__
-    with pytest.warns(DeprecationWarning, match=r"age\.decrypt_bytes: passing identities"):
-        assert age.decrypt_bytes(blob, [me]) == b"old"
-    with pytest.warns(DeprecationWarning, match=r"age\.AgeEncryptor: passing recipients"):
-        enc = age.AgeEncryptor([me.recipient])
-    sealed = enc.update(b"x") + enc.finalize()
-    with pytest.warns(DeprecationWarning, match=r"age\.AgeDecryptor: passing identities"):
-        dec = age.AgeDecryptor([me])
-    assert dec.update(sealed) + dec.finalize() == b"x"
-    with pytest.warns(DeprecationWarning, match=r"age\.layout: passing identities"):
-        lay = age.layout(sealed, len(sealed), [me])
-    assert lay.read(lambda at, n: sealed[at : at + n], 0, 1) == b"x"
-    with pytest.raises(TypeError, match="multiple values for argument 'recipients'"):
-        age.encrypt_bytes(b"x", [me.recipient], recipients=[me.recipient])  # type: ignore[misc]
-    with pytest.raises(TypeError, match="at most 4 positional"):
-        age.encrypt_bytes(b"x", [me.recipient], None, False, 1)  # type: ignore[misc]
 
 
 def _age_secret_holders() -> list[tuple[object, bytes]]:

@@ -1,6 +1,7 @@
 """Layer 2: wire formats as sans-I/O encoders and decoders on the layer-1 primitives.
 
-One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
+One module per format (``age`` and ``envelope`` are packages, shaped like Go age's:
+header, recipients, payload): ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink`` (its keysets in ``tink_keyset``), ``cobblestone`` (C2SP chunked encryption),
 ``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,

@@ -1,0 +1,471 @@
+"""The envelope's recipients and identities: passphrase (Argon2id or scrypt), X25519 and
+streaming ECIES (secp256k1, x25519) stanzas, each ending with a check value that lets an
+identity find its own stanza without revealing to anyone else whom a stanza is for."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol, TypeAlias
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, x25519
+
+from ...abc import Buffer
+from ...errors import (
+    AuthenticationError,
+    FormatError,
+    InvalidParameterError,
+    InvalidPublicKeyError,
+    UnsupportedFormatError,
+)
+from ...keys import (
+    MAX_READ_PARAMS,
+    MAX_SCRYPT_READ_PARAMS,
+    MODERATE,
+    Argon2Params,
+    PasswordParams,
+    ScryptParams,
+    SecretKey,
+    as_secret_key,
+    check_read_params,
+    derive_key_from_password,
+    hkdf,
+    random_bytes,
+)
+from ...primitives import (
+    ChaCha20Poly1305Suite,
+)
+from .. import _stanza, ecies
+from .._bech32 import bech32_decode, bech32_encode
+from .._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
+from ._header import (
+    _ARGON2,
+    _HRP_SECP256K1,
+    _HRP_SECP256K1_SECRET,
+    _HRP_X25519,
+    _HRP_X25519_SECRET,
+    _INFO,
+    _LABELS,
+    _PASSPHRASE_TYPES,
+    _PREFIX_SIZES,
+    _SCRYPT,
+    _ZERO_NONCE,
+    ARGON2ID,
+    CHECK_SIZE,
+    ECIES_SECP256K1,
+    ECIES_X25519,
+    MAX_STANZAS,
+    SCRYPT,
+    X25519,
+    EnvelopeHeader,
+    Stanza,
+)
+
+__all__ = [
+    "EciesIdentity",
+    "EciesRecipient",
+    "Identity",
+    "IdentityLike",
+    "PassphraseIdentity",
+    "PassphraseRecipient",
+    "Recipient",
+    "RecipientLike",
+    "X25519Identity",
+    "X25519Recipient",
+    "parse_identity",
+    "parse_recipient",
+]
+
+
+def _kek(kind: int, secret: bytes, salt: bytes) -> tuple[ChaCha20Poly1305Suite, bytes]:
+    okm = hkdf(secret, salt=salt, info=_INFO + _LABELS[kind], length=32 + CHECK_SIZE)
+    return ChaCha20Poly1305Suite(okm[:32]), okm[32:]
+
+
+def _seal_stanza(kind: int, prefix: bytes, secret: bytes, salt: bytes, file_key: bytes) -> Stanza:
+    aead, check = _kek(kind, secret, salt)
+    wrapped = aead.seal(_ZERO_NONCE, file_key, bytes([kind]) + prefix)
+    return Stanza(kind, prefix + check + wrapped)
+
+
+def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
+    """The file key; ``None`` if the stanza is not for this secret (check differs)."""
+    n = _PREFIX_SIZES[stanza.kind]
+    aead, check = _kek(stanza.kind, secret, salt)
+    if not hmac.compare_digest(check, stanza.body[n : n + CHECK_SIZE]):
+        return None
+    try:
+        return aead.open(
+            _ZERO_NONCE, stanza.body[n + CHECK_SIZE :], bytes([stanza.kind]) + stanza.body[:n]
+        )
+    except AuthenticationError:
+        raise AuthenticationError(
+            f"envelope {_LABELS[stanza.kind].decode()} stanza is addressed to this identity "
+            "but its wrapped key does not open: the stanza was tampered with"
+        ) from None
+
+
+class Recipient(_stanza.StanzaRecipient[Stanza], Protocol):
+    """Something the file key can be wrapped to: ``wrap(file_key)`` returns one stanza."""
+
+
+class Identity(_stanza.StanzaIdentity[Stanza], Protocol):
+    """Something that may unwrap stanzas of the types in ``kinds``: ``unwrap(stanza)``
+    returns the file key, or ``None`` when the stanza is not addressed to it."""
+
+    @property
+    def kinds(self) -> frozenset[int]: ...
+
+
+class X25519Recipient(X25519PublicText):
+    """An X25519 public key (``sc-x25519-pub1...``); low-order points are refused.
+
+    Raises :class:`InvalidPublicKeyError` at construction for a wrong size or low order.
+    """
+
+    HRP = _HRP_X25519
+    DESCRIPTION = "an X25519 recipient (sc-x25519-pub1...)"
+    CHECK_ORDER_EARLY = True
+    __slots__ = ()
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        ephemeral = x25519.X25519PrivateKey.generate()
+        share = ephemeral.public_key().public_bytes_raw()
+        shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
+        return _seal_stanza(X25519, share, shared, share + self._public, file_key)
+
+
+class X25519Identity(X25519SecretText[X25519Recipient]):
+    """An X25519 private key (``SC-X25519-SECRET-1...``); ``repr`` shows only the public key.
+
+    Opens x25519 and ecies-x25519 stanzas (the same key pair serves both).
+    """
+
+    SECRET_HRP = _HRP_X25519_SECRET
+    DESCRIPTION = "an X25519 identity (SC-X25519-SECRET-1...)"
+    RECIPIENT = X25519Recipient
+    __slots__ = ()
+
+    kinds: frozenset[int] = frozenset({X25519, ECIES_X25519})
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        """The file key, ``None`` if the stanza is not ours.
+
+        Raises :class:`InvalidPublicKeyError` for a low-order or invalid ephemeral key and
+        :class:`AuthenticationError` for a stanza of ours that was tampered with.
+        """
+        share = stanza.body[:32]
+        if stanza.kind == ECIES_X25519:
+            key = ecies.decapsulate(self.secret_key(), share, curve="x25519")
+            return _open_stanza(stanza, key.secret_bytes(), share)
+        if stanza.kind != X25519:
+            return None
+        shared = x25519_exchange(self._private, share)
+        if shared is None:
+            raise InvalidPublicKeyError("envelope x25519 stanza has a low-order ephemeral key")
+        return _open_stanza(stanza, shared, share + self._recipient.public_bytes())
+
+
+EciesCurve = Literal["secp256k1", "x25519"]
+_ECIES_KINDS: dict[str, int] = {"secp256k1": ECIES_SECP256K1, "x25519": ECIES_X25519}
+
+
+def _ecies_curve(curve: str) -> EciesCurve:
+    if curve not in _ECIES_KINDS:
+        raise UnsupportedFormatError(
+            f"envelope ECIES recipients use secp256k1 or x25519, not {curve!r}"
+        )
+    return "secp256k1" if curve == "secp256k1" else "x25519"
+
+
+def _secp256k1_compressed(raw: bytes) -> bytes:
+    key = (
+        serialization.load_der_public_key(raw)
+        if raw[:1] == b"\x30"
+        else ec.EllipticCurvePublicKey.from_encoded_point(
+            ec.SECP256K1(), b"\x04" + raw if len(raw) == 64 else raw
+        )
+    )
+    return key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint)
+
+
+class EciesRecipient:
+    """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
+
+    secp256k1 keys in any form :mod:`streamcrypt.codecs.ecies` takes (text:
+    ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes. Raises
+    :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
+    """
+
+    __slots__ = ("_curve", "_public")
+
+    def __init__(self, public_key: Buffer, *, curve: EciesCurve = "secp256k1") -> None:
+        self._curve = _ecies_curve(curve)
+        raw = bytes(public_key)
+        ecies.encapsulate(raw, curve=self._curve)  # validates: raises InvalidPublicKeyError
+        self._public = _secp256k1_compressed(raw) if self._curve == "secp256k1" else raw
+
+    @classmethod
+    def parse(cls, text: str) -> EciesRecipient:
+        """Parse ``sc-secp256k1-pub1...`` or ``sc-x25519-pub1...``; raises FormatError."""
+        hrp, data = bech32_decode(text)
+        if hrp == _HRP_SECP256K1 and len(data) == 33:
+            return cls(data, curve="secp256k1")
+        if hrp == _HRP_X25519 and len(data) == 32:
+            return cls(data, curve="x25519")
+        raise FormatError("not an ECIES recipient (sc-secp256k1-pub1... or sc-x25519-pub1...)")
+
+    @property
+    def curve(self) -> EciesCurve:
+        return self._curve
+
+    def public_bytes(self) -> bytes:
+        """The key: SEC1 compressed (secp256k1) or 32 raw bytes (x25519)."""
+        return self._public
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        share, key = ecies.encapsulate(self._public, curve=self._curve, compress_ephemeral=True)
+        kind = _ECIES_KINDS[self._curve]
+        return _seal_stanza(kind, share, key.secret_bytes(), share, file_key)
+
+    def __str__(self) -> str:
+        hrp = _HRP_SECP256K1 if self._curve == "secp256k1" else _HRP_X25519
+        return bech32_encode(hrp, self._public)
+
+    def __repr__(self) -> str:
+        return f"EciesRecipient({str(self)!r}, curve={self._curve!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, EciesRecipient)
+            and other._curve == self._curve
+            and other._public == self._public
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._curve, self._public))
+
+
+class EciesIdentity(_stanza.Unpicklable):
+    """A private key for ECIES stanzas: secp256k1 (``SC-SECP256K1-SECRET-1...``) or x25519.
+
+    An x25519 ECIES identity also opens plain x25519 stanzas. ``repr`` hides the secret.
+    """
+
+    __slots__ = ("_curve", "_raw", "_recipient", "_x25519")
+
+    def __init__(self, private_key: Buffer | SecretKey, *, curve: EciesCurve = "secp256k1") -> None:
+        self._curve = _ecies_curve(curve)
+        raw = as_secret_key(private_key, 32, what=f"a {self._curve} private key").secret_bytes()
+        self._raw = SecretKey(raw)
+        public = ecies.public_key(raw, curve=self._curve, compressed=True)
+        self._recipient = EciesRecipient(public, curve=self._curve)
+        self._x25519 = X25519Identity(raw) if self._curve == "x25519" else None
+
+    @classmethod
+    def generate(cls, curve: EciesCurve = "secp256k1") -> EciesIdentity:
+        private, _ = ecies.generate_keypair(_ecies_curve(curve))
+        return cls(private, curve=curve)
+
+    @classmethod
+    def parse(cls, text: str) -> EciesIdentity:
+        """Parse ``SC-SECP256K1-SECRET-1...`` or ``SC-X25519-SECRET-1...``."""
+        hrp, data = bech32_decode(text)
+        if hrp == _HRP_SECP256K1_SECRET and len(data) == 32:
+            return cls(data, curve="secp256k1")
+        if hrp == _HRP_X25519_SECRET and len(data) == 32:
+            return cls(data, curve="x25519")
+        raise FormatError("not an ECIES identity (SC-SECP256K1-SECRET-1... or SC-X25519-...)")
+
+    @property
+    def kinds(self) -> frozenset[int]:
+        return X25519Identity.kinds if self._x25519 is not None else frozenset({ECIES_SECP256K1})
+
+    @property
+    def recipient(self) -> EciesRecipient:
+        return self._recipient
+
+    def to_string(self) -> str:
+        """The secret key text. Handle with care."""
+        hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else _HRP_X25519_SECRET
+        return bech32_encode(hrp, self._raw.secret_bytes(), upper=True)
+
+    def secret_key(self) -> SecretKey:
+        """The 32 private key bytes. Handle with care."""
+        return self._raw
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        """As :meth:`X25519Identity.unwrap`."""
+        if self._x25519 is not None:
+            return self._x25519.unwrap(stanza)
+        if stanza.kind != ECIES_SECP256K1:
+            return None
+        share = stanza.body[:33]
+        key = ecies.decapsulate(self._raw, share, curve="secp256k1")
+        return _open_stanza(stanza, key.secret_bytes(), share)
+
+    def __repr__(self) -> str:
+        return f"EciesIdentity(<secret hidden>, recipient={str(self._recipient)!r})"
+
+    __str__ = __repr__
+
+
+class PassphraseRecipient(_stanza.Unpicklable):
+    """Wrap to a passphrase with Argon2id (``Argon2Params``) or scrypt (``ScryptParams``)."""
+
+    __slots__ = ("_params", "_passphrase")
+
+    def __init__(self, passphrase: str | Buffer, *, params: PasswordParams = MODERATE) -> None:
+        if not isinstance(params, Argon2Params | ScryptParams):
+            raise InvalidParameterError("params must be Argon2Params or ScryptParams")
+        if isinstance(params, ScryptParams) and (params.log_n > 255 or params.r >= 1 << 32):
+            raise InvalidParameterError("scrypt parameters do not fit the envelope stanza")
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
+        self._params = params
+
+    def wrap(self, file_key: bytes) -> Stanza:
+        salt = random_bytes(16)
+        params = self._params
+        if isinstance(params, Argon2Params):
+            kind, prefix = ARGON2ID, _ARGON2.pack(salt, params.ops, params.mem // 1024)
+        else:
+            kind, prefix = SCRYPT, _SCRYPT.pack(salt, params.log_n, params.r, params.p)
+        secret = derive_key_from_password(self._passphrase, salt, params=params)
+        return _seal_stanza(kind, prefix, secret.secret_bytes(), b"", file_key)
+
+    def __repr__(self) -> str:
+        return f"PassphraseRecipient(<passphrase hidden>, params={self._params})"
+
+
+class PassphraseIdentity(_stanza.Unpicklable):
+    """Open a passphrase stanza, refusing KDF parameters above the caps first.
+
+    :meth:`unwrap` raises :class:`LimitExceededError` for parameters above
+    ``max_params`` / ``max_scrypt`` and :class:`FormatError` for out-of-range ones.
+    """
+
+    __slots__ = ("_max_params", "_max_scrypt", "_passphrase")
+
+    kinds: frozenset[int] = _PASSPHRASE_TYPES
+
+    def __init__(
+        self,
+        passphrase: str | Buffer,
+        *,
+        max_params: Argon2Params = MAX_READ_PARAMS,
+        max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+    ) -> None:
+        self._passphrase = _stanza.passphrase_bytes(passphrase)
+        self._max_params = max_params
+        self._max_scrypt = max_scrypt
+
+    @staticmethod
+    def params_of(stanza: Stanza) -> tuple[bytes, PasswordParams]:
+        """The salt and KDF parameters a passphrase stanza names (FormatError if invalid)."""
+        try:
+            if stanza.kind == ARGON2ID:
+                salt, ops, mem_kib = _ARGON2.unpack_from(stanza.body)
+                return salt, Argon2Params(ops, mem_kib * 1024)
+            salt, log_n, r, p = _SCRYPT.unpack_from(stanza.body)
+            if not 1 <= log_n <= 63:
+                raise InvalidParameterError(f"scrypt log2 N must be 1..63, got {log_n}")
+            return salt, ScryptParams(1 << log_n, r, p)
+        except InvalidParameterError as exc:
+            raise FormatError(f"envelope passphrase stanza has invalid parameters: {exc}") from None
+
+    def unwrap(self, stanza: Stanza) -> bytes | None:
+        if stanza.kind not in _PASSPHRASE_TYPES:
+            return None
+        salt, params = self.params_of(stanza)
+        check_read_params(params, max_params=self._max_params, max_scrypt=self._max_scrypt)
+        secret = derive_key_from_password(self._passphrase, salt, params=params)
+        return _open_stanza(stanza, secret.secret_bytes(), b"")
+
+    def __repr__(self) -> str:
+        return "PassphraseIdentity(<passphrase hidden>)"
+
+
+#: A recipient: a :class:`Recipient` or its string form.
+RecipientLike: TypeAlias = Recipient | str
+#: An identity: an :class:`Identity` or its string form.
+IdentityLike: TypeAlias = Identity | str
+
+
+def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:
+    """``sc-x25519-pub1...`` -> X25519Recipient; ``sc-secp256k1-pub1...`` -> EciesRecipient."""
+    hrp, _ = bech32_decode(text.strip())
+    if hrp == _HRP_X25519:
+        return X25519Recipient.parse(text.strip())
+    if hrp == _HRP_SECP256K1:
+        return EciesRecipient.parse(text.strip())
+    raise FormatError(f"unknown recipient type {hrp!r}; expected sc-x25519-pub or sc-secp256k1-pub")
+
+
+def parse_identity(text: str) -> X25519Identity | EciesIdentity:
+    """``SC-X25519-SECRET-1...`` -> X25519Identity; ``SC-SECP256K1-SECRET-1...`` ->
+    EciesIdentity. Raises :class:`FormatError` (the message never contains the key)."""
+    hrp, _ = bech32_decode(text.strip())
+    if hrp == _HRP_X25519_SECRET:
+        return X25519Identity.parse(text.strip())
+    if hrp == _HRP_SECP256K1_SECRET:
+        return EciesIdentity.parse(text.strip())
+    raise FormatError("unknown identity type; expected SC-X25519-SECRET- or SC-SECP256K1-SECRET-")
+
+
+_RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
+    "wrap",
+    parse_recipient,
+    "a recipient must be an sc-x25519-pub1... or sc-secp256k1-pub1... string or a Recipient",
+    "an envelope needs at least one recipient or a passphrase",
+)
+_IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
+    "unwrap",
+    parse_identity,
+    "an identity must be an SC-X25519-SECRET-1... or SC-SECP256K1-SECRET-1... string or an Identity",
+    "decrypting an envelope needs identities or a passphrase",
+)
+
+
+def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
+    """Each stanza in turn, with each identity that handles its type."""
+    return _stanza.open_file_key(
+        ((i, s) for s in header.stanzas for i in identities if s.kind in i.kinds),
+        lambda: (
+            "no stanza of this envelope opens with the given identities or passphrase: "
+            "wrong private key or passphrase, or not addressed to you"
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def _recipient_list(
+    recipients: Iterable[RecipientLike] | RecipientLike,
+    passphrase: str | Buffer | None,
+    params: PasswordParams,
+) -> list[Recipient]:
+    out = _RECIPIENTS(recipients, passphrase, lambda p: PassphraseRecipient(p, params=params))
+    if sum(isinstance(r, PassphraseRecipient) for r in out) > 1:
+        raise InvalidParameterError("an envelope takes at most one passphrase")
+    if len(out) > MAX_STANZAS:
+        raise InvalidParameterError(f"an envelope takes at most {MAX_STANZAS} recipients")
+    return out
+
+
+def _identity_list(
+    identities: Iterable[IdentityLike] | IdentityLike,
+    passphrase: str | Buffer | None,
+    max_params: Argon2Params,
+    max_scrypt: ScryptParams,
+) -> list[Identity]:
+    out = _IDENTITIES(
+        identities,
+        passphrase,
+        lambda p: PassphraseIdentity(p, max_params=max_params, max_scrypt=max_scrypt),
+    )
+    for i in out:
+        if not hasattr(i, "kinds"):
+            raise InvalidParameterError(f"an envelope identity needs kinds: {type(i).__name__}")
+    return out
