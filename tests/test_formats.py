@@ -13,7 +13,6 @@ from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
-from streamcrypt.codecs import envelope as envelope_codec
 from streamcrypt.codecs import rclone as rclone_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
@@ -25,7 +24,6 @@ from streamcrypt.errors import (
     TruncatedStreamError,
 )
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
-from streamcrypt.keys import Argon2Params
 
 pytestmark = pytest.mark.anyio
 
@@ -218,7 +216,6 @@ async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
 
 
 # The old keyword names (one release): each warns, names its replacement, and still works.
-FAST_ARGON = Argon2Params(1, 8192)
 
 
 def _old_cobblestone_codec() -> bytes:
@@ -254,11 +251,6 @@ async def _old_secretstream() -> bytes:
     return await collect(secretstream.decrypt(chunks(ct), KEY32, chunk_size=4096))
 
 
-def _old_envelope() -> bytes:
-    ct = envelope_codec.encrypt_bytes(b"msg", passphrase="pw", passphrase_params=FAST_ARGON)
-    return envelope_codec.decrypt_bytes(ct, passphrase="pw", max_params=FAST_ARGON)
-
-
 OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
     "cobblestone-codec": (_old_cobblestone_codec, ["context= is deprecated, use aad="], b"msg"),
     "cobblestone-stream": (_old_cobblestone_stream, ["context= is deprecated, use aad="], DATA),
@@ -279,14 +271,6 @@ OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
         DATA,
     ),
     "secretstream": (_old_secretstream, ["chunk_size= is deprecated, use segment_size="], DATA),
-    "envelope": (
-        _old_envelope,
-        [
-            "passphrase_params= is deprecated, use work_factor=",
-            "max_params= is deprecated, use max_work_factor=",
-        ],
-        b"msg",
-    ),
 }
 
 
@@ -377,22 +361,14 @@ async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None
     assert back == DATA
 
 
-def test_age_arguments_by_position_still_work_for_one_release_with_a_warning() -> None:
+def test_age_keys_are_keyword_only() -> None:
     recipient = IDENTITY.recipient
-    with pytest.warns(DeprecationWarning, match=r"recipients, passphrase, armor by position"):
-        sealed = age.encrypt_bytes(b"msg", [recipient], None, True)
-    assert sealed.startswith(b"-----BEGIN AGE")
-    with pytest.warns(
-        DeprecationWarning, match=r"formats\.age\.decrypt_bytes: passing identities"
-    ) as w:
-        assert age.decrypt_bytes(sealed, [IDENTITY]) == b"msg"
-    assert w[0].filename == __file__  # points at the caller
-    with pytest.warns(DeprecationWarning, match=r"formats\.age\.encrypt: passing recipients"):
-        age.encrypt(_never_read(), [recipient])
-    with pytest.raises(TypeError, match="multiple values for argument 'identities'"):
-        age.decrypt(_never_read(), [IDENTITY], identities=[IDENTITY])
-    with pytest.raises(TypeError, match="at most 3 positional"):
-        age.decrypt(_never_read(), [IDENTITY], None, 1)
+    with pytest.raises(TypeError):
+        age.encrypt_bytes(b"msg", [recipient])  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        age.decrypt(_never_read(), [IDENTITY])  # type: ignore[misc]
+    sealed = age.encrypt_bytes(b"msg", recipients=[recipient], armor=True)
+    assert age.decrypt_bytes(sealed, identities=[IDENTITY]) == b"msg"
 
 
 def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() -> None:

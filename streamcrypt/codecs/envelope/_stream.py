@@ -7,7 +7,6 @@ import hmac
 from collections.abc import Callable, Iterable, Sequence
 
 from ...abc import Buffer, Chain, Lifecycle, State
-from ...deprecation import renamed_keyword
 from ...errors import (
     AuthenticationError,
     FormatError,
@@ -162,8 +161,8 @@ class EnvelopeEncryptor(Chain):
 
     ``recipients`` are :class:`X25519Recipient`, :class:`EciesRecipient`,
     :class:`PassphraseRecipient` or their text forms; ``passphrase`` adds a passphrase
-    stanza (``work_factor``: Argon2id MODERATE by default, or ScryptParams;
-    ``passphrase_params`` is its deprecated name). ``sign_with`` appends an Ed25519ph
+    stanza (``work_factor``: Argon2id MODERATE by default, or ScryptParams).
+    ``sign_with`` appends an Ed25519ph
     signature over the whole ciphertext.
 
     A chain (``update``/``finalize``): the segmented encryptor, whose segments the
@@ -186,16 +185,7 @@ class EnvelopeEncryptor(Chain):
         aad: Buffer = b"",
         sign_with: Ed25519PrivateKey | None = None,
         work_factor: PasswordParams = MODERATE,
-        passphrase_params: PasswordParams | None = None,
     ) -> None:
-        work_factor = renamed_keyword(
-            "EnvelopeEncryptor",
-            "passphrase_params",
-            "work_factor",
-            passphrase_params,
-            work_factor,
-            MODERATE,
-        )
         if sign_with is not None and not isinstance(sign_with, Ed25519PrivateKey):
             raise InvalidParameterError("sign_with must be an Ed25519PrivateKey")
         recips = _recipient_list(recipients, passphrase, work_factor)
@@ -326,7 +316,7 @@ class EnvelopeDecryptor(SegmentedDecryptor):
     before the final segment comes out. A signed stream without ``verify_with`` is
     refused (:class:`InvalidSignatureError`, before any plaintext) unless the caller
     passes ``skip_signature_check=True``, which reads it without checking the signature. Caps on passphrase parameters:
-    ``max_work_factor`` (Argon2id; ``max_params`` is its deprecated name) and
+    ``max_work_factor`` (Argon2id) and
     ``max_scrypt``. Raises :class:`UnknownKeyError`,
     :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`InvalidPublicKeyError`, :class:`LimitExceededError`,
@@ -345,16 +335,7 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         skip_signature_check: bool = False,
         max_work_factor: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
-        max_params: Argon2Params | None = None,
     ) -> None:
-        max_work_factor = renamed_keyword(
-            "EnvelopeDecryptor",
-            "max_params",
-            "max_work_factor",
-            max_params,
-            max_work_factor,
-            MAX_READ_PARAMS,
-        )
         idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
         verify = None
         if verify_with is not None:
@@ -451,17 +432,8 @@ def encrypt_bytes(
     aad: Buffer = b"",
     sign_with: Ed25519PrivateKey | None = None,
     work_factor: PasswordParams = MODERATE,
-    passphrase_params: PasswordParams | None = None,
 ) -> bytes:
     """Encrypt ``plaintext`` into an envelope at once (see :class:`EnvelopeEncryptor`)."""
-    work_factor = renamed_keyword(
-        "envelope.encrypt_bytes",
-        "passphrase_params",
-        "work_factor",
-        passphrase_params,
-        work_factor,
-        MODERATE,
-    )
     enc = EnvelopeEncryptor(
         recipients=recipients,
         passphrase=passphrase,
@@ -484,18 +456,9 @@ def decrypt_bytes(
     skip_signature_check: bool = False,
     max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
-    max_params: Argon2Params | None = None,
 ) -> bytes:
     """Decrypt a whole envelope; returns nothing on failure (errors as
     :class:`EnvelopeDecryptor`)."""
-    max_work_factor = renamed_keyword(
-        "envelope.decrypt_bytes",
-        "max_params",
-        "max_work_factor",
-        max_params,
-        max_work_factor,
-        MAX_READ_PARAMS,
-    )
     dec = EnvelopeDecryptor(
         identities=identities,
         passphrase=passphrase,
@@ -518,7 +481,6 @@ def layout(
     skip_signature_check: bool = False,
     max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
-    max_params: Argon2Params | None = None,
 ) -> SegmentLayout:
     """Open the headers at the start of ``head`` and map an envelope of ``stream_size`` bytes.
 
@@ -529,14 +491,6 @@ def layout(
     (read it all with ``verify_with`` to check it). Raises like :class:`EnvelopeDecryptor`, and
     :class:`FormatError` when ``head`` is shorter than the headers.
     """
-    max_work_factor = renamed_keyword(
-        "envelope.layout",
-        "max_params",
-        "max_work_factor",
-        max_params,
-        max_work_factor,
-        MAX_READ_PARAMS,
-    )
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
     reader = _HeaderReader(idents, aad, None, skip_signature_check)
     opened = reader(bytes(head))
