@@ -51,63 +51,29 @@ _ZERO_NONCE = bytes(12)
 
 
 class AgeCodec(SegmentCodec):
-    """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``."""
+    """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``.
 
-    __slots__ = ("_aead", "_kernel", "first_segment_size", "segment_size")
+    The chunk rule lives in :meth:`seal_segment` / :meth:`open_segment`, one native
+    kernel call each; the shared batch loop (:meth:`SegmentCodec.run_segments`) calls
+    them for every chunk, so there is no second spelling of the nonce.
+    """
+
+    __slots__ = ("_kernel", "first_segment_size", "segment_size")
 
     overhead: ClassVar[int] = TAG_SIZE
     final_may_be_full: ClassVar[bool] = True
     max_segments: int = 1 << 88
 
     def __init__(self, payload_key: bytes) -> None:
-        self._aead = ChaCha20Poly1305Suite(payload_key)
-        self._kernel = self._aead.native(_ZERO_NONCE)[0]
+        self._kernel = ChaCha20Poly1305Suite(payload_key).native(_ZERO_NONCE)[0]
         self.segment_size = self.first_segment_size = CHUNK_SIZE
-
-    def run_segments(
-        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
-    ) -> tuple[int, Exception | None]:
-        """Every chunk but the last through the native kernel in one tight loop (the
-        per-chunk checks of :meth:`seal_segment` cost a tenth of a 64 KiB chunk's sealing);
-        the last, with the final-chunk rules, and any chunk that fails to open, through
-        :meth:`seal_segment` / :meth:`open_segment`."""
-        src = memoryview(data)
-        step = CHUNK_SIZE if sealing else CHUNK_SIZE + TAG_SIZE
-        size = step + TAG_SIZE if sealing else CHUNK_SIZE
-        work = self._kernel.encrypt_into if sealing else self._kernel.decrypt_into
-        last = first + count - 1
-        pos = written = 0
-        index = first
-        try:
-            try:
-                while index < last:
-                    nonce = self._nonce(index, False)
-                    written += work(
-                        nonce, src[pos : pos + step], None, out[written : written + size]
-                    )
-                    pos += step
-                    index += 1
-            except InvalidTag:  # raises the error open_segment gives this chunk
-                self.open_segment(
-                    index, src[pos : pos + step], False, out[written : written + size]
-                )
-                raise
-            rest = src[pos:]
-            end = written + len(rest) + (TAG_SIZE if sealing else -TAG_SIZE)
-            if sealing:
-                written += self.seal_segment(index, rest, final, out[written:end])
-            else:
-                written += self.open_segment(index, rest, final, out[written:end])
-        except Exception as exc:
-            return written, exc
-        return written, None
 
     @staticmethod
     def _nonce(index: int, final: bool) -> bytes:
         return index.to_bytes(11, "big") + (b"\x01" if final else b"\x00")
 
     def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        return self._aead.seal_into(self._nonce(index, final), plaintext, out)
+        return self._kernel.encrypt_into(self._nonce(index, final), plaintext, None, out)
 
     def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
         """Open chunk ``index``; a final empty chunk after data raises FormatError.
@@ -115,26 +81,31 @@ class AgeCodec(SegmentCodec):
         A full final chunk that opens only as a non-final one means chunks are missing at
         the end: :class:`TruncatedStreamError`. Other failures: AuthenticationError.
         """
-        size = len(ciphertext)
+        size = len(memoryview(ciphertext))
         if final and index > 0 and size == TAG_SIZE:
             raise FormatError("age payload ends with an empty chunk after data (not allowed)")
         try:
-            return self._aead.open_into(self._nonce(index, final), ciphertext, out)
-        except AuthenticationError:
-            if final and size == CHUNK_SIZE + TAG_SIZE:
-                try:
-                    self._aead.open_into(self._nonce(index, False), ciphertext, out)
-                except AuthenticationError:
-                    pass
-                else:
-                    raise TruncatedStreamError(
-                        f"age payload ends after chunk {index}, which is not the final chunk: "
-                        "the file is truncated"
-                    ) from None
+            if size < TAG_SIZE:
+                raise InvalidTag
+            return self._kernel.decrypt_into(self._nonce(index, final), ciphertext, None, out)
+        except InvalidTag:
+            if final and size == CHUNK_SIZE + TAG_SIZE and self._opens(index, ciphertext, out):
+                raise TruncatedStreamError(
+                    f"age payload ends after chunk {index}, which is not the final chunk: "
+                    "the file is truncated"
+                ) from None
             raise AuthenticationError(
                 f"age payload chunk {index} did not verify: tampered, reordered, "
                 "or cut inside a chunk"
             ) from None
+
+    def _opens(self, index: int, ciphertext: Buffer, out: memoryview) -> bool:
+        """Whether chunk ``index`` opens as a non-final chunk."""
+        try:
+            self._kernel.decrypt_into(self._nonce(index, False), ciphertext, None, out)
+        except InvalidTag:
+            return False
+        return True
 
 
 def _payload_codec(file_key: bytes, nonce: bytes) -> AgeCodec:
