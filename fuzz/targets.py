@@ -178,7 +178,8 @@ def _big(plaintext_size: int, encrypt: Callable[[bytes], bytes]) -> Callable[[],
 
 def _envelope_header() -> list[bytes]:
     """An envelope header near its 64 KiB cap: one unknown stanza, no MAC yet."""
-    stanza = envelope.Stanza(0x7F, bytes(envelope.MAX_HEADER_SIZE - 100)).encode()
+    size = envelope.MAX_HEADER_SIZE - 100
+    stanza = bytes([0x7F]) + size.to_bytes(2, "big") + bytes(size)  # type 0x7f, length, body
     return [envelope.MAGIC + bytes([envelope.VERSION, 0, 1]) + stanza]
 
 

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from support import REPO
 
 from streamcrypt.codecs import age
+from streamcrypt.codecs.age._header import _encode_stanza
 from streamcrypt.errors import (
     AuthenticationError,
     FormatError,
@@ -271,7 +272,7 @@ def _retamper(ciphertext: bytes, edit: Callable[[age.Stanza], age.Stanza]) -> by
     header = age.parse_header(ciphertext)
     assert header is not None
     [stanza] = header.stanzas
-    return ciphertext.replace(stanza.encode(), edit(stanza).encode())
+    return ciphertext.replace(_encode_stanza(stanza), _encode_stanza(edit(stanza)))
 
 
 def test_rsa_tampered_stanza_is_authentication_error_and_leaks_nothing() -> None:

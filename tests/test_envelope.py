@@ -47,7 +47,7 @@ LOW_ORDER = [
     bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
 ]
 
-X = ev.X25519Identity.generate()
+X = ev.X25519Identity.generate(text_form="envelope")
 K = ev.EciesIdentity.generate("secp256k1")
 KX = ev.EciesIdentity.generate("x25519")
 SIGNER = Ed25519PrivateKey.generate()
@@ -472,12 +472,12 @@ class _Raw:
     def __init__(self, stanza: ev.Stanza) -> None:
         self.stanza = stanza
 
-    def wrap(self, file_key: bytes) -> ev.Stanza:
-        return self.stanza
+    def wrap(self, file_key: bytes) -> list[ev.Stanza]:
+        return [self.stanza]
 
 
 def test_unknown_stanza_types_are_skipped() -> None:
-    blob = _enc(recipients=[_Raw(ev.Stanza(0x7F, b"future")), X.recipient])
+    blob = _enc(recipients=[_Raw(ev.Stanza(("0x7f",), b"future")), X.recipient])
     assert ev.decrypt_bytes(blob, identities=X) == DATA
 
 
@@ -485,14 +485,14 @@ def test_header_rules() -> None:
     with pytest.raises(FormatError):  # two passphrase stanzas
         ev.decrypt_bytes(
             _enc(
-                recipients=[_Raw(ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
+                recipients=[_Raw(*ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
                 passphrase="b",
             ),
             passphrase="b",
         )
     with pytest.raises(FormatError):  # a known stanza type with the wrong size
-        ev.decrypt_bytes(_enc(recipients=[_Raw(ev.Stanza(ev.X25519, bytes(95)))]), identities=X)
-    big = ev.Stanza(0x70, bytes(60000))
+        ev.decrypt_bytes(_enc(recipients=[_Raw(ev.Stanza((ev.X25519,), bytes(95)))]), identities=X)
+    big = ev.Stanza(("0x70",), bytes(60000))
     blob = _enc(recipients=[_Raw(big), _Raw(big), X.recipient])
     with pytest.raises(FormatError):
         ev.decrypt_bytes(blob, identities=X)
@@ -600,16 +600,41 @@ def test_text_encodings_round_trip() -> None:
     assert ev.parse_recipient(str(K.recipient)) == K.recipient
     assert ev.parse_identity(X.to_string()).recipient == X.recipient
     assert ev.parse_identity(K.to_string()).recipient == K.recipient
-    assert ev.EciesIdentity.parse(KX.to_string()).recipient == KX.recipient
+    # An x25519 ECIES key's text is an X25519 key's: it reads as the one X25519 identity.
+    assert ev.parse_identity(KX.to_string()).recipient.public_bytes() == KX.recipient.public_bytes()
     blob = _enc(recipients=[str(X.recipient), str(K.recipient)])
     assert ev.decrypt_bytes(blob, identities=[K.to_string()]) == DATA
+
+
+def test_one_x25519_key_pair_serves_age_and_the_envelope() -> None:
+    """age and the envelope share one recipient model: one Stanza, one X25519 pair whose
+    two text forms both parse, each format writing its own stanza for the key."""
+    from streamcrypt.codecs import age
+
+    assert ev.X25519Identity is age.X25519Identity and ev.Stanza is age.Stanza
+    ident = age.X25519Identity.generate()
+    assert ident.to_string().startswith("AGE-SECRET-KEY-1")
+    as_envelope = ev.X25519Identity(ident.secret_key(), text_form="envelope")
+    assert as_envelope.to_string().startswith("SC-X25519-SECRET-1")
+    assert as_envelope.recipient == ident.recipient
+    assert ev.parse_recipient(str(ident.recipient)) == ident.recipient
+    assert age.parse_recipient(str(as_envelope.recipient)) == ident.recipient
+    blob = _enc(recipients=[str(ident.recipient)])
+    assert [s.kind for s in ev.parse_header(blob).stanzas] == [ev.X25519]  # type: ignore[union-attr]
+    assert ev.decrypt_bytes(blob, identities=[as_envelope.to_string()]) == DATA
+    enc = age.AgeEncryptor(recipients=[str(as_envelope.recipient)])
+    sealed = enc.update(b"both") + enc.finalize()
+    dec = age.AgeDecryptor(identities=[ident])
+    assert dec.update(sealed) + dec.finalize() == b"both"
+    with pytest.raises(InvalidParameterError):  # an age-only recipient has no envelope stanza
+        _enc(recipients=[age.ScryptRecipient("pw", work_factor=1)])
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "sc-x25519-pub1qqqq",
-        "age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq",
+        "age1pq1qqqq",
         "SC-X25519-SECRET-1QQQQ",
         "",
     ],

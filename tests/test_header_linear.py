@@ -119,7 +119,7 @@ def _envelope_file(scale: int) -> tuple[Callable[[], Any], bytes]:
 
 def _envelope_unfinished(scale: int) -> tuple[Callable[[], Any], bytes]:
     """A header of one unknown stanza (the 64 KiB cap allows) that never ends."""
-    stanza = envelope.Stanza(0x7F, bytes(16_000 * scale - 100)).encode()
+    stanza = bytes([0x7F]) + (16_000 * scale - 100).to_bytes(2, "big") + bytes(16_000 * scale - 100)
     data = envelope.MAGIC + bytes([envelope.VERSION, 0, 1]) + stanza
     return (lambda: envelope.EnvelopeDecryptor(identities=ENV_ID)), data
 

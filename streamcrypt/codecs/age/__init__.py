@@ -40,6 +40,8 @@ from __future__ import annotations
 from ...errors import InvalidParameterError
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from .._segmented import SegmentLayout
+from .._stanza import Identity, Recipient, Stanza
+from .._x25519 import X25519Identity, X25519Recipient
 from ..armor import ARMOR
 from ._header import (
     CHUNK_SIZE,
@@ -49,7 +51,6 @@ from ._header import (
     TAG_SIZE,
     VERSION_LINE,
     AgeHeader,
-    Stanza,
     parse_header,
 )
 from ._mlkem import MLKEM768X25519Identity, MLKEM768X25519Recipient
@@ -57,9 +58,7 @@ from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, decrypt_bytes, encry
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
-    Identity,
     IdentityLike,
-    Recipient,
     RecipientLike,
     parse_identities,
     parse_identity,
@@ -67,7 +66,6 @@ from ._recipients import (
 )
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR, ScryptIdentity, ScryptRecipient
 from ._ssh import SshEd25519Identity, SshEd25519Recipient, SshRsaIdentity, SshRsaRecipient
-from ._x25519 import X25519Identity, X25519Recipient
 
 __all__ = [
     "CHUNK_SIZE",

@@ -8,7 +8,6 @@ finds its end in bytes that arrive in pieces, :func:`build_header` writes one.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import re
@@ -16,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...abc import Buffer
-from ...errors import AuthenticationError, FormatError, UnsupportedFormatError
+from ...errors import FormatError, UnsupportedFormatError
 from ...keys import hkdf
-from ...primitives import ChaCha20Poly1305Suite
+from .._stanza import Stanza, b64decode, b64encode
 
-__all__ = ["AgeHeader", "Stanza", "parse_header"]
+__all__ = ["AgeHeader", "parse_header"]
 
 #: The first line of every age v1 header.
 VERSION_LINE = b"age-encryption.org/v1"
@@ -36,9 +35,6 @@ NONCE_SIZE = 16
 #: Longest header a reader buffers before giving up (a post-quantum stanza is ~1.6 KB).
 DEFAULT_MAX_HEADER_SIZE = 1 << 20
 _COLUMNS = 64
-_ZERO_NONCE = bytes(12)
-#: Bytes of a wrapped file key (X25519, scrypt, ssh-ed25519 stanza bodies).
-_WRAPPED_SIZE = FILE_KEY_SIZE + TAG_SIZE
 
 _B64 = re.compile(rb"[A-Za-z0-9+/]*")
 _ARG = re.compile(r"[\x21-\x7e]+")
@@ -48,51 +44,8 @@ _MAC_LINE_SIZE = 4 + 43 + 1
 
 
 # ---------------------------------------------------------------------------------------
-# Canonical unpadded base64
-# ---------------------------------------------------------------------------------------
-
-
-def _b64encode(data: Buffer) -> bytes:
-    return base64.b64encode(data).rstrip(b"=")
-
-
-def _b64decode(text: bytes, what: str) -> bytes:
-    if len(text) % 4 == 1 or not _B64.fullmatch(text):
-        raise FormatError(f"age {what} is not unpadded base64")
-    decoded = base64.b64decode(text + b"=" * (-len(text) % 4))
-    if _b64encode(decoded) != text:
-        raise FormatError(f"age {what} is not canonical base64 (non-zero unused bits)")
-    return decoded
-
-
-# ---------------------------------------------------------------------------------------
 # Header
 # ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Stanza:
-    """One recipient stanza: its arguments (the first names the type) and its body."""
-
-    args: tuple[str, ...]
-    body: bytes
-
-    def __post_init__(self) -> None:
-        if not self.args or not all(_ARG.fullmatch(a) for a in self.args):
-            raise FormatError("age stanza arguments must be 1 or more visible-ASCII words")
-
-    @property
-    def kind(self) -> str:
-        """The stanza type (its first argument), e.g. ``"X25519"``."""
-        return self.args[0]
-
-    def encode(self) -> bytes:
-        """The stanza as header text: the argument line and the 64-column body lines."""
-        body = _b64encode(self.body)
-        lines = [body[i : i + _COLUMNS] for i in range(0, len(body), _COLUMNS)]
-        if not lines or len(lines[-1]) == _COLUMNS:
-            lines.append(b"")
-        return b"-> " + " ".join(self.args).encode() + b"\n" + b"".join(x + b"\n" for x in lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,13 +200,13 @@ def _parse_complete(text: bytes) -> AgeHeader:
             body += chunk
             if len(chunk) < _COLUMNS:
                 break
-        stanzas.append(Stanza(args, _b64decode(bytes(body), "stanza body")))
+        stanzas.append(Stanza(args, b64decode(bytes(body), "stanza body")))
     if not stanzas:
         raise FormatError("age header has no recipient stanza")
     mac_line = _MAC_LINE.fullmatch(lines[last])
     if mac_line is None:
         raise FormatError("age header MAC line must be '--- ' and 43 base64 characters")
-    mac = _b64decode(mac_line.group(1), "header MAC")
+    mac = b64decode(mac_line.group(1), "header MAC")
     return AgeHeader(tuple(stanzas), mac, len(text), text[: len(text) - _MAC_LINE_SIZE + 3])
 
 
@@ -261,38 +214,15 @@ def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
     return hmac.new(hkdf(file_key, info=b"header"), mac_input, hashlib.sha256).digest()
 
 
+def _encode_stanza(stanza: Stanza) -> bytes:
+    """A stanza as header text: the argument line and the 64-column body lines."""
+    body = b64encode(stanza.body)
+    lines = [body[i : i + _COLUMNS] for i in range(0, len(body), _COLUMNS)]
+    if not lines or len(lines[-1]) == _COLUMNS:
+        lines.append(b"")
+    return b"-> " + " ".join(stanza.args).encode() + b"\n" + b"".join(x + b"\n" for x in lines)
+
+
 def _build_header(file_key: bytes, stanzas: Sequence[Stanza]) -> bytes:
-    text = VERSION_LINE + b"\n" + b"".join(s.encode() for s in stanzas) + b"---"
-    return text + b" " + _b64encode(_header_mac(file_key, text)) + b"\n"
-
-
-# ---------------------------------------------------------------------------------------
-# Stanza bodies and arguments
-# ---------------------------------------------------------------------------------------
-
-
-def _wrap_key(key: bytes, file_key: bytes) -> bytes:
-    return ChaCha20Poly1305Suite(key).seal(_ZERO_NONCE, file_key)
-
-
-def _unwrap_key(key: bytes, body: bytes) -> bytes | None:
-    try:
-        return ChaCha20Poly1305Suite(key).open(_ZERO_NONCE, body)
-    except AuthenticationError:
-        return None
-
-
-def _stanza_arg(stanza: Stanza, index: int, size: int) -> bytes:
-    value = _b64decode(stanza.args[index].encode(), f"{stanza.kind} stanza argument")
-    if len(value) != size:
-        raise FormatError(f"age {stanza.kind} stanza argument must encode {size} bytes")
-    return value
-
-
-def _check_shape(stanza: Stanza, nargs: int) -> None:
-    if len(stanza.args) != nargs:
-        raise FormatError(
-            f"age {stanza.kind} stanza must have {nargs - 1} argument(s) after its type"
-        )
-    if len(stanza.body) != _WRAPPED_SIZE:
-        raise FormatError(f"age {stanza.kind} stanza body must be {_WRAPPED_SIZE} bytes")
+    text = VERSION_LINE + b"\n" + b"".join(_encode_stanza(s) for s in stanzas) + b"---"
+    return text + b" " + b64encode(_header_mac(file_key, text)) + b"\n"

@@ -15,7 +15,7 @@ from ...errors import FormatError, InvalidKeySizeError, InvalidPublicKeyError
 from ...keys import SecretKey, as_secret_key, random_bytes
 from .. import _stanza
 from .._bech32 import bech32_decode, bech32_encode
-from ._header import Stanza, _b64encode, _check_shape, _stanza_arg
+from .._stanza import Stanza, b64encode, check_shape, stanza_arg
 
 __all__ = ["MLKEM768X25519Identity", "MLKEM768X25519Recipient"]
 
@@ -67,7 +67,7 @@ class MLKEM768X25519Recipient:
     def wrap(self, file_key: bytes) -> list[Stanza]:
         sealed = _PQ_SUITE.encrypt(file_key, self._key, info=_PQ_INFO)
         enc, body = sealed[:_PQ_ENC_SIZE], sealed[_PQ_ENC_SIZE:]
-        return [Stanza(("mlkem768x25519", _b64encode(enc).decode()), body)]
+        return [Stanza(("mlkem768x25519", b64encode(enc).decode()), body)]
 
     def __str__(self) -> str:
         return bech32_encode(_HRP_PQ, self._public)
@@ -133,8 +133,8 @@ class MLKEM768X25519Identity(_stanza.Unpicklable):
         for stanza in stanzas:
             if stanza.kind != "mlkem768x25519":
                 continue
-            _check_shape(stanza, 2)
-            enc = _stanza_arg(stanza, 1, _PQ_ENC_SIZE)
+            check_shape(stanza, 2)
+            enc = stanza_arg(stanza, 1, _PQ_ENC_SIZE)
             try:
                 self._dh.exchange(x25519.X25519PublicKey.from_public_bytes(enc[-32:]))
             except ValueError:

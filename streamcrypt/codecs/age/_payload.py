@@ -15,6 +15,7 @@ from ...keys import hkdf, random_bytes
 from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza
 from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from .._stanza import Identity
 from ..armor import ArmorDecoder, is_armored
 from ..armor import armor as _armor
 from ._header import (
@@ -29,7 +30,6 @@ from ._header import (
     _parse_complete,
 )
 from ._recipients import (
-    Identity,
     IdentityLike,
     RecipientLike,
     _identity_list,

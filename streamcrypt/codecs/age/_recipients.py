@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from functools import partial
 
 from ...abc import Buffer
 from ...errors import AuthenticationError, FormatError, InvalidParameterError
 from .. import _stanza
 from .._bech32 import bech32_decode
-from ._header import FILE_KEY_SIZE, AgeHeader, Stanza, _header_mac
+from .._stanza import Identity, Recipient
+from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
+from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac
 from ._mlkem import _HRP_PQ, _HRP_PQ_SECRET, MLKEM768X25519Identity, MLKEM768X25519Recipient
 from ._scrypt import ScryptIdentity, ScryptRecipient
 from ._ssh import (
@@ -24,33 +26,16 @@ from ._ssh import (
     SshRsaRecipient,
     _ssh_identity,
 )
-from ._x25519 import _HRP_X25519, _HRP_X25519_SECRET, X25519Identity, X25519Recipient
 
 __all__ = [
     "AnyIdentity",
     "AnyRecipient",
-    "Identity",
     "IdentityLike",
-    "Recipient",
     "RecipientLike",
     "parse_identities",
     "parse_identity",
     "parse_recipient",
 ]
-
-
-@runtime_checkable
-class Recipient(_stanza.StanzaRecipient[list[Stanza]], Protocol):
-    """Wraps a file key into stanzas: ``wrap(file_key)`` returns a list of them."""
-
-
-@runtime_checkable
-class Identity(_stanza.StanzaIdentity[Sequence[Stanza]], Protocol):
-    """Unwraps the file key from the stanzas addressed to it: ``unwrap(stanzas)``.
-
-    Returns ``None`` when no stanza is for this identity; raises :class:`FormatError`
-    for a malformed stanza of its own type.
-    """
 
 
 #: A recipient: an ``age1...``, ``ssh-ed25519 AAAA...`` or ``ssh-rsa AAAA...`` string or a
@@ -66,7 +51,8 @@ AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity | Ssh
 
 
 def parse_recipient(text: str) -> AnyRecipient:
-    """Parse ``age1...``, ``age1pq1...`` or an SSH public key line (``ssh-ed25519 AAAA...``,
+    """Parse ``age1...`` (or the same X25519 key as ``sc-x25519-pub1...``), ``age1pq1...``
+    or an SSH public key line (``ssh-ed25519 AAAA...``,
     ``ssh-rsa AAAA...``).
 
     Raises :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type,
@@ -79,7 +65,7 @@ def parse_recipient(text: str) -> AnyRecipient:
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ:
         return MLKEM768X25519Recipient.parse(text)
-    if hrp == _HRP_X25519:
+    if hrp in (prefix for prefix, _ in PREFIXES.values()):
         return X25519Recipient.parse(text)
     raise FormatError(
         "unknown age recipient type: expected age1..., age1pq1..., ssh-ed25519 or ssh-rsa"
@@ -94,7 +80,7 @@ def parse_identity(text: str) -> AnyIdentity:
     hrp, _ = bech32_decode(text)
     if hrp == _HRP_PQ_SECRET:
         return MLKEM768X25519Identity.parse(text)
-    if hrp == _HRP_X25519_SECRET:
+    if hrp in (prefix for _, prefix in PREFIXES.values()):
         return X25519Identity.parse(text)
     raise FormatError("unknown age identity type: expected AGE-SECRET-KEY-1... or -PQ-1...")
 
@@ -171,7 +157,7 @@ def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
     if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
         raise FormatError("an age scrypt stanza must be the only stanza in the header")
     file_key = _stanza.open_file_key(
-        ((i, stanzas) for i in identities), lambda: _no_match(identities)
+        (partial(i.unwrap, stanzas) for i in identities), lambda: _no_match(identities)
     )
     if len(file_key) != FILE_KEY_SIZE:
         raise FormatError(f"the unwrapped age file key is not {FILE_KEY_SIZE} bytes")

@@ -10,7 +10,7 @@ from ...abc import Buffer
 from ...errors import FormatError, InvalidParameterError, LimitExceededError
 from ...keys import random_bytes
 from .. import _stanza
-from ._header import Stanza, _b64encode, _check_shape, _stanza_arg, _unwrap_key, _wrap_key
+from .._stanza import Stanza, b64encode, check_shape, stanza_arg, unwrap_key, wrap_key
 
 __all__ = ["DEFAULT_MAX_WORK_FACTOR", "DEFAULT_WORK_FACTOR", "ScryptIdentity", "ScryptRecipient"]
 
@@ -45,8 +45,8 @@ class ScryptRecipient(_stanza.Unpicklable):
     def wrap(self, file_key: bytes) -> list[Stanza]:
         salt = random_bytes(16)
         key = _scrypt(self._passphrase, salt, self.work_factor)
-        args = ("scrypt", _b64encode(salt).decode(), str(self.work_factor))
-        return [Stanza(args, _wrap_key(key, file_key))]
+        args = ("scrypt", b64encode(salt).decode(), str(self.work_factor))
+        return [Stanza(args, wrap_key(key, file_key))]
 
     def __repr__(self) -> str:
         return f"ScryptRecipient(<passphrase hidden>, work_factor={self.work_factor})"
@@ -75,8 +75,8 @@ class ScryptIdentity(_stanza.Unpicklable):
                 continue
             if len(stanzas) != 1:
                 raise FormatError("an age scrypt stanza must be the only stanza in the header")
-            _check_shape(stanza, 3)
-            salt = _stanza_arg(stanza, 1, 16)
+            check_shape(stanza, 3)
+            salt = stanza_arg(stanza, 1, 16)
             digits = stanza.args[2]
             if not _WORK_FACTOR.fullmatch(digits):
                 raise FormatError("age scrypt work factor must be a decimal without leading 0")
@@ -89,7 +89,7 @@ class ScryptIdentity(_stanza.Unpicklable):
                     f"{self.max_work_factor}; raise max_work_factor if you trust this file"
                 )
             work_factor = int(digits)
-            return _unwrap_key(_scrypt(self._passphrase, salt, work_factor), stanza.body)
+            return unwrap_key(_scrypt(self._passphrase, salt, work_factor), stanza.body)
         return None
 
     def __repr__(self) -> str:

@@ -25,8 +25,8 @@ from ...errors import (
 from ...keys import SecretKey, as_secret_key, hkdf, random_bytes
 from ...lazy import LazyModule
 from .. import _stanza
-from ._header import Stanza, _b64encode, _check_shape, _stanza_arg
-from ._x25519 import _dh_unwrap, _dh_wrap
+from .._stanza import Stanza, b64encode, check_shape, stanza_arg
+from .._x25519 import dh_unwrap, dh_wrap
 
 if TYPE_CHECKING:
     # imported where used: SSH keys (serialization, RSA) cost an X25519 recipient's every
@@ -157,8 +157,8 @@ class SshEd25519Recipient:
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One ssh-ed25519 stanza; raises :class:`InvalidPublicKeyError` for a key whose
         Montgomery form is a low-order point."""
-        share, body = _dh_wrap(self._x25519, file_key, _SSH_ED25519_INFO, self._tweak)
-        args = (_SSH_ED25519, _b64encode(self._tag).decode(), _b64encode(share).decode())
+        share, body = dh_wrap(self._x25519, file_key, _SSH_ED25519_INFO, self._tweak)
+        args = (_SSH_ED25519, b64encode(self._tag).decode(), b64encode(share).decode())
         return [Stanza(args, body)]
 
     def __str__(self) -> str:
@@ -224,11 +224,11 @@ class SshEd25519Identity(_stanza.Unpicklable):
         for stanza in stanzas:
             if stanza.kind != _SSH_ED25519:
                 continue
-            _check_shape(stanza, 3)
-            if _stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+            check_shape(stanza, 3)
+            if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
                 continue
-            share = _stanza_arg(stanza, 2, 32)
-            file_key = _dh_unwrap(
+            share = stanza_arg(stanza, 2, 32)
+            file_key = dh_unwrap(
                 self._private, ours._x25519, stanza, share, _SSH_ED25519_INFO, ours._tweak
             )
             if file_key is not None:
@@ -296,7 +296,7 @@ class SshRsaRecipient:
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One ssh-rsa stanza (the body is as long as the modulus)."""
         body = self._key.encrypt(file_key, _oaep())
-        return [Stanza((_SSH_RSA, _b64encode(self._tag).decode()), body)]
+        return [Stanza((_SSH_RSA, b64encode(self._tag).decode()), body)]
 
     def __str__(self) -> str:
         return f"{_SSH_RSA} {base64.b64encode(self._wire).decode()}"
@@ -375,7 +375,7 @@ class SshRsaIdentity(_stanza.Unpicklable):
                 continue
             if len(stanza.args) != 2:
                 raise FormatError("age ssh-rsa stanza must have 1 argument after its type")
-            if _stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+            if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
                 continue
             if len(stanza.body) != size:
                 raise FormatError(f"age ssh-rsa stanza body must be {size} bytes for this key")

@@ -28,6 +28,8 @@ from ...keys import MAX_READ_PARAMS, MODERATE
 from .. import container
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
+from .._stanza import Identity, Recipient, Stanza
+from .._x25519 import X25519Identity, X25519Recipient
 from ._header import (
     ARGON2ID,
     ECIES_SECP256K1,
@@ -40,20 +42,15 @@ from ._header import (
     VERSION,
     X25519,
     EnvelopeHeader,
-    Stanza,
     parse_header,
 )
 from ._recipients import (
     EciesIdentity,
     EciesRecipient,
-    Identity,
     IdentityLike,
     PassphraseIdentity,
     PassphraseRecipient,
-    Recipient,
     RecipientLike,
-    X25519Identity,
-    X25519Recipient,
     parse_identity,
     parse_recipient,
 )

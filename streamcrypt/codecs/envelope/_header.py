@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...abc import Buffer
-from ...errors import FormatError, UnsupportedFormatError
+from ...errors import FormatError, InvalidParameterError, UnsupportedFormatError
 from ...keys import SecretKey, hkdf
 from ...primitives import ED25519_SIGNATURE_SIZE
+from .._stanza import Stanza
 
-__all__ = ["EnvelopeHeader", "Stanza", "parse_header"]
+__all__ = ["EnvelopeHeader", "parse_header"]
 
 #: The four bytes that start an envelope.
 MAGIC = b"SCEV"
@@ -32,33 +34,34 @@ MAX_STANZAS = 64
 #: Longest envelope header a reader buffers before refusing it (FormatError).
 MAX_HEADER_SIZE = 1 << 16
 
-#: Stanza type: a passphrase, Argon2id.
-ARGON2ID = 0x01
-#: Stanza type: a passphrase, scrypt.
-SCRYPT = 0x02
-#: Stanza type: an X25519 recipient.
-X25519 = 0x10
-#: Stanza type: a secp256k1 recipient (ECIES, as eciespy).
-ECIES_SECP256K1 = 0x11
-#: Stanza type: an X25519 recipient wrapped as eciespy's ECIES does it.
-ECIES_X25519 = 0x12
+#: Stanza type: a passphrase, Argon2id (type byte 0x01 on the wire).
+ARGON2ID = "argon2id"
+#: Stanza type: a passphrase, scrypt (0x02).
+SCRYPT = "scrypt"
+#: Stanza type: an X25519 recipient (0x10).
+X25519 = "x25519"
+#: Stanza type: a secp256k1 recipient (ECIES, as eciespy; 0x11).
+ECIES_SECP256K1 = "ecies-secp256k1"
+#: Stanza type: an X25519 recipient wrapped as eciespy's ECIES does it (0x12).
+ECIES_X25519 = "ecies-x25519"
 
 _INFO = b"streamcrypt envelope v1 "
-_LABELS = {
-    ARGON2ID: b"argon2id",
-    SCRYPT: b"scrypt",
-    X25519: b"x25519",
-    ECIES_SECP256K1: b"ecies-secp256k1",
-    ECIES_X25519: b"ecies-x25519",
+#: Each stanza type's byte on the wire; another byte ``b`` reads as type ``"0x%02x" % b``.
+_TYPE_BYTES = {
+    ARGON2ID: 0x01,
+    SCRYPT: 0x02,
+    X25519: 0x10,
+    ECIES_SECP256K1: 0x11,
+    ECIES_X25519: 0x12,
 }
+_TYPE_NAMES = {byte: name for name, byte in _TYPE_BYTES.items()}
+_OTHER_TYPE = re.compile(r"0x[0-9a-f]{2}")
 _PREFIX_SIZES = {ARGON2ID: 24, SCRYPT: 25, X25519: 32, ECIES_SECP256K1: 33, ECIES_X25519: 32}
 _PASSPHRASE_TYPES = frozenset({ARGON2ID, SCRYPT})
 _ZERO_NONCE = bytes(12)
 _ARGON2 = struct.Struct(">16sII")
 _SCRYPT = struct.Struct(">16sBII")
 
-_HRP_X25519 = "sc-x25519-pub"
-_HRP_X25519_SECRET = "sc-x25519-secret-"
 _HRP_SECP256K1 = "sc-secp256k1-pub"
 _HRP_SECP256K1_SECRET = "sc-secp256k1-secret-"
 
@@ -66,15 +69,24 @@ _HRP_SECP256K1_SECRET = "sc-secp256k1-secret-"
 # --------------------------------------------------------------------------- header
 
 
-@dataclass(frozen=True, slots=True)
-class Stanza:
-    """One wrapped copy of the file key: a type byte and its body."""
+def _type_byte(stanza: Stanza) -> int:
+    """The wire byte of an envelope stanza's type; :class:`InvalidParameterError` for a
+    stanza no envelope holds (more than one argument, or an unknown type name)."""
+    kind = stanza.kind
+    if len(stanza.args) == 1 and kind in _TYPE_BYTES:
+        return _TYPE_BYTES[kind]
+    if len(stanza.args) == 1 and _OTHER_TYPE.fullmatch(kind):
+        return int(kind, 16)
+    raise InvalidParameterError(
+        f"a {kind[:32]!r} stanza cannot go into an envelope (an age-only recipient?)"
+    )
 
-    kind: int
-    body: bytes
 
-    def encode(self) -> bytes:
-        return struct.pack(">BH", self.kind, len(self.body)) + self.body
+def _encode_stanza(stanza: Stanza) -> bytes:
+    """A stanza as the envelope writes it: type byte, body length, body."""
+    if len(stanza.body) > 0xFFFF:
+        raise InvalidParameterError("an envelope stanza body must be at most 65535 bytes")
+    return struct.pack(">BH", _type_byte(stanza), len(stanza.body)) + stanza.body
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +109,7 @@ class EnvelopeHeader:
 def _encode_header(stanzas: Sequence[Stanza], signer: bytes | None) -> bytes:
     flags = FLAG_SIGNED if signer is not None else 0
     parts = [MAGIC, bytes([VERSION, flags]), signer or b"", bytes([len(stanzas)])]
-    parts += [s.encode() for s in stanzas]
+    parts += [_encode_stanza(s) for s in stanzas]
     return b"".join(parts)
 
 
@@ -141,15 +153,16 @@ def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
     pos += 1
     if not 1 <= count <= MAX_STANZAS:
         raise FormatError(f"envelope has {count} stanzas; it must have 1..{MAX_STANZAS}")
-    spans: list[tuple[int, int, int]] = []
+    spans: list[tuple[str, int, int]] = []
     for _ in range(count):
         if n < pos + 3:
             return _need_more(n, pos + 3)
-        kind, length = struct.unpack_from(">BH", buf, pos)
+        byte, length = struct.unpack_from(">BH", buf, pos)
+        kind = _TYPE_NAMES.get(byte) or f"0x{byte:02x}"
         pos += 3
         if kind in _PREFIX_SIZES and length != _PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE:
             raise FormatError(
-                f"envelope {_LABELS[kind].decode()} stanza must be "
+                f"envelope {kind} stanza must be "
                 f"{_PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE} bytes, got {length}"
             )
         if n < pos + length:
@@ -160,7 +173,7 @@ def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
         raise FormatError("envelope has more than one passphrase stanza")
     if n < pos + MAC_SIZE:
         return _need_more(n, pos + MAC_SIZE)
-    stanzas = tuple(Stanza(kind, bytes(buf[at : at + size])) for kind, at, size in spans)
+    stanzas = tuple(Stanza((kind,), bytes(buf[at : at + size])) for kind, at, size in spans)
     return EnvelopeHeader(stanzas, signer, bytes(buf[: pos + MAC_SIZE]))
 
 

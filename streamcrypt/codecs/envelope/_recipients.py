@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol, TypeAlias
+from functools import partial
+from typing import Literal, TypeAlias
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, x25519
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from ...abc import Buffer
 from ...errors import (
@@ -38,18 +39,17 @@ from ...primitives import (
 )
 from .. import _stanza, ecies
 from .._bech32 import bech32_decode, bech32_encode
-from .._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
+from .._stanza import Identity, Recipient, Stanza
+from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
 from ._header import (
     _ARGON2,
     _HRP_SECP256K1,
     _HRP_SECP256K1_SECRET,
-    _HRP_X25519,
-    _HRP_X25519_SECRET,
     _INFO,
-    _LABELS,
     _PASSPHRASE_TYPES,
     _PREFIX_SIZES,
     _SCRYPT,
+    _TYPE_BYTES,
     _ZERO_NONCE,
     ARGON2ID,
     CHECK_SIZE,
@@ -59,34 +59,29 @@ from ._header import (
     SCRYPT,
     X25519,
     EnvelopeHeader,
-    Stanza,
 )
 
 __all__ = [
     "EciesIdentity",
     "EciesRecipient",
-    "Identity",
     "IdentityLike",
     "PassphraseIdentity",
     "PassphraseRecipient",
-    "Recipient",
     "RecipientLike",
-    "X25519Identity",
-    "X25519Recipient",
     "parse_identity",
     "parse_recipient",
 ]
 
 
-def _kek(kind: int, secret: bytes, salt: bytes) -> tuple[ChaCha20Poly1305Suite, bytes]:
-    okm = hkdf(secret, salt=salt, info=_INFO + _LABELS[kind], length=32 + CHECK_SIZE)
+def _kek(kind: str, secret: bytes, salt: bytes) -> tuple[ChaCha20Poly1305Suite, bytes]:
+    okm = hkdf(secret, salt=salt, info=_INFO + kind.encode(), length=32 + CHECK_SIZE)
     return ChaCha20Poly1305Suite(okm[:32]), okm[32:]
 
 
-def _seal_stanza(kind: int, prefix: bytes, secret: bytes, salt: bytes, file_key: bytes) -> Stanza:
+def _seal_stanza(kind: str, prefix: bytes, secret: bytes, salt: bytes, file_key: bytes) -> Stanza:
     aead, check = _kek(kind, secret, salt)
-    wrapped = aead.seal(_ZERO_NONCE, file_key, bytes([kind]) + prefix)
-    return Stanza(kind, prefix + check + wrapped)
+    wrapped = aead.seal(_ZERO_NONCE, file_key, bytes([_TYPE_BYTES[kind]]) + prefix)
+    return Stanza((kind,), prefix + check + wrapped)
 
 
 def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
@@ -95,80 +90,61 @@ def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
     aead, check = _kek(stanza.kind, secret, salt)
     if not hmac.compare_digest(check, stanza.body[n : n + CHECK_SIZE]):
         return None
+    aad = bytes([_TYPE_BYTES[stanza.kind]]) + stanza.body[:n]
     try:
-        return aead.open(
-            _ZERO_NONCE, stanza.body[n + CHECK_SIZE :], bytes([stanza.kind]) + stanza.body[:n]
-        )
+        return aead.open(_ZERO_NONCE, stanza.body[n + CHECK_SIZE :], aad)
     except AuthenticationError:
         raise AuthenticationError(
-            f"envelope {_LABELS[stanza.kind].decode()} stanza is addressed to this identity "
+            f"envelope {stanza.kind} stanza is addressed to this identity "
             "but its wrapped key does not open: the stanza was tampered with"
         ) from None
 
 
-class Recipient(_stanza.StanzaRecipient[Stanza], Protocol):
-    """Something the file key can be wrapped to: ``wrap(file_key)`` returns one stanza."""
+def _wrap_x25519(recipient: X25519Recipient, file_key: bytes) -> Stanza:
+    """The envelope's x25519 stanza for one of the shared X25519 recipients."""
+    ephemeral = X25519Identity.generate()
+    share = ephemeral.recipient.public_bytes()
+    shared = ephemeral.exchange(recipient.public_bytes())
+    if shared is None:  # X25519Recipient refuses low-order keys when made
+        raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
+    return _seal_stanza(X25519, share, shared, share + recipient.public_bytes(), file_key)
 
 
-class Identity(_stanza.StanzaIdentity[Stanza], Protocol):
-    """Something that may unwrap stanzas of the types in ``kinds``: ``unwrap(stanza)``
-    returns the file key, or ``None`` when the stanza is not addressed to it."""
+def _unwrap_x25519(identity: X25519Identity, stanza: Stanza) -> bytes | None:
+    """The file key from an x25519 or ecies-x25519 stanza for ``identity``, else ``None``.
 
-    @property
-    def kinds(self) -> frozenset[int]: ...
-
-
-class X25519Recipient(X25519PublicText):
-    """An X25519 public key (``sc-x25519-pub1...``); low-order points are refused.
-
-    Raises :class:`InvalidPublicKeyError` at construction for a wrong size or low order.
+    Raises :class:`InvalidPublicKeyError` for a low-order or invalid ephemeral key and
+    :class:`AuthenticationError` for a stanza of ours that was tampered with.
     """
+    share = stanza.body[:32]
+    if stanza.kind == ECIES_X25519:
+        key = ecies.decapsulate(identity.secret_key(), share, curve="x25519")
+        return _open_stanza(stanza, key.secret_bytes(), share)
+    if stanza.kind != X25519:
+        return None
+    shared = identity.exchange(share)
+    if shared is None:
+        raise InvalidPublicKeyError("envelope x25519 stanza has a low-order ephemeral key")
+    return _open_stanza(stanza, shared, share + identity.recipient.public_bytes())
 
-    HRP = _HRP_X25519
-    DESCRIPTION = "an X25519 recipient (sc-x25519-pub1...)"
-    CHECK_ORDER_EARLY = True
-    __slots__ = ()
 
-    def wrap(self, file_key: bytes) -> Stanza:
-        ephemeral = x25519.X25519PrivateKey.generate()
-        share = ephemeral.public_key().public_bytes_raw()
-        shared = ephemeral.exchange(x25519.X25519PublicKey.from_public_bytes(self._public))
-        return _seal_stanza(X25519, share, shared, share + self._public, file_key)
+def _wrap(recipient: Recipient, file_key: bytes) -> list[Stanza]:
+    """The stanzas ``recipient`` gets in an envelope (an X25519 key: the envelope's own)."""
+    if isinstance(recipient, X25519Recipient):
+        return [_wrap_x25519(recipient, file_key)]
+    return recipient.wrap(file_key)
 
 
-class X25519Identity(X25519SecretText[X25519Recipient]):
-    """An X25519 private key (``SC-X25519-SECRET-1...``); ``repr`` shows only the public key.
-
-    Opens x25519 and ecies-x25519 stanzas (the same key pair serves both).
-    """
-
-    SECRET_HRP = _HRP_X25519_SECRET
-    DESCRIPTION = "an X25519 identity (SC-X25519-SECRET-1...)"
-    RECIPIENT = X25519Recipient
-    __slots__ = ()
-
-    kinds: frozenset[int] = frozenset({X25519, ECIES_X25519})
-
-    def unwrap(self, stanza: Stanza) -> bytes | None:
-        """The file key, ``None`` if the stanza is not ours.
-
-        Raises :class:`InvalidPublicKeyError` for a low-order or invalid ephemeral key and
-        :class:`AuthenticationError` for a stanza of ours that was tampered with.
-        """
-        share = stanza.body[:32]
-        if stanza.kind == ECIES_X25519:
-            key = ecies.decapsulate(self.secret_key(), share, curve="x25519")
-            return _open_stanza(stanza, key.secret_bytes(), share)
-        if stanza.kind != X25519:
-            return None
-        shared = x25519_exchange(self._private, share)
-        if shared is None:
-            raise InvalidPublicKeyError("envelope x25519 stanza has a low-order ephemeral key")
-        return _open_stanza(stanza, shared, share + self._recipient.public_bytes())
+def _unwrap(identity: Identity, stanza: Stanza) -> bytes | None:
+    """The file key ``identity`` finds in one envelope stanza (an X25519 key: by the
+    envelope's own rule)."""
+    if isinstance(identity, X25519Identity):
+        return _unwrap_x25519(identity, stanza)
+    return identity.unwrap([stanza])
 
 
 EciesCurve = Literal["secp256k1", "x25519"]
-_ECIES_KINDS: dict[str, int] = {"secp256k1": ECIES_SECP256K1, "x25519": ECIES_X25519}
+_ECIES_KINDS: dict[str, str] = {"secp256k1": ECIES_SECP256K1, "x25519": ECIES_X25519}
 
 
 def _ecies_curve(curve: str) -> EciesCurve:
@@ -194,7 +170,8 @@ class EciesRecipient:
     """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
 
     secp256k1 keys in any form :mod:`streamcrypt.codecs.ecies` takes (text:
-    ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes. Raises
+    ``sc-secp256k1-pub1...``, compressed); x25519 keys of 32 bytes (their text,
+    ``sc-x25519-pub1...``, reads as an :class:`X25519Recipient`). Raises
     :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
     """
 
@@ -208,13 +185,11 @@ class EciesRecipient:
 
     @classmethod
     def parse(cls, text: str) -> EciesRecipient:
-        """Parse ``sc-secp256k1-pub1...`` or ``sc-x25519-pub1...``; raises FormatError."""
+        """Parse ``sc-secp256k1-pub1...``; raises FormatError."""
         hrp, data = bech32_decode(text)
         if hrp == _HRP_SECP256K1 and len(data) == 33:
             return cls(data, curve="secp256k1")
-        if hrp == _HRP_X25519 and len(data) == 32:
-            return cls(data, curve="x25519")
-        raise FormatError("not an ECIES recipient (sc-secp256k1-pub1... or sc-x25519-pub1...)")
+        raise FormatError("not a secp256k1 recipient (sc-secp256k1-pub1...)")
 
     @property
     def curve(self) -> EciesCurve:
@@ -224,13 +199,13 @@ class EciesRecipient:
         """The key: SEC1 compressed (secp256k1) or 32 raw bytes (x25519)."""
         return self._public
 
-    def wrap(self, file_key: bytes) -> Stanza:
+    def wrap(self, file_key: bytes) -> list[Stanza]:
         share, key = ecies.encapsulate(self._public, curve=self._curve, compress_ephemeral=True)
         kind = _ECIES_KINDS[self._curve]
-        return _seal_stanza(kind, share, key.secret_bytes(), share, file_key)
+        return [_seal_stanza(kind, share, key.secret_bytes(), share, file_key)]
 
     def __str__(self) -> str:
-        hrp = _HRP_SECP256K1 if self._curve == "secp256k1" else _HRP_X25519
+        hrp = _HRP_SECP256K1 if self._curve == "secp256k1" else PREFIXES["envelope"][0]
         return bech32_encode(hrp, self._public)
 
     def __repr__(self) -> str:
@@ -250,7 +225,8 @@ class EciesRecipient:
 class EciesIdentity(_stanza.Unpicklable):
     """A private key for ECIES stanzas: secp256k1 (``SC-SECP256K1-SECRET-1...``) or x25519.
 
-    An x25519 ECIES identity also opens plain x25519 stanzas. ``repr`` hides the secret.
+    An x25519 ECIES identity opens what its :class:`X25519Identity` opens (plain x25519
+    stanzas too). ``repr`` hides the secret; pickling raises :class:`TypeError`.
     """
 
     __slots__ = ("_curve", "_raw", "_recipient", "_x25519")
@@ -261,7 +237,8 @@ class EciesIdentity(_stanza.Unpicklable):
         self._raw = SecretKey(raw)
         public = ecies.public_key(raw, curve=self._curve, compressed=True)
         self._recipient = EciesRecipient(public, curve=self._curve)
-        self._x25519 = X25519Identity(raw) if self._curve == "x25519" else None
+        x25519 = X25519Identity(raw, text_form="envelope") if self._curve == "x25519" else None
+        self._x25519 = x25519
 
     @classmethod
     def generate(cls, curve: EciesCurve = "secp256k1") -> EciesIdentity:
@@ -270,17 +247,11 @@ class EciesIdentity(_stanza.Unpicklable):
 
     @classmethod
     def parse(cls, text: str) -> EciesIdentity:
-        """Parse ``SC-SECP256K1-SECRET-1...`` or ``SC-X25519-SECRET-1...``."""
+        """Parse ``SC-SECP256K1-SECRET-1...``; raises :class:`FormatError`."""
         hrp, data = bech32_decode(text)
         if hrp == _HRP_SECP256K1_SECRET and len(data) == 32:
             return cls(data, curve="secp256k1")
-        if hrp == _HRP_X25519_SECRET and len(data) == 32:
-            return cls(data, curve="x25519")
-        raise FormatError("not an ECIES identity (SC-SECP256K1-SECRET-1... or SC-X25519-...)")
-
-    @property
-    def kinds(self) -> frozenset[int]:
-        return X25519Identity.kinds if self._x25519 is not None else frozenset({ECIES_SECP256K1})
+        raise FormatError("not a secp256k1 identity (SC-SECP256K1-SECRET-1...)")
 
     @property
     def recipient(self) -> EciesRecipient:
@@ -288,22 +259,31 @@ class EciesIdentity(_stanza.Unpicklable):
 
     def to_string(self) -> str:
         """The secret key text. Handle with care."""
-        hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else _HRP_X25519_SECRET
+        hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else PREFIXES["envelope"][1]
         return bech32_encode(hrp, self._raw.secret_bytes(), upper=True)
 
     def secret_key(self) -> SecretKey:
         """The 32 private key bytes. Handle with care."""
         return self._raw
 
-    def unwrap(self, stanza: Stanza) -> bytes | None:
-        """As :meth:`X25519Identity.unwrap`."""
-        if self._x25519 is not None:
-            return self._x25519.unwrap(stanza)
-        if stanza.kind != ECIES_SECP256K1:
-            return None
-        share = stanza.body[:33]
-        key = ecies.decapsulate(self._raw, share, curve="secp256k1")
-        return _open_stanza(stanza, key.secret_bytes(), share)
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from the first stanza for this key, else ``None``.
+
+        Raises :class:`InvalidPublicKeyError` for an invalid ephemeral key and
+        :class:`AuthenticationError` for a stanza of ours that was tampered with.
+        """
+        for stanza in stanzas:
+            if self._x25519 is not None:
+                file_key = _unwrap_x25519(self._x25519, stanza)
+            elif stanza.kind == ECIES_SECP256K1:
+                share = stanza.body[:33]
+                key = ecies.decapsulate(self._raw, share, curve="secp256k1")
+                file_key = _open_stanza(stanza, key.secret_bytes(), share)
+            else:
+                continue
+            if file_key is not None:
+                return file_key
+        return None
 
     def __repr__(self) -> str:
         return f"EciesIdentity(<secret hidden>, recipient={str(self._recipient)!r})"
@@ -324,7 +304,7 @@ class PassphraseRecipient(_stanza.Unpicklable):
         self._passphrase = _stanza.passphrase_bytes(passphrase)
         self._params = params
 
-    def wrap(self, file_key: bytes) -> Stanza:
+    def wrap(self, file_key: bytes) -> list[Stanza]:
         salt = random_bytes(16)
         params = self._params
         if isinstance(params, Argon2Params):
@@ -332,7 +312,7 @@ class PassphraseRecipient(_stanza.Unpicklable):
         else:
             kind, prefix = SCRYPT, _SCRYPT.pack(salt, params.log_n, params.r, params.p)
         secret = derive_key_from_password(self._passphrase, salt, params=params)
-        return _seal_stanza(kind, prefix, secret.secret_bytes(), b"", file_key)
+        return [_seal_stanza(kind, prefix, secret.secret_bytes(), b"", file_key)]
 
     def __repr__(self) -> str:
         return f"PassphraseRecipient(<passphrase hidden>, params={self._params})"
@@ -346,8 +326,6 @@ class PassphraseIdentity(_stanza.Unpicklable):
     """
 
     __slots__ = ("_max_params", "_max_scrypt", "_passphrase")
-
-    kinds: frozenset[int] = _PASSPHRASE_TYPES
 
     def __init__(
         self,
@@ -374,13 +352,15 @@ class PassphraseIdentity(_stanza.Unpicklable):
         except InvalidParameterError as exc:
             raise FormatError(f"envelope passphrase stanza has invalid parameters: {exc}") from None
 
-    def unwrap(self, stanza: Stanza) -> bytes | None:
-        if stanza.kind not in _PASSPHRASE_TYPES:
-            return None
-        salt, params = self.params_of(stanza)
-        check_read_params(params, max_params=self._max_params, max_scrypt=self._max_scrypt)
-        secret = derive_key_from_password(self._passphrase, salt, params=params)
-        return _open_stanza(stanza, secret.secret_bytes(), b"")
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from the passphrase stanza, ``None`` for a wrong passphrase."""
+        for stanza in stanzas:
+            if stanza.kind in _PASSPHRASE_TYPES and len(stanza.args) == 1:
+                salt, params = self.params_of(stanza)
+                check_read_params(params, max_params=self._max_params, max_scrypt=self._max_scrypt)
+                secret = derive_key_from_password(self._passphrase, salt, params=params)
+                return _open_stanza(stanza, secret.secret_bytes(), b"")
+        return None
 
     def __repr__(self) -> str:
         return "PassphraseIdentity(<passphrase hidden>)"
@@ -393,9 +373,10 @@ IdentityLike: TypeAlias = Identity | str
 
 
 def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:
-    """``sc-x25519-pub1...`` -> X25519Recipient; ``sc-secp256k1-pub1...`` -> EciesRecipient."""
+    """``sc-x25519-pub1...`` (or the same key as ``age1...``) -> X25519Recipient;
+    ``sc-secp256k1-pub1...`` -> EciesRecipient. Raises :class:`FormatError`."""
     hrp, _ = bech32_decode(text.strip())
-    if hrp == _HRP_X25519:
+    if hrp in (prefix for prefix, _ in PREFIXES.values()):
         return X25519Recipient.parse(text.strip())
     if hrp == _HRP_SECP256K1:
         return EciesRecipient.parse(text.strip())
@@ -403,10 +384,11 @@ def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:
 
 
 def parse_identity(text: str) -> X25519Identity | EciesIdentity:
-    """``SC-X25519-SECRET-1...`` -> X25519Identity; ``SC-SECP256K1-SECRET-1...`` ->
-    EciesIdentity. Raises :class:`FormatError` (the message never contains the key)."""
+    """``SC-X25519-SECRET-1...`` (or the same key as ``AGE-SECRET-KEY-1...``) ->
+    X25519Identity; ``SC-SECP256K1-SECRET-1...`` -> EciesIdentity. Raises
+    :class:`FormatError` (the message never contains the key)."""
     hrp, _ = bech32_decode(text.strip())
-    if hrp == _HRP_X25519_SECRET:
+    if hrp in (prefix for _, prefix in PREFIXES.values()):
         return X25519Identity.parse(text.strip())
     if hrp == _HRP_SECP256K1_SECRET:
         return EciesIdentity.parse(text.strip())
@@ -428,9 +410,9 @@ _IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
 
 
 def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
-    """Each stanza in turn, with each identity that handles its type."""
+    """Each stanza in turn, with each identity (shown that stanza alone)."""
     return _stanza.open_file_key(
-        ((i, s) for s in header.stanzas for i in identities if s.kind in i.kinds),
+        (partial(_unwrap, i, s) for s in header.stanzas for i in identities),
         lambda: (
             "no stanza of this envelope opens with the given identities or passphrase: "
             "wrong private key or passphrase, or not addressed to you"
@@ -460,12 +442,8 @@ def _identity_list(
     max_params: Argon2Params,
     max_scrypt: ScryptParams,
 ) -> list[Identity]:
-    out = _IDENTITIES(
+    return _IDENTITIES(
         identities,
         passphrase,
         lambda p: PassphraseIdentity(p, max_params=max_params, max_scrypt=max_scrypt),
     )
-    for i in out:
-        if not hasattr(i, "kinds"):
-            raise InvalidParameterError(f"an envelope identity needs kinds: {type(i).__name__}")
-    return out

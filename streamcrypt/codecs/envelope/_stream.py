@@ -32,6 +32,7 @@ from ...primitives import (
 )
 from .. import _stanza, container
 from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
+from .._stanza import Identity, Recipient
 from ._header import (
     FILE_KEY_SIZE,
     MAC_SIZE,
@@ -43,13 +44,12 @@ from ._header import (
     _parse_header,
 )
 from ._recipients import (
-    Identity,
     IdentityLike,
-    Recipient,
     RecipientLike,
     _identity_list,
     _open_file_key,
     _recipient_list,
+    _wrap,
 )
 
 __all__ = ["EnvelopeDecryptor", "EnvelopeEncryptor", "decrypt_bytes", "encrypt_bytes", "layout"]
@@ -79,7 +79,7 @@ class _Sealer:
         def build() -> None:
             # Wrapping the file key may run a password KDF: the engine calls this (through
             # feed/finish while header_pending) on a worker thread.
-            stanzas = [r.wrap(file_key) for r in recips]
+            stanzas = [s for r in recips for s in _wrap(r, file_key)]
             body = _encode_header(stanzas, signer)
             raw = body + _mac(mac_key, body, associated)
             self.header = EnvelopeHeader(tuple(stanzas), signer, raw)
