@@ -67,15 +67,16 @@ def _age() -> age.AgeDecryptor:
 
 
 def _age_any(pieces: Sequence[bytes]) -> bytes:
-    """Whole: ``decrypt_bytes``; in pieces: the async ``formats.age.decrypt`` (armor found
+    """Whole: ``formats.age.decrypt_bytes``; in pieces: the async ``formats.age.decrypt`` (armor found
     by itself in both), as a network peer would feed it."""
     identities = K.AGE_IDENTITIES
     if len(pieces) == 1:
-        return age.decrypt_bytes(
+        return _formats.age.decrypt_bytes(
             pieces[0],
             identities=identities,
             passphrase=K.PASSPHRASE,
             max_work_factor=K.MAX_WORK_FACTOR,
+            policy=None,
         )
 
     async def source() -> AsyncIterator[bytes]:

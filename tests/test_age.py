@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyrage
 import pytest
-from support import random_splits, record_vectors, vector_path
+from support import age_decrypt, age_encrypt, random_splits, record_vectors, vector_path
 
 from streamcrypt.codecs import age
 from streamcrypt.codecs._bech32 import bech32_decode, bech32_encode
@@ -218,14 +218,14 @@ def test_scrypt_objects_hide_the_passphrase() -> None:
 def test_keys_are_taken_as_the_envelope_takes_them() -> None:
     """One stanza module serves age and the envelope: one key or a list, typed errors."""
     me = age.X25519Identity.generate()
-    blob = age.encrypt_bytes(b"one", recipients=str(me.recipient))  # one, not a list
-    assert age.decrypt_bytes(blob, identities=me.to_string()) == b"one"
+    blob = age_encrypt(b"one", recipients=str(me.recipient))  # one, not a list
+    assert age_decrypt(blob, identities=me.to_string()) == b"one"
     with pytest.raises(InvalidParameterError, match="a passphrase must be str or bytes"):
         age.ScryptRecipient(1234, work_factor=10)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match=r"an identity must be .* not int"):
-        age.decrypt_bytes(blob, identities=[1])  # type: ignore[list-item]
+        age_decrypt(blob, identities=[1])  # type: ignore[list-item]
     with pytest.raises(InvalidParameterError, match="at least one recipient"):
-        age.encrypt_bytes(b"x", recipients=[])
+        age_encrypt(b"x", recipients=[])
 
 
 # ---------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ SIZES = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK - 1, 2 * CHUNK, 2 * CHUNK 
 def test_pyrage_to_us(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, size)
     ct = pyrage.encrypt(data, [ident.to_public()])
-    assert age.decrypt_bytes(ct, identities=[str(ident)]) == data
+    assert age_decrypt(ct, identities=[str(ident)]) == data
     # streaming, in odd pieces, gives the same
     dec = age.AgeDecryptor(identities=[age.X25519Identity.parse(str(ident))])
     assert _feed(dec, ct, 7919) == (data, None)
@@ -248,7 +248,7 @@ def test_pyrage_to_us(ident: pyrage.x25519.Identity, size: int) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_us_to_pyrage(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, size)
-    ct = age.encrypt_bytes(data, recipients=[str(ident.to_public())])
+    ct = age_encrypt(data, recipients=[str(ident.to_public())])
     assert pyrage.decrypt(ct, [ident]) == data
     # exact ciphertext size: header + nonce + chunks (the final chunk may be full, never empty
     # unless the payload is)
@@ -263,25 +263,25 @@ def test_several_recipients_both_ways() -> None:
     ids = [pyrage.x25519.Identity.generate() for _ in range(3)]
     mine = age.X25519Identity.generate()
     data = _data(CHUNK + 5, 1)
-    ct = age.encrypt_bytes(data, recipients=[*(str(i.to_public()) for i in ids), mine.recipient])
+    ct = age_encrypt(data, recipients=[*(str(i.to_public()) for i in ids), mine.recipient])
     for i in ids:
         assert pyrage.decrypt(ct, [i]) == data
-        assert age.decrypt_bytes(ct, identities=[str(i)]) == data
-    assert age.decrypt_bytes(ct, identities=[mine]) == data
+        assert age_decrypt(ct, identities=[str(i)]) == data
+    assert age_decrypt(ct, identities=[mine]) == data
     ct2 = pyrage.encrypt(data, [i.to_public() for i in ids])
     for i in ids:
-        assert age.decrypt_bytes(ct2, identities=[age.X25519Identity.generate(), str(i)]) == data
+        assert age_decrypt(ct2, identities=[age.X25519Identity.generate(), str(i)]) == data
 
 
 @pytest.mark.parametrize("size", [0, 100, CHUNK])
 def test_armor_both_ways(ident: pyrage.x25519.Identity, size: int) -> None:
     data = _data(size, 3)
-    ct = age.encrypt_bytes(data, recipients=[str(ident.to_public())], armor=True)
+    ct = age_encrypt(data, recipients=[str(ident.to_public())], armor=True)
     assert ct.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----\n")
     assert ct.endswith(b"-----END AGE ENCRYPTED FILE-----\n")
     assert pyrage.decrypt(ct, [ident]) == data
     theirs = pyrage.encrypt(data, [ident.to_public()], armored=True)
-    assert age.decrypt_bytes(theirs, identities=[str(ident)]) == data
+    assert age_decrypt(theirs, identities=[str(ident)]) == data
     # our armor of their binary file is byte-identical to their armor of it
     binary = dearmor(theirs)
     assert armor(binary) == theirs
@@ -290,18 +290,18 @@ def test_armor_both_ways(ident: pyrage.x25519.Identity, size: int) -> None:
 def test_multi_megabyte_both_ways(ident: pyrage.x25519.Identity) -> None:
     data = _data(5 * 1024 * 1024 + 17, 4)
     ct = pyrage.encrypt(data, [ident.to_public()])
-    assert age.decrypt_bytes(ct, identities=[str(ident)]) == data
-    ours = age.encrypt_bytes(data, recipients=[str(ident.to_public())])
+    assert age_decrypt(ct, identities=[str(ident)]) == data
+    ours = age_encrypt(data, recipients=[str(ident.to_public())])
     assert pyrage.decrypt(ours, [ident]) == data
 
 
 def test_passphrase_us_to_pyrage() -> None:
     data = _data(CHUNK + 1, 5)
-    ct = age.encrypt_bytes(data, passphrase="correct horse", work_factor=10)
+    ct = age_encrypt(data, passphrase="correct horse", work_factor=10)
     assert b"\n-> scrypt " in ct and b" 10\n" in ct
     assert pyrage.passphrase.decrypt(ct, "correct horse") == data
-    assert age.decrypt_bytes(ct, passphrase="correct horse") == data
-    armored = age.encrypt_bytes(data, passphrase="correct horse", armor=True, work_factor=10)
+    assert age_decrypt(ct, passphrase="correct horse") == data
+    armored = age_encrypt(data, passphrase="correct horse", armor=True, work_factor=10)
     assert pyrage.passphrase.decrypt(armored, "correct horse") == data
 
 
@@ -309,9 +309,9 @@ def test_passphrase_pyrage_to_us() -> None:
     # rage picks its own work factor (about 2**20 here, some seconds): one test only.
     start = time.monotonic()
     ct = pyrage.passphrase.encrypt(b"secret words", "correct horse")
-    assert age.decrypt_bytes(ct, passphrase="correct horse") == b"secret words"
+    assert age_decrypt(ct, passphrase="correct horse") == b"secret words"
     with pytest.raises(LimitExceededError):
-        age.decrypt_bytes(ct, passphrase="correct horse", max_work_factor=12)
+        age_decrypt(ct, passphrase="correct horse", max_work_factor=12)
     assert time.monotonic() - start < 30
 
 
@@ -347,14 +347,14 @@ def test_pq_spec_stanza_unwraps() -> None:
 def test_pq_round_trip_and_no_mixing() -> None:
     a, b = age.MLKEM768X25519Identity.generate(), age.MLKEM768X25519Identity.generate()
     data = _data(CHUNK + 3, 6)
-    ct = age.encrypt_bytes(data, recipients=[a.recipient, str(b.recipient)])
+    ct = age_encrypt(data, recipients=[a.recipient, str(b.recipient)])
     assert ct.count(b"\n-> mlkem768x25519 ") == 2
-    assert age.decrypt_bytes(ct, identities=[b.to_string()]) == data
-    assert age.decrypt_bytes(ct, identities=[a]) == data
+    assert age_decrypt(ct, identities=[b.to_string()]) == data
+    assert age_decrypt(ct, identities=[a]) == data
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ct, identities=[age.X25519Identity.generate()])
+        age_decrypt(ct, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
-        age.encrypt_bytes(data, recipients=[a.recipient, age.X25519Identity.generate().recipient])
+        age_encrypt(data, recipients=[a.recipient, age.X25519Identity.generate().recipient])
 
 
 # ---------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def _header_and_rest(ct: bytes) -> tuple[bytes, bytes]:
 
 
 def _encrypted(identity: age.X25519Identity, data: bytes = b"hello") -> bytes:
-    return age.encrypt_bytes(data, recipients=[identity.recipient])
+    return age_encrypt(data, recipients=[identity.recipient])
 
 
 def test_header_shape_is_canonical() -> None:
@@ -468,48 +468,48 @@ def test_x25519_stanza_rules() -> None:
     ]
     for bad in cases:
         with pytest.raises(FormatError):
-            age.decrypt_bytes(bad + rest, identities=[me])
+            age_decrypt(bad + rest, identities=[me])
     # low-order ephemeral share (all-zero shared secret) must abort
     low = _mutate_header(header, share, _b64(bytes(32)).encode())
     with pytest.raises(FormatError):
-        age.decrypt_bytes(low + rest, identities=[me])
+        age_decrypt(low + rest, identities=[me])
     # an unknown stanza type is ignored, a lowercase type is another type
     other = _mutate_header(header, b"-> X25519 ", b"-> x25519 ")
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(other + rest, identities=[me])
+        age_decrypt(other + rest, identities=[me])
 
 
 def test_scrypt_rules() -> None:
     data = b"passphrase data"
-    ct = age.encrypt_bytes(data, passphrase="pw", work_factor=10)
+    ct = age_encrypt(data, passphrase="pw", work_factor=10)
     header, rest = _header_and_rest(ct)
     args = header.split(b"\n")[1]
-    assert age.decrypt_bytes(ct, passphrase="pw") == data
+    assert age_decrypt(ct, passphrase="pw") == data
     # wrong passphrase: no identity matched
     with pytest.raises(UnknownKeyError, match="passphrase"):
-        age.decrypt_bytes(ct, passphrase="wrong")
+        age_decrypt(ct, passphrase="wrong")
     # the work factor cap is configurable and typed
     with pytest.raises(LimitExceededError):
-        age.decrypt_bytes(ct, passphrase="pw", max_work_factor=9)
+        age_decrypt(ct, passphrase="pw", max_work_factor=9)
     for bad_wf in (b"010", b"+10", b"0xa", b"10a", b"-10", b"0"):
         bad = _mutate_header(header, args, args[:-2] + bad_wf)
         with pytest.raises(FormatError):
-            age.decrypt_bytes(bad + rest, passphrase="pw")
+            age_decrypt(bad + rest, passphrase="pw")
     # Past Python's 4300-digit int() limit: still over the cap, not a bare ValueError.
     for huge_wf in (b"9" * 4301, b"1" + b"0" * 20000, b"23", b"100"):
         bad = _mutate_header(header, args, args[:-2] + huge_wf)
         with pytest.raises(LimitExceededError, match="over the limit"):
-            age.decrypt_bytes(bad + rest, passphrase="pw")
+            age_decrypt(bad + rest, passphrase="pw")
     # an scrypt stanza must stand alone
     extra = _encode_stanza(age.Stanza(("X25519", _b64(bytes(range(32)))), bytes(32)))
     mixed = header.replace(b"\n---", b"\n" + extra[:-1] + b"\n---", 1)
     assert age.parse_header(mixed) is not None
     with pytest.raises(FormatError, match="only stanza"):
-        age.decrypt_bytes(mixed + rest, passphrase="pw")
+        age_decrypt(mixed + rest, passphrase="pw")
     with pytest.raises(FormatError, match="only stanza"):
-        age.decrypt_bytes(mixed + rest, identities=[age.X25519Identity.generate()])
+        age_decrypt(mixed + rest, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
-        age.encrypt_bytes(
+        age_encrypt(
             data, recipients=[age.X25519Identity.generate().recipient], passphrase="pw"
         )
 
@@ -522,11 +522,11 @@ def test_scrypt_rules() -> None:
 def test_no_identity_matches() -> None:
     ct = _encrypted(age.X25519Identity.generate())
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ct, identities=[age.X25519Identity.generate()])
+        age_decrypt(ct, identities=[age.X25519Identity.generate()])
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ct, passphrase="pw")
+        age_decrypt(ct, passphrase="pw")
     with pytest.raises(InvalidParameterError):
-        age.decrypt_bytes(ct)
+        age_decrypt(ct)
 
 
 def test_header_mac_failure() -> None:
@@ -536,16 +536,16 @@ def test_header_mac_failure() -> None:
     assert mac_line.startswith(b"--- ")
     flipped = mac_line[:10] + (b"A" if mac_line[10:11] != b"A" else b"B") + mac_line[11:]
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(header.replace(mac_line, flipped) + rest, identities=[me])
+        age_decrypt(header.replace(mac_line, flipped) + rest, identities=[me])
     # a grease stanza inserted after the fact breaks the MAC, not the parse
     grease = header.replace(b"\n---", b"\n-> grease x\nAAAA\n---")
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(grease + rest, identities=[me])
+        age_decrypt(grease + rest, identities=[me])
 
 
 def _three_chunks(me: age.X25519Identity) -> tuple[bytes, bytes, int]:
     data = _data(2 * CHUNK + 100, 9)
-    ct = age.encrypt_bytes(data, recipients=[me.recipient])
+    ct = age_encrypt(data, recipients=[me.recipient])
     header, _ = _header_and_rest(ct)
     return data, ct, len(header) + 16
 
@@ -590,13 +590,13 @@ def test_truncation() -> None:
     # no chunk at all, no nonce, half a header
     for cut in (start, start - 3, start - 30):
         with pytest.raises(TruncatedStreamError):
-            age.decrypt_bytes(ct[:cut], identities=[me])
+            age_decrypt(ct[:cut], identities=[me])
     # cut inside the final chunk: it cannot verify
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(ct[:-1], identities=[me])
+        age_decrypt(ct[:-1], identities=[me])
     # trailing data after the final chunk
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(ct + b"\0", identities=[me])
+        age_decrypt(ct + b"\0", identities=[me])
 
 
 def test_last_chunk_rules() -> None:
@@ -614,19 +614,19 @@ def test_last_chunk_rules() -> None:
 
     full = _data(CHUNK, 2)
     ok_full_final = header + nonce + seal(0, full, True)
-    assert age.decrypt_bytes(ok_full_final, identities=[me]) == full
+    assert age_decrypt(ok_full_final, identities=[me]) == full
     empty_after_data = header + nonce + seal(0, full, False) + seal(1, b"", True)
     with pytest.raises(FormatError, match="empty chunk"):
-        age.decrypt_bytes(empty_after_data, identities=[me])
-    assert age.decrypt_bytes(header + nonce + seal(0, b"", True), identities=[me]) == b""
+        age_decrypt(empty_after_data, identities=[me])
+    assert age_decrypt(header + nonce + seal(0, b"", True), identities=[me]) == b""
     # a short chunk that is not marked final, followed by more data
     short_not_final = header + nonce + seal(0, b"abc", False) + seal(1, b"def", True)
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(short_not_final, identities=[me])
+        age_decrypt(short_not_final, identities=[me])
     # two final chunks
     two_final = header + nonce + seal(0, full, True) + seal(1, b"x", True)
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(two_final, identities=[me])
+        age_decrypt(two_final, identities=[me])
 
 
 def test_any_chunking_gives_the_same_plaintext() -> None:
@@ -644,7 +644,7 @@ def test_any_chunking_gives_the_same_plaintext() -> None:
 def test_random_access_layout() -> None:
     me = age.X25519Identity.generate()
     data = _data(3 * CHUNK + 10, 12)
-    ct = age.encrypt_bytes(data, recipients=[me.recipient])
+    ct = age_encrypt(data, recipients=[me.recipient])
     lay = age.layout(ct[:4096], len(ct), identities=[me])
     assert lay.plaintext_size == len(data)
 
@@ -719,10 +719,10 @@ def test_bad_armor_is_a_format_error(name: str, text: bytes) -> None:
 
 def test_bad_armor_through_decrypt_bytes() -> None:
     me = age.X25519Identity.generate()
-    ct = age.encrypt_bytes(b"hi", recipients=[me.recipient], armor=True)
-    assert age.decrypt_bytes(ct, identities=[me]) == b"hi"
+    ct = age_encrypt(b"hi", recipients=[me.recipient], armor=True)
+    assert age_decrypt(ct, identities=[me]) == b"hi"
     with pytest.raises(FormatError):
-        age.decrypt_bytes(ct + b"junk", identities=[me])
+        age_decrypt(ct + b"junk", identities=[me])
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from support import age_decrypt, age_encrypt
 
 from streamcrypt import formats
 from streamcrypt.codecs import FormatOptions
@@ -116,8 +117,8 @@ async def test_secretstream_async_round_trip_and_truncation() -> None:
 # name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
 CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
     "age": (
-        lambda d: age_codec.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
-        lambda c: age_codec.decrypt_bytes(c, identities=[IDENTITY]),
+        lambda d: age_encrypt(d, recipients=[IDENTITY.recipient]),
+        lambda c: age_decrypt(c, identities=[IDENTITY]),
     ),
     "tink": (
         lambda d: tink_codec.encrypt_bytes(d, TINK_KEY, aad=b"ad"),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, SupportsIndex
 
 import pytest
+from support import age_encrypt, envelope_encrypt
 
 from streamcrypt.codecs import _segmented, age, envelope, tink
 from streamcrypt.errors import StreamCryptError, TruncatedStreamError
@@ -90,7 +91,7 @@ def _age_file(scale: int) -> tuple[Callable[[], Any], bytes]:
     others = [
         age.X25519Identity(bytes([n % 256, n // 256]) * 16).recipient for n in range(1, 100 * scale)
     ]
-    data = age.encrypt_bytes(b"payload", recipients=[*others, AGE_ID.recipient])
+    data = age_encrypt(b"payload", recipients=[*others, AGE_ID.recipient])
     return (lambda: age.AgeDecryptor(identities=[AGE_ID])), data
 
 
@@ -113,7 +114,7 @@ ENV_ID = envelope.X25519Identity(bytes(range(3, 35)))
 def _envelope_file(scale: int) -> tuple[Callable[[], Any], bytes]:
     """An envelope whose header holds 16 x ``scale`` X25519 stanzas (ours last)."""
     others = [envelope.X25519Identity(bytes([n]) * 32).recipient for n in range(1, 16 * scale)]
-    data = envelope.encrypt_bytes(b"payload", recipients=[*others, ENV_ID.recipient])
+    data = envelope_encrypt(b"payload", recipients=[*others, ENV_ID.recipient])
     return (lambda: envelope.EnvelopeDecryptor(identities=ENV_ID)), data
 
 

@@ -54,7 +54,7 @@ from ._header import (
     parse_header,
 )
 from ._mlkem import MLKEM768X25519Identity, MLKEM768X25519Recipient
-from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, decrypt_bytes, encrypt_bytes, layout
+from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, layout
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
@@ -98,8 +98,6 @@ __all__ = [
     "Stanza",
     "X25519Identity",
     "X25519Recipient",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "layout",
     "parse_header",
     "parse_identities",

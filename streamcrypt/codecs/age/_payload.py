@@ -16,8 +16,6 @@ from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza
 from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from .._stanza import Identity
-from ..armor import ArmorDecoder, is_armored
-from ..armor import armor as _armor
 from ._header import (
     CHUNK_SIZE,
     DEFAULT_MAX_HEADER_SIZE,
@@ -42,8 +40,6 @@ __all__ = [
     "AgeCodec",
     "AgeDecryptor",
     "AgeEncryptor",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "layout",
 ]
 
@@ -200,46 +196,6 @@ class AgeDecryptor(SegmentedDecryptor):
     def header(self) -> AgeHeader | None:
         """The parsed header once it authenticated (``None`` before)."""
         return self._reader.header if self.codec is not None else None
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
-    *,
-    recipients: Iterable[RecipientLike] | RecipientLike = (),
-    passphrase: str | Buffer | None = None,
-    armor: bool = False,
-    work_factor: int = DEFAULT_WORK_FACTOR,
-) -> bytes:
-    """Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``).
-
-    Raises as :class:`AgeEncryptor`.
-    """
-    enc = AgeEncryptor(recipients=recipients, passphrase=passphrase, work_factor=work_factor)
-    out = enc.update(plaintext) + enc.finalize()
-    return _armor(out) if armor else out
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    *,
-    identities: Iterable[IdentityLike] | IdentityLike = (),
-    passphrase: str | Buffer | None = None,
-    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
-) -> bytes:
-    """Decrypt an age v1 file, binary or ASCII-armored (detected as the age tool does).
-
-    Raises as :class:`AgeDecryptor`; bad armor raises :class:`FormatError`.
-    """
-    dec = AgeDecryptor(
-        identities=identities, passphrase=passphrase, max_work_factor=max_work_factor
-    )
-    if not is_armored(ciphertext):
-        return dec.update(ciphertext) + dec.finalize()
-    # The same chain a stream goes through: the first fault in byte order wins.
-    armored = ArmorDecoder()
-    out = dec.update(armored.update(ciphertext))
-    out += dec.update(armored.finalize())
-    return out + dec.finalize()
 
 
 def layout(

@@ -54,7 +54,7 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
-from ._stream import EnvelopeDecryptor, EnvelopeEncryptor, decrypt_bytes, encrypt_bytes, layout
+from ._stream import EnvelopeDecryptor, EnvelopeEncryptor, layout
 
 __all__ = [
     "ARGON2ID",
@@ -82,8 +82,6 @@ __all__ = [
     "Stanza",
     "X25519Identity",
     "X25519Recipient",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "layout",
     "parse_header",
     "parse_identity",

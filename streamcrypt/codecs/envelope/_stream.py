@@ -52,7 +52,7 @@ from ._recipients import (
     _wrap,
 )
 
-__all__ = ["EnvelopeDecryptor", "EnvelopeEncryptor", "decrypt_bytes", "encrypt_bytes", "layout"]
+__all__ = ["EnvelopeDecryptor", "EnvelopeEncryptor", "layout"]
 
 
 class _Sealer:
@@ -420,55 +420,6 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         except Exception as exc:
             raise self._break(exc) from None
         return jobs + super().finish()
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
-    *,
-    recipients: Iterable[RecipientLike] | RecipientLike = (),
-    passphrase: str | Buffer | None = None,
-    suite: str = "aes-256-gcm",
-    segment_size: int = container.DEFAULT_SEGMENT_SIZE,
-    aad: Buffer = b"",
-    sign_with: Ed25519PrivateKey | None = None,
-    work_factor: PasswordParams = MODERATE,
-) -> bytes:
-    """Encrypt ``plaintext`` into an envelope at once (see :class:`EnvelopeEncryptor`)."""
-    enc = EnvelopeEncryptor(
-        recipients=recipients,
-        passphrase=passphrase,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        sign_with=sign_with,
-        work_factor=work_factor,
-    )
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    *,
-    identities: Iterable[IdentityLike] | IdentityLike = (),
-    passphrase: str | Buffer | None = None,
-    aad: Buffer = b"",
-    verify_with: Ed25519PublicKey | Buffer | None = None,
-    skip_signature_check: bool = False,
-    max_work_factor: Argon2Params = MAX_READ_PARAMS,
-    max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
-) -> bytes:
-    """Decrypt a whole envelope; returns nothing on failure (errors as
-    :class:`EnvelopeDecryptor`)."""
-    dec = EnvelopeDecryptor(
-        identities=identities,
-        passphrase=passphrase,
-        aad=aad,
-        verify_with=verify_with,
-        skip_signature_check=skip_signature_check,
-        max_work_factor=max_work_factor,
-        max_scrypt=max_scrypt,
-    )
-    return dec.update(ciphertext) + dec.finalize()
 
 
 def layout(
