@@ -924,3 +924,21 @@ def test_secrets_stay_out_of_repr_str_and_pickle() -> None:
             pickle.dumps(holder)
         with pytest.raises(TypeError, match="not picklable"):
             copy.copy(holder)
+
+
+def test_random_access_keeps_the_readers_caps() -> None:
+    """The descriptor's layout takes every reading option, as its decryptor does: a cap
+    on the scrypt work factor given to read_range holds there too."""
+    from streamcrypt.codecs import FormatOptions
+
+    sealed = age_encrypt(b"capped", passphrase="pw", work_factor=2)
+
+    def read_at(offset: int, length: int) -> bytes:
+        return sealed[offset : offset + length]
+
+    fmt = age.FORMAT
+    assert fmt.read_range(FormatOptions(passphrase="pw"), read_at, len(sealed), 0, 6) == b"capped"
+    with pytest.raises(LimitExceededError):
+        fmt.read_range(
+            FormatOptions(passphrase="pw", max_work_factor=1), read_at, len(sealed), 0, 6
+        )

@@ -716,3 +716,20 @@ def test_secrets_stay_out_of_repr_str_and_pickle(index: int) -> None:
         pickle.dumps(holder)
     with pytest.raises(TypeError, match="not picklable"):
         copy.copy(holder)
+
+
+def test_random_access_keeps_the_readers_caps() -> None:
+    """The descriptor's layout takes every reading option, as its decryptor does: a cap
+    on the passphrase KDF given to read_range holds there too."""
+    from streamcrypt.codecs import FormatOptions
+
+    blob = _enc(passphrase="pw", work_factor=Argon2Params(2, 16384))
+
+    def read_at(offset: int, length: int) -> bytes:
+        return blob[offset : offset + length]
+
+    fmt = ev.FORMAT
+    assert fmt.read_range(FormatOptions(passphrase="pw"), read_at, len(blob), 0, 5) == DATA[:5]
+    low = FormatOptions(passphrase="pw", max_work_factor=Argon2Params(1, 8192))
+    with pytest.raises(LimitExceededError):
+        fmt.read_range(low, read_at, len(blob), 0, 5)

@@ -135,7 +135,13 @@ def _header_size(head: bytes) -> int | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, DEFAULT_MAX_HEADER_SIZE))
-    return layout(head, stream_size, identities=options.identities, passphrase=options.passphrase)
+    return layout(
+        head,
+        stream_size,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        max_work_factor=or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR),
+    )
 
 
 #: age v1's format descriptor (binary; armor is a stage in front).

@@ -98,6 +98,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
         passphrase=options.passphrase,
         aad=options.aad,
         skip_signature_check=bool(options.extra.get("skip_signature_check", False)),
+        max_work_factor=or_default(options.max_work_factor, MAX_READ_PARAMS),
     )
 
 
