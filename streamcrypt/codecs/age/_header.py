@@ -87,32 +87,8 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
     ``max_size`` bytes), :class:`UnsupportedFormatError` for another age version.
     """
     raw = bytes(data)
-    if not _check_version(raw):
-        return None
-    mark = raw.find(b"\n---")
-    if mark < 0:
-        _precheck(raw)
-        if len(raw) > max_size:
-            raise FormatError(f"age header is longer than {max_size} bytes (or not a header)")
-        return None
-    end = raw.find(b"\n", mark + 1)
-    if end < 0:
-        _precheck(raw[: mark + 1])  # as fed in pieces: a bad line fails before the MAC line
-        if len(raw) - mark - 1 > _MAC_LINE_SIZE:
-            raise FormatError("age header MAC line is too long")
-        return None
-    if end + 1 > max_size:
-        raise FormatError(f"age header is longer than {max_size} bytes")
-    return _parse_complete(raw[: end + 1])
-
-
-def _precheck(raw: bytes) -> None:
-    """Fail early on a line no header can hold, rather than buffering up to the size cap."""
-    lines = raw.split(b"\n")
-    for line in lines[1:-1]:  # the complete lines after the version line
-        _check_line(line)
-    if len(lines) > 1:
-        _check_partial(lines[-1])
+    size = _HeaderScan(max_size)(raw)
+    return None if size is None else _parse_complete(raw[:size])
 
 
 def _check_line(line: bytes) -> None:
@@ -127,8 +103,9 @@ def _check_partial(partial: bytes) -> None:
 
 class _HeaderScan:
     """Where the header ends, in bytes that arrive in pieces: each byte is looked at about
-    once, so reading a header is linear in its length whatever the chunking. Checks lines
-    as :func:`parse_header` does, in the same order (a bad line fails before the MAC line).
+    once, so reading a header is linear in its length whatever the chunking. Fails early,
+    in byte order, on a line no header can hold (a bad line fails before the MAC line),
+    rather than buffering up to the size cap. :func:`parse_header` is one call of it.
     """
 
     __slots__ = ("_line", "_max_size", "_searched")
