@@ -4,7 +4,7 @@ keyed from the file key), the signature tap, the encryptor and the decryptor."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ...abc import Buffer, Chain, Lifecycle, State
 from ...errors import (
@@ -31,7 +31,13 @@ from ...primitives import (
     Ed25519PublicKey,
 )
 from .. import _stanza, container
-from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentJob, SegmentLayout
+from .._segmented import (
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentJob,
+    SegmentLayout,
+)
 from .._stanza import Identity, Recipient
 from ._header import (
     FILE_KEY_SIZE,
@@ -55,10 +61,11 @@ from ._recipients import (
 __all__ = ["EnvelopeDecryptor", "EnvelopeEncryptor", "layout"]
 
 
-class _Sealer:
-    """The envelope's segmented encryptor: stanzas, header and MAC, then the container."""
+class _Sealer(SegmentedEncryptor):
+    """The envelope's segmented encryptor: stanzas, header and MAC, then the container
+    keyed from the file key (its codec and header, built on the first feed/finish)."""
 
-    __slots__ = ("_build", "_header", "_inner", "header")
+    __slots__ = ("header",)
 
     header: EnvelopeHeader | None
 
@@ -73,67 +80,24 @@ class _Sealer:
         file_key = random_bytes(FILE_KEY_SIZE)
         mac_key, payload_key = _keys(file_key)
         associated = bytes(aad)
-        # Checked now; the container header is built (keyed) with the rest below.
-        self._inner = container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+        # Checks the suite and segment size now; the keyed container is built below.
+        container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
+        self.header = None
 
-        def build() -> None:
+        def build() -> tuple[SegmentCodec, bytes]:
             # Wrapping the file key may run a password KDF: the engine calls this (through
             # feed/finish while header_pending) on a worker thread.
             stanzas = [s for r in recips for s in _wrap(r, file_key)]
             body = _encode_header(stanzas, signer)
             raw = body + _mac(mac_key, body, associated)
             self.header = EnvelopeHeader(tuple(stanzas), signer, raw)
-            self._inner = container.StreamEncryptor(
+            inner = container.StreamEncryptor(
                 payload_key, suite=suite, segment_size=segment_size, aad=raw + associated
             )
-            self._header = raw
+            assert inner.codec is not None  # built keyed
+            return inner.codec, raw + inner.take_header()
 
-        self._build: Callable[[], None] | None = build
-        self.header = None
-        self._header = b""
-
-    def _settle(self) -> None:
-        if self._build is None:
-            return
-        self._inner._check()  # a failure recorded before the header was built stands
-        build, self._build = self._build, None
-        try:
-            build()
-        except Exception as exc:
-            raise self._inner.fail(exc) from None
-
-    @property
-    def state(self) -> State:
-        return self._inner.state
-
-    @property
-    def header_pending(self) -> bool:
-        return self._build is not None
-
-    def take_header(self) -> bytes:
-        if self._build is not None:
-            return b""
-        header, self._header = self._header, b""
-        return header + self._inner.take_header()
-
-    def feed(self, data: Buffer) -> list[SegmentJob]:
-        self._settle()
-        return self._inner.feed(data)
-
-    def finish(self) -> list[SegmentJob]:
-        self._settle()
-        return self._inner.finish()
-
-    def fail(self, exc: BaseException) -> BaseException:
-        return self._inner.fail(exc)
-
-    def update(self, data: Buffer, /) -> bytes:
-        jobs = self.feed(data)
-        return self.take_header() + self._inner.run_all(jobs)
-
-    def finalize(self) -> bytes:
-        jobs = self.finish()
-        return self.take_header() + self._inner.run_all(jobs)
+        super().__init__(build=build)
 
 
 class _SignatureTap(Lifecycle):
