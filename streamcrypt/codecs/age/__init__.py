@@ -33,6 +33,13 @@ stanza simply does not open, exactly as an X25519 stanza for someone else does),
 header MAC or payload chunk raises :class:`AuthenticationError`, a stream that ends
 before its final chunk raises :class:`TruncatedStreamError`, an scrypt work factor over
 the cap raises :class:`LimitExceededError`.
+
+Where things are (as in Go age): ``_header`` (the text form, strict parsing, the MAC),
+one module per recipient family (``_scrypt``, ``_ssh``, ``_mlkem``; the X25519 pair
+is shared with the envelope, ``codecs._x25519``), ``_recipients`` (their text forms
+and finding the file key), ``_payload`` (the chunks and the transforms); this module
+re-exports the public names and holds :data:`FORMAT`, the one entry the layers above
+use (one-shot calls are ``streamcrypt.encrypt_bytes(..., format="age")``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,12 @@ an identity find its own stanza without revealing to anyone else whom a stanza i
 The header carries the stanzas and a MAC keyed from the file key; the payload is a native
 container keyed from it too, with the header as associated data, so no stanza can be
 swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
-over everything before it (encrypt-then-sign). The stanza machinery (protocols, trying
-identities, the header reader) is shared with age in ``codecs._stanza``.
+over everything before it (encrypt-then-sign); a signed envelope is read only with
+``verify_with`` (its signer's key) or ``skip_signature_check=True``. The recipient model
+(one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
+``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
+writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
+the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
 
 Parallelism: the container's segments are sealed and opened on worker threads by the
 engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a

@@ -58,12 +58,6 @@ _TYPE_NAMES = {byte: name for name, byte in _TYPE_BYTES.items()}
 _OTHER_TYPE = re.compile(r"0x[0-9a-f]{2}")
 _PREFIX_SIZES = {ARGON2ID: 24, SCRYPT: 25, X25519: 32, ECIES_SECP256K1: 33, ECIES_X25519: 32}
 _PASSPHRASE_TYPES = frozenset({ARGON2ID, SCRYPT})
-_ZERO_NONCE = bytes(12)
-_ARGON2 = struct.Struct(">16sII")
-_SCRYPT = struct.Struct(">16sBII")
-
-_HRP_SECP256K1 = "sc-secp256k1-pub"
-_HRP_SECP256K1_SECRET = "sc-secp256k1-secret-"
 
 
 # --------------------------------------------------------------------------- header

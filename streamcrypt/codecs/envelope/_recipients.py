@@ -5,6 +5,7 @@ identity find its own stanza without revealing to anyone else whom a stanza is f
 from __future__ import annotations
 
 import hmac
+import struct
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Literal, TypeAlias
@@ -34,23 +35,16 @@ from ...keys import (
     hkdf,
     random_bytes,
 )
-from ...primitives import (
-    ChaCha20Poly1305Suite,
-)
+from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza, ecies
 from .._bech32 import bech32_decode, bech32_encode
 from .._stanza import Identity, Recipient, Stanza
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
 from ._header import (
-    _ARGON2,
-    _HRP_SECP256K1,
-    _HRP_SECP256K1_SECRET,
     _INFO,
     _PASSPHRASE_TYPES,
     _PREFIX_SIZES,
-    _SCRYPT,
     _TYPE_BYTES,
-    _ZERO_NONCE,
     ARGON2ID,
     CHECK_SIZE,
     ECIES_SECP256K1,
@@ -71,6 +65,15 @@ __all__ = [
     "parse_identity",
     "parse_recipient",
 ]
+
+
+_ZERO_NONCE = bytes(12)
+#: A passphrase stanza's prefix: salt, then Argon2id's ops and memory (KiB) or scrypt's
+#: log2 N, r and p.
+_ARGON2 = struct.Struct(">16sII")
+_SCRYPT = struct.Struct(">16sBII")
+_HRP_SECP256K1 = "sc-secp256k1-pub"
+_HRP_SECP256K1_SECRET = "sc-secp256k1-secret-"
 
 
 def _kek(kind: str, secret: bytes, salt: bytes) -> tuple[ChaCha20Poly1305Suite, bytes]:
