@@ -733,3 +733,29 @@ def test_random_access_keeps_the_readers_caps() -> None:
     low = FormatOptions(passphrase="pw", max_work_factor=Argon2Params(1, 8192))
     with pytest.raises(LimitExceededError):
         fmt.read_range(low, read_at, len(blob), 0, 5)
+
+
+def test_the_descriptor_refuses_what_the_envelope_does_not_take() -> None:
+    """Options the envelope has no use for raise InvalidParameterError at the call
+    (they were ignored: a key= beside recipients, rclone's password=)."""
+    from streamcrypt.codecs import FormatOptions
+
+    fmt, to_x = ev.FORMAT, (X.recipient,)
+    for writing in (
+        FormatOptions(recipients=to_x, key=bytes(32)),
+        FormatOptions(recipients=to_x, password="p"),
+        FormatOptions(recipients=to_x, identities=(X,)),
+    ):
+        with pytest.raises(InvalidParameterError):
+            fmt.encryptors(writing)
+    for reading in (
+        FormatOptions(identities=(X,), key=bytes(32)),
+        FormatOptions(identities=(X,), recipients=to_x),
+        FormatOptions(identities=(X,), segment_size=4096),
+    ):
+        with pytest.raises(InvalidParameterError):
+            fmt.decryptors(reading, b"")
+    with pytest.raises(InvalidParameterError):
+        streamcrypt.encrypt_bytes(b"x", bytes(32), format="envelope", recipients=[X.recipient])
+    sealed = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[X.recipient])
+    assert streamcrypt.decrypt_bytes(sealed, format="envelope", identities=[X]) == b"x"

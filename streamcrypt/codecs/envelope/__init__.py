@@ -28,9 +28,10 @@ parallel.
 
 from __future__ import annotations
 
+from ...errors import InvalidParameterError
 from ...keys import MAX_READ_PARAMS, MODERATE
 from .. import container
-from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
+from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
 from .._segmented import SegmentLayout
 from .._stanza import Identity, Recipient, Stanza
 from .._x25519 import X25519Identity, X25519Recipient
@@ -93,6 +94,26 @@ __all__ = [
 ]
 
 
+def _check(options: FormatOptions, mode: str) -> None:
+    """Refuse what the envelope does not take (InvalidParameterError), rather than
+    ignore it: another format's keywords, a symmetric key, the other direction's keys."""
+    refuse_foreign(options, "envelope")
+    if options.key is not None:
+        raise InvalidParameterError(
+            'format="envelope" takes recipients=/identities= or passphrase=, not key= '
+            '(a symmetric key makes format="native")'
+        )
+    if mode == "wb" and options.identities:
+        raise InvalidParameterError(
+            "writing an envelope takes recipients= (public keys) or passphrase=, not identities="
+        )
+    if mode == "rb" and (options.recipients or options.suite or options.segment_size):
+        raise InvalidParameterError(
+            "reading an envelope takes identities= (secret keys) or passphrase= (its header "
+            "names its suite and segment size): drop recipients=, suite= and segment_size="
+        )
+
+
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, 65 << 10))
     return layout(
@@ -126,6 +147,7 @@ FORMAT = SegmentedFormat(
         max_work_factor=or_default(o.max_work_factor, MAX_READ_PARAMS),
         **o.extra,
     ),
+    check=_check,
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,
 )
