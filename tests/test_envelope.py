@@ -48,8 +48,10 @@ LOW_ORDER = [
 ]
 
 X = ev.X25519Identity.generate(text_form="envelope")
-K = ev.EciesIdentity.generate("secp256k1")
-KX = ev.EciesIdentity.generate("x25519")
+K = ev.EciesIdentity.generate()
+#: An X25519 key pair and its ECIES recipient (eciespy's x25519 wrapping).
+XE = ev.X25519Identity.generate(text_form="envelope")
+KX = ev.EciesRecipient(XE.recipient.public_bytes(), curve="x25519")
 SIGNER = Ed25519PrivateKey.generate()
 
 
@@ -81,13 +83,13 @@ def _flip(blob: bytes, index: int) -> bytes:
 
 
 def test_several_recipients_each_decrypts() -> None:
-    blob = _enc(recipients=[X.recipient, K.recipient, KX.recipient], passphrase="pw")
+    blob = _enc(recipients=[X.recipient, K.recipient, KX], passphrase="pw")
     kinds = [s.kind for s in ev.parse_header(blob).stanzas]  # type: ignore[union-attr]
     assert kinds == [ev.X25519, ev.ECIES_SECP256K1, ev.ECIES_X25519, ev.ARGON2ID]
     for kwargs in (
         {"identities": X},
         {"identities": [K]},
-        {"identities": [KX.to_string()]},
+        {"identities": [XE.to_string()]},
         {"identities": [ev.X25519Identity.generate(), K]},
         {"passphrase": "pw"},
         {"passphrase": b"pw", "identities": [ev.X25519Identity.generate()]},
@@ -95,11 +97,12 @@ def test_several_recipients_each_decrypts() -> None:
         assert envelope_decrypt(blob, **kwargs) == DATA
 
 
-def test_x25519_ecies_identity_opens_plain_x25519_stanzas_and_back() -> None:
-    same = ev.EciesIdentity(X.secret_key(), curve="x25519")  # same key pair
-    assert envelope_decrypt(_enc(recipients=X.recipient), identities=same) == DATA
+def test_one_x25519_identity_opens_x25519_and_ecies_x25519_stanzas() -> None:
     ecies_to_x = ev.EciesRecipient(X.recipient.public_bytes(), curve="x25519")
-    assert envelope_decrypt(_enc(recipients=ecies_to_x), identities=X) == DATA
+    blob = _enc(recipients=[ecies_to_x, ev.X25519Identity.generate().recipient])
+    kinds = [s.kind for s in ev.parse_header(blob).stanzas]  # type: ignore[union-attr]
+    assert kinds == [ev.ECIES_X25519, ev.X25519]
+    assert envelope_decrypt(blob, identities=X) == DATA
 
 
 @pytest.mark.parametrize("suite", list(container.SUITE_IDS))
@@ -234,9 +237,9 @@ def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
 def test_engine_sync_entry() -> None:
     """The same through anyio.run, as the lead's high-level functions will use it."""
     policy = OffloadPolicy(batch_size=16384, inline_limit=0, adaptive=False)
-    enc = ev.EnvelopeEncryptor(recipients=[KX.recipient], segment_size=1024)
+    enc = ev.EnvelopeEncryptor(recipients=[KX], segment_size=1024)
     blob = anyio.run(pipeline(enc, policy=policy).collect, DATA)
-    assert envelope_decrypt(blob, identities=KX) == DATA
+    assert envelope_decrypt(blob, identities=XE) == DATA
 
 
 # --------------------------------------------------------------------------- wrong keys
@@ -282,7 +285,7 @@ def test_tampered_wrapped_key_is_authentication_error(kind: str) -> None:
     recipient, ident = {
         "x25519": (X.recipient, {"identities": X}),
         "secp256k1": (K.recipient, {"identities": K}),
-        "ecies-x25519": (KX.recipient, {"identities": KX}),
+        "ecies-x25519": (KX, {"identities": XE}),
         "passphrase": (ev.PassphraseRecipient("pw", params=FAST), {"passphrase": "pw"}),
     }[kind]
     blob = _enc(recipients=[recipient])
@@ -380,7 +383,7 @@ def test_low_order_x25519_points(point: bytes) -> None:
         ev.X25519Recipient(point)
     with pytest.raises(InvalidPublicKeyError):
         ev.EciesRecipient(point, curve="x25519")
-    for recipient, ident in ((X.recipient, X), (KX.recipient, KX)):
+    for recipient, ident in ((X.recipient, X), (KX, XE)):
         blob = _enc(recipients=[recipient])
         with pytest.raises(InvalidPublicKeyError):
             envelope_decrypt(_replace_share(blob, point), identities=ident)
@@ -600,8 +603,8 @@ def test_text_encodings_round_trip() -> None:
     assert ev.parse_recipient(str(K.recipient)) == K.recipient
     assert ev.parse_identity(X.to_string()).recipient == X.recipient
     assert ev.parse_identity(K.to_string()).recipient == K.recipient
-    # An x25519 ECIES key's text is an X25519 key's: it reads as the one X25519 identity.
-    assert ev.parse_identity(KX.to_string()).recipient.public_bytes() == KX.recipient.public_bytes()
+    # An x25519 ECIES recipient's text is an X25519 key's: it reads as the one X25519 pair.
+    assert ev.parse_recipient(str(KX)) == XE.recipient
     blob = _enc(recipients=[str(X.recipient), str(K.recipient)])
     assert envelope_decrypt(blob, identities=[K.to_string()]) == DATA
 
@@ -654,7 +657,7 @@ def test_mistyped_recipient_is_caught_by_the_checksum() -> None:
 
 
 def test_reprs_hide_secrets() -> None:
-    for ident in (X, K, KX):
+    for ident in (X, K, XE):
         secret = ident.secret_key().secret_bytes()
         assert secret.hex() not in repr(ident) and ident.to_string() not in repr(ident)
         assert ident.to_string() not in str(ident)
@@ -698,7 +701,7 @@ def _secret_holders() -> list[tuple[object, bytes]]:
     return [
         (X, X.secret_key().secret_bytes()),
         (K, K.secret_key().secret_bytes()),
-        (KX, KX.secret_key().secret_bytes()),
+        (XE, XE.secret_key().secret_bytes()),
         (ev.PassphraseRecipient("hunter2-secret", params=FAST), b"hunter2-secret"),
         (ev.PassphraseIdentity("hunter2-secret"), b"hunter2-secret"),
     ]

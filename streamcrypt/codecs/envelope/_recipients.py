@@ -226,34 +226,31 @@ class EciesRecipient:
 
 
 class EciesIdentity(_stanza.Unpicklable):
-    """A private key for ECIES stanzas: secp256k1 (``SC-SECP256K1-SECRET-1...``) or x25519.
+    """A secp256k1 private key (``SC-SECP256K1-SECRET-1...``) for ECIES stanzas.
 
-    An x25519 ECIES identity opens what its :class:`X25519Identity` opens (plain x25519
-    stanzas too). ``repr`` hides the secret; pickling raises :class:`TypeError`.
+    (An x25519 ECIES stanza opens with its key's :class:`X25519Identity`.) ``repr``
+    hides the secret; pickling raises :class:`TypeError`.
     """
 
-    __slots__ = ("_curve", "_raw", "_recipient", "_x25519")
+    __slots__ = ("_raw", "_recipient")
 
-    def __init__(self, private_key: Buffer | SecretKey, *, curve: EciesCurve = "secp256k1") -> None:
-        self._curve = _ecies_curve(curve)
-        raw = as_secret_key(private_key, 32, what=f"a {self._curve} private key").secret_bytes()
+    def __init__(self, private_key: Buffer | SecretKey) -> None:
+        raw = as_secret_key(private_key, 32, what="a secp256k1 private key").secret_bytes()
         self._raw = SecretKey(raw)
-        public = ecies.public_key(raw, curve=self._curve, compressed=True)
-        self._recipient = EciesRecipient(public, curve=self._curve)
-        x25519 = X25519Identity(raw, text_form="envelope") if self._curve == "x25519" else None
-        self._x25519 = x25519
+        public = ecies.public_key(raw, curve="secp256k1", compressed=True)
+        self._recipient = EciesRecipient(public, curve="secp256k1")
 
     @classmethod
-    def generate(cls, curve: EciesCurve = "secp256k1") -> EciesIdentity:
-        private, _ = ecies.generate_keypair(_ecies_curve(curve))
-        return cls(private, curve=curve)
+    def generate(cls) -> EciesIdentity:
+        private, _ = ecies.generate_keypair("secp256k1")
+        return cls(private)
 
     @classmethod
     def parse(cls, text: str) -> EciesIdentity:
         """Parse ``SC-SECP256K1-SECRET-1...``; raises :class:`FormatError`."""
         hrp, data = bech32_decode(text)
         if hrp == _HRP_SECP256K1_SECRET and len(data) == 32:
-            return cls(data, curve="secp256k1")
+            return cls(data)
         raise FormatError("not a secp256k1 identity (SC-SECP256K1-SECRET-1...)")
 
     @property
@@ -262,28 +259,24 @@ class EciesIdentity(_stanza.Unpicklable):
 
     def to_string(self) -> str:
         """The secret key text. Handle with care."""
-        hrp = _HRP_SECP256K1_SECRET if self._curve == "secp256k1" else PREFIXES["envelope"][1]
-        return bech32_encode(hrp, self._raw.secret_bytes(), upper=True)
+        return bech32_encode(_HRP_SECP256K1_SECRET, self._raw.secret_bytes(), upper=True)
 
     def secret_key(self) -> SecretKey:
         """The 32 private key bytes. Handle with care."""
         return self._raw
 
     def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
-        """The file key from the first stanza for this key, else ``None``.
+        """The file key from the first ecies-secp256k1 stanza for this key, else ``None``.
 
         Raises :class:`InvalidPublicKeyError` for an invalid ephemeral key and
         :class:`AuthenticationError` for a stanza of ours that was tampered with.
         """
         for stanza in stanzas:
-            if self._x25519 is not None:
-                file_key = _unwrap_x25519(self._x25519, stanza)
-            elif stanza.kind == ECIES_SECP256K1:
-                share = stanza.body[:33]
-                key = ecies.decapsulate(self._raw, share, curve="secp256k1")
-                file_key = _open_stanza(stanza, key.secret_bytes(), share)
-            else:
+            if stanza.kind != ECIES_SECP256K1:
                 continue
+            share = stanza.body[:33]
+            key = ecies.decapsulate(self._raw, share, curve="secp256k1")
+            file_key = _open_stanza(stanza, key.secret_bytes(), share)
             if file_key is not None:
                 return file_key
         return None
