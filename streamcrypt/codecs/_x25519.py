@@ -181,7 +181,7 @@ class X25519Identity(Unpicklable):
         return self._recipient
 
     def exchange(self, share: bytes) -> bytes | None:
-        """The shared secret with ``share``, ``None`` for a low-order share."""
+        """The shared secret with ``share``, ``None`` for a low-order share. Handle with care."""
         return x25519_exchange(self._private, share)
 
     def secret_key(self) -> SecretKey:
