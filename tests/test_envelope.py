@@ -544,7 +544,7 @@ def test_missing_or_foreign_signature() -> None:
 def test_signed_stream_without_verify_with_is_refused_before_any_plaintext() -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
     dec = ev.EnvelopeDecryptor(identities=X)
-    with pytest.raises(InvalidSignatureError, match="skip_signature_check=True"):
+    with pytest.raises(InvalidSignatureError, match="allow_unverified=True"):
         dec.update(blob)
     with pytest.raises(BrokenTransformError):
         dec.finalize()
@@ -564,20 +564,20 @@ def test_signed_stream_without_verify_with_is_refused_before_any_plaintext() -> 
         streamcrypt.decrypt_bytes(blob, format="envelope", identities=[X])
 
 
-def test_skip_signature_check_reads_a_signed_stream_unchecked_only_by_name() -> None:
+def test_allow_unverified_reads_a_signed_stream_unchecked_only_by_name() -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
-    dec = ev.EnvelopeDecryptor(identities=X, skip_signature_check=True)
+    dec = ev.EnvelopeDecryptor(identities=X, allow_unverified=True)
     assert dec.update(blob) + dec.finalize() == DATA
     assert dec.signer == SIGNER.public_key() and dec.verified is False
     # Its signature is not looked at: the caller said so.
     flipped = _flip(blob, len(blob) - 1)
-    assert envelope_decrypt(flipped, identities=X, skip_signature_check=True) == DATA
+    assert envelope_decrypt(flipped, identities=X, allow_unverified=True) == DATA
     # Unsigned envelopes read the same with or without it.
     unsigned = _enc(recipients=[X.recipient])
-    assert envelope_decrypt(unsigned, identities=X, skip_signature_check=True) == DATA
+    assert envelope_decrypt(unsigned, identities=X, allow_unverified=True) == DATA
     with pytest.raises(InvalidParameterError):
         ev.EnvelopeDecryptor(
-            identities=X, verify_with=SIGNER.public_key(), skip_signature_check=True
+            identities=X, verify_with=SIGNER.public_key(), allow_unverified=True
         )
 
 
@@ -682,7 +682,7 @@ def test_bad_key_material() -> None:
 @pytest.mark.parametrize("signed", [False, True])
 def test_layout_random_access(signed: bool) -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER if signed else None)
-    lay = ev.layout(blob[:2000], len(blob), identities=X, skip_signature_check=signed)
+    lay = ev.layout(blob[:2000], len(blob), identities=X, allow_unverified=signed)
     assert lay.plaintext_size == len(DATA)
 
     def read_at(offset: int, length: int) -> bytes:

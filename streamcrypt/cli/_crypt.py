@@ -197,7 +197,7 @@ _FORMAT_OPTIONS = (
     "armor",
     "sign_with",
     "verify_with",
-    "skip_signature_check",
+    "allow_unverified",
     "key_namespace",
     "key_name",
     "context",
@@ -517,7 +517,7 @@ def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         identities=tuple(identities),
         passphrase=keys.passphrase,
         aad=_aad(args),
-        extra={"verify_with": verify, "skip_signature_check": args.skip_signature_check},
+        extra={"verify_with": verify, "allow_unverified": args.allow_unverified},
     )
 
 
@@ -569,7 +569,7 @@ _USES: dict[tuple[str, bool], _Use] = {
         _native_reading,
     ),
     ("envelope", True): _Use(
-        _PEOPLE | {"key", "aad", "verify_with", "skip_signature_check"},
+        _PEOPLE | {"key", "aad", "verify_with", "allow_unverified"},
         "the input is a streamcrypt envelope (recipients or a passphrase)",
         _envelope_reading,
     ),

@@ -145,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
             help="native envelopes: require an Ed25519 signature by this public key",
         )
         p.add_argument(
-            "--skip-signature-check",
+            "--allow-unverified",
             action="store_true",
             help="native envelopes: read a signed envelope WITHOUT checking its signature "
             "(without this or --verify-with, a signed envelope is refused)",

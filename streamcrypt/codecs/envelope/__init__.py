@@ -12,7 +12,7 @@ The header carries the stanzas and a MAC keyed from the file key; the payload is
 container keyed from it too, with the header as associated data, so no stanza can be
 swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
 over everything before it (encrypt-then-sign); a signed envelope is read only with
-``verify_with`` (its signer's key) or ``skip_signature_check=True``. The recipient model
+``verify_with`` (its signer's key) or ``allow_unverified=True``. The recipient model
 (one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
 ``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
 writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
@@ -122,7 +122,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
         identities=options.identities,
         passphrase=options.passphrase,
         aad=options.aad,
-        skip_signature_check=bool(options.extra.get("skip_signature_check", False)),
+        allow_unverified=bool(options.extra.get("allow_unverified", False)),
         max_work_factor=or_default(options.max_work_factor, MAX_READ_PARAMS),
     )
 

@@ -200,18 +200,18 @@ class EnvelopeEncryptor(Chain):
 
 
 def _check_signer(
-    header: EnvelopeHeader, verify: Ed25519PublicKey | None, skip_signature_check: bool
+    header: EnvelopeHeader, verify: Ed25519PublicKey | None, allow_unverified: bool
 ) -> None:
     """The one place that decides whether a header's signature will be checked: a signed
     envelope is read only with ``verify_with`` naming its signer, or when the caller
-    opted out by name (``skip_signature_check=True``). Raises
+    opted out by name (``allow_unverified=True``). Raises
     :class:`InvalidSignatureError` before any plaintext otherwise."""
     if verify is None:
-        if header.signer is not None and not skip_signature_check:
+        if header.signer is not None and not allow_unverified:
             raise InvalidSignatureError(
                 "the envelope is signed, but no signature check was asked for: give "
                 "verify_with= the signer's public key (--verify-with), or "
-                "skip_signature_check=True (--skip-signature-check) to read it unchecked"
+                "allow_unverified=True (--allow-unverified) to read it unchecked"
             )
         return
     if header.signer is None:
@@ -225,20 +225,20 @@ def _check_signer(
 class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
     """Opens the envelope header once (KDF work happens once), then the container header."""
 
-    __slots__ = ("_aad", "_identities", "_payload_key", "_skip_signature_check", "_verify")
+    __slots__ = ("_aad", "_allow_unverified", "_identities", "_payload_key", "_verify")
 
     def __init__(
         self,
         identities: Sequence[Identity],
         aad: Buffer,
         verify: Ed25519PublicKey | None,
-        skip_signature_check: bool,
+        allow_unverified: bool,
     ) -> None:
         super().__init__()
         self._identities = identities
         self._aad = bytes(aad)
         self._verify = verify
-        self._skip_signature_check = skip_signature_check
+        self._allow_unverified = allow_unverified
         self._payload_key: SecretKey | None = None
 
     def _parse(self, data: bytes | bytearray) -> EnvelopeHeader | int:
@@ -252,7 +252,7 @@ class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
             raise AuthenticationError(
                 "envelope header did not authenticate: wrong associated data or a tampered header"
             )
-        _check_signer(header, self._verify, self._skip_signature_check)
+        _check_signer(header, self._verify, self._allow_unverified)
         self._payload_key = payload_key
 
     def _payload(
@@ -279,9 +279,9 @@ class EnvelopeDecryptor(SegmentedDecryptor):
     stream must be signed by it, and ``finish()``/``finalize()`` verify the signature
     before the final segment comes out. A signed stream without ``verify_with`` is
     refused (:class:`InvalidSignatureError`, before any plaintext) unless the caller
-    passes ``skip_signature_check=True``, which reads it without checking the signature. Caps on passphrase parameters:
-    ``max_work_factor`` (Argon2id) and
-    ``max_scrypt``. Raises :class:`UnknownKeyError`,
+    passes ``allow_unverified=True`` (the AWS format's name for the same opt-in), which
+    reads it without checking the signature. Caps on passphrase parameters:
+    ``max_work_factor`` (Argon2id) and ``max_scrypt``. Raises :class:`UnknownKeyError`,
     :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`InvalidPublicKeyError`, :class:`LimitExceededError`,
     :class:`TruncatedStreamError`, :class:`FormatError`, :class:`UnsupportedFormatError`.
@@ -296,21 +296,21 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         passphrase: str | Buffer | None = None,
         aad: Buffer = b"",
         verify_with: Ed25519PublicKey | Buffer | None = None,
-        skip_signature_check: bool = False,
+        allow_unverified: bool = False,
         max_work_factor: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
     ) -> None:
         idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
         verify = None
         if verify_with is not None:
-            if skip_signature_check:
-                raise InvalidParameterError("give verify_with= or skip_signature_check=, not both")
+            if allow_unverified:
+                raise InvalidParameterError("give verify_with= or allow_unverified=, not both")
             verify = (
                 verify_with
                 if isinstance(verify_with, Ed25519PublicKey)
                 else Ed25519PublicKey(verify_with)
             )
-        self._reader = _HeaderReader(idents, aad, verify, skip_signature_check)
+        self._reader = _HeaderReader(idents, aad, verify, allow_unverified)
         super().__init__(self._reader)
         self._verifier = Ed25519phVerifier(verify) if verify is not None else None
         self._tail = bytearray()
@@ -393,7 +393,7 @@ def layout(
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
     aad: Buffer = b"",
-    skip_signature_check: bool = False,
+    allow_unverified: bool = False,
     max_work_factor: Argon2Params = MAX_READ_PARAMS,
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
 ) -> SegmentLayout:
@@ -402,12 +402,12 @@ def layout(
     For random access: ``head`` must hold both headers (the first 64 KiB + 1 KiB always
     suffice). Random reads cannot check a signature over the whole stream, so a signed
     envelope is refused (:class:`InvalidSignatureError`) unless
-    ``skip_signature_check=True``: then its signature is left out of the layout, unchecked
+    ``allow_unverified=True``: then its signature is left out of the layout, unchecked
     (read it all with ``verify_with`` to check it). Raises like :class:`EnvelopeDecryptor`, and
     :class:`FormatError` when ``head`` is shorter than the headers.
     """
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
-    reader = _HeaderReader(idents, aad, None, skip_signature_check)
+    reader = _HeaderReader(idents, aad, None, allow_unverified)
     opened = reader(bytes(head))
     if opened is None or isinstance(opened, int) or reader.header is None:
         raise FormatError("the data is shorter than the envelope and container headers")
