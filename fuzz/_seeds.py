@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
+from streamcrypt import formats
 from streamcrypt.codecs import (
     age,
     armor,
@@ -80,12 +81,12 @@ def _age() -> list[bytes]:
     import pyrage
 
     x, pq = K.AGE_X25519.recipient, K.AGE_PQ.recipient
-    out = [age.encrypt_bytes(p, recipients=[x]) for p in PLAINTEXTS]
+    out = [formats.age.encrypt_bytes(p, recipients=[x], policy=None) for p in PLAINTEXTS]
     out += [
-        age.encrypt_bytes(b"pq", recipients=[pq]),
-        age.encrypt_bytes(b"two", recipients=[x, age.X25519Identity(bytes(32)).recipient]),
+        formats.age.encrypt_bytes(b"pq", recipients=[pq]),
+        formats.age.encrypt_bytes(b"two", recipients=[x, age.X25519Identity(bytes(32)).recipient]),
     ]
-    out += [age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, work_factor=2)]
+    out += [formats.age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, work_factor=2)]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
     out += [pyrage.encrypt(p, [theirs]) for p in PLAINTEXTS[:3]]
     return out
@@ -95,8 +96,8 @@ def _age_armored() -> list[bytes]:
     import pyrage
 
     x = K.AGE_X25519.recipient
-    out = [age.encrypt_bytes(p, recipients=[x], armor=True) for p in PLAINTEXTS[:3]]
-    out += [age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, armor=True, work_factor=2)]
+    out = [formats.age.encrypt_bytes(p, recipients=[x], armor=True) for p in PLAINTEXTS[:3]]
+    out += [formats.age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, armor=True, work_factor=2)]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
     out += [pyrage.encrypt(b"theirs", [theirs], armored=True)]
     return out
@@ -251,7 +252,11 @@ def _envelope() -> list[bytes]:
     seg = container.MIN_SEGMENT_SIZE
 
     def to(**kw: object) -> Callable[[bytes], bytes]:
-        return lambda p: envelope.encrypt_bytes(p, aad=K.AAD, segment_size=seg, **kw)  # type: ignore[arg-type]
+        def encrypt(plaintext: bytes) -> bytes:
+            enc = envelope.EnvelopeEncryptor(aad=K.AAD, segment_size=seg, **kw)  # type: ignore[arg-type]
+            return enc.update(plaintext) + enc.finalize()
+
+        return encrypt
 
     out = _stream_seeds(to(recipients=[K.ENVELOPE_X25519.recipient]))
     out += [to(passphrase=K.PASSPHRASE, work_factor=Argon2Params(1, 8192))(b"argon2")]

@@ -67,15 +67,16 @@ def _age() -> age.AgeDecryptor:
 
 
 def _age_any(pieces: Sequence[bytes]) -> bytes:
-    """Whole: ``decrypt_bytes``; in pieces: the async ``formats.age.decrypt`` (armor found
+    """Whole: ``formats.age.decrypt_bytes``; in pieces: the async ``formats.age.decrypt`` (armor found
     by itself in both), as a network peer would feed it."""
     identities = K.AGE_IDENTITIES
     if len(pieces) == 1:
-        return age.decrypt_bytes(
+        return _formats.age.decrypt_bytes(
             pieces[0],
             identities=identities,
             passphrase=K.PASSPHRASE,
             max_work_factor=K.MAX_WORK_FACTOR,
+            policy=None,
         )
 
     async def source() -> AsyncIterator[bytes]:
@@ -178,7 +179,8 @@ def _big(plaintext_size: int, encrypt: Callable[[bytes], bytes]) -> Callable[[],
 
 def _envelope_header() -> list[bytes]:
     """An envelope header near its 64 KiB cap: one unknown stanza, no MAC yet."""
-    stanza = envelope.Stanza(0x7F, bytes(envelope.MAX_HEADER_SIZE - 100)).encode()
+    size = envelope.MAX_HEADER_SIZE - 100
+    stanza = bytes([0x7F]) + size.to_bytes(2, "big") + bytes(size)  # type 0x7f, length, body
     return [envelope.MAGIC + bytes([envelope.VERSION, 0, 1]) + stanza]
 
 

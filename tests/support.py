@@ -69,3 +69,42 @@ def random_splits(data: bytes, rng: random.Random, max_piece: int = 97) -> list[
         i += n
     out.append(b"")
     return out
+
+
+def age_encrypt(plaintext: bytes, *, armor: bool = False, **keys: Any) -> bytes:
+    """An age file of ``plaintext`` (ASCII-armored when ``armor``), made in this thread
+    by the codec's transforms with any of :class:`AgeEncryptor`'s keywords."""
+    from streamcrypt.codecs.age import AgeEncryptor
+    from streamcrypt.codecs.armor import ArmorEncoder
+    from streamcrypt.formats.run import run_stages
+
+    stages: list[Any] = [AgeEncryptor(**keys), *([ArmorEncoder()] if armor else [])]
+    return run_stages(stages, plaintext, None)
+
+
+def age_decrypt(ciphertext: bytes, **keys: Any) -> bytes:
+    """The plaintext of an age file, binary or armored (as the age tool tells them), by the
+    codec's transforms in this thread; raises what they raise, the first fault first."""
+    from streamcrypt.codecs.age import AgeDecryptor
+    from streamcrypt.codecs.armor import ArmorDecoder, is_armored
+    from streamcrypt.formats.run import run_stages
+
+    decryptor = AgeDecryptor(**keys)
+    stages = [ArmorDecoder(), decryptor] if is_armored(ciphertext) else [decryptor]
+    return run_stages(stages, ciphertext, None)
+
+
+def envelope_encrypt(plaintext: bytes, **options: Any) -> bytes:
+    """An envelope of ``plaintext`` by :class:`EnvelopeEncryptor` (any of its keywords)."""
+    from streamcrypt.codecs.envelope import EnvelopeEncryptor
+
+    encryptor = EnvelopeEncryptor(**options)
+    return encryptor.update(plaintext) + encryptor.finalize()
+
+
+def envelope_decrypt(ciphertext: bytes, **options: Any) -> bytes:
+    """The plaintext of an envelope by :class:`EnvelopeDecryptor` (any of its keywords)."""
+    from streamcrypt.codecs.envelope import EnvelopeDecryptor
+
+    decryptor = EnvelopeDecryptor(**options)
+    return decryptor.update(ciphertext) + decryptor.finalize()

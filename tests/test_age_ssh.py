@@ -16,9 +16,10 @@ import pyrage
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from support import REPO
+from support import REPO, age_decrypt, age_encrypt
 
 from streamcrypt.codecs import age
+from streamcrypt.codecs.age._header import _encode_stanza
 from streamcrypt.errors import (
     AuthenticationError,
     FormatError,
@@ -87,7 +88,7 @@ def test_stanza_shape_and_tag() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_we_encrypt_pyrage_decrypts(kind: str) -> None:
     public, private = _pair(kind)
-    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[public])
+    ciphertext = age_encrypt(MESSAGE, recipients=[public])
     assert pyrage.decrypt(ciphertext, [pyrage.ssh.Identity.from_buffer(private)]) == MESSAGE
 
 
@@ -97,27 +98,27 @@ def test_pyrage_encrypts_we_decrypt(kind: str) -> None:
     ciphertext = pyrage.encrypt(MESSAGE, [pyrage.ssh.Recipient.from_str(public)])
     cls = age.SshEd25519Identity if kind == "ed25519" else age.SshRsaIdentity
     identity = cls.from_openssh(private)
-    assert age.decrypt_bytes(ciphertext, identities=[identity]) == MESSAGE
+    assert age_decrypt(ciphertext, identities=[identity]) == MESSAGE
     # the key file's text serves as an identity string too
-    assert age.decrypt_bytes(ciphertext, identities=[private.decode()]) == MESSAGE
+    assert age_decrypt(ciphertext, identities=[private.decode()]) == MESSAGE
     assert age.parse_identities(private.decode())[0].recipient == age.parse_recipient(public)
 
 
 def test_round_trip_with_generated_identity_and_mixed_recipients() -> None:
     ssh = age.SshEd25519Identity.generate()
     x = age.X25519Identity.generate()
-    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[ssh.recipient, x.recipient])
-    assert age.decrypt_bytes(ciphertext, identities=[ssh]) == MESSAGE
-    assert age.decrypt_bytes(ciphertext, identities=[x]) == MESSAGE
+    ciphertext = age_encrypt(MESSAGE, recipients=[ssh.recipient, x.recipient])
+    assert age_decrypt(ciphertext, identities=[ssh]) == MESSAGE
+    assert age_decrypt(ciphertext, identities=[x]) == MESSAGE
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_wrong_key_is_unknown_key_error(kind: str) -> None:
     public, _ = _pair(kind, 0)
     _, other = _pair(kind, 1)
-    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[public])
+    ciphertext = age_encrypt(MESSAGE, recipients=[public])
     with pytest.raises(UnknownKeyError):
-        age.decrypt_bytes(ciphertext, identities=[age.parse_identity(other.decode())])
+        age_decrypt(ciphertext, identities=[age.parse_identity(other.decode())])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -243,9 +244,9 @@ def test_rsa_pem_private_keys_read_as_age_does(
     [identity] = age.parse_identities(private.decode())
     assert isinstance(identity, age.SshRsaIdentity)
     assert identity.recipient == age.parse_recipient(public)
-    assert age.decrypt_bytes(ciphertext, identities=[identity]) == MESSAGE
+    assert age_decrypt(ciphertext, identities=[identity]) == MESSAGE
     if private_format is serialization.PrivateFormat.TraditionalOpenSSL:  # rage reads PKCS#1
-        ours = age.encrypt_bytes(MESSAGE, recipients=[identity.recipient])
+        ours = age_encrypt(MESSAGE, recipients=[identity.recipient])
         assert pyrage.decrypt(ours, [pyrage.ssh.Identity.from_buffer(private)]) == MESSAGE
 
 
@@ -255,12 +256,12 @@ def test_rsa_foreign_stanzas_are_skipped_both_ways() -> None:
     ed = age.SshEd25519Identity.generate()
     x = age.X25519Identity.generate()
     recipients = [x.recipient, ed.recipient, other_rsa.recipient, rsa_id.recipient]
-    ciphertext = age.encrypt_bytes(MESSAGE, recipients=recipients)
+    ciphertext = age_encrypt(MESSAGE, recipients=recipients)
     header = age.parse_header(ciphertext)
     assert header is not None
     assert [s.kind for s in header.stanzas] == ["X25519", "ssh-ed25519", "ssh-rsa", "ssh-rsa"]
     for identity in (rsa_id, other_rsa, ed, x):
-        assert age.decrypt_bytes(ciphertext, identities=[identity]) == MESSAGE
+        assert age_decrypt(ciphertext, identities=[identity]) == MESSAGE
     # and pyrage finds its stanza among ours
     private = _private_file(_RSA_KEYS[0])
     assert pyrage.decrypt(ciphertext, [pyrage.ssh.Identity.from_buffer(private)]) == MESSAGE
@@ -271,12 +272,12 @@ def _retamper(ciphertext: bytes, edit: Callable[[age.Stanza], age.Stanza]) -> by
     header = age.parse_header(ciphertext)
     assert header is not None
     [stanza] = header.stanzas
-    return ciphertext.replace(stanza.encode(), edit(stanza).encode())
+    return ciphertext.replace(_encode_stanza(stanza), _encode_stanza(edit(stanza)))
 
 
 def test_rsa_tampered_stanza_is_authentication_error_and_leaks_nothing() -> None:
     identity = age.SshRsaIdentity(_RSA_KEYS[0])
-    ciphertext = age.encrypt_bytes(MESSAGE, recipients=[identity.recipient])
+    ciphertext = age_encrypt(MESSAGE, recipients=[identity.recipient])
 
     def flip(stanza: age.Stanza) -> age.Stanza:
         body = bytearray(stanza.body)
@@ -286,7 +287,7 @@ def test_rsa_tampered_stanza_is_authentication_error_and_leaks_nothing() -> None
     tampered = _retamper(ciphertext, flip)
     assert tampered != ciphertext
     with pytest.raises(AuthenticationError) as excinfo:
-        age.decrypt_bytes(tampered, identities=[identity])
+        age_decrypt(tampered, identities=[identity])
     message = str(excinfo.value)
     numbers = _RSA_KEYS[0].private_numbers()
     for secret in (numbers.d, numbers.p, numbers.q):
@@ -295,7 +296,7 @@ def test_rsa_tampered_stanza_is_authentication_error_and_leaks_nothing() -> None
     # a stanza re-encrypted to the key with another file key fails the header MAC
     forged = _retamper(ciphertext, lambda _: identity.recipient.wrap(bytes(16))[0])
     with pytest.raises(AuthenticationError):
-        age.decrypt_bytes(forged, identities=[identity])
+        age_decrypt(forged, identities=[identity])
 
 
 def test_rsa_malformed_stanzas_are_format_errors() -> None:

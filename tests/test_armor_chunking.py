@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import anyio
 import pytest
+from support import age_decrypt, age_encrypt
 
 from streamcrypt import formats
 from streamcrypt.codecs import age, armor
@@ -22,7 +23,7 @@ from streamcrypt.errors import FormatError, StreamCryptError, UnknownKeyError
 ME = age.X25519Identity(bytes(range(1, 33)))
 OTHER = age.X25519Identity(bytes(range(2, 34)))
 PAYLOAD = b"armored payload " * 10
-ARMORED = age.encrypt_bytes(PAYLOAD, recipients=[ME.recipient], armor=True)
+ARMORED = age_encrypt(PAYLOAD, recipients=[ME.recipient], armor=True)
 
 
 def _stream(pieces: Sequence[bytes], identity: age.X25519Identity = ME) -> bytes:
@@ -49,7 +50,7 @@ def _verdict(call: object) -> str:
 def test_every_split_of_the_armored_prefix(lead: bytes) -> None:
     """Leading whitespace and the BEGIN line cut at every point: accepted every time."""
     data = lead + ARMORED
-    assert age.decrypt_bytes(data, identities=[ME]) == PAYLOAD
+    assert age_decrypt(data, identities=[ME]) == PAYLOAD
     assert formats.age.decrypt_bytes(data, identities=[ME], policy=None) == PAYLOAD
     prefix = len(lead) + len(armor.BEGIN_LINE) + 1
     for cut in range(prefix + 1):
@@ -66,7 +67,7 @@ def test_every_split_of_the_armored_prefix(lead: bytes) -> None:
         b"\t" * 4094 + b"-----BEGIN",  # the armor must start within 4096 bytes
         b"\t" * 4091 + b"-----BEGIN",
         b" " * 5000 + ARMORED,
-        age.encrypt_bytes(b"x", recipients=[ME.recipient]),
+        age_encrypt(b"x", recipients=[ME.recipient]),
         b"  ----",
         b"  -- not armor",
         b"   ",
@@ -84,21 +85,21 @@ def test_sniff_agrees_with_is_armored_at_every_cut(data: bytes) -> None:
 def test_leading_whitespace_past_the_sniff_window_is_one_verdict() -> None:
     """Armor starting after 4096 bytes of whitespace is not armor, whole or in pieces."""
     data = b" " * 5000 + ARMORED
-    whole = _verdict(lambda: age.decrypt_bytes(data, identities=[ME]))
+    whole = _verdict(lambda: age_decrypt(data, identities=[ME]))
     assert whole == FormatError.__name__
     assert _verdict(lambda: _stream([data[i : i + 7] for i in range(0, len(data), 7)])) == whole
 
 
 def _broken_armor() -> bytes:
     """Armor whose END line is missing, around an age file for OTHER only."""
-    return age.encrypt_bytes(PAYLOAD, recipients=[OTHER.recipient], armor=True).rsplit(
+    return age_encrypt(PAYLOAD, recipients=[OTHER.recipient], armor=True).rsplit(
         b"-----END", 1
     )[0]
 
 
 def _bad_line_after_header() -> bytes:
     """A stray line after the lines that hold the header and payload nonce."""
-    lines = age.encrypt_bytes(PAYLOAD, recipients=[OTHER.recipient], armor=True).split(b"\n")
+    lines = age_encrypt(PAYLOAD, recipients=[OTHER.recipient], armor=True).split(b"\n")
     return b"\n".join([*lines[:5], b"not base64 !", *lines[5:]])
 
 
@@ -106,7 +107,7 @@ def _bad_line_after_header() -> bytes:
 def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> None:
     data = make()  # type: ignore[operator]
     expected = UnknownKeyError.__name__  # the header comes before the bad armor
-    assert _verdict(lambda: age.decrypt_bytes(data, identities=[ME])) == expected
+    assert _verdict(lambda: age_decrypt(data, identities=[ME])) == expected
     assert (
         _verdict(lambda: formats.age.decrypt_bytes(data, identities=[ME], policy=None)) == expected
     )
@@ -117,7 +118,7 @@ def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> N
 
 def test_bad_armor_before_anything_decodes_is_a_format_error() -> None:
     data = b"-----BEGIN AGE ENCRYPTED FILE-----\nnot base64 !\n"
-    assert _verdict(lambda: age.decrypt_bytes(data, identities=[ME])) == FormatError.__name__
+    assert _verdict(lambda: age_decrypt(data, identities=[ME])) == FormatError.__name__
     assert _verdict(lambda: _stream([data[i : i + 1] for i in range(len(data))])) == (
         FormatError.__name__
     )

@@ -806,6 +806,24 @@ def test_signed_envelope(work: Path, public: dict[str, str]) -> None:
     (work / "t.sc").write_bytes(sealed)
     bad = sc("decrypt", "-i", "id.x", "--verify-with", signer, "-o", "x", "t.sc", cwd=work)
     assert bad.returncode == 1 and not (work / "x").exists() and leftovers(work) == []
+    # Without --verify-with a signed envelope is refused before any output...
+    unchecked = sc("decrypt", "-i", "id.x", "s.sc", cwd=work)
+    assert unchecked.returncode == 1 and unchecked.stdout == b""
+    assert b"--allow-unverified" in unchecked.stderr
+    unchecked = sc("decrypt", "-i", "id.x", "-o", "u.bin", "s.sc", cwd=work)
+    assert unchecked.returncode == 1 and not (work / "u.bin").exists()
+    # ... unless the caller says by name to skip the check (then even a bad one reads).
+    skipped = sc("decrypt", "-i", "id.x", "--allow-unverified", "t.sc", cwd=work)
+    assert skipped.returncode == 0 and skipped.stdout == DATA
+    both = sc(
+        "decrypt", "-i", "id.x", "--verify-with", signer, "--allow-unverified",
+        "-o", "x", "s.sc", cwd=work,
+    )  # fmt: skip
+    assert both.returncode == 2 and not (work / "x").exists()
+    plain = sc("encrypt", "-r", public["id.x"], "-o", "p.sc", "in.bin", cwd=work)
+    assert plain.returncode == 0
+    unsigned = sc("decrypt", "-i", "id.x", "--allow-unverified", "p.sc", cwd=work)
+    assert unsigned.returncode == 0 and unsigned.stdout == DATA
 
 
 def _on_a_terminal(args: list[str], cwd: Path, answers: list[bytes]) -> tuple[int, bytes]:

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
+from support import age_decrypt, envelope_decrypt
 
 import streamcrypt as sc
 from streamcrypt.abc import Chain
@@ -188,26 +189,28 @@ async def test_encryptor_kdf_runs_off_the_loop(which: str, monkeypatch: pytest.M
 
     from streamcrypt.codecs import age as age_codec
     from streamcrypt.codecs import envelope as envelope_codec
+    from streamcrypt.codecs.age import _scrypt as age_scrypt
+    from streamcrypt.codecs.envelope import _recipients as envelope_recipients
 
     loop_thread = threading.current_thread()
     threads: list[bool] = []
     if which == "age":
-        real_scrypt = age_codec._scrypt
+        real_scrypt = age_scrypt._scrypt
 
         def spy_scrypt(*args: object) -> bytes:
             threads.append(threading.current_thread() is loop_thread)
             return real_scrypt(*args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(age_codec, "_scrypt", spy_scrypt)
+        monkeypatch.setattr(age_scrypt, "_scrypt", spy_scrypt)
         enc: object = age_codec.AgeEncryptor(passphrase="correct horse", work_factor=10)
     else:
-        real_derive = envelope_codec.derive_key_from_password
+        real_derive = envelope_recipients.derive_key_from_password
 
         def spy_derive(*args: object, **kwargs: object) -> object:
             threads.append(threading.current_thread() is loop_thread)
             return real_derive(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(envelope_codec, "derive_key_from_password", spy_derive)
+        monkeypatch.setattr(envelope_recipients, "derive_key_from_password", spy_derive)
         enc = envelope_codec.EnvelopeEncryptor(
             passphrase="correct horse", work_factor=sc.keys.INTERACTIVE
         )
@@ -215,9 +218,9 @@ async def test_encryptor_kdf_runs_off_the_loop(which: str, monkeypatch: pytest.M
     out = await sc.pipeline(enc).collect(chunks_of(b"x" * 100_000))  # type: ignore[arg-type]
     assert threads == [False]
     if which == "age":
-        assert age_codec.decrypt_bytes(out, passphrase="correct horse") == b"x" * 100_000
+        assert age_decrypt(out, passphrase="correct horse") == b"x" * 100_000
     else:
-        got = envelope_codec.decrypt_bytes(out, passphrase="correct horse")
+        got = envelope_decrypt(out, passphrase="correct horse")
         assert got == b"x" * 100_000
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import anyio
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from support import random_splits
+from support import envelope_decrypt, envelope_encrypt, random_splits
 
+import streamcrypt
 from streamcrypt.codecs import SegmentJob, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
@@ -46,16 +47,18 @@ LOW_ORDER = [
     bytes.fromhex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
 ]
 
-X = ev.X25519Identity.generate()
-K = ev.EciesIdentity.generate("secp256k1")
-KX = ev.EciesIdentity.generate("x25519")
+X = ev.X25519Identity.generate(text_form="envelope")
+K = ev.EciesIdentity.generate()
+#: An X25519 key pair and its ECIES recipient (eciespy's x25519 wrapping).
+XE = ev.X25519Identity.generate(text_form="envelope")
+KX = ev.EciesRecipient(XE.recipient.public_bytes(), curve="x25519")
 SIGNER = Ed25519PrivateKey.generate()
 
 
 def _enc(data: bytes = DATA, **kwargs: object) -> bytes:
     kwargs.setdefault("segment_size", SEG)
     kwargs.setdefault("work_factor", FAST)
-    return ev.encrypt_bytes(data, **kwargs)  # type: ignore[arg-type]
+    return envelope_encrypt(data, **kwargs)  # type: ignore[arg-type]
 
 
 def _stanza_offsets(blob: bytes) -> list[tuple[int, int, int]]:
@@ -80,25 +83,26 @@ def _flip(blob: bytes, index: int) -> bytes:
 
 
 def test_several_recipients_each_decrypts() -> None:
-    blob = _enc(recipients=[X.recipient, K.recipient, KX.recipient], passphrase="pw")
+    blob = _enc(recipients=[X.recipient, K.recipient, KX], passphrase="pw")
     kinds = [s.kind for s in ev.parse_header(blob).stanzas]  # type: ignore[union-attr]
     assert kinds == [ev.X25519, ev.ECIES_SECP256K1, ev.ECIES_X25519, ev.ARGON2ID]
     for kwargs in (
         {"identities": X},
         {"identities": [K]},
-        {"identities": [KX.to_string()]},
+        {"identities": [XE.to_string()]},
         {"identities": [ev.X25519Identity.generate(), K]},
         {"passphrase": "pw"},
         {"passphrase": b"pw", "identities": [ev.X25519Identity.generate()]},
     ):
-        assert ev.decrypt_bytes(blob, **kwargs) == DATA
+        assert envelope_decrypt(blob, **kwargs) == DATA
 
 
-def test_x25519_ecies_identity_opens_plain_x25519_stanzas_and_back() -> None:
-    same = ev.EciesIdentity(X.secret_key(), curve="x25519")  # same key pair
-    assert ev.decrypt_bytes(_enc(recipients=X.recipient), identities=same) == DATA
+def test_one_x25519_identity_opens_x25519_and_ecies_x25519_stanzas() -> None:
     ecies_to_x = ev.EciesRecipient(X.recipient.public_bytes(), curve="x25519")
-    assert ev.decrypt_bytes(_enc(recipients=ecies_to_x), identities=X) == DATA
+    blob = _enc(recipients=[ecies_to_x, ev.X25519Identity.generate().recipient])
+    kinds = [s.kind for s in ev.parse_header(blob).stanzas]  # type: ignore[union-attr]
+    assert kinds == [ev.ECIES_X25519, ev.X25519]
+    assert envelope_decrypt(blob, identities=X) == DATA
 
 
 @pytest.mark.parametrize("suite", list(container.SUITE_IDS))
@@ -106,7 +110,7 @@ def test_x25519_ecies_identity_opens_plain_x25519_stanzas_and_back() -> None:
 def test_round_trip_sizes_and_suites(suite: str, size: int) -> None:
     data = DATA[:size]
     blob = _enc(data, recipients=[X.recipient], suite=suite)
-    assert ev.decrypt_bytes(blob, identities=X) == data
+    assert envelope_decrypt(blob, identities=X) == data
 
 
 @pytest.mark.parametrize("signed", [False, True])
@@ -131,16 +135,16 @@ def test_any_chunking(signed: bool) -> None:
 def test_scrypt_passphrase() -> None:
     blob = _enc(passphrase="correct horse", work_factor=FAST_SCRYPT)
     assert ev.parse_header(blob).stanzas[0].kind == ev.SCRYPT  # type: ignore[union-attr]
-    assert ev.decrypt_bytes(blob, passphrase="correct horse") == DATA
+    assert envelope_decrypt(blob, passphrase="correct horse") == DATA
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, passphrase="correct horsf")
+        envelope_decrypt(blob, passphrase="correct horsf")
 
 
 def test_associated_data_is_bound() -> None:
     blob = _enc(recipients=X.recipient, aad=b"context")
-    assert ev.decrypt_bytes(blob, identities=X, aad=b"context") == DATA
+    assert envelope_decrypt(blob, identities=X, aad=b"context") == DATA
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(blob, identities=X, aad=b"other")
+        envelope_decrypt(blob, identities=X, aad=b"other")
 
 
 def test_one_segment_released_before_the_end() -> None:
@@ -165,7 +169,7 @@ async def test_engine_with_offload_policy(signed: bool) -> None:
         recipients=[X.recipient, K.recipient], segment_size=4096, sign_with=sign
     )
     blob = await pipeline(enc, policy=policy).collect(data)
-    assert ev.decrypt_bytes(blob, identities=K, verify_with=verify) == data
+    assert envelope_decrypt(blob, identities=K, verify_with=verify) == data
     dec = ev.EnvelopeDecryptor(identities=X, verify_with=verify)
     assert await pipeline(dec, policy=policy).collect(blob) == data
     if signed:
@@ -214,7 +218,7 @@ async def test_segments_go_through_the_parallel_path_signed_or_not(
     assert set(ran) == {container.ContainerCodec}  # only real sealing jobs ran
     assert len(ran) >= len(data) // 16384  # in batches, not one piece per feed
     verify = SIGNER.public_key() if signed else None
-    assert ev.decrypt_bytes(blob, identities=X, verify_with=verify) == data
+    assert envelope_decrypt(blob, identities=X, verify_with=verify) == data
     assert enc.header is not None and enc.header.signed is signed
 
 
@@ -223,7 +227,7 @@ def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
     with pytest.raises(InvalidParameterError, match="two stages"):
         enc.feed(b"x")
     assert (
-        ev.decrypt_bytes(
+        envelope_decrypt(
             enc.update(DATA) + enc.finalize(), identities=X, verify_with=SIGNER.public_key()
         )
         == DATA
@@ -233,9 +237,9 @@ def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
 def test_engine_sync_entry() -> None:
     """The same through anyio.run, as the lead's high-level functions will use it."""
     policy = OffloadPolicy(batch_size=16384, inline_limit=0, adaptive=False)
-    enc = ev.EnvelopeEncryptor(recipients=[KX.recipient], segment_size=1024)
+    enc = ev.EnvelopeEncryptor(recipients=[KX], segment_size=1024)
     blob = anyio.run(pipeline(enc, policy=policy).collect, DATA)
-    assert ev.decrypt_bytes(blob, identities=KX) == DATA
+    assert envelope_decrypt(blob, identities=XE) == DATA
 
 
 # --------------------------------------------------------------------------- wrong keys
@@ -244,16 +248,16 @@ def test_engine_sync_entry() -> None:
 def test_wrong_private_key_and_wrong_passphrase() -> None:
     blob = _enc(recipients=[X.recipient, K.recipient])
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, identities=[ev.X25519Identity.generate()])
+        envelope_decrypt(blob, identities=[ev.X25519Identity.generate()])
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, identities=[ev.EciesIdentity.generate()])
+        envelope_decrypt(blob, identities=[ev.EciesIdentity.generate()])
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, passphrase="pw")  # no passphrase stanza at all
+        envelope_decrypt(blob, passphrase="pw")  # no passphrase stanza at all
     blob = _enc(passphrase="right")
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, passphrase="wrong")
+        envelope_decrypt(blob, passphrase="wrong")
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(blob, identities=X)
+        envelope_decrypt(blob, identities=X)
 
 
 def test_needs_something_to_encrypt_or_decrypt_with() -> None:
@@ -281,13 +285,13 @@ def test_tampered_wrapped_key_is_authentication_error(kind: str) -> None:
     recipient, ident = {
         "x25519": (X.recipient, {"identities": X}),
         "secp256k1": (K.recipient, {"identities": K}),
-        "ecies-x25519": (KX.recipient, {"identities": KX}),
+        "ecies-x25519": (KX, {"identities": XE}),
         "passphrase": (ev.PassphraseRecipient("pw", params=FAST), {"passphrase": "pw"}),
     }[kind]
     blob = _enc(recipients=[recipient])
     _, body, length = _stanza_offsets(blob)[0]
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(_flip(blob, body + length - 1), **ident)  # type: ignore[arg-type]
+        envelope_decrypt(_flip(blob, body + length - 1), **ident)  # type: ignore[arg-type]
 
 
 def test_tampered_stanza_prefix_or_check() -> None:
@@ -296,12 +300,12 @@ def test_tampered_stanza_prefix_or_check() -> None:
     # A changed ephemeral key or check makes the stanza someone else's.
     for index in (body + 5, body + 32 + 3):
         with pytest.raises(UnknownKeyError):
-            ev.decrypt_bytes(_flip(blob, index), identities=X)
+            envelope_decrypt(_flip(blob, index), identities=X)
     # With a second recipient, the other one still opens, and the header mac catches it.
     blob = _enc(recipients=[X.recipient, K.recipient])
     _, body, _ = _stanza_offsets(blob)[0]
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(_flip(blob, body + 5), identities=K)
+        envelope_decrypt(_flip(blob, body + 5), identities=K)
 
 
 def test_tampered_header_and_mac() -> None:
@@ -309,19 +313,19 @@ def test_tampered_header_and_mac() -> None:
     header = ev.parse_header(blob)
     assert header is not None
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(_flip(blob, header.size - 1), identities=X)
+        envelope_decrypt(_flip(blob, header.size - 1), identities=X)
     with pytest.raises(AuthenticationError):  # container header bound to the envelope
-        ev.decrypt_bytes(_flip(blob, header.size + 10), identities=X)
+        envelope_decrypt(_flip(blob, header.size + 10), identities=X)
     with pytest.raises(AuthenticationError):  # a segment
-        ev.decrypt_bytes(_flip(blob, len(blob) - 20), identities=X)
+        envelope_decrypt(_flip(blob, len(blob) - 20), identities=X)
     with pytest.raises(UnsupportedFormatError):
-        ev.decrypt_bytes(_flip(blob, 4), identities=X)  # version
+        envelope_decrypt(_flip(blob, 4), identities=X)  # version
     with pytest.raises(UnsupportedFormatError):
-        ev.decrypt_bytes(blob[:5] + b"\x02" + blob[6:], identities=X)  # unknown flag
+        envelope_decrypt(blob[:5] + b"\x02" + blob[6:], identities=X)  # unknown flag
     with pytest.raises(FormatError):
-        ev.decrypt_bytes(b"SCEX" + blob[4:], identities=X)
+        envelope_decrypt(b"SCEX" + blob[4:], identities=X)
     with pytest.raises(FormatError):
-        ev.decrypt_bytes(blob[:6] + b"\x00" + blob[7:], identities=X)  # zero stanzas
+        envelope_decrypt(blob[:6] + b"\x00" + blob[7:], identities=X)  # zero stanzas
 
 
 def test_splicing_containers_between_envelopes_fails() -> None:
@@ -331,7 +335,7 @@ def test_splicing_containers_between_envelopes_fails() -> None:
     hb = ev.parse_header(b)
     assert ha is not None and hb is not None
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(ha.raw + b[hb.size :], identities=X)
+        envelope_decrypt(ha.raw + b[hb.size :], identities=X)
 
 
 def test_truncated_envelope_header() -> None:
@@ -341,7 +345,7 @@ def test_truncated_envelope_header() -> None:
     for cut in range(header.size + 10):
         assert (ev.parse_header(blob[:cut]) is None) is (cut < header.size)
         with pytest.raises(TruncatedStreamError):
-            ev.decrypt_bytes(blob[:cut], identities=X)
+            envelope_decrypt(blob[:cut], identities=X)
 
 
 @pytest.mark.parametrize("signed", [False, True])
@@ -351,7 +355,7 @@ def test_truncated_stream(signed: bool) -> None:
     assert header is not None
     for cut in (header.size + 5, len(blob) - 100, len(blob) - 64, len(blob) - 1):
         with pytest.raises((TruncatedStreamError, AuthenticationError)):
-            ev.decrypt_bytes(blob[:cut], identities=X)
+            envelope_decrypt(blob[:cut], identities=X)
 
 
 def test_failure_leaves_the_decryptor_broken() -> None:
@@ -379,10 +383,10 @@ def test_low_order_x25519_points(point: bytes) -> None:
         ev.X25519Recipient(point)
     with pytest.raises(InvalidPublicKeyError):
         ev.EciesRecipient(point, curve="x25519")
-    for recipient, ident in ((X.recipient, X), (KX.recipient, KX)):
+    for recipient, ident in ((X.recipient, X), (KX, XE)):
         blob = _enc(recipients=[recipient])
         with pytest.raises(InvalidPublicKeyError):
-            ev.decrypt_bytes(_replace_share(blob, point), identities=ident)
+            envelope_decrypt(_replace_share(blob, point), identities=ident)
 
 
 def _off_curve_x() -> bytes:
@@ -406,19 +410,19 @@ def test_invalid_secp256k1_points() -> None:
     blob = _enc(recipients=[K.recipient])
     for share in (off, b"\x04" + off[1:], b"\x00" * 33):
         with pytest.raises(InvalidPublicKeyError):
-            ev.decrypt_bytes(_replace_share(blob, share), identities=K)
+            envelope_decrypt(_replace_share(blob, share), identities=K)
 
 
 def test_bad_point_in_one_stanza_does_not_block_another() -> None:
     blob = _enc(recipients=[X.recipient, ev.X25519Identity.generate().recipient])
     # Break the first stanza's share: X then has nothing that opens -> the point error.
     with pytest.raises(InvalidPublicKeyError):
-        ev.decrypt_bytes(_replace_share(blob, bytes(32)), identities=X)
+        envelope_decrypt(_replace_share(blob, bytes(32)), identities=X)
     other = ev.X25519Identity.generate()
     blob = _enc(recipients=[X.recipient, other.recipient])
     # other's stanza is intact, X's is broken: other opens it, the header mac then fails.
     with pytest.raises(AuthenticationError):
-        ev.decrypt_bytes(_replace_share(blob, bytes(32)), identities=other)
+        envelope_decrypt(_replace_share(blob, bytes(32)), identities=other)
 
 
 # --------------------------------------------------------------------------- passphrase caps
@@ -434,32 +438,32 @@ def test_oversized_argon2_parameters_are_refused_before_work() -> None:
     blob = _enc(passphrase="pw")
     huge_mem = _set_params(blob, ">II", 16, 1, 64 << 20)  # 64 GiB in KiB
     with pytest.raises(LimitExceededError):
-        ev.decrypt_bytes(huge_mem, passphrase="pw")
+        envelope_decrypt(huge_mem, passphrase="pw")
     many_passes = _set_params(blob, ">II", 16, 1 << 31, 8)
     with pytest.raises(LimitExceededError):
-        ev.decrypt_bytes(many_passes, passphrase="pw")
+        envelope_decrypt(many_passes, passphrase="pw")
     # The reader's cap is adjustable: the writer's own parameters above a low cap.
     with pytest.raises(LimitExceededError):
-        ev.decrypt_bytes(
+        envelope_decrypt(
             _enc(passphrase="pw", work_factor=Argon2Params(1, 16384)),
             passphrase="pw",
             max_work_factor=FAST,
         )
     with pytest.raises(FormatError):
-        ev.decrypt_bytes(_set_params(blob, ">II", 16, 0, 8), passphrase="pw")
+        envelope_decrypt(_set_params(blob, ">II", 16, 0, 8), passphrase="pw")
     # Without a passphrase the stanza is never opened, so its parameters never matter.
     with pytest.raises(UnknownKeyError):
-        ev.decrypt_bytes(huge_mem, identities=X)
+        envelope_decrypt(huge_mem, identities=X)
 
 
 def test_oversized_scrypt_parameters_are_refused_before_work() -> None:
     blob = _enc(passphrase="pw", work_factor=FAST_SCRYPT)
     for log_n, r, p in ((40, 8, 1), (20, 8, 64), (21, 8, 1)):
         with pytest.raises(LimitExceededError):
-            ev.decrypt_bytes(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
+            envelope_decrypt(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
     for log_n, r, p in ((0, 8, 1), (64, 8, 1), (10, 0, 1)):
         with pytest.raises(FormatError):
-            ev.decrypt_bytes(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
+            envelope_decrypt(_set_params(blob, ">BII", 16, log_n, r, p), passphrase="pw")
 
 
 # --------------------------------------------------------------------------- header rules
@@ -471,30 +475,30 @@ class _Raw:
     def __init__(self, stanza: ev.Stanza) -> None:
         self.stanza = stanza
 
-    def wrap(self, file_key: bytes) -> ev.Stanza:
-        return self.stanza
+    def wrap(self, file_key: bytes) -> list[ev.Stanza]:
+        return [self.stanza]
 
 
 def test_unknown_stanza_types_are_skipped() -> None:
-    blob = _enc(recipients=[_Raw(ev.Stanza(0x7F, b"future")), X.recipient])
-    assert ev.decrypt_bytes(blob, identities=X) == DATA
+    blob = _enc(recipients=[_Raw(ev.Stanza(("0x7f",), b"future")), X.recipient])
+    assert envelope_decrypt(blob, identities=X) == DATA
 
 
 def test_header_rules() -> None:
     with pytest.raises(FormatError):  # two passphrase stanzas
-        ev.decrypt_bytes(
+        envelope_decrypt(
             _enc(
-                recipients=[_Raw(ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
+                recipients=[_Raw(*ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
                 passphrase="b",
             ),
             passphrase="b",
         )
     with pytest.raises(FormatError):  # a known stanza type with the wrong size
-        ev.decrypt_bytes(_enc(recipients=[_Raw(ev.Stanza(ev.X25519, bytes(95)))]), identities=X)
-    big = ev.Stanza(0x70, bytes(60000))
+        envelope_decrypt(_enc(recipients=[_Raw(ev.Stanza((ev.X25519,), bytes(95)))]), identities=X)
+    big = ev.Stanza(("0x70",), bytes(60000))
     blob = _enc(recipients=[_Raw(big), _Raw(big), X.recipient])
     with pytest.raises(FormatError):
-        ev.decrypt_bytes(blob, identities=X)
+        envelope_decrypt(blob, identities=X)
     dec = ev.EnvelopeDecryptor(identities=X)
     with pytest.raises(FormatError):  # refused while streaming, before the header ends
         for off in range(0, 70000, 1000):
@@ -508,8 +512,8 @@ def test_signed_stream_verifies() -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
     header = ev.parse_header(blob)
     assert header is not None and header.signer == SIGNER.public_bytes()
-    assert ev.decrypt_bytes(blob, identities=X, verify_with=SIGNER.public_key()) == DATA
-    assert ev.decrypt_bytes(blob, identities=X, verify_with=SIGNER.public_bytes()) == DATA
+    assert envelope_decrypt(blob, identities=X, verify_with=SIGNER.public_key()) == DATA
+    assert envelope_decrypt(blob, identities=X, verify_with=SIGNER.public_bytes()) == DATA
 
 
 def test_tampered_signature_withholds_the_end() -> None:
@@ -528,22 +532,53 @@ def test_tampered_signature_withholds_the_end() -> None:
 def test_missing_or_foreign_signature() -> None:
     signed = _enc(recipients=[X.recipient], sign_with=SIGNER)
     with pytest.raises(InvalidSignatureError):  # signature cut off
-        ev.decrypt_bytes(signed[:-64], identities=X, verify_with=SIGNER.public_key())
+        envelope_decrypt(signed[:-64], identities=X, verify_with=SIGNER.public_key())
     unsigned = _enc(recipients=[X.recipient])
     with pytest.raises(InvalidSignatureError):
-        ev.decrypt_bytes(unsigned, identities=X, verify_with=SIGNER.public_key())
+        envelope_decrypt(unsigned, identities=X, verify_with=SIGNER.public_key())
     other = Ed25519PrivateKey.generate()
     with pytest.raises(InvalidSignatureError):
-        ev.decrypt_bytes(signed, identities=X, verify_with=other.public_key())
+        envelope_decrypt(signed, identities=X, verify_with=other.public_key())
 
 
-def test_signed_stream_without_verify_with_decrypts_unverified() -> None:
+def test_signed_stream_without_verify_with_is_refused_before_any_plaintext() -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
     dec = ev.EnvelopeDecryptor(identities=X)
+    with pytest.raises(InvalidSignatureError, match="allow_unverified=True"):
+        dec.update(blob)
+    with pytest.raises(BrokenTransformError):
+        dec.finalize()
+    # Fed a byte at a time: refused once the header is in, nothing released before.
+    dec = ev.EnvelopeDecryptor(identities=X)
+    out = b""
+    with pytest.raises(InvalidSignatureError):
+        for i in range(len(blob)):
+            out += dec.update(blob[i : i + 1])
+    assert out == b""
+    with pytest.raises(InvalidSignatureError):
+        envelope_decrypt(blob, identities=X)
+    with pytest.raises(InvalidSignatureError):
+        ev.layout(blob[:2000], len(blob), identities=X)
+    # So is it through the top-level call and a format's options.
+    with pytest.raises(InvalidSignatureError):
+        streamcrypt.decrypt_bytes(blob, format="envelope", identities=[X])
+
+
+def test_allow_unverified_reads_a_signed_stream_unchecked_only_by_name() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    dec = ev.EnvelopeDecryptor(identities=X, allow_unverified=True)
     assert dec.update(blob) + dec.finalize() == DATA
     assert dec.signer == SIGNER.public_key() and dec.verified is False
-    # Its signature is not looked at without verify_with.
-    assert ev.decrypt_bytes(_flip(blob, len(blob) - 1), identities=X) == DATA
+    # Its signature is not looked at: the caller said so.
+    flipped = _flip(blob, len(blob) - 1)
+    assert envelope_decrypt(flipped, identities=X, allow_unverified=True) == DATA
+    # Unsigned envelopes read the same with or without it.
+    unsigned = _enc(recipients=[X.recipient])
+    assert envelope_decrypt(unsigned, identities=X, allow_unverified=True) == DATA
+    with pytest.raises(InvalidParameterError):
+        ev.EnvelopeDecryptor(
+            identities=X, verify_with=SIGNER.public_key(), allow_unverified=True
+        )
 
 
 def test_signature_covers_everything_before_it() -> None:
@@ -568,16 +603,41 @@ def test_text_encodings_round_trip() -> None:
     assert ev.parse_recipient(str(K.recipient)) == K.recipient
     assert ev.parse_identity(X.to_string()).recipient == X.recipient
     assert ev.parse_identity(K.to_string()).recipient == K.recipient
-    assert ev.EciesIdentity.parse(KX.to_string()).recipient == KX.recipient
+    # An x25519 ECIES recipient's text is an X25519 key's: it reads as the one X25519 pair.
+    assert ev.parse_recipient(str(KX)) == XE.recipient
     blob = _enc(recipients=[str(X.recipient), str(K.recipient)])
-    assert ev.decrypt_bytes(blob, identities=[K.to_string()]) == DATA
+    assert envelope_decrypt(blob, identities=[K.to_string()]) == DATA
+
+
+def test_one_x25519_key_pair_serves_age_and_the_envelope() -> None:
+    """age and the envelope share one recipient model: one Stanza, one X25519 pair whose
+    two text forms both parse, each format writing its own stanza for the key."""
+    from streamcrypt.codecs import age
+
+    assert ev.X25519Identity is age.X25519Identity and ev.Stanza is age.Stanza
+    ident = age.X25519Identity.generate()
+    assert ident.to_string().startswith("AGE-SECRET-KEY-1")
+    as_envelope = ev.X25519Identity(ident.secret_key(), text_form="envelope")
+    assert as_envelope.to_string().startswith("SC-X25519-SECRET-1")
+    assert as_envelope.recipient == ident.recipient
+    assert ev.parse_recipient(str(ident.recipient)) == ident.recipient
+    assert age.parse_recipient(str(as_envelope.recipient)) == ident.recipient
+    blob = _enc(recipients=[str(ident.recipient)])
+    assert [s.kind for s in ev.parse_header(blob).stanzas] == [ev.X25519]  # type: ignore[union-attr]
+    assert envelope_decrypt(blob, identities=[as_envelope.to_string()]) == DATA
+    enc = age.AgeEncryptor(recipients=[str(as_envelope.recipient)])
+    sealed = enc.update(b"both") + enc.finalize()
+    dec = age.AgeDecryptor(identities=[ident])
+    assert dec.update(sealed) + dec.finalize() == b"both"
+    with pytest.raises(InvalidParameterError):  # an age-only recipient has no envelope stanza
+        _enc(recipients=[age.ScryptRecipient("pw", work_factor=1)])
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "sc-x25519-pub1qqqq",
-        "age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq",
+        "age1pq1qqqq",
         "SC-X25519-SECRET-1QQQQ",
         "",
     ],
@@ -597,7 +657,7 @@ def test_mistyped_recipient_is_caught_by_the_checksum() -> None:
 
 
 def test_reprs_hide_secrets() -> None:
-    for ident in (X, K, KX):
+    for ident in (X, K, XE):
         secret = ident.secret_key().secret_bytes()
         assert secret.hex() not in repr(ident) and ident.to_string() not in repr(ident)
         assert ident.to_string() not in str(ident)
@@ -622,7 +682,7 @@ def test_bad_key_material() -> None:
 @pytest.mark.parametrize("signed", [False, True])
 def test_layout_random_access(signed: bool) -> None:
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER if signed else None)
-    lay = ev.layout(blob[:2000], len(blob), identities=X)
+    lay = ev.layout(blob[:2000], len(blob), identities=X, allow_unverified=signed)
     assert lay.plaintext_size == len(DATA)
 
     def read_at(offset: int, length: int) -> bytes:
@@ -634,3 +694,71 @@ def test_layout_random_access(signed: bool) -> None:
         ev.layout(blob[:40], len(blob), identities=X)
     with pytest.raises(UnknownKeyError):
         ev.layout(blob[:2000], len(blob), identities=ev.X25519Identity.generate())
+
+
+def _secret_holders() -> list[tuple[object, bytes]]:
+    """Every envelope type holding a secret, with the secret's bytes."""
+    return [
+        (X, X.secret_key().secret_bytes()),
+        (K, K.secret_key().secret_bytes()),
+        (XE, XE.secret_key().secret_bytes()),
+        (ev.PassphraseRecipient("hunter2-secret", params=FAST), b"hunter2-secret"),
+        (ev.PassphraseIdentity("hunter2-secret"), b"hunter2-secret"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_secrets_stay_out_of_repr_str_and_pickle(index: int) -> None:
+    import copy
+    import pickle
+
+    holder, secret = _secret_holders()[index]
+    for text in (repr(holder), str(holder)):
+        assert secret.hex() not in text and secret.decode("latin-1") not in text
+    with pytest.raises(TypeError, match="not picklable"):
+        pickle.dumps(holder)
+    with pytest.raises(TypeError, match="not picklable"):
+        copy.copy(holder)
+
+
+def test_random_access_keeps_the_readers_caps() -> None:
+    """The descriptor's layout takes every reading option, as its decryptor does: a cap
+    on the passphrase KDF given to read_range holds there too."""
+    from streamcrypt.codecs import FormatOptions
+
+    blob = _enc(passphrase="pw", work_factor=Argon2Params(2, 16384))
+
+    def read_at(offset: int, length: int) -> bytes:
+        return blob[offset : offset + length]
+
+    fmt = ev.FORMAT
+    assert fmt.read_range(FormatOptions(passphrase="pw"), read_at, len(blob), 0, 5) == DATA[:5]
+    low = FormatOptions(passphrase="pw", max_work_factor=Argon2Params(1, 8192))
+    with pytest.raises(LimitExceededError):
+        fmt.read_range(low, read_at, len(blob), 0, 5)
+
+
+def test_the_descriptor_refuses_what_the_envelope_does_not_take() -> None:
+    """Options the envelope has no use for raise InvalidParameterError at the call
+    (they were ignored: a key= beside recipients, rclone's password=)."""
+    from streamcrypt.codecs import FormatOptions
+
+    fmt, to_x = ev.FORMAT, (X.recipient,)
+    for writing in (
+        FormatOptions(recipients=to_x, key=bytes(32)),
+        FormatOptions(recipients=to_x, password="p"),
+        FormatOptions(recipients=to_x, identities=(X,)),
+    ):
+        with pytest.raises(InvalidParameterError):
+            fmt.encryptors(writing)
+    for reading in (
+        FormatOptions(identities=(X,), key=bytes(32)),
+        FormatOptions(identities=(X,), recipients=to_x),
+        FormatOptions(identities=(X,), segment_size=4096),
+    ):
+        with pytest.raises(InvalidParameterError):
+            fmt.decryptors(reading, b"")
+    with pytest.raises(InvalidParameterError):
+        streamcrypt.encrypt_bytes(b"x", bytes(32), format="envelope", recipients=[X.recipient])
+    sealed = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[X.recipient])
+    assert streamcrypt.decrypt_bytes(sealed, format="envelope", identities=[X]) == b"x"

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from support import age_decrypt, age_encrypt
 
 from streamcrypt import formats
 from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import age as age_codec
 from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
-from streamcrypt.codecs import envelope as envelope_codec
 from streamcrypt.codecs import rclone as rclone_codec
 from streamcrypt.codecs import tink as tink_codec
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
@@ -25,7 +25,6 @@ from streamcrypt.errors import (
     TruncatedStreamError,
 )
 from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
-from streamcrypt.keys import Argon2Params
 
 pytestmark = pytest.mark.anyio
 
@@ -118,8 +117,8 @@ async def test_secretstream_async_round_trip_and_truncation() -> None:
 # name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
 CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
     "age": (
-        lambda d: age_codec.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
-        lambda c: age_codec.decrypt_bytes(c, identities=[IDENTITY]),
+        lambda d: age_encrypt(d, recipients=[IDENTITY.recipient]),
+        lambda c: age_decrypt(c, identities=[IDENTITY]),
     ),
     "tink": (
         lambda d: tink_codec.encrypt_bytes(d, TINK_KEY, aad=b"ad"),
@@ -217,42 +216,6 @@ async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
     assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
 
 
-# The old keyword names (one release): each warns, names its replacement, and still works.
-FAST_ARGON = Argon2Params(1, 8192)
-
-
-def _old_envelope() -> bytes:
-    ct = envelope_codec.encrypt_bytes(b"msg", passphrase="pw", passphrase_params=FAST_ARGON)
-    return envelope_codec.decrypt_bytes(ct, passphrase="pw", max_params=FAST_ARGON)
-
-
-OLD_NAMES: dict[str, tuple[Callable[[], Any], list[str], bytes]] = {
-    "envelope": (
-        _old_envelope,
-        [
-            "passphrase_params= is deprecated, use work_factor=",
-            "max_params= is deprecated, use max_work_factor=",
-        ],
-        b"msg",
-    ),
-}
-
-
-@pytest.mark.parametrize("name", list(OLD_NAMES))
-async def test_old_keyword_names_warn_and_still_work(name: str) -> None:
-    run, messages, want = OLD_NAMES[name]
-    with pytest.warns(DeprecationWarning) as caught:
-        got = run()
-        if not isinstance(got, bytes):
-            got = await got
-    assert got == want
-    texts = [str(w.message) for w in caught]
-    for message in messages:
-        assert any(message in t for t in texts), texts
-    # The warning points at the caller's line, not at streamcrypt's internals.
-    assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]
-
-
 def test_old_and_new_keyword_together_raise() -> None:
     with pytest.raises(InvalidParameterError, match="not both"):
         ece_codec.EceEncryptor(KEY16, segment_size=64, record_size=81)
@@ -319,22 +282,14 @@ async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None
     assert back == DATA
 
 
-def test_age_arguments_by_position_still_work_for_one_release_with_a_warning() -> None:
+def test_age_keys_are_keyword_only() -> None:
     recipient = IDENTITY.recipient
-    with pytest.warns(DeprecationWarning, match=r"recipients, passphrase, armor by position"):
-        sealed = age.encrypt_bytes(b"msg", [recipient], None, True)
-    assert sealed.startswith(b"-----BEGIN AGE")
-    with pytest.warns(
-        DeprecationWarning, match=r"formats\.age\.decrypt_bytes: passing identities"
-    ) as w:
-        assert age.decrypt_bytes(sealed, [IDENTITY]) == b"msg"
-    assert w[0].filename == __file__  # points at the caller
-    with pytest.warns(DeprecationWarning, match=r"formats\.age\.encrypt: passing recipients"):
-        age.encrypt(_never_read(), [recipient])
-    with pytest.raises(TypeError, match="multiple values for argument 'identities'"):
-        age.decrypt(_never_read(), [IDENTITY], identities=[IDENTITY])
-    with pytest.raises(TypeError, match="at most 3 positional"):
-        age.decrypt(_never_read(), [IDENTITY], None, 1)
+    with pytest.raises(TypeError):
+        age.encrypt_bytes(b"msg", [recipient])  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        age.decrypt(_never_read(), [IDENTITY])  # type: ignore[misc]
+    sealed = age.encrypt_bytes(b"msg", recipients=[recipient], armor=True)
+    assert age.decrypt_bytes(sealed, identities=[IDENTITY]) == b"msg"
 
 
 def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() -> None:

@@ -11,16 +11,16 @@ import base64
 import json
 
 import pytest
+from support import age_encrypt
 
 from fuzz import _keys
 from fuzz._harness import check, verdict
 from fuzz.targets import TARGETS
-from streamcrypt.codecs import age
 
 
 def _age_scrypt_header(work_factor: bytes) -> bytes:
     """A passphrase file (work factor 2) whose stanza names another work factor."""
-    sealed = age.encrypt_bytes(b"data", passphrase=_keys.PASSPHRASE, work_factor=2)
+    sealed = age_encrypt(b"data", passphrase=_keys.PASSPHRASE, work_factor=2)
     return sealed.replace(b" 2\n", b" " + work_factor + b"\n", 1)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, SupportsIndex
 
 import pytest
+from support import age_encrypt, envelope_encrypt
 
 from streamcrypt.codecs import _segmented, age, envelope, tink
 from streamcrypt.errors import StreamCryptError, TruncatedStreamError
@@ -90,7 +91,7 @@ def _age_file(scale: int) -> tuple[Callable[[], Any], bytes]:
     others = [
         age.X25519Identity(bytes([n % 256, n // 256]) * 16).recipient for n in range(1, 100 * scale)
     ]
-    data = age.encrypt_bytes(b"payload", recipients=[*others, AGE_ID.recipient])
+    data = age_encrypt(b"payload", recipients=[*others, AGE_ID.recipient])
     return (lambda: age.AgeDecryptor(identities=[AGE_ID])), data
 
 
@@ -113,13 +114,13 @@ ENV_ID = envelope.X25519Identity(bytes(range(3, 35)))
 def _envelope_file(scale: int) -> tuple[Callable[[], Any], bytes]:
     """An envelope whose header holds 16 x ``scale`` X25519 stanzas (ours last)."""
     others = [envelope.X25519Identity(bytes([n]) * 32).recipient for n in range(1, 16 * scale)]
-    data = envelope.encrypt_bytes(b"payload", recipients=[*others, ENV_ID.recipient])
+    data = envelope_encrypt(b"payload", recipients=[*others, ENV_ID.recipient])
     return (lambda: envelope.EnvelopeDecryptor(identities=ENV_ID)), data
 
 
 def _envelope_unfinished(scale: int) -> tuple[Callable[[], Any], bytes]:
     """A header of one unknown stanza (the 64 KiB cap allows) that never ends."""
-    stanza = envelope.Stanza(0x7F, bytes(16_000 * scale - 100)).encode()
+    stanza = bytes([0x7F]) + (16_000 * scale - 100).to_bytes(2, "big") + bytes(16_000 * scale - 100)
     data = envelope.MAGIC + bytes([envelope.VERSION, 0, 1]) + stanza
     return (lambda: envelope.EnvelopeDecryptor(identities=ENV_ID)), data
 

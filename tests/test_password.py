@@ -309,9 +309,14 @@ from streamcrypt.codecs import age, envelope
 from streamcrypt.keys import SENSITIVE, Argon2Params, ScryptParams, SecretKey
 from streamcrypt.keys import derive_key_from_password
 
+
+def whole(transform, data):
+    return transform.update(data) + transform.finalize()
+
+
 small_argon = Argon2Params(3, 8 << 20)
-sealed_age = age.encrypt_bytes(b"x", passphrase="pw", work_factor=2)
-sealed_env = envelope.encrypt_bytes(b"x", passphrase="pw", work_factor=small_argon)
+sealed_age = whole(age.AgeEncryptor(passphrase="pw", work_factor=2), b"x")
+sealed_env = whole(envelope.EnvelopeEncryptor(passphrase="pw", work_factor=small_argon), b"x")
 ring = KeyRing([SecretKey.generate(key_id="a")])
 ring_doc = json.loads(ring.to_json("pw", params=Argon2Params(1, 8192)))
 ring_doc["kdf"]["mem"] = SENSITIVE.mem
@@ -322,12 +327,12 @@ paths = {
     "argon2id": lambda: derive_key_from_password("pw", bytes(16), params=SENSITIVE),
     "scrypt": lambda: derive_key_from_password("pw", b"s", params=ScryptParams(1 << 20)),
     # The stanza's work factor is read before the header MAC can be checked.
-    "age scrypt": lambda: age.decrypt_bytes(
-        sealed_age.replace(b" 2\\n", b" 20\\n", 1), passphrase="pw"
+    "age scrypt": lambda: whole(
+        age.AgeDecryptor(passphrase="pw"), sealed_age.replace(b" 2\\n", b" 20\\n", 1)
     ),
-    "envelope argon2id": lambda: envelope.decrypt_bytes(
+    "envelope argon2id": lambda: whole(
+        envelope.EnvelopeDecryptor(passphrase="pw"),
         sealed_env.replace(struct.pack(">II", 3, 8192), struct.pack(">II", 1, 1 << 20), 1),
-        passphrase="pw",
     ),
     "keyring argon2id": lambda: KeyRing.from_json(json.dumps(ring_doc), "pw"),
     "keyring scrypt": lambda: KeyRing.from_json(json.dumps(ring_scrypt), "pw"),

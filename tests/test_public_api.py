@@ -7,9 +7,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
-import sys
 import typing
-from contextlib import nullcontext
 from pathlib import Path
 from types import ModuleType
 
@@ -29,14 +27,8 @@ PUBLIC = [m for m in _modules() if not any(part.startswith("_") for part in m.sp
 
 
 #: Modules kept for one release under a former name: importing them warns.
-DEPRECATED = {"streamcrypt.ecies": "streamcrypt.codecs.ecies"}
-
-
 def _import(name: str) -> ModuleType:
-    if name not in DEPRECATED:
-        return importlib.import_module(name)
-    with pytest.warns(DeprecationWarning) if name not in sys.modules else nullcontext():
-        return importlib.import_module(name)
+    return importlib.import_module(name)
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -68,7 +60,6 @@ LAYERS = {
     "transports": 4,
     "formats": 5,
     "backup": 5,
-    "ecies": 2,  # the deprecated name of codecs.ecies
     "cluster": 5,
     "_api": 5,
     "cli": 5,
@@ -156,7 +147,8 @@ def _private_owner(module: tuple[str, ...]) -> tuple[str, ...] | None:
 
 def test_no_module_imports_another_packages_private_module() -> None:
     """Private modules (``_name``) and private names are used only inside their own
-    package (its subpackages included: ``codecs.aws`` is part of ``codecs``); every other
+    package (its subpackages included: ``codecs.age`` and ``codecs.aws`` are part of
+    ``codecs``); every other
     package imports the public name from the owner's public module (``streamcrypt.abc``,
     ``streamcrypt.codecs``, ...)."""
     for rel in _sources():
@@ -173,28 +165,6 @@ def test_no_module_imports_another_packages_private_module() -> None:
                 is_package = (ROOT.joinpath(*module[1:]) / "__init__.py").is_file()
                 home = module if is_package else module[:-1]
                 assert home == package, f"{rel} imports private name {name} from {'.'.join(module)}"
-
-
-@pytest.mark.parametrize(("old", "new"), sorted(DEPRECATED.items()))
-def test_a_moved_module_keeps_its_former_name_for_one_release(
-    old: str, new: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``import old`` and ``from parent import old`` warn and give the new module's names."""
-    parent, _, leaf = old.rpartition(".")
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    monkeypatch.delattr(importlib.import_module(parent), leaf, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated, use {new}") as caught:
-        shim = importlib.import_module(old)
-    assert len(caught) == 1
-    moved = importlib.import_module(new)
-    assert shim.__all__ == moved.__all__
-    for name in moved.__all__:
-        assert getattr(shim, name) is getattr(moved, name)
-    monkeypatch.delitem(sys.modules, old)
-    monkeypatch.delattr(importlib.import_module(parent), leaf)
-    with pytest.warns(DeprecationWarning) as caught:
-        exec(f"from {parent} import {leaf}", {})
-    assert caught[0].filename == "<string>"  # the warning points at the importing line
 
 
 def _annotated(module: ModuleType) -> list[object]:

@@ -197,6 +197,7 @@ _FORMAT_OPTIONS = (
     "armor",
     "sign_with",
     "verify_with",
+    "allow_unverified",
     "key_namespace",
     "key_name",
     "context",
@@ -516,7 +517,7 @@ def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         identities=tuple(identities),
         passphrase=keys.passphrase,
         aad=_aad(args),
-        extra={"verify_with": verify},
+        extra={"verify_with": verify, "allow_unverified": args.allow_unverified},
     )
 
 
@@ -568,7 +569,7 @@ _USES: dict[tuple[str, bool], _Use] = {
         _native_reading,
     ),
     ("envelope", True): _Use(
-        _PEOPLE | {"key", "aad", "verify_with"},
+        _PEOPLE | {"key", "aad", "verify_with", "allow_unverified"},
         "the input is a streamcrypt envelope (recipients or a passphrase)",
         _envelope_reading,
     ),

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..codecs import X25519SecretText
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
@@ -176,7 +175,7 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
                 f"{path}: line {number} is not an identity (AGE-SECRET-KEY-1..., "
                 "AGE-SECRET-KEY-PQ-1... or SC-X25519-SECRET-1...)"
             )
-        if isinstance(ident, X25519SecretText):  # an X25519 key pair serves Noise too
+        if isinstance(ident, _age.X25519Identity):  # an X25519 key pair serves Noise too
             raws.append(ident.secret_key().secret_bytes())
     if envelope_ids and age_ids:
         raise KeyFileError(f"{path}: mixes age and streamcrypt identities; use two files")
@@ -240,11 +239,8 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
         text = lines[0]
     text = text.strip()
     if kind == "x25519" and text.lower().startswith(("sc-x25519-pub1", "age1")):
-        recipient = (
-            _age.X25519Recipient if text.lower().startswith("age1") else _envelope.X25519Recipient
-        )
         try:
-            return recipient.parse(text).public_bytes()
+            return _age.X25519Recipient.parse(text).public_bytes()
         except StreamCryptError as exc:
             raise KeyFileError(f"{source}: not an X25519 public key: {exc}") from None
     raw = _b64_key(text, source, f"{kind} public key")
@@ -292,7 +288,7 @@ def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
         )
         return text, public
     if kind == "x25519":
-        ident = _envelope.X25519Identity.generate()
+        ident = _envelope.X25519Identity.generate(text_form="envelope")
         public = str(ident.recipient)
         text = (
             "# streamcrypt X25519 identity: SECRET, keep it private\n"

@@ -144,6 +144,12 @@ def add_arguments(p: argparse.ArgumentParser, *, decrypt: bool) -> None:
             metavar="PUBKEY",
             help="native envelopes: require an Ed25519 signature by this public key",
         )
+        p.add_argument(
+            "--allow-unverified",
+            action="store_true",
+            help="native envelopes: read a signed envelope WITHOUT checking its signature "
+            "(without this or --verify-with, a signed envelope is refused)",
+        )
     else:
         p.add_argument("--armor", "-a", action="store_true", help="age: ASCII-armored output")
         add_native_arguments(p)

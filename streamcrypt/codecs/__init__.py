@@ -1,6 +1,7 @@
 """Layer 2: wire formats as sans-I/O encoders and decoders on the layer-1 primitives.
 
-One module per format: ``container`` (the native format, docs/FORMAT.md), ``age``,
+One module per format (``age`` and ``envelope`` are packages, shaped like Go age's:
+header, recipients, payload): ``container`` (the native format, docs/FORMAT.md), ``age``,
 ``tink`` (its keysets in ``tink_keyset``), ``cobblestone`` (C2SP chunked encryption),
 ``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
@@ -11,8 +12,8 @@ descriptor (detection, encryptor/decryptor factories from one :class:`FormatOpti
 vocabulary, header size, layout and range reads); :data:`FORMATS` registers them, one line
 each. ``backup`` (the chunked-backup store's packs, index files and snapshots) needs the
 ``backup`` extra and is imported on its own: ``from streamcrypt.codecs import backup``.
-:class:`X25519PublicText` / :class:`X25519SecretText` are the Bech32-texted X25519 key
-pairs that age's and the envelope's recipients and identities subclass.
+:class:`X25519Recipient` / :class:`X25519Identity` are the one X25519 key pair age and
+the envelope share (each format writes its own stanza for it).
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
     from ._segmented import SegmentedTransform as SegmentedTransform
     from ._segmented import SegmentJob as SegmentJob
     from ._segmented import SegmentLayout as SegmentLayout
-    from ._x25519 import X25519PublicText as X25519PublicText
-    from ._x25519 import X25519SecretText as X25519SecretText
+    from ._x25519 import X25519Identity as X25519Identity
+    from ._x25519 import X25519Recipient as X25519Recipient
     from .age import AgeDecryptor as AgeDecryptor
     from .age import AgeEncryptor as AgeEncryptor
     from .aws import AwsDecryptor as AwsDecryptor
@@ -104,8 +105,8 @@ __all__ = [
     "TextArmor",
     "TinkStreamDecryptor",
     "TinkStreamEncryptor",
-    "X25519PublicText",
-    "X25519SecretText",
+    "X25519Identity",
+    "X25519Recipient",
     "age",
     "armor",
     "aws",
@@ -135,8 +136,8 @@ _LAZY: dict[str, str] = {
     "SegmentedTransform": "._segmented",
     "SegmentJob": "._segmented",
     "SegmentLayout": "._segmented",
-    "X25519PublicText": "._x25519",
-    "X25519SecretText": "._x25519",
+    "X25519Identity": "._x25519",
+    "X25519Recipient": "._x25519",
     "AgeDecryptor": ".age",
     "AgeEncryptor": ".age",
     "AwsDecryptor": ".aws",

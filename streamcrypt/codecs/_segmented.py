@@ -236,6 +236,11 @@ class _Segmenter(Lifecycle):
         self._held_len = 0
         self._index = 0
 
+    @property
+    def codec(self) -> SegmentCodec | None:
+        """The keyed codec, once the header is settled (read and verified, or built)."""
+        return self._codec
+
     def _full(self, codec: SegmentCodec, index: int) -> int:
         return codec.full_plaintext(index) if self._sealing else codec.full_ciphertext(index)
 
@@ -433,11 +438,6 @@ class SegmentedDecryptor(_Segmenter):
         self._read_header = read_header
         self._head = bytearray()
         self._head_need = 0
-
-    @property
-    def codec(self) -> SegmentCodec | None:
-        """The keyed codec, once the header has been read and verified."""
-        return self._codec
 
     def feed(self, data: Buffer) -> list[SegmentJob]:
         """Jobs for every segment now known complete and non-final."""

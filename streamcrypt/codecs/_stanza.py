@@ -1,65 +1,165 @@
-"""The stanza design age and the envelope share (private to ``codecs``).
+"""The recipient model age and the envelope share (private to ``codecs``).
 
 Theory of operation
 -------------------
-A random *file key* is wrapped once per recipient into a *stanza*, a typed record of the
-header; an identity unwraps the file key from a stanza addressed to it, and a MAC keyed
-from the file key then authenticates the whole header, so a stanza cannot be swapped,
-dropped or added unnoticed. The wire forms differ (age: text lines naming the type;
-the envelope: a type byte) and stay in their codec modules, with each format's rules
-(age: a passphrase stanza alone; the envelope: at most one passphrase stanza). What is
-the same lives here once: the recipient and identity protocols, turning what a caller
-gives into recipients and identities (:class:`KeyList`), trying identities on stanzas
-with failures deferred until none opens (:func:`open_file_key`), and reading the header
-once for a segmented decryptor (:class:`StanzaHeaderReader`): parse it, unwrap the file
-key (the KDF work happens once), then hand the payload to the format.
+A random *file key* is wrapped once per recipient into *stanzas*, typed records of the
+header: :class:`Stanza`, its arguments (the first names its type) and its body. A
+:class:`Recipient` wraps the file key into stanzas; an :class:`Identity` unwraps it from
+the stanzas it is shown, and a MAC keyed from the file key then authenticates the whole
+header, so a stanza cannot be swapped, dropped or added unnoticed. The wire forms differ
+(age: text lines; the envelope: a type byte and a length) and stay in each format's
+``_header`` module, with each format's rules (age: a passphrase stanza alone; the
+envelope: at most one passphrase stanza, one argument per stanza). What is the same
+lives here once: the stanza, the two protocols, turning what a caller gives into
+recipients and identities (:class:`KeyList`), trying identities with failures deferred
+until none opens (:func:`open_file_key`), and reading the header once for a segmented
+decryptor (:class:`StanzaHeaderReader`): parse it, unwrap the file key (the KDF work
+happens once), then hand the payload to the format.
+
+X25519 stanzas are age's, and the one X25519 key pair (``codecs._x25519``) writes them,
+so age's conventions for a stanza's arguments and body are here too: canonical unpadded
+base64 arguments, a 16-byte file key under ChaCha20-Poly1305 with a zero nonce.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import base64
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
+    FormatError,
     InvalidParameterError,
     InvalidPublicKeyError,
     LimitExceededError,
     UnknownKeyError,
 )
+from ..primitives import ChaCha20Poly1305Suite
 from ._segmented import SegmentCodec
 
 __all__ = [
+    "Identity",
     "KeyList",
+    "Recipient",
+    "Stanza",
     "StanzaHeaderReader",
-    "StanzaIdentity",
-    "StanzaRecipient",
+    "b64decode",
+    "b64encode",
+    "check_shape",
     "open_file_key",
     "passphrase_bytes",
+    "stanza_arg",
+    "unwrap_key",
+    "wrap_key",
 ]
 
-_W = TypeVar("_W", covariant=True)
-_U = TypeVar("_U", contravariant=True)
 _T = TypeVar("_T")
 _H = TypeVar("_H")
 
+_ARG = re.compile(r"[\x21-\x7e]+")
+_B64 = re.compile(rb"[A-Za-z0-9+/]*")
+_ZERO_NONCE = bytes(12)
+#: Bytes of an age stanza body that wraps the 16-byte file key (with its 16-byte tag).
+WRAPPED_SIZE = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Stanza:
+    """One recipient stanza: its arguments (the first names the type) and its body.
+
+    Raises :class:`FormatError` unless there is at least one argument and every one is a
+    word of visible ASCII.
+    """
+
+    args: tuple[str, ...]
+    body: bytes
+
+    def __post_init__(self) -> None:
+        if not self.args or not all(_ARG.fullmatch(a) for a in self.args):
+            raise FormatError("stanza arguments must be 1 or more visible-ASCII words")
+
+    @property
+    def kind(self) -> str:
+        """The stanza type (its first argument), e.g. ``"X25519"``."""
+        return self.args[0]
+
 
 @runtime_checkable
-class StanzaRecipient(Protocol[_W]):
-    """Wraps a file key into what the format's header holds (age: a list of stanzas;
-    the envelope: one stanza)."""
+class Recipient(Protocol):
+    """Something the file key can be wrapped to: ``wrap(file_key)`` returns stanzas."""
 
-    def wrap(self, file_key: bytes) -> _W: ...
+    def wrap(self, file_key: bytes) -> list[Stanza]: ...
 
 
 @runtime_checkable
-class StanzaIdentity(Protocol[_U]):
-    """Unwraps the file key from what it is shown (age: all stanzas; the envelope: one
-    stanza of a type it handles); ``None`` when nothing there is addressed to it."""
+class Identity(Protocol):
+    """Unwraps the file key from the stanzas addressed to it: ``unwrap(stanzas)``.
 
-    def unwrap(self, stanzas: _U, /) -> bytes | None: ...
+    Returns ``None`` when no stanza is for this identity; raises :class:`FormatError`
+    for a malformed stanza of its own type.
+    """
+
+    def unwrap(self, stanzas: Sequence[Stanza], /) -> bytes | None: ...
+
+
+# ---------------------------------------------------------------------------------------
+# age's stanza conventions
+# ---------------------------------------------------------------------------------------
+
+
+def b64encode(data: Buffer) -> bytes:
+    """Canonical unpadded base64, as age writes it."""
+    return base64.b64encode(data).rstrip(b"=")
+
+
+def b64decode(text: bytes, what: str) -> bytes:
+    """The bytes of canonical unpadded base64; :class:`FormatError` for anything else."""
+    if len(text) % 4 == 1 or not _B64.fullmatch(text):
+        raise FormatError(f"age {what} is not unpadded base64")
+    decoded = base64.b64decode(text + b"=" * (-len(text) % 4))
+    if b64encode(decoded) != text:
+        raise FormatError(f"age {what} is not canonical base64 (non-zero unused bits)")
+    return decoded
+
+
+def wrap_key(key: bytes, file_key: bytes) -> bytes:
+    """The file key under ChaCha20-Poly1305 with ``key`` and a zero nonce."""
+    return ChaCha20Poly1305Suite(key).seal(_ZERO_NONCE, file_key)
+
+
+def unwrap_key(key: bytes, body: bytes) -> bytes | None:
+    """The inverse of :func:`wrap_key`; ``None`` when ``body`` does not open."""
+    try:
+        return ChaCha20Poly1305Suite(key).open(_ZERO_NONCE, body)
+    except AuthenticationError:
+        return None
+
+
+def stanza_arg(stanza: Stanza, index: int, size: int) -> bytes:
+    """Argument ``index`` of an age stanza, base64 of ``size`` bytes (FormatError if not)."""
+    value = b64decode(stanza.args[index].encode(), f"{stanza.kind} stanza argument")
+    if len(value) != size:
+        raise FormatError(f"age {stanza.kind} stanza argument must encode {size} bytes")
+    return value
+
+
+def check_shape(stanza: Stanza, nargs: int) -> None:
+    """An age stanza with ``nargs`` arguments (its type included) wrapping a file key."""
+    if len(stanza.args) != nargs:
+        raise FormatError(
+            f"age {stanza.kind} stanza must have {nargs - 1} argument(s) after its type"
+        )
+    if len(stanza.body) != WRAPPED_SIZE:
+        raise FormatError(f"age {stanza.kind} stanza body must be {WRAPPED_SIZE} bytes")
+
+
+# ---------------------------------------------------------------------------------------
+# Keys given, file keys found, headers read
+# ---------------------------------------------------------------------------------------
 
 
 def passphrase_bytes(passphrase: str | Buffer) -> bytes:
@@ -117,9 +217,9 @@ class KeyList(Generic[_T]):
 
 
 def open_file_key(
-    attempts: Iterable[tuple[StanzaIdentity[_T], _T]], no_match: Callable[[], str]
+    attempts: Iterable[Callable[[], bytes | None]], no_match: Callable[[], str]
 ) -> bytes:
-    """The file key from the first ``(identity, stanzas)`` attempt that unwraps one.
+    """The file key from the first attempt (an identity shown stanzas) that unwraps one.
 
     An attempt that fails with :class:`AuthenticationError` (a stanza of ours that was
     tampered with), :class:`InvalidPublicKeyError` or :class:`LimitExceededError` (KDF
@@ -127,9 +227,9 @@ def open_file_key(
     Nothing opens: :class:`UnknownKeyError` with ``no_match()``.
     """
     deferred: Exception | None = None
-    for identity, stanzas in attempts:
+    for attempt in attempts:
         try:
-            file_key = identity.unwrap(stanzas)
+            file_key = attempt()
         except (AuthenticationError, InvalidPublicKeyError, LimitExceededError) as exc:
             deferred = deferred or exc
             continue

@@ -1,22 +1,47 @@
-"""X25519 key pairs with a Bech32 text form: what age and the envelope share.
+"""The one X25519 key pair age and the envelope share (private to ``codecs``).
 
-A format subclasses :class:`X25519PublicText` (its recipients) and
-:class:`X25519SecretText` (its identities), sets the Bech32 prefixes and a short
-description for error messages, and adds only its own ``wrap`` / ``unwrap``.
+An :class:`X25519Identity` is a Curve25519 private key and an :class:`X25519Recipient`
+its public key. The same pair serves both formats: ``wrap`` / ``unwrap`` speak age's
+X25519 stanza (HKDF-SHA-256 over the shared secret with salt ``share || recipient``,
+then ChaCha20-Poly1305 with a zero nonce), and the envelope wraps to the same keys with
+its own x25519 stanza (``codecs.envelope``). Each key has two text forms, one per
+format (Bech32: ``age1...`` / ``AGE-SECRET-KEY-1...`` and ``sc-x25519-pub1...`` /
+``SC-X25519-SECRET-1...``); ``parse`` reads either, and a key writes itself in the form
+it was read in or made with (``text_form``). :func:`dh_wrap` / :func:`dh_unwrap` are the
+X25519 wrapping age's ssh-ed25519 stanza shares.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, Self, TypeVar
+from collections.abc import Sequence
+from typing import Literal, Self
 
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from ..abc import Buffer
 from ..errors import FormatError, InvalidPublicKeyError
-from ..keys import SecretKey, as_secret_key, random_bytes
+from ..keys import HoldsSecrets, SecretKey, as_secret_key, hkdf, random_bytes
 from ._bech32 import bech32_decode, bech32_encode
+from ._stanza import Stanza, b64encode, check_shape, stanza_arg, unwrap_key, wrap_key
 
-__all__ = ["X25519PublicText", "X25519SecretText", "is_low_order", "x25519_exchange"]
+__all__ = [
+    "PREFIXES",
+    "TextForm",
+    "X25519Identity",
+    "X25519Recipient",
+    "dh_unwrap",
+    "dh_wrap",
+    "x25519_exchange",
+]
+
+#: Which format's text a key is written in: ``"age"`` or ``"envelope"``.
+TextForm = Literal["age", "envelope"]
+#: The Bech32 prefixes (public, secret) of each text form.
+PREFIXES: dict[TextForm, tuple[str, str]] = {
+    "age": ("age", "age-secret-key-"),
+    "envelope": ("sc-x25519-pub", "sc-x25519-secret-"),
+}
+_X25519_INFO = b"age-encryption.org/v1/X25519"
 
 
 def x25519_exchange(private: x25519.X25519PrivateKey, public: bytes) -> bytes | None:
@@ -28,97 +53,163 @@ def x25519_exchange(private: x25519.X25519PrivateKey, public: bytes) -> bytes | 
     return None if shared == bytes(32) else shared
 
 
-def is_low_order(public: bytes) -> bool:
-    """True for a public key that gives the all-zero secret with every scalar."""
-    return x25519_exchange(x25519.X25519PrivateKey.generate(), public) is None
+def dh_wrap(
+    public: bytes, file_key: bytes, info: bytes, tweak: x25519.X25519PrivateKey | None = None
+) -> tuple[bytes, bytes]:
+    """X25519 to ``public`` from a fresh ephemeral key (the secret then multiplied by
+    ``tweak`` for ssh-ed25519): the share and the wrapped file key. Raises
+    :class:`InvalidPublicKeyError` for a low-order ``public``."""
+    ephemeral = x25519.X25519PrivateKey.generate()
+    share = ephemeral.public_key().public_bytes_raw()
+    shared = x25519_exchange(ephemeral, public)
+    if shared is not None and tweak is not None:
+        shared = x25519_exchange(tweak, shared)
+    if shared is None:
+        raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
+    key = hkdf(shared, salt=share + public, info=info)
+    return share, wrap_key(key, file_key)
 
 
-class X25519PublicText:
-    """A 32-byte X25519 public key whose text form is Bech32 with prefix ``HRP``."""
+def dh_unwrap(
+    private: x25519.X25519PrivateKey,
+    public: bytes,
+    stanza: Stanza,
+    share: bytes,
+    info: bytes,
+    tweak: x25519.X25519PrivateKey | None = None,
+) -> bytes | None:
+    """The inverse of :func:`dh_wrap` for ``private`` (whose public key is ``public``):
+    the file key, or ``None`` when the stanza does not open. Raises :class:`FormatError`
+    for a low-order share."""
+    shared = x25519_exchange(private, share)
+    if shared is not None and tweak is not None:
+        shared = x25519_exchange(tweak, shared)
+    if shared is None:
+        raise FormatError(f"age {stanza.kind} stanza has a low-order ephemeral share")
+    key = hkdf(shared, salt=share + public, info=info)
+    return unwrap_key(key, stanza.body)
 
-    HRP: ClassVar[str]
-    DESCRIPTION: ClassVar[str]  # e.g. "an age X25519 recipient (age1...)"
-    #: refuse low-order points when the key is made, not only when it is used
-    CHECK_ORDER_EARLY: ClassVar[bool] = False
 
-    __slots__ = ("_public",)
+def _decode(text: str, secret: bool) -> tuple[bytes, TextForm]:
+    """The 32 key bytes of either text form, and which form it was."""
+    hrp, data = bech32_decode(text.strip())
+    for form, prefixes in PREFIXES.items():
+        if hrp == prefixes[secret] and len(data) == 32:
+            return data, form
+    what = "identity (AGE-SECRET-KEY-1... or SC-X25519-SECRET-1...)"
+    raise FormatError(
+        f"not an X25519 {what if secret else 'recipient (age1... or sc-x25519-pub1...)'} "
+        "with a 32-byte key"
+    )
 
-    def __init__(self, public_key: Buffer) -> None:
+
+class X25519Recipient:
+    """An X25519 public key: a recipient of age files and envelopes alike.
+
+    Raises :class:`InvalidPublicKeyError` for a wrong size or a low-order point (the
+    shared secret would be all zeros).
+    """
+
+    __slots__ = ("_public", "text_form")
+
+    def __init__(self, public_key: Buffer, *, text_form: TextForm = "age") -> None:
         raw = bytes(public_key)
         if len(raw) != 32:
             raise InvalidPublicKeyError(f"an X25519 public key must be 32 bytes, got {len(raw)}")
-        if self.CHECK_ORDER_EARLY and is_low_order(raw):
+        if x25519_exchange(x25519.X25519PrivateKey.generate(), raw) is None:
             raise InvalidPublicKeyError(
                 "X25519 public key is a low-order point (the shared secret would be all zeros)"
             )
         self._public = raw
+        #: The text form ``str()`` writes.
+        self.text_form: TextForm = text_form
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        """Parse the Bech32 text form; raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != cls.HRP or len(data) != 32:
-            raise FormatError(f"not {cls.DESCRIPTION} with a 32-byte key")
-        return cls(data)
+        """Parse ``age1...`` or ``sc-x25519-pub1...``; raises :class:`FormatError`."""
+        raw, form = _decode(text, secret=False)
+        return cls(raw, text_form=form)
 
     def public_bytes(self) -> bytes:
         return self._public
 
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One age X25519 stanza (the envelope writes its own for this key)."""
+        share, body = dh_wrap(self._public, file_key, _X25519_INFO)
+        return [Stanza(("X25519", b64encode(share).decode()), body)]
+
     def __str__(self) -> str:
-        return bech32_encode(self.HRP, self._public)
+        return bech32_encode(PREFIXES[self.text_form][0], self._public)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r})"
+        return f"X25519Recipient({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._public == self._public
+        return isinstance(other, X25519Recipient) and other._public == self._public
 
     def __hash__(self) -> int:
         return hash(self._public)
 
 
-R = TypeVar("R", bound=X25519PublicText)
+class X25519Identity(HoldsSecrets):
+    """An X25519 private key: an identity for age files and envelopes alike.
 
-
-class X25519SecretText(Generic[R]):
-    """An X25519 private key with a Bech32 text form; ``repr`` shows only the public key."""
-
-    SECRET_HRP: ClassVar[str]
-    DESCRIPTION: ClassVar[str]  # e.g. "an age X25519 identity (AGE-SECRET-KEY-1...)"
-    RECIPIENT: ClassVar[type[X25519PublicText]]
+    ``repr`` and ``str`` show only the public key; pickling raises :class:`TypeError`.
+    """
 
     __slots__ = ("_private", "_recipient")
 
-    def __init__(self, secret: Buffer | SecretKey) -> None:
+    def __init__(self, secret: Buffer | SecretKey, *, text_form: TextForm = "age") -> None:
         raw = as_secret_key(secret, 32, what="an X25519 private key").secret_bytes()
         self._private = x25519.X25519PrivateKey.from_private_bytes(raw)
-        self._recipient: R = self.RECIPIENT(self._private.public_key().public_bytes_raw())  # type: ignore[assignment]
+        public = self._private.public_key().public_bytes_raw()
+        self._recipient = X25519Recipient(public, text_form=text_form)
 
     @classmethod
-    def generate(cls) -> Self:
-        return cls(random_bytes(32))
+    def generate(cls, *, text_form: TextForm = "age") -> Self:
+        return cls(random_bytes(32), text_form=text_form)
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        """Parse the Bech32 text form; raises :class:`FormatError`."""
-        hrp, data = bech32_decode(text)
-        if hrp != cls.SECRET_HRP or len(data) != 32:
-            raise FormatError(f"not {cls.DESCRIPTION} with a 32-byte key")
-        return cls(data)
+        """Parse ``AGE-SECRET-KEY-1...`` or ``SC-X25519-SECRET-1...``; raises
+        :class:`FormatError` (the message never contains the key)."""
+        raw, form = _decode(text, secret=True)
+        return cls(raw, text_form=form)
 
     @property
-    def recipient(self) -> R:
+    def recipient(self) -> X25519Recipient:
         return self._recipient
+
+    def exchange(self, share: bytes) -> bytes | None:
+        """The shared secret with ``share``, ``None`` for a low-order share. Handle with care."""
+        return x25519_exchange(self._private, share)
 
     def secret_key(self) -> SecretKey:
         """The 32 private key bytes. Handle with care."""
         return SecretKey(self._private.private_bytes_raw())
 
     def to_string(self) -> str:
-        """The secret key in its Bech32 text form. Handle with care."""
-        return bech32_encode(self.SECRET_HRP, self._private.private_bytes_raw(), upper=True)
+        """The secret key in its text form. Handle with care."""
+        prefix = PREFIXES[self._recipient.text_form][1]
+        return bech32_encode(prefix, self._private.private_bytes_raw(), upper=True)
+
+    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+        """The file key from an age X25519 stanza for this identity, else ``None``.
+
+        Raises :class:`FormatError` for a malformed X25519 stanza or a low-order share.
+        """
+        ours = self._recipient.public_bytes()
+        for stanza in stanzas:
+            if stanza.kind != "X25519":
+                continue
+            check_shape(stanza, 2)
+            share = stanza_arg(stanza, 1, 32)
+            file_key = dh_unwrap(self._private, ours, stanza, share, _X25519_INFO)
+            if file_key is not None:
+                return file_key
+        return None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(<secret hidden>, recipient={str(self._recipient)!r})"
+        return f"X25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
 
     __str__ = __repr__

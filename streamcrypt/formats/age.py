@@ -18,7 +18,6 @@ from ..codecs.age import (
     IdentityLike,
     RecipientLike,
 )
-from ..deprecation import keyword_only
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from . import run as _run
 
@@ -61,44 +60,34 @@ def _reading(
     return _run.Call(options, policy)
 
 
-# The keywords once taken by position (in their old order) keep working by position for
-# one release, with a DeprecationWarning (streamcrypt.deprecation.keyword_only).
-encrypt = keyword_only("recipients", "passphrase")(
-    _run.streaming(
-        FORMAT,
-        _writing,
-        "encrypt",
-        "Encrypt an async source to age ``recipients=`` (or a ``passphrase=``), armored when\n"
-        "``armor=True``. The arguments are checked here, at the call.",
-    )
+encrypt = _run.streaming(
+    FORMAT,
+    _writing,
+    "encrypt",
+    "Encrypt an async source to age ``recipients=`` (or a ``passphrase=``), armored when\n"
+    "``armor=True``. The arguments are checked here, at the call.",
 )
-decrypt = keyword_only("identities", "passphrase")(
-    _run.streaming(
-        FORMAT,
-        _reading,
-        "decrypt",
-        "Decrypt an age stream (armor detected by itself), yielding only verified chunks.\n\n"
-        "The arguments are checked here, at the call. Armor is detected as\n"
-        ":func:`decrypt_bytes` detects it, however the source is cut (leading whitespace\n"
-        "included): reading goes on until the verdict is known.",
-    )
+decrypt = _run.streaming(
+    FORMAT,
+    _reading,
+    "decrypt",
+    "Decrypt an age stream (armor detected by itself), yielding only verified chunks.\n\n"
+    "The arguments are checked here, at the call. Armor is detected as\n"
+    ":func:`decrypt_bytes` detects it, however the source is cut (leading whitespace\n"
+    "included): reading goes on until the verdict is known.",
 )
-encrypt_bytes = keyword_only("recipients", "passphrase", "armor")(
-    _run.one_shot(
-        FORMAT,
-        _writing,
-        "encrypt_bytes",
-        "Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its chunks\n"
-        "sealed on all cores. Raises as :class:`~streamcrypt.codecs.AgeEncryptor`.",
-    )
+encrypt_bytes = _run.one_shot(
+    FORMAT,
+    _writing,
+    "encrypt_bytes",
+    "Encrypt ``plaintext`` to an age v1 file (ASCII-armored when ``armor``), its chunks\n"
+    "sealed on all cores. Raises as :class:`~streamcrypt.codecs.AgeEncryptor`.",
 )
-decrypt_bytes = keyword_only("identities", "passphrase")(
-    _run.one_shot(
-        FORMAT,
-        _reading,
-        "decrypt_bytes",
-        "Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.\n\n"
-        "Raises as :class:`~streamcrypt.codecs.AgeDecryptor`; bad armor raises\n"
-        ":class:`~streamcrypt.errors.FormatError`.",
-    )
+decrypt_bytes = _run.one_shot(
+    FORMAT,
+    _reading,
+    "decrypt_bytes",
+    "Decrypt an age v1 file, binary or ASCII-armored, its chunks opened on all cores.\n\n"
+    "Raises as :class:`~streamcrypt.codecs.AgeDecryptor`; bad armor raises\n"
+    ":class:`~streamcrypt.errors.FormatError`.",
 )

@@ -1,0 +1,217 @@
+"""age's payload: 64 KiB ChaCha20-Poly1305 chunks under a key derived from the file key
+and the payload nonce, and the sans-I/O encryptor and decryptor around header and
+payload."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+from cryptography.exceptions import InvalidTag
+
+from ...abc import Buffer
+from ...errors import AuthenticationError, FormatError, TruncatedStreamError
+from ...keys import hkdf, random_bytes
+from ...primitives import ChaCha20Poly1305Suite
+from .. import _stanza
+from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from .._stanza import Identity
+from ._header import (
+    CHUNK_SIZE,
+    DEFAULT_MAX_HEADER_SIZE,
+    FILE_KEY_SIZE,
+    NONCE_SIZE,
+    TAG_SIZE,
+    AgeHeader,
+    _build_header,
+    _HeaderScan,
+    _parse_complete,
+)
+from ._recipients import (
+    IdentityLike,
+    RecipientLike,
+    _identity_list,
+    _open_file_key,
+    _recipient_list,
+)
+from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR
+
+__all__ = [
+    "AgeCodec",
+    "AgeDecryptor",
+    "AgeEncryptor",
+    "layout",
+]
+
+_ZERO_NONCE = bytes(12)
+
+
+class AgeCodec(SegmentCodec):
+    """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``.
+
+    The chunk rule lives in :meth:`seal_segment` / :meth:`open_segment`, one native
+    kernel call each; the shared batch loop (:meth:`SegmentCodec.run_segments`) calls
+    them for every chunk, so there is no second spelling of the nonce.
+    """
+
+    __slots__ = ("_kernel", "first_segment_size", "segment_size")
+
+    overhead: ClassVar[int] = TAG_SIZE
+    final_may_be_full: ClassVar[bool] = True
+    max_segments: int = 1 << 88
+
+    def __init__(self, payload_key: bytes) -> None:
+        self._kernel = ChaCha20Poly1305Suite(payload_key).native(_ZERO_NONCE)[0]
+        self.segment_size = self.first_segment_size = CHUNK_SIZE
+
+    @staticmethod
+    def _nonce(index: int, final: bool) -> bytes:
+        return index.to_bytes(11, "big") + (b"\x01" if final else b"\x00")
+
+    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
+        return self._kernel.encrypt_into(self._nonce(index, final), plaintext, None, out)
+
+    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
+        """Open chunk ``index``; a final empty chunk after data raises FormatError.
+
+        A full final chunk that opens only as a non-final one means chunks are missing at
+        the end: :class:`TruncatedStreamError`. Other failures: AuthenticationError.
+        """
+        size = len(memoryview(ciphertext))
+        if final and index > 0 and size == TAG_SIZE:
+            raise FormatError("age payload ends with an empty chunk after data (not allowed)")
+        try:
+            if size < TAG_SIZE:
+                raise InvalidTag
+            return self._kernel.decrypt_into(self._nonce(index, final), ciphertext, None, out)
+        except InvalidTag:
+            if final and size == CHUNK_SIZE + TAG_SIZE and self._opens(index, ciphertext, out):
+                raise TruncatedStreamError(
+                    f"age payload ends after chunk {index}, which is not the final chunk: "
+                    "the file is truncated"
+                ) from None
+            raise AuthenticationError(
+                f"age payload chunk {index} did not verify: tampered, reordered, "
+                "or cut inside a chunk"
+            ) from None
+
+    def _opens(self, index: int, ciphertext: Buffer, out: memoryview) -> bool:
+        """Whether chunk ``index`` opens as a non-final chunk."""
+        try:
+            self._kernel.decrypt_into(self._nonce(index, False), ciphertext, None, out)
+        except InvalidTag:
+            return False
+        return True
+
+
+def _payload_codec(file_key: bytes, nonce: bytes) -> AgeCodec:
+    return AgeCodec(hkdf(file_key, salt=nonce, info=b"payload"))
+
+
+class AgeEncryptor(SegmentedEncryptor):
+    """Encrypt to age v1 (sans-I/O transform): header first, then the payload chunks.
+
+    Give ``recipients`` (``age1...`` strings or recipient objects) or a ``passphrase``.
+    Raises :class:`InvalidParameterError` (no recipient, a passphrase mixed with
+    recipients, classic mixed with post-quantum) and :class:`FormatError` (bad key string)
+    here; the header (scrypt for a passphrase) is built on the first ``feed``/``finish``,
+    which the engine runs on a worker thread.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        *,
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        passphrase: str | Buffer | None = None,
+        work_factor: int = DEFAULT_WORK_FACTOR,
+    ) -> None:
+        targets = _recipient_list(recipients, passphrase, work_factor)
+
+        def build() -> tuple[SegmentCodec, bytes]:
+            file_key = random_bytes(FILE_KEY_SIZE)
+            nonce = random_bytes(NONCE_SIZE)
+            header = _build_header(file_key, [s for r in targets for s in r.wrap(file_key)])
+            return _payload_codec(file_key, nonce), header + nonce
+
+        super().__init__(build=build)
+
+
+class _HeaderReader(_stanza.StanzaHeaderReader[AgeHeader]):
+    """Parses the header once complete, unwraps the file key once, then waits for the nonce."""
+
+    __slots__ = ("_file_key", "_identities", "_scan")
+
+    def __init__(self, identities: Sequence[Identity], max_header_size: int) -> None:
+        super().__init__()
+        self._identities = identities
+        self._scan = _HeaderScan(max_header_size)
+        self._file_key = b""
+
+    def _parse(self, data: bytes | bytearray) -> AgeHeader | None:
+        size = self._scan(data)
+        return None if size is None else _parse_complete(bytes(data[:size]))
+
+    def _open(self, header: AgeHeader) -> None:
+        self._file_key = _open_file_key(header, self._identities)
+
+    def _payload(
+        self, header: AgeHeader, data: bytes | bytearray
+    ) -> tuple[SegmentCodec, int] | int:
+        end = header.size + NONCE_SIZE
+        if len(data) < end:
+            return end
+        codec = _payload_codec(self._file_key, bytes(data[header.size : end]))
+        self._file_key = b""
+        return codec, end
+
+
+class AgeDecryptor(SegmentedDecryptor):
+    """Decrypt age v1 (sans-I/O transform), releasing only chunks that verified.
+
+    Give ``identities`` (``AGE-SECRET-KEY-...`` strings or identity objects) or a
+    ``passphrase``. Binary input only: put an :class:`~streamcrypt.codecs.armor.ArmorDecoder`
+    in front for armored files. Raises :class:`FormatError`, :class:`UnknownKeyError`,
+    :class:`AuthenticationError`, :class:`TruncatedStreamError`,
+    :class:`LimitExceededError` (see the module docstring).
+    """
+
+    __slots__ = ("_reader",)
+
+    def __init__(
+        self,
+        *,
+        identities: Iterable[IdentityLike] | IdentityLike = (),
+        passphrase: str | Buffer | None = None,
+        max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+    ) -> None:
+        self._reader = _HeaderReader(
+            _identity_list(identities, passphrase, max_work_factor), max_header_size
+        )
+        super().__init__(self._reader)
+
+    @property
+    def header(self) -> AgeHeader | None:
+        """The parsed header once it authenticated (``None`` before)."""
+        return self._reader.header if self.codec is not None else None
+
+
+def layout(
+    head: Buffer,
+    stream_size: int,
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+) -> SegmentLayout:
+    """Authenticate the header at the start of ``head`` and map a binary age file of
+    ``stream_size`` bytes for random access (``SegmentLayout.read``)."""
+    reader = _HeaderReader(_identity_list(identities, passphrase, max_work_factor), max_header_size)
+    opened = reader(bytes(head))
+    if opened is None or isinstance(opened, int):
+        raise TruncatedStreamError("the data is shorter than the age header and payload nonce")
+    codec, size = opened
+    return SegmentLayout(codec, size, stream_size)

@@ -1,0 +1,153 @@
+"""The streamcrypt envelope, version 1: the native container for passwords and public keys.
+
+The wire format is specified once, in docs/FORMAT.md ("The streamcrypt envelope"); this
+module implements it.
+
+Theory of operation
+-------------------
+A random *file key* is wrapped once per recipient into a *stanza* (passphrase: Argon2id
+or scrypt; X25519; ECIES secp256k1 or x25519), each ending with a check value that lets
+an identity find its own stanza without revealing to anyone else whom a stanza is for.
+The header carries the stanzas and a MAC keyed from the file key; the payload is a native
+container keyed from it too, with the header as associated data, so no stanza can be
+swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
+over everything before it (encrypt-then-sign); a signed envelope is read only with
+``verify_with`` (its signer's key) or ``allow_unverified=True``. The recipient model
+(one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
+``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
+writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
+the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
+
+Parallelism: the container's segments are sealed and opened on worker threads by the
+engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
+tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
+verifying decryptor holds back the last 64 bytes, hashes the rest in ``feed()`` and
+checks the signature before it releases the final segment; segment opening stays
+parallel.
+"""
+
+from __future__ import annotations
+
+from ...errors import InvalidParameterError
+from ...keys import MAX_READ_PARAMS, MODERATE
+from .. import container
+from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from .._segmented import SegmentLayout
+from .._stanza import Identity, Recipient, Stanza
+from .._x25519 import X25519Identity, X25519Recipient
+from ._header import (
+    ARGON2ID,
+    ECIES_SECP256K1,
+    ECIES_X25519,
+    MAGIC,
+    MAX_HEADER_SIZE,
+    MAX_STANZAS,
+    SCRYPT,
+    SIGNATURE_SIZE,
+    VERSION,
+    X25519,
+    EnvelopeHeader,
+    parse_header,
+)
+from ._recipients import (
+    EciesIdentity,
+    EciesRecipient,
+    IdentityLike,
+    PassphraseIdentity,
+    PassphraseRecipient,
+    RecipientLike,
+    parse_identity,
+    parse_recipient,
+)
+from ._stream import EnvelopeDecryptor, EnvelopeEncryptor, layout
+
+__all__ = [
+    "ARGON2ID",
+    "ECIES_SECP256K1",
+    "ECIES_X25519",
+    "FORMAT",
+    "MAGIC",
+    "MAX_HEADER_SIZE",
+    "MAX_STANZAS",
+    "SCRYPT",
+    "SIGNATURE_SIZE",
+    "VERSION",
+    "X25519",
+    "EciesIdentity",
+    "EciesRecipient",
+    "EnvelopeDecryptor",
+    "EnvelopeEncryptor",
+    "EnvelopeHeader",
+    "Identity",
+    "IdentityLike",
+    "PassphraseIdentity",
+    "PassphraseRecipient",
+    "Recipient",
+    "RecipientLike",
+    "Stanza",
+    "X25519Identity",
+    "X25519Recipient",
+    "layout",
+    "parse_header",
+    "parse_identity",
+    "parse_recipient",
+]
+
+
+def _check(options: FormatOptions, mode: str) -> None:
+    """Refuse what the envelope does not take (InvalidParameterError), rather than
+    ignore it: another format's keywords, a symmetric key, the other direction's keys."""
+    refuse_foreign(options, "envelope")
+    if options.key is not None:
+        raise InvalidParameterError(
+            'format="envelope" takes recipients=/identities= or passphrase=, not key= '
+            '(a symmetric key makes format="native")'
+        )
+    if mode == "wb" and options.identities:
+        raise InvalidParameterError(
+            "writing an envelope takes recipients= (public keys) or passphrase=, not identities="
+        )
+    if mode == "rb" and (options.recipients or options.suite or options.segment_size):
+        raise InvalidParameterError(
+            "reading an envelope takes identities= (secret keys) or passphrase= (its header "
+            "names its suite and segment size): drop recipients=, suite= and segment_size="
+        )
+
+
+def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
+    head = read_at(0, min(stream_size, 65 << 10))
+    return layout(
+        head,
+        stream_size,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        aad=options.aad,
+        allow_unverified=bool(options.extra.get("allow_unverified", False)),
+        max_work_factor=or_default(options.max_work_factor, MAX_READ_PARAMS),
+    )
+
+
+#: The envelope's format descriptor (unsigned; ``sign_with`` / ``verify_with`` are
+#: the codec's own keywords).
+FORMAT = SegmentedFormat(
+    "envelope",
+    encryptor=lambda o: EnvelopeEncryptor(
+        recipients=o.recipients,
+        passphrase=o.passphrase,
+        suite=o.suite or "aes-256-gcm",
+        segment_size=or_default(o.segment_size, container.DEFAULT_SEGMENT_SIZE),
+        aad=o.aad,
+        work_factor=or_default(o.work_factor, MODERATE),
+        **o.extra,
+    ),
+    decryptor=lambda o: EnvelopeDecryptor(
+        identities=o.identities,
+        passphrase=o.passphrase,
+        aad=o.aad,
+        max_work_factor=or_default(o.max_work_factor, MAX_READ_PARAMS),
+        **o.extra,
+    ),
+    check=_check,
+    detect=lambda head: head.startswith(MAGIC),
+    layout=_layout,
+)
