@@ -21,7 +21,9 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..abc import Buffer
+from ..errors import UnsafePathError
 from ..lazy import LazyModule
+from ..paths import name_parts
 from ._errors import EXIT_IO, CliError
 
 if TYPE_CHECKING:
@@ -495,11 +497,17 @@ def _cannot_write(path: str, exc: OSError) -> CliError:
 
 def check_output(path: str | None) -> None:
     """Fail at once (exit 4), before any work, when ``-o PATH`` can never be written:
-    ``PATH`` is a directory, or the directory it names does not exist or is not one."""
+    ``PATH`` is a directory, its last component is not a plain file name
+    (:func:`streamcrypt.paths.name_parts`: empty, ``..``, a NUL), or the directory it
+    names does not exist or is not one."""
     if path is None or path == "-":
         return
     if os.path.isdir(path):
         raise CliError(f"{path} is a directory; -o takes the name of a file", EXIT_IO)
+    try:
+        name_parts(os.path.basename(path), what="the file name of -o", local=True)
+    except UnsafePathError as exc:
+        raise CliError(f"cannot write {path!r}: {exc}", EXIT_IO) from None
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(parent):
         raise CliError(f"cannot write {path}: the directory {parent} does not exist", EXIT_IO)

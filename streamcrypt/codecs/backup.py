@@ -50,9 +50,11 @@ from ..errors import (
     InvalidParameterError,
     InvalidSignatureError,
     UnknownKeyError,
+    UnsafePathError,
     UnsupportedFormatError,
 )
 from ..keys import SecretKey, constant_time_equal, hkdf, random_bytes
+from ..paths import name_parts
 from ..primitives import (
     AES256GCM,
     CDC_AVG_SIZE,
@@ -554,10 +556,14 @@ class Node:
 
 
 def _safe_path(value: object) -> str:
-    if not isinstance(value, str) or not value or "\x00" in value or value.startswith("/"):
-        raise FormatError("the manifest holds an empty, absolute or non-text path")
-    if any(part in ("", ".", "..") for part in value.split("/")):
-        raise FormatError("the manifest holds a path that leaves the restore directory")
+    """A manifest path that :func:`streamcrypt.paths.name_parts` takes (restore maps it
+    again, with the local rules, through :func:`streamcrypt.paths.local_paths`)."""
+    if not isinstance(value, str):
+        raise FormatError("the manifest holds a path that is not text")
+    try:
+        name_parts(value, what="a manifest path", local=False)
+    except UnsafePathError as exc:
+        raise FormatError(f"the manifest is unsafe: {exc}") from None
     return value
 
 
