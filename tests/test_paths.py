@@ -291,3 +291,42 @@ def test_the_command_refuses_an_output_that_is_not_a_file_name(suffix: str, tmp_
 
     assert main(["keygen", "-o", str(tmp_path) + "/" + suffix]) == 4
     assert os.listdir(tmp_path) == []
+
+
+# -- modes of new files (issue 27 #10) ----------------------------------------------------------
+
+_MODES = r"""
+import builtins, os, stat, sys
+real_open = builtins.open
+def no_proc(file, *args, **kwargs):  # macOS, BSD, some containers: no /proc/self/status
+    if str(file).startswith("/proc"):
+        raise FileNotFoundError(2, "No such file or directory", str(file))
+    return real_open(file, *args, **kwargs)
+builtins.open = no_proc
+os.umask(int(sys.argv[2], 8))
+from streamcrypt.cli._io import open_output_now
+from streamcrypt.transports import create_temporary, discard_temporary
+fd, tmp = create_temporary(os.path.join(sys.argv[1], "new"))
+print(oct(stat.S_IMODE(os.fstat(fd).st_mode)))
+discard_temporary(fd, tmp)
+out = open_output_now(os.path.join(sys.argv[1], "plain.txt"))
+out.put(b"decrypted plaintext")
+out.commit_now()
+print(oct(stat.S_IMODE(os.stat(os.path.join(sys.argv[1], "plain.txt")).st_mode)))
+"""
+
+
+@pytest.mark.parametrize(("umask", "mode"), [("077", "0o600"), ("027", "0o640"), ("022", "0o644")])
+def test_new_outputs_follow_the_umask_without_proc(umask: str, mode: str, tmp_path: Path) -> None:
+    """Without /proc/self/status a new output (decrypted plaintext included) was 0644
+    whatever the umask; the kernel now applies the umask itself (nothing read, nothing
+    process-wide changed by the library)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", _MODES, str(tmp_path), umask],
+        capture_output=True, text=True, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.split() == [mode, mode]
