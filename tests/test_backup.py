@@ -660,3 +660,54 @@ def test_a_backup_cancelled_while_reading_releases_its_lock(tmp_path: Path) -> N
     assert time.monotonic() - started < 10
     assert "cut" not in sb.list_snapshots(store)
     assert run(sb.backup, src, store, KEY, name="whole").files == 6
+
+
+# -- JSON from the store (issue 27 #13) -------------------------------------------------------
+
+
+def test_every_json_reader_is_the_one_loader() -> None:
+    """Every JSON parser in streamcrypt goes through keys.load_json (typed errors, depth
+    and size caps): no other module calls json.loads / json.load."""
+    root = Path(__file__).resolve().parent.parent / "streamcrypt"
+    callers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "json.load(" in p.read_text() or "json.loads(" in p.read_text()
+    )
+    assert callers == ["keys/_json.py"]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deeply_nested_or_huge_json_is_a_format_error(tmp_path: Path) -> None:
+    from streamcrypt.codecs.backup import MAX_CONFIG_SIZE, StoreConfig
+    from streamcrypt.codecs.tink_keyset import keyset_from_json
+    from streamcrypt.keys import KeyRing
+
+    keys = BackupKeys.derive(KEY)
+    good = json.loads(StoreConfig.new(keys).encode(keys))
+    for data in (
+        DEEP.encode(),
+        json.dumps({"config": DEEP, "signature": good["signature"]}).encode(),
+        json.dumps({"config": 10**9, "signature": ""}).encode(),  # not text
+        b" " * (MAX_CONFIG_SIZE + 1),
+    ):
+        with pytest.raises(FormatError):
+            StoreConfig.decode(data, keys)
+    with pytest.raises(FormatError):
+        Manifest.decode(DEEP.encode(), "snap")
+    with pytest.raises(FormatError):
+        KeyRing.from_json(DEEP, "password")
+    with pytest.raises(FormatError):
+        keyset_from_json(DEEP)
+
+
+def test_a_deeply_nested_lock_file_is_a_conflict_not_a_crash(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "store")
+    (store / "locks").mkdir(exist_ok=True)
+    (store / "locks" / "planted").write_text(DEEP)
+    src = tmp_path / "src"
+    src.mkdir()
+    with pytest.raises(StoreLockedError):
+        run(sb.backup, src, store, KEY, name="x")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..codecs.backup import (
+    MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
     BackupKeys,
     BlobEntry,
@@ -45,7 +46,7 @@ from ..codecs.backup import (
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import FormatError, InvalidParameterError, StoreLockedError, StreamCryptError
-from ..keys import SecretKey
+from ..keys import SecretKey, load_json
 from ..transports import write_atomic
 from ._work import run_blocking
 
@@ -221,7 +222,7 @@ class Store:
     def _open_config(self, create: bool, params: dict[str, int]) -> StoreConfig:
         path = self._path("config")
         if self.fs.exists(path):
-            return StoreConfig.decode(self.fs.cat_file(path), self.keys)
+            return StoreConfig.decode(self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1), self.keys)
         if not create:
             raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
         config = StoreConfig.new(self.keys, **params)
@@ -419,12 +420,13 @@ class Store:
             if name == own:
                 continue
             try:
-                doc = json.loads(self.read_sync(f"locks/{name}"))
+                text = self.read_sync(f"locks/{name}", 0, MAX_CONFIG_SIZE + 1)
+                doc = load_json(text, "a lock file", max_size=MAX_CONFIG_SIZE)
                 if not isinstance(doc, dict):
-                    raise ValueError
+                    raise FormatError("a lock file is not a JSON object")
             except FileNotFoundError:
                 continue
-            except ValueError:
+            except FormatError:
                 doc = {}
             if doc and self._stale(doc, now):
                 self._delete_sync([f"locks/{name}"])
