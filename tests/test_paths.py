@@ -330,3 +330,62 @@ def test_new_outputs_follow_the_umask_without_proc(umask: str, mode: str, tmp_pa
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     assert done.stdout.split() == [mode, mode]
+
+
+# -- outputs that cannot be taken back (issue 27 #9) -------------------------------------------
+
+
+def _sc(*args: str, cwd: Path) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *args],
+        capture_output=True, cwd=cwd, timeout=120, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
+    )  # fmt: skip
+
+
+def test_verify_with_refuses_an_output_that_cannot_be_taken_back(tmp_path: Path) -> None:
+    """``decrypt --verify-with`` checks the signature at the end: a FIFO or /dev/stdout
+    given as -o would release plaintext (256 KiB and more) before a forged signature
+    fails. They are refused (exit 2) before anything is written; a regular file is
+    written atomically and appears only once the signature verified."""
+    import threading
+
+    keys = {}
+    for name, kind in (("id.x", "x25519"), ("sign.key", "ed25519")):
+        made = _sc("keygen", "--type", kind, "-o", name, cwd=tmp_path)
+        assert made.returncode == 0
+        keys[name] = made.stdout.decode().strip()
+    (tmp_path / "in.bin").write_bytes(os.urandom(1 << 20))
+    assert _sc(
+        "encrypt", "-r", keys["id.x"], "--sign-with", "sign.key", "-o", "s.sc", "in.bin",
+        cwd=tmp_path,
+    ).returncode == 0  # fmt: skip
+    sealed = bytearray((tmp_path / "s.sc").read_bytes())
+    sealed[-3] ^= 0x01  # inside the signature: what a forger without the signing key gets
+    (tmp_path / "forged.sc").write_bytes(sealed)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    verify = ("decrypt", "-i", "id.x", "--verify-with", keys["sign.key"])
+    try:
+        refused = _sc(*verify, "-o", "fifo", "forged.sc", cwd=tmp_path)
+    finally:
+        try:  # a reader still waiting for a writer: let it end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: the reader is gone already
+            pass
+        reader.join(30)
+    assert got == [b""], f"{sum(map(len, got))} unverified bytes reached the FIFO"
+    assert refused.returncode == 2 and b"cannot be taken back" in refused.stderr
+    to_stdout = _sc(*verify, "-o", "/dev/stdout", "forged.sc", cwd=tmp_path)
+    assert (to_stdout.returncode, to_stdout.stdout) == (2, b"")
+    bad = _sc(*verify, "-o", "out.bin", "forged.sc", cwd=tmp_path)
+    assert bad.returncode == 1 and not (tmp_path / "out.bin").exists()
+    ok = _sc(*verify, "-o", "out.bin", "s.sc", cwd=tmp_path)
+    assert ok.returncode == 0
+    assert (tmp_path / "out.bin").read_bytes() == (tmp_path / "in.bin").read_bytes()
