@@ -3,13 +3,14 @@
 An object key, a path inside a backup snapshot, a decrypted rclone name: each is text
 someone else chose, and each ends up naming a file under a directory (or an object under
 a prefix) that the caller chose. Every such mapping in streamcrypt goes through
-:func:`local_paths` / :func:`local_path` (files) or :func:`object_key` (object stores), which split the name
-with :func:`name_parts` and refuse, with :class:`~streamcrypt.errors.UnsafePathError`:
+:func:`local_paths` / :func:`local_path` (files) or :func:`object_key` (object stores),
+which split the name with :func:`name_parts` and refuse, with :class:`~streamcrypt.errors.UnsafePathError`:
 
 - an empty name, a NUL, an absolute name (``/etc/x``);
 - an empty, ``.`` or ``..`` component (``a//b``, ``./x``, ``a/../../x``, ``a/``);
-- for local files, a component holding another separator of the platform (``\\`` and
-  ``:`` on Windows; on POSIX a backslash is an ordinary character of a file name);
+- for local files on Windows, a component holding ``\\`` or ``:`` (separators there),
+  ending in a dot or a space (Windows drops them: ``.. `` is ``..``), or naming a device
+  (``CON``, ``NUL``, ``COM1.txt``...); on POSIX these are ordinary file names;
 - for local files, a path whose existing part leads through a symbolic link out of the
   root (``root/sub -> /etc`` refuses ``sub/passwd``); links that stay inside are fine.
 
@@ -28,10 +29,21 @@ from .errors import UnsafePathError
 
 __all__ = ["local_path", "local_paths", "name_parts", "object_key"]
 
-#: Separators of local paths besides '/': '\\' on Windows (``os.altsep``), none on POSIX.
-_LOCAL_SEPARATORS = frozenset(s for s in (os.sep, os.altsep) if s and s != "/")
-#: Characters no local component may hold (a drive or stream name on Windows).
-_LOCAL_FORBIDDEN = frozenset(":") if os.name == "nt" else frozenset()
+#: Whether local names follow Windows' rules (tests set it to check them on POSIX).
+_WINDOWS = os.name == "nt"
+#: Device names of Windows, whatever the extension or case.
+_DEVICES = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + [f"{p}{n}" for p in ("COM", "LPT") for n in "123456789¹²³"]
+)
+
+
+def _not_a_windows_name(part: str) -> bool:
+    return (
+        "\\" in part
+        or ":" in part
+        or part[-1] in ". "
+        or part.split(".", 1)[0].rstrip(" ").upper() in _DEVICES
+    )
 
 
 def _shown(name: str) -> str:
@@ -41,8 +53,8 @@ def _shown(name: str) -> str:
 def name_parts(name: str, *, what: str = "name", local: bool = True) -> tuple[str, ...]:
     """The components of the '/'-separated relative ``name``, each a plain name.
 
-    ``local``: the name will become a local path (the platform's other separators are
-    refused too). Raises :class:`UnsafePathError` naming ``what``.
+    ``local``: the name will become a local path (on Windows, its rules apply too).
+    Raises :class:`UnsafePathError` naming ``what``.
     """
     if not isinstance(name, str):
         raise UnsafePathError(f"{what} is not text")
@@ -53,16 +65,17 @@ def name_parts(name: str, *, what: str = "name", local: bool = True) -> tuple[st
     if name.startswith("/"):
         raise UnsafePathError(f"{what} {_shown(name)} is absolute")
     parts = tuple(name.split("/"))
-    odd = _LOCAL_SEPARATORS | _LOCAL_FORBIDDEN if local else frozenset()
+    windows = local and _WINDOWS
     for part in parts:
         if part in ("", ".", ".."):
             raise UnsafePathError(
                 f"{what} {_shown(name)} has an empty, '.' or '..' component: it could "
                 "name something outside the directory it belongs under"
             )
-        if odd and any(ch in part for ch in odd):
+        if windows and _not_a_windows_name(part):
             raise UnsafePathError(
-                f"{what} {_shown(name)} holds a path separator or drive character of this platform"
+                f"{what} {_shown(name)} holds a separator, a trailing dot or space, or a "
+                "device name of Windows"
             )
     return parts
 

@@ -22,17 +22,17 @@ from streamcrypt.keys import SecretKey
 
 #: Refused everywhere: they leave the root, are absolute, or have odd components.
 HOSTILE = ["../x", "a/../../x", "/etc/x", "a//b", ".", "a/./b", "a/", "", "x\x00y", ".."]
-#: Refused where backslash separates local paths (Windows; simulated on POSIX).
-WINDOWS_HOSTILE = ["a\\..\\..\\x", "..\\x", "c:x"]
+#: Refused as local names on Windows (simulated on POSIX): separators, trailing dots and
+#: spaces (Windows drops them), device names.
+WINDOWS_HOSTILE = ["a\\..\\..\\x", "..\\x", "c:x", "a/.. /x", "a/.../x", "x.", "CON", "nul.txt"]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KEY = SecretKey(bytes(range(32)))
 
 
 @pytest.fixture
 def windows_separators(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The local rules of a platform where ``\\`` and ``:`` separate (Windows)."""
-    monkeypatch.setattr(paths, "_LOCAL_SEPARATORS", frozenset("\\"))
-    monkeypatch.setattr(paths, "_LOCAL_FORBIDDEN", frozenset(":"))
+    """The local rules of Windows."""
+    monkeypatch.setattr(paths, "_WINDOWS", True)
 
 
 @pytest.fixture
@@ -71,7 +71,8 @@ def test_plain_names_map_under_the_root(tmp_path: Path) -> None:
     root = os.path.realpath(tmp_path)
     assert paths.local_path(tmp_path, "a/b c/d.txt") == os.path.join(root, "a", "b c", "d.txt")
     assert paths.object_key("memory://dst/", "a/b") == "memory://dst/a/b"
-    assert paths.name_parts("a\\b") == ("a\\b",)  # an ordinary character on POSIX
+    for posix_only in ("a\\b", "x.", "CON", "c:x"):  # ordinary names on POSIX
+        assert paths.name_parts(posix_only) == (posix_only,)
     (tmp_path / "real").mkdir()
     (tmp_path / "inside").symlink_to("real")  # a link that stays inside is fine
     assert paths.local_path(tmp_path, "inside/f") == os.path.join(root, "inside", "f")
@@ -84,6 +85,7 @@ def test_windows_separators_are_refused_locally_only(
     with pytest.raises(UnsafePathError):
         paths.local_path(tmp_path, name)
     assert paths.object_key("memory://dst", name) == "memory://dst/" + name  # object stores
+    assert paths.local_path(tmp_path, "console/a.b.txt").endswith("a.b.txt")
 
 
 def test_a_symbolic_link_out_of_the_root_is_refused(tmp_path: Path, outside: Path) -> None:
@@ -203,7 +205,7 @@ def test_restore_maps_names_with_the_local_rules(
     from streamcrypt import backup as sb
 
     store = _backed_up(tmp_path, {"a\\..\\..\\outside\\x": b"evil", "ok": b"fine"})
-    monkeypatch.setattr(paths, "_LOCAL_SEPARATORS", frozenset("\\"))
+    monkeypatch.setattr(paths, "_WINDOWS", True)
     dest = tmp_path / "restored"
     with pytest.raises(UnsafePathError):
         anyio.run(lambda: sb.restore(store, "s", dest, KEY))
