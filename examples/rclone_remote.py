@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -79,11 +80,16 @@ async def put(
     """Encrypt ``local`` into the remote as ``name`` (atomically)."""
     dest = anyio.Path(local_path(root, names.encrypt_path(name)))
     await dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.partial")
-    async with await anyio.open_file(tmp, "wb") as out:
-        async for piece in rclone.encrypt(_chunks(local), keys):
-            await out.write(piece)
-    await tmp.replace(dest)
+    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        async with await anyio.open_file(fd, "wb") as out:  # a new file: nothing followed
+            async for piece in rclone.encrypt(_chunks(local), keys):
+                await out.write(piece)
+        await tmp.replace(dest)
+    except BaseException:
+        await tmp.unlink(missing_ok=True)
+        raise
 
 
 async def _main(args: argparse.Namespace) -> None:
