@@ -711,3 +711,57 @@ def test_a_deeply_nested_lock_file_is_a_conflict_not_a_crash(tmp_path: Path) -> 
     src.mkdir()
     with pytest.raises(StoreLockedError):
         run(sb.backup, src, store, KEY, name="x")
+
+
+def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory replaced by a symbolic link between its lstat and its listing (a race
+    an attacker can win) is skipped: the scan never lists, and a backup never stores,
+    what lies outside the source under the source's names."""
+    from streamcrypt.backup import _tree
+
+    src, outside = tmp_path / "src", tmp_path / "outside"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "a").write_text("inside")
+    outside.mkdir()
+    (outside / "secret").write_text("outside the source")
+    (src / "link-of-its-own").symlink_to(outside)  # a link the scan sees as a link: kept
+
+    class Swapping:
+        """A directory entry whose lstat is followed at once by the swap."""
+
+        def __init__(self, entry: Any) -> None:
+            self._entry = entry
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._entry, name)
+
+        def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+            st: os.stat_result = self._entry.stat(follow_symlinks=follow_symlinks)
+            if self._entry.name == "d":
+                (src / "d").rename(tmp_path / "d-moved")
+                (src / "d").symlink_to(outside)
+            return st
+
+    real = os.scandir
+
+    class Listing:
+        def __init__(self, where: Any) -> None:
+            self._it = real(where)
+
+        def __enter__(self) -> Any:
+            return (Swapping(e) for e in self._it.__enter__())
+
+        def __exit__(self, *exc: object) -> None:
+            self._it.__exit__(*exc)
+
+    monkeypatch.setattr(_tree.os, "scandir", Listing)
+    scan = _tree.scan_tree(str(src))
+    monkeypatch.undo()
+    listed = {e.path: e.kind for e in scan.entries}
+    assert "d/secret" not in listed and listed["link-of-its-own"] == "symlink"
+    assert any(s.startswith("d") for s in scan.skipped)
+    (tmp_path / "src-link").symlink_to(src)  # the source itself may be a link (the caller's)
+    via_link = {e.path for e in _tree.scan_tree(str(tmp_path / "src-link")).entries}
+    assert via_link == {"d", "link-of-its-own"}  # d is a link to outside now: kept as one
