@@ -186,6 +186,25 @@ def test_a_manifest_with_a_hostile_path_is_malformed(name: str) -> None:
         open_snapshot(keys, "snap", seal_snapshot(keys, evil))
 
 
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_snapshot_name_is_refused(name: str) -> None:
+    from streamcrypt.backup._store import check_snapshot_name
+    from streamcrypt.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError):
+        check_snapshot_name(name)
+
+
+def test_snapshot_names_follow_windows_rules_there(windows_separators: None) -> None:
+    from streamcrypt.backup._store import check_snapshot_name
+    from streamcrypt.errors import InvalidParameterError
+
+    for name in WINDOWS_HOSTILE:
+        with pytest.raises(InvalidParameterError):
+            check_snapshot_name(name)
+    assert check_snapshot_name("2025-01-01T000000.000000Z") == "2025-01-01T000000.000000Z"
+
+
 def _backed_up(tmp_path: Path, files: dict[str, bytes]) -> Path:
     from streamcrypt import backup as sb
 

@@ -45,8 +45,15 @@ from ..codecs.backup import (
     seal_snapshot,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy
-from ..errors import FormatError, InvalidParameterError, StoreLockedError, StreamCryptError
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    StoreLockedError,
+    StreamCryptError,
+    UnsafePathError,
+)
 from ..keys import SecretKey, load_json
+from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
 
@@ -159,7 +166,14 @@ def _pack_path(pack_id: bytes) -> str:
 
 
 def check_snapshot_name(name: str) -> str:
-    if not name or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name:
+    """``name`` if it can name a file in ``snapshots/``: one component that
+    :func:`streamcrypt.paths.name_parts` takes, not hidden (no leading dot: temporaries),
+    no backslash (a store is read on every platform). Raises :class:`InvalidParameterError`."""
+    try:
+        one = len(name_parts(name, what="a snapshot name", local=True)) == 1
+    except UnsafePathError:
+        one = False
+    if not one or name.startswith(".") or "\\" in name:
         raise InvalidParameterError(f"{name!r} is not a snapshot name")
     return name
 
