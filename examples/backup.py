@@ -21,9 +21,11 @@ What each command does (the library does the work; docs/BACKUP.md has the store 
   (keyed-BLAKE3 id, zstd, AES-256-GCM, in packs of ~16 MiB) and writes a signed,
   encrypted snapshot. A file whose size, times and inode match the previous snapshot of
   the same directory is not read again. Symbolic links, empty files, modes and times are
-  kept; sockets, fifos and devices are skipped and reported. Work runs on every core.
+  kept; sockets, fifos and devices are skipped and reported, and so is a file replaced
+  after the scan (by a link, a FIFO or another file). Work runs on every core.
 - **restore** verifies every chunk and writes into a new directory that appears only
-  when everything verified (``latest`` names the newest snapshot).
+  when everything verified (``latest`` names the newest snapshot); no snapshot path
+  leads out of it (``UnsafePathError``).
 - **verify** authenticates every chunk of every pack without restoring, and names the
   files that a damaged chunk or pack affects (exit status 1 when anything is wrong).
 - **forget** deletes snapshots; **prune** then deletes or rewrites packs nothing uses.

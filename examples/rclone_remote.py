@@ -15,6 +15,8 @@ with ``--remote NAME``. ``--filename-encryption`` (standard, obfuscate, off) and
 Contents stream through the engine in bounded memory (blocks sealed and opened on worker
 threads); ``cat`` releases only verified blocks and checks the plaintext size against the
 file size, ``put`` writes to a temporary beside the destination and renames it into place.
+A name that would lead out of ``ROOT`` (``..``, an absolute path, a symbolic link out of
+it) is refused (:func:`streamcrypt.paths.local_path`, ``UnsafePathError``).
 Exit status: 0 ok, 1 failed (the error's type and message on stderr).
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -31,6 +34,7 @@ import anyio
 from streamcrypt.codecs.rclone import RcloneKeys, RcloneNameCipher, decrypted_size
 from streamcrypt.errors import StreamCryptError
 from streamcrypt.formats import rclone
+from streamcrypt.paths import local_path
 
 
 def _keys(args: argparse.Namespace) -> RcloneKeys:
@@ -64,7 +68,7 @@ async def cat(
     root: Path, names: RcloneNameCipher, keys: RcloneKeys, name: str
 ) -> AsyncIterator[bytes]:
     """The verified plaintext of ``name``."""
-    path = anyio.Path(root / names.encrypt_path(name))
+    path = anyio.Path(local_path(root, names.encrypt_path(name)))
     size = decrypted_size((await path.stat()).st_size)
     async for piece in rclone.decrypt(_chunks(Path(path)), keys, expected_size=size):
         yield piece
@@ -74,13 +78,18 @@ async def put(
     root: Path, names: RcloneNameCipher, keys: RcloneKeys, local: Path, name: str
 ) -> None:
     """Encrypt ``local`` into the remote as ``name`` (atomically)."""
-    dest = anyio.Path(root / names.encrypt_path(name))
+    dest = anyio.Path(local_path(root, names.encrypt_path(name)))
     await dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.partial")
-    async with await anyio.open_file(tmp, "wb") as out:
-        async for piece in rclone.encrypt(_chunks(local), keys):
-            await out.write(piece)
-    await tmp.replace(dest)
+    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        async with await anyio.open_file(fd, "wb") as out:  # a new file: nothing followed
+            async for piece in rclone.encrypt(_chunks(local), keys):
+                await out.write(piece)
+        await tmp.replace(dest)
+    except BaseException:
+        await tmp.unlink(missing_ok=True)
+        raise
 
 
 async def _main(args: argparse.Namespace) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "StreamCryptError",
     "TruncatedStreamError",
     "UnknownKeyError",
+    "UnsafePathError",
     "UnsupportedFormatError",
 ]
 
@@ -97,6 +98,11 @@ class LimitExceededError(StreamCryptError, OverflowError):
 
 class InvalidParameterError(StreamCryptError, ValueError):
     """An argument is out of range or of the wrong kind."""
+
+
+class UnsafePathError(StreamCryptError, ValueError):
+    """A name from outside (an object key, a snapshot path, an rclone name) would leave
+    the directory or prefix it belongs under, or is not a usable name."""
 
 
 class InvalidKeySizeError(InvalidParameterError):

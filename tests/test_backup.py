@@ -525,3 +525,243 @@ def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
     assert run(sb.prune, url, KEY).packs_deleted == 0
     with pytest.raises(FileNotFoundError):
         sb.list_snapshots(f"memory://sc-backup-none-{os.urandom(6).hex()}")
+
+
+# -- what the scan saw is what is read (issue 27 #3) --------------------------------------------
+
+
+def _after_scan(monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
+    """Run ``change`` right after the backup's scan of the tree, before any file is read."""
+    from streamcrypt.backup import _backup
+
+    real = _backup.scan_tree
+
+    def scan(*args: Any) -> Any:
+        found = real(*args)
+        change()
+        return found
+
+    monkeypatch.setattr(_backup, "scan_tree", scan)
+
+
+def _swap_tree(tmp_path: Path) -> tuple[Path, Path]:
+    src, outside = tmp_path / "src", tmp_path / "outside"
+    src.mkdir()
+    outside.mkdir()
+    (outside / "root-only").write_bytes(b"the target's secret\n")
+    for name in ("link-small", "fifo-small", "other-small", "kept"):
+        (src / name).write_bytes(name.encode() * 100)
+    for name in ("link-large", "fifo-large"):
+        (src / name).write_bytes(bytes(9 * MiB))  # read in steps
+    return src, outside
+
+
+def test_a_file_swapped_after_the_scan_is_skipped_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file replaced by a symbolic link, a FIFO or another file after the scan is
+    skipped (listed in ``skipped``), never read through the link, never waited on; the
+    backup finishes, and its lock is free (a second backup runs)."""
+    src, outside = _swap_tree(tmp_path)
+    fifos = [src / "fifo-small", src / "fifo-large"]
+    stuck: list[str] = []
+
+    def swap() -> None:
+        for name in ("link-small", "link-large"):
+            (src / name).unlink()
+            (src / name).symlink_to(outside / "root-only")
+        for fifo in fifos:
+            fifo.unlink()
+            os.mkfifo(fifo)
+        (src / "new").write_bytes(b"another file")
+        os.replace(src / "new", src / "other-small")
+
+    def unblock() -> None:  # what the code before the fix needed: a writer for each FIFO
+        while not done.wait(15):
+            for fifo in fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                    stuck.append(fifo.name)
+                except OSError:
+                    pass
+
+    import threading
+
+    done = threading.Event()
+    watchdog = threading.Thread(target=unblock, daemon=True)
+    watchdog.start()
+    _after_scan(monkeypatch, swap)
+    store = new_store(tmp_path / "store")
+    started = time.monotonic()
+    try:
+        report = run(sb.backup, src, store, KEY, name="swapped")
+    finally:
+        done.set()
+        watchdog.join()
+    assert not stuck and time.monotonic() - started < 15
+    skipped = " ".join(report.skipped)
+    for name in ("link-small", "link-large", "fifo-small", "fifo-large", "other-small"):
+        assert name in skipped
+    assert "since the scan" in skipped
+    monkeypatch.undo()
+    run(sb.restore, store, "swapped", tmp_path / "dest", KEY)
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["kept"]
+    assert (tmp_path / "dest" / "kept").read_bytes() == b"kept" * 100
+    for fifo in fifos:
+        fifo.unlink()
+    again = run(sb.backup, src, store, KEY, name="again")  # the lock was released
+    assert (again.files, again.links) == (2, 2)
+
+
+def test_a_file_is_read_up_to_its_scanned_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that grows after the scan (or while it is read) is stored as scanned: what
+    was appended is left for the next backup, so a file that never stops growing cannot
+    hold a backup forever or grow its memory without bound."""
+    src = tmp_path / "src"
+    src.mkdir()
+    small, large = rng_bytes(3000), rng_bytes(9 * MiB + 5)
+    (src / "small").write_bytes(small)
+    (src / "large").write_bytes(large)
+
+    def grow() -> None:
+        for name in ("small", "large"):
+            with open(src / name, "ab") as f:
+                f.write(b"appended after the scan" * 50_000)
+
+    _after_scan(monkeypatch, grow)
+    store = new_store(tmp_path / "store")
+    report = run(sb.backup, src, store, KEY, name="grown")
+    assert report.bytes_total == len(small) + len(large) and not report.skipped
+    run(sb.restore, store, "grown", tmp_path / "dest", KEY)
+    assert (tmp_path / "dest" / "small").read_bytes() == small
+    assert (tmp_path / "dest" / "large").read_bytes() == large
+
+
+def rng_bytes(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+def test_a_backup_cancelled_while_reading_releases_its_lock(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(6):
+        (src / f"f{i}").write_bytes(rng_bytes(9 * MiB + i))
+    store = new_store(tmp_path / "store")
+
+    async def cancelled() -> None:
+        with anyio.move_on_after(0.3) as scope:
+            await sb.backup(src, store, KEY, name="cut")
+        assert scope.cancelled_caught
+
+    started = time.monotonic()
+    run(cancelled)
+    assert time.monotonic() - started < 10
+    assert "cut" not in sb.list_snapshots(store)
+    assert run(sb.backup, src, store, KEY, name="whole").files == 6
+
+
+# -- JSON from the store (issue 27 #13) -------------------------------------------------------
+
+
+def test_every_json_reader_is_the_one_loader() -> None:
+    """Every JSON parser in streamcrypt goes through keys.load_json (typed errors, depth
+    and size caps): no other module calls json.loads / json.load."""
+    root = Path(__file__).resolve().parent.parent / "streamcrypt"
+    callers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "json.load(" in p.read_text() or "json.loads(" in p.read_text()
+    )
+    assert callers == ["keys/_json.py"]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deeply_nested_or_huge_json_is_a_format_error(tmp_path: Path) -> None:
+    from streamcrypt.codecs.backup import MAX_CONFIG_SIZE, StoreConfig
+    from streamcrypt.codecs.tink_keyset import keyset_from_json
+    from streamcrypt.keys import KeyRing
+
+    keys = BackupKeys.derive(KEY)
+    good = json.loads(StoreConfig.new(keys).encode(keys))
+    for data in (
+        DEEP.encode(),
+        json.dumps({"config": DEEP, "signature": good["signature"]}).encode(),
+        json.dumps({"config": 10**9, "signature": ""}).encode(),  # not text
+        b" " * (MAX_CONFIG_SIZE + 1),
+    ):
+        with pytest.raises(FormatError):
+            StoreConfig.decode(data, keys)
+    with pytest.raises(FormatError):
+        Manifest.decode(DEEP.encode(), "snap")
+    with pytest.raises(FormatError):
+        KeyRing.from_json(DEEP, "password")
+    with pytest.raises(FormatError):
+        keyset_from_json(DEEP)
+
+
+def test_a_deeply_nested_lock_file_is_a_conflict_not_a_crash(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "store")
+    (store / "locks").mkdir(exist_ok=True)
+    (store / "locks" / "planted").write_text(DEEP)
+    src = tmp_path / "src"
+    src.mkdir()
+    with pytest.raises(StoreLockedError):
+        run(sb.backup, src, store, KEY, name="x")
+
+
+def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory replaced by a symbolic link between its lstat and its listing (a race
+    an attacker can win) is skipped: the scan never lists, and a backup never stores,
+    what lies outside the source under the source's names."""
+    from streamcrypt.backup import _tree
+
+    src, outside = tmp_path / "src", tmp_path / "outside"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "a").write_text("inside")
+    outside.mkdir()
+    (outside / "secret").write_text("outside the source")
+    (src / "link-of-its-own").symlink_to(outside)  # a link the scan sees as a link: kept
+
+    class Swapping:
+        """A directory entry whose lstat is followed at once by the swap."""
+
+        def __init__(self, entry: Any) -> None:
+            self._entry = entry
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._entry, name)
+
+        def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+            st: os.stat_result = self._entry.stat(follow_symlinks=follow_symlinks)
+            if self._entry.name == "d":
+                (src / "d").rename(tmp_path / "d-moved")
+                (src / "d").symlink_to(outside)
+            return st
+
+    real = os.scandir
+
+    class Listing:
+        def __init__(self, where: Any) -> None:
+            self._it = real(where)
+
+        def __enter__(self) -> Any:
+            return (Swapping(e) for e in self._it.__enter__())
+
+        def __exit__(self, *exc: object) -> None:
+            self._it.__exit__(*exc)
+
+    monkeypatch.setattr(_tree.os, "scandir", Listing)
+    scan = _tree.scan_tree(str(src))
+    monkeypatch.undo()
+    listed = {e.path: e.kind for e in scan.entries}
+    assert "d/secret" not in listed and listed["link-of-its-own"] == "symlink"
+    assert any(s.startswith("d") for s in scan.skipped)
+    (tmp_path / "src-link").symlink_to(src)  # the source itself may be a link (the caller's)
+    via_link = {e.path for e in _tree.scan_tree(str(tmp_path / "src-link")).entries}
+    assert via_link == {"d", "link-of-its-own"}  # d is a link to outside now: kept as one

@@ -30,7 +30,12 @@ from distributed import Client, LocalCluster
 
 from streamcrypt import cluster
 from streamcrypt.codecs import container
-from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnknownKeyError
+from streamcrypt.errors import (
+    AuthenticationError,
+    InvalidParameterError,
+    UnknownKeyError,
+    UnsafePathError,
+)
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.keys._password import INTERACTIVE
 
@@ -169,6 +174,31 @@ def test_a_bad_object_fails_alone(client: Client, tmp_path: Path) -> None:
             assert out.read_bytes() == data
     assert (tmp_path / "dec" / "d1" / "obj1.bin").read_bytes() == b"previous contents"
     assert not _leftovers(tmp_path)
+
+
+def test_an_object_name_that_leaves_the_destination_is_refused(
+    client: Client, tmp_path: Path
+) -> None:
+    """Issue 27 #1: a source key ``x/../../../OUTSIDE.txt`` (legal on S3, GCS, memory) is
+    refused before any task runs, by every job that writes; nothing outside is touched."""
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/traversal/ok.bin", b"fine")
+    memory.pipe("/traversal/x/../../../OUTSIDE.txt", b"evil")
+    (tmp_path / "OUTSIDE.txt").write_text("keep")
+    dst = str(tmp_path / "a" / "b" / "c")
+    key = cluster.EnvKey("SC_TEST_KEY_A")
+    try:
+        for job in (cluster.encrypt_objects, cluster.decrypt_objects):
+            with pytest.raises(UnsafePathError, match="OUTSIDE"):
+                job(client, "memory://traversal", dst, key)
+        with pytest.raises(UnsafePathError):
+            cluster.rekey_objects(client, "memory://traversal", dst, key, key)
+    finally:
+        memory.rm("/traversal", recursive=True)
+    assert (tmp_path / "OUTSIDE.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OUTSIDE.txt"]
 
 
 def test_missing_key_source_is_a_typed_failure(client: Client, tmp_path: Path) -> None:

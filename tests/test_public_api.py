@@ -52,6 +52,7 @@ LAYERS = {
     "abc": 0,
     "deprecation": 0,
     "lazy": 0,
+    "paths": 0,
     "_state": 0,
     "keys": 0,
     "primitives": 1,

@@ -22,8 +22,10 @@ anything missing.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -154,18 +156,55 @@ class _Work:
                 new.append(_NewBlob(cid, flags, payload, len(piece)))
 
 
-def _read_all(path: str, size: int) -> bytes:
-    """A small file whole; one read when its size is as scanned (a regular file returns
-    fewer bytes than asked only at its end)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+#: How a scanned file is opened: never through a symbolic link, never waiting (a FIFO or
+#: a device swapped in after the scan opens at once and is then refused by its fstat).
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+class _Changed(OSError):
+    """The entry is no longer the regular file the scan saw (the file is skipped)."""
+
+
+def _open_scanned(entry: ScanEntry) -> int:
+    """A descriptor of the very file the scan saw: opened without following a link or
+    blocking, then checked with ``fstat`` (a regular file, same device and inode); raises
+    :class:`_Changed` (or another ``OSError``) otherwise, so the file is skipped."""
     try:
-        data = os.read(fd, size + 1)
-        if len(data) <= size:
-            return data
-        parts = [data]  # it grew since the scan
-        while block := os.read(fd, _READ_BLOCK):
+        fd = os.open(entry.full, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+            raise _Changed(exc.errno, "replaced by a symbolic link since the scan") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+            entry.st.st_dev,
+            entry.st.st_ino,
+        ):
+            raise _Changed(errno.ESTALE, "replaced since the scan (not the file scanned)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_all(entry: ScanEntry) -> bytes:
+    """A small file whole, as scanned: at most its scanned size (bytes appended since are
+    left for the next backup; a file that shrank gives what it holds)."""
+    fd = _open_scanned(entry)
+    try:
+        parts, left = [], entry.st.st_size
+        while left and (block := os.read(fd, left)):
             parts.append(block)
-        return b"".join(parts)
+            left -= len(block)
+        return b"".join(parts)  # one part: that very object, no copy
     finally:
         os.close(fd)
 
@@ -189,7 +228,7 @@ class _SmallFiles:
             done = _Done(entry)
             files.append(done)
             try:
-                data = _read_all(entry.full, entry.st.st_size)
+                data = _read_all(entry)
             except OSError as exc:
                 done.error = f"{entry.path} ({exc.strerror or exc})"
                 continue
@@ -214,6 +253,7 @@ class _LargeFile:
         self.done = _Done(entry)
         self.chunker = work.keys.chunker(work.config)
         self.fd: int | None = None
+        self.left = entry.st.st_size  # read no more than the scan saw
         self.finished = False
 
     def run(self) -> _Result:
@@ -223,9 +263,10 @@ class _LargeFile:
         done = self.done
         try:
             if self.fd is None:
-                self.fd = os.open(done.entry.full, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                self.fd = _open_scanned(done.entry)
             while read < self._STEP:
-                block = os.read(self.fd, _READ_BLOCK)
+                block = os.read(self.fd, min(_READ_BLOCK, self.left)) if self.left else b""
+                self.left -= len(block)
                 if not block:
                     self.work.pieces(self.chunker.finalize(), done, new, seen)
                     self._close()

@@ -20,7 +20,14 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, PackOpener, PackWriter, StoreConfig
+from ..codecs.backup import (
+    MAX_CONFIG_SIZE,
+    PACK_HEADER_SIZE,
+    BlobEntry,
+    PackOpener,
+    PackWriter,
+    StoreConfig,
+)
 from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
@@ -47,7 +54,7 @@ def list_snapshots(
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
         raise FileNotFoundError(f"{os.fspath(location)!r} is not a backup store (no config)")
-    StoreConfig.decode(fs.cat_file(f"{root}/config"))
+    StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []
     names = (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(f"{root}/snapshots", detail=False))

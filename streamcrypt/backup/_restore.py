@@ -30,6 +30,7 @@ from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, Manifest, Node, PackOpe
 from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, StreamCryptError
 from ..keys import SecretKey
+from ..paths import local_paths
 from ._backup import Progress
 from ._store import Index, Store, require_chunks
 from ._work import run_blocking
@@ -37,7 +38,9 @@ from ._work import run_blocking
 __all__ = ["RestoreReport", "restore"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | _NOFOLLOW
+#: Every restored file is created once, by :func:`_prepare`; pack jobs open what it made.
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+_OPEN_FLAGS = os.O_WRONLY | _NOFOLLOW
 
 #: (file path relative to the snapshot, its path in the staging directory, offset in it)
 _Target = tuple[str, str, int]
@@ -64,10 +67,6 @@ class RestoreReport:
             f"{self.links} links, {self.bytes_written:,} bytes; {self.chunks_verified} "
             f"chunks verified in {self.seconds:.2f} s"
         )
-
-
-def _local(root: str, rel: str) -> str:
-    return os.path.join(root, *rel.split("/"))
 
 
 def _describe(targets: Sequence[_Target]) -> str:
@@ -133,7 +132,7 @@ class _PackJob:
                 for rel, full, offset in targets:
                     fd = fds.get(rel)
                     if fd is None:
-                        fd = fds[rel] = os.open(full, _OPEN_FLAGS, 0o600)
+                        fd = fds[rel] = os.open(full, _OPEN_FLAGS)
                     if zero:
                         holes.add(rel)
                         continue
@@ -151,7 +150,7 @@ class _PackJob:
 
 
 def _plan(
-    manifest: Manifest, index: Index, staging: str
+    manifest: Manifest, index: Index, where: dict[str, str]
 ) -> list[tuple[bytes, list[Any], list[Node]]]:
     """Jobs: runs of wanted blobs of one pack (at most ``_JOB_BYTES``), where each goes,
     and the files wholly inside the run."""
@@ -160,7 +159,7 @@ def _plan(
     chunks = index.chunks
     for node in manifest.files():
         offset = 0
-        full = _local(staging, node.path)
+        full = where[node.path]
         for cid in node.chunks:
             loc = chunks[cid]
             wanted = packs.get(loc.pack_id)
@@ -204,43 +203,50 @@ def _new_destination(dest: str | os.PathLike[str]) -> str:
     return path
 
 
-def _prepare(staging: str, manifest: Manifest) -> None:
+def _prepare(staging: str, manifest: Manifest) -> dict[str, str]:
+    """Create the staging directory, its directories and empty files; the local path of
+    every node (:func:`streamcrypt.paths.local_paths`: no name leaves the staging
+    directory). Files are created with ``O_EXCL | O_NOFOLLOW``: nothing in the way is
+    followed or reused."""
     os.mkdir(staging, 0o700)
+    names = [node.path for node in manifest.nodes]
+    where = dict(zip(names, local_paths(staging, names, what="the snapshot path"), strict=True))
     made = {""}
     for node in manifest.nodes:
-        path = _local(staging, node.path)
+        path = where[node.path]
         parent = node.path.rpartition("/")[0]
         if parent not in made:
-            os.makedirs(_local(staging, parent), 0o700, exist_ok=True)
+            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
             made.add(parent)
         if node.kind == "dir":
             os.makedirs(path, 0o700, exist_ok=True)
             made.add(node.path)
-        elif node.kind == "file" and not node.chunks:
-            os.close(os.open(path, _OPEN_FLAGS, 0o600))
+        elif node.kind == "file":
+            os.close(os.open(path, _CREATE_FLAGS, 0o600))
+    return where
 
 
-def _finish(staging: str, manifest: Manifest, holes: set[str], finished: set[str]) -> None:
+def _finish(where: dict[str, str], manifest: Manifest, holes: set[str], finished: set[str]) -> None:
     """Files not finished by a pack job, then links, then directories deepest first."""
     dirs: list[Node] = []
     for node in manifest.nodes:
+        path = where[node.path]
         if node.kind == "file":
             if node.path in finished:
                 continue
-            fd = os.open(_local(staging, node.path), os.O_WRONLY | _NOFOLLOW)
+            fd = os.open(path, os.O_WRONLY | _NOFOLLOW)
             try:
                 _set_metadata(fd, node, holes)
             finally:
                 os.close(fd)
         elif node.kind == "symlink":
-            path = _local(staging, node.path)
             os.symlink(node.target, path)
             if os.utime in os.supports_follow_symlinks:
                 os.utime(path, ns=(node.mtime_ns, node.mtime_ns), follow_symlinks=False)
         else:
             dirs.append(node)
     for node in sorted(dirs, key=lambda n: n.path.count("/"), reverse=True):
-        path = _local(staging, node.path)
+        path = where[node.path]
         os.chmod(path, node.mode)
         os.utime(path, ns=(node.mtime_ns, node.mtime_ns))
 
@@ -272,10 +278,10 @@ async def restore(
         index = await opened.load_index()
         parent, base = os.path.split(dest_path)
         staging = os.path.join(parent, f".{base}.restore-{secrets.token_hex(8)}")
-        plan = _plan(manifest, index, staging)
         total = sum(n.size for n in manifest.files())
         try:
-            await run_blocking(policy, _prepare, staging, manifest)
+            where = await run_blocking(policy, _prepare, staging, manifest)
+            plan = _plan(manifest, index, where)
             written = verified = 0
             holes: set[str] = set()
             finished: set[str] = set()
@@ -289,7 +295,7 @@ async def restore(
                     if progress is not None:
                         progress(min(written, total), total)
                     await opened.refresh_lock()
-            await run_blocking(policy, _finish, staging, manifest, holes, finished)
+            await run_blocking(policy, _finish, where, manifest, holes, finished)
             os.rename(staging, dest_path)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

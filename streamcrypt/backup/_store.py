@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..codecs.backup import (
+    MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
     BackupKeys,
     BlobEntry,
@@ -44,8 +45,15 @@ from ..codecs.backup import (
     seal_snapshot,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy
-from ..errors import FormatError, InvalidParameterError, StoreLockedError, StreamCryptError
-from ..keys import SecretKey
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    StoreLockedError,
+    StreamCryptError,
+    UnsafePathError,
+)
+from ..keys import SecretKey, load_json
+from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
 
@@ -158,7 +166,14 @@ def _pack_path(pack_id: bytes) -> str:
 
 
 def check_snapshot_name(name: str) -> str:
-    if not name or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name:
+    """``name`` if it can name a file in ``snapshots/``: one component that
+    :func:`streamcrypt.paths.name_parts` takes, not hidden (no leading dot: temporaries),
+    no backslash (a store is read on every platform). Raises :class:`InvalidParameterError`."""
+    try:
+        one = len(name_parts(name, what="a snapshot name", local=True)) == 1
+    except UnsafePathError:
+        one = False
+    if not one or name.startswith(".") or "\\" in name:
         raise InvalidParameterError(f"{name!r} is not a snapshot name")
     return name
 
@@ -221,7 +236,7 @@ class Store:
     def _open_config(self, create: bool, params: dict[str, int]) -> StoreConfig:
         path = self._path("config")
         if self.fs.exists(path):
-            return StoreConfig.decode(self.fs.cat_file(path), self.keys)
+            return StoreConfig.decode(self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1), self.keys)
         if not create:
             raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
         config = StoreConfig.new(self.keys, **params)
@@ -419,12 +434,13 @@ class Store:
             if name == own:
                 continue
             try:
-                doc = json.loads(self.read_sync(f"locks/{name}"))
+                text = self.read_sync(f"locks/{name}", 0, MAX_CONFIG_SIZE + 1)
+                doc = load_json(text, "a lock file", max_size=MAX_CONFIG_SIZE)
                 if not isinstance(doc, dict):
-                    raise ValueError
+                    raise FormatError("a lock file is not a JSON object")
             except FileNotFoundError:
                 continue
-            except ValueError:
+            except FormatError:
                 doc = {}
             if doc and self._stale(doc, now):
                 self._delete_sync([f"locks/{name}"])

@@ -621,16 +621,17 @@ def _decrypt_format(args: argparse.Namespace, keys: _Keys, head: bytes) -> str:
         raise CliError(describe(exc), EXIT_DATA) from None
 
 
+def _only_file(args: argparse.Namespace) -> str | None:
+    """The option that needs an output that can be taken back, if given."""
+    return "--verify-with" if getattr(args, "verify_with", None) else None
+
+
 def _plan_decrypt(args: argparse.Namespace) -> Plan:
     keys = _load_keys(args, confirm=False)
-    if args.verify_with and args.output in (None, "-"):
-        # The signature covers the whole stream and is checked at its end, while
-        # standard output cannot be taken back: a co-recipient holding the file key
-        # could forge every segment before it. Only an atomic output file is safe.
-        raise _usage(
-            "--verify-with needs -o FILE: the signature is checked at the end of the "
-            "stream, and standard output cannot be taken back"
-        )
+    # The signature covers the whole stream and is checked at its end, while standard
+    # output or a special file cannot be taken back: a co-recipient holding the file key
+    # could forge every segment before it. Only an atomic output file is safe.
+    check_output(args.output, only_file=_only_file(args))
     peek = NATIVE_MAX_HEADER_SIZE
 
     def build(head: bytes) -> list[Transform]:
@@ -702,7 +703,7 @@ def _run(
         keep_freed_memory()
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-            out = open_output_now(args.output, durable=args.fsync)
+            out = open_output_now(args.output, durable=args.fsync, only_file=_only_file(args))
             try:
                 _stream(plan, inp, out)
             except BaseException as exc:

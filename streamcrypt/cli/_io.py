@@ -21,8 +21,10 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..abc import Buffer
+from ..errors import UnsafePathError
 from ..lazy import LazyModule
-from ._errors import EXIT_IO, CliError
+from ..paths import name_parts
+from ._errors import EXIT_IO, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     import anyio
@@ -493,36 +495,71 @@ def _cannot_write(path: str, exc: OSError) -> CliError:
     return CliError(f"cannot write {path}: {exc.strerror or exc}", EXIT_IO)
 
 
-def check_output(path: str | None) -> None:
+def _cannot_take_back(only_file: str, path: str | None) -> CliError:
+    where = "standard output" if path in (None, "-") else f"{path} (not a regular file)"
+    return CliError(
+        f"{only_file} needs -o FILE: what is written is verified only at the end of the "
+        f"stream, and {where} cannot be taken back",
+        EXIT_USAGE,
+    )
+
+
+def _is_special(path: str) -> bool:
+    """Whether ``path`` exists as something other than a regular file (a FIFO, a terminal,
+    a device, ``/dev/stdout``): written in place, it cannot be taken back."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
+def check_output(path: str | None, *, only_file: str | None = None) -> None:
     """Fail at once (exit 4), before any work, when ``-o PATH`` can never be written:
-    ``PATH`` is a directory, or the directory it names does not exist or is not one."""
+    ``PATH`` is a directory, its last component is not a plain file name
+    (:func:`streamcrypt.paths.name_parts`: empty, ``..``, a NUL), or the directory it
+    names does not exist or is not one.
+
+    ``only_file`` names the option that needs an output it can take back (an atomic
+    file), such as ``--verify-with``, whose signature is checked only at the end: then
+    standard output and an existing special file are a usage error (exit 2).
+    """
     if path is None or path == "-":
+        if only_file is not None:
+            raise _cannot_take_back(only_file, path)
         return
     if os.path.isdir(path):
         raise CliError(f"{path} is a directory; -o takes the name of a file", EXIT_IO)
+    try:
+        name_parts(os.path.basename(path), what="the file name of -o", local=True)
+    except UnsafePathError as exc:
+        raise CliError(f"cannot write {path!r}: {exc}", EXIT_IO) from None
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(parent):
         raise CliError(f"cannot write {path}: the directory {parent} does not exist", EXIT_IO)
     if not os.path.isdir(parent):
         raise CliError(f"cannot write {path}: {parent} is not a directory", EXIT_IO)
+    if only_file is not None and _is_special(path):
+        raise _cannot_take_back(only_file, path)
 
 
-def open_output_now(path: str | None, *, durable: bool = False) -> Output:
+def open_output_now(
+    path: str | None, *, durable: bool = False, only_file: str | None = None
+) -> Output:
     """The output for ``-o PATH`` (atomic; fsynced first when ``durable``) or standard
     output (``None`` or ``-``).
 
     A ``PATH`` that exists and is not a regular file (``/dev/null``, a FIFO, a terminal)
-    is written in place, never replaced. Errors name ``PATH``, never the temporary beside
-    it (:class:`CliError`, exit 4)."""
+    is written in place, never replaced, unless ``only_file`` names an option that needs
+    an atomic file (:func:`check_output`, checked again here). Errors name ``PATH``, never
+    the temporary beside it (:class:`CliError`, exit 4)."""
+    check_output(path, only_file=only_file)
     if path is None or path == "-":
         return StdoutOutput()
-    check_output(path)
-    try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        special = False
-    except OSError as exc:
-        raise _cannot_write(path, exc) from None
+    special = _is_special(path)
+    if special and only_file is not None:  # became special since a check before
+        raise _cannot_take_back(only_file, path)
     try:
         if special:
             return StdoutOutput(os.open(path, os.O_WRONLY | os.O_CLOEXEC), path)

@@ -25,11 +25,13 @@ from ..abc import Transform
 from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncryptor
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
+from ..paths import object_key
 from ._jobs import ObjectResult, Progress, Summary, collect, summarize
 from ._keys import KeyProvider, as_provider
 from ._storage import (
     ObjectPair,
     commit,
+    destination,
     discard,
     expand,
     is_local,
@@ -79,6 +81,7 @@ class ObjectSpec:
     options: CryptOptions
     run_id: str
     storage_options: Mapping[str, Any] = field(default_factory=dict)
+    destination: str | None = None  # the destination prefix URL (None: verify)
 
     def stages(self) -> list[Transform]:
         """The transforms of this operation, keys resolved here (on the worker)."""
@@ -122,8 +125,7 @@ async def _pump(stages: list[Transform], reader: Any, writer: Any, opts: CryptOp
     return counts
 
 
-def _write(spec: ObjectSpec, stages: list[Transform], reader: Any, dst: str) -> list[int]:
-    fs, path = open_fs(dst, spec.storage_options)
+def _write(spec: ObjectSpec, stages: list[Transform], reader: Any, fs: Any, path: str) -> list[int]:
     if is_local(fs):
         fs.makedirs(posixpath.dirname(path) or ".", exist_ok=True)
     tmp = temporary_path(fs, path, spec.run_id)
@@ -146,15 +148,20 @@ def process_object(pair: ObjectPair, spec: ObjectSpec) -> ObjectResult:
     A :class:`StreamCryptError` is returned as a failed result (the data is bad, a retry
     would fail again); anything else is raised for Dask to retry.
     """
-    src, dst, _ = pair
+    src, name, _ = pair
+    prefix = spec.destination
+    dst = None
     try:
         stages = spec.stages()
         fs, path = open_fs(src, spec.storage_options)
-        with fs.open(path, "rb") as reader:
-            if dst is None:
+        if name is None or prefix is None:
+            with fs.open(path, "rb") as reader:
                 counts = anyio.run(_pump, stages, reader, None, spec.options)
-                return ObjectResult(src, None, counts[0], 0)
-            counts = _write(spec, stages, reader, dst)
+            return ObjectResult(src, None, counts[0], 0)
+        dst = object_key(prefix, name)
+        out_fs, out_path = destination(prefix, name, spec.storage_options)  # checked again here
+        with fs.open(path, "rb") as reader:
+            counts = _write(spec, stages, reader, out_fs, out_path)
         return ObjectResult(src, dst, counts[0], counts[1])
     except StreamCryptError as exc:
         return ObjectResult(src, dst, error=type(exc).__name__, message=str(exc))
@@ -175,8 +182,12 @@ def _run(
         results = collect(client, futures, [src for src, _, _ in pairs], progress)
     finally:
         client.cancel(futures)  # type: ignore[no-untyped-call]
-    dests = [dst for _, dst, _ in pairs if dst is not None]
-    removed = remove_run_temporaries(dests, spec.run_id, spec.storage_options) if dests else 0
+    urls = [
+        object_key(spec.destination, name)  # checked by expand; where the temporaries are
+        for _, name, _ in pairs
+        if spec.destination is not None and name is not None
+    ]
+    removed = remove_run_temporaries(urls, spec.run_id, spec.storage_options) if urls else 0
     return summarize(spec.operation, results, started, removed=removed)
 
 
@@ -207,6 +218,7 @@ def _submit(
         options,
         new_run_id(),
         so,
+        dst,
     )
     pairs = expand(src, dst, so, suffix=suffix, strip_suffix=strip_suffix)
     return _run(client, spec, pairs, retries=retries, progress=progress, started=started)

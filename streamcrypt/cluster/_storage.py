@@ -23,11 +23,13 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InvalidParameterError
+from ..paths import local_path, object_key
 from ..transports import fsync_directory
 
 __all__ = [
     "ObjectPair",
     "commit",
+    "destination",
     "discard",
     "expand",
     "new_run_id",
@@ -38,7 +40,8 @@ __all__ = [
 
 _TEMP = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 
-#: One object to process: source URL, destination URL (None for verify), size in bytes.
+#: One object to process: source URL, its name under the destination prefix (None for
+#: verify), size in bytes.
 ObjectPair = tuple[str, str | None, int]
 
 
@@ -54,6 +57,20 @@ def open_fs(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
 
 def is_local(fs: Any) -> bool:
     return isinstance(fs, LocalFileSystem)
+
+
+def destination(prefix: str, name: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    """The file system and path of the object ``name`` under the destination prefix URL
+    ``prefix``: through :func:`streamcrypt.paths.local_path` on a local disk (no symbolic
+    link out of the prefix), :func:`streamcrypt.paths.object_key` elsewhere.
+
+    Raises :class:`UnsafePathError` for a name that would leave the prefix.
+    """
+    fs, root = open_fs(prefix, storage_options)
+    what = "the object name"
+    if is_local(fs):
+        return fs, local_path(root, name, what=what)
+    return fs, object_key(root, name, what=what)
 
 
 def temporary_path(fs: Any, dest: str, run_id: str) -> str:
@@ -87,12 +104,14 @@ def expand(
     suffix: str = "",
     strip_suffix: str = "",
 ) -> list[ObjectPair]:
-    """The objects under prefix ``src`` (or the list of URLs ``src``) with their
-    destinations under prefix ``dst``: the same relative names, ``strip_suffix`` removed
-    and ``suffix`` added. Temporaries of streamcrypt are skipped.
+    """The objects under prefix ``src`` (or the list of URLs ``src``) with their names
+    under prefix ``dst``: the same relative names, ``strip_suffix`` removed and ``suffix``
+    added. Temporaries of streamcrypt are skipped.
 
-    Raises :class:`InvalidParameterError` for an empty set or two sources that would land
-    on one destination, ``FileNotFoundError`` for a missing source.
+    Raises :class:`UnsafePathError` for a source whose name would leave ``dst`` (``..``,
+    an empty component, a symbolic link out of a local ``dst``: checked here, before any
+    task, and again on the worker), :class:`InvalidParameterError` for an empty set or two
+    sources that would land on one destination, ``FileNotFoundError`` for a missing source.
     """
     pairs: list[tuple[str, str, int]] = []  # url, relative name, size
     if isinstance(src, str):
@@ -104,11 +123,14 @@ def expand(
             found = fs.find(root, detail=True)
             if not found and not fs.exists(root):
                 raise FileNotFoundError(f"no such prefix: {src}")
-            base = root.rstrip("/")
+            base = root.rstrip("/") + "/"
             for path, info in sorted(found.items()):
                 if _TEMP.match(posixpath.basename(path)):
                     continue
-                rel = posixpath.relpath(path, base)
+                if not path.startswith(base):
+                    raise InvalidParameterError(f"{src!r} lists {path!r}, not under it")
+                # the key as listed, never normalised: "x/../../y" stays itself (and is refused)
+                rel = path[len(base) :]
                 pairs.append((fs.unstrip_protocol(path), rel, info["size"]))
     else:
         for url in src:
@@ -123,11 +145,12 @@ def expand(
     for url, rel, size in pairs:
         if strip_suffix and rel.endswith(strip_suffix):
             rel = rel[: -len(strip_suffix)]
-        target = dst.rstrip("/") + "/" + rel + suffix
+        name = rel + suffix
+        _, target = destination(dst, name, storage_options)
         if target in seen:
             raise InvalidParameterError(f"two sources would be written to {target}")
         seen.add(target)
-        out.append((url, target, size))
+        out.append((url, name, size))
     return out
 
 

@@ -50,9 +50,11 @@ from ..errors import (
     InvalidParameterError,
     InvalidSignatureError,
     UnknownKeyError,
+    UnsafePathError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, constant_time_equal, hkdf, random_bytes
+from ..keys import SecretKey, constant_time_equal, hkdf, load_json, random_bytes
+from ..paths import name_parts
 from ..primitives import (
     AES256GCM,
     CDC_AVG_SIZE,
@@ -71,6 +73,7 @@ __all__ = [
     "DEFAULT_ZSTD_LEVEL",
     "FLAG_ZSTD",
     "ID_SIZE",
+    "MAX_CONFIG_SIZE",
     "PACK_HEADER_SIZE",
     "BackupKeys",
     "BlobEntry",
@@ -118,6 +121,9 @@ _SIGNED_CONFIG = _LABEL + b"signed config\x00"
 _MAX_BLOB = 1 << 24
 #: Largest manifest or index plaintext a reader decompresses.
 _MAX_DOC = 1 << 31
+#: Largest store config or lock file a reader takes (a real one is a few hundred bytes);
+#: read at most one byte more, so a huge one is refused without being read whole.
+MAX_CONFIG_SIZE = 1 << 16
 
 
 # -- keys ---------------------------------------------------------------------------------------
@@ -219,10 +225,12 @@ class StoreConfig:
         :class:`UnknownKeyError` (the store belongs to another key) and
         :class:`InvalidSignatureError`.
         """
+        outer = load_json(data, "the store config", max_size=MAX_CONFIG_SIZE)
         try:
-            outer = json.loads(data)
             body = outer["config"]
-            doc = json.loads(body)
+            if not isinstance(body, str):
+                raise TypeError
+            doc = load_json(body, "the store config", max_size=MAX_CONFIG_SIZE)
             signature = bytes.fromhex(outer["signature"])
             if doc["format"] != FORMAT:
                 raise FormatError("not a streamcrypt backup store config")
@@ -554,10 +562,14 @@ class Node:
 
 
 def _safe_path(value: object) -> str:
-    if not isinstance(value, str) or not value or "\x00" in value or value.startswith("/"):
-        raise FormatError("the manifest holds an empty, absolute or non-text path")
-    if any(part in ("", ".", "..") for part in value.split("/")):
-        raise FormatError("the manifest holds a path that leaves the restore directory")
+    """A manifest path that :func:`streamcrypt.paths.name_parts` takes (restore maps it
+    again, with the local rules, through :func:`streamcrypt.paths.local_paths`)."""
+    if not isinstance(value, str):
+        raise FormatError("the manifest holds a path that is not text")
+    try:
+        name_parts(value, what="a manifest path", local=False)
+    except UnsafePathError as exc:
+        raise FormatError(f"the manifest is unsafe: {exc}") from None
     return value
 
 
@@ -629,8 +641,8 @@ class Manifest:
     @classmethod
     def decode(cls, data: bytes, name: str) -> Manifest:
         """Parse a manifest; raises :class:`FormatError` for anything unexpected."""
+        doc = load_json(data, "the manifest")
         try:
-            doc = json.loads(data)
             if doc["format"] != FORMAT or doc["version"] != VERSION:
                 raise FormatError("not a version-1 backup manifest")
             if doc["snapshot"] != name:

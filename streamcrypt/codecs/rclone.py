@@ -60,8 +60,10 @@ from ..errors import (
     InvalidParameterError,
     LimitExceededError,
     TruncatedStreamError,
+    UnsafePathError,
 )
 from ..keys import HoldsSecrets, random_bytes
+from ..paths import name_parts
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
 from ._format import FormatOptions, ReadAt, SegmentedFormat
@@ -529,6 +531,17 @@ def _rune(value: int) -> str:
     return chr(value) if 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF else "\ufffd"
 
 
+def _clear_path(path: str) -> str:
+    """A decrypted path, if :func:`streamcrypt.paths.name_parts` takes it: a name from a
+    remote that decrypts to ``..``, ``.``, an empty component or a NUL would lead a local
+    path elsewhere (rclone never writes one)."""
+    try:
+        name_parts(path, what="the decrypted path", local=False)
+    except UnsafePathError as exc:
+        raise FormatError(str(exc)) from None
+    return path
+
+
 def _go_mod(a: int, b: int) -> int:
     """Go's ``%`` (truncated toward zero), for rotation amounts read from a name."""
     r = abs(a) % b
@@ -730,8 +743,12 @@ class RcloneNameCipher:
         return self._transform_path(path, True)
 
     def decrypt_path(self, path: str) -> str:
-        """The clear file path of a stored one; raises :class:`FormatError` and
-        :class:`InvalidPaddingError` (rclone ``DecryptFileName``)."""
+        """The clear file path of a stored one; raises :class:`FormatError` (also for a
+        clear path that is not a plain relative one: ``..``, ``.``, an empty component, a
+        NUL) and :class:`InvalidPaddingError` (rclone ``DecryptFileName``)."""
+        return _clear_path(self._decrypt_path(path))
+
+    def _decrypt_path(self, path: str) -> str:
         if self._mode == "off":
             keep = len(path) - len(self._suffix)
             if keep <= 0 or not path.endswith(self._suffix):
@@ -752,10 +769,13 @@ class RcloneNameCipher:
         return self._transform_path(path, True)
 
     def decrypt_dir(self, path: str) -> str:
-        """The clear directory path of a stored one (rclone ``DecryptDirName``)."""
+        """The clear directory path of a stored one (rclone ``DecryptDirName``; ``""`` is
+        the root); raises as :meth:`decrypt_path`."""
         if self._mode == "off" or not self._dirs:
-            return path
-        return self._transform_path(path, False)
+            clear = path
+        else:
+            clear = self._transform_path(path, False)
+        return _clear_path(clear) if clear else clear
 
 
 def _keys(options: FormatOptions) -> RcloneKeys:

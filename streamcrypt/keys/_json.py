@@ -31,13 +31,16 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def load_json(text: str | Buffer, what: str) -> Any:
+def load_json(text: str | Buffer, what: str, *, max_size: int | None = None) -> Any:
     """Parse ``text`` (a ``str``, or bytes in UTF-8/16/32 as ``json.loads`` detects them).
 
     Raises :class:`FormatError` naming ``what`` for text that is not JSON, nests too
-    deeply, is not in a Unicode encoding, or repeats a member of an object.
+    deeply, is not in a Unicode encoding, repeats a member of an object, or is longer
+    than ``max_size`` (characters or bytes).
     """
     raw = text if isinstance(text, str) else bytes(text)
+    if max_size is not None and len(raw) > max_size:
+        raise FormatError(f"{what} is larger than {max_size} bytes")
     try:
         return json.loads(raw, object_pairs_hook=_unique_members)
     except _DuplicateMember as exc:

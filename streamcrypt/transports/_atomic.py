@@ -22,6 +22,9 @@ __all__ = [
     "write_atomic",
 ]
 
+#: A temporary is always new (never an existing file or a link planted in its place).
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
 
 def fsync_directory(directory: str) -> None:
     """Flush a directory's entries (a rename in it) to disk; a no-op where a directory
@@ -37,41 +40,30 @@ def fsync_directory(directory: str) -> None:
         os.close(dfd)
 
 
-def _umask_default() -> int:
-    """The mode a new file would get (0o666 less the umask), read without os.umask()
-    (which changes process-wide state under other threads' feet)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o644
-
-
 def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
     """Open a new temporary file beside ``dest``; return its descriptor and path.
 
-    It is created readable by its owner only and then given its final mode: ``mode`` if
-    given, else the mode of the file it will replace, else the umask default. Widening an
-    empty file leaks nothing; narrowing after writing would (an early ``open`` keeps
-    access), so nothing is ever narrowed.
+    Its final mode is ``mode`` if given, else the mode of the file it will replace (both
+    set with ``fchmod`` on a file created readable by its owner only: widening an empty
+    file leaks nothing; narrowing after writing would, as an early ``open`` keeps access,
+    so nothing is ever narrowed), else what the kernel gives a new file: created with
+    ``0o666`` less the process's umask (or the directory's default ACL), never a guess,
+    without reading ``/proc`` or changing the umask under other threads.
     """
     directory, name = os.path.split(os.path.abspath(dest))
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(dest).st_mode)
         except FileNotFoundError:
-            mode = _umask_default()
+            pass
     while True:
         tmp = os.path.join(directory, f".{name}.streamcrypt-{secrets.token_hex(8)}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(tmp, _CREATE_FLAGS, 0o666 if mode is None else 0o600)
         except FileExistsError:  # pragma: no cover - 64 random bits collided
             continue
         break
-    if mode != 0o600:
+    if mode is not None and mode != 0o600:
         try:
             os.fchmod(fd, mode)
         except OSError:
