@@ -480,11 +480,98 @@ async def test_eof_semantics() -> None:
         await client.send(b"more")
     await server.send(b"still open this way")
     assert await client.receive() == b"still open this way"
+    await server.send_eof()
     await server.aclose()
     with pytest.raises(EndOfStream):
         await client.receive()
     with pytest.raises(ClosedResourceError):
         await server.receive()
+
+
+async def _end_of(stream: EncryptedStream) -> type[BaseException]:
+    """What the peer's next receive() after everything sent raises."""
+    try:
+        await stream.receive()
+    except BaseException as exc:
+        return type(exc)
+    raise AssertionError("receive() returned data")
+
+
+async def test_only_a_sender_that_finished_sends_the_authenticated_close() -> None:
+    # aclose() without send_eof() is an abort: the peer can tell it from an end.
+    client, server = await _enc()
+    await client.send(b"part")
+    await client.aclose()
+    assert await server.receive() == b"part"
+    with pytest.raises(TruncatedStreamError, match="aborted"):
+        await server.receive()
+    # async with left by an exception: an abort.
+    client, server = await _enc()
+    with pytest.raises(RuntimeError):
+        async with client:
+            await client.send(b"part")
+            raise RuntimeError("the sender failed")
+    assert await server.receive() == b"part"
+    assert await _end_of(server) is TruncatedStreamError
+    # ... left by a cancellation: an abort.
+    client, server = await _enc()
+    with anyio.CancelScope() as scope:
+        async with client:
+            await client.send(b"part")
+            scope.cancel()
+            await anyio.sleep(1)
+    assert await server.receive() == b"part"
+    assert await _end_of(server) is TruncatedStreamError
+    # ... left normally: the end, authenticated.
+    client, server = await _enc()
+    async with client:
+        await client.send(b"all")
+    assert await server.receive() == b"all"
+    assert await _end_of(server) is EndOfStream
+    await server.aclose()
+
+
+async def test_a_failed_send_never_ends_the_stream_cleanly() -> None:
+    cut = {"on": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        return None if cut["on"] else [chunk]
+
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    await client.send(b"first")
+    cut["on"] = True
+    with pytest.raises(BrokenResourceError):
+        async with client:
+            await client.send(b"second")
+    assert await server.receive() == b"first"
+    assert await _end_of(server) is TruncatedStreamError
+
+
+async def test_a_listener_handler_that_raises_aborts_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    psk = random_bytes(32)
+    outcomes: list[type[BaseException]] = []
+
+    async def handler(stream: EncryptedStream) -> None:
+        await stream.send(b"one")
+        await stream.send(b"two")
+        if await stream.receive() == b"fail":
+            raise ValueError("the handler failed half-way")
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk))
+        for request in (b"fail", b"finish"):
+            async with await connect("127.0.0.1", port, psk=psk) as stream:
+                await stream.send(request)
+                got = b""
+                while len(got) < 6:
+                    got += await stream.receive()
+                assert got == b"onetwo"
+                outcomes.append(await _end_of(stream))
+        tg.cancel_scope.cancel()
+    assert outcomes == [TruncatedStreamError, EndOfStream]
+    assert "the handler failed half-way" in caplog.text
 
 
 async def test_close_without_close_record_is_truncation() -> None:
@@ -935,6 +1022,7 @@ async def test_offloaded_and_inline_ends_speak_the_same_wire(
         assert await _receive_exactly(server, len(data)) == data
         await server.send(data[::-1])
         assert await _receive_exactly(client, len(data)) == data[::-1]
+        await client.send_eof()
         await client.aclose()
         with pytest.raises(EndOfStream):
             await server.receive()

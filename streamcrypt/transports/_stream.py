@@ -44,6 +44,15 @@ pauses while it is full); opened plaintext waiting for
 ``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
 it runs inline, its window when it offloads, which only a peer holding the key can cause).
 
+Ending. The authenticated close record means the sender finished, so one method
+(``EncryptedStream._end``) decides when it is sent: by :meth:`~EncryptedStream.send_eof`,
+when ``async with`` is left without an exception, and when a listener's handler returns.
+Everything else is an abort, the transport closed without it: ``async with`` left by
+an exception or a cancellation, a handler that raised, a stream broken by a failed or
+cancelled send, and :meth:`~EncryptedStream.aclose` not preceded by ``send_eof()``. The
+peer of an abort gets :class:`~streamcrypt.errors.TruncatedStreamError` (or anyio's
+:class:`~anyio.BrokenResourceError`), never :class:`anyio.EndOfStream`.
+
 Failure rules: a record that does not authenticate raises
 :class:`~streamcrypt.errors.AuthenticationError` (replays, reordering and tampering land
 here) and breaks the stream; the transport ending inside a record, or without the close
@@ -64,6 +73,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
 import anyio
@@ -480,8 +490,9 @@ class EncryptedStream(ByteStream):
                     "of it came): the stream was cut, nothing of that record is returned"
                 ) from None
             raise TruncatedStreamError(
-                "the connection closed without the authenticated close record: "
-                "the peer crashed or the stream was cut, the data may be incomplete"
+                "the connection closed without the authenticated close record: the "
+                "peer aborted (it failed, was interrupted or closed before finishing), "
+                "crashed, or the stream was cut; the data may be incomplete"
             ) from None
         return chunk
 
@@ -770,17 +781,39 @@ class EncryptedStream(ByteStream):
             self._deferred = exc
         return out
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """Leaving ``async with`` normally ends the stream (the authenticated close is
+        sent); leaving it by an exception (a cancellation included) aborts it."""
+        await self._end(finished=exc_type is None)
+
     async def aclose(self) -> None:
-        """Send the close record (if not sent yet and the stream is sound), then close.
+        """Close the stream. After :meth:`send_eof` that is the end the peer already
+        has; without it, an abort: no close record is sent, and the peer's ``receive()``
+        raises :class:`~streamcrypt.errors.TruncatedStreamError`, never
+        :class:`anyio.EndOfStream` (an authenticated close means the sender finished).
 
         Idempotent; the transport is always closed, forcefully when cancelled.
         """
+        await self._end(finished=False)
+
+    async def _end(self, *, finished: bool) -> None:
+        """The one place that decides how this side ends. ``finished``: the sender
+        finished normally (``async with`` left without an exception, a listener handler
+        that returned), so the authenticated close is sent first if :meth:`send_eof` did
+        not send it yet and the stream is sound. Anything else (an exception, a handler
+        that raised, a broken stream after a failed or cancelled send, a bare
+        :meth:`aclose`) is an abort: the transport closes without the close record."""
         if self._closed:
             await anyio.lowlevel.checkpoint()
             return
         self._closed = True
         try:
-            if not self._eof_sent and not self._broken and self._records is not None:
+            if finished and not self._eof_sent and not self._broken and self._records is not None:
                 try:
                     with self._send_guard:
                         await self._send_records(CLOSE, b"")
@@ -862,8 +895,10 @@ class EncryptedListener(Listener[EncryptedStream]):
                     exc,
                 )
                 return
+            finished = False  # the handler returned: only then is the close authenticated
             try:
                 await handler(stream)
+                finished = True
             except (StreamCryptError, BrokenResourceError, ClosedResourceError, OSError) as exc:
                 self.failures.failure(
                     type(exc).__name__,
@@ -881,7 +916,7 @@ class EncryptedListener(Listener[EncryptedStream]):
             except Exception:
                 logger.exception("the handler of the connection with %s failed", peer)
             finally:
-                await stream.aclose()
+                await stream._end(finished=finished)
 
         await self.listener.serve(wrapped, task_group)
 
