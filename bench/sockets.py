@@ -240,6 +240,13 @@ def serve(args: list[str]) -> None:
 Opener = Callable[[], Awaitable[ByteStream]]
 
 
+async def _close(stream: ByteStream) -> None:
+    """Close as a client that finished: an EncryptedStream sends its authenticated close
+    (a bare aclose() would be an abort), other streams just close."""
+    async with stream:
+        pass
+
+
 def _opener(kind: str, server: ServerProcess, cert_path: str) -> Opener:
     port = server.port
     if kind == "encrypted":
@@ -319,7 +326,7 @@ async def _bulk(
         times = await interleaved_async(variants, rounds, cpu=cpu, server_cpu=clocks)
     finally:
         for stream in streams.values():
-            await stream.aclose()
+            await _close(stream)
     t = report.table(
         f"Sockets: bulk transfer, {total >> 20} MiB each way, server in its own process "
         "(uvloop both sides)",
@@ -422,7 +429,7 @@ async def _latency(report: Report, quick: bool, openers: dict[str, Opener]) -> N
         await interleaved_async(variants, rounds, warmup=0)
     finally:
         for stream in streams.values():
-            await stream.aclose()
+            await _close(stream)
     t = report.table(
         f"Sockets: {MESSAGE} B request / {MESSAGE} B response round trips (server in its own "
         "process)",
@@ -447,7 +454,7 @@ async def _handshakes(report: Report, quick: bool, openers: dict[str, Opener]) -
         async def run() -> None:
             for _ in range(count):
                 stream = await open_()
-                await stream.aclose()
+                await _close(stream)
 
         return run
 
@@ -490,7 +497,7 @@ async def _held(kind: str, count: int, cert_path: str, key_path: str) -> float:
 
         async def release() -> None:
             for stream in streams:
-                await stream.aclose()
+                await _close(stream)
             streams.clear()
 
         try:

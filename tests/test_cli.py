@@ -731,8 +731,7 @@ def test_serve_keeps_nothing_when_connect_is_killed_mid_pipe(
 
     server, port = _start_server(work, "--psk-file", key, "-o", "got.bin", stdin=b"")
     client = subprocess.Popen(
-        [sys.executable, "-m", "streamcrypt", "connect", "127.0.0.1", str(port)]
-        + ["--psk-file", str(key)],
+        [sys.executable, "-m", "streamcrypt", "connect", "127.0.0.1", str(port), "--psk-file", key],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -750,7 +749,7 @@ def test_serve_keeps_nothing_when_connect_is_killed_mid_pipe(
         time.sleep(0.5)  # let part of the data arrive
         client.send_signal(getattr(signal, how))
         client.wait(timeout=TIMEOUT)
-        out, err = server.communicate(timeout=TIMEOUT)
+        _, err = server.communicate(timeout=TIMEOUT)
     finally:
         client.stdin.close()
         for process in (client, server):
@@ -767,8 +766,15 @@ def test_serve_and_connect_write_their_output_files_once_the_session_ended(
     server, port = _start_server(work, "--psk-file", key, "-o", "got.bin", stdin=b"reply")
     try:
         client = sc(
-            "connect", "127.0.0.1", str(port), "--psk-file", key, "-o", "back.bin",
-            cwd=work, stdin=DATA,
+            "connect",
+            "127.0.0.1",
+            str(port),
+            "--psk-file",
+            key,
+            "-o",
+            "back.bin",
+            cwd=work,
+            stdin=DATA,
         )
         _, err = server.communicate(timeout=TIMEOUT)
     finally:
