@@ -200,14 +200,18 @@ def serve(args: list[str]) -> None:
         if kind == "encrypted":
             key, public = generate_keypair()
             async with anyio.create_task_group() as tg:
-                port = await tg.start(functools.partial(serve_encrypted, _handle, static_key=key))
+                port = await tg.start(
+                    functools.partial(
+                        serve_encrypted, _handle, static_key=key, max_connections=None
+                    )
+                )
                 announce(port, public.hex())
                 await anyio.sleep_forever()
         elif kind == "encrypted-anyio":
             key, public = generate_keypair()
             tcp = await anyio.create_tcp_listener(local_host="127.0.0.1")
             announce(tcp.extra(SocketAttribute.local_port), public.hex())
-            await EncryptedListener(tcp, static_key=key).serve(_handle)
+            await EncryptedListener(tcp, static_key=key, max_connections=None).serve(_handle)
         elif kind in ("plain", "plain-protocol"):
             listener = (
                 await anyio.create_tcp_listener(local_host="127.0.0.1")

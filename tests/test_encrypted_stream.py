@@ -1176,6 +1176,99 @@ async def test_a_record_header_then_silence_is_cut_by_record_timeout() -> None:
     await client.aclose()
 
 
+async def _sealed_records(count: int, size: int) -> tuple[bytes, Hooked, EncryptedStream]:
+    """``count`` records of ``size`` bytes sealed by a client whose sends the server never
+    saw: the wire bytes, the client's transport (to send them raw) and the server."""
+    captured: list[bytes] = []
+
+    def capture(chunk: bytes) -> list[bytes]:
+        if not hold:
+            return [chunk]  # the handshake
+        captured.append(chunk)
+        return []
+
+    hold = False
+    client, server, c, _ = await _pair_with_hooks(
+        capture, server={"record_timeout": 0.5, "idle_timeout": 60}
+    )
+    hold = True
+    for i in range(count):
+        await client.send(bytes([i]) * size)
+    return b"".join(captured), c, server
+
+
+async def test_a_trickled_record_is_cut_by_record_timeout_from_its_first_byte() -> None:
+    wire, c, server = await _sealed_records(1, 1000)
+    got: list[bytes] = []
+
+    async def trickle() -> None:
+        for i in range(len(wire)):  # a byte every 0.1 s: each read well within 0.5 s
+            await c.inner.send(wire[i : i + 1])
+            await anyio.sleep(0.1)
+
+    start = anyio.current_time()
+    async with create_task_group() as tg:
+        tg.start_soon(trickle)
+        with pytest.raises(PeerTimeoutError, match="the rest of a record"):
+            got.append(await server.receive())
+        tg.cancel_scope.cancel()
+    assert 0.4 < anyio.current_time() - start < 3 and got == []
+
+
+async def test_record_timeout_is_per_record_not_per_connection() -> None:
+    # Each chunk ends a record and begins the next, so part of a record is always
+    # buffered for 2 s, four times record_timeout: no record took longer than 0.2 s.
+    wire, c, server = await _sealed_records(10, 1000)
+    size = len(wire) // 10
+    cuts = [0, *(i * size + size // 2 for i in range(10)), len(wire)]
+
+    async def sender() -> None:
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            await c.inner.send(wire[start:end])
+            await anyio.sleep(0.2)
+
+    out = b""
+    async with create_task_group() as tg:
+        tg.start_soon(sender)
+        while len(out) < 10_000:
+            out += await server.receive()
+    assert out == b"".join(bytes([i]) * 1000 for i in range(10))
+
+
+async def test_serve_refuses_connections_beyond_max_connections(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    psk = random_bytes(32)
+    release = anyio.Event()
+
+    async def handler(stream: EncryptedStream) -> None:
+        await stream.send(b"in")
+        await release.wait()
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk, max_connections=2))
+        held = [await connect("127.0.0.1", port, psk=psk) for _ in range(2)]
+        for stream in held:
+            assert await stream.receive() == b"in"
+        with pytest.raises((HandshakeError, BrokenResourceError)):  # closed, or reset
+            await connect("127.0.0.1", port, psk=psk)
+        assert "(max_connections=2)" in caplog.text
+        release.set()
+        for stream in held:
+            await stream.aclose()
+        with anyio.fail_after(5):
+            while True:  # the slots free once the handlers end
+                try:
+                    async with await connect("127.0.0.1", port, psk=psk) as again:
+                        assert await again.receive() == b"in"
+                        break
+                except (HandshakeError, BrokenResourceError):
+                    await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    with pytest.raises(InvalidParameterError, match="max_connections"):
+        await serve(handler, psk=psk, max_connections=0)
+
+
 async def test_an_idle_peer_is_cut_by_idle_timeout() -> None:
     _raw, client, server = await _raw_server_pair(idle_timeout=0.2)
     with pytest.raises(PeerTimeoutError, match="waiting for the next record"):

@@ -725,6 +725,12 @@ class RecordStream:
             self._buf, self._pos, self._next = self._next, 0, None
 
     @property
+    def received(self) -> int:
+        """Records of the peer taken so far (opened, or handed to opening jobs): when it
+        moves, the partial record buffered, if any, is a new one."""
+        return self._received
+
+    @property
     def buffered(self) -> int:
         """Bytes received and not yet handed out (at most part of one record once
         :meth:`open_jobs` and :meth:`next_control` have nothing more to give)."""

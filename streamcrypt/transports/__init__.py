@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._stream import (
         DEFAULT_HANDSHAKE_TIMEOUT,
         DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_MAX_CONNECTIONS,
         DEFAULT_RECORD_TIMEOUT,
         DEFAULT_REKEY_INTERVAL,
         MAX_READ,
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_HTTP_RECORD_SIZE",
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
     "FIRST_READ_BUFFER",
@@ -119,6 +121,7 @@ _lazy_getattr, _lazy_dir = lazy_exports(
         "._stream": (
             "DEFAULT_HANDSHAKE_TIMEOUT",
             "DEFAULT_IDLE_TIMEOUT",
+            "DEFAULT_MAX_CONNECTIONS",
             "DEFAULT_RECORD_TIMEOUT",
             "DEFAULT_REKEY_INTERVAL",
             "MAX_READ",

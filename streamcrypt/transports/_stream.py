@@ -24,10 +24,11 @@ keywords to :meth:`EncryptedStream.wrap`, :func:`connect`, :func:`serve` and
 :class:`EncryptedListener`.
 
 Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout``; a
-``receive()`` by ``idle_timeout`` while nothing of the next record has come and by
-``record_timeout`` once part of it has (a peer that sends a record header and stalls is
-cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
-``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
+``receive()`` by ``idle_timeout`` while nothing of the next record has come, and each
+record by ``record_timeout`` from the read that brought its first byte to its last (a
+peer that sends a record header and stalls, or trickles the record a byte at a time, is
+cut ``record_timeout`` after the record began); a ``send()`` that cannot hand a batch to
+the transport for ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
 breaks the stream. Over a :class:`~streamcrypt.transports.ProtocolStream` the timeouts
 are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily
 armed loop timer per direction, nothing per call); over another transport on asyncio a
@@ -70,6 +71,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -131,6 +133,7 @@ from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
     "MAX_READ",
@@ -154,8 +157,13 @@ DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
 #: transport) before the connection is declared stalled: long enough for interactive
 #: protocols with pauses, short enough that a dead peer does not hold a connection.
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
-#: Seconds allowed for the rest of a record once part of it arrived.
+#: Seconds allowed for a whole record, from the read that brought its first byte.
 DEFAULT_RECORD_TIMEOUT: Final = 30.0
+#: Connections a listener serves at once before it refuses more: a connection holds at
+#: most about 2.1 MiB (one 1 MiB read, a record, a 1 MiB receive buffer) while its peer
+#: sends at full speed and about 4 KiB idle, so 1024 bound a flood to ~2 GiB; 1024 is
+#: also the usual soft limit on open file descriptors.
+DEFAULT_MAX_CONNECTIONS: Final = 1024
 #: ``max_bytes`` asked of the transport per read while records are opened inline; while
 #: the receive scheduler offloads, a read may take up to ``MAX_READ`` so that one read can
 #: hold a run worth a worker. 256 KiB measured best for the inline path (1 MiB reads cut
@@ -277,6 +285,13 @@ class EncryptedStreamConfig:
         )
 
 
+def _check_cap(max_connections: int | None) -> None:
+    if max_connections is not None and (isinstance(max_connections, bool) or max_connections < 1):
+        raise InvalidParameterError(
+            f"max_connections must be a positive number or None, got {max_connections!r}"
+        )
+
+
 def _peer_name(stream: AnyByteStream) -> str:
     try:
         address = stream.extra(SocketAttribute.remote_address)
@@ -323,6 +338,8 @@ class EncryptedStream(ByteStream):
     _sized_reads: bool = field(default=False, init=False)
     _protocol_stream: ProtocolStream | None = field(default=None, init=False)
     _read_size: int = field(default=_RECV_SIZE, init=False)
+    #: ``(records received when the partial record began, its deadline)``
+    _record_clock: tuple[int, float] | None = field(default=None, init=False)
     _receiving: OrderedBatches = field(init=False)
     _eof_sent: bool = field(default=False, init=False)
     _eof_received: bool = field(default=False, init=False)
@@ -439,7 +456,8 @@ class EncryptedStream(ByteStream):
             except EndOfStream:
                 raise HandshakeError(
                     "the peer closed the connection during the handshake: it refused our "
-                    "handshake; check the keys, PSK, cipher and hash"
+                    "handshake (check the keys, PSK, cipher and hash) or serves as many "
+                    "connections as it takes"
                 ) from None
         self._protocol_name = done.protocol_name
         self._peer_static = done.peer_static
@@ -466,7 +484,7 @@ class EncryptedStream(ByteStream):
         config = self._config
         have = records.buffered
         if have:
-            timeout, what = config.record_timeout, "the rest of a record"
+            timeout, what = self._record_time_left(records), "the rest of a record"
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
         tcp = self._protocol_stream
@@ -495,6 +513,24 @@ class EncryptedStream(ByteStream):
                 "crashed, or the stream was cut; the data may be incomplete"
             ) from None
         return chunk
+
+    def _record_time_left(self, records: RecordStream) -> float | None:
+        """Seconds left of ``record_timeout`` for the record partly buffered: the clock
+        starts at the first read that leaves part of it (the read that brought its first
+        byte) and covers the whole record, however many reads it takes, so a peer that
+        trickles a record a byte at a time is cut as one that stalls is. Past the
+        deadline raises :class:`PeerTimeoutError`."""
+        limit = self._config.record_timeout
+        if limit is None:
+            return None
+        now = time.monotonic()
+        count = records.received
+        if self._record_clock is None or self._record_clock[0] != count:
+            self._record_clock = (count, now + limit)  # a new record began
+        left = self._record_clock[1] - now
+        if left <= 0:
+            raise timed_out(limit, "the rest of a record")
+        return left
 
     async def _transport_send(self, sealed: list[Buffer]) -> None:
         # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
@@ -865,15 +901,29 @@ class EncryptedListener(Listener[EncryptedStream]):
     ``"streamcrypt.transports"`` logger (error type and message, never key bytes) at a
     bounded rate: ten lines per ten seconds, then one summary line; other connections
     keep going.
+
+    ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`; ``None``: no cap)
+    bounds the connections served at once, handshakes included: one accepted beyond it is
+    refused, closed at once before its handshake (logged at the same bounded rate), so
+    that a flood of connections costs an accept each, not a connection's buffers; the
+    client's handshake fails with :class:`HandshakeError`.
     """
 
     def __init__(
-        self, listener: Listener[Any], config: EncryptedStreamConfig | None = None, **options: Any
+        self,
+        listener: Listener[Any],
+        config: EncryptedStreamConfig | None = None,
+        *,
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+        **options: Any,
     ) -> None:
+        _check_cap(max_connections)
         self.listener = listener
         self.config = EncryptedStreamConfig.of(config, options)
+        self.max_connections = max_connections
         self._protocol = self.config.protocol(server_side=True)
         self.failures = FailureLog(logger)
+        self._open = 0
 
     async def serve(
         self,
@@ -884,6 +934,25 @@ class EncryptedListener(Listener[EncryptedStream]):
 
         async def wrapped(transport: AnyByteStream) -> None:
             peer = _peer_name(transport)
+            cap = self.max_connections
+            if cap is not None and self._open >= cap:
+                await aclose_forcefully(transport)
+                self.failures.failure(
+                    "refused",
+                    "refused the connection from %s: %d encrypted connections are open, "
+                    "the most this listener serves at once (max_connections=%d)",
+                    peer,
+                    self._open,
+                    cap,
+                )
+                return
+            self._open += 1
+            try:
+                await serve_one(transport, peer)
+            finally:
+                self._open -= 1
+
+        async def serve_one(transport: AnyByteStream, peer: str) -> None:
             try:
                 stream = await EncryptedStream._wrap(transport, self.config, self._protocol)
             except Exception as exc:
@@ -954,6 +1023,7 @@ async def serve(
     port: int = 0,
     config: EncryptedStreamConfig | None = None,
     *,
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
     **options: Any,
 ) -> None:
@@ -968,18 +1038,21 @@ async def serve(
             tg.cancel_scope.cancel()  # stops the server
 
     The bound port is the value ``tg.start`` returns. Each connection is handled as
-    :class:`EncryptedListener` does (bad clients are logged and closed, others go on).
+    :class:`EncryptedListener` does (bad clients are logged and closed, others go on;
+    beyond ``max_connections`` at once, default :data:`DEFAULT_MAX_CONNECTIONS`, new
+    connections are refused: closed before their handshake).
     On asyncio the listener is a :class:`~streamcrypt.transports.ProtocolListener`, on
     trio anyio's TCP listener.
     Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
     settings = EncryptedStreamConfig.of(config, options)
     settings.protocol(server_side=True)  # validate before binding the port
+    _check_cap(max_connections)
     if on_asyncio():
         tcp: Listener[Any] = await ProtocolListener.create(host, port)
     else:
         tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    listener = EncryptedListener(tcp, settings)
+    listener = EncryptedListener(tcp, settings, max_connections=max_connections)
     async with listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
         await listener.serve(handler)
