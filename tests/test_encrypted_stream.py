@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import math
 import random
@@ -1223,7 +1224,7 @@ async def test_record_timeout_is_per_record_not_per_connection() -> None:
     cuts = [0, *(i * size + size // 2 for i in range(10)), len(wire)]
 
     async def sender() -> None:
-        for start, end in zip(cuts, cuts[1:], strict=False):
+        for start, end in itertools.pairwise(cuts):
             await c.inner.send(wire[start:end])
             await anyio.sleep(0.2)
 
