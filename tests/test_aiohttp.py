@@ -8,6 +8,7 @@ import contextlib
 import gzip
 import hashlib
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,9 @@ async def test_http_exception_body_encrypted_and_head() -> None:
             assert decrypt_bytes(await raw(r), keys) == b"secret reason"
         async with s.head(url + "/b") as r:
             assert r.headers["Content-Encoding"] == "aes128gcm"
-            assert int(r.headers["Content-Length"]) == encrypted_length(10_000, DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
+            assert int(r.headers["Content-Length"]) == encrypted_length(
+                10_000, DEFAULT_HTTP_RECORD_SIZE, keyid="k1"
+            )
             assert await raw(r) == b""
 
 
@@ -423,6 +426,22 @@ async def test_a_stalled_request_body_is_cut_with_408() -> None:
     async with served(echo_routes([]), keys, body_timeout=0.3) as (s, url):
         async with s.post(url + "/echo", data=stalling(), headers=AES) as r:
             assert r.status == 408
+
+
+async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
+    keys = ring()
+    body = encrypt_bytes(b"x" * 2000, keys)
+
+    async def trickling() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 40):
+            yield body[i : i + 40]
+            await asyncio.sleep(0.1)
+
+    start = time.monotonic()
+    async with served(echo_routes([]), keys, body_timeout=0.5, body_min_rate=2000) as (s, url):
+        async with s.post(url + "/echo", data=trickling(), headers=AES) as r:
+            assert r.status == 408
+    assert time.monotonic() - start < 5  # the whole body would take 5.4 s
 
 
 def tamper(keys: KeyRing) -> bytes:

@@ -320,7 +320,9 @@ async def test_streamed_file_without_pathsend_keeps_exact_length(
     app = EncryptionMiddleware(file_app(path), keys=keys)
     async with client(app) as c:
         r = await c.get("/f")
-    assert int(r.headers["content-length"]) == encrypted_length(len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
+    assert int(r.headers["content-length"]) == encrypted_length(
+        len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1"
+    )
     assert decrypt_bytes(r.content, keys) == data
 
 
@@ -494,6 +496,27 @@ async def test_a_stalled_request_body_is_cut_with_408() -> None:
         # Only the timeout can make this 408: the whole body would decrypt (200) without it.
         r = await c.post("/echo", content=stalling(), headers=AES_HEADERS)
         assert r.status_code == 408
+
+
+async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
+    # Each piece comes well within body_timeout, but 400 bytes/s is under the minimum
+    # rate of 2000: the body's deadline (0.5 s + 1 s per 2000 bytes) passes after ~0.6 s.
+    keys = ring()
+    app = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=2000)
+    body = encrypt_bytes(b"x" * 2000, keys)
+
+    async def trickling() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 40):
+            yield body[i : i + 40]
+            await asyncio.sleep(0.1)
+
+    async with client(app) as c:
+        r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
+        assert r.status_code == 408
+        fast = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=100)
+    async with client(fast) as c:  # the same trickle is fine at a 10 bytes/s minimum
+        r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
+        assert r.status_code == 200
 
 
 async def test_settings_object_and_options() -> None:

@@ -70,10 +70,10 @@ from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
 from ._http import (
     DEFAULT_HTTP_RECORD_SIZE,
+    BodyDeadline,
     EncryptionSettings,
     RequestRule,
     announces_body,
-    body_read,
     content_codings,
     feed_piecewise,
     send_piecewise,
@@ -252,7 +252,7 @@ class _DecryptingReader(StreamReader):
         self._sc_control = _PullControl(loop)
         super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
-        self._sc_timeout = settings.body_timeout
+        self._sc_deadline = BodyDeadline(settings.body_timeout, settings.body_min_rate)
         self._sc_feeder = pipeline(
             EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
             policy=settings.policy,
@@ -266,7 +266,7 @@ class _DecryptingReader(StreamReader):
         try:
             while True:
                 await self._sc_control.room.wait()
-                chunk = await body_read(self._sc_source.readany, self._sc_timeout)
+                chunk = await self._sc_deadline.read(self._sc_source.readany, len)
                 if not chunk:
                     await self._sc_feeder.aclose()
                     self.feed_eof()

@@ -27,7 +27,7 @@ as it streams in: ``receive`` is wrapped, ciphertext goes through a decrypting f
 and the app gets only plaintext whose record verified; ``more_body: False`` comes only
 after the whole body authenticated (truncation included). The app's scope loses the
 request's ``Content-Encoding`` and ``Content-Length`` (they describe the ciphertext). A
-body that stalls for ``body_timeout`` seconds fails with 408. When the body fails, the
+body that stalls or trickles past its deadline (:class:`~._http.BodyDeadline`) fails with 408. When the body fails, the
 app's ``receive`` raises the typed error and the client gets the error's
 ``http_status`` (400, 408, 413) with a short message, if no response had started; if one
 had, the exception goes on to the server, which aborts the connection. Any other request
@@ -53,10 +53,10 @@ from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted
 from ..engine import Feeder, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ._http import (
+    BodyDeadline,
     EncryptionSettings,
     RequestRule,
     announces_body,
-    body_read,
     content_codings,
     feed_piecewise,
     send_piecewise,
@@ -169,6 +169,10 @@ class EncryptionMiddleware:
         await _Responder(self, scope, receive, send).run()
 
 
+def _body_size(message: Message) -> int:
+    return len(message.get("body", b""))
+
+
 class _DecryptingReceive:
     """Wraps ``receive``: ciphertext in, verified plaintext out as ``http.request``."""
 
@@ -181,7 +185,7 @@ class _DecryptingReceive:
         ).feeder(self._collect, kept=True)
         self._complete = False  # the whole body authenticated
         self._final_given = False
-        self._timeout = mw.settings.body_timeout
+        self._deadline = BodyDeadline(mw.settings.body_timeout, mw.settings.body_min_rate)
         self.error: StreamCryptError | None = None
 
     async def _collect(self, plaintext: Buffer) -> None:
@@ -192,7 +196,7 @@ class _DecryptingReceive:
             raise self.error
         while not self._ready and not self._complete:
             try:
-                message = await body_read(self._receive, self._timeout)
+                message = await self._deadline.read(self._receive, _body_size)
             except PeerTimeoutError as exc:
                 self.error = exc
                 raise

@@ -12,12 +12,15 @@ aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own
 buffer; bodies go through the pipeline :data:`BODY_PIECE` (128 KiB) at a time, so its
 buffers hold one piece, and a response leaves in :data:`SEND_PIECE` (64 KiB) writes, each
 awaited, so a slow client holds about that much queued (a 1 KiB body costs about 1 KiB).
-A client that stops sending a body is cut after ``body_timeout`` seconds.
+A request body is cut (408) once it took longer than ``body_timeout`` seconds plus one
+per ``body_min_rate`` bytes it brought (:class:`BodyDeadline`): a client that stalls or
+trickles holds a request for about ``body_timeout``, not for as long as it likes.
 """
 
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
@@ -27,7 +30,7 @@ from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
 from ..errors import InvalidParameterError
 from ..keys import KeyRing
-from ._deadline import with_timeout
+from ._deadline import timed_out, with_timeout
 from ._options import config_or_options
 from ._socket import on_asyncio
 
@@ -36,11 +39,11 @@ __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HTTP_RECORD_SIZE",
     "DEFAULT_REQUEST_MAX_RECORD_SIZE",
+    "BodyDeadline",
     "EncryptionSettings",
     "RequestRule",
     "Unencryptable",
     "announces_body",
-    "body_read",
     "content_codings",
     "feed_piecewise",
     "send_piecewise",
@@ -76,8 +79,13 @@ BODY_PIECE = 128 << 10
 #: drain between writes, so what a slow client leaves queued is about this much, not
 #: everything encrypted so far.
 SEND_PIECE = 64 << 10
-#: Seconds a request body may go without a byte before the request is cut (408).
+#: Seconds a request body may take before it counts against ``body_min_rate`` (408 past
+#: its deadline: see :class:`BodyDeadline`).
 DEFAULT_BODY_TIMEOUT = 30.0
+#: Bytes per second a request body must average beyond ``body_timeout``: Apache's
+#: ``mod_reqtimeout`` default (``body=20,MinRate=500``); a 64 KiB record then has about
+#: two minutes, and a 2G mobile link (~6 KB/s) a tenth of the margin.
+DEFAULT_BODY_MIN_RATE = 500.0
 #: Methods whose requests carry no body unless they say so (Content-Length,
 #: Transfer-Encoding).
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE", "TRACE", "CONNECT"})
@@ -123,7 +131,9 @@ class EncryptionSettings:
     and refuse every other request body with 415 (``False``: request bodies pass in clear).
     ``allow_clear_paths`` / ``allow_clear_methods``: path prefixes and methods whose
     request bodies may come in clear. ``max_record_size``: the largest record a request
-    may announce (413 above it). ``body_timeout``: seconds a request body may stall (408).
+    may announce (413 above it). ``body_timeout`` and ``body_min_rate``: a request body
+    gets ``body_timeout`` seconds plus one second per ``body_min_rate`` bytes received
+    (408 past that; :class:`BodyDeadline`).
     ``policy``: offload policy of the pipelines. Bad settings raise
     :class:`InvalidParameterError`.
     """
@@ -139,6 +149,7 @@ class EncryptionSettings:
     allow_clear_methods: frozenset[str] = frozenset()
     max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT
+    body_min_rate: float | None = DEFAULT_BODY_MIN_RATE
     policy: OffloadPolicy | None = DEFAULT_POLICY
 
     def __post_init__(self) -> None:
@@ -152,6 +163,8 @@ class EncryptionSettings:
             )
         if self.body_timeout is not None and not self.body_timeout > 0:
             raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
+        if self.body_min_rate is not None and not self.body_min_rate > 0:
+            raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
         EceEncryptor(self.keys, record_size=self.record_size)  # the record size and key, now
         # Normalise what may come as any iterable.
         set_ = object.__setattr__
@@ -234,11 +247,46 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
     return chunked or method.upper() not in BODYLESS_METHODS
 
 
-async def body_read(read: Callable[[], Awaitable[_T]], stall: float | None) -> _T:
-    """``await read()`` (the next piece of a request body), cut after ``stall`` seconds
-    without it (``None``: wait for ever); raises :class:`PeerTimeoutError` (408). On
-    asyncio a piece already there arms no timer (:func:`with_timeout`)."""
-    return await with_timeout(stall, "the request body sent nothing", read(), on_asyncio())
+class BodyDeadline:
+    """How long one request body may take: the one rule both middlewares read a body by.
+
+    No wait for the next piece longer than ``body_timeout``, and the whole body within
+    ``body_timeout`` seconds from the first read plus one second for every
+    ``body_min_rate`` bytes that came (Apache ``mod_reqtimeout``'s ``MinRate`` rule): a
+    client that trickles its body (a byte every 29 s) is cut as one that stalls, while
+    one that keeps up the minimum rate is never cut, however long its body. With
+    ``body_min_rate=None`` each wait is bounded by ``body_timeout`` alone; with
+    ``body_timeout=None`` nothing is. Past the deadline raises :class:`PeerTimeoutError`
+    (408). On asyncio a piece already there arms no timer (:func:`with_timeout`).
+    """
+
+    __slots__ = ("_rate", "_received", "_start", "_timeout")
+
+    def __init__(self, timeout: float | None, min_rate: float | None) -> None:
+        self._timeout = timeout
+        self._rate = min_rate
+        self._start: float | None = None
+        self._received = 0
+
+    async def read(self, read: Callable[[], Awaitable[_T]], size: Callable[[_T], int]) -> _T:
+        """``await read()`` (the next piece of the body, of ``size(piece)`` bytes) within
+        the body's deadline."""
+        timeout = self._timeout
+        if timeout is None:
+            return await read()
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        left, what = timeout, "the request body sent nothing"
+        if self._rate is not None:
+            overall = self._start + timeout + self._received / self._rate - now
+            if overall < left:
+                left, what = overall, f"the request body came slower than {self._rate:g} bytes/s"
+            if left <= 0:
+                raise timed_out(timeout, what)
+        piece = await with_timeout(left, what, read(), on_asyncio())
+        self._received += size(piece)
+        return piece
 
 
 async def feed_piecewise(
