@@ -317,6 +317,70 @@ async def test_plain_stream_response_refused_before_headers(mode: str) -> None:
     assert reached == []
 
 
+async def test_a_handler_prepared_5xx_or_a_failing_handler_never_leaks() -> None:
+    async def prepared_503(request: web.Request) -> web.StreamResponse:
+        resp = web.Response(status=503, text="secret maintenance details")
+        await resp.prepare(request)
+        return resp
+
+    async def returned_503(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=503, text="secret maintenance details")
+
+    async def failing(request: web.Request) -> web.StreamResponse:
+        raise RuntimeError("secret state in the message")
+
+    keys = ring()
+    routes = {"/prepared": prepared_503, "/returned": returned_503, "/failing": failing}
+    async with served(routes, keys) as (s, url):
+        async with s.get(url + "/prepared") as r:
+            body = await raw(r)
+            assert r.status == 500 and b"secret" not in body
+        async with s.get(url + "/returned") as r:  # encrypted like any other response
+            assert r.status == 503
+            assert decrypt_bytes(await raw(r), keys) == b"secret maintenance details"
+        async with s.get(url + "/failing") as r:
+            body = await raw(r)
+            assert r.status == 500 and b"secret" not in body and b"Traceback" not in body
+
+
+@pytest.mark.parametrize(
+    ("path", "encrypted"),
+    [
+        ("/health", False),
+        ("/health/live", False),
+        ("/healthcare/records", True),
+        ("/health-admin", True),
+    ],
+)
+async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) -> None:
+    async def hello(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="patient record")
+
+    keys = ring()
+    routes = {p: hello for p in ("/health", "/health/live", "/healthcare/records")}
+    routes["/health-admin"] = hello
+    async with served(routes, keys, exclude_paths=["/health"]) as (s, url):
+        async with s.get(url + path) as r:
+            body = await raw(r)
+            assert r.status == 200
+            if encrypted:
+                assert decrypt_bytes(body, keys) == b"patient record"
+            else:
+                assert body == b"patient record"
+
+
+async def test_allow_clear_paths_match_whole_segments() -> None:
+    async def upload(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=str(len(await request.read())))
+
+    keys = ring()
+    routes = {p: upload for p in ("/upload", "/upload/x", "/upload-admin")}
+    async with served(routes, keys, allow_clear_paths=["/upload"]) as (s, url):
+        for path, status in (("/upload", 200), ("/upload/x", 200), ("/upload-admin", 415)):
+            async with s.post(url + path, data=b"clear body") as r:
+                assert r.status == status, path
+
+
 # -- requests ---------------------------------------------------------------------------
 
 

@@ -519,6 +519,56 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
         assert r.status_code == 200
 
 
+async def _path_app(scope: Any, receive: Any, send: Any) -> None:
+    """Any path: answers its body's length (read whole)."""
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    headers = [(b"content-type", b"text/plain")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"record %d" % size})
+
+
+@pytest.mark.parametrize(
+    ("path", "encrypted"),
+    [("/health", False), ("/health/live", False), ("/healthcare/records", True)],
+)
+async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) -> None:
+    keys = ring()
+    app = EncryptionMiddleware(_path_app, keys=keys, exclude_paths=["/health"])
+    async with client(app) as c:
+        r = await c.get(path)
+        body = decrypt_bytes(r.content, keys) if encrypted else r.content
+        assert r.status_code == 200 and body == b"record 0"
+
+
+async def test_allow_clear_paths_match_whole_segments() -> None:
+    app = EncryptionMiddleware(_path_app, keys=ring(), allow_clear_paths=["/upload"])
+    async with client(app) as c:
+        for path, status in (("/upload", 200), ("/upload/x", 200), ("/upload-admin", 415)):
+            r = await c.post(path, content=b"clear body")
+            assert r.status_code == status, path
+
+
+async def test_one_path_rule_by_whole_segments() -> None:
+    def selects(path: str, rule: str) -> bool:
+        return EncryptionSettings(keys=ring(), include_paths=[rule]).selects(path)
+
+    assert selects("/health", "/health") and selects("/health/x", "/health")
+    assert not selects("/healthcare", "/health")
+    assert selects("/api/v1", "/api/") and not selects("/api", "/api/")
+    assert selects("/anything", "/")
+    # dot segments are resolved first: judged as the path a normalising router serves
+    assert not selects("/health/../records", "/health")
+    assert selects("/x/../health/live", "/health")
+    assert selects("/health/./live", "/health") and not selects("/..", "/health")
+    clear = EncryptionSettings(keys=ring(), allow_clear_paths=["/upload"])
+    assert clear.clear_allowed("POST", "/upload/x") and not clear.clear_allowed("POST", "/uploads")
+
+
 async def test_settings_object_and_options() -> None:
     keys = ring()
     settings = EncryptionSettings(keys=keys, allow_clear_methods=frozenset({"put"}))

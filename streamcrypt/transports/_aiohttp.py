@@ -19,8 +19,9 @@ This module splits the work the same way:
   route that is neither encrypted nor marked by the middleware (a plain
   ``StreamResponse`` written from the handler, a body aiohttp compressed after
   encryption) is refused at ``prepare`` before its headers leave, so the handler fails
-  and the client gets 500; nothing is ever sent in clear. aiohttp's own 5xx error pages
-  (made outside any middleware) pass.
+  and the client gets 500; nothing is ever sent in clear, whatever the status (a
+  handler's own 5xx included). A handler that raises gets the middleware's own short
+  500, never aiohttp's error page (which in debug mode carries the traceback).
 * Errors: a request body that fails to decrypt raises the typed error in the handler's
   read; the middleware answers ``exc.http_status`` (400, 413) with a short message. A
   request ``Content-Encoding`` other than ``aes128gcm`` gets 415 before the handler.
@@ -442,10 +443,6 @@ def _middleware(settings: EncryptionSettings) -> Any:
                     pump.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await pump
-        except StreamCryptError as exc:
-            if reader is None or exc is not reader.sc_error or prepared:
-                raise  # a response is under way: the server aborts the connection
-            return _decrypt_error(exc)
         except web.HTTPException as exc:
             if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
@@ -455,6 +452,15 @@ def _middleware(settings: EncryptionSettings) -> Any:
                 return _refusal("an already encoded body", request.path)
             await _encrypt_body(exc, settings, bytes(exc.body or b""))  # not a Payload
             raise
+        except Exception as exc:
+            if prepared:
+                raise  # a response is under way: the server aborts the connection
+            if reader is not None and reader.sc_error is not None and exc is reader.sc_error:
+                return _decrypt_error(reader.sc_error)
+            # Answered here, not by aiohttp's own error page, which the guard would have
+            # to let pass unencrypted (in debug mode it carries the traceback).
+            _log.exception("the handler of %s failed; answered 500", request.path)
+            return _error(500, "500 Internal Server Error: the handler failed")
         if reader is not None and reader.sc_error is not None and not resp.prepared:
             return _decrypt_error(reader.sc_error)  # the handler swallowed the error
         return await _seal(request, resp, settings)
@@ -477,8 +483,6 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
             return
         if _carries_nothing(request, resp) or not settings.encrypts_type(resp.content_type):
             return
-        if isinstance(resp, web.Response) and resp.status >= 500:
-            return  # aiohttp's own error pages, made outside every middleware
         _log.error("refused to send a plaintext response body on %s", request.path)
         # prepare() already set the connection's writer up for this body; undo that so
         # the 500 that replaces it is framed by its own headers.

@@ -46,6 +46,7 @@ __all__ = [
     "announces_body",
     "content_codings",
     "feed_piecewise",
+    "path_matches",
     "send_piecewise",
 ]
 
@@ -109,11 +110,34 @@ def content_codings(values: Iterable[str | bytes]) -> list[str]:
     return [t for t in out if t not in ("", "identity")]
 
 
+def path_matches(path: str, rules: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``rules`` or below one, segment by segment: the one
+    path rule of both middlewares. ``"/health"`` matches ``/health`` and
+    ``/health/live``, never ``/healthcare``; ``"/"`` matches every path. Dot segments
+    are resolved first (RFC 3986 section 5.2.4), so ``/public/../secret`` is judged as
+    ``/secret``, the path a normalising router would serve."""
+    if "/." in path:
+        resolved: list[str] = []
+        for segment in path.split("/"):
+            if segment == "..":
+                if len(resolved) > 1:
+                    resolved.pop()
+            elif segment != ".":
+                resolved.append(segment)
+        path = "/".join(resolved) or "/"
+        if not path.startswith("/"):
+            path = "/" + path
+    for rule in rules:
+        if path == rule or path.startswith(rule if rule.endswith("/") else rule + "/"):
+            return True
+    return False
+
+
 def _paths(value: Iterable[str] | None, name: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        raise InvalidParameterError(f"{name} takes a list of path prefixes, not a str")
+        raise InvalidParameterError(f"{name} takes a list of paths, not a str")
     return tuple(value)
 
 
@@ -123,14 +147,16 @@ class EncryptionSettings:
 
     ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts, a request body
     is decrypted with the key its header names. Paths: a request is handled when its
-    path starts with one of ``include_paths`` (all paths when ``None``) and with none of
-    ``exclude_paths``; other requests pass through untouched. ``content_types``: media
+    path is one of ``include_paths`` or below one (all paths when ``None``) and neither
+    one of ``exclude_paths`` nor below one, segment by segment (:func:`path_matches`:
+    ``"/health"`` covers ``/health/live``, not ``/healthcare``); other requests pass
+    through untouched. ``content_types``: media
     types whose responses are encrypted (``"text/*"`` wildcards allowed; ``None``: all).
     ``on_unencryptable``: ``"encrypt"`` or ``"refuse"`` (500) for file sends, 206 and
     already-encoded responses. ``decrypt_requests``: decrypt ``aes128gcm`` request bodies
     and refuse every other request body with 415 (``False``: request bodies pass in clear).
-    ``allow_clear_paths`` / ``allow_clear_methods``: path prefixes and methods whose
-    request bodies may come in clear. ``max_record_size``: the largest record a request
+    ``allow_clear_paths`` / ``allow_clear_methods``: paths (with what is below them, as
+    above) and methods whose request bodies may come in clear. ``max_record_size``: the largest record a request
     may announce (413 above it). ``body_timeout`` and ``body_min_rate``: a request body
     gets ``body_timeout`` seconds plus one second per ``body_min_rate`` bytes received
     (408 past that; :class:`BodyDeadline`).
@@ -192,12 +218,10 @@ class EncryptionSettings:
         return cls.of(None, options)
 
     def selects(self, path: str) -> bool:
-        """Whether requests to ``path`` are handled (prefix match)."""
-        if self.include_paths is not None and not any(
-            path.startswith(p) for p in self.include_paths
-        ):
+        """Whether requests to ``path`` are handled (:func:`path_matches`)."""
+        if self.include_paths is not None and not path_matches(path, self.include_paths):
             return False
-        return not any(path.startswith(p) for p in self.exclude_paths)
+        return not path_matches(path, self.exclude_paths)
 
     def encrypts_type(self, content_type: str | bytes | None) -> bool:
         """Whether a response of this ``Content-Type`` is encrypted (``text/*`` works)."""
@@ -229,8 +253,8 @@ class EncryptionSettings:
 
     def clear_allowed(self, method: str, path: str) -> bool:
         """Whether this request's body may come in clear."""
-        return method.upper() in self.allow_clear_methods or any(
-            path.startswith(p) for p in self.allow_clear_paths
+        return method.upper() in self.allow_clear_methods or path_matches(
+            path, self.allow_clear_paths
         )
 
 
