@@ -34,6 +34,7 @@ from anyio.abc import ByteStream, SocketAttribute
 from noise.connection import Keypair, NoiseConnection
 
 from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.codecs.records import preferred_cipher
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
@@ -337,12 +338,10 @@ async def test_wrong_psk_and_mismatched_suites_fail() -> None:
 
 @pytest.mark.parametrize("client_cipher", ["auto", "AESGCM", "ChaChaPoly"])
 async def test_cipher_is_negotiated_either_side_may_insist(client_cipher: str) -> None:
-    """An "auto" server accepts both ciphers; an "auto" client proposes the one faster on
-    this machine (measured); a side naming a cipher gets exactly that one."""
-    from streamcrypt.codecs.records import fastest_cipher
-
+    """An "auto" server accepts both ciphers; an "auto" client proposes the one its CPU
+    flags choose; a side naming a cipher gets exactly that one."""
     client, server = await encrypted_stream_pair(_mem_pair(), client={"cipher": client_cipher})
-    expected = fastest_cipher() if client_cipher == "auto" else client_cipher
+    expected = preferred_cipher() if client_cipher == "auto" else client_cipher
     for end in (client, server):
         assert end.extra(EncryptedStreamAttribute.protocol_name).split("_")[3] == expected
     await client.send(b"hello")
@@ -352,6 +351,41 @@ async def test_cipher_is_negotiated_either_side_may_insist(client_cipher: str) -
     sk, _, _, _ = _keys()
     _, server_err = await _both_fail({"psk": bytes(32)}, {"static_key": sk})
     assert "no pre-shared key" in str(server_err)
+
+
+@pytest.mark.parametrize(
+    ("flags", "cipher"),
+    [
+        ("fpu sse2 aes pclmulqdq avx2", "AESGCM"),  # x86 with AES-NI
+        ("fpu sse2 aes vaes pclmulqdq vpclmulqdq avx512f", "AESGCM"),
+        ("fpu sse2 avx2", "ChaChaPoly"),  # x86 without AES-NI
+        ("fpu sse2 aes", "ChaChaPoly"),  # AES without carry-less multiply (GHASH slow)
+        ("fp asimd evtstrm aes pmull sha1 sha2 crc32", "AESGCM"),  # ARMv8 crypto
+        ("fp asimd evtstrm crc32", "ChaChaPoly"),  # ARMv8 without (Raspberry Pi 4)
+        ("", "ChaChaPoly"),  # unknown: no /proc/cpuinfo
+    ],
+)
+def test_auto_cipher_follows_cpu_flags(flags: str, cipher: str) -> None:
+    assert preferred_cipher(flags.split()) == cipher
+    assert preferred_cipher(flags.split()) == cipher  # deterministic: no timing involved
+
+
+def test_this_machines_cipher_comes_from_its_flags() -> None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        assert preferred_cipher() == "ChaChaPoly"
+        return
+    line = next(
+        (
+            v
+            for k, _, v in (x.partition(":") for x in text.splitlines())
+            if k.strip().lower() in ("flags", "features")
+        ),
+        "",
+    )
+    assert preferred_cipher() == preferred_cipher(line.split())
 
 
 def test_option_errors_before_any_io() -> None:

@@ -218,8 +218,9 @@ class EncryptedStreamConfig:
     ``accept_peer(public_key) -> bool`` (sync or async) vets the peer's static key
     whenever one arrives; a server with ``accept_peer`` refuses anonymous (NK) clients.
 
-    ``cipher``: ``"auto"`` (the default: accept both, and as a client propose the one
-    faster on this machine, AES-GCM where AES is in hardware), or ``"AESGCM"`` /
+    ``cipher``: ``"auto"`` (the default: accept both, and as a client propose AES-GCM
+    where the CPU has AES and carry-less multiply instructions, ChaCha20-Poly1305
+    elsewhere or when the flags are unknown), or ``"AESGCM"`` /
     ``"ChaChaPoly"`` to insist. ``hash``: ``"BLAKE2s"``, ``"BLAKE2b"``, ``"SHA256"`` or
     ``"SHA512"`` (both sides must agree). ``rekey_interval``: records between rekeys
     (``None``: never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
