@@ -714,7 +714,7 @@ def test_connect_with_the_wrong_psk_fails(work: Path, key: Path) -> None:
     finally:
         server.kill()
         _, err = server.communicate(timeout=TIMEOUT)
-    assert b"handshake failed" in err
+    assert b"the handshake with a client failed (HandshakeError: " in err
     refused = sc("connect", "127.0.0.1", "1", "--psk-file", key, cwd=work)
     assert refused.returncode == 4
 

@@ -816,6 +816,36 @@ async def test_extra_attributes_merge_over_tcp_and_no_secrets_in_repr() -> None:
 # -- a server with good and bad clients at once --------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError(10.553053123000154), ValueError(), PeerTimeoutError("10.5"), EndOfStream()],
+)
+async def test_every_failure_line_says_what_failed(
+    caplog: pytest.LogCaptureFixture, error: BaseException
+) -> None:
+    """A failed connection once logged as the bare text 10.553053123000154: every line
+    now names what failed, the peer and the error type, whatever the error's message."""
+    caplog.set_level(logging.WARNING, logger="streamcrypt.transports")
+    psk = random_bytes(32)
+
+    async def handler(stream: EncryptedStream) -> None:
+        raise error
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk))
+        async with await connect("127.0.0.1", port, psk=psk) as stream:
+            with contextlib.suppress(TruncatedStreamError, BrokenResourceError):
+                await stream.receive()
+        with anyio.fail_after(5):
+            while not caplog.records:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "streamcrypt.transports"]
+    assert "encrypted connection with 127.0.0.1:" in line
+    assert type(error).__name__ in line and "connection" in line.split(":")[0]
+    assert line.endswith(str(error) or type(error).__name__)
+
+
 async def test_server_survives_bad_clients(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="streamcrypt.transports")
     sk, spk, ck, _ = _keys()

@@ -396,7 +396,10 @@ def run_serve(args: argparse.Namespace) -> int:
                         transport, server_side=True, **options
                     )
                 except Exception as exc:
-                    _say(f"warning: handshake failed ({describe(exc)}); still listening")
+                    _say(
+                        f"warning: the handshake with a client failed "
+                        f"({type(exc).__name__}: {describe(exc)}); still listening"
+                    )
                     return
                 if busy:
                     await stream.aclose()

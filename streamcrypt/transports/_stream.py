@@ -897,11 +897,11 @@ class EncryptedListener(Listener[EncryptedStream]):
 
     Options: ``config=`` or the fields of :class:`EncryptedStreamConfig` as keywords
     (``server_public_key`` excepted); bad options raise :class:`InvalidParameterError`
-    here. A connection whose handshake fails or times out, or whose handler ends with a
-    streamcrypt or transport error, is closed and logged on the
-    ``"streamcrypt.transports"`` logger (error type and message, never key bytes) at a
-    bounded rate: ten lines per ten seconds, then one summary line; other connections
-    keep going.
+    here. A connection whose handshake fails or times out, or whose handler raises, is
+    closed and logged on the ``"streamcrypt.transports"`` logger: one warning line saying
+    what failed with which peer, then the error type and message (never key bytes; an
+    unexpected handler error with its traceback), at a bounded rate: ten lines per ten
+    seconds, then one summary line; other connections keep going.
 
     ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`; ``None``: no cap)
     bounds the connections served at once, handshakes included: one accepted beyond it is
@@ -939,12 +939,9 @@ class EncryptedListener(Listener[EncryptedStream]):
             if cap is not None and self._open >= cap:
                 await aclose_forcefully(transport)
                 self.failures.failure(
-                    "refused",
-                    "refused the connection from %s: %d encrypted connections are open, "
-                    "the most this listener serves at once (max_connections=%d)",
-                    peer,
-                    self._open,
-                    cap,
+                    f"refused the connection from {peer}: {self._open} encrypted "
+                    f"connections are open, the most this listener serves at once "
+                    f"(max_connections={cap})"
                 )
                 return
             self._open += 1
@@ -958,11 +955,7 @@ class EncryptedListener(Listener[EncryptedStream]):
                 stream = await EncryptedStream._wrap(transport, self.config, self._protocol)
             except Exception as exc:
                 self.failures.failure(
-                    type(exc).__name__,
-                    "encrypted handshake with %s failed, connection closed: %s: %s",
-                    peer,
-                    type(exc).__name__,
-                    exc,
+                    f"encrypted handshake with {peer} failed, connection closed", exc
                 )
                 return
             finished = False  # the handler returned: only then is the close authenticated
@@ -971,20 +964,21 @@ class EncryptedListener(Listener[EncryptedStream]):
                 finished = True
             except (StreamCryptError, BrokenResourceError, ClosedResourceError, OSError) as exc:
                 self.failures.failure(
-                    type(exc).__name__,
-                    "encrypted connection with %s failed, connection closed: %s: %s",
-                    peer,
-                    type(exc).__name__,
+                    f"encrypted connection with {peer} failed, connection closed", exc
+                )
+            except EndOfStream as exc:
+                self.failures.failure(
+                    f"encrypted connection with {peer}: the handler read past the end, "
+                    "connection closed",
                     exc,
                 )
-            except EndOfStream:
+            except Exception as exc:
                 self.failures.failure(
-                    "EndOfStream",
-                    "encrypted connection with %s: the handler read past the end, closed",
-                    peer,
+                    f"the handler of the encrypted connection with {peer} failed, "
+                    "connection aborted",
+                    exc,
+                    trace=True,
                 )
-            except Exception:
-                logger.exception("the handler of the connection with %s failed", peer)
             finally:
                 await stream._end(finished=finished)
 
