@@ -8,10 +8,12 @@ receives (over memory streams each ``send()`` of a record batch is one chunk).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import itertools
 import logging
 import math
+import pickle
 import random
 import threading
 import time
@@ -386,6 +388,31 @@ def test_this_machines_cipher_comes_from_its_flags() -> None:
         "",
     )
     assert preferred_cipher() == preferred_cipher(line.split())
+
+
+@pytest.mark.parametrize("as_secret_key", [False, True])
+def test_configs_never_show_or_pickle_their_keys(as_secret_key: bool) -> None:
+    from streamcrypt.codecs.records import ProtocolConfig
+    from streamcrypt.keys import SecretKey
+
+    raw = {name: bytes([n]) * 32 for n, name in enumerate(("psk", "static_key"), 0x41)}
+    psk = SecretKey(raw["psk"]) if as_secret_key else raw["psk"]
+    static = SecretKey(raw["static_key"]) if as_secret_key else raw["static_key"]
+    holders: list[object] = [
+        EncryptedStreamConfig(psk=psk),
+        EncryptedStreamConfig(static_key=static, accept_peer=bool),
+        ProtocolConfig.make(server_side=True, psk=psk),
+        ProtocolConfig.make(server_side=True, static_key=static),
+    ]
+    for holder in holders:
+        for text in (repr(holder), str(holder)):
+            assert "hidden" in text
+            for key in raw.values():
+                assert key.hex() not in text and repr(key)[2:20] not in text
+        with pytest.raises(TypeError, match="not picklable"):
+            pickle.dumps(holder)
+        with pytest.raises(TypeError, match="not picklable"):
+            copy.copy(holder)
 
 
 def test_option_errors_before_any_io() -> None:

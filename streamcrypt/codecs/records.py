@@ -53,7 +53,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -325,6 +325,14 @@ class ProtocolConfig:
     def __repr__(self) -> str:
         side = "server" if self.server_side else "client"
         return f"ProtocolConfig({side}, {self.cipher}, {self.hash}, <keys hidden>)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "ProtocolConfig holds key material and is not picklable; build it where it "
+            "is used, from keys loaded there"
+        )
 
 
 # ---------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, NoReturn, TypeVar, cast
 
 import anyio
 from anyio import (
@@ -283,6 +283,15 @@ class EncryptedStreamConfig:
         return (
             f"EncryptedStreamConfig({self.cipher}, {self.hash}, "
             f"rekey_interval={self.rekey_interval}, <keys hidden>)"
+        )
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "EncryptedStreamConfig holds key material and is not picklable; give each "
+            "process its keys (a key file, a KeyRing serialized with a password) and "
+            "build the options there"
         )
 
 
