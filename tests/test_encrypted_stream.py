@@ -1442,13 +1442,13 @@ def test_failure_log_summarises_what_it_left_out(caplog: pytest.LogCaptureFixtur
     log = FailureLog(logging.getLogger("streamcrypt.test"), burst=2, interval=0.05)
     caplog.set_level(logging.WARNING, logger="streamcrypt.test")
     for _ in range(5):
-        log.failure("FormatError", "bad peer")
+        log.failure("the handshake with a peer failed", FormatError("bad peer"))
     time.sleep(0.06)
-    log.failure("HandshakeError", "another")
+    log.failure("the handshake with another failed", HandshakeError("another"))
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[:2] == ["bad peer", "bad peer"]
+    assert messages[:2] == ["the handshake with a peer failed: FormatError: bad peer"] * 2
     assert "3 more failures" in messages[2] and "FormatError x3" in messages[2]
-    assert messages[3] == "another"
+    assert messages[3] == "the handshake with another failed: HandshakeError: another"
 
 
 # -- the small-message path: one record sealed and opened inline, no scheduler -------------
