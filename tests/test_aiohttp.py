@@ -381,6 +381,69 @@ async def test_allow_clear_paths_match_whole_segments() -> None:
                 assert r.status == status, path
 
 
+# -- the private aiohttp surface, each use confined to one function: its invariants ----
+
+
+async def test_a_clone_with_another_body_reads_that_body() -> None:
+    """_with_body sets the clone's private _payload (aiohttp offers no public way): every
+    public body reader of the request must read it."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from streamcrypt.transports._aiohttp import _with_body
+
+    request = make_mocked_request(
+        "POST", "/x", headers={"Content-Encoding": "aes128gcm", "Content-Length": "99"}
+    )
+    reader = aiohttp.StreamReader(request.protocol, 1 << 16, loop=asyncio.get_running_loop())
+    reader.feed_data(b'{"plain": "text"}')
+    reader.feed_eof()
+    clone = _with_body(request, reader)  # type: ignore[arg-type]
+    assert clone.content is reader and clone.can_read_body and clone.body_exists
+    assert "Content-Encoding" not in clone.headers and "Content-Length" not in clone.headers
+    assert await clone.json() == {"plain": "text"}
+
+
+async def test_the_pull_control_is_connected_only_while_the_request_is() -> None:
+    from streamcrypt.transports._aiohttp import _PullControl
+
+    loop = asyncio.get_running_loop()
+    assert not _PullControl(loop, None).connected
+    connection = aiohttp.base_protocol.BaseProtocol(loop)
+    control = _PullControl(loop, connection)
+    assert not control.connected
+    connection.transport = object()  # type: ignore[assignment]
+    assert control.connected
+    control.pause_reading()
+    assert not control.room.is_set()
+    control.resume_reading()
+    assert control.room.is_set()
+
+
+async def test_the_pump_never_outlives_the_handler_and_errors_come_out_whole() -> None:
+    from streamcrypt.transports._aiohttp import _pumped
+
+    ended: list[str] = []
+
+    class Reader:
+        async def pump(self) -> None:
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                ended.append("pump")
+
+    async def ok(request: Any) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    async def refusing(request: Any) -> web.StreamResponse:
+        raise web.HTTPForbidden()
+
+    resp = await _pumped(Reader(), ok, None)  # type: ignore[arg-type]
+    assert isinstance(resp, web.Response) and ended == ["pump"]
+    with pytest.raises(web.HTTPForbidden):  # itself, not an exception group
+        await _pumped(Reader(), refusing, None)  # type: ignore[arg-type]
+    assert ended == ["pump", "pump"]
+
+
 # -- requests ---------------------------------------------------------------------------
 
 

@@ -36,7 +36,6 @@ are encrypted or refused with a 500 by ``on_unencryptable``, as in the ASGI midd
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -219,17 +218,21 @@ class EncryptedStreamResponse(web.StreamResponse):
 
 
 class _PullControl(BaseProtocol):
-    """The decrypting reader's flow control: its buffer above the limit pauses the task
-    that feeds it (``StreamReader`` calls these), below it resumes the task."""
+    """The decrypting reader's flow control. ``aiohttp.StreamReader`` (public) must be
+    given a ``BaseProtocol``, whose pause/resume would act on a socket; this one's act on
+    the task that feeds the reader instead: its buffer above the limit pauses the pump,
+    below it resumes it. ``connected`` is the request's own connection's (a read after
+    the client left fails as it would on aiohttp's reader)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, connection: BaseProtocol | None) -> None:
         super().__init__(loop)
         self.room = anyio.Event()
         self.room.set()
+        self._connection = connection
 
     @property
     def connected(self) -> bool:
-        return True  # the body's end comes as feed_eof, never as a closed connection
+        return self._connection is not None and self._connection.connected
 
     def pause_reading(self) -> None:
         self.room = anyio.Event()
@@ -250,7 +253,7 @@ class _DecryptingReader(StreamReader):
 
     def __init__(self, request: web.BaseRequest, settings: EncryptionSettings) -> None:
         loop = asyncio.get_running_loop()
-        self._sc_control = _PullControl(loop)
+        self._sc_control = _PullControl(loop, request.protocol)
         super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
         self._sc_deadline = BodyDeadline(settings.body_timeout, settings.body_min_rate)
@@ -403,6 +406,48 @@ class _PayloadSink(AbstractStreamWriter):
         raise RuntimeError("a payload writes no headers")
 
 
+def _with_body(request: web.Request, reader: _DecryptingReader) -> web.Request:
+    """A clone of ``request`` whose body is ``reader`` (plaintext), without the headers
+    that describe the ciphertext.
+
+    aiohttp has no public way to give a request another body (``clone()`` takes
+    headers, not a payload), so this one function sets the clone's private ``_payload``,
+    which ``content``, ``read()``, ``text()``, ``json()``, ``post()`` and
+    ``can_read_body`` all read (``test_aiohttp.py`` checks that invariant). The public
+    alternative, decrypting the whole body before the handler runs, would hold the whole
+    body in memory (a 64 MiB upload: 64 MiB of plaintext) where this holds one record
+    and the reader's 64 KiB limit.
+    """
+    headers = CIMultiDict(request.headers)
+    headers.popall(hdrs.CONTENT_ENCODING, None)
+    headers.pop(hdrs.CONTENT_LENGTH, None)
+    clone = request.clone(headers=headers)
+    clone._payload = reader
+    return clone
+
+
+async def _pumped(
+    reader: _DecryptingReader,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    request: web.Request,
+) -> web.StreamResponse:
+    """``await handler(request)`` while ``reader.pump()`` feeds its body, in one task
+    group (the pump never outlives the handler, nor is its task left unreferenced); the
+    handler's own exception (a typed error, an ``HTTPException``) comes out as itself,
+    not inside an exception group."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader.pump)
+            try:
+                return await handler(request)
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
 def _middleware(settings: EncryptionSettings) -> Any:
     @web.middleware
     async def encryption(
@@ -423,26 +468,13 @@ def _middleware(settings: EncryptionSettings) -> Any:
             return _decrypt_error(UnsupportedFormatError("request body not in aes128gcm"))
         if rule is RequestRule.DECRYPT:
             reader = _DecryptingReader(request, settings)
-            headers = CIMultiDict(request.headers)
-            headers.popall(hdrs.CONTENT_ENCODING, None)
-            headers.pop(hdrs.CONTENT_LENGTH, None)
-            clone = request.clone(headers=headers)
-            clone._payload = reader
-            request = clone
+            request = _with_body(request, reader)
         request[BODY_DECRYPTED_KEY] = reader is not None
         try:
             if reader is None:
                 resp = await handler(request)
             else:
-                # A plain task, not a task group: the handler's own exceptions (typed
-                # errors, HTTPException) must reach the clauses below unwrapped.
-                pump = asyncio.get_running_loop().create_task(reader.pump())
-                try:
-                    resp = await handler(request)
-                finally:
-                    pump.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await pump
+                resp = await _pumped(reader, handler, request)
         except web.HTTPException as exc:
             if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
