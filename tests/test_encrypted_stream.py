@@ -55,7 +55,6 @@ from streamcrypt.transports import (
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,
-    EncryptedStreamConfig,
     connect,
     serve,
 )
@@ -394,13 +393,14 @@ def test_this_machines_cipher_comes_from_its_flags() -> None:
 def test_configs_never_show_or_pickle_their_keys(as_secret_key: bool) -> None:
     from streamcrypt.codecs.records import ProtocolConfig
     from streamcrypt.keys import SecretKey
+    from streamcrypt.transports._stream import _StreamConfig
 
     raw = {name: bytes([n]) * 32 for n, name in enumerate(("psk", "static_key"), 0x41)}
     psk = SecretKey(raw["psk"]) if as_secret_key else raw["psk"]
     static = SecretKey(raw["static_key"]) if as_secret_key else raw["static_key"]
     holders: list[object] = [
-        EncryptedStreamConfig(psk=psk),
-        EncryptedStreamConfig(static_key=static, accept_peer=bool),
+        _StreamConfig(psk=psk),
+        _StreamConfig(static_key=static, accept_peer=bool),
         ProtocolConfig.make(server_side=True, psk=psk),
         ProtocolConfig.make(server_side=True, static_key=static),
     ]
@@ -1379,33 +1379,42 @@ async def test_a_peer_that_reads_nothing_is_cut_by_idle_timeout() -> None:
         await client.send(b"y")
 
 
-def test_config_object_and_keywords() -> None:
-    config = EncryptedStreamConfig(psk=bytes(32), cipher="AESGCM")
-    assert "AESGCM" in repr(config) and "00" * 4 not in repr(config)
-    assert EncryptedStreamConfig.of(None, {"psk": bytes(32)}).psk == bytes(32)
-    assert EncryptedStreamConfig.of(config, {}) is config
-    with pytest.raises(InvalidParameterError, match="not both"):
-        EncryptedStreamConfig.of(config, {"psk": bytes(32)})
-    with pytest.raises(InvalidParameterError, match=r"unknown option.*psks"):
-        EncryptedStreamConfig.of(None, {"psks": bytes(32)})
+@pytest.mark.parametrize(
+    "function", [connect, serve, EncryptedStream.wrap, EncryptedListener.__init__]
+)
+def test_options_are_explicit_typed_keywords(function: Callable[..., object]) -> None:
+    import inspect
+    import typing
+
+    signature = inspect.signature(function)
+    kinds = {p.kind for p in signature.parameters.values()}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds and "config" not in signature.parameters
+    for name in ("psk", "static_key", "cipher", "hash", "record_timeout", "policy"):
+        assert signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    hints = typing.get_type_hints(function)
+    assert all(hint is not Any for hint in hints.values()), hints
+
+
+def test_bad_options_raise_before_any_io() -> None:
     with pytest.raises(InvalidParameterError, match="idle_timeout"):
-        EncryptedStreamConfig(psk=bytes(32), idle_timeout=0)
+        EncryptedListener(_mem_pair()[0], psk=bytes(32), idle_timeout=0)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="unsupported cipher"):
-        EncryptedStreamConfig(psk=bytes(32), cipher="AES")
+        EncryptedListener(_mem_pair()[0], psk=bytes(32), cipher="AES")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="psks"):
+        EncryptedListener(_mem_pair()[0], psks=bytes(32))  # type: ignore[arg-type, call-arg]
 
 
-async def test_connect_and_serve_take_a_config(caplog: pytest.LogCaptureFixture) -> None:
+async def test_connect_and_serve_by_the_names_their_signatures_report() -> None:
     sk, spk, _, _ = _keys()
-    server_config = EncryptedStreamConfig(static_key=sk)
 
     async def echo(stream: EncryptedStream) -> None:
         await stream.send(await stream.receive())
 
     async with create_task_group() as tg:
-        port = await tg.start(functools.partial(serve, echo, config=server_config))
-        async with await connect(
-            "127.0.0.1", port, EncryptedStreamConfig(server_public_key=spk)
-        ) as stream:
+        port = await tg.start(
+            functools.partial(serve, handler=echo, host="127.0.0.1", port=0, static_key=sk)
+        )
+        async with await connect(host="127.0.0.1", port=port, server_public_key=spk) as stream:
             await stream.send(b"ping")
             assert await stream.receive() == b"ping"
         tg.cancel_scope.cancel()

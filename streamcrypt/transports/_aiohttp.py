@@ -439,13 +439,14 @@ async def _pumped(
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader.pump)
             try:
-                return await handler(request)
+                response = await handler(request)
             finally:
                 tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    return response
 
 
 def _middleware(settings: EncryptionSettings) -> Any:

@@ -19,9 +19,9 @@ returns only once the kernel has every byte; on trio, and under
 :meth:`EncryptedStream.wrap` of any other byte stream, nothing changes. The protocol on
 the wire is the same either way.
 
-Options live in one frozen :class:`EncryptedStreamConfig`, given as ``config=`` or as
-keywords to :meth:`EncryptedStream.wrap`, :func:`connect`, :func:`serve` and
-:class:`EncryptedListener`.
+Options are explicit keywords of :meth:`EncryptedStream.wrap` (documented there),
+:func:`connect`, :func:`serve` and :class:`EncryptedListener`, checked into one private
+frozen ``_StreamConfig``.
 
 Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout``; a
 ``receive()`` by ``idle_timeout`` while nothing of the next record has come, and each
@@ -76,7 +76,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, NoReturn, TypeVar, cast
+from typing import Any, Final, Literal, NoReturn, TypeVar, cast
 
 import anyio
 from anyio import (
@@ -126,7 +126,6 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._deadline import timed_out, with_timeout
-from ._options import config_or_options
 from ._ratelog import FailureLog
 from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
 
@@ -142,7 +141,6 @@ __all__ = [
     "EncryptedListener",
     "EncryptedStream",
     "EncryptedStreamAttribute",
-    "EncryptedStreamConfig",
     "connect",
     "serve",
 ]
@@ -185,6 +183,10 @@ _SMALL_READ: Final = 16 << 10
 #: that made it, while a second ``receive()`` call costs a few microseconds.
 _JOIN_LIMIT: Final = 64 << 10
 
+#: ``cipher=``: ``"auto"`` or the Noise cipher to insist on.
+Cipher = Literal["auto", "AESGCM", "ChaChaPoly"]
+#: ``hash=``: the Noise hash (both sides alike).
+NoiseHash = Literal["BLAKE2s", "BLAKE2b", "SHA256", "SHA512"]
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
 KeyInput = Buffer | SecretKey
@@ -209,7 +211,7 @@ def _timeout(value: float | None, name: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class EncryptedStreamConfig:
+class _StreamConfig:
     """Every option of an encrypted connection, in one place (secrets never repr'd).
 
     Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519 private
@@ -272,16 +274,9 @@ class EncryptedStreamConfig:
             rekey_interval=self.rekey_interval,
         )
 
-    @classmethod
-    def of(
-        cls, config: EncryptedStreamConfig | None, options: dict[str, Any]
-    ) -> EncryptedStreamConfig:
-        """``config``, or one built from keyword ``options`` (not both)."""
-        return config_or_options(cls, config, options, "config")
-
     def __repr__(self) -> str:
         return (
-            f"EncryptedStreamConfig({self.cipher}, {self.hash}, "
+            f"_StreamConfig({self.cipher}, {self.hash}, "
             f"rekey_interval={self.rekey_interval}, <keys hidden>)"
         )
 
@@ -289,7 +284,7 @@ class EncryptedStreamConfig:
 
     def __reduce__(self) -> NoReturn:
         raise TypeError(
-            "EncryptedStreamConfig holds key material and is not picklable; give each "
+            "_StreamConfig holds key material and is not picklable; give each "
             "process its keys (a key file, a KeyRing serialized with a password) and "
             "build the options there"
         )
@@ -333,7 +328,7 @@ class EncryptedStream(ByteStream):
     """
 
     transport_stream: AnyByteStream
-    _config: EncryptedStreamConfig
+    _config: _StreamConfig
     _server_side: bool
     _records: RecordStream | None = field(default=None, init=False)
     _protocol_name: str = field(default="", init=False)
@@ -400,14 +395,38 @@ class EncryptedStream(ByteStream):
     async def wrap(
         cls,
         transport_stream: AnyByteStream,
-        config: EncryptedStreamConfig | None = None,
         *,
         server_side: bool = False,
-        **options: Any,
+        psk: KeyInput | None = None,
+        static_key: KeyInput | None = None,
+        server_public_key: Buffer | None = None,
+        accept_peer: AcceptPeer | None = None,
+        cipher: Cipher = "auto",
+        hash: NoiseHash = "BLAKE2s",
+        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> EncryptedStream:
         """Run the handshake over ``transport_stream`` and return the encrypted stream.
 
-        Options: ``config=``, or the fields of :class:`EncryptedStreamConfig` as keywords.
+        Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519
+        private key) and, on the client, ``server_public_key`` (NK, or IK when the client
+        has a static key too); a client with ``static_key`` alone runs XX and must give
+        ``accept_peer``. ``accept_peer(public_key) -> bool`` (sync or async) vets the
+        peer's static key whenever one arrives; a server with ``accept_peer`` refuses
+        anonymous (NK) clients.
+
+        ``cipher``: ``"auto"`` (accept both; as a client propose AES-GCM where the CPU
+        has AES and carry-less multiply instructions, ChaCha20-Poly1305 elsewhere or when
+        the flags are unknown), or ``"AESGCM"`` / ``"ChaChaPoly"`` to insist. ``hash``:
+        both sides must agree. ``rekey_interval``: records between rekeys (``None``:
+        never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
+        ``idle_timeout``, ``record_timeout`` (see the module docstring). ``policy``: when
+        record crypto leaves the event loop (``None`` keeps it on the loop thread); it
+        changes nothing on the wire.
+
         On any failure the transport is closed. Raises :class:`InvalidParameterError` /
         :class:`InvalidKeySizeError` for bad options (before any I/O),
         :class:`PeerRejectedError` when ``accept_peer`` refuses,
@@ -415,7 +434,19 @@ class EncryptedStream(ByteStream):
         timeout passed), :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
-        settings = EncryptedStreamConfig.of(config, options)
+        settings = _StreamConfig(
+            psk=psk,
+            static_key=static_key,
+            server_public_key=server_public_key,
+            accept_peer=accept_peer,
+            cipher=cipher,
+            hash=hash,
+            rekey_interval=rekey_interval,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            record_timeout=record_timeout,
+            policy=policy,
+        )
         protocol = settings.protocol(server_side=server_side)
         return await cls._wrap(transport_stream, settings, protocol)
 
@@ -423,7 +454,7 @@ class EncryptedStream(ByteStream):
     async def _wrap(
         cls,
         transport_stream: AnyByteStream,
-        config: EncryptedStreamConfig,
+        config: _StreamConfig,
         protocol: ProtocolConfig,
     ) -> EncryptedStream:
         stream = cls(transport_stream, config, protocol.server_side)
@@ -904,9 +935,8 @@ class EncryptedStream(ByteStream):
 class EncryptedListener(Listener[EncryptedStream]):
     """Wraps any anyio listener: each accepted stream runs the handshake (server side).
 
-    Options: ``config=`` or the fields of :class:`EncryptedStreamConfig` as keywords
-    (``server_public_key`` excepted); bad options raise :class:`InvalidParameterError`
-    here. A connection whose handshake fails or times out, or whose handler raises, is
+    Options as in :meth:`EncryptedStream.wrap` (``server_public_key`` excepted); bad
+    options raise :class:`InvalidParameterError` here. A connection whose handshake fails or times out, or whose handler raises, is
     closed and logged on the ``"streamcrypt.transports"`` logger: one warning line saying
     what failed with which peer, then the error type and message (never key bytes; an
     unexpected handler error with its traceback), at a bounded rate: ten lines per ten
@@ -921,23 +951,63 @@ class EncryptedListener(Listener[EncryptedStream]):
 
     def __init__(
         self,
-        listener: Listener[Any],
-        config: EncryptedStreamConfig | None = None,
+        listener: Listener[AnyByteStream],
         *,
+        psk: KeyInput | None = None,
+        static_key: KeyInput | None = None,
+        accept_peer: AcceptPeer | None = None,
+        cipher: Cipher = "auto",
+        hash: NoiseHash = "BLAKE2s",
+        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
         max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
-        **options: Any,
+    ) -> None:
+        config = _StreamConfig(
+            psk=psk,
+            static_key=static_key,
+            accept_peer=accept_peer,
+            cipher=cipher,
+            hash=hash,
+            rekey_interval=rekey_interval,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            record_timeout=record_timeout,
+            policy=policy,
+        )
+        self._setup(listener, config, max_connections)
+
+    @classmethod
+    def _of(
+        cls,
+        listener: Listener[AnyByteStream],
+        config: _StreamConfig,
+        max_connections: int | None,
+    ) -> EncryptedListener:
+        """A listener from options already checked (:func:`serve`)."""
+        self = cls.__new__(cls)
+        self._setup(listener, config, max_connections)
+        return self
+
+    def _setup(
+        self,
+        listener: Listener[AnyByteStream],
+        config: _StreamConfig,
+        max_connections: int | None,
     ) -> None:
         _check_cap(max_connections)
         self.listener = listener
-        self.config = EncryptedStreamConfig.of(config, options)
+        self._config = config
         self.max_connections = max_connections
-        self._protocol = self.config.protocol(server_side=True)
+        self._protocol = config.protocol(server_side=True)
         self.failures = FailureLog(logger)
         self._open = 0
 
     async def serve(
         self,
-        handler: Callable[[EncryptedStream], Any],
+        handler: Callable[[EncryptedStream], object],
         task_group: TaskGroup | None = None,
     ) -> None:
         """Serve forever, calling ``await handler(stream)`` for each handshaken connection."""
@@ -961,7 +1031,7 @@ class EncryptedListener(Listener[EncryptedStream]):
 
         async def serve_one(transport: AnyByteStream, peer: str) -> None:
             try:
-                stream = await EncryptedStream._wrap(transport, self.config, self._protocol)
+                stream = await EncryptedStream._wrap(transport, self._config, self._protocol)
             except Exception as exc:
                 self.failures.failure(
                     f"encrypted handshake with {peer} failed, connection closed", exc
@@ -1001,11 +1071,24 @@ class EncryptedListener(Listener[EncryptedStream]):
         return self.listener.extra_attributes
 
     def __repr__(self) -> str:
-        return f"EncryptedListener({self.listener!r}, {self.config!r})"
+        return f"EncryptedListener({self.listener!r}, {self._config!r})"
 
 
 async def connect(
-    host: str, port: int, config: EncryptedStreamConfig | None = None, **options: Any
+    host: str,
+    port: int,
+    *,
+    psk: KeyInput | None = None,
+    static_key: KeyInput | None = None,
+    server_public_key: Buffer | None = None,
+    accept_peer: AcceptPeer | None = None,
+    cipher: Cipher = "auto",
+    hash: NoiseHash = "BLAKE2s",
+    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> EncryptedStream:
     """Connect over TCP and run the client handshake: ``async with await connect(...) as s:``.
 
@@ -1015,21 +1098,41 @@ async def connect(
     addresses of ``host`` are tried one after another, not raced as anyio's happy
     eyeballs do.
     """
-    settings = EncryptedStreamConfig.of(config, options)
+    settings = _StreamConfig(
+        psk=psk,
+        static_key=static_key,
+        server_public_key=server_public_key,
+        accept_peer=accept_peer,
+        cipher=cipher,
+        hash=hash,
+        rekey_interval=rekey_interval,
+        handshake_timeout=handshake_timeout,
+        idle_timeout=idle_timeout,
+        record_timeout=record_timeout,
+        policy=policy,
+    )
     protocol = settings.protocol(server_side=False)
     transport = await (open_tcp(host, port) if on_asyncio() else anyio.connect_tcp(host, port))
     return await EncryptedStream._wrap(transport, settings, protocol)
 
 
 async def serve(
-    handler: Callable[[EncryptedStream], Awaitable[Any]],
+    handler: Callable[[EncryptedStream], Awaitable[object]],
     host: str = "127.0.0.1",
     port: int = 0,
-    config: EncryptedStreamConfig | None = None,
     *,
+    psk: KeyInput | None = None,
+    static_key: KeyInput | None = None,
+    accept_peer: AcceptPeer | None = None,
+    cipher: Cipher = "auto",
+    hash: NoiseHash = "BLAKE2s",
+    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
-    **options: Any,
 ) -> None:
     """Listen on ``host:port`` and serve encrypted connections until cancelled.
 
@@ -1049,14 +1152,25 @@ async def serve(
     trio anyio's TCP listener.
     Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
-    settings = EncryptedStreamConfig.of(config, options)
+    settings = _StreamConfig(
+        psk=psk,
+        static_key=static_key,
+        accept_peer=accept_peer,
+        cipher=cipher,
+        hash=hash,
+        rekey_interval=rekey_interval,
+        handshake_timeout=handshake_timeout,
+        idle_timeout=idle_timeout,
+        record_timeout=record_timeout,
+        policy=policy,
+    )
     settings.protocol(server_side=True)  # validate before binding the port
     _check_cap(max_connections)
     if on_asyncio():
-        tcp: Listener[Any] = await ProtocolListener.create(host, port)
+        tcp: Listener[AnyByteStream] = await ProtocolListener.create(host, port)
     else:
         tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    listener = EncryptedListener(tcp, settings, max_connections=max_connections)
+    listener = EncryptedListener._of(tcp, settings, max_connections)
     async with listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
         await listener.serve(handler)
