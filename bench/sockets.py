@@ -37,11 +37,10 @@ from streamcrypt.transports import (
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,
-    ProtocolListener,
     connect,
-    open_tcp,
 )
 from streamcrypt.transports import serve as serve_encrypted
+from streamcrypt.transports._socket import ProtocolListener, open_tcp  # the plain contender
 
 from ._procs import ServerProcess, announce, raise_fd_limit
 from ._report import (

@@ -38,8 +38,8 @@ from streamcrypt.transports import (
     BODY_DECRYPTED,
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
-    EncryptionSettings,
 )
+from streamcrypt.transports._http import EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
@@ -569,17 +569,29 @@ async def test_one_path_rule_by_whole_segments() -> None:
     assert clear.clear_allowed("POST", "/upload/x") and not clear.clear_allowed("POST", "/uploads")
 
 
-async def test_settings_object_and_options() -> None:
+async def test_options_are_explicit_typed_keywords() -> None:
+    import inspect
+    import typing
+
+    from streamcrypt.transports import setup_encryption
+
+    for function in (EncryptionMiddleware.__init__, setup_encryption):
+        signature = inspect.signature(function)
+        kinds = {p.kind for p in signature.parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, function
+        assert "settings" not in signature.parameters
+        assert signature.parameters["keys"].kind is inspect.Parameter.KEYWORD_ONLY
+        hints = typing.get_type_hints(function)
+        assert all(hint is not Any for hint in hints.values()), hints
     keys = ring()
-    settings = EncryptionSettings(keys=keys, allow_clear_methods=frozenset({"put"}))
-    assert settings.allow_clear_methods == frozenset({"PUT"})
-    assert EncryptionMiddleware(echo_app([]), settings).settings is settings
-    with pytest.raises(InvalidParameterError, match="not both"):
-        EncryptionMiddleware(echo_app([]), settings, keys=keys)
-    with pytest.raises(InvalidParameterError, match="unknown option"):
-        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)
-    with pytest.raises(InvalidParameterError, match="keys="):
-        EncryptionMiddleware(echo_app([]))
+    middleware = EncryptionMiddleware(echo_app([]), keys=keys, allow_clear_methods=["put"])
+    assert middleware.settings.allow_clear_methods == frozenset({"PUT"})
+    with pytest.raises(TypeError, match="decrypt_request"):
+        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="keys"):
+        EncryptionMiddleware(echo_app([]))  # type: ignore[call-arg]
+    with pytest.raises(InvalidParameterError, match="KeyRing"):
+        EncryptionMiddleware(echo_app([]), keys=b"x" * 16)  # type: ignore[arg-type]
 
 
 BAD = [

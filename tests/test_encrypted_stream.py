@@ -36,7 +36,7 @@ from anyio.abc import ByteStream, SocketAttribute
 from noise.connection import Keypair, NoiseConnection
 
 from streamcrypt.codecs.noise import generate_keypair
-from streamcrypt.codecs.records import preferred_cipher
+from streamcrypt.codecs.records import MAX_RECORD_DATA, preferred_cipher
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
@@ -51,7 +51,6 @@ from streamcrypt.errors import (
 from streamcrypt.keys import random_bytes
 from streamcrypt.testing import MemoryByteStream, encrypted_stream_pair, memory_stream_pair
 from streamcrypt.transports import (
-    MAX_RECORD_DATA,
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,

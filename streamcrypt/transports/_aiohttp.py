@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -47,6 +47,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.base_protocol import BaseProtocol
 from aiohttp.payload import AsyncIterablePayload, Payload
 from aiohttp.streams import StreamReader
+from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
 from ..abc import Buffer
@@ -69,10 +70,14 @@ from ..keys import KeyRing
 from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
 from ._http import (
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
+    DEFAULT_REQUEST_MAX_RECORD_SIZE,
     BodyDeadline,
     EncryptionSettings,
     RequestRule,
+    Unencryptable,
     announces_body,
     content_codings,
     feed_piecewise,
@@ -95,8 +100,8 @@ def _codings(headers: Any) -> list[str]:
     return content_codings(headers.getall(hdrs.CONTENT_ENCODING, []))
 
 
-#: Where :func:`setup_encryption` keeps its settings in the application.
-SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
+#: Where :func:`setup_encryption` keeps its options in the application.
+_SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
 #: Whether the handler's request body was decrypted (True) or came in clear (False: no
 #: body, an allowed path or method, or decrypt_requests=False): ``request[BODY_DECRYPTED_KEY]``.
 BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decrypted", bool)
@@ -136,7 +141,7 @@ class EncryptedStreamResponse(web.StreamResponse):
     Use it like ``StreamResponse``: ``await resp.prepare(request)``, ``await
     resp.write(data)`` any number of times, ``await resp.write_eof()``. ``keys`` (a
     :class:`KeyRing` of 16-byte keys; the active one encrypts), ``record_size`` and
-    ``policy`` default to the application's :func:`setup_encryption` settings. If
+    ``policy`` default to the application's :func:`setup_encryption` options. If
     ``content_length`` is set to the plaintext length before ``prepare``, the exact
     encrypted length is sent; otherwise the body is chunked. Raises
     :class:`InvalidParameterError` when no keys are known, and for
@@ -149,7 +154,7 @@ class EncryptedStreamResponse(web.StreamResponse):
         *,
         status: int = 200,
         reason: str | None = None,
-        headers: Any = None,
+        headers: LooseHeaders | None = None,
         keys: KeyRing | None = None,
         record_size: int | None = None,
         policy: OffloadPolicy | str | None = "app",
@@ -161,17 +166,19 @@ class EncryptedStreamResponse(web.StreamResponse):
         self._sc_feeder: Feeder | None = None
         self[_MARK] = True
 
-    def enable_compression(self, *args: Any, **kwargs: Any) -> None:
+    def enable_compression(
+        self, force: bool | web.ContentCoding | None = None, strategy: int | None = None
+    ) -> None:
         raise InvalidParameterError(
             "an EncryptedStreamResponse cannot be compressed after encryption; compress "
             "the plaintext before writing it if needed"
         )
 
-    async def prepare(self, request: web.BaseRequest) -> Any:
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self.prepared:
             return await super().prepare(request)
         settings = (
-            request.config_dict.get(SETTINGS_KEY) if isinstance(request, web.Request) else None
+            request.config_dict.get(_SETTINGS_KEY) if isinstance(request, web.Request) else None
         )
         keys = self._sc_keys or (settings.keys if settings is not None else None)
         if keys is None:
@@ -533,24 +540,51 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
 
 
 def setup_encryption(
-    app: web.Application, settings: EncryptionSettings | None = None, **options: Any
-) -> EncryptionSettings:
+    app: web.Application,
+    *,
+    keys: KeyRing,
+    record_size: int = DEFAULT_HTTP_RECORD_SIZE,
+    include_paths: Iterable[str] | None = None,
+    exclude_paths: Iterable[str] = (),
+    content_types: Iterable[str] | None = None,
+    on_unencryptable: Unencryptable = "encrypt",
+    decrypt_requests: bool = True,
+    allow_clear_paths: Iterable[str] = (),
+    allow_clear_methods: Iterable[str] = (),
+    max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
+    body_min_rate: float | None = DEFAULT_BODY_MIN_RATE,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> None:
     """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
 
-    Options: ``settings=`` (an :class:`EncryptionSettings`) or its fields as keywords
-    (``keys=`` is required), meaning what they mean for the ASGI
-    ``EncryptionMiddleware``: requests fail closed (415 for a body not in aes128gcm unless
-    its path or method is allowed in clear; ``request[BODY_DECRYPTED_KEY]`` says which the
-    handler got), a stalled body is cut after ``body_timeout`` (408). Installs the
-    middleware (outermost) and the ``on_response_prepare`` guard, and stores the settings
-    under :data:`SETTINGS_KEY` for :class:`EncryptedStreamResponse`. Raises
-    :class:`InvalidParameterError` for bad settings.
+    The options (keywords, ``keys`` required) mean what they mean for the ASGI
+    :class:`~streamcrypt.transports.EncryptionMiddleware`: requests fail closed (415 for
+    a body not in aes128gcm unless its path or method is allowed in clear;
+    ``request[BODY_DECRYPTED_KEY]`` says which the handler got), a body that stalls or
+    trickles past its deadline gets 408. Installs the middleware (outermost) and the
+    ``on_response_prepare`` guard, and keeps the options in the app for
+    :class:`EncryptedStreamResponse`. Raises :class:`InvalidParameterError` for bad
+    options.
     """
-    settings = EncryptionSettings.of(settings, options)
-    app[SETTINGS_KEY] = settings
+    settings = EncryptionSettings(
+        keys=keys,
+        record_size=record_size,
+        include_paths=include_paths,
+        exclude_paths=exclude_paths,
+        content_types=content_types,
+        on_unencryptable=on_unencryptable,
+        decrypt_requests=decrypt_requests,
+        allow_clear_paths=allow_clear_paths,
+        allow_clear_methods=allow_clear_methods,
+        max_record_size=max_record_size,
+        body_timeout=body_timeout,
+        body_min_rate=body_min_rate,
+        policy=policy,
+    )
+    app[_SETTINGS_KEY] = settings
     app.middlewares.insert(0, _middleware(settings))
     app.on_response_prepare.append(_guard(settings))
-    return settings
 
 
 def encrypted_body(

@@ -23,7 +23,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
@@ -31,7 +31,6 @@ from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
 from ..errors import InvalidParameterError
 from ..keys import KeyRing
 from ._deadline import timed_out, with_timeout
-from ._options import config_or_options
 from ._socket import on_asyncio
 
 __all__ = [
@@ -143,7 +142,10 @@ def _paths(value: Iterable[str] | None, name: str) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class EncryptionSettings:
-    """What an encrypting HTTP middleware encrypts, decrypts and lets through.
+    """What an encrypting HTTP middleware encrypts, decrypts and lets through: the
+    options of :class:`~streamcrypt.transports.EncryptionMiddleware` and
+    :func:`~streamcrypt.transports.setup_encryption` (explicit keywords there), checked
+    once (private: users pass the keywords).
 
     ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts, a request body
     is decrypted with the key its header names. Paths: a request is handled when its
@@ -166,13 +168,13 @@ class EncryptionSettings:
 
     keys: KeyRing
     record_size: int = DEFAULT_HTTP_RECORD_SIZE
-    include_paths: tuple[str, ...] | None = None
-    exclude_paths: tuple[str, ...] = ()
-    content_types: frozenset[str] | None = None
+    include_paths: Iterable[str] | None = None
+    exclude_paths: Iterable[str] = ()
+    content_types: Iterable[str] | None = None
     on_unencryptable: Unencryptable = "encrypt"
     decrypt_requests: bool = True
-    allow_clear_paths: tuple[str, ...] = ()
-    allow_clear_methods: frozenset[str] = frozenset()
+    allow_clear_paths: Iterable[str] = ()
+    allow_clear_methods: Iterable[str] = frozenset()
     max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT
     body_min_rate: float | None = DEFAULT_BODY_MIN_RATE
@@ -204,18 +206,6 @@ class EncryptionSettings:
                 "content_types",
                 frozenset(t.partition(";")[0].strip().lower() for t in self.content_types),
             )
-
-    @classmethod
-    def of(cls, settings: EncryptionSettings | None, options: dict[str, Any]) -> EncryptionSettings:
-        """``settings``, or settings built from keyword ``options`` (not both)."""
-        if settings is None and "keys" not in options:
-            raise InvalidParameterError("keys= (a KeyRing of 16-byte keys) is required")
-        return config_or_options(cls, settings, options, "settings")
-
-    @classmethod
-    def create(cls, **options: Any) -> EncryptionSettings:
-        """The settings from keyword options (the constructor, kept for existing callers)."""
-        return cls.of(None, options)
 
     def selects(self, path: str) -> bool:
         """Whether requests to ``path`` are handled (:func:`path_matches`)."""

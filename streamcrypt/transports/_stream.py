@@ -135,8 +135,6 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
-    "MAX_READ",
-    "MAX_RECORD_DATA",
     "AcceptPeer",
     "EncryptedListener",
     "EncryptedStream",
