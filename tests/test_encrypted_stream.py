@@ -558,6 +558,27 @@ async def _end_of(stream: EncryptedStream) -> type[BaseException]:
     raise AssertionError("receive() returned data")
 
 
+async def test_the_stream_state_is_one_enum_through_its_life() -> None:
+    client, server = await _enc()
+    assert "open" in repr(client)
+    await client.send_eof()
+    assert "send-closed" in repr(client)
+    with pytest.raises(EndOfStream):
+        await server.receive()
+    assert "receive-closed" in repr(server)
+    await server.send_eof()
+    with pytest.raises(EndOfStream):
+        await client.receive()
+    assert "ended" in repr(client) and "ended" in repr(server)
+    await client.aclose()
+    assert "closed" in repr(client)
+    state_fields = [
+        f for f in vars(EncryptedStream)["__dataclass_fields__"] if "eof" in f or "broken" in f
+    ]
+    assert state_fields == []  # no booleans beside the enum
+    await server.aclose()
+
+
 async def test_only_a_sender_that_finished_sends_the_authenticated_close() -> None:
     # aclose() without send_eof() is an abort: the peer can tell it from an end.
     client, server = await _enc()
