@@ -1,7 +1,7 @@
 """What the HTTP middlewares share: their settings, checked once, and the request rules.
 
 Framework-free (no starlette, no aiohttp), so both the ASGI middleware and the aiohttp
-helpers build on it: one declaration of the options (:class:`EncryptionSettings`), one
+helpers build on it: one declaration of the options (``EncryptionSettings``, private), one
 reading of ``Content-Encoding`` (all header lines, RFC 9110 section 5.3), one decision of
 what a request's body must be (:meth:`EncryptionSettings.request_rule`).
 

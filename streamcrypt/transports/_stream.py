@@ -12,7 +12,7 @@ scheduler and writes each batch as it comes, and ``receive()`` feeds it what the
 transport gives and returns what its opening jobs verified.
 
 Transports. :func:`connect` and :func:`serve` on asyncio (uvloop included) run over
-:class:`~streamcrypt.transports.ProtocolStream`, streamcrypt's asyncio protocol (one
+``ProtocolStream`` (private, ``_socket.py``), streamcrypt's asyncio protocol (one
 reused receive buffer, no per-read pause and resume; measured 1.7-5x anyio's TCP stream
 for plaintext), and then seal each batch into recycled buffers, since its ``send()``
 returns only once the kernel has every byte; on trio, and under
@@ -29,7 +29,7 @@ record by ``record_timeout`` from the read that brought its first byte to its la
 peer that sends a record header and stalls, or trickles the record a byte at a time, is
 cut ``record_timeout`` after the record began); a ``send()`` that cannot hand a batch to
 the transport for ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
-breaks the stream. Over a :class:`~streamcrypt.transports.ProtocolStream` the timeouts
+breaks the stream. Over a ``ProtocolStream`` the timeouts
 are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily
 armed loop timer per direction, nothing per call); over another transport on asyncio a
 deadline is armed only once a call really waits, as one loop timer that cancels the
@@ -37,10 +37,10 @@ awaited future (``_deadline.py``); elsewhere it is an anyio cancel scope (on the
 small-message path a cancel scope cost as much as the crypto). A read that is exactly
 one small data record is opened from the chunk read, without the record buffer or the
 scheduler. Buffered ciphertext per connection is at most one transport read
-(:data:`MAX_READ`, 1 MiB: the record layer parses each read in place) plus one record
+(``MAX_READ``, 1 MiB: the record layer parses each read in place) plus one record
 (65 KiB: the one record spanning two reads is the only ciphertext copied), plus, over a
-:class:`~streamcrypt.transports.ProtocolStream`, the bytes its receive buffer holds for
-the next read (at most :data:`~streamcrypt.transports.READ_BUFFER`, 1 MiB; reading
+``ProtocolStream``, the bytes its receive buffer holds for
+the next read (at most ``READ_BUFFER``, 1 MiB; reading
 pauses while it is full); opened plaintext waiting for
 ``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
 it runs inline, its window when it offloads, which only a peer holding the key can cause).
@@ -406,7 +406,7 @@ class EncryptedStream(ByteStream):
     @staticmethod
     def _reads_for(sched: OrderedBatches) -> int:
         """``max_bytes`` per transport read: a run worth the scheduler's budget, within
-        :data:`MAX_READ`. The budget moves only as batches run, so it is read again after
+        ``MAX_READ``. The budget moves only as batches run, so it is read again after
         each, not on every small read."""
         return min(MAX_READ, max(_RECV_SIZE, sched.budget))
 
@@ -1103,7 +1103,7 @@ async def connect(
 
     Options as in :meth:`EncryptedStream.wrap`; raises what it raises, plus connection
     errors (``OSError``). On asyncio the TCP stream (``transport_stream``) is a
-    :class:`~streamcrypt.transports.ProtocolStream`, on trio anyio's; on asyncio the
+    ``ProtocolStream``, on trio anyio's; on asyncio the
     addresses of ``host`` are tried one after another, not raced as anyio's happy
     eyeballs do.
     """
@@ -1157,7 +1157,7 @@ async def serve(
     :class:`EncryptedListener` does (bad clients are logged and closed, others go on;
     beyond ``max_connections`` at once, default :data:`DEFAULT_MAX_CONNECTIONS`, new
     connections are refused: closed before their handshake).
-    On asyncio the listener is a :class:`~streamcrypt.transports.ProtocolListener`, on
+    On asyncio the listener is a ``ProtocolListener`` (private), on
     trio anyio's TCP listener.
     Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
