@@ -1247,6 +1247,71 @@ async def test_small_work_stays_inline_large_work_offloads(pool: CountingPool) -
     assert pool.submitted >= 4  # the receiver opened at least one buffered run in a worker
 
 
+@pytest.mark.parametrize("offload", [False, True])
+async def test_a_sender_cancelled_at_random_points_never_looks_finished(
+    pool: CountingPool, offload: bool
+) -> None:
+    """Cancel a 2 MiB send at random points: the peer gets all of it and EndOfStream, or a
+    prefix of it and a typed error; never a prefix and EndOfStream."""
+    rng = random.Random(27)
+    data = random_bytes(2 << 20)
+    pool.gate.set()
+
+    async def sender(client: EncryptedStream, delay: float) -> None:
+        with anyio.move_on_after(delay):
+            async with client:
+                await client.send(data)
+
+    async def receiver(server: EncryptedStream, got: bytearray, end: list[object]) -> None:
+        while True:
+            try:
+                got.extend(await server.receive())
+            except (EndOfStream, TruncatedStreamError, BrokenResourceError) as exc:
+                end.append(type(exc))
+                return
+
+    for _ in range(12):
+        policy = _offload(pool) if offload else None
+        client, server = await encrypted_stream_pair(_mem_pair(4), policy=policy)
+        got = bytearray()
+        end: list[object] = []
+        with anyio.fail_after(20):
+            async with create_task_group() as tg:
+                tg.start_soon(receiver, server, got, end)
+                tg.start_soon(sender, client, rng.random() * 0.02)
+        assert data.startswith(got)
+        if end == [EndOfStream]:
+            assert bytes(got) == data
+        await server.aclose()
+
+
+async def test_a_receiver_cancelled_at_random_points_loses_nothing(pool: CountingPool) -> None:
+    rng = random.Random(26)
+    data = random_bytes(3 << 20)
+    pool.gate.set()
+
+    async def sender(client: EncryptedStream) -> None:
+        async with client:
+            for pos in range(0, len(data), 300_000):
+                await client.send(data[pos : pos + 300_000])
+
+    for offload in (False, True):
+        policy = _offload(pool) if offload else None
+        client, server = await encrypted_stream_pair(_mem_pair(4), policy=policy)
+        got = bytearray()
+        with anyio.fail_after(30):
+            async with create_task_group() as tg:
+                tg.start_soon(sender, client)
+                while True:
+                    with anyio.move_on_after(rng.random() * 0.002):
+                        try:
+                            got.extend(await server.receive(rng.randint(1, 1 << 18)))
+                        except EndOfStream:
+                            break
+        assert bytes(got) == data
+        await server.aclose()
+
+
 async def test_cancelled_receive_never_drops_a_verified_record() -> None:
     """A receive() cancelled while a complete record is buffered must leave that record
     for the next call (once opened, a record's counter has advanced: dropping it would
