@@ -39,7 +39,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 from aiohttp import ClientResponse, hdrs, web
@@ -141,7 +141,8 @@ class EncryptedStreamResponse(web.StreamResponse):
     Use it like ``StreamResponse``: ``await resp.prepare(request)``, ``await
     resp.write(data)`` any number of times, ``await resp.write_eof()``. ``keys`` (a
     :class:`KeyRing` of 16-byte keys; the active one encrypts), ``record_size`` and
-    ``policy`` default to the application's :func:`setup_encryption` options. If
+    ``policy`` (``"app"``) default to the application's :func:`setup_encryption`
+    options. If
     ``content_length`` is set to the plaintext length before ``prepare``, the exact
     encrypted length is sent; otherwise the body is chunked. Raises
     :class:`InvalidParameterError` when no keys are known, and for
@@ -157,7 +158,7 @@ class EncryptedStreamResponse(web.StreamResponse):
         headers: LooseHeaders | None = None,
         keys: KeyRing | None = None,
         record_size: int | None = None,
-        policy: OffloadPolicy | str | None = "app",
+        policy: OffloadPolicy | Literal["app"] | None = "app",
     ) -> None:
         super().__init__(status=status, reason=reason, headers=headers)
         self._sc_keys = keys
