@@ -142,27 +142,9 @@ def _paths(value: Iterable[str] | None, name: str) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class EncryptionSettings:
-    """What an encrypting HTTP middleware encrypts, decrypts and lets through: the
-    options of :class:`~streamcrypt.transports.EncryptionMiddleware` and
-    :func:`~streamcrypt.transports.setup_encryption` (explicit keywords there), checked
-    once (private: users pass the keywords).
-
-    ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts, a request body
-    is decrypted with the key its header names. Paths: a request is handled when its
-    path is one of ``include_paths`` or below one (all paths when ``None``) and neither
-    one of ``exclude_paths`` nor below one, segment by segment (:func:`path_matches`:
-    ``"/health"`` covers ``/health/live``, not ``/healthcare``); other requests pass
-    through untouched. ``content_types``: media
-    types whose responses are encrypted (``"text/*"`` wildcards allowed; ``None``: all).
-    ``on_unencryptable``: ``"encrypt"`` or ``"refuse"`` (500) for file sends, 206 and
-    already-encoded responses. ``decrypt_requests``: decrypt ``aes128gcm`` request bodies
-    and refuse every other request body with 415 (``False``: request bodies pass in clear).
-    ``allow_clear_paths`` / ``allow_clear_methods``: paths (with what is below them, as
-    above) and methods whose request bodies may come in clear. ``max_record_size``: the largest record a request
-    may announce (413 above it). ``body_timeout`` and ``body_min_rate``: a request body
-    gets ``body_timeout`` seconds plus one second per ``body_min_rate`` bytes received
-    (408 past that; :class:`BodyDeadline`).
-    ``policy``: offload policy of the pipelines. Bad settings raise
+    """The options of :class:`~streamcrypt.transports.EncryptionMiddleware` and
+    :func:`~streamcrypt.transports.setup_encryption` (documented there: explicit
+    keywords), checked once and shared by both; private. Bad options raise
     :class:`InvalidParameterError`.
     """
 

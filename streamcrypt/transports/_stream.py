@@ -211,24 +211,9 @@ def _timeout(value: float | None, name: str) -> None:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class _StreamConfig:
-    """Every option of an encrypted connection, in one place (secrets never repr'd).
-
-    Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519 private
-    key) and, on the client, ``server_public_key`` (NK, or IK when the client has a static
-    key too); a client with ``static_key`` alone runs XX and must give ``accept_peer``.
-    ``accept_peer(public_key) -> bool`` (sync or async) vets the peer's static key
-    whenever one arrives; a server with ``accept_peer`` refuses anonymous (NK) clients.
-
-    ``cipher``: ``"auto"`` (the default: accept both, and as a client propose AES-GCM
-    where the CPU has AES and carry-less multiply instructions, ChaCha20-Poly1305
-    elsewhere or when the flags are unknown), or ``"AESGCM"`` /
-    ``"ChaChaPoly"`` to insist. ``hash``: ``"BLAKE2s"``, ``"BLAKE2b"``, ``"SHA256"`` or
-    ``"SHA512"`` (both sides must agree). ``rekey_interval``: records between rekeys
-    (``None``: never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
-    ``idle_timeout``, ``record_timeout`` (see the module docstring). ``policy``: when record
-    crypto leaves the event loop (``None`` keeps it on the loop thread); it changes nothing
-    on the wire. Bad options raise :class:`InvalidParameterError` here, or (a key missing
-    for the side it is used on) when the connection starts, before any I/O.
+    """The options of :meth:`EncryptedStream.wrap` (documented there), checked once;
+    secrets never repr'd. Bad options raise :class:`InvalidParameterError` here, or (a
+    key missing for the side it is used on) when the connection starts, before any I/O.
     """
 
     psk: KeyInput | None = None
