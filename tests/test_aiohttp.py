@@ -381,6 +381,33 @@ async def test_allow_clear_paths_match_whole_segments() -> None:
                 assert r.status == status, path
 
 
+async def test_the_socket_and_http_api_takes_typed_explicit_keywords() -> None:
+    """No **options, no parameter typed Any, and every parameter callable by its name,
+    across the public socket and HTTP callables."""
+    import inspect
+    import typing
+
+    from streamcrypt import transports
+
+    names = [
+        "connect", "serve", "EncryptedListener", "EncryptedStream", "EncryptionMiddleware",
+        "setup_encryption", "EncryptedStreamResponse", "encrypted_body", "decrypt_response",
+    ]  # fmt: skip
+    for name in names:
+        obj = getattr(transports, name)
+        functions = [obj] if not isinstance(obj, type) else [obj.__init__]
+        if obj is transports.EncryptedStream:
+            functions = [obj.wrap, obj.send, obj.receive, obj.send_eof, obj.aclose]
+        for function in functions:
+            signature = inspect.signature(function)
+            for parameter in signature.parameters.values():
+                assert parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
+                assert parameter.kind is not parameter.POSITIONAL_ONLY, (name, parameter)
+            hints = typing.get_type_hints(function)
+            hints.pop("return", None)
+            assert all(hint is not Any for hint in hints.values()), (name, hints)
+
+
 # -- the private aiohttp surface, each use confined to one function: its invariants ----
 
 
