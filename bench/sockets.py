@@ -37,11 +37,10 @@ from streamcrypt.transports import (
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,
-    ProtocolListener,
     connect,
-    open_tcp,
 )
 from streamcrypt.transports import serve as serve_encrypted
+from streamcrypt.transports._socket import ProtocolListener, open_tcp  # the plain contender
 
 from ._procs import ServerProcess, announce, raise_fd_limit
 from ._report import (
@@ -200,14 +199,18 @@ def serve(args: list[str]) -> None:
         if kind == "encrypted":
             key, public = generate_keypair()
             async with anyio.create_task_group() as tg:
-                port = await tg.start(functools.partial(serve_encrypted, _handle, static_key=key))
+                port = await tg.start(
+                    functools.partial(
+                        serve_encrypted, _handle, static_key=key, max_connections=None
+                    )
+                )
                 announce(port, public.hex())
                 await anyio.sleep_forever()
         elif kind == "encrypted-anyio":
             key, public = generate_keypair()
             tcp = await anyio.create_tcp_listener(local_host="127.0.0.1")
             announce(tcp.extra(SocketAttribute.local_port), public.hex())
-            await EncryptedListener(tcp, static_key=key).serve(_handle)
+            await EncryptedListener(tcp, static_key=key, max_connections=None).serve(_handle)
         elif kind in ("plain", "plain-protocol"):
             listener = (
                 await anyio.create_tcp_listener(local_host="127.0.0.1")
@@ -238,6 +241,13 @@ def serve(args: list[str]) -> None:
 
 
 Opener = Callable[[], Awaitable[ByteStream]]
+
+
+async def _close(stream: ByteStream) -> None:
+    """Close as a client that finished: an EncryptedStream sends its authenticated close
+    (a bare aclose() would be an abort), other streams just close."""
+    async with stream:
+        pass
 
 
 def _opener(kind: str, server: ServerProcess, cert_path: str) -> Opener:
@@ -319,7 +329,7 @@ async def _bulk(
         times = await interleaved_async(variants, rounds, cpu=cpu, server_cpu=clocks)
     finally:
         for stream in streams.values():
-            await stream.aclose()
+            await _close(stream)
     t = report.table(
         f"Sockets: bulk transfer, {total >> 20} MiB each way, server in its own process "
         "(uvloop both sides)",
@@ -422,7 +432,7 @@ async def _latency(report: Report, quick: bool, openers: dict[str, Opener]) -> N
         await interleaved_async(variants, rounds, warmup=0)
     finally:
         for stream in streams.values():
-            await stream.aclose()
+            await _close(stream)
     t = report.table(
         f"Sockets: {MESSAGE} B request / {MESSAGE} B response round trips (server in its own "
         "process)",
@@ -447,7 +457,7 @@ async def _handshakes(report: Report, quick: bool, openers: dict[str, Opener]) -
         async def run() -> None:
             for _ in range(count):
                 stream = await open_()
-                await stream.aclose()
+                await _close(stream)
 
         return run
 
@@ -490,7 +500,7 @@ async def _held(kind: str, count: int, cert_path: str, key_path: str) -> float:
 
         async def release() -> None:
             for stream in streams:
-                await stream.aclose()
+                await _close(stream)
             streams.clear()
 
         try:

@@ -8,6 +8,7 @@ import contextlib
 import gzip
 import hashlib
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,9 @@ async def test_http_exception_body_encrypted_and_head() -> None:
             assert decrypt_bytes(await raw(r), keys) == b"secret reason"
         async with s.head(url + "/b") as r:
             assert r.headers["Content-Encoding"] == "aes128gcm"
-            assert int(r.headers["Content-Length"]) == encrypted_length(10_000, DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
+            assert int(r.headers["Content-Length"]) == encrypted_length(
+                10_000, DEFAULT_HTTP_RECORD_SIZE, keyid="k1"
+            )
             assert await raw(r) == b""
 
 
@@ -314,6 +317,160 @@ async def test_plain_stream_response_refused_before_headers(mode: str) -> None:
     assert reached == []
 
 
+async def test_a_handler_prepared_5xx_or_a_failing_handler_never_leaks() -> None:
+    async def prepared_503(request: web.Request) -> web.StreamResponse:
+        resp = web.Response(status=503, text="secret maintenance details")
+        await resp.prepare(request)
+        return resp
+
+    async def returned_503(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=503, text="secret maintenance details")
+
+    async def failing(request: web.Request) -> web.StreamResponse:
+        raise RuntimeError("secret state in the message")
+
+    keys = ring()
+    routes = {"/prepared": prepared_503, "/returned": returned_503, "/failing": failing}
+    async with served(routes, keys) as (s, url):
+        async with s.get(url + "/prepared") as r:
+            body = await raw(r)
+            assert r.status == 500 and b"secret" not in body
+        async with s.get(url + "/returned") as r:  # encrypted like any other response
+            assert r.status == 503
+            assert decrypt_bytes(await raw(r), keys) == b"secret maintenance details"
+        async with s.get(url + "/failing") as r:
+            body = await raw(r)
+            assert r.status == 500 and b"secret" not in body and b"Traceback" not in body
+
+
+@pytest.mark.parametrize(
+    ("path", "encrypted"),
+    [
+        ("/health", False),
+        ("/health/live", False),
+        ("/healthcare/records", True),
+        ("/health-admin", True),
+    ],
+)
+async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) -> None:
+    async def hello(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="patient record")
+
+    keys = ring()
+    routes = {p: hello for p in ("/health", "/health/live", "/healthcare/records")}
+    routes["/health-admin"] = hello
+    async with served(routes, keys, exclude_paths=["/health"]) as (s, url):
+        async with s.get(url + path) as r:
+            body = await raw(r)
+            assert r.status == 200
+            if encrypted:
+                assert decrypt_bytes(body, keys) == b"patient record"
+            else:
+                assert body == b"patient record"
+
+
+async def test_allow_clear_paths_match_whole_segments() -> None:
+    async def upload(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=str(len(await request.read())))
+
+    keys = ring()
+    routes = {p: upload for p in ("/upload", "/upload/x", "/upload-admin")}
+    async with served(routes, keys, allow_clear_paths=["/upload"]) as (s, url):
+        for path, status in (("/upload", 200), ("/upload/x", 200), ("/upload-admin", 415)):
+            async with s.post(url + path, data=b"clear body") as r:
+                assert r.status == status, path
+
+
+async def test_the_socket_and_http_api_takes_typed_explicit_keywords() -> None:
+    """No **options, no parameter typed Any, and every parameter callable by its name,
+    across the public socket and HTTP callables."""
+    import inspect
+    import typing
+
+    from streamcrypt import transports
+
+    names = [
+        "connect", "serve", "EncryptedListener", "EncryptedStream", "EncryptionMiddleware",
+        "setup_encryption", "EncryptedStreamResponse", "encrypted_body", "decrypt_response",
+    ]  # fmt: skip
+    for name in names:
+        obj = getattr(transports, name)
+        functions = [obj] if not isinstance(obj, type) else [obj.__init__]
+        if obj is transports.EncryptedStream:
+            functions = [obj.wrap, obj.send, obj.receive, obj.send_eof, obj.aclose]
+        for function in functions:
+            signature = inspect.signature(function)
+            for parameter in signature.parameters.values():
+                assert parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
+                assert parameter.kind is not parameter.POSITIONAL_ONLY, (name, parameter)
+            hints = typing.get_type_hints(function)
+            hints.pop("return", None)
+            assert all(hint is not Any for hint in hints.values()), (name, hints)
+
+
+# -- the private aiohttp surface, each use confined to one function: its invariants ----
+
+
+async def test_a_clone_with_another_body_reads_that_body() -> None:
+    """_with_body sets the clone's private _payload (aiohttp offers no public way): every
+    public body reader of the request must read it."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from streamcrypt.transports._aiohttp import _with_body
+
+    request = make_mocked_request(
+        "POST", "/x", headers={"Content-Encoding": "aes128gcm", "Content-Length": "99"}
+    )
+    reader = aiohttp.StreamReader(request.protocol, 1 << 16, loop=asyncio.get_running_loop())
+    reader.feed_data(b'{"plain": "text"}')
+    reader.feed_eof()
+    clone = _with_body(request, reader)  # type: ignore[arg-type]
+    assert clone.content is reader and clone.can_read_body and clone.body_exists
+    assert "Content-Encoding" not in clone.headers and "Content-Length" not in clone.headers
+    assert await clone.json() == {"plain": "text"}
+
+
+async def test_the_pull_control_is_connected_only_while_the_request_is() -> None:
+    from streamcrypt.transports._aiohttp import _PullControl
+
+    loop = asyncio.get_running_loop()
+    assert not _PullControl(loop, None).connected
+    connection = aiohttp.base_protocol.BaseProtocol(loop)
+    control = _PullControl(loop, connection)
+    assert not control.connected
+    connection.transport = object()  # type: ignore[assignment]
+    assert control.connected
+    control.pause_reading()
+    assert not control.room.is_set()
+    control.resume_reading()
+    assert control.room.is_set()
+
+
+async def test_the_pump_never_outlives_the_handler_and_errors_come_out_whole() -> None:
+    from streamcrypt.transports._aiohttp import _pumped
+
+    ended: list[str] = []
+
+    class Reader:
+        async def pump(self) -> None:
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                ended.append("pump")
+
+    async def ok(request: Any) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    async def refusing(request: Any) -> web.StreamResponse:
+        raise web.HTTPForbidden()
+
+    resp = await _pumped(Reader(), ok, None)  # type: ignore[arg-type]
+    assert isinstance(resp, web.Response) and ended == ["pump"]
+    with pytest.raises(web.HTTPForbidden):  # itself, not an exception group
+        await _pumped(Reader(), refusing, None)  # type: ignore[arg-type]
+    assert ended == ["pump", "pump"]
+
+
 # -- requests ---------------------------------------------------------------------------
 
 
@@ -423,6 +580,22 @@ async def test_a_stalled_request_body_is_cut_with_408() -> None:
     async with served(echo_routes([]), keys, body_timeout=0.3) as (s, url):
         async with s.post(url + "/echo", data=stalling(), headers=AES) as r:
             assert r.status == 408
+
+
+async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
+    keys = ring()
+    body = encrypt_bytes(b"x" * 2000, keys)
+
+    async def trickling() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 40):
+            yield body[i : i + 40]
+            await asyncio.sleep(0.1)
+
+    start = time.monotonic()
+    async with served(echo_routes([]), keys, body_timeout=0.5, body_min_rate=2000) as (s, url):
+        async with s.post(url + "/echo", data=trickling(), headers=AES) as r:
+            assert r.status == 408
+    assert time.monotonic() - start < 5  # the whole body would take 5.4 s
 
 
 def tamper(keys: KeyRing) -> bytes:

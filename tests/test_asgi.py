@@ -38,8 +38,8 @@ from streamcrypt.transports import (
     BODY_DECRYPTED,
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
-    EncryptionSettings,
 )
+from streamcrypt.transports._http import EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
@@ -320,7 +320,9 @@ async def test_streamed_file_without_pathsend_keeps_exact_length(
     app = EncryptionMiddleware(file_app(path), keys=keys)
     async with client(app) as c:
         r = await c.get("/f")
-    assert int(r.headers["content-length"]) == encrypted_length(len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
+    assert int(r.headers["content-length"]) == encrypted_length(
+        len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1"
+    )
     assert decrypt_bytes(r.content, keys) == data
 
 
@@ -496,17 +498,100 @@ async def test_a_stalled_request_body_is_cut_with_408() -> None:
         assert r.status_code == 408
 
 
-async def test_settings_object_and_options() -> None:
+async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
+    # Each piece comes well within body_timeout, but 400 bytes/s is under the minimum
+    # rate of 2000: the body's deadline (0.5 s + 1 s per 2000 bytes) passes after ~0.6 s.
     keys = ring()
-    settings = EncryptionSettings(keys=keys, allow_clear_methods=frozenset({"put"}))
-    assert settings.allow_clear_methods == frozenset({"PUT"})
-    assert EncryptionMiddleware(echo_app([]), settings).settings is settings
-    with pytest.raises(InvalidParameterError, match="not both"):
-        EncryptionMiddleware(echo_app([]), settings, keys=keys)
-    with pytest.raises(InvalidParameterError, match="unknown option"):
-        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)
-    with pytest.raises(InvalidParameterError, match="keys="):
-        EncryptionMiddleware(echo_app([]))
+    app = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=2000)
+    body = encrypt_bytes(b"x" * 2000, keys)
+
+    async def trickling() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 40):
+            yield body[i : i + 40]
+            await asyncio.sleep(0.1)
+
+    async with client(app) as c:
+        r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
+        assert r.status_code == 408
+        fast = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=100)
+    async with client(fast) as c:  # the same trickle is fine at a 10 bytes/s minimum
+        r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
+        assert r.status_code == 200
+
+
+async def _path_app(scope: Any, receive: Any, send: Any) -> None:
+    """Any path: answers its body's length (read whole)."""
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    headers = [(b"content-type", b"text/plain")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"record %d" % size})
+
+
+@pytest.mark.parametrize(
+    ("path", "encrypted"),
+    [("/health", False), ("/health/live", False), ("/healthcare/records", True)],
+)
+async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) -> None:
+    keys = ring()
+    app = EncryptionMiddleware(_path_app, keys=keys, exclude_paths=["/health"])
+    async with client(app) as c:
+        r = await c.get(path)
+        body = decrypt_bytes(r.content, keys) if encrypted else r.content
+        assert r.status_code == 200 and body == b"record 0"
+
+
+async def test_allow_clear_paths_match_whole_segments() -> None:
+    app = EncryptionMiddleware(_path_app, keys=ring(), allow_clear_paths=["/upload"])
+    async with client(app) as c:
+        for path, status in (("/upload", 200), ("/upload/x", 200), ("/upload-admin", 415)):
+            r = await c.post(path, content=b"clear body")
+            assert r.status_code == status, path
+
+
+async def test_one_path_rule_by_whole_segments() -> None:
+    def selects(path: str, rule: str) -> bool:
+        return EncryptionSettings(keys=ring(), include_paths=[rule]).selects(path)
+
+    assert selects("/health", "/health") and selects("/health/x", "/health")
+    assert not selects("/healthcare", "/health")
+    assert selects("/api/v1", "/api/") and not selects("/api", "/api/")
+    assert selects("/anything", "/")
+    # dot segments are resolved first: judged as the path a normalising router serves
+    assert not selects("/health/../records", "/health")
+    assert selects("/x/../health/live", "/health")
+    assert selects("/health/./live", "/health") and not selects("/..", "/health")
+    clear = EncryptionSettings(keys=ring(), allow_clear_paths=["/upload"])
+    assert clear.clear_allowed("POST", "/upload/x") and not clear.clear_allowed("POST", "/uploads")
+
+
+async def test_options_are_explicit_typed_keywords() -> None:
+    import inspect
+    import typing
+
+    from streamcrypt.transports import setup_encryption
+
+    for function in (EncryptionMiddleware.__init__, setup_encryption):
+        signature = inspect.signature(function)
+        kinds = {p.kind for p in signature.parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, function
+        assert "settings" not in signature.parameters
+        assert signature.parameters["keys"].kind is inspect.Parameter.KEYWORD_ONLY
+        hints = typing.get_type_hints(function)
+        assert all(hint is not Any for hint in hints.values()), hints
+    keys = ring()
+    middleware = EncryptionMiddleware(echo_app([]), keys=keys, allow_clear_methods=["put"])
+    assert middleware.settings.allow_clear_methods == frozenset({"PUT"})
+    with pytest.raises(TypeError, match="decrypt_request"):
+        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="keys"):
+        EncryptionMiddleware(echo_app([]))  # type: ignore[call-arg]
+    with pytest.raises(InvalidParameterError, match="KeyRing"):
+        EncryptionMiddleware(echo_app([]), keys=b"x" * 16)  # type: ignore[arg-type]
 
 
 BAD = [

@@ -714,9 +714,75 @@ def test_connect_with_the_wrong_psk_fails(work: Path, key: Path) -> None:
     finally:
         server.kill()
         _, err = server.communicate(timeout=TIMEOUT)
-    assert b"handshake failed" in err
+    assert b"the handshake with a client failed (HandshakeError: " in err
     refused = sc("connect", "127.0.0.1", "1", "--psk-file", key, cwd=work)
     assert refused.returncode == 4
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_serve_keeps_nothing_when_connect_is_killed_mid_pipe(
+    work: Path, key: Path, how: str
+) -> None:
+    """A session the client did not finish is not a transfer: serve exits 1 and its -o
+    file never appears (no temporary left either), whether the client was interrupted
+    (it aborts) or killed (its connection just ends)."""
+    import signal
+    import time
+
+    server, port = _start_server(work, "--psk-file", key, "-o", "got.bin", stdin=b"")
+    client = subprocess.Popen(
+        [sys.executable, "-m", "streamcrypt", "connect", "127.0.0.1", str(port), "--psk-file", key],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert client.stdin is not None
+    try:
+        client.stdin.write(DATA[:200_000])
+        client.stdin.flush()
+        deadline = time.monotonic() + TIMEOUT
+        while not [p for p in work.iterdir() if p.name.startswith(".got.bin.")]:
+            assert time.monotonic() < deadline, "the server never opened its output"
+            time.sleep(0.05)
+        time.sleep(0.5)  # let part of the data arrive
+        client.send_signal(getattr(signal, how))
+        client.wait(timeout=TIMEOUT)
+        _, err = server.communicate(timeout=TIMEOUT)
+    finally:
+        client.stdin.close()
+        for process in (client, server):
+            process.kill()
+            process.wait()
+    assert server.returncode == 1, err
+    assert b"close record" in err
+    assert sorted(p.name for p in work.iterdir() if "got.bin" in p.name) == []
+
+
+def test_serve_and_connect_write_their_output_files_once_the_session_ended(
+    work: Path, key: Path
+) -> None:
+    server, port = _start_server(work, "--psk-file", key, "-o", "got.bin", stdin=b"reply")
+    try:
+        client = sc(
+            "connect",
+            "127.0.0.1",
+            str(port),
+            "--psk-file",
+            key,
+            "-o",
+            "back.bin",
+            cwd=work,
+            stdin=DATA,
+        )
+        _, err = server.communicate(timeout=TIMEOUT)
+    finally:
+        server.kill()
+        server.wait()
+    assert client.returncode == 0 and server.returncode == 0, (client.stderr, err)
+    assert (work / "got.bin").read_bytes() == DATA
+    assert (work / "back.bin").read_bytes() == b"reply"
 
 
 # ----------------------------------------------------------------------------- misc

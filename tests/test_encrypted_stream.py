@@ -8,9 +8,12 @@ receives (over memory streams each ``send()`` of a record batch is one chunk).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import itertools
 import logging
 import math
+import pickle
 import random
 import threading
 import time
@@ -33,6 +36,7 @@ from anyio.abc import ByteStream, SocketAttribute
 from noise.connection import Keypair, NoiseConnection
 
 from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.codecs.records import MAX_RECORD_DATA, preferred_cipher
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
     AuthenticationError,
@@ -47,11 +51,9 @@ from streamcrypt.errors import (
 from streamcrypt.keys import random_bytes
 from streamcrypt.testing import MemoryByteStream, encrypted_stream_pair, memory_stream_pair
 from streamcrypt.transports import (
-    MAX_RECORD_DATA,
     EncryptedListener,
     EncryptedStream,
     EncryptedStreamAttribute,
-    EncryptedStreamConfig,
     connect,
     serve,
 )
@@ -336,12 +338,10 @@ async def test_wrong_psk_and_mismatched_suites_fail() -> None:
 
 @pytest.mark.parametrize("client_cipher", ["auto", "AESGCM", "ChaChaPoly"])
 async def test_cipher_is_negotiated_either_side_may_insist(client_cipher: str) -> None:
-    """An "auto" server accepts both ciphers; an "auto" client proposes the one faster on
-    this machine (measured); a side naming a cipher gets exactly that one."""
-    from streamcrypt.codecs.records import fastest_cipher
-
+    """An "auto" server accepts both ciphers; an "auto" client proposes the one its CPU
+    flags choose; a side naming a cipher gets exactly that one."""
     client, server = await encrypted_stream_pair(_mem_pair(), client={"cipher": client_cipher})
-    expected = fastest_cipher() if client_cipher == "auto" else client_cipher
+    expected = preferred_cipher() if client_cipher == "auto" else client_cipher
     for end in (client, server):
         assert end.extra(EncryptedStreamAttribute.protocol_name).split("_")[3] == expected
     await client.send(b"hello")
@@ -351,6 +351,67 @@ async def test_cipher_is_negotiated_either_side_may_insist(client_cipher: str) -
     sk, _, _, _ = _keys()
     _, server_err = await _both_fail({"psk": bytes(32)}, {"static_key": sk})
     assert "no pre-shared key" in str(server_err)
+
+
+@pytest.mark.parametrize(
+    ("flags", "cipher"),
+    [
+        ("fpu sse2 aes pclmulqdq avx2", "AESGCM"),  # x86 with AES-NI
+        ("fpu sse2 aes vaes pclmulqdq vpclmulqdq avx512f", "AESGCM"),
+        ("fpu sse2 avx2", "ChaChaPoly"),  # x86 without AES-NI
+        ("fpu sse2 aes", "ChaChaPoly"),  # AES without carry-less multiply (GHASH slow)
+        ("fp asimd evtstrm aes pmull sha1 sha2 crc32", "AESGCM"),  # ARMv8 crypto
+        ("fp asimd evtstrm crc32", "ChaChaPoly"),  # ARMv8 without (Raspberry Pi 4)
+        ("", "ChaChaPoly"),  # unknown: no /proc/cpuinfo
+    ],
+)
+def test_auto_cipher_follows_cpu_flags(flags: str, cipher: str) -> None:
+    assert preferred_cipher(flags.split()) == cipher
+    assert preferred_cipher(flags.split()) == cipher  # deterministic: no timing involved
+
+
+def test_this_machines_cipher_comes_from_its_flags() -> None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        assert preferred_cipher() == "ChaChaPoly"
+        return
+    line = next(
+        (
+            v
+            for k, _, v in (x.partition(":") for x in text.splitlines())
+            if k.strip().lower() in ("flags", "features")
+        ),
+        "",
+    )
+    assert preferred_cipher() == preferred_cipher(line.split())
+
+
+@pytest.mark.parametrize("as_secret_key", [False, True])
+def test_configs_never_show_or_pickle_their_keys(as_secret_key: bool) -> None:
+    from streamcrypt.codecs.records import ProtocolConfig
+    from streamcrypt.keys import SecretKey
+    from streamcrypt.transports._stream import _StreamConfig
+
+    raw = {name: bytes([n]) * 32 for n, name in enumerate(("psk", "static_key"), 0x41)}
+    psk = SecretKey(raw["psk"]) if as_secret_key else raw["psk"]
+    static = SecretKey(raw["static_key"]) if as_secret_key else raw["static_key"]
+    holders: list[object] = [
+        _StreamConfig(psk=psk),
+        _StreamConfig(static_key=static, accept_peer=bool),
+        ProtocolConfig.make(server_side=True, psk=psk),
+        ProtocolConfig.make(server_side=True, static_key=static),
+    ]
+    for holder in holders:
+        for text in (repr(holder), str(holder)):
+            assert "hidden" in text
+            for key in raw.values():
+                assert key.hex() not in text and repr(key)[2:20] not in text
+        with pytest.raises(TypeError, match="not picklable"):
+            pickle.dumps(holder)
+        with pytest.raises(TypeError, match="not picklable"):
+            copy.copy(holder)
 
 
 def test_option_errors_before_any_io() -> None:
@@ -480,11 +541,119 @@ async def test_eof_semantics() -> None:
         await client.send(b"more")
     await server.send(b"still open this way")
     assert await client.receive() == b"still open this way"
+    await server.send_eof()
     await server.aclose()
     with pytest.raises(EndOfStream):
         await client.receive()
     with pytest.raises(ClosedResourceError):
         await server.receive()
+
+
+async def _end_of(stream: EncryptedStream) -> type[BaseException]:
+    """What the peer's next receive() after everything sent raises."""
+    try:
+        await stream.receive()
+    except BaseException as exc:
+        return type(exc)
+    raise AssertionError("receive() returned data")
+
+
+async def test_the_stream_state_is_one_enum_through_its_life() -> None:
+    client, server = await _enc()
+    assert "open" in repr(client)
+    await client.send_eof()
+    assert "send-closed" in repr(client)
+    with pytest.raises(EndOfStream):
+        await server.receive()
+    assert "receive-closed" in repr(server)
+    await server.send_eof()
+    with pytest.raises(EndOfStream):
+        await client.receive()
+    assert "ended" in repr(client) and "ended" in repr(server)
+    await client.aclose()
+    assert "closed" in repr(client)
+    state_fields = [
+        f for f in vars(EncryptedStream)["__dataclass_fields__"] if "eof" in f or "broken" in f
+    ]
+    assert state_fields == []  # no booleans beside the enum
+    await server.aclose()
+
+
+async def test_only_a_sender_that_finished_sends_the_authenticated_close() -> None:
+    # aclose() without send_eof() is an abort: the peer can tell it from an end.
+    client, server = await _enc()
+    await client.send(b"part")
+    await client.aclose()
+    assert await server.receive() == b"part"
+    with pytest.raises(TruncatedStreamError, match="aborted"):
+        await server.receive()
+    # async with left by an exception: an abort.
+    client, server = await _enc()
+    with pytest.raises(RuntimeError):
+        async with client:
+            await client.send(b"part")
+            raise RuntimeError("the sender failed")
+    assert await server.receive() == b"part"
+    assert await _end_of(server) is TruncatedStreamError
+    # ... left by a cancellation: an abort.
+    client, server = await _enc()
+    with anyio.CancelScope() as scope:
+        async with client:
+            await client.send(b"part")
+            scope.cancel()
+            await anyio.sleep(1)
+    assert await server.receive() == b"part"
+    assert await _end_of(server) is TruncatedStreamError
+    # ... left normally: the end, authenticated.
+    client, server = await _enc()
+    async with client:
+        await client.send(b"all")
+    assert await server.receive() == b"all"
+    assert await _end_of(server) is EndOfStream
+    await server.aclose()
+
+
+async def test_a_failed_send_never_ends_the_stream_cleanly() -> None:
+    cut = {"on": False}
+
+    def client_out(chunk: bytes) -> list[bytes] | None:
+        return None if cut["on"] else [chunk]
+
+    client, server, _, _ = await _pair_with_hooks(client_out)
+    await client.send(b"first")
+    cut["on"] = True
+    with pytest.raises(BrokenResourceError):
+        async with client:
+            await client.send(b"second")
+    assert await server.receive() == b"first"
+    assert await _end_of(server) is TruncatedStreamError
+
+
+async def test_a_listener_handler_that_raises_aborts_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    psk = random_bytes(32)
+    outcomes: list[type[BaseException]] = []
+
+    async def handler(stream: EncryptedStream) -> None:
+        await stream.send(b"one")
+        await stream.send(b"two")
+        if await stream.receive() == b"fail":
+            raise ValueError("the handler failed half-way")
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk))
+        for request in (b"fail", b"finish"):
+            async with await connect("127.0.0.1", port, psk=psk) as stream:
+                await stream.send(request)
+                got = b""
+                while len(got) < 6:
+                    got += await stream.receive()
+                assert got == b"onetwo"
+                outcomes.append(await _end_of(stream))
+        tg.cancel_scope.cancel()
+    assert outcomes == [TruncatedStreamError, EndOfStream]
+    assert "the handler failed half-way" in caplog.text
 
 
 async def test_close_without_close_record_is_truncation() -> None:
@@ -692,6 +861,37 @@ async def test_extra_attributes_merge_over_tcp_and_no_secrets_in_repr() -> None:
 
 
 # -- a server with good and bad clients at once --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError(10.553053123000154), ValueError(), PeerTimeoutError("10.5"), EndOfStream()],
+)
+async def test_every_failure_line_says_what_failed(
+    caplog: pytest.LogCaptureFixture, error: BaseException
+) -> None:
+    """A failed connection once logged as the bare text 10.553053123000154: every line
+    now names what failed, the peer and the error type, whatever the error's message."""
+    caplog.set_level(logging.WARNING, logger="streamcrypt.transports")
+    psk = random_bytes(32)
+
+    async def handler(stream: EncryptedStream) -> None:
+        raise error
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk))
+        async with await connect("127.0.0.1", port, psk=psk) as stream:
+            with contextlib.suppress(TruncatedStreamError, BrokenResourceError):
+                await stream.receive()
+        for _ in range(500):  # the server logs once its handler's task ended
+            if caplog.records:
+                break
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "streamcrypt.transports"]
+    assert "encrypted connection with 127.0.0.1:" in line
+    assert type(error).__name__ in line and "connection" in line.split(":")[0]
+    assert line.endswith(str(error) or type(error).__name__)
 
 
 async def test_server_survives_bad_clients(caplog: pytest.LogCaptureFixture) -> None:
@@ -935,6 +1135,7 @@ async def test_offloaded_and_inline_ends_speak_the_same_wire(
         assert await _receive_exactly(server, len(data)) == data
         await server.send(data[::-1])
         assert await _receive_exactly(client, len(data)) == data[::-1]
+        await client.send_eof()
         await client.aclose()
         with pytest.raises(EndOfStream):
             await server.receive()
@@ -1046,6 +1247,71 @@ async def test_small_work_stays_inline_large_work_offloads(pool: CountingPool) -
     assert pool.submitted >= 4  # the receiver opened at least one buffered run in a worker
 
 
+@pytest.mark.parametrize("offload", [False, True])
+async def test_a_sender_cancelled_at_random_points_never_looks_finished(
+    pool: CountingPool, offload: bool
+) -> None:
+    """Cancel a 2 MiB send at random points: the peer gets all of it and EndOfStream, or a
+    prefix of it and a typed error; never a prefix and EndOfStream."""
+    rng = random.Random(27)
+    data = random_bytes(2 << 20)
+    pool.gate.set()
+
+    async def sender(client: EncryptedStream, delay: float) -> None:
+        with anyio.move_on_after(delay):
+            async with client:
+                await client.send(data)
+
+    async def receiver(server: EncryptedStream, got: bytearray, end: list[object]) -> None:
+        while True:
+            try:
+                got.extend(await server.receive())
+            except (EndOfStream, TruncatedStreamError, BrokenResourceError) as exc:
+                end.append(type(exc))
+                return
+
+    for _ in range(12):
+        policy = _offload(pool) if offload else None
+        client, server = await encrypted_stream_pair(_mem_pair(4), policy=policy)
+        got = bytearray()
+        end: list[object] = []
+        with anyio.fail_after(20):
+            async with create_task_group() as tg:
+                tg.start_soon(receiver, server, got, end)
+                tg.start_soon(sender, client, rng.random() * 0.02)
+        assert data.startswith(got)
+        if end == [EndOfStream]:
+            assert bytes(got) == data
+        await server.aclose()
+
+
+async def test_a_receiver_cancelled_at_random_points_loses_nothing(pool: CountingPool) -> None:
+    rng = random.Random(26)
+    data = random_bytes(3 << 20)
+    pool.gate.set()
+
+    async def sender(client: EncryptedStream) -> None:
+        async with client:
+            for pos in range(0, len(data), 300_000):
+                await client.send(data[pos : pos + 300_000])
+
+    for offload in (False, True):
+        policy = _offload(pool) if offload else None
+        client, server = await encrypted_stream_pair(_mem_pair(4), policy=policy)
+        got = bytearray()
+        with anyio.fail_after(30):
+            async with create_task_group() as tg:
+                tg.start_soon(sender, client)
+                while True:
+                    with anyio.move_on_after(rng.random() * 0.002):
+                        try:
+                            got.extend(await server.receive(rng.randint(1, 1 << 18)))
+                        except EndOfStream:
+                            break
+        assert bytes(got) == data
+        await server.aclose()
+
+
 async def test_cancelled_receive_never_drops_a_verified_record() -> None:
     """A receive() cancelled while a complete record is buffered must leave that record
     for the next call (once opened, a record's counter has advanced: dropping it would
@@ -1088,6 +1354,99 @@ async def test_a_record_header_then_silence_is_cut_by_record_timeout() -> None:
     await client.aclose()
 
 
+async def _sealed_records(count: int, size: int) -> tuple[bytes, Hooked, EncryptedStream]:
+    """``count`` records of ``size`` bytes sealed by a client whose sends the server never
+    saw: the wire bytes, the client's transport (to send them raw) and the server."""
+    captured: list[bytes] = []
+
+    def capture(chunk: bytes) -> list[bytes]:
+        if not hold:
+            return [chunk]  # the handshake
+        captured.append(chunk)
+        return []
+
+    hold = False
+    client, server, c, _ = await _pair_with_hooks(
+        capture, server={"record_timeout": 0.5, "idle_timeout": 60}
+    )
+    hold = True
+    for i in range(count):
+        await client.send(bytes([i]) * size)
+    return b"".join(captured), c, server
+
+
+async def test_a_trickled_record_is_cut_by_record_timeout_from_its_first_byte() -> None:
+    wire, c, server = await _sealed_records(1, 1000)
+    got: list[bytes] = []
+
+    async def trickle() -> None:
+        for i in range(len(wire)):  # a byte every 0.1 s: each read well within 0.5 s
+            await c.inner.send(wire[i : i + 1])
+            await anyio.sleep(0.1)
+
+    start = anyio.current_time()
+    async with create_task_group() as tg:
+        tg.start_soon(trickle)
+        with pytest.raises(PeerTimeoutError, match="the rest of a record"):
+            got.append(await server.receive())
+        tg.cancel_scope.cancel()
+    assert 0.4 < anyio.current_time() - start < 3 and got == []
+
+
+async def test_record_timeout_is_per_record_not_per_connection() -> None:
+    # Each chunk ends a record and begins the next, so part of a record is always
+    # buffered for 2 s, four times record_timeout: no record took longer than 0.2 s.
+    wire, c, server = await _sealed_records(10, 1000)
+    size = len(wire) // 10
+    cuts = [0, *(i * size + size // 2 for i in range(10)), len(wire)]
+
+    async def sender() -> None:
+        for start, end in itertools.pairwise(cuts):
+            await c.inner.send(wire[start:end])
+            await anyio.sleep(0.2)
+
+    out = b""
+    async with create_task_group() as tg:
+        tg.start_soon(sender)
+        while len(out) < 10_000:
+            out += await server.receive()
+    assert out == b"".join(bytes([i]) * 1000 for i in range(10))
+
+
+async def test_serve_refuses_connections_beyond_max_connections(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    psk = random_bytes(32)
+    release = anyio.Event()
+
+    async def handler(stream: EncryptedStream) -> None:
+        await stream.send(b"in")
+        await release.wait()
+
+    async with create_task_group() as tg:
+        port = await tg.start(functools.partial(serve, handler, psk=psk, max_connections=2))
+        held = [await connect("127.0.0.1", port, psk=psk) for _ in range(2)]
+        for stream in held:
+            assert await stream.receive() == b"in"
+        with pytest.raises((HandshakeError, BrokenResourceError)):  # closed, or reset
+            await connect("127.0.0.1", port, psk=psk)
+        assert "(max_connections=2)" in caplog.text
+        release.set()
+        for stream in held:
+            await stream.aclose()
+        with anyio.fail_after(5):
+            while True:  # the slots free once the handlers end
+                try:
+                    async with await connect("127.0.0.1", port, psk=psk) as again:
+                        assert await again.receive() == b"in"
+                        break
+                except (HandshakeError, BrokenResourceError):
+                    await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    with pytest.raises(InvalidParameterError, match="max_connections"):
+        await serve(handler, psk=psk, max_connections=0)
+
+
 async def test_an_idle_peer_is_cut_by_idle_timeout() -> None:
     _raw, client, server = await _raw_server_pair(idle_timeout=0.2)
     with pytest.raises(PeerTimeoutError, match="waiting for the next record"):
@@ -1105,33 +1464,42 @@ async def test_a_peer_that_reads_nothing_is_cut_by_idle_timeout() -> None:
         await client.send(b"y")
 
 
-def test_config_object_and_keywords() -> None:
-    config = EncryptedStreamConfig(psk=bytes(32), cipher="AESGCM")
-    assert "AESGCM" in repr(config) and "00" * 4 not in repr(config)
-    assert EncryptedStreamConfig.of(None, {"psk": bytes(32)}).psk == bytes(32)
-    assert EncryptedStreamConfig.of(config, {}) is config
-    with pytest.raises(InvalidParameterError, match="not both"):
-        EncryptedStreamConfig.of(config, {"psk": bytes(32)})
-    with pytest.raises(InvalidParameterError, match=r"unknown option.*psks"):
-        EncryptedStreamConfig.of(None, {"psks": bytes(32)})
+@pytest.mark.parametrize(
+    "function", [connect, serve, EncryptedStream.wrap, EncryptedListener.__init__]
+)
+def test_options_are_explicit_typed_keywords(function: Callable[..., object]) -> None:
+    import inspect
+    import typing
+
+    signature = inspect.signature(function)
+    kinds = {p.kind for p in signature.parameters.values()}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds and "config" not in signature.parameters
+    for name in ("psk", "static_key", "cipher", "hash", "record_timeout", "policy"):
+        assert signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    hints = typing.get_type_hints(function)
+    assert all(hint is not Any for hint in hints.values()), hints
+
+
+def test_bad_options_raise_before_any_io() -> None:
     with pytest.raises(InvalidParameterError, match="idle_timeout"):
-        EncryptedStreamConfig(psk=bytes(32), idle_timeout=0)
+        EncryptedListener(_mem_pair()[0], psk=bytes(32), idle_timeout=0)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="unsupported cipher"):
-        EncryptedStreamConfig(psk=bytes(32), cipher="AES")
+        EncryptedListener(_mem_pair()[0], psk=bytes(32), cipher="AES")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="psks"):
+        EncryptedListener(_mem_pair()[0], psks=bytes(32))  # type: ignore[arg-type, call-arg]
 
 
-async def test_connect_and_serve_take_a_config(caplog: pytest.LogCaptureFixture) -> None:
+async def test_connect_and_serve_by_the_names_their_signatures_report() -> None:
     sk, spk, _, _ = _keys()
-    server_config = EncryptedStreamConfig(static_key=sk)
 
     async def echo(stream: EncryptedStream) -> None:
         await stream.send(await stream.receive())
 
     async with create_task_group() as tg:
-        port = await tg.start(functools.partial(serve, echo, config=server_config))
-        async with await connect(
-            "127.0.0.1", port, EncryptedStreamConfig(server_public_key=spk)
-        ) as stream:
+        port = await tg.start(
+            functools.partial(serve, handler=echo, host="127.0.0.1", port=0, static_key=sk)
+        )
+        async with await connect(host="127.0.0.1", port=port, server_public_key=spk) as stream:
             await stream.send(b"ping")
             assert await stream.receive() == b"ping"
         tg.cancel_scope.cancel()
@@ -1168,13 +1536,13 @@ def test_failure_log_summarises_what_it_left_out(caplog: pytest.LogCaptureFixtur
     log = FailureLog(logging.getLogger("streamcrypt.test"), burst=2, interval=0.05)
     caplog.set_level(logging.WARNING, logger="streamcrypt.test")
     for _ in range(5):
-        log.failure("FormatError", "bad peer")
+        log.failure("the handshake with a peer failed", FormatError("bad peer"))
     time.sleep(0.06)
-    log.failure("HandshakeError", "another")
+    log.failure("the handshake with another failed", HandshakeError("another"))
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[:2] == ["bad peer", "bad peer"]
+    assert messages[:2] == ["the handshake with a peer failed: FormatError: bad peer"] * 2
     assert "3 more failures" in messages[2] and "FormatError x3" in messages[2]
-    assert messages[3] == "another"
+    assert messages[3] == "the handshake with another failed: HandshakeError: another"
 
 
 # -- the small-message path: one record sealed and opened inline, no scheduler -------------

@@ -30,15 +30,13 @@ from anyio.abc import ByteStream, SocketAttribute, SocketStream
 from streamcrypt.codecs.noise import generate_keypair
 from streamcrypt.errors import PeerTimeoutError, TruncatedStreamError
 from streamcrypt.testing import check_byte_stream, encrypted_stream_pair
-from streamcrypt.transports import (
+from streamcrypt.transports import EncryptedStream, connect, serve
+from streamcrypt.transports._socket import (  # private: the transport under connect/serve
     FIRST_READ_BUFFER,
     READ_BUFFER,
-    EncryptedStream,
     ProtocolListener,
     ProtocolStream,
-    connect,
     open_tcp,
-    serve,
 )
 
 try:

@@ -322,10 +322,16 @@ def _stream_options(args: argparse.Namespace, *, server: bool) -> dict[str, Any]
     return options
 
 
-async def _pipe(stream: _transports.EncryptedStream) -> None:
-    """stdin -> stream and stream -> stdout until both directions have ended."""
+async def _pipe(stream: _transports.EncryptedStream, output: str | None) -> None:
+    """stdin -> stream and stream -> ``output`` until both directions have ended.
+
+    The close record goes out only after stdin ended; any other end (an error, Ctrl-C)
+    aborts the session, so the peer fails instead of taking a partial transfer for a
+    whole one. What comes in is committed (``-o FILE`` renamed into place) only after
+    the peer's authenticated close; if the peer aborted, the temporary is removed and
+    the peer's error (:class:`TruncatedStreamError`, exit 1) ends the command."""
     stdin = Input(None, interactive=True)
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    out = await open_output(output)
 
     async def outgoing() -> None:
         async for chunk in stdin.chunks():
@@ -338,16 +344,19 @@ async def _pipe(stream: _transports.EncryptedStream) -> None:
                 data = await stream.receive()
             except anyio.EndOfStream:
                 return
-            await anyio.to_thread.run_sync(out.write, data)
+            await out.write(data)
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(outgoing)
             tg.start_soon(incoming)
+        await out.commit()
+    except BaseException:
+        await out.abort()
+        raise
     finally:
-        out.close()
         with anyio.CancelScope(shield=True):
-            await stream.aclose()
+            await stream.aclose()  # an abort unless outgoing() sent the close record
 
 
 def _unwrap_group(exc: BaseException) -> BaseException:
@@ -367,6 +376,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Listen, run one encrypted session with the first client that completes the
     handshake (stdin to it, it to stdout), then exit."""
     options = _stream_options(args, server=True)
+    check_output(args.output)
 
     async def main() -> None:
         listener = await anyio.create_tcp_listener(local_host=args.host, local_port=args.port)
@@ -386,14 +396,17 @@ def run_serve(args: argparse.Namespace) -> int:
                         transport, server_side=True, **options
                     )
                 except Exception as exc:
-                    _say(f"warning: handshake failed ({describe(exc)}); still listening")
+                    _say(
+                        f"warning: the handshake with a client failed "
+                        f"({type(exc).__name__}: {describe(exc)}); still listening"
+                    )
                     return
                 if busy:
                     await stream.aclose()
                     return
                 busy = True
                 try:
-                    await _pipe(stream)
+                    await _pipe(stream, args.output)
                 finally:
                     tg.cancel_scope.cancel()
 
@@ -406,6 +419,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_connect(args: argparse.Namespace) -> int:
     """Connect, handshake, then stdin to the server and the server to stdout."""
     options = _stream_options(args, server=False)
+    check_output(args.output)
 
     async def main() -> None:
         try:
@@ -415,7 +429,7 @@ def run_connect(args: argparse.Namespace) -> int:
                 f"cannot connect to {args.host}:{args.port}: {describe(exc)}", EXIT_IO
             ) from None
         stream = await _transports.EncryptedStream.wrap(transport, **options)
-        await _pipe(stream)
+        await _pipe(stream, args.output)
 
     _run_async(main)
     return 0

@@ -209,6 +209,13 @@ def build_parser(command_word: str | None = None) -> _Parser:
             )
         p.add_argument("--psk-file", metavar="KEYFILE", help="pre-shared symmetric key file")
         p.add_argument("-k", "--key", metavar="KEYFILE", help="own X25519 identity file")
+        p.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="write what the peer sends to FILE, only once it ended the session "
+            "(default: stdout)",
+        )
         p.add_argument("-q", "--quiet", action="store_true", help="no status lines")
 
     p = command(

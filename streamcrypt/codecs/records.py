@@ -17,9 +17,10 @@ it is about to run::
 
 The pattern follows from the keys each side holds (:meth:`ProtocolConfig.client_pattern`).
 The cipher is the client's choice among those both sides allow: a side configured with
-``cipher="auto"`` allows both and, as a client, proposes the one faster on its machine
-(AES-GCM where AES is in hardware, as TLS stacks choose; measured once per process by
-:func:`fastest_cipher`); a side configured with one cipher insists on it. The server
+``cipher="auto"`` allows both and, as a client, proposes AES-GCM where the CPU has AES
+and carry-less multiply instructions and ChaCha20-Poly1305 elsewhere or when it cannot
+tell (:func:`preferred_cipher`, from CPU flags as TLS stacks decide, never from a
+timing); a side configured with one cipher insists on it. The server
 checks the preamble against its configuration and refuses anything else. The Noise
 prologue is ``b"streamcrypt EncryptedStream\\x00"`` followed by the preamble, so a
 preamble changed on the wire makes the handshake fail. Then the Noise handshake messages
@@ -50,13 +51,11 @@ the header AD); the handshake is plain Noise.
 from __future__ import annotations
 
 import functools
-import os
-import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from ..abc import Buffer
 from ..errors import (
@@ -100,7 +99,7 @@ __all__ = [
     "Run",
     "SealRecords",
     "VetPeer",
-    "fastest_cipher",
+    "preferred_cipher",
     "record_count",
     "scan_data_records",
     "take_nonces",
@@ -139,29 +138,40 @@ MAX_HANDSHAKE_FRAME: Final = 1024
 Run = tuple[FixedKeyCipher, int, int]
 
 
-@functools.cache
-def fastest_cipher() -> str:
-    """``"AESGCM"`` or ``"ChaChaPoly"``, whichever seals faster on this machine.
+#: CPU flags that make AES-GCM fast and constant-time in hardware: AES rounds and
+#: carry-less multiplication (GHASH). x86 ``/proc/cpuinfo`` names them ``aes`` and
+#: ``pclmulqdq`` (``vaes``/``vpclmulqdq`` are their wide forms, never present without
+#: them); ARMv8 names them ``aes`` and ``pmull``.
+_AES_FLAGS: Final = frozenset({"aes"})
+_CLMUL_FLAGS: Final = frozenset({"pclmulqdq", "pmull"})
 
-    Measured once per process (a few milliseconds: 64 KiB messages, best of several
-    rounds), so the choice follows the hardware the code runs on, not a constant.
-    """
-    data = os.urandom(65536)
-    nonce = bytes(12)
-    kernels: dict[str, AESGCM | ChaCha20Poly1305] = {
-        "AESGCM": AESGCM(bytes(32)),
-        "ChaChaPoly": ChaCha20Poly1305(bytes(32)),
-    }
-    best = dict.fromkeys(kernels, float("inf"))
-    # Rounds alternate between the two kernels, so a burst of load on a shared machine
-    # slows both rather than deciding the race.
-    for _ in range(7):
-        for name, kernel in kernels.items():
-            t0 = time.perf_counter()
-            for _ in range(4):
-                kernel.encrypt(nonce, data, None)
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return min(best, key=best.__getitem__)
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this machine's first CPU from ``/proc/cpuinfo``
+    (x86 ``flags``, ARM ``Features``); empty where the file is absent (macOS, BSD,
+    Windows) or unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip().lower() in ("flags", "features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def preferred_cipher(flags: Iterable[str] | None = None) -> str:
+    """The cipher a client with ``cipher="auto"`` proposes: ``"AESGCM"`` when the CPU has
+    AES and carry-less multiply instructions (``flags``; ``None``: this machine's, from
+    ``/proc/cpuinfo``), else ``"ChaChaPoly"``, which is fast and constant-time in
+    software, and the choice when the flags are unknown. Decided from CPU features, as
+    TLS stacks do, so the same machine always proposes the same cipher."""
+    have = _cpu_flags() if flags is None else frozenset(flags)
+    if have & _AES_FLAGS and have & _CLMUL_FLAGS:
+        return "AESGCM"
+    return "ChaChaPoly"
 
 
 @functools.cache
@@ -181,7 +191,7 @@ def _raw_key(key: Buffer | SecretKey, what: str) -> bytes:
 class ProtocolConfig:
     """One side's protocol options, validated (secrets inside: never repr'd).
 
-    ``cipher``: ``"auto"`` (allow both, propose the machine's faster one), or
+    ``cipher``: ``"auto"`` (allow both, propose :func:`preferred_cipher`), or
     ``"AESGCM"`` / ``"ChaChaPoly"`` to insist; ``hash`` must match on both sides.
     """
 
@@ -316,6 +326,14 @@ class ProtocolConfig:
         side = "server" if self.server_side else "client"
         return f"ProtocolConfig({side}, {self.cipher}, {self.hash}, <keys hidden>)"
 
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "ProtocolConfig holds key material and is not picklable; build it where it "
+            "is used, from keys loaded there"
+        )
+
 
 # ---------------------------------------------------------------------------------------
 # Handshake
@@ -368,7 +386,7 @@ class Handshake:
         self._preamble = b""
         if not config.server_side:
             pattern = config.client_pattern()
-            cipher = fastest_cipher() if config.cipher == "auto" else config.cipher
+            cipher = preferred_cipher() if config.cipher == "auto" else config.cipher
             self._preamble = MAGIC + bytes(
                 (VERSION, PATTERNS[pattern], CIPHERS[cipher], HASHES[config.hash])
             )
@@ -723,6 +741,12 @@ class RecordStream:
         """Past the end of the spanning record's copy: go on with the rest of the chunk."""
         if self._pos == len(self._buf) and self._next is not None:
             self._buf, self._pos, self._next = self._next, 0, None
+
+    @property
+    def received(self) -> int:
+        """Records of the peer taken so far (opened, or handed to opening jobs): when it
+        moves, the partial record buffered, if any, is a new one."""
+        return self._received
 
     @property
     def buffered(self) -> int:

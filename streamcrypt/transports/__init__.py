@@ -24,26 +24,17 @@ if TYPE_CHECKING:
         open_file,
         remove_stale_temporaries,
     )
-    from ._http import DEFAULT_HTTP_RECORD_SIZE, EncryptionSettings, Unencryptable
-    from ._socket import (
-        FIRST_READ_BUFFER,
-        READ_BUFFER,
-        ProtocolListener,
-        ProtocolStream,
-        open_tcp,
-    )
+    from ._http import DEFAULT_HTTP_RECORD_SIZE, Unencryptable
     from ._stream import (
         DEFAULT_HANDSHAKE_TIMEOUT,
         DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_MAX_CONNECTIONS,
         DEFAULT_RECORD_TIMEOUT,
         DEFAULT_REKEY_INTERVAL,
-        MAX_READ,
-        MAX_RECORD_DATA,
         AcceptPeer,
         EncryptedListener,
         EncryptedStream,
         EncryptedStreamAttribute,
-        EncryptedStreamConfig,
         connect,
         serve,
     )
@@ -53,26 +44,19 @@ __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_HTTP_RECORD_SIZE",
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
-    "FIRST_READ_BUFFER",
     "FORMATS",
-    "MAX_READ",
-    "MAX_RECORD_DATA",
-    "READ_BUFFER",
     "AcceptPeer",
     "EncryptedFile",
     "EncryptedListener",
     "EncryptedStream",
     "EncryptedStreamAttribute",
-    "EncryptedStreamConfig",
     "EncryptionMiddleware",
-    "EncryptionSettings",
     "FileFormat",
     "FileOpener",
     "FileOptions",
-    "ProtocolListener",
-    "ProtocolStream",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -80,7 +64,6 @@ __all__ = [
     "discard_temporary",
     "fsync_directory",
     "open_file",
-    "open_tcp",
     "remove_stale_temporaries",
     "serve",
     "write_atomic",
@@ -108,26 +91,17 @@ _lazy_getattr, _lazy_dir = lazy_exports(
             "open_file",
             "remove_stale_temporaries",
         ),
-        "._http": ("DEFAULT_HTTP_RECORD_SIZE", "EncryptionSettings", "Unencryptable"),
-        "._socket": (
-            "FIRST_READ_BUFFER",
-            "READ_BUFFER",
-            "ProtocolListener",
-            "ProtocolStream",
-            "open_tcp",
-        ),
+        "._http": ("DEFAULT_HTTP_RECORD_SIZE", "Unencryptable"),
         "._stream": (
             "DEFAULT_HANDSHAKE_TIMEOUT",
             "DEFAULT_IDLE_TIMEOUT",
+            "DEFAULT_MAX_CONNECTIONS",
             "DEFAULT_RECORD_TIMEOUT",
             "DEFAULT_REKEY_INTERVAL",
-            "MAX_READ",
-            "MAX_RECORD_DATA",
             "AcceptPeer",
             "EncryptedListener",
             "EncryptedStream",
             "EncryptedStreamAttribute",
-            "EncryptedStreamConfig",
             "connect",
             "serve",
         ),
@@ -140,7 +114,6 @@ _lazy_getattr, _lazy_dir = lazy_exports(
 _AIOHTTP_NAMES = frozenset(
     {
         "BODY_DECRYPTED_KEY",
-        "SETTINGS_KEY",
         "EncryptedStreamResponse",
         "decrypt_response",
         "encrypted_body",
@@ -149,7 +122,6 @@ _AIOHTTP_NAMES = frozenset(
 )
 if TYPE_CHECKING:
     from ._aiohttp import BODY_DECRYPTED_KEY as BODY_DECRYPTED_KEY
-    from ._aiohttp import SETTINGS_KEY as SETTINGS_KEY
     from ._aiohttp import EncryptedStreamResponse as EncryptedStreamResponse
     from ._aiohttp import decrypt_response as decrypt_response
     from ._aiohttp import encrypted_body as encrypted_body

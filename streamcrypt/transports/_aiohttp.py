@@ -19,8 +19,9 @@ This module splits the work the same way:
   route that is neither encrypted nor marked by the middleware (a plain
   ``StreamResponse`` written from the handler, a body aiohttp compressed after
   encryption) is refused at ``prepare`` before its headers leave, so the handler fails
-  and the client gets 500; nothing is ever sent in clear. aiohttp's own 5xx error pages
-  (made outside any middleware) pass.
+  and the client gets 500; nothing is ever sent in clear, whatever the status (a
+  handler's own 5xx included). A handler that raises gets the middleware's own short
+  500, never aiohttp's error page (which in debug mode carries the traceback).
 * Errors: a request body that fails to decrypt raises the typed error in the handler's
   read; the middleware answers ``exc.http_status`` (400, 413) with a short message. A
   request ``Content-Encoding`` other than ``aes128gcm`` gets 415 before the handler.
@@ -35,11 +36,10 @@ are encrypted or refused with a 500 by ``on_unencryptable``, as in the ASGI midd
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 from aiohttp import ClientResponse, hdrs, web
@@ -47,6 +47,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.base_protocol import BaseProtocol
 from aiohttp.payload import AsyncIterablePayload, Payload
 from aiohttp.streams import StreamReader
+from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
 from ..abc import Buffer
@@ -69,11 +70,15 @@ from ..keys import KeyRing
 from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
 from ._http import (
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
+    DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    BodyDeadline,
     EncryptionSettings,
     RequestRule,
+    Unencryptable,
     announces_body,
-    body_read,
     content_codings,
     feed_piecewise,
     send_piecewise,
@@ -95,8 +100,8 @@ def _codings(headers: Any) -> list[str]:
     return content_codings(headers.getall(hdrs.CONTENT_ENCODING, []))
 
 
-#: Where :func:`setup_encryption` keeps its settings in the application.
-SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
+#: Where :func:`setup_encryption` keeps its options in the application.
+_SETTINGS_KEY: web.AppKey[EncryptionSettings] = web.AppKey("streamcrypt_encryption")
 #: Whether the handler's request body was decrypted (True) or came in clear (False: no
 #: body, an allowed path or method, or decrypt_requests=False): ``request[BODY_DECRYPTED_KEY]``.
 BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decrypted", bool)
@@ -136,7 +141,8 @@ class EncryptedStreamResponse(web.StreamResponse):
     Use it like ``StreamResponse``: ``await resp.prepare(request)``, ``await
     resp.write(data)`` any number of times, ``await resp.write_eof()``. ``keys`` (a
     :class:`KeyRing` of 16-byte keys; the active one encrypts), ``record_size`` and
-    ``policy`` default to the application's :func:`setup_encryption` settings. If
+    ``policy`` (``"app"``) default to the application's :func:`setup_encryption`
+    options. If
     ``content_length`` is set to the plaintext length before ``prepare``, the exact
     encrypted length is sent; otherwise the body is chunked. Raises
     :class:`InvalidParameterError` when no keys are known, and for
@@ -149,10 +155,10 @@ class EncryptedStreamResponse(web.StreamResponse):
         *,
         status: int = 200,
         reason: str | None = None,
-        headers: Any = None,
+        headers: LooseHeaders | None = None,
         keys: KeyRing | None = None,
         record_size: int | None = None,
-        policy: OffloadPolicy | str | None = "app",
+        policy: OffloadPolicy | Literal["app"] | None = "app",
     ) -> None:
         super().__init__(status=status, reason=reason, headers=headers)
         self._sc_keys = keys
@@ -161,17 +167,19 @@ class EncryptedStreamResponse(web.StreamResponse):
         self._sc_feeder: Feeder | None = None
         self[_MARK] = True
 
-    def enable_compression(self, *args: Any, **kwargs: Any) -> None:
+    def enable_compression(
+        self, force: bool | web.ContentCoding | None = None, strategy: int | None = None
+    ) -> None:
         raise InvalidParameterError(
             "an EncryptedStreamResponse cannot be compressed after encryption; compress "
             "the plaintext before writing it if needed"
         )
 
-    async def prepare(self, request: web.BaseRequest) -> Any:
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self.prepared:
             return await super().prepare(request)
         settings = (
-            request.config_dict.get(SETTINGS_KEY) if isinstance(request, web.Request) else None
+            request.config_dict.get(_SETTINGS_KEY) if isinstance(request, web.Request) else None
         )
         keys = self._sc_keys or (settings.keys if settings is not None else None)
         if keys is None:
@@ -218,17 +226,21 @@ class EncryptedStreamResponse(web.StreamResponse):
 
 
 class _PullControl(BaseProtocol):
-    """The decrypting reader's flow control: its buffer above the limit pauses the task
-    that feeds it (``StreamReader`` calls these), below it resumes the task."""
+    """The decrypting reader's flow control. ``aiohttp.StreamReader`` (public) must be
+    given a ``BaseProtocol``, whose pause/resume would act on a socket; this one's act on
+    the task that feeds the reader instead: its buffer above the limit pauses the pump,
+    below it resumes it. ``connected`` is the request's own connection's (a read after
+    the client left fails as it would on aiohttp's reader)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, connection: BaseProtocol | None) -> None:
         super().__init__(loop)
         self.room = anyio.Event()
         self.room.set()
+        self._connection = connection
 
     @property
     def connected(self) -> bool:
-        return True  # the body's end comes as feed_eof, never as a closed connection
+        return self._connection is not None and self._connection.connected
 
     def pause_reading(self) -> None:
         self.room = anyio.Event()
@@ -249,10 +261,10 @@ class _DecryptingReader(StreamReader):
 
     def __init__(self, request: web.BaseRequest, settings: EncryptionSettings) -> None:
         loop = asyncio.get_running_loop()
-        self._sc_control = _PullControl(loop)
+        self._sc_control = _PullControl(loop, request.protocol)
         super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
-        self._sc_timeout = settings.body_timeout
+        self._sc_deadline = BodyDeadline(settings.body_timeout, settings.body_min_rate)
         self._sc_feeder = pipeline(
             EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
             policy=settings.policy,
@@ -266,7 +278,7 @@ class _DecryptingReader(StreamReader):
         try:
             while True:
                 await self._sc_control.room.wait()
-                chunk = await body_read(self._sc_source.readany, self._sc_timeout)
+                chunk = await self._sc_deadline.read(self._sc_source.readany, len)
                 if not chunk:
                     await self._sc_feeder.aclose()
                     self.feed_eof()
@@ -402,6 +414,49 @@ class _PayloadSink(AbstractStreamWriter):
         raise RuntimeError("a payload writes no headers")
 
 
+def _with_body(request: web.Request, reader: _DecryptingReader) -> web.Request:
+    """A clone of ``request`` whose body is ``reader`` (plaintext), without the headers
+    that describe the ciphertext.
+
+    aiohttp has no public way to give a request another body (``clone()`` takes
+    headers, not a payload), so this one function sets the clone's private ``_payload``,
+    which ``content``, ``read()``, ``text()``, ``json()``, ``post()`` and
+    ``can_read_body`` all read (``test_aiohttp.py`` checks that invariant). The public
+    alternative, decrypting the whole body before the handler runs, would hold the whole
+    body in memory (a 64 MiB upload: 64 MiB of plaintext) where this holds one record
+    and the reader's 64 KiB limit.
+    """
+    headers = CIMultiDict(request.headers)
+    headers.popall(hdrs.CONTENT_ENCODING, None)
+    headers.pop(hdrs.CONTENT_LENGTH, None)
+    clone = request.clone(headers=headers)
+    clone._payload = reader
+    return clone
+
+
+async def _pumped(
+    reader: _DecryptingReader,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    request: web.Request,
+) -> web.StreamResponse:
+    """``await handler(request)`` while ``reader.pump()`` feeds its body, in one task
+    group (the pump never outlives the handler, nor is its task left unreferenced); the
+    handler's own exception (a typed error, an ``HTTPException``) comes out as itself,
+    not inside an exception group."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader.pump)
+            try:
+                response = await handler(request)
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    return response
+
+
 def _middleware(settings: EncryptionSettings) -> Any:
     @web.middleware
     async def encryption(
@@ -422,30 +477,13 @@ def _middleware(settings: EncryptionSettings) -> Any:
             return _decrypt_error(UnsupportedFormatError("request body not in aes128gcm"))
         if rule is RequestRule.DECRYPT:
             reader = _DecryptingReader(request, settings)
-            headers = CIMultiDict(request.headers)
-            headers.popall(hdrs.CONTENT_ENCODING, None)
-            headers.pop(hdrs.CONTENT_LENGTH, None)
-            clone = request.clone(headers=headers)
-            clone._payload = reader
-            request = clone
+            request = _with_body(request, reader)
         request[BODY_DECRYPTED_KEY] = reader is not None
         try:
             if reader is None:
                 resp = await handler(request)
             else:
-                # A plain task, not a task group: the handler's own exceptions (typed
-                # errors, HTTPException) must reach the clauses below unwrapped.
-                pump = asyncio.get_running_loop().create_task(reader.pump())
-                try:
-                    resp = await handler(request)
-                finally:
-                    pump.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await pump
-        except StreamCryptError as exc:
-            if reader is None or exc is not reader.sc_error or prepared:
-                raise  # a response is under way: the server aborts the connection
-            return _decrypt_error(exc)
+                resp = await _pumped(reader, handler, request)
         except web.HTTPException as exc:
             if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
@@ -455,6 +493,15 @@ def _middleware(settings: EncryptionSettings) -> Any:
                 return _refusal("an already encoded body", request.path)
             await _encrypt_body(exc, settings, bytes(exc.body or b""))  # not a Payload
             raise
+        except Exception as exc:
+            if prepared:
+                raise  # a response is under way: the server aborts the connection
+            if reader is not None and reader.sc_error is not None and exc is reader.sc_error:
+                return _decrypt_error(reader.sc_error)
+            # Answered here, not by aiohttp's own error page, which the guard would have
+            # to let pass unencrypted (in debug mode it carries the traceback).
+            _log.exception("the handler of %s failed; answered 500", request.path)
+            return _error(500, "500 Internal Server Error: the handler failed")
         if reader is not None and reader.sc_error is not None and not resp.prepared:
             return _decrypt_error(reader.sc_error)  # the handler swallowed the error
         return await _seal(request, resp, settings)
@@ -477,8 +524,6 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
             return
         if _carries_nothing(request, resp) or not settings.encrypts_type(resp.content_type):
             return
-        if isinstance(resp, web.Response) and resp.status >= 500:
-            return  # aiohttp's own error pages, made outside every middleware
         _log.error("refused to send a plaintext response body on %s", request.path)
         # prepare() already set the connection's writer up for this body; undo that so
         # the 500 that replaces it is framed by its own headers.
@@ -496,24 +541,51 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
 
 
 def setup_encryption(
-    app: web.Application, settings: EncryptionSettings | None = None, **options: Any
-) -> EncryptionSettings:
+    app: web.Application,
+    *,
+    keys: KeyRing,
+    record_size: int = DEFAULT_HTTP_RECORD_SIZE,
+    include_paths: Iterable[str] | None = None,
+    exclude_paths: Iterable[str] = (),
+    content_types: Iterable[str] | None = None,
+    on_unencryptable: Unencryptable = "encrypt",
+    decrypt_requests: bool = True,
+    allow_clear_paths: Iterable[str] = (),
+    allow_clear_methods: Iterable[str] = (),
+    max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
+    body_min_rate: float | None = DEFAULT_BODY_MIN_RATE,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> None:
     """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
 
-    Options: ``settings=`` (an :class:`EncryptionSettings`) or its fields as keywords
-    (``keys=`` is required), meaning what they mean for the ASGI
-    ``EncryptionMiddleware``: requests fail closed (415 for a body not in aes128gcm unless
-    its path or method is allowed in clear; ``request[BODY_DECRYPTED_KEY]`` says which the
-    handler got), a stalled body is cut after ``body_timeout`` (408). Installs the
-    middleware (outermost) and the ``on_response_prepare`` guard, and stores the settings
-    under :data:`SETTINGS_KEY` for :class:`EncryptedStreamResponse`. Raises
-    :class:`InvalidParameterError` for bad settings.
+    The options (keywords, ``keys`` required) mean what they mean for the ASGI
+    :class:`~streamcrypt.transports.EncryptionMiddleware`: requests fail closed (415 for
+    a body not in aes128gcm unless its path or method is allowed in clear;
+    ``request[BODY_DECRYPTED_KEY]`` says which the handler got), a body that stalls or
+    trickles past its deadline gets 408. Installs the middleware (outermost) and the
+    ``on_response_prepare`` guard, and keeps the options in the app for
+    :class:`EncryptedStreamResponse`. Raises :class:`InvalidParameterError` for bad
+    options.
     """
-    settings = EncryptionSettings.of(settings, options)
-    app[SETTINGS_KEY] = settings
+    settings = EncryptionSettings(
+        keys=keys,
+        record_size=record_size,
+        include_paths=include_paths,
+        exclude_paths=exclude_paths,
+        content_types=content_types,
+        on_unencryptable=on_unencryptable,
+        decrypt_requests=decrypt_requests,
+        allow_clear_paths=allow_clear_paths,
+        allow_clear_methods=allow_clear_methods,
+        max_record_size=max_record_size,
+        body_timeout=body_timeout,
+        body_min_rate=body_min_rate,
+        policy=policy,
+    )
+    app[_SETTINGS_KEY] = settings
     app.middlewares.insert(0, _middleware(settings))
     app.on_response_prepare.append(_guard(settings))
-    return settings
 
 
 def encrypted_body(

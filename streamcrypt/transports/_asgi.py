@@ -27,7 +27,7 @@ as it streams in: ``receive`` is wrapped, ciphertext goes through a decrypting f
 and the app gets only plaintext whose record verified; ``more_body: False`` comes only
 after the whole body authenticated (truncation included). The app's scope loses the
 request's ``Content-Encoding`` and ``Content-Length`` (they describe the ciphertext). A
-body that stalls for ``body_timeout`` seconds fails with 408. When the body fails, the
+body that stalls or trickles past its deadline (:class:`~._http.BodyDeadline`) fails with 408. When the body fails, the
 app's ``receive`` raises the typed error and the client gets the error's
 ``http_status`` (400, 408, 413) with a short message, if no response had started; if one
 had, the exception goes on to the server, which aborts the connection. Any other request
@@ -43,20 +43,26 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Literal, TypeAlias, cast
 
 import anyio
 
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted_length
-from ..engine import Feeder, pipeline
+from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
+from ..keys import KeyRing
 from ._http import (
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HTTP_RECORD_SIZE,
+    DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    BodyDeadline,
     EncryptionSettings,
     RequestRule,
+    Unencryptable,
     announces_body,
-    body_read,
     content_codings,
     feed_piecewise,
     send_piecewise,
@@ -143,8 +149,19 @@ def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
 class EncryptionMiddleware:
     """Encrypt response bodies and decrypt request bodies with RFC 8188 ``aes128gcm``.
 
-    Options: ``settings=`` (an :class:`EncryptionSettings`), or its fields as keywords
-    (``keys=`` is required: a :class:`KeyRing` of 16-byte keys). Requests fail closed: a
+    Options (keywords): ``keys`` (required: a :class:`KeyRing` of 16-byte keys; the
+    active one encrypts, a request body is decrypted with the key its header names);
+    ``record_size`` of the responses; ``include_paths`` (``None``: all) and
+    ``exclude_paths``: which requests are handled, a rule covering its path and what is
+    below it (``"/health"`` covers ``/health/live``, never ``/healthcare``);
+    ``content_types`` encrypted (``"text/*"`` works; ``None``: all);
+    ``on_unencryptable``: ``"encrypt"`` or ``"refuse"`` (500) file sends, 206 answers
+    and already-encoded bodies; ``decrypt_requests`` (``False``: request bodies pass in
+    clear); ``allow_clear_paths`` / ``allow_clear_methods`` whose request bodies may
+    come in clear; ``max_record_size`` a request may announce (413 above it);
+    ``body_timeout`` and ``body_min_rate`` (408: a body gets ``body_timeout`` seconds
+    plus one per ``body_min_rate`` bytes, and no wait longer than ``body_timeout``);
+    ``policy``: the offload policy of the pipelines. Requests fail closed: a
     request that announces a body not encrypted with ``aes128gcm`` gets 415 before the app
     runs, unless its path or method is in ``allow_clear_paths`` / ``allow_clear_methods``;
     the scope's :data:`BODY_DECRYPTED` key says whether the app's body was decrypted.
@@ -157,16 +174,49 @@ class EncryptionMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, settings: EncryptionSettings | None = None, **options: Any
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyRing,
+        record_size: int = DEFAULT_HTTP_RECORD_SIZE,
+        include_paths: Iterable[str] | None = None,
+        exclude_paths: Iterable[str] = (),
+        content_types: Iterable[str] | None = None,
+        on_unencryptable: Unencryptable = "encrypt",
+        decrypt_requests: bool = True,
+        allow_clear_paths: Iterable[str] = (),
+        allow_clear_methods: Iterable[str] = (),
+        max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE,
+        body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
+        body_min_rate: float | None = DEFAULT_BODY_MIN_RATE,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> None:
         self.app = app
-        self.settings = EncryptionSettings.of(settings, options)
+        self.settings = EncryptionSettings(
+            keys=keys,
+            record_size=record_size,
+            include_paths=include_paths,
+            exclude_paths=exclude_paths,
+            content_types=content_types,
+            on_unencryptable=on_unencryptable,
+            decrypt_requests=decrypt_requests,
+            allow_clear_paths=allow_clear_paths,
+            allow_clear_methods=allow_clear_methods,
+            max_record_size=max_record_size,
+            body_timeout=body_timeout,
+            body_min_rate=body_min_rate,
+            policy=policy,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         await _Responder(self, scope, receive, send).run()
+
+
+def _body_size(message: Message) -> int:
+    return len(message.get("body", b""))
 
 
 class _DecryptingReceive:
@@ -181,7 +231,7 @@ class _DecryptingReceive:
         ).feeder(self._collect, kept=True)
         self._complete = False  # the whole body authenticated
         self._final_given = False
-        self._timeout = mw.settings.body_timeout
+        self._deadline = BodyDeadline(mw.settings.body_timeout, mw.settings.body_min_rate)
         self.error: StreamCryptError | None = None
 
     async def _collect(self, plaintext: Buffer) -> None:
@@ -192,7 +242,7 @@ class _DecryptingReceive:
             raise self.error
         while not self._ready and not self._complete:
             try:
-                message = await body_read(self._receive, self._timeout)
+                message = await self._deadline.read(self._receive, _body_size)
             except PeerTimeoutError as exc:
                 self.error = exc
                 raise

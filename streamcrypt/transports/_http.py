@@ -1,7 +1,7 @@
 """What the HTTP middlewares share: their settings, checked once, and the request rules.
 
 Framework-free (no starlette, no aiohttp), so both the ASGI middleware and the aiohttp
-helpers build on it: one declaration of the options (:class:`EncryptionSettings`), one
+helpers build on it: one declaration of the options (``EncryptionSettings``, private), one
 reading of ``Content-Encoding`` (all header lines, RFC 9110 section 5.3), one decision of
 what a request's body must be (:meth:`EncryptionSettings.request_rule`).
 
@@ -12,23 +12,25 @@ aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own
 buffer; bodies go through the pipeline :data:`BODY_PIECE` (128 KiB) at a time, so its
 buffers hold one piece, and a response leaves in :data:`SEND_PIECE` (64 KiB) writes, each
 awaited, so a slow client holds about that much queued (a 1 KiB body costs about 1 KiB).
-A client that stops sending a body is cut after ``body_timeout`` seconds.
+A request body is cut (408) once it took longer than ``body_timeout`` seconds plus one
+per ``body_min_rate`` bytes it brought (:class:`BodyDeadline`): a client that stalls or
+trickles holds a request for about ``body_timeout``, not for as long as it likes.
 """
 
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
 from ..errors import InvalidParameterError
 from ..keys import KeyRing
-from ._deadline import with_timeout
-from ._options import config_or_options
+from ._deadline import timed_out, with_timeout
 from ._socket import on_asyncio
 
 __all__ = [
@@ -36,13 +38,14 @@ __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HTTP_RECORD_SIZE",
     "DEFAULT_REQUEST_MAX_RECORD_SIZE",
+    "BodyDeadline",
     "EncryptionSettings",
     "RequestRule",
     "Unencryptable",
     "announces_body",
-    "body_read",
     "content_codings",
     "feed_piecewise",
+    "path_matches",
     "send_piecewise",
 ]
 
@@ -76,8 +79,13 @@ BODY_PIECE = 128 << 10
 #: drain between writes, so what a slow client leaves queued is about this much, not
 #: everything encrypted so far.
 SEND_PIECE = 64 << 10
-#: Seconds a request body may go without a byte before the request is cut (408).
+#: Seconds a request body may take before it counts against ``body_min_rate`` (408 past
+#: its deadline: see :class:`BodyDeadline`).
 DEFAULT_BODY_TIMEOUT = 30.0
+#: Bytes per second a request body must average beyond ``body_timeout``: Apache's
+#: ``mod_reqtimeout`` default (``body=20,MinRate=500``); a 64 KiB record then has about
+#: two minutes, and a 2G mobile link (~6 KB/s) a tenth of the margin.
+DEFAULT_BODY_MIN_RATE = 500.0
 #: Methods whose requests carry no body unless they say so (Content-Length,
 #: Transfer-Encoding).
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE", "TRACE", "CONNECT"})
@@ -101,44 +109,57 @@ def content_codings(values: Iterable[str | bytes]) -> list[str]:
     return [t for t in out if t not in ("", "identity")]
 
 
+def path_matches(path: str, rules: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``rules`` or below one, segment by segment: the one
+    path rule of both middlewares. ``"/health"`` matches ``/health`` and
+    ``/health/live``, never ``/healthcare``; ``"/"`` matches every path. Dot segments
+    are resolved first (RFC 3986 section 5.2.4), so ``/public/../secret`` is judged as
+    ``/secret``, the path a normalising router would serve."""
+    if "/." in path:
+        resolved: list[str] = []
+        for segment in path.split("/"):
+            if segment == "..":
+                if len(resolved) > 1:
+                    resolved.pop()
+            elif segment != ".":
+                resolved.append(segment)
+        path = "/".join(resolved) or "/"
+        if not path.startswith("/"):
+            path = "/" + path
+    for rule in rules:
+        if path == rule or path.startswith(rule if rule.endswith("/") else rule + "/"):
+            return True
+    return False
+
+
 def _paths(value: Iterable[str] | None, name: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        raise InvalidParameterError(f"{name} takes a list of path prefixes, not a str")
+        raise InvalidParameterError(f"{name} takes a list of paths, not a str")
     return tuple(value)
 
 
 @dataclass(frozen=True, slots=True)
 class EncryptionSettings:
-    """What an encrypting HTTP middleware encrypts, decrypts and lets through.
-
-    ``keys``: a :class:`KeyRing` of 16-byte keys; the active one encrypts, a request body
-    is decrypted with the key its header names. Paths: a request is handled when its
-    path starts with one of ``include_paths`` (all paths when ``None``) and with none of
-    ``exclude_paths``; other requests pass through untouched. ``content_types``: media
-    types whose responses are encrypted (``"text/*"`` wildcards allowed; ``None``: all).
-    ``on_unencryptable``: ``"encrypt"`` or ``"refuse"`` (500) for file sends, 206 and
-    already-encoded responses. ``decrypt_requests``: decrypt ``aes128gcm`` request bodies
-    and refuse every other request body with 415 (``False``: request bodies pass in clear).
-    ``allow_clear_paths`` / ``allow_clear_methods``: path prefixes and methods whose
-    request bodies may come in clear. ``max_record_size``: the largest record a request
-    may announce (413 above it). ``body_timeout``: seconds a request body may stall (408).
-    ``policy``: offload policy of the pipelines. Bad settings raise
+    """The options of :class:`~streamcrypt.transports.EncryptionMiddleware` and
+    :func:`~streamcrypt.transports.setup_encryption` (documented there: explicit
+    keywords), checked once and shared by both; private. Bad options raise
     :class:`InvalidParameterError`.
     """
 
     keys: KeyRing
     record_size: int = DEFAULT_HTTP_RECORD_SIZE
-    include_paths: tuple[str, ...] | None = None
-    exclude_paths: tuple[str, ...] = ()
-    content_types: frozenset[str] | None = None
+    include_paths: Iterable[str] | None = None
+    exclude_paths: Iterable[str] = ()
+    content_types: Iterable[str] | None = None
     on_unencryptable: Unencryptable = "encrypt"
     decrypt_requests: bool = True
-    allow_clear_paths: tuple[str, ...] = ()
-    allow_clear_methods: frozenset[str] = frozenset()
+    allow_clear_paths: Iterable[str] = ()
+    allow_clear_methods: Iterable[str] = frozenset()
     max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT
+    body_min_rate: float | None = DEFAULT_BODY_MIN_RATE
     policy: OffloadPolicy | None = DEFAULT_POLICY
 
     def __post_init__(self) -> None:
@@ -152,6 +173,8 @@ class EncryptionSettings:
             )
         if self.body_timeout is not None and not self.body_timeout > 0:
             raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
+        if self.body_min_rate is not None and not self.body_min_rate > 0:
+            raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
         EceEncryptor(self.keys, record_size=self.record_size)  # the record size and key, now
         # Normalise what may come as any iterable.
         set_ = object.__setattr__
@@ -166,25 +189,11 @@ class EncryptionSettings:
                 frozenset(t.partition(";")[0].strip().lower() for t in self.content_types),
             )
 
-    @classmethod
-    def of(cls, settings: EncryptionSettings | None, options: dict[str, Any]) -> EncryptionSettings:
-        """``settings``, or settings built from keyword ``options`` (not both)."""
-        if settings is None and "keys" not in options:
-            raise InvalidParameterError("keys= (a KeyRing of 16-byte keys) is required")
-        return config_or_options(cls, settings, options, "settings")
-
-    @classmethod
-    def create(cls, **options: Any) -> EncryptionSettings:
-        """The settings from keyword options (the constructor, kept for existing callers)."""
-        return cls.of(None, options)
-
     def selects(self, path: str) -> bool:
-        """Whether requests to ``path`` are handled (prefix match)."""
-        if self.include_paths is not None and not any(
-            path.startswith(p) for p in self.include_paths
-        ):
+        """Whether requests to ``path`` are handled (:func:`path_matches`)."""
+        if self.include_paths is not None and not path_matches(path, self.include_paths):
             return False
-        return not any(path.startswith(p) for p in self.exclude_paths)
+        return not path_matches(path, self.exclude_paths)
 
     def encrypts_type(self, content_type: str | bytes | None) -> bool:
         """Whether a response of this ``Content-Type`` is encrypted (``text/*`` works)."""
@@ -216,8 +225,8 @@ class EncryptionSettings:
 
     def clear_allowed(self, method: str, path: str) -> bool:
         """Whether this request's body may come in clear."""
-        return method.upper() in self.allow_clear_methods or any(
-            path.startswith(p) for p in self.allow_clear_paths
+        return method.upper() in self.allow_clear_methods or path_matches(
+            path, self.allow_clear_paths
         )
 
 
@@ -234,11 +243,46 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
     return chunked or method.upper() not in BODYLESS_METHODS
 
 
-async def body_read(read: Callable[[], Awaitable[_T]], stall: float | None) -> _T:
-    """``await read()`` (the next piece of a request body), cut after ``stall`` seconds
-    without it (``None``: wait for ever); raises :class:`PeerTimeoutError` (408). On
-    asyncio a piece already there arms no timer (:func:`with_timeout`)."""
-    return await with_timeout(stall, "the request body sent nothing", read(), on_asyncio())
+class BodyDeadline:
+    """How long one request body may take: the one rule both middlewares read a body by.
+
+    No wait for the next piece longer than ``body_timeout``, and the whole body within
+    ``body_timeout`` seconds from the first read plus one second for every
+    ``body_min_rate`` bytes that came (Apache ``mod_reqtimeout``'s ``MinRate`` rule): a
+    client that trickles its body (a byte every 29 s) is cut as one that stalls, while
+    one that keeps up the minimum rate is never cut, however long its body. With
+    ``body_min_rate=None`` each wait is bounded by ``body_timeout`` alone; with
+    ``body_timeout=None`` nothing is. Past the deadline raises :class:`PeerTimeoutError`
+    (408). On asyncio a piece already there arms no timer (:func:`with_timeout`).
+    """
+
+    __slots__ = ("_rate", "_received", "_start", "_timeout")
+
+    def __init__(self, timeout: float | None, min_rate: float | None) -> None:
+        self._timeout = timeout
+        self._rate = min_rate
+        self._start: float | None = None
+        self._received = 0
+
+    async def read(self, read: Callable[[], Awaitable[_T]], size: Callable[[_T], int]) -> _T:
+        """``await read()`` (the next piece of the body, of ``size(piece)`` bytes) within
+        the body's deadline."""
+        timeout = self._timeout
+        if timeout is None:
+            return await read()
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        left, what = timeout, "the request body sent nothing"
+        if self._rate is not None:
+            overall = self._start + timeout + self._received / self._rate - now
+            if overall < left:
+                left, what = overall, f"the request body came slower than {self._rate:g} bytes/s"
+            if left <= 0:
+                raise timed_out(timeout, what)
+        piece = await with_timeout(left, what, read(), on_asyncio())
+        self._received += size(piece)
+        return piece
 
 
 async def feed_piecewise(

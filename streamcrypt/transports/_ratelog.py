@@ -26,14 +26,28 @@ class FailureLog:
         self._logged = 0
         self._dropped: Counter[str] = Counter()
 
-    def failure(self, kind: str, message: str, *args: object) -> None:
-        """Log one failure (``kind``: the error type name, for the summary)."""
+    def failure(self, what: str, exc: BaseException | None = None, *, trace: bool = False) -> None:
+        """Log that ``what`` failed (a sentence naming the peer), with the error: one
+        line ``<what>: <ErrorType>: <message>``, so a line always says what failed, even
+        when the error's message is a bare value (a number) or empty. ``trace``: with
+        the traceback (an unexpected error)."""
         now = time.monotonic()
         if now - self._window_start >= self.interval:
             self._flush(now)
+        kind = "refused" if exc is None else type(exc).__name__
         if self._logged < self.burst:
             self._logged += 1
-            self.logger.warning(message, *args)
+            if exc is None:
+                self.logger.warning("%s", what)
+                return
+            text = " ".join(str(exc).split())
+            self.logger.warning(
+                "%s: %s%s",
+                what,
+                kind,
+                f": {text}" if text else "",
+                exc_info=exc if trace else None,
+            )
         else:
             self._dropped[kind] += 1
 

@@ -12,23 +12,24 @@ scheduler and writes each batch as it comes, and ``receive()`` feeds it what the
 transport gives and returns what its opening jobs verified.
 
 Transports. :func:`connect` and :func:`serve` on asyncio (uvloop included) run over
-:class:`~streamcrypt.transports.ProtocolStream`, streamcrypt's asyncio protocol (one
+``ProtocolStream`` (private, ``_socket.py``), streamcrypt's asyncio protocol (one
 reused receive buffer, no per-read pause and resume; measured 1.7-5x anyio's TCP stream
 for plaintext), and then seal each batch into recycled buffers, since its ``send()``
 returns only once the kernel has every byte; on trio, and under
 :meth:`EncryptedStream.wrap` of any other byte stream, nothing changes. The protocol on
 the wire is the same either way.
 
-Options live in one frozen :class:`EncryptedStreamConfig`, given as ``config=`` or as
-keywords to :meth:`EncryptedStream.wrap`, :func:`connect`, :func:`serve` and
-:class:`EncryptedListener`.
+Options are explicit keywords of :meth:`EncryptedStream.wrap` (documented there),
+:func:`connect`, :func:`serve` and :class:`EncryptedListener`, checked into one private
+frozen ``_StreamConfig``.
 
 Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout``; a
-``receive()`` by ``idle_timeout`` while nothing of the next record has come and by
-``record_timeout`` once part of it has (a peer that sends a record header and stalls is
-cut after ``record_timeout``); a ``send()`` that cannot hand a batch to the transport for
-``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
-breaks the stream. Over a :class:`~streamcrypt.transports.ProtocolStream` the timeouts
+``receive()`` by ``idle_timeout`` while nothing of the next record has come, and each
+record by ``record_timeout`` from the read that brought its first byte to its last (a
+peer that sends a record header and stalls, or trickles the record a byte at a time, is
+cut ``record_timeout`` after the record began); a ``send()`` that cannot hand a batch to
+the transport for ``idle_timeout``. A timeout raises :class:`~streamcrypt.errors.PeerTimeoutError` and
+breaks the stream. Over a ``ProtocolStream`` the timeouts
 are its own (``read``/``write`` with a ``stall_limit``: a float per wait and one lazily
 armed loop timer per direction, nothing per call); over another transport on asyncio a
 deadline is armed only once a call really waits, as one loop timer that cancels the
@@ -36,13 +37,22 @@ awaited future (``_deadline.py``); elsewhere it is an anyio cancel scope (on the
 small-message path a cancel scope cost as much as the crypto). A read that is exactly
 one small data record is opened from the chunk read, without the record buffer or the
 scheduler. Buffered ciphertext per connection is at most one transport read
-(:data:`MAX_READ`, 1 MiB: the record layer parses each read in place) plus one record
+(``MAX_READ``, 1 MiB: the record layer parses each read in place) plus one record
 (65 KiB: the one record spanning two reads is the only ciphertext copied), plus, over a
-:class:`~streamcrypt.transports.ProtocolStream`, the bytes its receive buffer holds for
-the next read (at most :data:`~streamcrypt.transports.READ_BUFFER`, 1 MiB; reading
+``ProtocolStream``, the bytes its receive buffer holds for
+the next read (at most ``READ_BUFFER``, 1 MiB; reading
 pauses while it is full); opened plaintext waiting for
 ``receive()`` is at most what the receive scheduler took in one go (one 1 MiB batch when
 it runs inline, its window when it offloads, which only a peer holding the key can cause).
+
+Ending. The authenticated close record means the sender finished, so one method
+(``EncryptedStream._end``) decides when it is sent: by :meth:`~EncryptedStream.send_eof`,
+when ``async with`` is left without an exception, and when a listener's handler returns.
+Everything else is an abort, the transport closed without it: ``async with`` left by
+an exception or a cancellation, a handler that raised, a stream broken by a failed or
+cancelled send, and :meth:`~EncryptedStream.aclose` not preceded by ``send_eof()``. The
+peer of an abort gets :class:`~streamcrypt.errors.TruncatedStreamError` (or anyio's
+:class:`~anyio.BrokenResourceError`), never :class:`anyio.EndOfStream`.
 
 Failure rules: a record that does not authenticate raises
 :class:`~streamcrypt.errors.AuthenticationError` (replays, reordering and tampering land
@@ -59,12 +69,15 @@ the next call returns them.
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, cast
+from types import TracebackType
+from typing import Any, Final, Literal, NoReturn, TypeVar, cast
 
 import anyio
 from anyio import (
@@ -114,22 +127,19 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._deadline import timed_out, with_timeout
-from ._options import config_or_options
 from ._ratelog import FailureLog
 from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_RECORD_TIMEOUT",
     "DEFAULT_REKEY_INTERVAL",
-    "MAX_READ",
-    "MAX_RECORD_DATA",
     "AcceptPeer",
     "EncryptedListener",
     "EncryptedStream",
     "EncryptedStreamAttribute",
-    "EncryptedStreamConfig",
     "connect",
     "serve",
 ]
@@ -144,8 +154,13 @@ DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
 #: transport) before the connection is declared stalled: long enough for interactive
 #: protocols with pauses, short enough that a dead peer does not hold a connection.
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
-#: Seconds allowed for the rest of a record once part of it arrived.
+#: Seconds allowed for a whole record, from the read that brought its first byte.
 DEFAULT_RECORD_TIMEOUT: Final = 30.0
+#: Connections a listener serves at once before it refuses more: a connection holds at
+#: most about 2.1 MiB (one 1 MiB read, a record, a 1 MiB receive buffer) while its peer
+#: sends at full speed and about 4 KiB idle, so 1024 bound a flood to ~2 GiB; 1024 is
+#: also the usual soft limit on open file descriptors.
+DEFAULT_MAX_CONNECTIONS: Final = 1024
 #: ``max_bytes`` asked of the transport per read while records are opened inline; while
 #: the receive scheduler offloads, a read may take up to ``MAX_READ`` so that one read can
 #: hold a run worth a worker. 256 KiB measured best for the inline path (1 MiB reads cut
@@ -167,6 +182,10 @@ _SMALL_READ: Final = 16 << 10
 #: that made it, while a second ``receive()`` call costs a few microseconds.
 _JOIN_LIMIT: Final = 64 << 10
 
+#: ``cipher=``: ``"auto"`` or the Noise cipher to insist on.
+Cipher = Literal["auto", "AESGCM", "ChaChaPoly"]
+#: ``hash=``: the Noise hash (both sides alike).
+NoiseHash = Literal["BLAKE2s", "BLAKE2b", "SHA256", "SHA512"]
 #: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
 AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
 KeyInput = Buffer | SecretKey
@@ -191,24 +210,10 @@ def _timeout(value: float | None, name: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class EncryptedStreamConfig:
-    """Every option of an encrypted connection, in one place (secrets never repr'd).
-
-    Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519 private
-    key) and, on the client, ``server_public_key`` (NK, or IK when the client has a static
-    key too); a client with ``static_key`` alone runs XX and must give ``accept_peer``.
-    ``accept_peer(public_key) -> bool`` (sync or async) vets the peer's static key
-    whenever one arrives; a server with ``accept_peer`` refuses anonymous (NK) clients.
-
-    ``cipher``: ``"auto"`` (the default: accept both, and as a client propose the one
-    faster on this machine, AES-GCM where AES is in hardware), or ``"AESGCM"`` /
-    ``"ChaChaPoly"`` to insist. ``hash``: ``"BLAKE2s"``, ``"BLAKE2b"``, ``"SHA256"`` or
-    ``"SHA512"`` (both sides must agree). ``rekey_interval``: records between rekeys
-    (``None``: never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
-    ``idle_timeout``, ``record_timeout`` (see the module docstring). ``policy``: when record
-    crypto leaves the event loop (``None`` keeps it on the loop thread); it changes nothing
-    on the wire. Bad options raise :class:`InvalidParameterError` here, or (a key missing
-    for the side it is used on) when the connection starts, before any I/O.
+class _StreamConfig:
+    """The options of :meth:`EncryptedStream.wrap` (documented there), checked once;
+    secrets never repr'd. Bad options raise :class:`InvalidParameterError` here, or (a
+    key missing for the side it is used on) when the connection starts, before any I/O.
     """
 
     psk: KeyInput | None = None
@@ -253,17 +258,26 @@ class EncryptedStreamConfig:
             rekey_interval=self.rekey_interval,
         )
 
-    @classmethod
-    def of(
-        cls, config: EncryptedStreamConfig | None, options: dict[str, Any]
-    ) -> EncryptedStreamConfig:
-        """``config``, or one built from keyword ``options`` (not both)."""
-        return config_or_options(cls, config, options, "config")
-
     def __repr__(self) -> str:
         return (
-            f"EncryptedStreamConfig({self.cipher}, {self.hash}, "
+            f"_StreamConfig({self.cipher}, {self.hash}, "
             f"rekey_interval={self.rekey_interval}, <keys hidden>)"
+        )
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "_StreamConfig holds key material and is not picklable; give each "
+            "process its keys (a key file, a KeyRing serialized with a password) and "
+            "build the options there"
+        )
+
+
+def _check_cap(max_connections: int | None) -> None:
+    if max_connections is not None and (isinstance(max_connections, bool) or max_connections < 1):
+        raise InvalidParameterError(
+            f"max_connections must be a positive number or None, got {max_connections!r}"
         )
 
 
@@ -279,6 +293,31 @@ def _peer_name(stream: AnyByteStream) -> str:
 
 #: What a send that timed out waited for.
 _NO_TAKER: Final = "the transport took no data"
+
+
+class _State(enum.Enum):
+    """Where an :class:`EncryptedStream` is: the one place its life is kept.
+
+    ``HANDSHAKING`` -> ``OPEN``; the close record sent (``send_eof``) -> ``SEND_CLOSED``,
+    the peer's received -> ``RECEIVE_CLOSED``, both -> ``ENDED``; any failure ->
+    ``BROKEN`` (for good); ``aclose()`` -> ``CLOSED`` from anywhere.
+    """
+
+    HANDSHAKING = "handshaking"
+    OPEN = "open"
+    SEND_CLOSED = "send-closed"
+    RECEIVE_CLOSED = "receive-closed"
+    ENDED = "ended"
+    BROKEN = "broken"
+    CLOSED = "closed"
+
+
+# The members as module globals: an Enum attribute lookup costs ~80 ns on 3.11, and
+# send()/receive() test the state on every call.
+_HANDSHAKING, _OPEN, _SEND_CLOSED, _RECEIVE_CLOSED, _ENDED, _BROKEN, _CLOSED = _State
+#: After the close record was sent (this side) / received (the peer's).
+_SENT_CLOSE: Final = {_OPEN: _SEND_CLOSED, _RECEIVE_CLOSED: _ENDED}
+_GOT_CLOSE: Final = {_OPEN: _RECEIVE_CLOSED, _SEND_CLOSED: _ENDED}
 
 
 @dataclass(eq=False, repr=False)
@@ -298,13 +337,14 @@ class EncryptedStream(ByteStream):
     """
 
     transport_stream: AnyByteStream
-    _config: EncryptedStreamConfig
+    _config: _StreamConfig
     _server_side: bool
     _records: RecordStream | None = field(default=None, init=False)
     _protocol_name: str = field(default="", init=False)
     _peer_static: bytes | None = field(default=None, init=False)
     _handshake_hash: bytes = field(default=b"", init=False)
-    _pending: deque[bytes] = field(default_factory=deque, init=False)
+    #: verified plaintext waiting for receive(), then possibly the failure found after it
+    _pending: deque[bytes | StreamCryptError] = field(default_factory=deque, init=False)
     _pending_pos: int = field(default=0, init=False)
     _sending: OrderedBatches = field(init=False)
     _small_send: int = field(default=0, init=False)
@@ -313,13 +353,12 @@ class EncryptedStream(ByteStream):
     _sized_reads: bool = field(default=False, init=False)
     _protocol_stream: ProtocolStream | None = field(default=None, init=False)
     _read_size: int = field(default=_RECV_SIZE, init=False)
+    #: ``(records received when the partial record began, its deadline)``
+    _record_clock: tuple[int, float] | None = field(default=None, init=False)
     _receiving: OrderedBatches = field(init=False)
-    _eof_sent: bool = field(default=False, init=False)
-    _eof_received: bool = field(default=False, init=False)
-    _closed: bool = field(default=False, init=False)
+    _state: _State = field(default=_HANDSHAKING, init=False)
+    #: the failure that broke the stream (named by later calls' BrokenResourceError)
     _failure: BaseException | None = field(default=None, init=False)
-    _deferred: StreamCryptError | None = field(default=None, init=False)
-    _broken: bool = field(default=False, init=False)
     _send_guard: ResourceGuard = field(
         default_factory=lambda: ResourceGuard("sending to"), init=False
     )
@@ -352,7 +391,7 @@ class EncryptedStream(ByteStream):
     @staticmethod
     def _reads_for(sched: OrderedBatches) -> int:
         """``max_bytes`` per transport read: a run worth the scheduler's budget, within
-        :data:`MAX_READ`. The budget moves only as batches run, so it is read again after
+        ``MAX_READ``. The budget moves only as batches run, so it is read again after
         each, not on every small read."""
         return min(MAX_READ, max(_RECV_SIZE, sched.budget))
 
@@ -363,14 +402,38 @@ class EncryptedStream(ByteStream):
     async def wrap(
         cls,
         transport_stream: AnyByteStream,
-        config: EncryptedStreamConfig | None = None,
         *,
         server_side: bool = False,
-        **options: Any,
+        psk: KeyInput | None = None,
+        static_key: KeyInput | None = None,
+        server_public_key: Buffer | None = None,
+        accept_peer: AcceptPeer | None = None,
+        cipher: Cipher = "auto",
+        hash: NoiseHash = "BLAKE2s",
+        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> EncryptedStream:
         """Run the handshake over ``transport_stream`` and return the encrypted stream.
 
-        Options: ``config=``, or the fields of :class:`EncryptedStreamConfig` as keywords.
+        Keys: ``psk`` (32 bytes, both sides: NNpsk0); ``static_key`` (32-byte X25519
+        private key) and, on the client, ``server_public_key`` (NK, or IK when the client
+        has a static key too); a client with ``static_key`` alone runs XX and must give
+        ``accept_peer``. ``accept_peer(public_key) -> bool`` (sync or async) vets the
+        peer's static key whenever one arrives; a server with ``accept_peer`` refuses
+        anonymous (NK) clients.
+
+        ``cipher``: ``"auto"`` (accept both; as a client propose AES-GCM where the CPU
+        has AES and carry-less multiply instructions, ChaCha20-Poly1305 elsewhere or when
+        the flags are unknown), or ``"AESGCM"`` / ``"ChaChaPoly"`` to insist. ``hash``:
+        both sides must agree. ``rekey_interval``: records between rekeys (``None``:
+        never). Timeouts in seconds (``None``: wait for ever): ``handshake_timeout``,
+        ``idle_timeout``, ``record_timeout`` (see the module docstring). ``policy``: when
+        record crypto leaves the event loop (``None`` keeps it on the loop thread); it
+        changes nothing on the wire.
+
         On any failure the transport is closed. Raises :class:`InvalidParameterError` /
         :class:`InvalidKeySizeError` for bad options (before any I/O),
         :class:`PeerRejectedError` when ``accept_peer`` refuses,
@@ -378,7 +441,19 @@ class EncryptedStream(ByteStream):
         timeout passed), :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
-        settings = EncryptedStreamConfig.of(config, options)
+        settings = _StreamConfig(
+            psk=psk,
+            static_key=static_key,
+            server_public_key=server_public_key,
+            accept_peer=accept_peer,
+            cipher=cipher,
+            hash=hash,
+            rekey_interval=rekey_interval,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            record_timeout=record_timeout,
+            policy=policy,
+        )
         protocol = settings.protocol(server_side=server_side)
         return await cls._wrap(transport_stream, settings, protocol)
 
@@ -386,7 +461,7 @@ class EncryptedStream(ByteStream):
     async def _wrap(
         cls,
         transport_stream: AnyByteStream,
-        config: EncryptedStreamConfig,
+        config: _StreamConfig,
         protocol: ProtocolConfig,
     ) -> EncryptedStream:
         stream = cls(transport_stream, config, protocol.server_side)
@@ -429,12 +504,14 @@ class EncryptedStream(ByteStream):
             except EndOfStream:
                 raise HandshakeError(
                     "the peer closed the connection during the handshake: it refused our "
-                    "handshake; check the keys, PSK, cipher and hash"
+                    "handshake (check the keys, PSK, cipher and hash) or serves as many "
+                    "connections as it takes"
                 ) from None
         self._protocol_name = done.protocol_name
         self._peer_static = done.peer_static
         self._handshake_hash = done.handshake_hash
         self._records = RecordStream(done, protocol.rekey_interval)
+        self._state = _OPEN
 
     async def _vet(self, public_key: bytes) -> None:
         callback = self._config.accept_peer
@@ -456,7 +533,7 @@ class EncryptedStream(ByteStream):
         config = self._config
         have = records.buffered
         if have:
-            timeout, what = config.record_timeout, "the rest of a record"
+            timeout, what = self._record_time_left(records), "the rest of a record"
         else:
             timeout, what = config.idle_timeout, "waiting for the next record"
         tcp = self._protocol_stream
@@ -480,10 +557,29 @@ class EncryptedStream(ByteStream):
                     "of it came): the stream was cut, nothing of that record is returned"
                 ) from None
             raise TruncatedStreamError(
-                "the connection closed without the authenticated close record: "
-                "the peer crashed or the stream was cut, the data may be incomplete"
+                "the connection closed without the authenticated close record: the "
+                "peer aborted (it failed, was interrupted or closed before finishing), "
+                "crashed, or the stream was cut; the data may be incomplete"
             ) from None
         return chunk
+
+    def _record_time_left(self, records: RecordStream) -> float | None:
+        """Seconds left of ``record_timeout`` for the record partly buffered: the clock
+        starts at the first read that leaves part of it (the read that brought its first
+        byte) and covers the whole record, however many reads it takes, so a peer that
+        trickles a record a byte at a time is cut as one that stalls is. Past the
+        deadline raises :class:`PeerTimeoutError`."""
+        limit = self._config.record_timeout
+        if limit is None:
+            return None
+        now = time.monotonic()
+        count = records.received
+        if self._record_clock is None or self._record_clock[0] != count:
+            self._record_clock = (count, now + limit)  # a new record began
+        left = self._record_clock[1] - now
+        if left <= 0:
+            raise timed_out(limit, "the rest of a record")
+        return left
 
     async def _transport_send(self, sealed: list[Buffer]) -> None:
         # anyio's byte streams take any bytes-like object; ``sealed`` is never touched again.
@@ -506,18 +602,31 @@ class EncryptedStream(ByteStream):
             raise timed_out(timeout, _NO_TAKER) from None
 
     def _fail(self, exc: BaseException) -> BaseException:
-        if not self._broken:
-            self._broken = True
+        """The stream is broken for good by ``exc`` (unless closed or broken already)."""
+        if self._state is not _BROKEN and self._state is not _CLOSED:
+            self._state = _BROKEN
             self._failure = exc
         return exc
 
     def _check_usable(self) -> None:
-        if self._closed:
+        if self._state is _CLOSED:
             raise ClosedResourceError
-        if self._broken:
+        if self._state is _BROKEN:
             raise BrokenResourceError(
                 f"this EncryptedStream is broken by an earlier failure: {self._failure!r}"
             ) from self._failure
+
+    def _control(self, rtype: int, data: bytes) -> None:
+        """A record that is not data: the peer's close (the receive side ends), or
+        :class:`FormatError` (a close carrying data, a type this version does not know)."""
+        if rtype != CLOSE:
+            raise FormatError(
+                f"authenticated record of unknown type {rtype}: the peer speaks a "
+                "newer EncryptedStream version"
+            )
+        if data:
+            raise FormatError("the close record carries data: the peer is not conformant")
+        self._state = _GOT_CLOSE.get(self._state, self._state)
 
     async def _send_records(self, rtype: int, data: Buffer) -> None:
         # The cancellation point, before anything is sealed. Over a ProtocolStream it is
@@ -558,9 +667,9 @@ class EncryptedStream(ByteStream):
         :class:`~streamcrypt.errors.PeerTimeoutError` if the transport takes nothing for
         ``idle_timeout``; transport errors (and a cancellation) mid-send break the stream.
         """
-        if self._closed or self._broken:  # (no call on the hot path)
-            self._check_usable()
-        if self._eof_sent:
+        state = self._state
+        if state is not _OPEN and state is not _RECEIVE_CLOSED:
+            self._check_usable()  # (no call on the hot path)
             raise ClosedResourceError("send() after send_eof(): this side already closed")
         with self._send_guard:
             if not item:
@@ -575,12 +684,12 @@ class EncryptedStream(ByteStream):
         still receive. Idempotent. Raises as :meth:`send` does.
         """
         self._check_usable()
-        if self._eof_sent:
+        if self._state not in _SENT_CLOSE:
             await anyio.lowlevel.checkpoint()
             return
         with self._send_guard:
             await self._send_records(CLOSE, b"")
-            self._eof_sent = True
+            self._state = _SENT_CLOSE.get(self._state, self._state)
             try:
                 await self.transport_stream.send_eof()
             except (NotImplementedError, ClosedResourceError, BrokenResourceError, OSError):
@@ -602,24 +711,25 @@ class EncryptedStream(ByteStream):
         """
         if max_bytes < 1:
             raise ValueError("max_bytes must be a positive integer")
-        if self._closed or self._broken:  # (no call on the hot path)
+        state = self._state
+        if state is _CLOSED or state is _BROKEN:  # (no call on the hot path)
             self._check_usable()
         with self._receive_guard:
-            if self._pending:
-                await anyio.lowlevel.checkpoint()
-                return self._take_pending(max_bytes)
-            if self._eof_received:
-                await anyio.lowlevel.checkpoint()
-                raise EndOfStream
             try:
-                if self._deferred is not None:
+                if self._pending:
                     await anyio.lowlevel.checkpoint()
-                    raise self._deferred
+                    return self._take_pending(max_bytes)
+                if state is _RECEIVE_CLOSED or state is _ENDED:
+                    await anyio.lowlevel.checkpoint()
+                    raise EndOfStream
                 records = self._records
                 assert records is not None
                 if records.buffered or self._receiving.in_flight:
+                    await checkpoint_if_cancelled()
                     return await self._receive_records(max_bytes, False)
-                # Nothing buffered: the read is the cancellation point (and a checkpoint).
+                # Nothing buffered: the read is the cancellation point (and a checkpoint);
+                # a read that is one small record is opened here (the first step of
+                # _receive_records, kept in this frame: one coroutine fewer per message).
                 data = self._take_chunk(await self._transport_receive(records), max_bytes)
                 if data is not None:
                     return data
@@ -628,12 +738,18 @@ class EncryptedStream(ByteStream):
                 raise self._fail(exc) from None
 
     def _take_pending(self, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` of the verified plaintext waiting (whole pieces uncopied)."""
+        """Up to ``max_bytes`` of the verified plaintext waiting (whole pieces uncopied);
+        the failure found after it, once it is all taken."""
         pending = self._pending
         out: list[bytes] = []
         size = 0
         while pending and size < max_bytes:
             piece = pending[0]
+            if isinstance(piece, StreamCryptError):
+                if out:
+                    break  # what verified before the failure goes out first
+                pending.popleft()
+                raise piece
             start = self._pending_pos
             take = min(len(piece) - start, max_bytes - size)
             if size and size + take > _JOIN_LIMIT:
@@ -670,82 +786,65 @@ class EncryptedStream(ByteStream):
         return self._take_pending(max_bytes)
 
     async def _receive_records(self, max_bytes: int, checkpointed: bool) -> bytes:
-        # Cancellation may strike only before records are consumed: once records are
-        # handed to the scheduler (their counters advanced) they stay there until a call
-        # returns them, and a call that has them yields with a shielded checkpoint.
-        # ``checkpointed``: this call already read from the transport (a checkpoint).
+        """The receive path after :meth:`receive`'s first step: open (a few buffered
+        records inline, runs of them on the scheduler), read on, hand out.
+
+        Cancellation may strike only before records are consumed: once records are
+        handed to the scheduler (their counters advanced) they stay there until a call
+        returns them, and a call that has them yields with a shielded checkpoint.
+        ``checkpointed``: this call already read from the transport (a checkpoint).
+        """
         records = self._records
         assert records is not None
-        if not checkpointed:
-            await checkpoint_if_cancelled()
         while True:
             sched = self._receiving
             if sched.in_flight:
                 await sched.wait()  # changes nothing when cancelled
                 plaintext, error = sched.pop()
                 self._read_size = self._reads_for(sched)
+                opened: list[bytes | StreamCryptError] = [
+                    part if isinstance(part, bytes) else bytes(part) for part in plaintext if part
+                ]
                 if error is not None:
                     self._receiving = self._new_receiver()
-                    if not any(plaintext):
-                        raise error
-                    self._deferred = cast(StreamCryptError, error)
-                if not any(plaintext):
-                    continue
-                if not checkpointed:
-                    await cancel_shielded_checkpoint()
-                self._pending.extend(
-                    part if isinstance(part, bytes) else bytes(part) for part in plaintext if part
-                )
-                self._pending_pos = 0
-                return self._take_pending(max_bytes)
-            buffered = records.buffered
-            if buffered <= self._small_receive:
-                # A few small records buffered: opened here, one by one, no jobs.
+                    opened.append(cast(StreamCryptError, error))
+            else:
+                buffered = records.buffered
+                if buffered > self._small_receive:
+                    jobs = records.open_jobs(sched.budget)
+                    if jobs:
+                        sched.queue(jobs)
+                        while sched.queued:
+                            sched.launch()
+                        continue
+                # A few small records buffered (or a control record next): opened here,
+                # one by one, no jobs.
                 opened = self._open_inline(records) if buffered else []
-                if opened or self._eof_received:
+            if not opened:
+                if self._receiving.in_flight:
+                    continue
+                if self._state is _RECEIVE_CLOSED or self._state is _ENDED:
                     if not checkpointed:
                         await cancel_shielded_checkpoint()
-                    if not opened:
-                        raise EndOfStream
-                    if len(opened) == 1 and len(opened[0]) <= max_bytes:
-                        return opened[0]
-                    self._pending.extend(opened)
-                    self._pending_pos = 0
-                    return self._take_pending(max_bytes)
-                record = None  # nothing, or part of a record, is buffered: read on
-            else:
-                jobs = records.open_jobs(sched.budget)
-                if jobs:
-                    sched.queue(jobs)
-                    while sched.queued:
-                        sched.launch()
-                    continue
-                record = records.next_control()
-            if record is None:
-                chunk = await self._transport_receive(records)
+                    raise EndOfStream
+                # Nothing, or part of a record, is buffered: read on.
+                records.receive_data(await self._transport_receive(records))
                 checkpointed = True
-                records.receive_data(chunk)
                 continue
-            rtype, data = record
-            if rtype == CLOSE:
-                if data:
-                    raise FormatError("the close record carries data: the peer is not conformant")
-                self._eof_received = True
-                if not checkpointed:
-                    await cancel_shielded_checkpoint()
-                raise EndOfStream
-            raise FormatError(
-                f"authenticated record of unknown type {rtype}: the peer speaks a "
-                "newer EncryptedStream version"
-            )
+            if not checkpointed:
+                await cancel_shielded_checkpoint()
+            first = opened[0]
+            if len(opened) == 1 and isinstance(first, bytes) and len(first) <= max_bytes:
+                return first
+            self._pending.extend(opened)
+            self._pending_pos = 0
+            return self._take_pending(max_bytes)
 
-    def _open_inline(self, records: RecordStream) -> list[bytes]:
-        """Open the complete records buffered, on the loop thread: their plaintext.
-
-        A close record sets ``_eof_received``; a failure after some plaintext is deferred
-        to the next call (what verified before it is returned first), else raised.
-        """
-        out: list[bytes] = []
+    def _open_inline(self, records: RecordStream) -> list[bytes | StreamCryptError]:
+        """Open the complete records buffered, on the loop thread: their plaintext, up to
+        the peer's close; a failure after some plaintext comes last in the list (what
+        verified before it is returned first), else it is raised."""
+        out: list[bytes | StreamCryptError] = []
         try:
             while (record := records.next_control()) is not None:
                 rtype, data = record
@@ -753,38 +852,51 @@ class EncryptedStream(ByteStream):
                     if data:
                         out.append(data)
                     continue
-                if rtype == CLOSE:
-                    if data:
-                        raise FormatError(
-                            "the close record carries data: the peer is not conformant"
-                        )
-                    self._eof_received = True
-                    break
-                raise FormatError(
-                    f"authenticated record of unknown type {rtype}: the peer speaks a "
-                    "newer EncryptedStream version"
-                )
+                self._control(rtype, data)
+                break  # the peer's close: nothing comes after it
         except StreamCryptError as exc:
             if not out:
                 raise
-            self._deferred = exc
+            out.append(exc)
         return out
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """Leaving ``async with`` normally ends the stream (the authenticated close is
+        sent); leaving it by an exception (a cancellation included) aborts it."""
+        await self._end(finished=exc_type is None)
+
     async def aclose(self) -> None:
-        """Send the close record (if not sent yet and the stream is sound), then close.
+        """Close the stream. After :meth:`send_eof` that is the end the peer already
+        has; without it, an abort: no close record is sent, and the peer's ``receive()``
+        raises :class:`~streamcrypt.errors.TruncatedStreamError`, never
+        :class:`anyio.EndOfStream` (an authenticated close means the sender finished).
 
         Idempotent; the transport is always closed, forcefully when cancelled.
         """
-        if self._closed:
+        await self._end(finished=False)
+
+    async def _end(self, *, finished: bool) -> None:
+        """The one place that decides how this side ends. ``finished``: the sender
+        finished normally (``async with`` left without an exception, a listener handler
+        that returned), so the authenticated close is sent first if :meth:`send_eof` did
+        not send it yet and the stream is sound. Anything else (an exception, a handler
+        that raised, a broken stream after a failed or cancelled send, a bare
+        :meth:`aclose`) is an abort: the transport closes without the close record."""
+        state = self._state
+        if state is _CLOSED:
             await anyio.lowlevel.checkpoint()
             return
-        self._closed = True
+        self._state = _CLOSED
         try:
-            if not self._eof_sent and not self._broken and self._records is not None:
+            if finished and state in _SENT_CLOSE:  # sound, and the close not sent yet
                 try:
                     with self._send_guard:
                         await self._send_records(CLOSE, b"")
-                        self._eof_sent = True
                 except (
                     BusyResourceError,
                     ClosedResourceError,
@@ -809,15 +921,7 @@ class EncryptedStream(ByteStream):
         }
 
     def __repr__(self) -> str:
-        state = (
-            "closed"
-            if self._closed
-            else "broken"
-            if self._broken
-            else "eof-sent"
-            if self._eof_sent
-            else "open"
-        )
+        state = self._state.value
         side = "server" if self._server_side else "client"
         return f"EncryptedStream({self._protocol_name or 'handshaking'}, {side}, {state})"
 
@@ -825,63 +929,131 @@ class EncryptedStream(ByteStream):
 class EncryptedListener(Listener[EncryptedStream]):
     """Wraps any anyio listener: each accepted stream runs the handshake (server side).
 
-    Options: ``config=`` or the fields of :class:`EncryptedStreamConfig` as keywords
-    (``server_public_key`` excepted); bad options raise :class:`InvalidParameterError`
-    here. A connection whose handshake fails or times out, or whose handler ends with a
-    streamcrypt or transport error, is closed and logged on the
-    ``"streamcrypt.transports"`` logger (error type and message, never key bytes) at a
-    bounded rate: ten lines per ten seconds, then one summary line; other connections
-    keep going.
+    Options as in :meth:`EncryptedStream.wrap` (``server_public_key`` excepted); bad
+    options raise :class:`InvalidParameterError` here. A connection whose handshake fails or times out, or whose handler raises, is
+    closed and logged on the ``"streamcrypt.transports"`` logger: one warning line saying
+    what failed with which peer, then the error type and message (never key bytes; an
+    unexpected handler error with its traceback), at a bounded rate: ten lines per ten
+    seconds, then one summary line; other connections keep going.
+
+    ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`; ``None``: no cap)
+    bounds the connections served at once, handshakes included: one accepted beyond it is
+    refused, closed at once before its handshake (logged at the same bounded rate), so
+    that a flood of connections costs an accept each, not a connection's buffers; the
+    client's handshake fails with :class:`HandshakeError`.
     """
 
     def __init__(
-        self, listener: Listener[Any], config: EncryptedStreamConfig | None = None, **options: Any
+        self,
+        listener: Listener[AnyByteStream],
+        *,
+        psk: KeyInput | None = None,
+        static_key: KeyInput | None = None,
+        accept_peer: AcceptPeer | None = None,
+        cipher: Cipher = "auto",
+        hash: NoiseHash = "BLAKE2s",
+        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
+        config = _StreamConfig(
+            psk=psk,
+            static_key=static_key,
+            accept_peer=accept_peer,
+            cipher=cipher,
+            hash=hash,
+            rekey_interval=rekey_interval,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            record_timeout=record_timeout,
+            policy=policy,
+        )
+        self._setup(listener, config, max_connections)
+
+    @classmethod
+    def _of(
+        cls,
+        listener: Listener[AnyByteStream],
+        config: _StreamConfig,
+        max_connections: int | None,
+    ) -> EncryptedListener:
+        """A listener from options already checked (:func:`serve`)."""
+        self = cls.__new__(cls)
+        self._setup(listener, config, max_connections)
+        return self
+
+    def _setup(
+        self,
+        listener: Listener[AnyByteStream],
+        config: _StreamConfig,
+        max_connections: int | None,
+    ) -> None:
+        _check_cap(max_connections)
         self.listener = listener
-        self.config = EncryptedStreamConfig.of(config, options)
-        self._protocol = self.config.protocol(server_side=True)
+        self._config = config
+        self.max_connections = max_connections
+        self._protocol = config.protocol(server_side=True)
         self.failures = FailureLog(logger)
+        self._open = 0
 
     async def serve(
         self,
-        handler: Callable[[EncryptedStream], Any],
+        handler: Callable[[EncryptedStream], Awaitable[object]],
         task_group: TaskGroup | None = None,
     ) -> None:
         """Serve forever, calling ``await handler(stream)`` for each handshaken connection."""
 
         async def wrapped(transport: AnyByteStream) -> None:
             peer = _peer_name(transport)
-            try:
-                stream = await EncryptedStream._wrap(transport, self.config, self._protocol)
-            except Exception as exc:
+            cap = self.max_connections
+            if cap is not None and self._open >= cap:
+                await aclose_forcefully(transport)
                 self.failures.failure(
-                    type(exc).__name__,
-                    "encrypted handshake with %s failed, connection closed: %s: %s",
-                    peer,
-                    type(exc).__name__,
-                    exc,
+                    f"refused the connection from {peer}: {self._open} encrypted "
+                    f"connections are open, the most this listener serves at once "
+                    f"(max_connections={cap})"
                 )
                 return
+            self._open += 1
+            try:
+                await serve_one(transport, peer)
+            finally:
+                self._open -= 1
+
+        async def serve_one(transport: AnyByteStream, peer: str) -> None:
+            try:
+                stream = await EncryptedStream._wrap(transport, self._config, self._protocol)
+            except Exception as exc:
+                self.failures.failure(
+                    f"encrypted handshake with {peer} failed, connection closed", exc
+                )
+                return
+            finished = False  # the handler returned: only then is the close authenticated
             try:
                 await handler(stream)
+                finished = True
             except (StreamCryptError, BrokenResourceError, ClosedResourceError, OSError) as exc:
                 self.failures.failure(
-                    type(exc).__name__,
-                    "encrypted connection with %s failed, connection closed: %s: %s",
-                    peer,
-                    type(exc).__name__,
+                    f"encrypted connection with {peer} failed, connection closed", exc
+                )
+            except EndOfStream as exc:
+                self.failures.failure(
+                    f"encrypted connection with {peer}: the handler read past the end, "
+                    "connection closed",
                     exc,
                 )
-            except EndOfStream:
+            except Exception as exc:
                 self.failures.failure(
-                    "EndOfStream",
-                    "encrypted connection with %s: the handler read past the end, closed",
-                    peer,
+                    f"the handler of the encrypted connection with {peer} failed, "
+                    "connection aborted",
+                    exc,
+                    trace=True,
                 )
-            except Exception:
-                logger.exception("the handler of the connection with %s failed", peer)
             finally:
-                await stream.aclose()
+                await stream._end(finished=finished)
 
         await self.listener.serve(wrapped, task_group)
 
@@ -893,34 +1065,68 @@ class EncryptedListener(Listener[EncryptedStream]):
         return self.listener.extra_attributes
 
     def __repr__(self) -> str:
-        return f"EncryptedListener({self.listener!r}, {self.config!r})"
+        return f"EncryptedListener({self.listener!r}, {self._config!r})"
 
 
 async def connect(
-    host: str, port: int, config: EncryptedStreamConfig | None = None, **options: Any
+    host: str,
+    port: int,
+    *,
+    psk: KeyInput | None = None,
+    static_key: KeyInput | None = None,
+    server_public_key: Buffer | None = None,
+    accept_peer: AcceptPeer | None = None,
+    cipher: Cipher = "auto",
+    hash: NoiseHash = "BLAKE2s",
+    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
 ) -> EncryptedStream:
     """Connect over TCP and run the client handshake: ``async with await connect(...) as s:``.
 
     Options as in :meth:`EncryptedStream.wrap`; raises what it raises, plus connection
     errors (``OSError``). On asyncio the TCP stream (``transport_stream``) is a
-    :class:`~streamcrypt.transports.ProtocolStream`, on trio anyio's; on asyncio the
+    ``ProtocolStream``, on trio anyio's; on asyncio the
     addresses of ``host`` are tried one after another, not raced as anyio's happy
     eyeballs do.
     """
-    settings = EncryptedStreamConfig.of(config, options)
+    settings = _StreamConfig(
+        psk=psk,
+        static_key=static_key,
+        server_public_key=server_public_key,
+        accept_peer=accept_peer,
+        cipher=cipher,
+        hash=hash,
+        rekey_interval=rekey_interval,
+        handshake_timeout=handshake_timeout,
+        idle_timeout=idle_timeout,
+        record_timeout=record_timeout,
+        policy=policy,
+    )
     protocol = settings.protocol(server_side=False)
     transport = await (open_tcp(host, port) if on_asyncio() else anyio.connect_tcp(host, port))
     return await EncryptedStream._wrap(transport, settings, protocol)
 
 
 async def serve(
-    handler: Callable[[EncryptedStream], Awaitable[Any]],
+    handler: Callable[[EncryptedStream], Awaitable[object]],
     host: str = "127.0.0.1",
     port: int = 0,
-    config: EncryptedStreamConfig | None = None,
     *,
+    psk: KeyInput | None = None,
+    static_key: KeyInput | None = None,
+    accept_peer: AcceptPeer | None = None,
+    cipher: Cipher = "auto",
+    hash: NoiseHash = "BLAKE2s",
+    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
-    **options: Any,
 ) -> None:
     """Listen on ``host:port`` and serve encrypted connections until cancelled.
 
@@ -933,18 +1139,32 @@ async def serve(
             tg.cancel_scope.cancel()  # stops the server
 
     The bound port is the value ``tg.start`` returns. Each connection is handled as
-    :class:`EncryptedListener` does (bad clients are logged and closed, others go on).
-    On asyncio the listener is a :class:`~streamcrypt.transports.ProtocolListener`, on
+    :class:`EncryptedListener` does (bad clients are logged and closed, others go on;
+    beyond ``max_connections`` at once, default :data:`DEFAULT_MAX_CONNECTIONS`, new
+    connections are refused: closed before their handshake).
+    On asyncio the listener is a ``ProtocolListener`` (private), on
     trio anyio's TCP listener.
     Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
     """
-    settings = EncryptedStreamConfig.of(config, options)
+    settings = _StreamConfig(
+        psk=psk,
+        static_key=static_key,
+        accept_peer=accept_peer,
+        cipher=cipher,
+        hash=hash,
+        rekey_interval=rekey_interval,
+        handshake_timeout=handshake_timeout,
+        idle_timeout=idle_timeout,
+        record_timeout=record_timeout,
+        policy=policy,
+    )
     settings.protocol(server_side=True)  # validate before binding the port
+    _check_cap(max_connections)
     if on_asyncio():
-        tcp: Listener[Any] = await ProtocolListener.create(host, port)
+        tcp: Listener[AnyByteStream] = await ProtocolListener.create(host, port)
     else:
         tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    listener = EncryptedListener(tcp, settings)
+    listener = EncryptedListener._of(tcp, settings, max_connections)
     async with listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
         await listener.serve(handler)
