@@ -53,7 +53,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final, NoReturn
+from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -67,7 +67,7 @@ from ..errors import (
     StreamCryptError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 from .noise import (
     MAX_MESSAGE_LEN,
     MAX_NONCE,
@@ -188,7 +188,7 @@ def _raw_key(key: Buffer | SecretKey, what: str) -> bytes:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class ProtocolConfig:
+class ProtocolConfig(HoldsSecrets):
     """One side's protocol options, validated (secrets inside: never repr'd).
 
     ``cipher``: ``"auto"`` (allow both, propose :func:`preferred_cipher`), or
@@ -328,11 +328,7 @@ class ProtocolConfig:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(
-            "ProtocolConfig holds key material and is not picklable; build it where it "
-            "is used, from keys loaded there"
-        )
+    _pickle_advice = "build it where it is used, from keys loaded there"
 
 
 # ---------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, NoReturn, TypeVar, cast
+from typing import Any, Final, Literal, TypeVar, cast
 
 import anyio
 from anyio import (
@@ -125,7 +125,7 @@ from ..errors import (
     StreamCryptError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey
+from ..keys import HoldsSecrets, SecretKey
 from ._deadline import timed_out, with_timeout
 from ._ratelog import FailureLog
 from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
@@ -210,7 +210,7 @@ def _timeout(value: float | None, name: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class _StreamConfig:
+class _StreamConfig(HoldsSecrets):
     """The options of :meth:`EncryptedStream.wrap` (documented there), checked once;
     secrets never repr'd. Bad options raise :class:`InvalidParameterError` here, or (a
     key missing for the side it is used on) when the connection starts, before any I/O.
@@ -266,12 +266,10 @@ class _StreamConfig:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(
-            "_StreamConfig holds key material and is not picklable; give each "
-            "process its keys (a key file, a KeyRing serialized with a password) and "
-            "build the options there"
-        )
+    _pickle_advice = (
+        "give each process its keys (a key file, a KeyRing serialized with a password) "
+        "and build the options there"
+    )
 
 
 def _check_cap(max_connections: int | None) -> None:
