@@ -28,9 +28,9 @@ from pathlib import Path
 
 import anyio
 
+import streamcrypt
 from streamcrypt.codecs.rclone import RcloneKeys, RcloneNameCipher, decrypted_size
 from streamcrypt.errors import StreamCryptError
-from streamcrypt.formats import rclone
 
 
 def _keys(args: argparse.Namespace) -> RcloneKeys:
@@ -66,7 +66,9 @@ async def cat(
     """The verified plaintext of ``name``."""
     path = anyio.Path(root / names.encrypt_path(name))
     size = decrypted_size((await path.stat()).st_size)
-    async for piece in rclone.decrypt(_chunks(Path(path)), keys, expected_size=size):
+    async for piece in streamcrypt.decrypt(
+        _chunks(Path(path)), keys, format="rclone", expected_size=size
+    ):
         yield piece
 
 
@@ -78,7 +80,7 @@ async def put(
     await dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.partial")
     async with await anyio.open_file(tmp, "wb") as out:
-        async for piece in rclone.encrypt(_chunks(local), keys):
+        async for piece in streamcrypt.encrypt(_chunks(local), keys, format="rclone"):
             await out.write(piece)
     await tmp.replace(dest)
 

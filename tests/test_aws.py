@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import random_splits, round_trip_peak_memory
 
+import streamcrypt
 from streamcrypt.codecs import aws
 from streamcrypt.errors import (
     AuthenticationError,
@@ -28,7 +29,6 @@ from streamcrypt.errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from streamcrypt.formats import aws as faws
 
 RING = aws.RawAesKeyring("ns", "key", bytes(range(32)))
 
@@ -159,7 +159,7 @@ def test_engine_releases_verified_frames_then_the_error() -> None:
     async def main() -> None:
         got = bytearray()
         with pytest.raises(AuthenticationError):
-            async for chunk in faws.decrypt(bytes(ct), RING):
+            async for chunk in streamcrypt.decrypt(bytes(ct), RING, format="aws"):
                 got += chunk
         assert bytes(got) == data[: len(got)] and len(got) <= 40 * 65536
 
@@ -254,7 +254,10 @@ def test_wrong_keyring_and_memory_bound() -> None:
     ct = aws.encrypt_bytes(b"data", RING)
     with pytest.raises(UnknownKeyError):
         aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
-    assert round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING)) < 8 << 20
+    assert (
+        round_trip_peak_memory(aws.AwsEncryptor(RING, suite=0x0478), aws.AwsDecryptor(RING))
+        < 8 << 20
+    )
 
 
 def test_non_framed_body_limit_on_read() -> None:

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
 from ..abc import Buffer
-from ..lazy import LazyModule
 from ._errors import EXIT_IO, CliError
 
 if TYPE_CHECKING:

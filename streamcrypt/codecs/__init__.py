@@ -5,7 +5,8 @@ One module per format: ``container`` (the native format, docs/FORMAT.md), ``age`
 ``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``ecies`` (ECIES as eciespy speaks it), ``armor`` (age's ASCII armor), ``noise`` (the Noise
-handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
+handshake). The one-shot and async calls for each are ``streamcrypt.encrypt_bytes`` /
+``encrypt`` / ... with ``format=``, one layer up.
 Each segmented format's module exports ``FORMAT``, its :class:`SegmentedFormat`
 descriptor (detection, encryptor/decryptor factories from one :class:`FormatOptions`
 vocabulary, header size, layout and range reads); :data:`FORMATS` registers them, one line
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from . import (
@@ -38,10 +41,12 @@ if TYPE_CHECKING:
         tink_keyset,
     )
     from ._format import FormatOptions as FormatOptions
+    from ._format import IdentityLike as IdentityLike
+    from ._format import KeyLike as KeyLike
     from ._format import ReadAt as ReadAt
+    from ._format import RecipientLike as RecipientLike
     from ._format import SegmentedFormat as SegmentedFormat
     from ._format import TextArmor as TextArmor
-    from ._format import registry as registry
     from ._segmented import SegmentCodec as SegmentCodec
     from ._segmented import SegmentedDecryptor as SegmentedDecryptor
     from ._segmented import SegmentedEncryptor as SegmentedEncryptor
@@ -70,9 +75,6 @@ if TYPE_CHECKING:
     from .tink import TinkStreamDecryptor as TinkStreamDecryptor
     from .tink import TinkStreamEncryptor as TinkStreamEncryptor
 
-    #: Every segmented format by name (built on first use; see :func:`__getattr__`).
-    FORMATS: Mapping[str, SegmentedFormat]
-
 __all__ = [
     "FORMATS",
     "AgeDecryptor",
@@ -86,10 +88,13 @@ __all__ = [
     "EnvelopeDecryptor",
     "EnvelopeEncryptor",
     "FormatOptions",
+    "IdentityLike",
+    "KeyLike",
     "NoiseHandshake",
     "RcloneDecryptor",
     "RcloneEncryptor",
     "ReadAt",
+    "RecipientLike",
     "SecretStreamDecryptor",
     "SecretStreamEncryptor",
     "SegmentCodec",
@@ -116,64 +121,11 @@ __all__ = [
     "envelope",
     "noise",
     "rclone",
-    "registry",
     "secretstream",
     "tink",
     "tink_keyset",
 ]
 
-#: Each lazily loaded name: the module (relative to this package) it comes from.
-_LAZY: dict[str, str] = {
-    "FormatOptions": "._format",
-    "ReadAt": "._format",
-    "SegmentedFormat": "._format",
-    "TextArmor": "._format",
-    "registry": "._format",
-    "SegmentCodec": "._segmented",
-    "SegmentedDecryptor": "._segmented",
-    "SegmentedEncryptor": "._segmented",
-    "SegmentedTransform": "._segmented",
-    "SegmentJob": "._segmented",
-    "SegmentLayout": "._segmented",
-    "X25519PublicText": "._x25519",
-    "X25519SecretText": "._x25519",
-    "AgeDecryptor": ".age",
-    "AgeEncryptor": ".age",
-    "AwsDecryptor": ".aws",
-    "AwsEncryptor": ".aws",
-    "CobblestoneDecryptor": ".cobblestone",
-    "CobblestoneEncryptor": ".cobblestone",
-    "StreamDecryptor": ".container",
-    "StreamEncryptor": ".container",
-    "EceDecryptor": ".ece",
-    "EceEncryptor": ".ece",
-    "EnvelopeDecryptor": ".envelope",
-    "EnvelopeEncryptor": ".envelope",
-    "NoiseHandshake": ".noise",
-    "RcloneDecryptor": ".rclone",
-    "RcloneEncryptor": ".rclone",
-    "SecretStreamDecryptor": ".secretstream",
-    "SecretStreamEncryptor": ".secretstream",
-    "TinkStreamDecryptor": ".tink",
-    "TinkStreamEncryptor": ".tink",
-}
-_SUBMODULES = frozenset(
-    {
-        "age",
-        "armor",
-        "aws",
-        "cobblestone",
-        "container",
-        "ece",
-        "ecies",
-        "envelope",
-        "noise",
-        "rclone",
-        "secretstream",
-        "tink",
-        "tink_keyset",
-    }
-)
 #: Each format's name and the codec module whose ``FORMAT`` descriptor it is: the one
 #: registration line a format adds.
 _FORMAT_MODULES = {
@@ -211,19 +163,55 @@ class _Formats(Mapping[str, "SegmentedFormat"]):
         return f"<streamcrypt formats: {', '.join(_FORMAT_MODULES)}>"
 
 
-def __getattr__(name: str) -> Any:
-    value: Any
-    if name == "FORMATS":
-        value = _Formats()
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+#: Every segmented format by name, in the order reads try to detect them.
+FORMATS: Mapping[str, SegmentedFormat] = _Formats()
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+# Where each name is defined: imported from there on first use.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._format": (
+            "FormatOptions",
+            "IdentityLike",
+            "KeyLike",
+            "ReadAt",
+            "RecipientLike",
+            "SegmentedFormat",
+            "TextArmor",
+        ),
+        "._segmented": (
+            "SegmentCodec",
+            "SegmentedDecryptor",
+            "SegmentedEncryptor",
+            "SegmentedTransform",
+            "SegmentJob",
+            "SegmentLayout",
+        ),
+        "._x25519": ("X25519PublicText", "X25519SecretText"),
+        ".age": ("AgeDecryptor", "AgeEncryptor"),
+        ".aws": ("AwsDecryptor", "AwsEncryptor"),
+        ".cobblestone": ("CobblestoneDecryptor", "CobblestoneEncryptor"),
+        ".container": ("StreamDecryptor", "StreamEncryptor"),
+        ".ece": ("EceDecryptor", "EceEncryptor"),
+        ".envelope": ("EnvelopeDecryptor", "EnvelopeEncryptor"),
+        ".noise": ("NoiseHandshake",),
+        ".rclone": ("RcloneDecryptor", "RcloneEncryptor"),
+        ".secretstream": ("SecretStreamDecryptor", "SecretStreamEncryptor"),
+        ".tink": ("TinkStreamDecryptor", "TinkStreamEncryptor"),
+    },
+    (
+        "age",
+        "armor",
+        "aws",
+        "cobblestone",
+        "container",
+        "ece",
+        "ecies",
+        "envelope",
+        "noise",
+        "rclone",
+        "secretstream",
+        "tink",
+        "tink_keyset",
+    ),
+)

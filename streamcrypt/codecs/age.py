@@ -43,12 +43,13 @@ import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast, runtime_checkable
 
 from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, hpke
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
+from .._lazy import LazyModule
 from ..abc import Buffer
 from ..deprecation import keyword_only
 from ..errors import (
@@ -62,11 +63,10 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
-from ..lazy import LazyModule
 from ..primitives import ChaCha20Poly1305Suite
 from . import _stanza
 from ._bech32 import bech32_decode, bech32_encode
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 from ._x25519 import X25519PublicText, X25519SecretText, x25519_exchange
 from .armor import ARMOR, ArmorDecoder, is_armored
@@ -1452,7 +1452,6 @@ def layout(
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_foreign(options, "age")
     if options.key is not None:
         raise InvalidParameterError(
             'format="age" takes recipients=/identities= or passphrase=, not key='
@@ -1480,22 +1479,25 @@ def _header_size(head: bytes) -> int | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, DEFAULT_MAX_HEADER_SIZE))
-    return layout(head, stream_size, identities=options.identities, passphrase=options.passphrase)
+    identities = cast("tuple[IdentityLike, ...]", options.identities)
+    return layout(head, stream_size, identities=identities, passphrase=options.passphrase)
 
 
 #: age v1's format descriptor (binary; armor is a stage in front).
 FORMAT = SegmentedFormat(
     "age",
     encryptor=lambda o: AgeEncryptor(
-        recipients=o.recipients,
+        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
         passphrase=o.passphrase,
-        work_factor=or_default(o.work_factor, DEFAULT_WORK_FACTOR),
+        work_factor=cast(int, or_default(o.work_factor, DEFAULT_WORK_FACTOR)),
     ),
     decryptor=lambda o: AgeDecryptor(
-        identities=o.identities,
+        identities=cast("tuple[IdentityLike, ...]", o.identities),
         passphrase=o.passphrase,
-        max_work_factor=or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR),
+        max_work_factor=cast(int, or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
     ),
+    writes=frozenset({"recipients", "passphrase", "work_factor", "armor"}),
+    reads=frozenset({"identities", "passphrase", "max_work_factor"}),
     check=_check,
     detect=lambda head: head.startswith(VERSION_LINE),
     header_size=_header_size,

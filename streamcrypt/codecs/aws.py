@@ -64,7 +64,7 @@ import hmac
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import ClassVar, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
@@ -89,7 +89,7 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import constant_time_equal, hkdf, hkdf_expand, hkdf_extract, random_bytes
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from ._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, SegmentLayout
 
 __all__ = [
@@ -1630,13 +1630,12 @@ def _suite_option(text: str | None) -> int:
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_foreign(options, "aws")
     if options.recipients or options.identities or options.passphrase is not None or options.aad:
         raise InvalidParameterError(
             'format="aws" takes key= (a keyring, or a list of them), and encryption_context=; '
             "drop recipients=, identities=, passphrase= and aad="
         )
-    _keyrings(options.key)
+    _keyrings(cast("KeyringLike", options.key))
     context = dict(options.encryption_context or {})
     serialize_encryption_context(context)  # types and sizes
     if mode == "rb":
@@ -1647,7 +1646,7 @@ def _check(options: FormatOptions, mode: str) -> None:
             )
         return
     suite = SUITES.get(_suite_option(options.suite))
-    if suite is None or not (suite.committing or options.extra.get("allow_legacy")):
+    if suite is None or not (suite.committing or options.allow_legacy):
         raise InvalidParameterError(
             f'format="aws" writes the committing suites 0x0578 and 0x0478 (the legacy ones '
             f"with allow_legacy=True), not {options.suite!r}"
@@ -1666,20 +1665,34 @@ def _check(options: FormatOptions, mode: str) -> None:
 
 def _encryptor(options: FormatOptions) -> AwsEncryptor:
     return AwsEncryptor(
-        options.key,
+        cast("KeyringLike", options.key),
         encryption_context=options.encryption_context,
         suite=_suite_option(options.suite),
         frame_length=or_default(options.segment_size, DEFAULT_FRAME_LENGTH),
-        **options.extra,
+        allow_legacy=options.allow_legacy,
+        max_encrypted_data_keys=options.max_encrypted_data_keys,
     )
 
 
 def _decryptor(options: FormatOptions) -> AwsDecryptor:
-    return AwsDecryptor(options.key, encryption_context=options.encryption_context, **options.extra)
+    return AwsDecryptor(
+        cast("KeyringLike", options.key),
+        encryption_context=options.encryption_context,
+        allow_legacy=options.allow_legacy,
+        release=options.release,
+        max_encrypted_data_keys=or_default(
+            options.max_encrypted_data_keys, DEFAULT_MAX_ENCRYPTED_DATA_KEYS
+        ),
+    )
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at, stream_size, encryption_context=options.encryption_context)
+    return layout(
+        cast("KeyringLike", options.key),
+        read_at,
+        stream_size,
+        encryption_context=options.encryption_context,
+    )
 
 
 #: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring or a list of
@@ -1691,6 +1704,13 @@ FORMAT = SegmentedFormat(
     "aws",
     encryptor=_encryptor,
     decryptor=_decryptor,
+    writes=frozenset(
+        {"key", "suite", "segment_size", "encryption_context", "allow_legacy"}
+        | {"max_encrypted_data_keys"}
+    ),
+    reads=frozenset(
+        {"key", "encryption_context", "allow_legacy", "release", "max_encrypted_data_keys"}
+    ),
     check=_check,
     detect=is_aws,
     header_size=header_size,

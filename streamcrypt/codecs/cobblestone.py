@@ -33,7 +33,7 @@ import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from cryptography.exceptions import InvalidTag
 
@@ -419,13 +419,17 @@ def _open_final(lay: SegmentLayout, read_at: Callable[[int, int], bytes]) -> Non
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at(0, HEADER_SIZE), stream_size, aad=options.aad)
+    return layout(
+        cast("KeyLike", options.key), read_at(0, HEADER_SIZE), stream_size, aad=options.aad
+    )
 
 
 #: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; 16 KiB chunks).
 FORMAT = SegmentedFormat(
     "cobblestone",
-    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad, **o.extra),
-    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad, **o.extra),
+    encryptor=lambda o: CobblestoneEncryptor(cast("KeyLike", o.key), aad=o.aad),
+    decryptor=lambda o: CobblestoneDecryptor(cast("KeyLike", o.key), aad=o.aad),
+    writes=frozenset({"key", "aad"}),
+    reads=frozenset({"key", "aad"}),
     layout=_layout,
 )

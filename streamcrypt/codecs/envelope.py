@@ -29,7 +29,7 @@ import hmac
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias, cast
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
@@ -1132,7 +1132,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     return layout(
         head,
         stream_size,
-        identities=options.identities,
+        identities=cast("tuple[IdentityLike, ...]", options.identities),
         passphrase=options.passphrase,
         aad=options.aad,
     )
@@ -1143,21 +1143,25 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "envelope",
     encryptor=lambda o: EnvelopeEncryptor(
-        recipients=o.recipients,
+        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
         passphrase=o.passphrase,
         suite=o.suite or "aes-256-gcm",
         segment_size=or_default(o.segment_size, container.DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
-        work_factor=or_default(o.work_factor, MODERATE),
-        **o.extra,
+        work_factor=cast("PasswordParams", or_default(o.work_factor, MODERATE)),
+        sign_with=o.sign_with,
     ),
     decryptor=lambda o: EnvelopeDecryptor(
-        identities=o.identities,
+        identities=cast("tuple[IdentityLike, ...]", o.identities),
         passphrase=o.passphrase,
         aad=o.aad,
-        max_work_factor=or_default(o.max_work_factor, MAX_READ_PARAMS),
-        **o.extra,
+        max_work_factor=cast("Argon2Params", or_default(o.max_work_factor, MAX_READ_PARAMS)),
+        verify_with=o.verify_with,
     ),
+    writes=frozenset(
+        {"recipients", "passphrase", "suite", "segment_size", "aad", "work_factor", "sign_with"}
+    ),
+    reads=frozenset({"identities", "passphrase", "aad", "max_work_factor", "verify_with"}),
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,
 )

@@ -38,6 +38,7 @@ import hmac
 import struct
 from collections.abc import Callable, Sequence
 from functools import cache
+from typing import cast
 
 from ..abc import Buffer
 from ..deprecation import warn_renamed
@@ -493,17 +494,23 @@ def decrypt_range(
     return read_range(key, read_at, len(whole), start, stop, aad=aad)
 
 
+def _key(options: FormatOptions) -> TinkKeyLike | Sequence[TinkStreamingKey]:
+    return cast("TinkKeyLike | Sequence[TinkStreamingKey]", options.key)
+
+
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     # The header and segment 0: what picks the key out of a keyset.
-    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(options.key))
-    return layout(options.key, read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
+    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(_key(options)))
+    return layout(_key(options), read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
 
 
 #: Tink streaming AEAD's format descriptor (``key``: a keyset or a streaming key; the
 #: segment size is the key's).
 FORMAT = SegmentedFormat(
     "tink",
-    encryptor=lambda o: TinkStreamEncryptor(o.key, aad=o.aad),
-    decryptor=lambda o: TinkStreamDecryptor(o.key, aad=o.aad),
+    encryptor=lambda o: TinkStreamEncryptor(cast("TinkKeyLike", o.key), aad=o.aad),
+    decryptor=lambda o: TinkStreamDecryptor(_key(o), aad=o.aad),
+    writes=frozenset({"key", "aad"}),
+    reads=frozenset({"key", "aad"}),
     layout=_layout,
 )

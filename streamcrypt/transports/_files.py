@@ -1047,18 +1047,18 @@ def _prepared(
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     opts = FileOptions(
-        key,
-        suite,
-        segment_size,
-        aad,
-        tuple(recipients),
-        tuple(identities),
-        passphrase,
-        password,
-        password2,
-        None if encryption_context is None else dict(encryption_context),
+        key=key,
+        suite=suite,
+        segment_size=segment_size,
+        aad=aad,
+        recipients=tuple(recipients),
+        identities=tuple(identities),
+        passphrase=passphrase,
+        password=password,
+        password2=password2,
+        encryption_context=None if encryption_context is None else dict(encryption_context),
     )
-    fmt.check(opts, checked)
+    fmt.check_options(opts, checked)
     return checked, fmt, opts
 
 
