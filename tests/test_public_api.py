@@ -231,3 +231,80 @@ def test_public_annotations_resolve_at_run_time(name: str) -> None:
         except Exception as exc:
             failures.append(f"{getattr(obj, '__qualname__', obj)}: {exc!r}")
     assert not failures, f"get_type_hints fails in {name}: {failures}"
+
+
+_KINDS = inspect.Parameter
+
+
+def _code_parameters(fn: typing.Any) -> list[tuple[str, typing.Any]]:
+    """The parameters ``fn``'s code really takes, as (name, kind), whatever its
+    ``__signature__`` or ``__wrapped__`` claim."""
+    code = fn.__code__
+    names = code.co_varnames
+    positional = code.co_argcount
+    keyword = code.co_kwonlyargcount
+    out = [
+        (
+            name,
+            _KINDS.POSITIONAL_ONLY if i < code.co_posonlyargcount else _KINDS.POSITIONAL_OR_KEYWORD,
+        )
+        for i, name in enumerate(names[:positional])
+    ]
+    at = positional + keyword
+    if code.co_flags & inspect.CO_VARARGS:
+        out.append((names[at], _KINDS.VAR_POSITIONAL))
+        at += 1
+    out += [(name, _KINDS.KEYWORD_ONLY) for name in names[positional : positional + keyword]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.append((names[at], _KINDS.VAR_KEYWORD))
+    return out
+
+
+def _functions(module: ModuleType) -> list[typing.Any]:
+    """The public functions ``module`` lists and the methods of the classes it lists."""
+    found = []
+    for item in module.__all__:
+        value = getattr(module, item)
+        members = vars(value).items() if inspect.isclass(value) else [(item, value)]
+        for key, member in members:
+            fn = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+            if inspect.isfunction(fn) and (key == "__init__" or not key.startswith("_")):
+                found.append(fn)
+    return found
+
+
+#: Wrappers of the deprecation module (one release of old names) are checked by their
+#: own tests, and go with it.
+_SHIMS = str(ROOT / "deprecation.py")
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_function_takes_the_parameters_its_signature_reports(name: str) -> None:
+    """What ``inspect.signature`` reports (help(), IDEs, documentation) is what the code
+    takes: no ``__signature__`` override, and a wrapper (``__wrapped__``) passes through
+    exactly the wrapped function's parameters, so every parameter can be passed by the
+    name and in the way the signature shows. (``formats.tink.encrypt_bytes`` reported
+    ``plaintext`` but took it by position only.)"""
+    wrong = []
+    for fn in _functions(_import(name)):
+        if fn.__code__.co_filename == _SHIMS:
+            continue
+        reported = [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+        if "__signature__" in vars(fn):
+            wrong.append(f"{fn.__qualname__}: sets __signature__")
+            continue
+        real = fn
+        while hasattr(real, "__wrapped__") and not real.__code__.co_filename.startswith(str(ROOT)):
+            real = real.__wrapped__  # a stdlib decorator: its target is what is called
+        if _code_parameters(real) != reported and not _passes_through(fn, real):
+            wrong.append(f"{fn.__qualname__}: reports {reported}, takes {_code_parameters(real)}")
+    assert not wrong, wrong
+
+
+def _passes_through(fn: typing.Any, real: typing.Any) -> bool:
+    """A method whose signature drops ``self`` (bound) or a stdlib wrapper that takes
+    ``*args, **kwargs`` and calls ``real`` with them."""
+    return fn is not real and [k for _n, k in _code_parameters(fn)] == [
+        _KINDS.VAR_POSITIONAL,
+        _KINDS.VAR_KEYWORD,
+    ]
