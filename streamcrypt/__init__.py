@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     #: :func:`streamcrypt.transports.open_file`. Used qualified, it stays out of
     #: ``__all__`` so that ``from streamcrypt import *`` never replaces the builtin ``open``.
     open = _open_file
+del TYPE_CHECKING  # out of dir(streamcrypt)
 
 __all__ = [
     "EncryptedFile",

@@ -31,7 +31,8 @@ def lazy_exports(
     module of ``table`` (relative to ``package``, as ``"._secret"``; ``"open=open_file"``
     exports the module's ``open_file`` as ``open``) is imported from it when first read,
     then kept in the package's namespace (later reads cost nothing); each of
-    ``submodules`` is imported when read as an attribute. ``dir()`` lists every name.
+    ``submodules`` is imported when read as an attribute. ``dir()`` lists what a user
+    reads: ``__all__`` (else every name), the lazy names and the dunders.
     Reading another name raises :class:`AttributeError`, so
     ``from package import submodule`` still imports it."""
     namespace = sys.modules[package].__dict__
@@ -54,7 +55,8 @@ def lazy_exports(
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *home})
+        public = namespace.get("__all__", namespace)
+        return sorted({*public, *home, *(n for n in namespace if n.startswith("__"))})
 
     return __getattr__, __dir__
 

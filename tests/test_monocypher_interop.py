@@ -27,12 +27,10 @@ from streamcrypt.errors import (
 )
 from streamcrypt.keys import argon2
 from streamcrypt.primitives import (
-    ChaCha20,
     EdDsaBlake2bPrivateKey,
     EdDsaBlake2bPublicKey,
     MonocypherAead,
     Poly1305Tap,
-    XChaCha20,
     XChaCha20Poly1305,
     aead_lock,
     aead_unlock,
@@ -48,6 +46,7 @@ from streamcrypt.primitives import (
 )
 from streamcrypt.primitives._field25519 import fe, fe_bytes, invsqrt
 from streamcrypt.primitives._x25519_extras import _low_order_points
+from streamcrypt.primitives.hazmat import ChaCha20, XChaCha20
 
 L = (1 << 252) + 27742317777372353535851937790883648493
 

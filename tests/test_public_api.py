@@ -7,9 +7,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
-import sys
 import typing
-from contextlib import nullcontext
 from pathlib import Path
 from types import ModuleType
 
@@ -28,15 +26,8 @@ def _modules() -> list[str]:
 PUBLIC = [m for m in _modules() if not any(part.startswith("_") for part in m.split("."))]
 
 
-#: Modules kept for one release under a former name: importing them warns.
-DEPRECATED = {"streamcrypt.ecies": "streamcrypt.codecs.ecies"}
-
-
 def _import(name: str) -> ModuleType:
-    if name not in DEPRECATED:
-        return importlib.import_module(name)
-    with pytest.warns(DeprecationWarning) if name not in sys.modules else nullcontext():
-        return importlib.import_module(name)
+    return importlib.import_module(name)
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -67,11 +58,10 @@ LAYERS = {
     "engine": 3,
     "transports": 4,
     "backup": 5,
-    "ecies": 2,  # the deprecated name of codecs.ecies
     "cluster": 5,
     "_api": 5,
     "cli": 5,
-    "demo": 5,
+    "_demo": 5,
     "testing": 5,
     "__init__": 5,
     "__main__": 5,
@@ -177,28 +167,6 @@ def test_no_module_imports_another_packages_private_module() -> None:
                 is_package = (ROOT.joinpath(*module[1:]) / "__init__.py").is_file()
                 home = module if is_package else module[:-1]
                 assert home == package, f"{rel} imports private name {name} from {'.'.join(module)}"
-
-
-@pytest.mark.parametrize(("old", "new"), sorted(DEPRECATED.items()))
-def test_a_moved_module_keeps_its_former_name_for_one_release(
-    old: str, new: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``import old`` and ``from parent import old`` warn and give the new module's names."""
-    parent, _, leaf = old.rpartition(".")
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    monkeypatch.delattr(importlib.import_module(parent), leaf, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated, use {new}") as caught:
-        shim = importlib.import_module(old)
-    assert len(caught) == 1
-    moved = importlib.import_module(new)
-    assert shim.__all__ == moved.__all__
-    for name in moved.__all__:
-        assert getattr(shim, name) is getattr(moved, name)
-    monkeypatch.delitem(sys.modules, old)
-    monkeypatch.delattr(importlib.import_module(parent), leaf)
-    with pytest.warns(DeprecationWarning) as caught:
-        exec(f"from {parent} import {leaf}", {})
-    assert caught[0].filename == "<string>"  # the warning points at the importing line
 
 
 def _annotated(module: ModuleType) -> list[object]:
@@ -308,3 +276,60 @@ def _passes_through(fn: typing.Any, real: typing.Any) -> bool:
         _KINDS.VAR_POSITIONAL,
         _KINDS.VAR_KEYWORD,
     ]
+
+
+#: Ciphers that authenticate nothing, or legacy modes: only in ``primitives.hazmat``.
+HAZMAT = {
+    "AesCbcDecryptor",
+    "AesCbcEncryptor",
+    "AesCfb8Decryptor",
+    "AesCfb8Encryptor",
+    "AesCfbDecryptor",
+    "AesCfbEncryptor",
+    "AesCtrDecryptor",
+    "AesCtrEncryptor",
+    "AesEcbDecryptor",
+    "AesEcbEncryptor",
+    "AesIgeDecryptor",
+    "AesIgeEncryptor",
+    "AesOfbDecryptor",
+    "AesOfbEncryptor",
+    "AesPcbcDecryptor",
+    "AesPcbcEncryptor",
+    "AesXtsDecryptor",
+    "AesXtsEncryptor",
+    "ChaCha20",
+    "Salsa20",
+    "XChaCha20",
+    "XSalsa20",
+    "XorCipher",
+    "xor",
+    "xts_tweak",
+}
+
+
+def test_unauthenticated_and_legacy_ciphers_live_in_hazmat_only() -> None:
+    from streamcrypt import primitives
+    from streamcrypt.primitives import hazmat
+
+    assert set(hazmat.__all__) == HAZMAT
+    assert not HAZMAT & set(primitives.__all__)
+    assert not HAZMAT & set(dir(primitives)) - {"hazmat"}
+    for name in HAZMAT:
+        assert getattr(hazmat, name).__module__.startswith("streamcrypt.primitives._")
+        with pytest.raises(AttributeError):
+            getattr(primitives, name)
+
+
+def test_the_top_level_namespace_lists_what_a_user_calls() -> None:
+    """``dir(streamcrypt)`` and ``help(streamcrypt)`` show the calls, the key types and
+    the subpackages, not plumbing (the lazy-export helper, the demo)."""
+    import pydoc
+
+    shown = {name for name in dir(streamcrypt) if not name.startswith("_")}
+    assert set(streamcrypt.__all__) | {"open"} <= shown
+    assert not {"lazy", "demo", "deprecation", "formats", "TYPE_CHECKING"} & shown
+    page = pydoc.render_doc(streamcrypt, renderer=pydoc.plaintext)
+    contents = page.split("PACKAGE CONTENTS", 1)[1].split("\n\n", 1)[0].split()
+    # (``deprecation`` goes with the last shim of the codecs that still use it.)
+    assert not {"lazy", "demo", "formats", "ecies"} & set(contents), contents

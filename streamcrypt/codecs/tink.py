@@ -49,7 +49,8 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import constant_time_equal, hkdf, random_bytes
-from ..primitives import AES128GCM, AES256GCM, AesCtrEncryptor, AesGcm
+from ..primitives import AES128GCM, AES256GCM, AesGcm
+from ..primitives.hazmat import AesCtrEncryptor
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     SegmentCodec,
