@@ -20,6 +20,7 @@ from typing import Literal, TypeVar
 
 from .abc import Buffer, Transform
 from .codecs import (
+    DETECT_BYTES,
     FORMATS,
     FormatOptions,
     IdentityLike,
@@ -27,19 +28,17 @@ from .codecs import (
     RecipientLike,
     SegmentedFormat,
     SegmentedTransform,
+    check_detectable,
+    detect_format,
 )
 from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
-from .errors import FormatError, InvalidParameterError, StreamCryptError
+from .errors import InvalidParameterError, StreamCryptError
 from .keys import Argon2Params, PasswordParams
 from .primitives import Ed25519PrivateKey, Ed25519PublicKey
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
 
 _P = TypeVar("_P", RecipientLike, IdentityLike)
-
-#: Bytes read from the start of the data to tell its format (the longest magic and
-#: age's armor line with some leading whitespace).
-_DETECT_BYTES = 64
 
 
 def encrypt_bytes(
@@ -149,8 +148,8 @@ def decrypt_bytes(
     )
     if format is not None:
         return _run(_format(format).decryptors(options, ciphertext), ciphertext, policy)
-    fmt = _detect(bytes(ciphertext[:_DETECT_BYTES]), options)
-    return _run(_detected_stages(fmt, options, ciphertext, True), ciphertext, policy)
+    fmt = detect_format(bytes(ciphertext[:DETECT_BYTES]), options)
+    return _run(fmt.decryptors(options, ciphertext), ciphertext, policy)
 
 
 def encrypt(
@@ -258,10 +257,11 @@ def decrypt(
     )
     if format is None and isinstance(source, bytes | bytearray | memoryview):
         # All of the data is here: tell its format now.
-        found = _detect(bytes(source[:_DETECT_BYTES]), options)
+        found = detect_format(bytes(source[:DETECT_BYTES]), options)
         if found.derive is None:  # else its key is derived off the event loop, below
-            return _stream(source, _detected_stages(found, options, source, True), policy)
+            return _stream(source, found.decryptors(options, source), policy)
     if format is None:
+        check_detectable(options)  # at the call, what can be checked before the data
         return _decrypting(None, source, options, policy)
     fmt = _format(format)
     if fmt.armor is None and fmt.derive is None:
@@ -285,44 +285,6 @@ def _people(value: Iterable[_P], name: str) -> tuple[_P, ...]:
     if isinstance(value, str | bytes):
         raise InvalidParameterError(f"{name}= takes a list of keys, not a {type(value).__name__}")
     return tuple(value)
-
-
-def _detect(head: bytes, options: FormatOptions) -> SegmentedFormat:
-    """The format whose marker ``head`` starts with. Raises
-    :class:`~streamcrypt.errors.FormatError` when none says so (a ``key=`` no format takes,
-    or none at all, is named first, as the native format names it)."""
-    blind = []
-    for fmt in FORMATS.values():
-        if fmt.identifies(head):
-            return fmt
-        if fmt.detect is None and fmt.armor is None:
-            blind.append(fmt.name)
-    if options.given() in ([], ["key"]) and isinstance(options.key, str | int | None):
-        FORMATS["native"].decryptors(options, head)  # names what a key must be
-    if not head:
-        raise FormatError("the data is empty: there is nothing to decrypt")
-    raise FormatError(
-        "the data does not start like any format streamcrypt tells by its first bytes: "
-        f"name it with format= ({', '.join(blind)} carry no marker)"
-    )
-
-
-def _detected_stages(
-    fmt: SegmentedFormat, options: FormatOptions, head: Buffer, at_end: bool
-) -> list[Transform]:
-    """The read stages of ``fmt``, found by detection: a message for options it does not
-    take names the format found."""
-    try:
-        return fmt.decryptors(options, head, at_end)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(
-            f"this is {_a(fmt.name)} {fmt.name} file (detected from its first bytes; name "
-            f"format= if it is not): {exc}"
-        ) from None
-
-
-def _a(name: str) -> str:
-    return "an" if name[0] in "aeiou" else "a"
 
 
 def _stream(
@@ -361,10 +323,8 @@ async def _decrypting(
     at_end = rest is None
     try:
         if fmt is None:
-            found = _detect(head[:_DETECT_BYTES], options)
-            stages = _detected_stages(found, await _derived(found, options, policy), head, at_end)
-        else:
-            stages = fmt.decryptors(await _derived(fmt, options, policy), head, at_end)
+            fmt = detect_format(head[:DETECT_BYTES], options)
+        stages = fmt.decryptors(await _derived(fmt, options, policy), head, at_end)
         async for piece in _stream(_prepend(head, rest), stages, policy):
             yield piece
     finally:
@@ -392,7 +352,7 @@ async def _head(
 
 def _known(fmt: SegmentedFormat | None, head: bytearray) -> bool:
     if fmt is None:
-        if len(head) < _DETECT_BYTES:
+        if len(head) < DETECT_BYTES:
             return False
         fmt = next((f for f in FORMATS.values() if f.identifies(bytes(head))), None)
     return fmt is None or fmt.armor is None or fmt.armor.sniff(bytes(head), False) is not None

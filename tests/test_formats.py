@@ -331,8 +331,10 @@ async def test_a_wrong_keyword_names_the_format_found_and_the_keywords_to_pass()
     native = streamcrypt.encrypt_bytes(b"x", KEY32)
     with pytest.raises(InvalidParameterError, match=r"native file.*passphrase="):
         streamcrypt.decrypt_bytes(native, passphrase="p")
-    with pytest.raises(FormatError, match="empty"):
+    with pytest.raises(TruncatedStreamError, match="empty"):
         streamcrypt.decrypt_bytes(b"", KEY32)
+    with pytest.raises(InvalidParameterError, match="no format told by its first bytes"):
+        streamcrypt.decrypt(_never_read(), KEY32, segment_size=4096)  # at the call
 
 
 def test_the_registry_names_each_descriptor_and_imports_only_what_is_looked_up() -> None:
@@ -347,3 +349,19 @@ def test_the_registry_names_each_descriptor_and_imports_only_what_is_looked_up()
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['streamcrypt.codecs.age']"
+
+
+@pytest.mark.parametrize("name", ["native", "age", "age-passphrase", "rclone", "aws"])
+async def test_open_reads_detect_the_format_too(name: str, tmp_path: Any) -> None:
+    """``streamcrypt.open(path, "rb", ...)`` without ``format=`` reads what the file's
+    first bytes name, with the same keywords as ``decrypt``."""
+    fmt, write, read = CASES[name]
+    path = tmp_path / "f"
+    path.write_bytes(streamcrypt.encrypt_bytes(DATA, format=fmt, **write))
+    read = {k: v for k, v in read.items() if k != "max_work_factor"}  # not open's (yet)
+    async with streamcrypt.open(path, "rb", **read) as f:
+        assert await f.read() == DATA
+    if name == "age":
+        with pytest.raises(InvalidParameterError, match=r"this is an age file.*key="):
+            async with streamcrypt.open(path, "rb", key=KEY32):
+                pytest.fail("the body must not run")

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
+from ..errors import FormatError, InvalidParameterError, TruncatedStreamError
+from ._format import FormatOptions, SegmentedFormat
 
 if TYPE_CHECKING:
     from . import (
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     from .tink import TinkStreamEncryptor as TinkStreamEncryptor
 
 __all__ = [
+    "DETECT_BYTES",
     "FORMATS",
     "AgeDecryptor",
     "AgeEncryptor",
@@ -114,8 +117,10 @@ __all__ = [
     "age",
     "armor",
     "aws",
+    "check_detectable",
     "cobblestone",
     "container",
+    "detect_format",
     "ece",
     "ecies",
     "envelope",
@@ -165,6 +170,55 @@ class _Formats(Mapping[str, "SegmentedFormat"]):
 
 #: Every segmented format by name, in the order reads try to detect them.
 FORMATS: Mapping[str, SegmentedFormat] = _Formats()
+
+#: Bytes of a stream's start that tell its format (the longest marker, and age's armor
+#: line after some whitespace).
+DETECT_BYTES = 64
+
+
+def check_detectable(options: FormatOptions) -> None:
+    """Raise :class:`~streamcrypt.errors.InvalidParameterError` when no format that is
+    told by its first bytes reads with all of ``options``: what a read that detects its
+    format can check at the call."""
+    given = set(options.given())
+    if not any(given <= f.reads for f in FORMATS.values() if f.detect or f.armor):
+        raise InvalidParameterError(
+            f"no format told by its first bytes reads with {', '.join(f'{n}=' for n in sorted(given))}"
+            " together: drop the ones the data's format does not take, or name it with format="
+        )
+
+
+def detect_format(head: bytes, options: FormatOptions) -> SegmentedFormat:
+    """The format of data starting with ``head`` (its first :data:`DETECT_BYTES`), told
+    by the first registered descriptor that identifies it, with ``options`` checked for
+    reading it. Raises :class:`~streamcrypt.errors.TruncatedStreamError` for no data,
+    :class:`~streamcrypt.errors.FormatError` when no format says so
+    (a ``key=`` no format takes, or none at all, is named first, as the native format
+    names it), :class:`~streamcrypt.errors.InvalidParameterError` for an option the
+    format found does not take: the message names it ("this is an age file ...")."""
+    blind = []
+    for fmt in FORMATS.values():
+        if fmt.identifies(head):
+            try:
+                fmt.check_options(options, "rb")
+            except InvalidParameterError as exc:
+                article = "an" if fmt.name[0] in "aeiou" else "a"
+                raise InvalidParameterError(
+                    f"this is {article} {fmt.name} file (detected from its first bytes; name "
+                    f"format= if it is not): {exc}"
+                ) from None
+            return fmt
+        if fmt.detect is None and fmt.armor is None:
+            blind.append(fmt.name)
+    if options.given() in ([], ["key"]) and isinstance(options.key, str | int | None):
+        FORMATS["native"].decryptor(options)  # names what a key must be
+    if not head:
+        raise TruncatedStreamError("the data is empty: nothing was written, or all was cut")
+    raise FormatError(
+        "the data does not start like any format streamcrypt tells by its first bytes: "
+        f"name it with format= ({', '.join(blind)} carry no marker)"
+    )
+
 
 # Where each name is defined: imported from there on first use.
 __getattr__, __dir__ = lazy_exports(

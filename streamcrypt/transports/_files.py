@@ -57,17 +57,20 @@ import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..abc import Buffer, Chain, Transform
-from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import (
+    DETECT_BYTES,
     FormatOptions,
+    KeyLike,
     ReadAt,
     SegmentedFormat,
     SegmentedTransform,
     SegmentJob,
     SegmentLayout,
+    check_detectable,
+    detect_format,
 )
+from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import age as _age
-from ..codecs import container as _container
 from ..engine import (
     CLAIM_SIZE,
     DEFAULT_POLICY,
@@ -824,7 +827,7 @@ class EncryptedFile:
         stream: Any,
         mode: Literal["rb", "wb"],
         *,
-        key: _container.KeyLike | None = None,
+        key: KeyLike | None = None,
         suite: str | None = None,
         segment_size: int | None = None,
         aad: Buffer = b"",
@@ -1028,8 +1031,8 @@ class FileOpener:
 
 def _prepared(
     mode: str,
-    format: str,
-    key: _container.KeyLike | None,
+    format: str | None,
+    key: KeyLike | None,
     suite: str | None,
     segment_size: int | None,
     aad: Buffer,
@@ -1041,9 +1044,10 @@ def _prepared(
     encryption_context: Mapping[str, str] | None,
 ) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
     """The checked mode, the format and its options, checked against the format for that
-    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call."""
+    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
+    native when writing, told by the first bytes when reading (checked then)."""
     checked = _check_mode(mode)
-    fmt = _format(format)
+    fmt = _format(format or "native")
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     opts = FileOptions(
@@ -1058,7 +1062,10 @@ def _prepared(
         password2=password2,
         encryption_context=None if encryption_context is None else dict(encryption_context),
     )
-    fmt.check_options(opts, checked)
+    if format is not None or checked == "wb":
+        fmt.check_options(opts, checked)
+    else:
+        check_detectable(opts)
     return checked, fmt, opts
 
 
@@ -1110,12 +1117,12 @@ def open_file(
     path: str | os.PathLike[str],
     mode: Literal["rb", "wb"],
     *,
-    key: _container.KeyLike | None = None,
+    key: KeyLike | None = None,
     suite: str | None = None,
     segment_size: int | None = None,
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    format: str = "native",
+    format: str | None = None,
     recipients: Iterable[_age.RecipientLike] = (),
     identities: Iterable[_age.IdentityLike] = (),
     passphrase: str | Buffer | None = None,
@@ -1125,7 +1132,9 @@ def open_file(
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
-    ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format="native"``
+    ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format=None``
+    (the default) writes the native format and reads the format the file's first bytes
+    name (native, age, rclone crypt or AWS). ``format="native"``
     (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
     ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``), ``"age"``
     (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
@@ -1174,7 +1183,16 @@ def open_file(
             return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
         with anyio.CancelScope(shield=True):  # never leak the descriptor
             fd, size = await threads.run(_open_for_reading, dest)
-        return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
+        source = _FdSource(fd, size, threads)
+        found = fmt
+        if format is None:  # the file's first bytes tell its format
+            try:
+                found = detect_format(await source.read_at(0, min(size, DETECT_BYTES)), opts)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await source.aclose()
+                raise
+        return await _open_reader_on(source, found, opts, policy, threads)
 
     return FileOpener(opening)
 
