@@ -16,7 +16,7 @@ derivation (``SegmentedFormat.derive``) runs off the event loop in the async cal
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Literal, TypeVar
+from typing import Literal, TypeGuard, TypeVar
 
 from .abc import Buffer, Transform
 from .codecs import (
@@ -366,6 +366,18 @@ async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIter
             yield chunk
 
 
+#: Whether transforms of a class are segmented: the Protocol check costs microseconds a
+#: call, and a class's answer does not change.
+_SEGMENTED: dict[type, bool] = {}
+
+
+def _segmented(stage: Transform) -> TypeGuard[SegmentedTransform]:
+    known = _SEGMENTED.get(type(stage))
+    if known is None:
+        known = _SEGMENTED[type(stage)] = isinstance(stage, SegmentedTransform)
+    return known
+
+
 def _run(stages: Sequence[Transform], data: Buffer, policy: OffloadPolicy | None) -> bytes:
     """``data`` through ``stages`` at once: segmented ones on all cores, others inline.
 
@@ -374,7 +386,7 @@ def _run(stages: Sequence[Transform], data: Buffer, policy: OffloadPolicy | None
     """
     out: Buffer = data
     for n, stage in enumerate(stages):
-        if isinstance(stage, SegmentedTransform):
+        if _segmented(stage):
             out = run_segmented(stage, out, policy)
             continue
         out = stage.update(out)

@@ -146,6 +146,10 @@ _FORMAT_MODULES = {
 }
 
 
+#: The descriptors looked up so far.
+_LOADED: dict[str, SegmentedFormat] = {}
+
+
 class _Formats(Mapping[str, "SegmentedFormat"]):
     """:data:`FORMATS`: every segmented format by name, its descriptor the codec module's
     ``FORMAT``. A lookup imports that format's module only (age, aws, ... take most of
@@ -154,8 +158,10 @@ class _Formats(Mapping[str, "SegmentedFormat"]):
     __slots__ = ()
 
     def __getitem__(self, name: str) -> SegmentedFormat:
-        module = importlib.import_module(f".{_FORMAT_MODULES[name]}", __name__)
-        fmt: SegmentedFormat = module.FORMAT
+        fmt = _LOADED.get(name)
+        if fmt is None:
+            module = importlib.import_module(f".{_FORMAT_MODULES[name]}", __name__)
+            fmt = _LOADED[name] = module.FORMAT
         return fmt
 
     def __iter__(self) -> Iterator[str]:
