@@ -24,30 +24,27 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ..errors import FormatError, InvalidParameterError, TruncatedStreamError
-from ._format import FormatOptions, SegmentedFormat
+from ._format import FormatOptions as FormatOptions
+from ._format import SegmentedFormat as SegmentedFormat
 
 if TYPE_CHECKING:
-    from . import (
-        age,
-        armor,
-        aws,
-        cobblestone,
-        container,
-        ece,
-        ecies,
-        envelope,
-        noise,
-        rclone,
-        secretstream,
-        tink,
-        tink_keyset,
-    )
-    from ._format import FormatOptions as FormatOptions
+    from . import age as age
+    from . import armor as armor
+    from . import aws as aws
+    from . import cobblestone as cobblestone
+    from . import container as container
+    from . import ece as ece
+    from . import ecies as ecies
+    from . import envelope as envelope
+    from . import noise as noise
+    from . import rclone as rclone
+    from . import secretstream as secretstream
+    from . import tink as tink
+    from . import tink_keyset as tink_keyset
     from ._format import IdentityLike as IdentityLike
     from ._format import KeyLike as KeyLike
     from ._format import ReadAt as ReadAt
     from ._format import RecipientLike as RecipientLike
-    from ._format import SegmentedFormat as SegmentedFormat
     from ._format import TextArmor as TextArmor
     from ._segmented import SegmentCodec as SegmentCodec
     from ._segmented import SegmentedDecryptor as SegmentedDecryptor
@@ -77,59 +74,6 @@ if TYPE_CHECKING:
     from .tink import TinkStreamDecryptor as TinkStreamDecryptor
     from .tink import TinkStreamEncryptor as TinkStreamEncryptor
 
-__all__ = [
-    "DETECT_BYTES",
-    "FORMATS",
-    "AgeDecryptor",
-    "AgeEncryptor",
-    "AwsDecryptor",
-    "AwsEncryptor",
-    "CobblestoneDecryptor",
-    "CobblestoneEncryptor",
-    "EceDecryptor",
-    "EceEncryptor",
-    "EnvelopeDecryptor",
-    "EnvelopeEncryptor",
-    "FormatOptions",
-    "IdentityLike",
-    "KeyLike",
-    "NoiseHandshake",
-    "RcloneDecryptor",
-    "RcloneEncryptor",
-    "ReadAt",
-    "RecipientLike",
-    "SecretStreamDecryptor",
-    "SecretStreamEncryptor",
-    "SegmentCodec",
-    "SegmentJob",
-    "SegmentLayout",
-    "SegmentedDecryptor",
-    "SegmentedEncryptor",
-    "SegmentedFormat",
-    "SegmentedTransform",
-    "StreamDecryptor",
-    "StreamEncryptor",
-    "TextArmor",
-    "TinkStreamDecryptor",
-    "TinkStreamEncryptor",
-    "X25519PublicText",
-    "X25519SecretText",
-    "age",
-    "armor",
-    "aws",
-    "check_detectable",
-    "cobblestone",
-    "container",
-    "detect_format",
-    "ece",
-    "ecies",
-    "envelope",
-    "noise",
-    "rclone",
-    "secretstream",
-    "tink",
-    "tink_keyset",
-]
 
 #: Each format's name and the codec module whose ``FORMAT`` descriptor it is: the one
 #: registration line a format adds.
@@ -226,52 +170,60 @@ def detect_format(head: bytes, options: FormatOptions) -> SegmentedFormat:
     )
 
 
-# Where each name is defined: imported from there on first use.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "._format": (
-            "FormatOptions",
-            "IdentityLike",
-            "KeyLike",
-            "ReadAt",
-            "RecipientLike",
-            "SegmentedFormat",
-            "TextArmor",
-        ),
-        "._segmented": (
-            "SegmentCodec",
-            "SegmentedDecryptor",
-            "SegmentedEncryptor",
-            "SegmentedTransform",
-            "SegmentJob",
-            "SegmentLayout",
-        ),
-        "._x25519": ("X25519PublicText", "X25519SecretText"),
-        ".age": ("AgeDecryptor", "AgeEncryptor"),
-        ".aws": ("AwsDecryptor", "AwsEncryptor"),
-        ".cobblestone": ("CobblestoneDecryptor", "CobblestoneEncryptor"),
-        ".container": ("StreamDecryptor", "StreamEncryptor"),
-        ".ece": ("EceDecryptor", "EceEncryptor"),
-        ".envelope": ("EnvelopeDecryptor", "EnvelopeEncryptor"),
-        ".noise": ("NoiseHandshake",),
-        ".rclone": ("RcloneDecryptor", "RcloneEncryptor"),
-        ".secretstream": ("SecretStreamDecryptor", "SecretStreamEncryptor"),
-        ".tink": ("TinkStreamDecryptor", "TinkStreamEncryptor"),
-    },
-    (
-        "age",
-        "armor",
-        "aws",
-        "cobblestone",
-        "container",
-        "ece",
-        "ecies",
-        "envelope",
-        "noise",
-        "rclone",
-        "secretstream",
-        "tink",
-        "tink_keyset",
+#: Where each name is defined: imported from there on first use.
+_TABLE = {
+    "._format": (
+        "FormatOptions",
+        "IdentityLike",
+        "KeyLike",
+        "ReadAt",
+        "RecipientLike",
+        "SegmentedFormat",
+        "TextArmor",
     ),
+    "._segmented": (
+        "SegmentCodec",
+        "SegmentedDecryptor",
+        "SegmentedEncryptor",
+        "SegmentedTransform",
+        "SegmentJob",
+        "SegmentLayout",
+    ),
+    "._x25519": ("X25519PublicText", "X25519SecretText"),
+    ".age": ("AgeDecryptor", "AgeEncryptor"),
+    ".aws": ("AwsDecryptor", "AwsEncryptor"),
+    ".cobblestone": ("CobblestoneDecryptor", "CobblestoneEncryptor"),
+    ".container": ("StreamDecryptor", "StreamEncryptor"),
+    ".ece": ("EceDecryptor", "EceEncryptor"),
+    ".envelope": ("EnvelopeDecryptor", "EnvelopeEncryptor"),
+    ".noise": ("NoiseHandshake",),
+    ".rclone": ("RcloneDecryptor", "RcloneEncryptor"),
+    ".secretstream": ("SecretStreamDecryptor", "SecretStreamEncryptor"),
+    ".tink": ("TinkStreamDecryptor", "TinkStreamEncryptor"),
+}
+#: The modules of this package, imported when first read as attributes.
+_SUBMODULES = (
+    "age",
+    "armor",
+    "aws",
+    "cobblestone",
+    "container",
+    "ece",
+    "ecies",
+    "envelope",
+    "noise",
+    "rclone",
+    "secretstream",
+    "tink",
+    "tink_keyset",
 )
+
+__all__ = [
+    "DETECT_BYTES",
+    "FORMATS",
+    "check_detectable",
+    "detect_format",
+    *(name for names in _TABLE.values() for name in names),
+    *_SUBMODULES,
+]
+__getattr__, __dir__ = lazy_exports(__name__, _TABLE, _SUBMODULES)
