@@ -365,3 +365,18 @@ async def test_open_reads_detect_the_format_too(name: str, tmp_path: Any) -> Non
         with pytest.raises(InvalidParameterError, match=r"this is an age file.*key="):
             async with streamcrypt.open(path, "rb", key=KEY32):
                 pytest.fail("the body must not run")
+
+
+def test_no_any_in_the_vocabulary_hints() -> None:
+    """The top-level calls, ``streamcrypt.open`` and FormatOptions type every keyword
+    (``key=`` is :data:`streamcrypt.codecs.KeyLike`), none as ``Any``."""
+    import typing
+
+    for fn in (*(getattr(streamcrypt, v) for v in (*WRITERS, *READERS)), streamcrypt.open):
+        hints = typing.get_type_hints(fn)
+        assert not [n for n, h in hints.items() if h is Any], fn.__name__
+        assert "KeyLike" in str(inspect.signature(fn).parameters["key"].annotation)
+    hints = typing.get_type_hints(FormatOptions)
+    assert not [n for n, h in hints.items() if h is Any]
+    assert type(None) in typing.get_args(hints["key"])
+    assert RcloneKeys in typing.get_args(hints["key"])
