@@ -15,7 +15,7 @@ derivation (``SegmentedFormat.derive``) runs off the event loop in the async cal
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal, TypeGuard, TypeVar
 
 from .abc import Buffer, Transform
@@ -328,9 +328,8 @@ async def _decrypting(
         async for piece in _stream(_prepend(head, rest), stages, policy):
             yield piece
     finally:
-        aclose = getattr(rest, "aclose", None)
-        if aclose is not None:  # the source, read in part
-            await aclose()
+        if isinstance(rest, AsyncGenerator):  # a generator read in part is closed; a
+            await rest.aclose()  # stream (a socket's) is the caller's to close
 
 
 async def _head(

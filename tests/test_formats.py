@@ -281,7 +281,7 @@ def test_top_level_format_errors_name_the_formats() -> None:
     with pytest.raises(InvalidParameterError, match="segment size"):
         streamcrypt.encrypt_bytes(b"x", KEY32, segment_size=0)
     with pytest.raises(InvalidParameterError, match="not a str"):
-        streamcrypt.encrypt_bytes(b"x", format="age", recipients="age1...")  # type: ignore[arg-type]
+        streamcrypt.encrypt_bytes(b"x", format="age", recipients="age1...")
 
 
 async def test_armor_is_written_on_request_and_detected_however_the_source_is_cut() -> None:
@@ -380,3 +380,29 @@ def test_no_any_in_the_vocabulary_hints() -> None:
     assert not [n for n, h in hints.items() if h is Any]
     assert type(None) in typing.get_args(hints["key"])
     assert RcloneKeys in typing.get_args(hints["key"])
+
+
+class _Stream:
+    """An async iterable of bytes with ``aclose``, as a socket stream is."""
+
+    def __init__(self, data: bytes) -> None:
+        self.pieces = [data[i : i + 7000] for i in range(0, len(data), 7000)]
+        self.closed = False
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self.pieces:
+            raise StopAsyncIteration
+        return self.pieces.pop(0)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_detecting_read_leaves_a_stream_source_to_its_owner() -> None:
+    sealed = streamcrypt.encrypt_bytes(DATA, KEY32)
+    source = _Stream(sealed)
+    assert await collect(streamcrypt.decrypt(source, KEY32)) == DATA
+    assert not source.closed
