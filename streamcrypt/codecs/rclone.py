@@ -44,7 +44,7 @@ import base64
 import binascii
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Literal
 
@@ -768,7 +768,7 @@ def _check_expected_size(expected_size: int | None) -> int | None:
 
 def _derive(options: FormatOptions) -> FormatOptions:
     """The options keyed by :class:`RcloneKeys` (scrypt of ``password=``: ~50 ms)."""
-    return replace(options, key=_keys(options), password=None, password2="")
+    return options._replace(key=_keys(options), password=None, password2="")
 
 
 def _check(options: FormatOptions, mode: str) -> None:
