@@ -405,3 +405,22 @@ async def test_a_detecting_read_leaves_a_stream_source_to_its_owner() -> None:
     source = _Stream(sealed)
     assert await collect(streamcrypt.decrypt(source, KEY32)) == DATA
     assert not source.closed
+
+
+@pytest.mark.parametrize("seekable", [True, False], ids=["seekable", "sequential"])
+@pytest.mark.parametrize("name", ["native", "age", "aws"])
+async def test_wrap_reads_detect_the_format_too(name: str, seekable: bool, tmp_path: Any) -> None:
+    """``EncryptedFile.wrap(stream, "rb", ...)`` without ``format=`` reads what the
+    stream's first bytes name, from a seekable file or a sequential stream alike."""
+    import anyio
+
+    from streamcrypt.transports import EncryptedFile
+
+    fmt, write, read = CASES[name]
+    path = tmp_path / "f"
+    path.write_bytes(streamcrypt.encrypt_bytes(DATA, format=fmt, **write))
+    opened = await anyio.open_file(path, "rb")
+    stream: Any = opened if seekable else chunks(path.read_bytes(), 3)
+    async with EncryptedFile.wrap(stream, "rb", **read) as f:
+        assert await f.read() == DATA
+    await opened.aclose()

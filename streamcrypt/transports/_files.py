@@ -832,7 +832,7 @@ class EncryptedFile:
         segment_size: int | None = None,
         aad: Buffer = b"",
         policy: OffloadPolicy | None = DEFAULT_POLICY,
-        format: str = "native",
+        format: str | None = None,
         recipients: Iterable[_age.RecipientLike] = (),
         identities: Iterable[_age.IdentityLike] = (),
         passphrase: str | Buffer | None = None,
@@ -851,6 +851,8 @@ class EncryptedFile:
         anyio ``ByteSendStream``; no atomicity (the caller owns the object), and a write
         abandoned by an exception leaves an unterminated stream that readers reject.
         The wrapped object is closed with the file unless ``close_wrapped=False``.
+        ``format=None`` writes the native format and reads the one the first bytes name,
+        as :func:`open_file`.
         """
         checked, fmt, opts = _prepared(
             mode,
@@ -866,7 +868,8 @@ class EncryptedFile:
             password2,
             encryption_context,
         )
-        return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
+        found = None if format is None and checked == "rb" else fmt  # None: detect it
+        return FileOpener(_open_wrapped(stream, checked, found, opts, policy, close_wrapped))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -1200,7 +1203,7 @@ def open_file(
 def _open_wrapped(
     stream: Any,
     mode: Literal["rb", "wb"],
-    fmt: FileFormat,
+    fmt: FileFormat | None,
     opts: FileOptions,
     policy: OffloadPolicy | None,
     close: bool,
@@ -1213,6 +1216,7 @@ def _open_wrapped(
                 raise InvalidParameterError(
                     "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
                 )
+            assert fmt is not None  # writes name their format
             enc, tail = await threads.run(_encryptor, fmt, opts)
             sink = _StreamSink(stream, close)
             return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
@@ -1226,7 +1230,16 @@ def _open_wrapped(
                 pass
             else:
                 source = _SeekableSource(stream, base, end - base, close)
-                return await _open_reader_on(source, fmt, opts, policy, threads)
+                chosen = fmt
+                if chosen is None:  # the first bytes tell the format
+                    try:
+                        head = await source.read_at(0, min(source.size, DETECT_BYTES))
+                        chosen = detect_format(head, opts)
+                    except BaseException:
+                        with anyio.CancelScope(shield=True):
+                            await source.aclose()
+                        raise
+                return await _open_reader_on(source, chosen, opts, policy, threads)
         if not (
             isinstance(stream, ByteReceiveStream)
             or hasattr(stream, "read")
@@ -1243,7 +1256,7 @@ def _open_wrapped(
 
 async def _open_sequential(
     stream: Any,
-    fmt: FileFormat,
+    fmt: FileFormat | None,
     opts: FileOptions,
     policy: OffloadPolicy | None,
     threads: _Threads,
@@ -1258,6 +1271,11 @@ async def _open_sequential(
     chunks = _StreamChunks(stream, b"")
     try:
         head = bytearray()
+        while fmt is None:  # the first bytes tell the format
+            chunk = await chunks.receive() if len(head) < DETECT_BYTES else b""
+            head += chunk
+            if not chunk:
+                fmt = detect_format(bytes(head[:DETECT_BYTES]), opts)
         while True:
             need = _header_size(fmt, bytes(head))
             if need is not None and need <= len(head):
