@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m streamcrypt.demo
+	$(BIN)/python -m streamcrypt._demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -291,8 +291,7 @@ def _files(report: Report, size: int, rounds: int, tmp: Path) -> None:
 def _formats(report: Report, size: int, rounds: int) -> None:
     import pyrage
 
-    from streamcrypt.formats import age, cobblestone
-    from streamcrypt.formats import tink as tink_format
+    from streamcrypt import decrypt, decrypt_bytes, encrypt
 
     data = os.urandom(size)
     chacha = Limits(data, ChaCha20Poly1305(KEY))
@@ -317,29 +316,29 @@ def _formats(report: Report, size: int, rounds: int) -> None:
     line(
         "age encrypt (pyrage)",
         chacha,
-        _drain(lambda: age.encrypt(_gen(data, 1 << 20)(), recipients=[recipient])),
+        _drain(lambda: encrypt(_gen(data, 1 << 20)(), format="age", recipients=[recipient])),
         lambda: pyrage.encrypt(data, [ident.to_public()]),
     )
     line(
         "age decrypt (pyrage)",
         chacha,
-        _drain(lambda: age.decrypt(_gen(age_ct, 1 << 20)(), identities=[str(ident)])),
+        _drain(lambda: decrypt(_gen(age_ct, 1 << 20)(), format="age", identities=[str(ident)])),
         lambda: pyrage.decrypt(age_ct, [ident]),
     )
-    assert age.decrypt_bytes(age_ct, identities=[str(ident)], policy=None) == data
+    assert decrypt_bytes(age_ct, identities=[str(ident)], policy=None) == data
 
     tink_peer = TinkPeer()
     tink_ct = tink_peer.encrypt(data)
     line(
         "Tink AES256_GCM_HKDF_1MB encrypt (tink)",
         aes,
-        _drain(lambda: tink_format.encrypt(_gen(data, 1 << 20)(), tink_peer.key)),
+        _drain(lambda: encrypt(_gen(data, 1 << 20)(), tink_peer.key, format="tink")),
         lambda: tink_peer.encrypt(data),
     )
     line(
         "Tink AES256_GCM_HKDF_1MB decrypt (tink)",
         aes,
-        _drain(lambda: tink_format.decrypt(_gen(tink_ct, 1 << 20)(), tink_peer.keyset)),
+        _drain(lambda: decrypt(_gen(tink_ct, 1 << 20)(), tink_peer.keyset, format="tink")),
         lambda: tink_peer.decrypt(tink_ct),
     )
     c2sp_peer = CobblestonePeer(1 << 20)
@@ -348,13 +347,13 @@ def _formats(report: Report, size: int, rounds: int) -> None:
     line(
         "C2SP Cobblestone-256 encrypt (cryptography)",
         aes,
-        _drain(lambda: cobblestone.encrypt(_gen(data, 1 << 20)(), key)),
+        _drain(lambda: encrypt(_gen(data, 1 << 20)(), key, format="cobblestone")),
         lambda: c2sp_peer.encrypt(data),
     )
     line(
         "C2SP Cobblestone-256 decrypt (cryptography)",
         aes,
-        _drain(lambda: cobblestone.decrypt(_gen(c2sp, 1 << 20)(), key)),
+        _drain(lambda: decrypt(_gen(c2sp, 1 << 20)(), key, format="cobblestone")),
         lambda: c2sp_peer.decrypt(c2sp),
     )
     t.notes.append(

@@ -32,22 +32,13 @@ from streamcrypt.codecs._x25519 import x25519_exchange
 from streamcrypt.keys import argon2
 from streamcrypt.primitives import (
     AES256GCM,
-    AesCtrEncryptor,
-    AesIgeDecryptor,
-    AesIgeEncryptor,
-    AesPcbcDecryptor,
-    AesPcbcEncryptor,
     Blake2bTap,
     Ed25519PrivateKey,
     EdDsaBlake2bPrivateKey,
     MonocypherAead,
     Poly1305Tap,
-    Salsa20,
     Salsa20Poly1305,
     Sha512Tap,
-    XChaCha20,
-    XorCipher,
-    XSalsa20,
     XSalsa20Poly1305,
     aead_lock,
     aead_unlock,
@@ -56,6 +47,17 @@ from streamcrypt.primitives import (
     elligator_rev,
     x25519_dirty_fast,
     x25519_inverse,
+)
+from streamcrypt.primitives.hazmat import (
+    AesCtrEncryptor,
+    AesIgeDecryptor,
+    AesIgeEncryptor,
+    AesPcbcDecryptor,
+    AesPcbcEncryptor,
+    Salsa20,
+    XChaCha20,
+    XorCipher,
+    XSalsa20,
 )
 
 from ._report import Report

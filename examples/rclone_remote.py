@@ -31,9 +31,9 @@ from pathlib import Path
 
 import anyio
 
+import streamcrypt
 from streamcrypt.codecs.rclone import RcloneKeys, RcloneNameCipher, decrypted_size
 from streamcrypt.errors import StreamCryptError
-from streamcrypt.formats import rclone
 from streamcrypt.paths import local_path
 
 
@@ -70,7 +70,9 @@ async def cat(
     """The verified plaintext of ``name``."""
     path = anyio.Path(local_path(root, names.encrypt_path(name)))
     size = decrypted_size((await path.stat()).st_size)
-    async for piece in rclone.decrypt(_chunks(Path(path)), keys, expected_size=size):
+    async for piece in streamcrypt.decrypt(
+        _chunks(Path(path)), keys, format="rclone", expected_size=size
+    ):
         yield piece
 
 
@@ -84,7 +86,7 @@ async def put(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
     try:
         async with await anyio.open_file(fd, "wb") as out:  # a new file: nothing followed
-            async for piece in rclone.encrypt(_chunks(local), keys):
+            async for piece in streamcrypt.encrypt(_chunks(local), keys, format="rclone"):
                 await out.write(piece)
         await tmp.replace(dest)
     except BaseException:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
-from streamcrypt import formats
+import streamcrypt
 from streamcrypt.codecs import (
     age,
     armor,
@@ -81,12 +81,18 @@ def _age() -> list[bytes]:
     import pyrage
 
     x, pq = K.AGE_X25519.recipient, K.AGE_PQ.recipient
-    out = [formats.age.encrypt_bytes(p, recipients=[x], policy=None) for p in PLAINTEXTS]
-    out += [
-        formats.age.encrypt_bytes(b"pq", recipients=[pq]),
-        formats.age.encrypt_bytes(b"two", recipients=[x, age.X25519Identity(bytes(32)).recipient]),
+    out = [
+        streamcrypt.encrypt_bytes(p, recipients=[x], policy=None, format="age") for p in PLAINTEXTS
     ]
-    out += [formats.age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, work_factor=2)]
+    out += [
+        streamcrypt.encrypt_bytes(b"pq", recipients=[pq], format="age"),
+        streamcrypt.encrypt_bytes(
+            b"two", recipients=[x, age.X25519Identity(bytes(32)).recipient], format="age"
+        ),
+    ]
+    out += [
+        streamcrypt.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, work_factor=2, format="age")
+    ]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
     out += [pyrage.encrypt(p, [theirs]) for p in PLAINTEXTS[:3]]
     return out
@@ -96,8 +102,15 @@ def _age_armored() -> list[bytes]:
     import pyrage
 
     x = K.AGE_X25519.recipient
-    out = [formats.age.encrypt_bytes(p, recipients=[x], armor=True) for p in PLAINTEXTS[:3]]
-    out += [formats.age.encrypt_bytes(b"pass", passphrase=K.PASSPHRASE, armor=True, work_factor=2)]
+    out = [
+        streamcrypt.encrypt_bytes(p, recipients=[x], armor=True, format="age")
+        for p in PLAINTEXTS[:3]
+    ]
+    out += [
+        streamcrypt.encrypt_bytes(
+            b"pass", passphrase=K.PASSPHRASE, armor=True, work_factor=2, format="age"
+        )
+    ]
     theirs = pyrage.x25519.Recipient.from_str(str(x))
     out += [pyrage.encrypt(b"theirs", [theirs], armored=True)]
     return out

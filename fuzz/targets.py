@@ -14,7 +14,7 @@ from typing import Protocol
 
 import anyio
 
-from streamcrypt import formats as _formats
+import streamcrypt
 from streamcrypt.cli._keyfiles import KeyFileError, load_key_file
 from streamcrypt.codecs import (
     age,
@@ -67,12 +67,13 @@ def _age() -> age.AgeDecryptor:
 
 
 def _age_any(pieces: Sequence[bytes]) -> bytes:
-    """Whole: ``formats.age.decrypt_bytes``; in pieces: the async ``formats.age.decrypt`` (armor found
+    """Whole: ``decrypt_bytes``; in pieces: the async ``streamcrypt.decrypt(format="age")`` (armor found
     by itself in both), as a network peer would feed it."""
     identities = K.AGE_IDENTITIES
     if len(pieces) == 1:
-        return _formats.age.decrypt_bytes(
+        return streamcrypt.decrypt_bytes(
             pieces[0],
+            format="age",
             identities=identities,
             passphrase=K.PASSPHRASE,
             max_work_factor=K.MAX_WORK_FACTOR,
@@ -84,8 +85,9 @@ def _age_any(pieces: Sequence[bytes]) -> bytes:
             yield piece
 
     async def run() -> bytes:
-        stream = _formats.age.decrypt(
+        stream = streamcrypt.decrypt(
             source(),
+            format="age",
             identities=identities,
             passphrase=K.PASSPHRASE,
             max_work_factor=K.MAX_WORK_FACTOR,

@@ -10,16 +10,13 @@ list them all, and ``from streamcrypt import *`` loads them.
 
 from __future__ import annotations
 
-import importlib
-
 from . import errors
+from ._lazy import lazy_exports
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (~8 ms of the command's start-up);
 #: mypy and ruff treat the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from ._api import decrypt as decrypt
     from ._api import decrypt_bytes as decrypt_bytes
     from ._api import encrypt as encrypt
@@ -39,6 +36,7 @@ if TYPE_CHECKING:
     #: :func:`streamcrypt.transports.open_file`. Used qualified, it stays out of
     #: ``__all__`` so that ``from streamcrypt import *`` never replaces the builtin ``open``.
     open = _open_file
+del TYPE_CHECKING  # out of dir(streamcrypt)
 
 __all__ = [
     "EncryptedFile",
@@ -58,41 +56,15 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-#: Each lazily loaded name: (module relative to this package, its name there).
-_LAZY: dict[str, tuple[str, str]] = {
-    "decrypt": ("._api", "decrypt"),
-    "decrypt_bytes": ("._api", "decrypt_bytes"),
-    "encrypt": ("._api", "encrypt"),
-    "encrypt_bytes": ("._api", "encrypt_bytes"),
-    "OffloadPolicy": (".engine", "OffloadPolicy"),
-    "Pipeline": (".engine", "Pipeline"),
-    "pipeline": (".engine", "pipeline"),
-    "KeyRing": (".keys", "KeyRing"),
-    "SecretKey": (".keys", "SecretKey"),
-    "EncryptedFile": (".transports", "EncryptedFile"),
-    "EncryptedStream": (".transports", "EncryptedStream"),
-    "connect": (".transports", "connect"),
-    "serve": (".transports", "serve"),
-    "open": (".transports", "open_file"),
-}
-
-
-#: Subpackages ``import streamcrypt`` used to import eagerly, so ``streamcrypt.transports``
-#: (and the others) still work after a bare ``import streamcrypt``: imported on access.
-_SUBPACKAGES = frozenset({"abc", "codecs", "engine", "formats", "keys", "primitives", "transports"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), attribute)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+# Where each name is defined: imported from there on first use; the subpackages
+# ``import streamcrypt`` used to import eagerly are imported when read as attributes.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._api": ("decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"),
+        ".engine": ("OffloadPolicy", "Pipeline", "pipeline"),
+        ".keys": ("KeyRing", "SecretKey"),
+        ".transports": ("EncryptedFile", "EncryptedStream", "connect", "serve", "open=open_file"),
+    },
+    ("abc", "codecs", "engine", "keys", "primitives", "transports"),
+)

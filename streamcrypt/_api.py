@@ -1,128 +1,398 @@
-"""The high-level names: encrypt/decrypt bytes and async streams, in any registered format.
+"""The high-level calls: encrypt/decrypt bytes and async streams, in any registered format.
 
-``format=`` names a descriptor of :data:`streamcrypt.codecs.FORMATS` (default the native
-container); the keywords are the shared vocabulary (:class:`~streamcrypt.codecs.FormatOptions`).
+``format=`` names a descriptor of :data:`streamcrypt.codecs.FORMATS` (writing: default the
+native container; reading: default detected from the data's first bytes). Every keyword
+is a field of :class:`~streamcrypt.codecs.FormatOptions`, the one vocabulary, by the name
+the format's codec uses; a keyword the format does not take raises
+:class:`~streamcrypt.errors.InvalidParameterError` at the call.
+
+This module is also the one runner of a format descriptor: :func:`encrypt` /
+:func:`decrypt` stream on the engine, :func:`encrypt_bytes` / :func:`decrypt_bytes` run a
+whole message at once, segmented stages on all cores. A format's armor is written on
+request and detected when reading, however the source is cut; a password's key
+derivation (``SegmentedFormat.derive``) runs off the event loop in the async calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from typing import TypeGuard, TypeVar
 
-from .abc import Buffer
-from .codecs import FORMATS, FormatOptions, SegmentedFormat
-from .engine import DEFAULT_POLICY, OffloadPolicy, Source, run_segmented
-from .errors import InvalidParameterError
-from .formats import run
+from .abc import Buffer, Transform
+from .codecs import (
+    DETECT_BYTES,
+    FORMATS,
+    FormatOptions,
+    IdentityLike,
+    KeyLike,
+    RecipientLike,
+    SegmentedFormat,
+    SegmentedTransform,
+    check_detectable,
+    detect_format,
+)
+from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
+from .errors import InvalidParameterError, StreamCryptError
+from .keys import Argon2Params, PasswordParams
+from .primitives import Ed25519PrivateKey, Ed25519PublicKey
 
-__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes", "run_segmented"]
+__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
+
+_P = TypeVar("_P", RecipientLike, IdentityLike)
+
+
+def encrypt_bytes(
+    plaintext: Buffer,
+    key: KeyLike | None = None,
+    *,
+    format: str = "native",
+    suite: str | None = None,
+    segment_size: int | None = None,
+    aad: Buffer = b"",
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    passphrase: str | Buffer | None = None,
+    work_factor: int | PasswordParams | None = None,
+    armor: bool = False,
+    sign_with: Ed25519PrivateKey | None = None,
+    password: str | None = None,
+    password2: str = "",
+    salt: bytes | None = None,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+    encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    max_encrypted_data_keys: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Encrypt ``plaintext`` into ``format`` (default a native container, docs/FORMAT.md),
+    segments sealed on all cores.
+
+    The keywords are :class:`~streamcrypt.codecs.FormatOptions`' (the README's
+    "Vocabulary"); ``None`` leaves an option to the format. Raises
+    :class:`~streamcrypt.errors.InvalidParameterError` for an unknown format or an option
+    it does not take, else as the format's encryptor.
+    """
+    options = FormatOptions(
+        key=key,
+        suite=suite,
+        segment_size=segment_size,
+        aad=aad,
+        recipients=_people(recipients, "recipients"),
+        passphrase=passphrase,
+        work_factor=work_factor,
+        armor=armor,
+        sign_with=sign_with,
+        password=password,
+        password2=password2,
+        salt=salt,
+        keyid=keyid,
+        padding=padding,
+        encryption_context=encryption_context,
+        allow_legacy=allow_legacy,
+        max_encrypted_data_keys=max_encrypted_data_keys,
+    )
+    return _run(_format(format).encryptors(options), plaintext, policy)
+
+
+def decrypt_bytes(
+    ciphertext: Buffer,
+    key: KeyLike | None = None,
+    *,
+    format: str | None = None,
+    segment_size: int | None = None,
+    aad: Buffer = b"",
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    max_work_factor: int | Argon2Params | None = None,
+    verify_with: Ed25519PublicKey | Buffer | None = None,
+    password: str | None = None,
+    password2: str = "",
+    expected_size: int | None = None,
+    max_record_size: int | None = None,
+    allow_no_records: bool = False,
+    encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    allow_unverified: bool = False,
+    max_encrypted_data_keys: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> bytes:
+    """Decrypt a whole message, segments opened on all cores; all or nothing.
+
+    ``format=None`` detects the format from the first bytes (native, envelope, age,
+    rclone crypt, AWS; name the others). Raises
+    :class:`~streamcrypt.errors.InvalidParameterError` (an option the format does not
+    take: the message names the format and the keywords it takes),
+    :class:`~streamcrypt.errors.AuthenticationError`,
+    :class:`~streamcrypt.errors.TruncatedStreamError`,
+    :class:`~streamcrypt.errors.FormatError`,
+    :class:`~streamcrypt.errors.UnsupportedFormatError`,
+    :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
+    """
+    options = FormatOptions(
+        key=key,
+        segment_size=segment_size,
+        aad=aad,
+        identities=_people(identities, "identities"),
+        passphrase=passphrase,
+        max_work_factor=max_work_factor,
+        verify_with=verify_with,
+        password=password,
+        password2=password2,
+        expected_size=expected_size,
+        max_record_size=max_record_size,
+        allow_no_records=allow_no_records,
+        encryption_context=encryption_context,
+        allow_legacy=allow_legacy,
+        allow_unverified=allow_unverified,
+        max_encrypted_data_keys=max_encrypted_data_keys,
+    )
+    if format is not None:
+        return _run(_format(format).decryptors(options, ciphertext), ciphertext, policy)
+    fmt = detect_format(bytes(ciphertext[:DETECT_BYTES]), options)
+    return _run(fmt.decryptors(options, ciphertext), ciphertext, policy)
+
+
+def encrypt(
+    source: Source,
+    key: KeyLike | None = None,
+    *,
+    format: str = "native",
+    suite: str | None = None,
+    segment_size: int | None = None,
+    aad: Buffer = b"",
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    passphrase: str | Buffer | None = None,
+    work_factor: int | PasswordParams | None = None,
+    armor: bool = False,
+    sign_with: Ed25519PrivateKey | None = None,
+    password: str | None = None,
+    password2: str = "",
+    salt: bytes | None = None,
+    keyid: bytes | str = b"",
+    padding: int = 0,
+    encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    max_encrypted_data_keys: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Encrypt an async source (iterable of bytes, anyio byte stream) as it streams,
+    keywords as :func:`encrypt_bytes`.
+
+    Key and parameter errors are raised here, at the call; the result is an async
+    iterator of ciphertext chunks.
+    """
+    options = FormatOptions(
+        key=key,
+        suite=suite,
+        segment_size=segment_size,
+        aad=aad,
+        recipients=_people(recipients, "recipients"),
+        passphrase=passphrase,
+        work_factor=work_factor,
+        armor=armor,
+        sign_with=sign_with,
+        password=password,
+        password2=password2,
+        salt=salt,
+        keyid=keyid,
+        padding=padding,
+        encryption_context=encryption_context,
+        allow_legacy=allow_legacy,
+        max_encrypted_data_keys=max_encrypted_data_keys,
+    )
+    fmt = _format(format)
+    if fmt.derive is None:
+        return _stream(source, fmt.encryptors(options), policy)
+    fmt.check_options(options, "wb")  # at the call; the key derivation when iterated
+    return _encrypting(fmt, source, options, policy)
+
+
+def decrypt(
+    source: Source,
+    key: KeyLike | None = None,
+    *,
+    format: str | None = None,
+    segment_size: int | None = None,
+    aad: Buffer = b"",
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    max_work_factor: int | Argon2Params | None = None,
+    verify_with: Ed25519PublicKey | Buffer | None = None,
+    password: str | None = None,
+    password2: str = "",
+    expected_size: int | None = None,
+    max_record_size: int | None = None,
+    allow_no_records: bool = False,
+    encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    allow_unverified: bool = False,
+    max_encrypted_data_keys: int | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> AsyncIterator[bytes]:
+    """Decrypt an async source, yielding only verified plaintext; keywords as
+    :func:`decrypt_bytes`.
+
+    With ``format`` named, its options are checked here, at the call; with
+    ``format=None`` once the first bytes told the format. Raises (while iterating)
+    AuthenticationError, TruncatedStreamError, FormatError, UnsupportedFormatError,
+    UnknownKeyError.
+    """
+    options = FormatOptions(
+        key=key,
+        segment_size=segment_size,
+        aad=aad,
+        identities=_people(identities, "identities"),
+        passphrase=passphrase,
+        max_work_factor=max_work_factor,
+        verify_with=verify_with,
+        password=password,
+        password2=password2,
+        expected_size=expected_size,
+        max_record_size=max_record_size,
+        allow_no_records=allow_no_records,
+        encryption_context=encryption_context,
+        allow_legacy=allow_legacy,
+        allow_unverified=allow_unverified,
+        max_encrypted_data_keys=max_encrypted_data_keys,
+    )
+    if format is None and isinstance(source, bytes | bytearray | memoryview):
+        # All of the data is here: tell its format now.
+        found = detect_format(bytes(source[:DETECT_BYTES]), options)
+        if found.derive is None:  # else its key is derived off the event loop, below
+            return _stream(source, found.decryptors(options, source), policy)
+    if format is None:
+        check_detectable(options)  # at the call, what can be checked before the data
+        return _decrypting(None, source, options, policy)
+    fmt = _format(format)
+    if fmt.armor is None and fmt.derive is None:
+        return _stream(source, fmt.decryptors(options, b"", at_end=False), policy)
+    fmt.check_options(options, "rb")  # at the call; armor and keys once iterated
+    return _decrypting(fmt, source, options, policy)
 
 
 def _format(name: str) -> SegmentedFormat:
     fmt = FORMATS.get(name) if isinstance(name, str) else None
     if fmt is None:
         raise InvalidParameterError(
-            f"unknown format {name!r}; streamcrypt speaks {', '.join(sorted(FORMATS))}"
+            f"unknown format {name!r}; streamcrypt speaks {', '.join(FORMATS)}"
         )
     return fmt
 
 
-def _options(
-    key: Any,
-    suite: str | None,
-    segment_size: int | None,
-    aad: Buffer,
-    keys: Iterable[Any],
-    passphrase: str | Buffer | None,
-    *,
-    writing: bool,
+def _people(value: Iterable[_P] | _P, name: str) -> tuple[_P, ...]:
+    """``recipients=`` / ``identities=`` as a tuple: one key (an object or its text) or
+    an iterable of them, as the codecs take them."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        return (value,)  # type: ignore[return-value]
+    return tuple(value)
+
+
+def _stream(
+    source: Source, stages: Sequence[Transform], policy: OffloadPolicy | None
+) -> AsyncIterator[bytes]:
+    return pipeline(*stages, policy=policy).stream(source)
+
+
+async def _derived(
+    fmt: SegmentedFormat, options: FormatOptions, policy: OffloadPolicy | None
 ) -> FormatOptions:
-    people = tuple(keys)
-    return FormatOptions(
-        key=key,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        recipients=people if writing else (),
-        identities=() if writing else people,
-        passphrase=passphrase,
-    )
+    """``options`` with the key ``fmt.derive`` makes of a password, derived on a worker
+    thread (inline with ``policy=None``)."""
+    if fmt.derive is None:
+        return options
+    return fmt.derive(options) if policy is None else await policy.run(fmt.derive, options)
 
 
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: Any = None,
-    *,
-    format: str = "native",
-    suite: str | None = None,
-    segment_size: int | None = None,
-    aad: Buffer = b"",
-    recipients: Iterable[Any] = (),
-    passphrase: str | Buffer | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Encrypt ``plaintext`` into ``format`` (default a native container, docs/FORMAT.md).
-
-    ``suite`` / ``segment_size`` default to the format's. Raises
-    :class:`~streamcrypt.errors.InvalidParameterError` for an unknown format or options it
-    does not take, else as the format's encryptor.
-    """
-    options = _options(key, suite, segment_size, aad, recipients, passphrase, writing=True)
-    return run.encrypt_bytes(_format(format), plaintext, options, policy)
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: Any = None,
-    *,
-    format: str = "native",
-    aad: Buffer = b"",
-    identities: Iterable[Any] = (),
-    passphrase: str | Buffer | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> bytes:
-    """Decrypt a whole message in ``format`` (default a native container). Raises
-    AuthenticationError, TruncatedStreamError, FormatError, UnsupportedFormatError or
-    UnknownKeyError; returns nothing on failure."""
-    options = _options(key, None, None, aad, identities, passphrase, writing=False)
-    return run.decrypt_bytes(_format(format), ciphertext, options, policy)
-
-
-def encrypt(
-    source: Source,
-    key: Any = None,
-    *,
-    format: str = "native",
-    suite: str | None = None,
-    segment_size: int | None = None,
-    aad: Buffer = b"",
-    recipients: Iterable[Any] = (),
-    passphrase: str | Buffer | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
+async def _encrypting(
+    fmt: SegmentedFormat, source: Source, options: FormatOptions, policy: OffloadPolicy | None
 ) -> AsyncIterator[bytes]:
-    """Encrypt an async source (iterable of bytes, anyio byte stream) as it streams.
-
-    Key and parameter errors are raised here, at the call; the result is an async
-    iterator of ciphertext chunks.
-    """
-    options = _options(key, suite, segment_size, aad, recipients, passphrase, writing=True)
-    return run.encrypt(_format(format), source, options, policy)
+    stages = fmt.encryptors(await _derived(fmt, options, policy))
+    async for piece in _stream(source, stages, policy):
+        yield piece
 
 
-def decrypt(
+async def _decrypting(
+    fmt: SegmentedFormat | None,
     source: Source,
-    key: Any = None,
-    *,
-    format: str = "native",
-    aad: Buffer = b"",
-    identities: Iterable[Any] = (),
-    passphrase: str | Buffer | None = None,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    options: FormatOptions,
+    policy: OffloadPolicy | None,
 ) -> AsyncIterator[bytes]:
-    """Decrypt an async source in ``format``, yielding only verified plaintext.
+    """``source`` decrypted once its first bytes told the format (``fmt=None``) and
+    whether it is armored."""
+    head, rest = await _head(fmt, source)
+    at_end = rest is None
+    try:
+        if fmt is None:
+            fmt = detect_format(head[:DETECT_BYTES], options)
+        stages = fmt.decryptors(await _derived(fmt, options, policy), head, at_end)
+        async for piece in _stream(_prepend(head, rest), stages, policy):
+            yield piece
+    finally:
+        if isinstance(rest, AsyncGenerator):  # a generator read in part is closed; a
+            await rest.aclose()  # stream (a socket's) is the caller's to close
 
-    Raises (while iterating) AuthenticationError, TruncatedStreamError, FormatError,
-    UnsupportedFormatError, UnknownKeyError.
+
+async def _head(
+    fmt: SegmentedFormat | None, source: Source
+) -> tuple[bytes, AsyncIterator[Buffer] | None]:
+    """The leading bytes read (enough to tell the format, and whether it is armored)
+    and an iterator of the rest (``None``: the source ended)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return bytes(source), None
+    it = aiter(source)
+    head = bytearray()
+    while not _known(fmt, head):
+        try:
+            head += await anext(it)
+        except StopAsyncIteration:
+            return bytes(head), None
+    return bytes(head), it
+
+
+def _known(fmt: SegmentedFormat | None, head: bytearray) -> bool:
+    if fmt is None:
+        if len(head) < DETECT_BYTES:
+            return False
+        fmt = next((f for f in FORMATS.values() if f.identifies(bytes(head))), None)
+    return fmt is None or fmt.armor is None or fmt.armor.sniff(bytes(head), False) is not None
+
+
+async def _prepend(head: bytes, rest: AsyncIterator[Buffer] | None) -> AsyncIterator[Buffer]:
+    if head:
+        yield head
+    if rest is not None:
+        async for chunk in rest:
+            yield chunk
+
+
+#: Whether transforms of a class are segmented: the Protocol check costs microseconds a
+#: call, and a class's answer does not change.
+_SEGMENTED: dict[type, bool] = {}
+
+
+def _segmented(stage: Transform) -> TypeGuard[SegmentedTransform]:
+    known = _SEGMENTED.get(type(stage))
+    if known is None:
+        known = _SEGMENTED[type(stage)] = isinstance(stage, SegmentedTransform)
+    return known
+
+
+def _run(stages: Sequence[Transform], data: Buffer, policy: OffloadPolicy | None) -> bytes:
+    """``data`` through ``stages`` at once: segmented ones on all cores, others inline.
+
+    Errors come out as a stream meets them: when a stage fails at its end, what it
+    produced before goes on through the later stages first, so a fault there wins.
     """
-    options = _options(key, None, None, aad, identities, passphrase, writing=False)
-    return run.decrypt(_format(format), source, options, policy)
+    out: Buffer = data
+    for n, stage in enumerate(stages):
+        if _segmented(stage):
+            out = run_segmented(stage, out, policy)
+            continue
+        out = stage.update(out)
+        try:
+            out += stage.finalize()
+        except StreamCryptError:
+            for later in stages[n + 1 :]:
+                out = later.update(out)
+            raise
+    return bytes(out)

@@ -73,25 +73,18 @@ def random_splits(data: bytes, rng: random.Random, max_piece: int = 97) -> list[
 
 def age_encrypt(plaintext: bytes, *, armor: bool = False, **keys: Any) -> bytes:
     """An age file of ``plaintext`` (ASCII-armored when ``armor``), made in this thread
-    by the codec's transforms with any of :class:`AgeEncryptor`'s keywords."""
-    from streamcrypt.codecs.age import AgeEncryptor
-    from streamcrypt.codecs.armor import ArmorEncoder
-    from streamcrypt.formats.run import run_stages
+    by the one-shot call with any of its age keywords."""
+    import streamcrypt
 
-    stages: list[Any] = [AgeEncryptor(**keys), *([ArmorEncoder()] if armor else [])]
-    return run_stages(stages, plaintext, None)
+    return streamcrypt.encrypt_bytes(plaintext, format="age", armor=armor, policy=None, **keys)
 
 
 def age_decrypt(ciphertext: bytes, **keys: Any) -> bytes:
-    """The plaintext of an age file, binary or armored (as the age tool tells them), by the
-    codec's transforms in this thread; raises what they raise, the first fault first."""
-    from streamcrypt.codecs.age import AgeDecryptor
-    from streamcrypt.codecs.armor import ArmorDecoder, is_armored
-    from streamcrypt.formats.run import run_stages
+    """The plaintext of an age file, binary or armored, read in this thread by the
+    one-shot call; raises what it raises, the first fault first."""
+    import streamcrypt
 
-    decryptor = AgeDecryptor(**keys)
-    stages = [ArmorDecoder(), decryptor] if is_armored(ciphertext) else [decryptor]
-    return run_stages(stages, ciphertext, None)
+    return streamcrypt.decrypt_bytes(ciphertext, format="age", policy=None, **keys)
 
 
 def envelope_encrypt(plaintext: bytes, **options: Any) -> bytes:

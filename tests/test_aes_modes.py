@@ -28,7 +28,9 @@ from streamcrypt.errors import (
     TruncatedStreamError,
 )
 from streamcrypt.keys import SecretKey
-from streamcrypt.primitives import (
+from streamcrypt.primitives import AesGcmDecryptor, AesGcmEncryptor, AesTransform
+from streamcrypt.primitives._aes import XTS_MAX_UNIT, _xts_composed
+from streamcrypt.primitives.hazmat import (
     AesCbcDecryptor,
     AesCbcEncryptor,
     AesCfb8Decryptor,
@@ -39,16 +41,12 @@ from streamcrypt.primitives import (
     AesCtrEncryptor,
     AesEcbDecryptor,
     AesEcbEncryptor,
-    AesGcmDecryptor,
-    AesGcmEncryptor,
     AesOfbDecryptor,
     AesOfbEncryptor,
-    AesTransform,
     AesXtsDecryptor,
     AesXtsEncryptor,
     xts_tweak,
 )
-from streamcrypt.primitives._aes import XTS_MAX_UNIT, _xts_composed
 
 # ----------------------------------------------------------------------------- helpers
 

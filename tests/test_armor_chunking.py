@@ -1,6 +1,6 @@
 """One verdict whatever the chunking for armored age (issue 14, finding 4).
 
-``formats.age.decrypt`` used to look for armor in the first 10 bytes of an async source
+``streamcrypt.decrypt`` of age used to look for armor in the first 10 bytes of an async source
 only, so leading whitespace split across pieces turned an armored file into a refused
 binary one; and armor that broke after an age header no identity opens was a FormatError
 whole and an UnknownKeyError in pieces.
@@ -16,7 +16,7 @@ import anyio
 import pytest
 from support import age_decrypt, age_encrypt
 
-from streamcrypt import formats
+import streamcrypt
 from streamcrypt.codecs import age, armor
 from streamcrypt.errors import FormatError, StreamCryptError, UnknownKeyError
 
@@ -32,7 +32,7 @@ def _stream(pieces: Sequence[bytes], identity: age.X25519Identity = ME) -> bytes
             yield piece
 
     async def run() -> bytes:
-        out = formats.age.decrypt(source(), identities=[identity], policy=None)
+        out = streamcrypt.decrypt(source(), format="age", identities=[identity], policy=None)
         return b"".join([chunk async for chunk in out])
 
     return anyio.run(run)
@@ -51,7 +51,7 @@ def test_every_split_of_the_armored_prefix(lead: bytes) -> None:
     """Leading whitespace and the BEGIN line cut at every point: accepted every time."""
     data = lead + ARMORED
     assert age_decrypt(data, identities=[ME]) == PAYLOAD
-    assert formats.age.decrypt_bytes(data, identities=[ME], policy=None) == PAYLOAD
+    assert streamcrypt.decrypt_bytes(data, format="age", identities=[ME], policy=None) == PAYLOAD
     prefix = len(lead) + len(armor.BEGIN_LINE) + 1
     for cut in range(prefix + 1):
         assert _stream([data[:cut], data[cut:]]) == PAYLOAD, cut
@@ -92,9 +92,7 @@ def test_leading_whitespace_past_the_sniff_window_is_one_verdict() -> None:
 
 def _broken_armor() -> bytes:
     """Armor whose END line is missing, around an age file for OTHER only."""
-    return age_encrypt(PAYLOAD, recipients=[OTHER.recipient], armor=True).rsplit(
-        b"-----END", 1
-    )[0]
+    return age_encrypt(PAYLOAD, recipients=[OTHER.recipient], armor=True).rsplit(b"-----END", 1)[0]
 
 
 def _bad_line_after_header() -> bytes:
@@ -109,7 +107,10 @@ def test_first_fault_in_byte_order_wins_whatever_the_chunking(make: object) -> N
     expected = UnknownKeyError.__name__  # the header comes before the bad armor
     assert _verdict(lambda: age_decrypt(data, identities=[ME])) == expected
     assert (
-        _verdict(lambda: formats.age.decrypt_bytes(data, identities=[ME], policy=None)) == expected
+        _verdict(
+            lambda: streamcrypt.decrypt_bytes(data, format="age", identities=[ME], policy=None)
+        )
+        == expected
     )
     for size in (1, 7, 64, 65, 1000, len(data)):
         pieces = [data[i : i + size] for i in range(0, len(data), size)]

@@ -34,7 +34,6 @@ from streamcrypt.errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from streamcrypt.formats import aws as faws
 
 RING = aws.RawAesKeyring("ns", "key", bytes(range(32)))
 
@@ -153,8 +152,8 @@ def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() 
 
     async def main() -> None:
         for run in (
-            lambda: faws.decrypt(pieces(), RING),
-            lambda: streamcrypt.decrypt(pieces(), format="aws", key=RING),
+            lambda: streamcrypt.decrypt(pieces(), RING, format="aws"),
+            lambda: streamcrypt.decrypt(pieces(), format="aws", key=RING, policy=None),
         ):
             got = bytearray()
             with pytest.raises(InvalidSignatureError):
@@ -163,7 +162,9 @@ def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() 
             assert got == b""
         early = bytearray()  # opted in by name: verified frames come out first
         with pytest.raises(InvalidSignatureError):
-            async for chunk in faws.decrypt(pieces(), RING, allow_unverified=True):
+            async for chunk in streamcrypt.decrypt(
+                pieces(), RING, format="aws", allow_unverified=True
+            ):
                 early += chunk
         assert len(early) > 0 and data.startswith(early)
 
@@ -268,7 +269,7 @@ def test_engine_releases_verified_frames_then_the_error() -> None:
     async def main() -> None:
         got = bytearray()
         with pytest.raises(AuthenticationError):
-            async for chunk in faws.decrypt(bytes(ct), RING):
+            async for chunk in streamcrypt.decrypt(bytes(ct), RING, format="aws"):
                 got += chunk
         assert bytes(got) == data[: len(got)] and len(got) <= 40 * 65536
 

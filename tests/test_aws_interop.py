@@ -38,7 +38,6 @@ from streamcrypt.errors import (  # noqa: E402
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from streamcrypt.formats import aws as faws  # noqa: E402
 
 AES_KEY = bytes(range(32))
 CONTEXT = {"purpose": "interop", "tenant": "ünïcødé"}
@@ -291,14 +290,28 @@ def test_async_streams_with_the_sdk() -> None:
     data = _data(3 << 20)
 
     async def main() -> None:
-        ours = b"".join([c async for c in faws.encrypt(data, RING, encryption_context=CONTEXT)])
+        ours = b"".join(
+            [
+                c
+                async for c in streamcrypt.encrypt(
+                    data, RING, format="aws", encryption_context=CONTEXT
+                )
+            ]
+        )
         assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
         theirs, _ = STRICT.encrypt(
             source=data, key_provider=_their_aes(), encryption_context=CONTEXT
         )
-        got = b"".join([c async for c in faws.decrypt(theirs, RING, encryption_context=CONTEXT)])
+        got = b"".join(
+            [
+                c
+                async for c in streamcrypt.decrypt(
+                    theirs, RING, format="aws", encryption_context=CONTEXT
+                )
+            ]
+        )
         assert got == data
-        got = b"".join([c async for c in faws.decrypt(theirs, RING)])
+        got = b"".join([c async for c in streamcrypt.decrypt(theirs, RING, format="aws")])
         assert got == data
 
     anyio.run(main)

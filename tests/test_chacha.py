@@ -30,7 +30,8 @@ from streamcrypt.errors import (
     LimitExceededError,
 )
 from streamcrypt.keys import SecretKey
-from streamcrypt.primitives import ChaCha20, XChaCha20, hchacha20
+from streamcrypt.primitives import hchacha20
+from streamcrypt.primitives.hazmat import ChaCha20, XChaCha20
 
 # ------------------------------------------------- reference block function (RFC 8439 2.3)
 

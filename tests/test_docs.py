@@ -122,7 +122,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "streamcrypt.demo", "--mib", "8"],
+        [sys.executable, "-m", "streamcrypt._demo", "--mib", "8"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,21 +1,24 @@
-"""streamcrypt.formats: each standard format as async streams on the engine, both ways."""
+"""Every registered format through the top-level calls (``streamcrypt.encrypt`` /
+``decrypt`` / ``encrypt_bytes`` / ``decrypt_bytes`` with ``format=``): async and one-shot
+agree, every option of every format is reachable by its codec's name, options a format
+does not take are refused at the call, and reads detect the format."""
 
 from __future__ import annotations
 
+import inspect
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from support import age_decrypt, age_encrypt
 
-from streamcrypt import formats
-from streamcrypt.codecs import FormatOptions
+import streamcrypt
+from streamcrypt.codecs import FORMATS, FormatOptions
 from streamcrypt.codecs import age as age_codec
-from streamcrypt.codecs import cobblestone as cobblestone_codec
 from streamcrypt.codecs import ece as ece_codec
-from streamcrypt.codecs import rclone as rclone_codec
-from streamcrypt.codecs import tink as tink_codec
+from streamcrypt.codecs import envelope as envelope_codec
+from streamcrypt.codecs.aws import RawAesKeyring
+from streamcrypt.codecs.rclone import RcloneKeys
 from streamcrypt.codecs.tink import TEMPLATES, TinkStreamingKey
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import (
@@ -24,7 +27,7 @@ from streamcrypt.errors import (
     InvalidParameterError,
     TruncatedStreamError,
 )
-from streamcrypt.formats import age, cobblestone, ece, secretstream, tink
+from streamcrypt.keys import Argon2Params
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +36,59 @@ DATA = random.Random(1).randbytes(300_000)
 KEY32 = bytes(range(32))
 KEY16 = bytes(range(16))
 IDENTITY = age_codec.X25519Identity.generate()
+SC_IDENTITY = envelope_codec.X25519Identity.generate()
 TINK_KEY = TinkStreamingKey.generate(TEMPLATES["AES256_GCM_HKDF_4KB"])
+RING = RawAesKeyring("ns", "k", KEY32)
+FAST_ARGON = Argon2Params(1, 8192)
+
+#: case -> (format, writing keywords, reading keywords)
+CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "native": ("native", {"key": KEY32, "aad": b"ad"}, {"key": KEY32, "aad": b"ad"}),
+    "envelope": (
+        "envelope",
+        {"recipients": [SC_IDENTITY.recipient]},
+        {"identities": [SC_IDENTITY]},
+    ),
+    "envelope-passphrase": (
+        "envelope",
+        {"passphrase": "pw", "work_factor": FAST_ARGON},
+        {"passphrase": "pw", "max_work_factor": FAST_ARGON},
+    ),
+    "age": ("age", {"recipients": [IDENTITY.recipient]}, {"identities": [IDENTITY]}),
+    "age-armor": (
+        "age",
+        {"recipients": [IDENTITY.recipient], "armor": True},
+        {"identities": [IDENTITY]},
+    ),
+    "age-passphrase": (
+        "age",
+        {"passphrase": "pw", "work_factor": 10},
+        {"passphrase": "pw", "max_work_factor": 10},
+    ),
+    "tink": ("tink", {"key": TINK_KEY, "aad": b"ad"}, {"key": TINK_KEY, "aad": b"ad"}),
+    "cobblestone": ("cobblestone", {"key": KEY32, "aad": b"ctx"}, {"key": KEY32, "aad": b"ctx"}),
+    "ece": ("ece", {"key": KEY16, "segment_size": 4079, "keyid": "k1"}, {"key": KEY16}),
+    "rclone": (
+        "rclone",
+        {"password": "pw", "password2": "salt"},
+        {"password": "pw", "password2": "salt"},
+    ),
+    "rclone-keys": (
+        "rclone",
+        {"key": RcloneKeys.from_material(bytes(range(80)))},
+        {"key": RcloneKeys.from_material(bytes(range(80))), "expected_size": len(DATA)},
+    ),
+    "aws": (
+        "aws",
+        {"key": RING, "encryption_context": {"a": "b"}, "segment_size": 1000},
+        {"key": RING, "encryption_context": {"a": "b"}},
+    ),
+    "secretstream": (
+        "secretstream",
+        {"key": KEY32, "segment_size": 4096},
+        {"key": KEY32, "segment_size": 4096},
+    ),
+}
 
 
 async def chunks(data: bytes, seed: int = 0) -> AsyncIterator[bytes]:
@@ -49,108 +104,56 @@ async def collect(it: AsyncIterator[bytes]) -> bytes:
     return b"".join([c async for c in it])
 
 
-# name -> (async encrypt, async decrypt, sync encrypt, sync decrypt)
-CASES: dict[
-    str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., bytes], Callable[..., bytes]]
-] = {
-    "age": (
-        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], policy=p),
-        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient]),
-        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
-    ),
-    "age-armor": (
-        lambda src, p: age.encrypt(src, recipients=[IDENTITY.recipient], armor=True, policy=p),
-        lambda src, p: age.decrypt(src, identities=[IDENTITY], policy=p),
-        lambda d: age.encrypt_bytes(d, recipients=[IDENTITY.recipient], armor=True),
-        lambda c: age.decrypt_bytes(c, identities=[IDENTITY]),
-    ),
-    "tink": (
-        lambda src, p: tink.encrypt(src, TINK_KEY, aad=b"ad", policy=p),
-        lambda src, p: tink.decrypt(src, TINK_KEY, aad=b"ad", policy=p),
-        lambda d: tink.encrypt_bytes(d, TINK_KEY, aad=b"ad"),
-        lambda c: tink.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
-    ),
-    "cobblestone": (
-        lambda src, p: cobblestone.encrypt(src, KEY32, aad=b"ctx", policy=p),
-        lambda src, p: cobblestone.decrypt(src, KEY32, aad=b"ctx", policy=p),
-        lambda d: cobblestone.encrypt_bytes(d, KEY32, aad=b"ctx"),
-        lambda c: cobblestone.decrypt_bytes(c, KEY32, aad=b"ctx"),
-    ),
-    "ece": (
-        lambda src, p: ece.encrypt(src, KEY16, segment_size=4079, policy=p),
-        lambda src, p: ece.decrypt(src, KEY16, policy=p),
-        lambda d: ece.encrypt_bytes(d, KEY16, segment_size=4079),
-        lambda c: ece.decrypt_bytes(c, KEY16),
-    ),
-}
+def test_the_cases_cover_every_registered_format() -> None:
+    assert {fmt for fmt, _w, _r in CASES.values()} == set(FORMATS)
 
 
 @pytest.mark.parametrize("policy", [None, THREADED], ids=["inline", "threads"])
 @pytest.mark.parametrize("name", list(CASES))
 async def test_async_and_one_shot_agree_both_ways(name: str, policy: OffloadPolicy | None) -> None:
-    aenc, adec, senc, sdec = CASES[name]
-    ct = await collect(aenc(chunks(DATA), policy))
-    assert sdec(ct) == DATA
-    assert await collect(adec(chunks(senc(DATA), 1), policy)) == DATA
-    assert await collect(adec(ct, policy)) == DATA  # a bytes source works too
+    fmt, write, read = CASES[name]
+    ct = await collect(streamcrypt.encrypt(chunks(DATA), format=fmt, policy=policy, **write))
+    assert streamcrypt.decrypt_bytes(ct, format=fmt, **read) == DATA
+    sealed = streamcrypt.encrypt_bytes(DATA, format=fmt, policy=policy, **write)
+    got = await collect(streamcrypt.decrypt(chunks(sealed, 1), format=fmt, policy=policy, **read))
+    assert got == DATA
+    assert await collect(streamcrypt.decrypt(ct, format=fmt, policy=policy, **read)) == DATA
 
 
 @pytest.mark.parametrize("name", list(CASES))
-async def test_tampering_is_caught_on_the_async_path(name: str) -> None:
-    _aenc, adec, senc, _sdec = CASES[name]
-    ct = bytearray(senc(DATA))
+async def test_tampering_is_caught_on_both_paths(name: str) -> None:
+    fmt, write, read = CASES[name]
+    ct = bytearray(streamcrypt.encrypt_bytes(DATA, format=fmt, **write))
     ct[len(ct) // 2] ^= 0x04
     with pytest.raises((AuthenticationError, FormatError)):
-        await collect(adec(chunks(bytes(ct)), THREADED))
+        await collect(streamcrypt.decrypt(chunks(bytes(ct)), format=fmt, policy=THREADED, **read))
+    with pytest.raises((AuthenticationError, FormatError)):
+        streamcrypt.decrypt_bytes(bytes(ct), format=fmt, **read)
 
 
-async def test_secretstream_async_round_trip_and_truncation() -> None:
-    ct = await collect(secretstream.encrypt(chunks(DATA), KEY32, segment_size=4096))
-    assert await collect(secretstream.decrypt(chunks(ct, 2), KEY32, segment_size=4096)) == DATA
+async def test_secretstream_truncation_is_caught() -> None:
+    ct = streamcrypt.encrypt_bytes(DATA, KEY32, format="secretstream", segment_size=4096)
     with pytest.raises(TruncatedStreamError):
-        await collect(
-            secretstream.decrypt(ct[: -(len(DATA) % 4096 + 17)], KEY32, segment_size=4096)
-        )
+        cut = ct[: -(len(DATA) % 4096 + 17)]
+        await collect(streamcrypt.decrypt(cut, KEY32, format="secretstream", segment_size=4096))
 
 
-# name -> (codec one-shot encrypt, codec one-shot decrypt), the inline references
-CODEC_ONE_SHOTS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
-    "age": (
-        lambda d: age_encrypt(d, recipients=[IDENTITY.recipient]),
-        lambda c: age_decrypt(c, identities=[IDENTITY]),
-    ),
-    "tink": (
-        lambda d: tink_codec.encrypt_bytes(d, TINK_KEY, aad=b"ad"),
-        lambda c: tink_codec.decrypt_bytes(c, TINK_KEY, aad=b"ad"),
-    ),
-    "cobblestone": (
-        lambda d: cobblestone_codec.encrypt_bytes(d, KEY32, aad=b"ctx"),
-        lambda c: cobblestone_codec.decrypt_bytes(c, KEY32, aad=b"ctx"),
-    ),
-    "ece": (
-        lambda d: ece_codec.encrypt_bytes(d, KEY16, record_size=4096),
-        lambda c: ece_codec.decrypt_bytes(c, KEY16),
-    ),
-}
-
-
-@pytest.mark.parametrize("name", list(CODEC_ONE_SHOTS))
-def test_one_shots_run_on_the_engine_and_match_the_codec(name: str) -> None:
-    """formats.*.encrypt_bytes/decrypt_bytes split large work over helper threads (large
-    enough here that the engine brings them); the bytes interoperate with the codec's
-    inline one-shots both ways, and a tampered segment fails the whole call."""
-    _aenc, _adec, senc, sdec = CASES[name]
-    cenc, cdec = CODEC_ONE_SHOTS[name]
+@pytest.mark.parametrize("name", ["native", "age", "tink", "cobblestone", "ece", "aws"])
+def test_one_shots_on_the_engine_match_the_inline_run(name: str) -> None:
+    """Large one-shots split their segments over helper threads; the bytes interoperate
+    with the inline run (``policy=None``) both ways, and a tampered segment fails the
+    whole call."""
+    fmt, write, read = CASES[name]
     data = random.Random(9).randbytes(3 << 20)
-    ours = senc(data)
+    ours = streamcrypt.encrypt_bytes(data, format=fmt, policy=THREADED, **write)
     assert type(ours) is bytes
-    assert cdec(ours) == data
-    assert sdec(cenc(data)) == data
+    assert streamcrypt.decrypt_bytes(ours, format=fmt, policy=None, **read) == data
+    inline = streamcrypt.encrypt_bytes(data, format=fmt, policy=None, **write)
+    assert streamcrypt.decrypt_bytes(inline, format=fmt, policy=THREADED, **read) == data
     tampered = bytearray(ours)
     tampered[len(tampered) // 2] ^= 1
     with pytest.raises((AuthenticationError, FormatError)):
-        sdec(bytes(tampered))
+        streamcrypt.decrypt_bytes(bytes(tampered), format=fmt, policy=THREADED, **read)
 
 
 async def _never_read() -> AsyncIterator[bytes]:
@@ -158,162 +161,184 @@ async def _never_read() -> AsyncIterator[bytes]:
     yield b""  # pragma: no cover
 
 
-# module -> (encrypt with a bad argument, decrypt with a bad argument); each must raise
-# at the call, before any iteration, as streamcrypt.encrypt/decrypt do.
-BAD_CALLS: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
-    "age": (lambda: age.encrypt(_never_read()), lambda: age.decrypt(_never_read())),
-    "aws": (
-        lambda: formats.aws.encrypt(_never_read(), b"not a keyring"),
-        lambda: formats.aws.decrypt(_never_read(), b"not a keyring"),
-    ),
-    "cobblestone": (
-        lambda: cobblestone.encrypt(_never_read(), b"short"),
-        lambda: cobblestone.decrypt(_never_read(), b"short"),
-    ),
-    "ece": (
-        lambda: ece.encrypt(_never_read(), KEY16, padding=1 << 20),
-        lambda: ece.decrypt(_never_read(), b"short"),
-    ),
-    "rclone": (
-        lambda: formats.rclone.encrypt(_never_read()),
-        lambda: formats.rclone.decrypt(_never_read(), password=""),
-    ),
-    "secretstream": (
-        lambda: secretstream.encrypt(_never_read(), KEY32, segment_size=0),
-        lambda: secretstream.decrypt(_never_read(), b"short"),
-    ),
-    "tink": (
-        lambda: tink.encrypt(_never_read(), b"not a key"),
-        lambda: tink.decrypt(_never_read(), b"not a key"),
-    ),
+# format -> (encrypt keywords, decrypt keywords), each bad: must raise at the call.
+BAD: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "native": ({"key": b"short"}, {}),
+    "envelope": ({}, {}),
+    "age": ({}, {}),
+    "aws": ({"key": b"not a keyring"}, {"key": b"not a keyring"}),
+    "cobblestone": ({"key": b"short"}, {"key": b"short"}),
+    "ece": ({"key": KEY16, "padding": 1 << 20}, {"key": b"short"}),
+    "rclone": ({}, {"password": ""}),
+    "secretstream": ({"key": KEY32, "segment_size": 0}, {"key": b"short"}),
+    "tink": ({"key": b"not a key"}, {"key": b"not a key"}),
 }
 
 
-def test_every_format_module_has_bad_call_cases() -> None:
-    assert sorted(BAD_CALLS) == sorted(set(formats.__all__) - {"run"})
-
-
-@pytest.mark.parametrize("direction", [0, 1], ids=["encrypt", "decrypt"])
-@pytest.mark.parametrize("name", sorted(BAD_CALLS))
-def test_bad_arguments_raise_at_the_call_not_on_first_iteration(name: str, direction: int) -> None:
+@pytest.mark.parametrize("direction", ["encrypt", "decrypt"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_bad_arguments_raise_at_the_call_not_on_first_iteration(fmt: str, direction: str) -> None:
+    kwargs = BAD[fmt][0 if direction == "encrypt" else 1]
     with pytest.raises(InvalidParameterError):
-        BAD_CALLS[name][direction]()
+        getattr(streamcrypt, direction)(_never_read(), format=fmt, **kwargs)
 
 
-async def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
-    with pytest.raises(InvalidParameterError):
-        formats.rclone.decrypt(_never_read(), password="pw", expected_size=-1)
+def test_rclone_password_path_checks_expected_size_at_the_call() -> None:
+    with pytest.raises(InvalidParameterError, match="expected_size"):
+        streamcrypt.decrypt(_never_read(), format="rclone", password="pw", expected_size=-1)
 
 
-async def test_ece_async_encrypt_passes_salt_and_padding_through() -> None:
+async def test_ece_passes_salt_keyid_and_padding_through() -> None:
     salt = bytes(range(16))
-    want = ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, record_size=4096, padding=7)
-    got = await collect(ece.encrypt(chunks(DATA), KEY16, salt=salt, segment_size=4079, padding=7))
+    kw: dict[str, Any] = {"salt": salt, "segment_size": 4079, "padding": 7, "keyid": "k1"}
+    want = streamcrypt.encrypt_bytes(DATA, KEY16, format="ece", **kw)
+    got = await collect(streamcrypt.encrypt(chunks(DATA), KEY16, format="ece", **kw))
     assert got == want
-    assert ece_codec.read_header(got) == ece_codec.EceHeader(salt, 4096, b"")
-    assert len(got) == ece_codec.encrypted_length(len(DATA), segment_size=4079, padding=7)
-    assert ece_codec.encrypt_bytes(DATA, KEY16, salt=salt, segment_size=4079, padding=7) == want
-    assert await collect(ece.decrypt(chunks(got), KEY16)) == DATA
+    assert ece_codec.read_header(got) == ece_codec.EceHeader(salt, 4096, b"k1")
+    assert len(got) == ece_codec.encrypted_length(len(DATA), segment_size=4079, padding=7) + 2
+    assert await collect(streamcrypt.decrypt(chunks(got), KEY16, format="ece")) == DATA
+    with pytest.raises(Exception, match="record"):
+        streamcrypt.decrypt_bytes(got, KEY16, format="ece", max_record_size=1000)
 
 
-def test_old_and_new_keyword_together_raise() -> None:
-    with pytest.raises(InvalidParameterError, match="not both"):
-        ece_codec.EceEncryptor(KEY16, segment_size=64, record_size=81)
-    for bad in (0, -17, "4079", None.__class__):
-        with pytest.raises(InvalidParameterError):
-            ece.encrypt(_never_read(), KEY16, segment_size=bad)  # type: ignore[arg-type]
+def test_the_issue_calls_work() -> None:
+    """Issue 26's first examples: rclone's password and age's work factor from the top."""
+    sealed = streamcrypt.encrypt_bytes(b"x", format="rclone", password="p")
+    assert streamcrypt.decrypt_bytes(sealed, format="rclone", password="p") == b"x"
+    aged = streamcrypt.encrypt_bytes(b"x", format="age", passphrase="p", work_factor=10)
+    assert b"scrypt" in aged and b" 10\n" in aged
+    assert streamcrypt.decrypt_bytes(aged, passphrase="p") == b"x"
 
 
-# ------------------------------------------------------------------ one runner, format=
+# ------------------------------------------------------------------ one vocabulary
+
+WRITERS = ("encrypt", "encrypt_bytes")
+READERS = ("decrypt", "decrypt_bytes")
 
 
-async def test_top_level_calls_speak_every_registered_format_by_name() -> None:
-    import streamcrypt
-
-    rc_keys = rclone_codec.RcloneKeys.from_material(bytes(range(80)))
-    keyed = {
-        "native": (KEY32, KEY32),
-        "tink": (TINK_KEY, TINK_KEY),
-        "cobblestone": (KEY32, KEY32),
-        "ece": (KEY16, KEY16),
-        "secretstream": (KEY32, KEY32),
-        "rclone": (rc_keys, rc_keys),
-    }
-    for name, (wkey, rkey) in keyed.items():
-        sealed = streamcrypt.encrypt_bytes(DATA, wkey, format=name)
-        assert sealed != DATA[: len(sealed)]
-        assert streamcrypt.decrypt_bytes(sealed, rkey, format=name) == DATA, name
-        streamed = await collect(streamcrypt.encrypt(chunks(DATA), wkey, format=name))
-        back = await collect(streamcrypt.decrypt(chunks(streamed), rkey, format=name))
-        assert back == DATA, name
-    aged = streamcrypt.encrypt_bytes(DATA, format="age", recipients=[IDENTITY.recipient])
-    assert aged.startswith(b"age-encryption.org/v1")
-    assert streamcrypt.decrypt_bytes(aged, format="age", identities=[IDENTITY]) == DATA
-    assert age.decrypt_bytes(aged, identities=[IDENTITY]) == DATA
+def test_every_option_of_every_format_is_a_keyword_of_the_top_level_calls() -> None:
+    """Each option a format takes (its descriptor's ``writes`` / ``reads``) is a keyword,
+    by that name, of both top-level calls of that direction; every FormatOptions field
+    is reachable from some call."""
+    reached: set[str] = set()
+    for fmt in FORMATS.values():
+        for verbs, takes in ((WRITERS, fmt.writes), (READERS, fmt.reads)):
+            for verb in verbs:
+                params = inspect.signature(getattr(streamcrypt, verb)).parameters
+                missing = takes - set(params)
+                assert not missing, f"streamcrypt.{verb} cannot reach {fmt.name}'s {missing}"
+            reached |= takes
+    assert reached == set(FormatOptions._fields)
 
 
-def test_top_level_format_errors_name_the_formats_and_the_misplaced_option() -> None:
-    import streamcrypt
+#: A value off the default for every option (what is refused is the name, not the value).
+SET = {
+    "key": KEY32,
+    "suite": "aes-256-gcm",
+    "segment_size": 4096,
+    "aad": b"ad",
+    "recipients": [IDENTITY.recipient],
+    "identities": [IDENTITY],
+    "passphrase": "pw",
+    "work_factor": 10,
+    "max_work_factor": 10,
+    "armor": True,
+    "sign_with": None,
+    "verify_with": b"\x00" * 32,
+    "password": "pw",
+    "password2": "s",
+    "expected_size": 5,
+    "salt": bytes(16),
+    "keyid": "k",
+    "padding": 1,
+    "max_record_size": 100,
+    "allow_no_records": True,
+    "encryption_context": {"a": "b"},
+    "allow_legacy": True,
+    "allow_unverified": True,
+    "max_encrypted_data_keys": 3,
+}
 
-    with pytest.raises(InvalidParameterError, match=r"streamcrypt speaks .*age.*native"):
+
+@pytest.mark.parametrize("verb", [*WRITERS, *READERS])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_an_option_the_format_does_not_take_is_refused_naming_both(fmt: str, verb: str) -> None:
+    descriptor = FORMATS[fmt]
+    takes = descriptor.writes if verb in WRITERS else descriptor.reads
+    params = inspect.signature(getattr(streamcrypt, verb)).parameters
+    data: Any = _never_read() if verb in ("encrypt", "decrypt") else b"data"
+    for name, value in SET.items():
+        if name in takes or name not in params or value is None:
+            continue
+        with pytest.raises(InvalidParameterError, match=f'format="{fmt}".*{name}='):
+            getattr(streamcrypt, verb)(data, format=fmt, **{name: value})
+
+
+def test_top_level_format_errors_name_the_formats() -> None:
+    with pytest.raises(InvalidParameterError, match=r"streamcrypt speaks .*native.*age"):
         streamcrypt.encrypt_bytes(b"x", KEY32, format="zip")
-    with pytest.raises(InvalidParameterError, match="not key="):
-        streamcrypt.encrypt_bytes(b"x", KEY32, format="age")
     with pytest.raises(InvalidParameterError, match="segment size"):
         streamcrypt.encrypt_bytes(b"x", KEY32, segment_size=0)
-    with pytest.raises(InvalidParameterError, match="no armor"):
-        formats.run.encrypt_bytes(
-            cobblestone_codec.FORMAT, b"x", FormatOptions(key=KEY32, armor=True), None
-        )
+    with pytest.raises(FormatError, match="Bech32"):  # one key as text: parsed, refused
+        streamcrypt.encrypt_bytes(b"x", format="age", recipients="age1...")
 
 
-async def test_the_runner_writes_and_detects_armor_from_the_descriptor() -> None:
-    fmt = age_codec.FORMAT
-    write = FormatOptions(recipients=(IDENTITY.recipient,), armor=True)
-    read = FormatOptions(identities=(IDENTITY,))
-    armored = formats.run.encrypt_bytes(fmt, DATA, write, None)
+async def test_armor_is_written_on_request_and_detected_however_the_source_is_cut() -> None:
+    armored = streamcrypt.encrypt_bytes(
+        DATA, format="age", recipients=[IDENTITY.recipient], armor=True
+    )
     assert armored.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    fmt = FORMATS["age"]
     assert fmt.identifies(b"\n  " + armored[:40]) and fmt.identifies(b"age-encryption.org/v1")
     assert not fmt.identifies(b"-----BEGIN PGP MESSAGE-----")
-    assert formats.run.decrypt_bytes(fmt, b"\n" + armored, read, None) == DATA
-    streamed = await collect(formats.run.encrypt(fmt, chunks(DATA), write, THREADED))
-    assert streamed.startswith(b"-----BEGIN AGE")
-    back = await collect(formats.run.decrypt(fmt, chunks(b" " + streamed, 3), read, THREADED))
-    assert back == DATA
+    assert streamcrypt.decrypt_bytes(b"\n" + armored, identities=[IDENTITY]) == DATA
+    for source_format in ("age", None):
+        back = streamcrypt.decrypt(
+            chunks(b" " + armored, 3), format=source_format, identities=[IDENTITY]
+        )
+        assert await collect(back) == DATA
 
 
-def test_age_keys_are_keyword_only() -> None:
-    recipient = IDENTITY.recipient
-    with pytest.raises(TypeError):
-        age.encrypt_bytes(b"msg", [recipient])  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        age.decrypt(_never_read(), [IDENTITY])  # type: ignore[misc]
-    sealed = age.encrypt_bytes(b"msg", recipients=[recipient], armor=True)
-    assert age.decrypt_bytes(sealed, identities=[IDENTITY]) == b"msg"
+# ------------------------------------------------------------------ detection on reads
+
+DETECTED = ["native", "envelope", "age", "age-armor", "age-passphrase", "rclone", "aws"]
 
 
-def test_async_and_one_shot_calls_take_the_same_keywords_and_say_who_they_are() -> None:
-    import inspect
+@pytest.mark.parametrize("name", DETECTED)
+async def test_reads_detect_the_format_from_the_first_bytes(name: str) -> None:
+    fmt, write, read = CASES[name]
+    sealed = streamcrypt.encrypt_bytes(DATA, format=fmt, **write)
+    assert streamcrypt.decrypt_bytes(sealed, **read) == DATA
+    assert await collect(streamcrypt.decrypt(chunks(sealed, 5), **read)) == DATA
 
-    for name in sorted(set(formats.__all__) - {"run"}):
-        module = getattr(formats, name)
-        for verb in ("encrypt", "decrypt"):
-            streamed = inspect.signature(getattr(module, verb))
-            assert next(iter(streamed.parameters)) == "source", (name, verb)
-            assert getattr(module, verb).__module__ == module.__name__
-            assert getattr(module, verb).__name__ == verb and getattr(module, verb).__doc__
-            if not hasattr(module, f"{verb}_bytes"):
-                continue
-            whole = inspect.signature(getattr(module, f"{verb}_bytes"))
-            assert list(streamed.parameters)[1:] == list(whole.parameters)[1:], (name, verb)
-            assert whole.return_annotation is bytes
+
+@pytest.mark.parametrize("name", ["tink", "cobblestone", "ece", "secretstream"])
+def test_a_format_with_no_marker_must_be_named(name: str) -> None:
+    fmt, write, read = CASES[name]
+    sealed = streamcrypt.encrypt_bytes(DATA, format=fmt, **write)
+    with pytest.raises(FormatError, match=f"name it with format=.*{fmt}"):
+        streamcrypt.decrypt_bytes(sealed, **read)
+
+
+async def test_a_wrong_keyword_names_the_format_found_and_the_keywords_to_pass() -> None:
+    aged = streamcrypt.encrypt_bytes(b"x", format="age", passphrase="p", work_factor=10)
+    match = r"this is an age file.*does not take key=.*identities=, passphrase="
+    with pytest.raises(InvalidParameterError, match=match):
+        streamcrypt.decrypt_bytes(aged, KEY32)
+    with pytest.raises(InvalidParameterError, match=match):
+        await collect(streamcrypt.decrypt(aged, KEY32))
+    native = streamcrypt.encrypt_bytes(b"x", KEY32)
+    with pytest.raises(InvalidParameterError, match=r"native file.*passphrase="):
+        streamcrypt.decrypt_bytes(native, passphrase="p")
+    with pytest.raises(TruncatedStreamError, match="empty"):
+        streamcrypt.decrypt_bytes(b"", KEY32)
+    with pytest.raises(InvalidParameterError, match="no format told by its first bytes"):
+        streamcrypt.decrypt(_never_read(), KEY32, segment_size=4096)  # at the call
 
 
 def test_the_registry_names_each_descriptor_and_imports_only_what_is_looked_up() -> None:
     import subprocess
     import sys
-
-    from streamcrypt.codecs import FORMATS
 
     assert list(FORMATS) == [fmt.name for fmt in FORMATS.values()]
     code = (
@@ -323,3 +348,79 @@ def test_the_registry_names_each_descriptor_and_imports_only_what_is_looked_up()
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['streamcrypt.codecs.age']"
+
+
+@pytest.mark.parametrize("name", ["native", "age", "age-passphrase", "rclone", "aws"])
+async def test_open_reads_detect_the_format_too(name: str, tmp_path: Any) -> None:
+    """``streamcrypt.open(path, "rb", ...)`` without ``format=`` reads what the file's
+    first bytes name, with the same keywords as ``decrypt``."""
+    fmt, write, read = CASES[name]
+    path = tmp_path / "f"
+    path.write_bytes(streamcrypt.encrypt_bytes(DATA, format=fmt, **write))
+    read = {k: v for k, v in read.items() if k != "max_work_factor"}  # not open's (yet)
+    async with streamcrypt.open(path, "rb", **read) as f:
+        assert await f.read() == DATA
+    if name == "age":
+        with pytest.raises(InvalidParameterError, match=r"this is an age file.*key="):
+            async with streamcrypt.open(path, "rb", key=KEY32):
+                pytest.fail("the body must not run")
+
+
+def test_no_any_in_the_vocabulary_hints() -> None:
+    """The top-level calls, ``streamcrypt.open`` and FormatOptions type every keyword
+    (``key=`` is :data:`streamcrypt.codecs.KeyLike`), none as ``Any``."""
+    import typing
+
+    for fn in (*(getattr(streamcrypt, v) for v in (*WRITERS, *READERS)), streamcrypt.open):
+        hints = typing.get_type_hints(fn)
+        assert not [n for n, h in hints.items() if h is Any], fn.__name__
+        assert "KeyLike" in str(inspect.signature(fn).parameters["key"].annotation)
+    hints = typing.get_type_hints(FormatOptions)
+    assert not [n for n, h in hints.items() if h is Any]
+    assert type(None) in typing.get_args(hints["key"])
+    assert RcloneKeys in typing.get_args(hints["key"])
+
+
+class _Stream:
+    """An async iterable of bytes with ``aclose``, as a socket stream is."""
+
+    def __init__(self, data: bytes) -> None:
+        self.pieces = [data[i : i + 7000] for i in range(0, len(data), 7000)]
+        self.closed = False
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self.pieces:
+            raise StopAsyncIteration
+        return self.pieces.pop(0)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_detecting_read_leaves_a_stream_source_to_its_owner() -> None:
+    sealed = streamcrypt.encrypt_bytes(DATA, KEY32)
+    source = _Stream(sealed)
+    assert await collect(streamcrypt.decrypt(source, KEY32)) == DATA
+    assert not source.closed
+
+
+@pytest.mark.parametrize("seekable", [True, False], ids=["seekable", "sequential"])
+@pytest.mark.parametrize("name", ["native", "age", "aws"])
+async def test_wrap_reads_detect_the_format_too(name: str, seekable: bool, tmp_path: Any) -> None:
+    """``EncryptedFile.wrap(stream, "rb", ...)`` without ``format=`` reads what the
+    stream's first bytes name, from a seekable file or a sequential stream alike."""
+    import anyio
+
+    from streamcrypt.transports import EncryptedFile
+
+    fmt, write, read = CASES[name]
+    path = tmp_path / "f"
+    path.write_bytes(streamcrypt.encrypt_bytes(DATA, format=fmt, **write))
+    opened = await anyio.open_file(path, "rb")
+    stream: Any = opened if seekable else chunks(path.read_bytes(), 3)
+    async with EncryptedFile.wrap(stream, "rb", **read) as f:
+        assert await f.read() == DATA
+    await opened.aclose()

@@ -27,12 +27,10 @@ from streamcrypt.errors import (
 )
 from streamcrypt.keys import argon2
 from streamcrypt.primitives import (
-    ChaCha20,
     EdDsaBlake2bPrivateKey,
     EdDsaBlake2bPublicKey,
     MonocypherAead,
     Poly1305Tap,
-    XChaCha20,
     XChaCha20Poly1305,
     aead_lock,
     aead_unlock,
@@ -46,6 +44,7 @@ from streamcrypt.primitives import (
     x25519_inverse,
     x25519_to_eddsa,
 )
+from streamcrypt.primitives.hazmat import ChaCha20, XChaCha20
 
 L = (1 << 252) + 27742317777372353535851937790883648493
 P = (1 << 255) - 19

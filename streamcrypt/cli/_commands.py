@@ -11,8 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
 from ..errors import FormatError, InvalidSignatureError
-from ..lazy import LazyModule
 from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
 from ._io import Input, Output, Progress, check_output, open_output
 from ._keyfiles import (

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import keys as _keys_package
+from .._lazy import LazyModule
 from ..abc import Transform
 from ..codecs import FORMATS, FormatOptions
 from ..engine import DEFAULT_WORKERS
@@ -45,7 +46,6 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..lazy import LazyModule
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -425,7 +425,7 @@ def _envelope_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         segment_size=_segment_size(args),
         aad=_aad(args),
         work_factor=getattr(_keys_package, KDF_LEVELS[args.kdf or "moderate"]),
-        extra={"sign_with": signer},
+        sign_with=signer,
     )
 
 
@@ -517,7 +517,8 @@ def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         identities=tuple(identities),
         passphrase=keys.passphrase,
         aad=_aad(args),
-        extra={"verify_with": verify, "allow_unverified": args.allow_unverified},
+        verify_with=verify,
+        allow_unverified=args.allow_unverified,
     )
 
 

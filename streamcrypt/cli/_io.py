@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
 from ..abc import Buffer
 from ..errors import UnsafePathError
-from ..lazy import LazyModule
 from ..paths import name_parts
 from ._errors import EXIT_IO, EXIT_USAGE, CliError
 

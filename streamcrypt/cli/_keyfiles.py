@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .._lazy import LazyModule
 from ..errors import StreamCryptError
 from ..keys import SecretKey
 from ..keys import keyfile as _kf
-from ..lazy import LazyModule
 from ._errors import EXIT_KEY, EXIT_USAGE, CliError
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)

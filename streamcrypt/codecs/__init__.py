@@ -6,7 +6,8 @@ header, recipients, payload): ``container`` (the native format, docs/FORMAT.md),
 ``ece`` (RFC 8188), ``secretstream`` (libsodium), ``rclone`` (rclone crypt), ``aws`` (the
 AWS Encryption SDK message format), ``envelope`` (the native container for passwords,
 X25519/ECIES recipients and signatures), ``ecies`` (ECIES as eciespy speaks it), ``armor`` (age's ASCII armor), ``noise`` (the Noise
-handshake). Async streaming for each lives one layer up in :mod:`streamcrypt.formats`.
+handshake). The one-shot and async calls for each are ``streamcrypt.encrypt_bytes`` /
+``encrypt`` / ... with ``format=``, one layer up.
 Each segmented format's module exports ``FORMAT``, its :class:`SegmentedFormat`
 descriptor (detection, encryptor/decryptor factories from one :class:`FormatOptions`
 vocabulary, header size, layout and range reads); :data:`FORMATS` registers them, one line
@@ -20,29 +21,32 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from ..errors import FormatError, InvalidParameterError, TruncatedStreamError
+from ._format import FormatOptions as FormatOptions
+from ._format import SegmentedFormat as SegmentedFormat
 
 if TYPE_CHECKING:
-    from . import (
-        age,
-        armor,
-        aws,
-        cobblestone,
-        container,
-        ece,
-        ecies,
-        envelope,
-        noise,
-        rclone,
-        secretstream,
-        tink,
-        tink_keyset,
-    )
-    from ._format import FormatOptions as FormatOptions
+    from . import age as age
+    from . import armor as armor
+    from . import aws as aws
+    from . import cobblestone as cobblestone
+    from . import container as container
+    from . import ece as ece
+    from . import ecies as ecies
+    from . import envelope as envelope
+    from . import noise as noise
+    from . import rclone as rclone
+    from . import secretstream as secretstream
+    from . import tink as tink
+    from . import tink_keyset as tink_keyset
+    from ._format import IdentityLike as IdentityLike
+    from ._format import KeyLike as KeyLike
     from ._format import ReadAt as ReadAt
-    from ._format import SegmentedFormat as SegmentedFormat
+    from ._format import RecipientLike as RecipientLike
     from ._format import TextArmor as TextArmor
-    from ._format import registry as registry
     from ._segmented import SegmentCodec as SegmentCodec
     from ._segmented import SegmentedDecryptor as SegmentedDecryptor
     from ._segmented import SegmentedEncryptor as SegmentedEncryptor
@@ -71,110 +75,7 @@ if TYPE_CHECKING:
     from .tink import TinkStreamDecryptor as TinkStreamDecryptor
     from .tink import TinkStreamEncryptor as TinkStreamEncryptor
 
-    #: Every segmented format by name (built on first use; see :func:`__getattr__`).
-    FORMATS: Mapping[str, SegmentedFormat]
 
-__all__ = [
-    "FORMATS",
-    "AgeDecryptor",
-    "AgeEncryptor",
-    "AwsDecryptor",
-    "AwsEncryptor",
-    "CobblestoneDecryptor",
-    "CobblestoneEncryptor",
-    "EceDecryptor",
-    "EceEncryptor",
-    "EnvelopeDecryptor",
-    "EnvelopeEncryptor",
-    "FormatOptions",
-    "NoiseHandshake",
-    "RcloneDecryptor",
-    "RcloneEncryptor",
-    "ReadAt",
-    "SecretStreamDecryptor",
-    "SecretStreamEncryptor",
-    "SegmentCodec",
-    "SegmentJob",
-    "SegmentLayout",
-    "SegmentedDecryptor",
-    "SegmentedEncryptor",
-    "SegmentedFormat",
-    "SegmentedTransform",
-    "StreamDecryptor",
-    "StreamEncryptor",
-    "TextArmor",
-    "TinkStreamDecryptor",
-    "TinkStreamEncryptor",
-    "X25519Identity",
-    "X25519Recipient",
-    "age",
-    "armor",
-    "aws",
-    "cobblestone",
-    "container",
-    "ece",
-    "ecies",
-    "envelope",
-    "noise",
-    "rclone",
-    "registry",
-    "secretstream",
-    "tink",
-    "tink_keyset",
-]
-
-#: Each lazily loaded name: the module (relative to this package) it comes from.
-_LAZY: dict[str, str] = {
-    "FormatOptions": "._format",
-    "ReadAt": "._format",
-    "SegmentedFormat": "._format",
-    "TextArmor": "._format",
-    "registry": "._format",
-    "SegmentCodec": "._segmented",
-    "SegmentedDecryptor": "._segmented",
-    "SegmentedEncryptor": "._segmented",
-    "SegmentedTransform": "._segmented",
-    "SegmentJob": "._segmented",
-    "SegmentLayout": "._segmented",
-    "X25519Identity": "._x25519",
-    "X25519Recipient": "._x25519",
-    "AgeDecryptor": ".age",
-    "AgeEncryptor": ".age",
-    "AwsDecryptor": ".aws",
-    "AwsEncryptor": ".aws",
-    "CobblestoneDecryptor": ".cobblestone",
-    "CobblestoneEncryptor": ".cobblestone",
-    "StreamDecryptor": ".container",
-    "StreamEncryptor": ".container",
-    "EceDecryptor": ".ece",
-    "EceEncryptor": ".ece",
-    "EnvelopeDecryptor": ".envelope",
-    "EnvelopeEncryptor": ".envelope",
-    "NoiseHandshake": ".noise",
-    "RcloneDecryptor": ".rclone",
-    "RcloneEncryptor": ".rclone",
-    "SecretStreamDecryptor": ".secretstream",
-    "SecretStreamEncryptor": ".secretstream",
-    "TinkStreamDecryptor": ".tink",
-    "TinkStreamEncryptor": ".tink",
-}
-_SUBMODULES = frozenset(
-    {
-        "age",
-        "armor",
-        "aws",
-        "cobblestone",
-        "container",
-        "ece",
-        "ecies",
-        "envelope",
-        "noise",
-        "rclone",
-        "secretstream",
-        "tink",
-        "tink_keyset",
-    }
-)
 #: Each format's name and the codec module whose ``FORMAT`` descriptor it is: the one
 #: registration line a format adds.
 _FORMAT_MODULES = {
@@ -190,6 +91,10 @@ _FORMAT_MODULES = {
 }
 
 
+#: The descriptors looked up so far.
+_LOADED: dict[str, SegmentedFormat] = {}
+
+
 class _Formats(Mapping[str, "SegmentedFormat"]):
     """:data:`FORMATS`: every segmented format by name, its descriptor the codec module's
     ``FORMAT``. A lookup imports that format's module only (age, aws, ... take most of
@@ -198,8 +103,10 @@ class _Formats(Mapping[str, "SegmentedFormat"]):
     __slots__ = ()
 
     def __getitem__(self, name: str) -> SegmentedFormat:
-        module = importlib.import_module(f".{_FORMAT_MODULES[name]}", __name__)
-        fmt: SegmentedFormat = module.FORMAT
+        fmt = _LOADED.get(name)
+        if fmt is None:
+            module = importlib.import_module(f".{_FORMAT_MODULES[name]}", __name__)
+            fmt = _LOADED[name] = module.FORMAT
         return fmt
 
     def __iter__(self) -> Iterator[str]:
@@ -212,19 +119,112 @@ class _Formats(Mapping[str, "SegmentedFormat"]):
         return f"<streamcrypt formats: {', '.join(_FORMAT_MODULES)}>"
 
 
-def __getattr__(name: str) -> Any:
-    value: Any
-    if name == "FORMATS":
-        value = _Formats()
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+#: Every segmented format by name, in the order reads try to detect them.
+FORMATS: Mapping[str, SegmentedFormat] = _Formats()
+
+#: Bytes of a stream's start that tell its format (the longest marker, and age's armor
+#: line after some whitespace).
+DETECT_BYTES = 64
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+def check_detectable(options: FormatOptions) -> None:
+    """Raise :class:`~streamcrypt.errors.InvalidParameterError` when no format that is
+    told by its first bytes reads with all of ``options``: what a read that detects its
+    format can check at the call."""
+    given = set(options.given())
+    if not any(given <= f.reads for f in FORMATS.values() if f.detect or f.armor):
+        raise InvalidParameterError(
+            f"no format told by its first bytes reads with {', '.join(f'{n}=' for n in sorted(given))}"
+            " together: drop the ones the data's format does not take, or name it with format="
+        )
+
+
+def detect_format(head: bytes, options: FormatOptions) -> SegmentedFormat:
+    """The format of data starting with ``head`` (its first :data:`DETECT_BYTES`), told
+    by the first registered descriptor that identifies it, with ``options`` checked for
+    reading it. Raises :class:`~streamcrypt.errors.TruncatedStreamError` for no data,
+    :class:`~streamcrypt.errors.FormatError` when no format says so
+    (a ``key=`` no format takes, or none at all, is named first, as the native format
+    names it), :class:`~streamcrypt.errors.InvalidParameterError` for an option the
+    format found does not take: the message names it ("this is an age file ...")."""
+    blind = []
+    for fmt in FORMATS.values():
+        if fmt.identifies(head):
+            try:
+                fmt.check_options(options, "rb")
+            except InvalidParameterError as exc:
+                article = "an" if fmt.name[0] in "aeiou" else "a"
+                raise InvalidParameterError(
+                    f"this is {article} {fmt.name} file (detected from its first bytes; name "
+                    f"format= if it is not): {exc}"
+                ) from None
+            return fmt
+        if fmt.detect is None and fmt.armor is None:
+            blind.append(fmt.name)
+    if options.given() in ([], ["key"]) and isinstance(options.key, str | int | None):
+        FORMATS["native"].decryptor(options)  # names what a key must be
+    if not head:
+        raise TruncatedStreamError("the data is empty: nothing was written, or all was cut")
+    raise FormatError(
+        "the data does not start like any format streamcrypt tells by its first bytes: "
+        f"name it with format= ({', '.join(blind)} carry no marker)"
+    )
+
+
+#: Where each name is defined: imported from there on first use.
+_TABLE = {
+    "._format": (
+        "FormatOptions",
+        "IdentityLike",
+        "KeyLike",
+        "ReadAt",
+        "RecipientLike",
+        "SegmentedFormat",
+        "TextArmor",
+    ),
+    "._segmented": (
+        "SegmentCodec",
+        "SegmentedDecryptor",
+        "SegmentedEncryptor",
+        "SegmentedTransform",
+        "SegmentJob",
+        "SegmentLayout",
+    ),
+    "._x25519": ("X25519Identity", "X25519Recipient"),
+    ".age": ("AgeDecryptor", "AgeEncryptor"),
+    ".aws": ("AwsDecryptor", "AwsEncryptor"),
+    ".cobblestone": ("CobblestoneDecryptor", "CobblestoneEncryptor"),
+    ".container": ("StreamDecryptor", "StreamEncryptor"),
+    ".ece": ("EceDecryptor", "EceEncryptor"),
+    ".envelope": ("EnvelopeDecryptor", "EnvelopeEncryptor"),
+    ".noise": ("NoiseHandshake",),
+    ".rclone": ("RcloneDecryptor", "RcloneEncryptor"),
+    ".secretstream": ("SecretStreamDecryptor", "SecretStreamEncryptor"),
+    ".tink": ("TinkStreamDecryptor", "TinkStreamEncryptor"),
+}
+#: The modules of this package, imported when first read as attributes.
+_SUBMODULES = (
+    "age",
+    "armor",
+    "aws",
+    "cobblestone",
+    "container",
+    "ece",
+    "ecies",
+    "envelope",
+    "noise",
+    "rclone",
+    "secretstream",
+    "tink",
+    "tink_keyset",
+)
+
+__all__ = [
+    "DETECT_BYTES",
+    "FORMATS",
+    "check_detectable",
+    "detect_format",
+    *(name for names in _TABLE.values() for name in names),
+    *_SUBMODULES,
+]
+__getattr__, __dir__ = lazy_exports(__name__, _TABLE, _SUBMODULES)

@@ -416,14 +416,18 @@ def _suite(options: FormatOptions) -> Suite | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, HEADER_SIZE)
-    return layout(options.key, head, stream_size, aad=options.aad, suite=_suite(options))
+    return layout(
+        cast("KeyLike", options.key), head, stream_size, aad=options.aad, suite=_suite(options)
+    )
 
 
 #: C2SP chunked encryption's format descriptor (``aad`` is the spec's context; ``suite``
 #: ``"aes-128-gcm"`` or ``"aes-256-gcm"`` pins the key size; 16 KiB chunks).
 FORMAT = SegmentedFormat(
     "cobblestone",
-    encryptor=lambda o: CobblestoneEncryptor(o.key, aad=o.aad, suite=_suite(o), **o.extra),
-    decryptor=lambda o: CobblestoneDecryptor(o.key, aad=o.aad, suite=_suite(o), **o.extra),
+    encryptor=lambda o: CobblestoneEncryptor(cast("KeyLike", o.key), aad=o.aad, suite=_suite(o)),
+    decryptor=lambda o: CobblestoneDecryptor(cast("KeyLike", o.key), aad=o.aad, suite=_suite(o)),
+    writes=frozenset({"key", "aad", "suite"}),
+    reads=frozenset({"key", "aad"}),
     layout=_layout,
 )

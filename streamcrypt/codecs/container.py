@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from cryptography.exceptions import InvalidTag
 
@@ -38,7 +38,7 @@ from ..primitives import (
     ChaCha20Poly1305Suite,
     XChaCha20Poly1305,
 )
-from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
 
 __all__ = [
@@ -333,7 +333,6 @@ def sealing_layout(
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_foreign(options, "native")
     if options.key is None:
         missing: Any = None
         try:  # the codec's own words for what a key must be
@@ -357,19 +356,21 @@ def _header_size(head: bytes) -> int | None:
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, MAX_HEADER_SIZE))
-    return layout(options.key, head, stream_size, aad=options.aad)
+    return layout(cast("KeyLike", options.key), head, stream_size, aad=options.aad)
 
 
 #: The native container's format descriptor (``format="native"``).
 FORMAT = SegmentedFormat(
     "native",
     encryptor=lambda o: StreamEncryptor(
-        o.key,
+        cast("KeyLike", o.key),
         suite=o.suite or "aes-256-gcm",
         segment_size=or_default(o.segment_size, DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
     ),
-    decryptor=lambda o: StreamDecryptor(o.key, aad=o.aad),
+    decryptor=lambda o: StreamDecryptor(cast("KeyLike", o.key), aad=o.aad),
+    writes=frozenset({"key", "suite", "segment_size", "aad"}),
+    reads=frozenset({"key", "aad"}),
     check=_check,
     detect=lambda head: head.startswith(MAGIC),
     header_size=_header_size,

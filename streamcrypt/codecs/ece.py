@@ -48,7 +48,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import isqrt
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from cryptography.exceptions import InvalidTag
 
@@ -63,7 +63,7 @@ from ..errors import (
 )
 from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import AES128GCM
-from ._format import SegmentedFormat
+from ._format import SegmentedFormat, or_default
 from ._segmented import BatchCodec, SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
 
 __all__ = [
@@ -610,6 +610,18 @@ def decrypt_bytes(
 #: record, the record size less its overhead).
 FORMAT = SegmentedFormat(
     "ece",
-    encryptor=lambda o: EceEncryptor(o.key, segment_size=o.segment_size, **o.extra),
-    decryptor=lambda o: EceDecryptor(o.key, **o.extra),
+    encryptor=lambda o: EceEncryptor(
+        cast("EceKey | KeyRing", o.key),
+        segment_size=o.segment_size,
+        salt=o.salt,
+        keyid=o.keyid,
+        padding=o.padding,
+    ),
+    decryptor=lambda o: EceDecryptor(
+        cast("EceKeySource", o.key),
+        max_record_size=or_default(o.max_record_size, DEFAULT_MAX_RECORD_SIZE),
+        allow_no_records=o.allow_no_records,
+    ),
+    writes=frozenset({"key", "segment_size", "salt", "keyid", "padding"}),
+    reads=frozenset({"key", "max_record_size", "allow_no_records"}),
 )

@@ -367,15 +367,7 @@ class RcloneDecryptor(SegmentedDecryptor):
 
     def __init__(self, keys: RcloneKeys, *, expected_size: int | None = None) -> None:
         keys = _check_keys(keys)
-        if expected_size is not None and (
-            not isinstance(expected_size, int)
-            or isinstance(expected_size, bool)
-            or expected_size < 0
-        ):
-            raise InvalidParameterError(
-                f"expected_size must be a non-negative int or None, got {expected_size!r}"
-            )
-        self._expected = expected_size
+        self._expected = _check_expected_size(expected_size)
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             head = bytes(data[:HEADER_SIZE])  # bounded: the header is fixed-size
@@ -786,6 +778,21 @@ def _keys(options: FormatOptions) -> RcloneKeys:
     return RcloneKeys.from_password(options.password, options.password2)
 
 
+def _check_expected_size(expected_size: int | None) -> int | None:
+    if expected_size is not None and (
+        not isinstance(expected_size, int) or isinstance(expected_size, bool) or expected_size < 0
+    ):
+        raise InvalidParameterError(
+            f"expected_size must be a non-negative int or None, got {expected_size!r}"
+        )
+    return expected_size
+
+
+def _derive(options: FormatOptions) -> FormatOptions:
+    """The options keyed by :class:`RcloneKeys` (scrypt of ``password=``: ~50 ms)."""
+    return options._replace(key=_keys(options), password=None, password2="")
+
+
 def _check(options: FormatOptions, mode: str) -> None:
     if (options.key is None) == (not options.password):
         raise InvalidParameterError(
@@ -806,6 +813,7 @@ def _check(options: FormatOptions, mode: str) -> None:
             "takes only password= and password2= (or key=): drop recipients=, identities=, "
             "passphrase=, suite=, segment_size=, aad= and encryption_context="
         )
+    _check_expected_size(options.expected_size)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
@@ -818,8 +826,11 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "rclone",
     encryptor=lambda o: RcloneEncryptor(_keys(o)),
-    decryptor=lambda o: RcloneDecryptor(_keys(o), **o.extra),
+    decryptor=lambda o: RcloneDecryptor(_keys(o), expected_size=o.expected_size),
+    writes=frozenset({"key", "password", "password2"}),
+    reads=frozenset({"key", "password", "password2", "expected_size"}),
     check=_check,
+    derive=_derive,
     detect=lambda head: head.startswith(MAGIC),
     header_size=header_size,
     max_header_size=HEADER_SIZE,

@@ -60,6 +60,7 @@ the end of input is :class:`TruncatedStreamError`.
 from __future__ import annotations
 
 import enum
+from typing import cast
 
 from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
@@ -447,9 +448,15 @@ class SecretStreamDecryptor(Lifecycle):
 FORMAT = SegmentedFormat(
     "secretstream",
     encryptor=lambda o: SecretStreamEncryptor(
-        o.key, segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE), aad=o.aad
+        cast("KeyLike", o.key),
+        segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE),
+        aad=o.aad,
     ),
     decryptor=lambda o: SecretStreamDecryptor(
-        o.key, segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE), aad=o.aad
+        cast("KeyLike", o.key),
+        segment_size=or_default(o.segment_size, DEFAULT_CHUNK_SIZE),
+        aad=o.aad,
     ),
+    writes=frozenset({"key", "segment_size", "aad"}),
+    reads=frozenset({"key", "segment_size", "aad"}),
 )

@@ -38,6 +38,7 @@ import hmac
 import struct
 from collections.abc import Callable, Sequence
 from functools import cache
+from typing import cast
 
 from ..abc import Buffer
 from ..errors import (
@@ -47,7 +48,8 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import constant_time_equal, hkdf, random_bytes
-from ..primitives import AES128GCM, AES256GCM, AesCtrEncryptor, AesGcm
+from ..primitives import AES128GCM, AES256GCM, AesGcm
+from ..primitives.hazmat import AesCtrEncryptor
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     SegmentCodec,
@@ -464,17 +466,23 @@ def read_range(
     return layout(keys, head, stream_size, aad=aad).read(read_at, start, stop)
 
 
+def _key(options: FormatOptions) -> TinkKeyLike | Sequence[TinkStreamingKey]:
+    return cast("TinkKeyLike | Sequence[TinkStreamingKey]", options.key)
+
+
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     # The header and segment 0: what picks the key out of a keyset.
-    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(options.key))
-    return layout(options.key, read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
+    need = max(k.params.ciphertext_segment_size for k in _decryption_keys(_key(options)))
+    return layout(_key(options), read_at(0, min(stream_size, need)), stream_size, aad=options.aad)
 
 
 #: Tink streaming AEAD's format descriptor (``key``: a keyset or a streaming key; the
 #: segment size is the key's).
 FORMAT = SegmentedFormat(
     "tink",
-    encryptor=lambda o: TinkStreamEncryptor(o.key, aad=o.aad),
-    decryptor=lambda o: TinkStreamDecryptor(o.key, aad=o.aad),
+    encryptor=lambda o: TinkStreamEncryptor(cast("TinkKeyLike", o.key), aad=o.aad),
+    decryptor=lambda o: TinkStreamDecryptor(_key(o), aad=o.aad),
+    writes=frozenset({"key", "aad"}),
+    reads=frozenset({"key", "aad"}),
     layout=_layout,
 )

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._lazy import LazyModule
 from ..errors import InvalidParameterError
-from ..lazy import LazyModule
 
 if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need neither
     import concurrent.futures as futures

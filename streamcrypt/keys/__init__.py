@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..lazy import lazy_exports
+from .._lazy import lazy_exports
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:

@@ -1,8 +1,13 @@
-"""Layer 1: sans-I/O transforms and one-shot suites over native kernels."""
+"""Layer 1: sans-I/O transforms and one-shot suites over native kernels.
+
+Authenticated suites, hashes and MACs, signatures and key agreement. Unauthenticated and
+legacy ciphers (raw block modes, ECB, PCBC, IGE, XOR, raw stream ciphers) live apart in
+:mod:`streamcrypt.primitives.hazmat`.
+"""
 
 from __future__ import annotations
 
-from ..lazy import lazy_exports
+from .._lazy import lazy_exports
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
@@ -17,27 +22,11 @@ if TYPE_CHECKING:
         aead_suite,
     )
     from ._aes import (
-        AesCbcDecryptor,
-        AesCbcEncryptor,
-        AesCfb8Decryptor,
-        AesCfb8Encryptor,
-        AesCfbDecryptor,
-        AesCfbEncryptor,
-        AesCtrDecryptor,
-        AesCtrEncryptor,
-        AesEcbDecryptor,
-        AesEcbEncryptor,
         AesGcmDecryptor,
         AesGcmEncryptor,
-        AesOfbDecryptor,
-        AesOfbEncryptor,
         AesTransform,
-        AesXtsDecryptor,
-        AesXtsEncryptor,
-        xts_tweak,
     )
     from ._cdc import CDC_AVG_SIZE, CDC_MAX_SIZE, CDC_MIN_SIZE, ContentChunker
-    from ._chacha import ChaCha20, XChaCha20
     from ._eddsa_blake2b import (
         EDDSA_SIGNATURE_SIZE,
         EdDsaBlake2bPrivateKey,
@@ -55,7 +44,6 @@ if TYPE_CHECKING:
         seal_box,
         verify_challenge_mac,
     )
-    from ._legacy_aes import AesIgeDecryptor, AesIgeEncryptor, AesPcbcDecryptor, AesPcbcEncryptor
     from ._monocypher_aead import (
         MONOCYPHER_MAC_SIZE,
         MonocypherAead,
@@ -64,7 +52,7 @@ if TYPE_CHECKING:
         aead_lock,
         aead_unlock,
     )
-    from ._salsa import Salsa20, Salsa20Poly1305, XSalsa20, hsalsa20
+    from ._salsa import Salsa20Poly1305, hsalsa20
     from ._secretbox import (
         SECRETBOX_KEY_SIZE,
         SECRETBOX_NONCE_SIZE,
@@ -106,7 +94,6 @@ if TYPE_CHECKING:
         x25519_inverse,
         x25519_to_eddsa,
     )
-    from ._xor import XorCipher, xor
 
 __all__ = [
     "AES128GCM",
@@ -127,32 +114,13 @@ __all__ = [
     "SUITES",
     "TAP_NAMES",
     "Aead",
-    "AesCbcDecryptor",
-    "AesCbcEncryptor",
-    "AesCfb8Decryptor",
-    "AesCfb8Encryptor",
-    "AesCfbDecryptor",
-    "AesCfbEncryptor",
-    "AesCtrDecryptor",
-    "AesCtrEncryptor",
-    "AesEcbDecryptor",
-    "AesEcbEncryptor",
     "AesGcm",
     "AesGcmDecryptor",
     "AesGcmEncryptor",
-    "AesIgeDecryptor",
-    "AesIgeEncryptor",
-    "AesOfbDecryptor",
-    "AesOfbEncryptor",
-    "AesPcbcDecryptor",
-    "AesPcbcEncryptor",
     "AesTransform",
-    "AesXtsDecryptor",
-    "AesXtsEncryptor",
     "Blake2bTap",
     "Blake2sTap",
     "Blake3Tap",
-    "ChaCha20",
     "ChaCha20Poly1305Suite",
     "ContentChunker",
     "Ed25519PrivateKey",
@@ -170,18 +138,14 @@ __all__ = [
     "MonocypherAeadDecryptor",
     "MonocypherAeadEncryptor",
     "Poly1305Tap",
-    "Salsa20",
     "Salsa20Poly1305",
     "Sha3_256Tap",
     "Sha3_512Tap",
     "Sha256Tap",
     "Sha384Tap",
     "Sha512Tap",
-    "XChaCha20",
     "XChaCha20Poly1305",
-    "XSalsa20",
     "XSalsa20Poly1305",
-    "XorCipher",
     "aead_lock",
     "aead_suite",
     "aead_unlock",
@@ -204,8 +168,6 @@ __all__ = [
     "x25519_dirty_small",
     "x25519_inverse",
     "x25519_to_eddsa",
-    "xor",
-    "xts_tweak",
 ]
 
 # Where each name is defined: imported from there on first use (a format uses a few
@@ -224,27 +186,11 @@ __getattr__, __dir__ = lazy_exports(
             "aead_suite",
         ),
         "._aes": (
-            "AesCbcDecryptor",
-            "AesCbcEncryptor",
-            "AesCfb8Decryptor",
-            "AesCfb8Encryptor",
-            "AesCfbDecryptor",
-            "AesCfbEncryptor",
-            "AesCtrDecryptor",
-            "AesCtrEncryptor",
-            "AesEcbDecryptor",
-            "AesEcbEncryptor",
             "AesGcmDecryptor",
             "AesGcmEncryptor",
-            "AesOfbDecryptor",
-            "AesOfbEncryptor",
             "AesTransform",
-            "AesXtsDecryptor",
-            "AesXtsEncryptor",
-            "xts_tweak",
         ),
         "._cdc": ("CDC_AVG_SIZE", "CDC_MAX_SIZE", "CDC_MIN_SIZE", "ContentChunker"),
-        "._chacha": ("ChaCha20", "XChaCha20"),
         "._eddsa_blake2b": (
             "EDDSA_SIGNATURE_SIZE",
             "EdDsaBlake2bPrivateKey",
@@ -262,12 +208,6 @@ __getattr__, __dir__ = lazy_exports(
             "seal_box",
             "verify_challenge_mac",
         ),
-        "._legacy_aes": (
-            "AesIgeDecryptor",
-            "AesIgeEncryptor",
-            "AesPcbcDecryptor",
-            "AesPcbcEncryptor",
-        ),
         "._monocypher_aead": (
             "MONOCYPHER_MAC_SIZE",
             "MonocypherAead",
@@ -276,7 +216,7 @@ __getattr__, __dir__ = lazy_exports(
             "aead_lock",
             "aead_unlock",
         ),
-        "._salsa": ("Salsa20", "Salsa20Poly1305", "XSalsa20", "hsalsa20"),
+        "._salsa": ("Salsa20Poly1305", "hsalsa20"),
         "._secretbox": (
             "SECRETBOX_KEY_SIZE",
             "SECRETBOX_NONCE_SIZE",
@@ -318,6 +258,5 @@ __getattr__, __dir__ = lazy_exports(
             "x25519_inverse",
             "x25519_to_eddsa",
         ),
-        "._xor": ("XorCipher", "xor"),
     },
 )

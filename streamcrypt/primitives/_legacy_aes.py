@@ -23,7 +23,7 @@ The IGE IV is 32 bytes, c_0 || p_0, as OpenSSL's ``AES_ige_encrypt`` and Telegra
 MTProto use it (cipherlib's 16-byte IV is the same with p_0 = 0). The PCBC IV is 16 bytes.
 Padding is PKCS#7 by default (``padding=False`` takes whole blocks only), decryption holds
 the last block back until ``finalize()`` checks the padding, and errors are those of the
-other block modes: the classes reuse :class:`~streamcrypt.primitives.AesCbcEncryptor`'s
+other block modes: the classes reuse :class:`~streamcrypt.primitives.hazmat.AesCbcEncryptor`'s
 machinery, with a chaining context in place of OpenSSL's.
 
 These modes are unauthenticated. IGE was meant to propagate errors forward, which does not

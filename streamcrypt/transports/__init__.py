@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..lazy import lazy_exports
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._asgi import BODY_DECRYPTED, EncryptionMiddleware

@@ -57,17 +57,20 @@ import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..abc import Buffer, Chain, Transform
-from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import (
+    DETECT_BYTES,
     FormatOptions,
+    KeyLike,
     ReadAt,
     SegmentedFormat,
     SegmentedTransform,
     SegmentJob,
     SegmentLayout,
+    check_detectable,
+    detect_format,
 )
+from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import age as _age
-from ..codecs import container as _container
 from ..engine import (
     CLAIM_SIZE,
     DEFAULT_POLICY,
@@ -824,12 +827,12 @@ class EncryptedFile:
         stream: Any,
         mode: Literal["rb", "wb"],
         *,
-        key: _container.KeyLike | None = None,
+        key: KeyLike | None = None,
         suite: str | None = None,
         segment_size: int | None = None,
         aad: Buffer = b"",
         policy: OffloadPolicy | None = DEFAULT_POLICY,
-        format: str = "native",
+        format: str | None = None,
         recipients: Iterable[_age.RecipientLike] = (),
         identities: Iterable[_age.IdentityLike] = (),
         passphrase: str | Buffer | None = None,
@@ -848,6 +851,8 @@ class EncryptedFile:
         anyio ``ByteSendStream``; no atomicity (the caller owns the object), and a write
         abandoned by an exception leaves an unterminated stream that readers reject.
         The wrapped object is closed with the file unless ``close_wrapped=False``.
+        ``format=None`` writes the native format and reads the one the first bytes name,
+        as :func:`open_file`.
         """
         checked, fmt, opts = _prepared(
             mode,
@@ -863,7 +868,8 @@ class EncryptedFile:
             password2,
             encryption_context,
         )
-        return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
+        found = None if format is None and checked == "rb" else fmt  # None: detect it
+        return FileOpener(_open_wrapped(stream, checked, found, opts, policy, close_wrapped))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -1028,8 +1034,8 @@ class FileOpener:
 
 def _prepared(
     mode: str,
-    format: str,
-    key: _container.KeyLike | None,
+    format: str | None,
+    key: KeyLike | None,
     suite: str | None,
     segment_size: int | None,
     aad: Buffer,
@@ -1041,24 +1047,28 @@ def _prepared(
     encryption_context: Mapping[str, str] | None,
 ) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
     """The checked mode, the format and its options, checked against the format for that
-    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call."""
+    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
+    native when writing, told by the first bytes when reading (checked then)."""
     checked = _check_mode(mode)
-    fmt = _format(format)
+    fmt = _format(format or "native")
     if isinstance(recipients, str) or isinstance(identities, str):
         raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     opts = FileOptions(
-        key,
-        suite,
-        segment_size,
-        aad,
-        tuple(recipients),
-        tuple(identities),
-        passphrase,
-        password,
-        password2,
-        None if encryption_context is None else dict(encryption_context),
+        key=key,
+        suite=suite,
+        segment_size=segment_size,
+        aad=aad,
+        recipients=tuple(recipients),
+        identities=tuple(identities),
+        passphrase=passphrase,
+        password=password,
+        password2=password2,
+        encryption_context=None if encryption_context is None else dict(encryption_context),
     )
-    fmt.check(opts, checked)
+    if format is not None or checked == "wb":
+        fmt.check_options(opts, checked)
+    else:
+        check_detectable(opts)
     return checked, fmt, opts
 
 
@@ -1110,12 +1120,12 @@ def open_file(
     path: str | os.PathLike[str],
     mode: Literal["rb", "wb"],
     *,
-    key: _container.KeyLike | None = None,
+    key: KeyLike | None = None,
     suite: str | None = None,
     segment_size: int | None = None,
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
-    format: str = "native",
+    format: str | None = None,
     recipients: Iterable[_age.RecipientLike] = (),
     identities: Iterable[_age.IdentityLike] = (),
     passphrase: str | Buffer | None = None,
@@ -1125,7 +1135,9 @@ def open_file(
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
-    ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format="native"``
+    ``mode`` is ``"rb"`` or ``"wb"`` (text modes are out of scope). ``format=None``
+    (the default) writes the native format and reads the format the file's first bytes
+    name (native, age, rclone crypt or AWS). ``format="native"``
     (the streamcrypt container: ``key=``, and for writing ``suite=`` (default
     ``"aes-256-gcm"``), ``segment_size=`` (default 65536), ``aad=``), ``"age"``
     (binary age v1: ``recipients=`` or ``passphrase=`` to write, ``identities=`` or
@@ -1174,7 +1186,16 @@ def open_file(
             return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
         with anyio.CancelScope(shield=True):  # never leak the descriptor
             fd, size = await threads.run(_open_for_reading, dest)
-        return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
+        source = _FdSource(fd, size, threads)
+        found = fmt
+        if format is None:  # the file's first bytes tell its format
+            try:
+                found = detect_format(await source.read_at(0, min(size, DETECT_BYTES)), opts)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await source.aclose()
+                raise
+        return await _open_reader_on(source, found, opts, policy, threads)
 
     return FileOpener(opening)
 
@@ -1182,7 +1203,7 @@ def open_file(
 def _open_wrapped(
     stream: Any,
     mode: Literal["rb", "wb"],
-    fmt: FileFormat,
+    fmt: FileFormat | None,
     opts: FileOptions,
     policy: OffloadPolicy | None,
     close: bool,
@@ -1195,6 +1216,7 @@ def _open_wrapped(
                 raise InvalidParameterError(
                     "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
                 )
+            assert fmt is not None  # writes name their format
             enc, tail = await threads.run(_encryptor, fmt, opts)
             sink = _StreamSink(stream, close)
             return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
@@ -1208,7 +1230,16 @@ def _open_wrapped(
                 pass
             else:
                 source = _SeekableSource(stream, base, end - base, close)
-                return await _open_reader_on(source, fmt, opts, policy, threads)
+                chosen = fmt
+                if chosen is None:  # the first bytes tell the format
+                    try:
+                        head = await source.read_at(0, min(source.size, DETECT_BYTES))
+                        chosen = detect_format(head, opts)
+                    except BaseException:
+                        with anyio.CancelScope(shield=True):
+                            await source.aclose()
+                        raise
+                return await _open_reader_on(source, chosen, opts, policy, threads)
         if not (
             isinstance(stream, ByteReceiveStream)
             or hasattr(stream, "read")
@@ -1225,7 +1256,7 @@ def _open_wrapped(
 
 async def _open_sequential(
     stream: Any,
-    fmt: FileFormat,
+    fmt: FileFormat | None,
     opts: FileOptions,
     policy: OffloadPolicy | None,
     threads: _Threads,
@@ -1240,6 +1271,11 @@ async def _open_sequential(
     chunks = _StreamChunks(stream, b"")
     try:
         head = bytearray()
+        while fmt is None:  # the first bytes tell the format
+            chunk = await chunks.receive() if len(head) < DETECT_BYTES else b""
+            head += chunk
+            if not chunk:
+                fmt = detect_format(bytes(head[:DETECT_BYTES]), opts)
         while True:
             need = _header_size(fmt, bytes(head))
             if need is not None and need <= len(head):

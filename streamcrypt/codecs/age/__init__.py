@@ -44,8 +44,10 @@ use (one-shot calls are ``streamcrypt.encrypt_bytes(..., format="age")``).
 
 from __future__ import annotations
 
+from typing import cast
+
 from ...errors import InvalidParameterError
-from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
 from .._stanza import Identity, Recipient, Stanza
 from .._x25519 import X25519Identity, X25519Recipient
@@ -114,22 +116,11 @@ __all__ = [
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_foreign(options, "age")
-    if options.key is not None:
-        raise InvalidParameterError(
-            'format="age" takes recipients=/identities= or passphrase=, not key='
-        )
-    if options.suite is not None or options.segment_size is not None or options.aad:
-        raise InvalidParameterError(
-            "age fixes its suite (ChaCha20-Poly1305) and chunk size (64 KiB) and has no "
-            "associated data: drop suite=, segment_size= and aad="
-        )
-    has_passphrase = options.passphrase is not None
-    if mode == "wb" and (options.identities or not (options.recipients or has_passphrase)):
+    if mode == "wb" and options.identities:
         raise InvalidParameterError(
             "writing age takes recipients= (public keys) or passphrase=, not identities="
         )
-    if mode == "rb" and (options.recipients or not (options.identities or has_passphrase)):
+    if mode == "rb" and (options.recipients or not (options.identities or options.passphrase)):
         raise InvalidParameterError(
             "reading age takes identities= (secret keys) or passphrase=, not recipients="
         )
@@ -145,9 +136,9 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     return layout(
         head,
         stream_size,
-        identities=options.identities,
+        identities=cast("tuple[IdentityLike, ...]", options.identities),
         passphrase=options.passphrase,
-        max_work_factor=or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR),
+        max_work_factor=cast(int, or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
     )
 
 
@@ -155,15 +146,17 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "age",
     encryptor=lambda o: AgeEncryptor(
-        recipients=o.recipients,
+        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
         passphrase=o.passphrase,
-        work_factor=or_default(o.work_factor, DEFAULT_WORK_FACTOR),
+        work_factor=cast(int, or_default(o.work_factor, DEFAULT_WORK_FACTOR)),
     ),
     decryptor=lambda o: AgeDecryptor(
-        identities=o.identities,
+        identities=cast("tuple[IdentityLike, ...]", o.identities),
         passphrase=o.passphrase,
-        max_work_factor=or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR),
+        max_work_factor=cast(int, or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
     ),
+    writes=frozenset({"recipients", "passphrase", "work_factor", "armor"}),
+    reads=frozenset({"identities", "passphrase", "max_work_factor"}),
     check=_check,
     detect=lambda head: head.startswith(VERSION_LINE),
     header_size=_header_size,

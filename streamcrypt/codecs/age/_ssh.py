@@ -14,6 +14,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
+from ..._lazy import LazyModule
 from ...abc import Buffer
 from ...errors import (
     AuthenticationError,
@@ -23,7 +24,6 @@ from ...errors import (
     UnsupportedFormatError,
 )
 from ...keys import HoldsSecrets, SecretKey, as_secret_key, hkdf, random_bytes
-from ...lazy import LazyModule
 from .._stanza import Stanza, b64encode, check_shape, stanza_arg
 from .._x25519 import dh_unwrap, dh_wrap
 

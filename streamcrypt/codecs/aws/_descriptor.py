@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ...errors import InvalidParameterError
-from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
 from ._body import AwsDecryptor, AwsEncryptor
 from ._header import (
     _RESERVED_PREFIX,
     DEFAULT_FRAME_LENGTH,
+    DEFAULT_MAX_ENCRYPTED_DATA_KEYS,
     DEFAULT_MAX_FRAME_LENGTH,
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_SUITE,
@@ -17,29 +20,18 @@ from ._header import (
     is_aws,
     serialize_encryption_context,
 )
-from ._keyrings import _keyrings
+from ._keyrings import KeyringLike, _keyrings
 from ._layout import layout
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    refuse_foreign(options, "aws")
-    if options.recipients or options.identities or options.passphrase is not None or options.aad:
-        raise InvalidParameterError(
-            'format="aws" takes key= (a keyring, or a list of them), and encryption_context=; '
-            "drop recipients=, identities=, passphrase= and aad="
-        )
-    _keyrings(options.key)
+    _keyrings(cast("KeyringLike", options.key))
     context = dict(options.encryption_context or {})
     serialize_encryption_context(context)  # types and sizes
     if mode == "rb":
-        if options.suite is not None or options.segment_size is not None:
-            raise InvalidParameterError(
-                "the message header names its suite and frame length: drop suite= and "
-                "segment_size= when reading"
-            )
         return
     suite = SUITES.get(or_default(options.suite, DEFAULT_SUITE))
-    if suite is None or not (suite.committing or options.extra.get("allow_legacy")):
+    if suite is None or not (suite.committing or options.allow_legacy):
         raise InvalidParameterError(
             f'format="aws" writes the committing suites 0x0578 and 0x0478 (the legacy ones '
             f"with allow_legacy=True), not {options.suite!r}"
@@ -58,20 +50,39 @@ def _check(options: FormatOptions, mode: str) -> None:
 
 def _encryptor(options: FormatOptions) -> AwsEncryptor:
     return AwsEncryptor(
-        options.key,
+        cast("KeyringLike", options.key),
         encryption_context=options.encryption_context,
         suite=or_default(options.suite, DEFAULT_SUITE),
         frame_length=or_default(options.segment_size, DEFAULT_FRAME_LENGTH),
-        **options.extra,
+        allow_legacy=options.allow_legacy,
+        max_encrypted_data_keys=options.max_encrypted_data_keys,
     )
 
 
 def _decryptor(options: FormatOptions) -> AwsDecryptor:
-    return AwsDecryptor(options.key, encryption_context=options.encryption_context, **options.extra)
+    return AwsDecryptor(
+        cast("KeyringLike", options.key),
+        encryption_context=options.encryption_context,
+        allow_legacy=options.allow_legacy,
+        allow_unverified=options.allow_unverified,
+        max_encrypted_data_keys=or_default(
+            options.max_encrypted_data_keys, DEFAULT_MAX_ENCRYPTED_DATA_KEYS
+        ),
+    )
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(options.key, read_at, stream_size, encryption_context=options.encryption_context)
+    return layout(
+        cast("KeyringLike", options.key),
+        read_at,
+        stream_size,
+        encryption_context=options.encryption_context,
+        allow_legacy=options.allow_legacy,
+        allow_unverified=options.allow_unverified,
+        max_encrypted_data_keys=or_default(
+            options.max_encrypted_data_keys, DEFAULT_MAX_ENCRYPTED_DATA_KEYS
+        ),
+    )
 
 
 #: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring or a list of
@@ -83,6 +94,14 @@ FORMAT = SegmentedFormat(
     "aws",
     encryptor=_encryptor,
     decryptor=_decryptor,
+    writes=frozenset(
+        {"key", "suite", "segment_size", "encryption_context", "allow_legacy"}
+        | {"max_encrypted_data_keys"}
+    ),
+    reads=frozenset(
+        {"key", "encryption_context", "allow_legacy", "allow_unverified"}
+        | {"max_encrypted_data_keys"}
+    ),
     check=_check,
     detect=is_aws,
     header_size=header_size,

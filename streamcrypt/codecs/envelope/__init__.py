@@ -28,10 +28,12 @@ parallel.
 
 from __future__ import annotations
 
+from typing import cast
+
 from ...errors import InvalidParameterError
-from ...keys import MAX_READ_PARAMS, MODERATE
+from ...keys import MAX_READ_PARAMS, MODERATE, Argon2Params, PasswordParams
 from .. import container
-from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default, refuse_foreign
+from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
 from .._stanza import Identity, Recipient, Stanza
 from .._x25519 import X25519Identity, X25519Recipient
@@ -95,22 +97,15 @@ __all__ = [
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    """Refuse what the envelope does not take (InvalidParameterError), rather than
-    ignore it: another format's keywords, a symmetric key, the other direction's keys."""
-    refuse_foreign(options, "envelope")
-    if options.key is not None:
-        raise InvalidParameterError(
-            'format="envelope" takes recipients=/identities= or passphrase=, not key= '
-            '(a symmetric key makes format="native")'
-        )
+    """Refuse the other direction's keys (InvalidParameterError); the descriptor's
+    ``writes`` / ``reads`` refuse every keyword the envelope does not take."""
     if mode == "wb" and options.identities:
         raise InvalidParameterError(
             "writing an envelope takes recipients= (public keys) or passphrase=, not identities="
         )
-    if mode == "rb" and (options.recipients or options.suite or options.segment_size):
+    if mode == "rb" and options.recipients:
         raise InvalidParameterError(
-            "reading an envelope takes identities= (secret keys) or passphrase= (its header "
-            "names its suite and segment size): drop recipients=, suite= and segment_size="
+            "reading an envelope takes identities= (secret keys) or passphrase=, not recipients="
         )
 
 
@@ -119,11 +114,11 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     return layout(
         head,
         stream_size,
-        identities=options.identities,
+        identities=cast("tuple[IdentityLike, ...]", options.identities),
         passphrase=options.passphrase,
         aad=options.aad,
-        allow_unverified=bool(options.extra.get("allow_unverified", False)),
-        max_work_factor=or_default(options.max_work_factor, MAX_READ_PARAMS),
+        allow_unverified=options.allow_unverified,
+        max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
     )
 
 
@@ -132,20 +127,27 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "envelope",
     encryptor=lambda o: EnvelopeEncryptor(
-        recipients=o.recipients,
+        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
         passphrase=o.passphrase,
         suite=o.suite or "aes-256-gcm",
         segment_size=or_default(o.segment_size, container.DEFAULT_SEGMENT_SIZE),
         aad=o.aad,
-        work_factor=or_default(o.work_factor, MODERATE),
-        **o.extra,
+        work_factor=cast("PasswordParams", or_default(o.work_factor, MODERATE)),
+        sign_with=o.sign_with,
     ),
     decryptor=lambda o: EnvelopeDecryptor(
-        identities=o.identities,
+        identities=cast("tuple[IdentityLike, ...]", o.identities),
         passphrase=o.passphrase,
         aad=o.aad,
-        max_work_factor=or_default(o.max_work_factor, MAX_READ_PARAMS),
-        **o.extra,
+        max_work_factor=cast("Argon2Params", or_default(o.max_work_factor, MAX_READ_PARAMS)),
+        verify_with=o.verify_with,
+        allow_unverified=o.allow_unverified,
+    ),
+    writes=frozenset(
+        {"recipients", "passphrase", "suite", "segment_size", "aad", "work_factor", "sign_with"}
+    ),
+    reads=frozenset(
+        {"identities", "passphrase", "aad", "max_work_factor", "verify_with", "allow_unverified"}
     ),
     check=_check,
     detect=lambda head: head.startswith(MAGIC),

@@ -1,4 +1,4 @@
-"""Layer 0: a package's names, imported from its private modules on first use (PEP 562).
+"""Layer 0 plumbing: a package's names, imported from its modules on first use (PEP 562).
 
 ``streamcrypt.keys``, ``streamcrypt.primitives`` and ``streamcrypt.engine`` re-export
 names from private modules, some of which pull in costly imports (the password KDFs,
@@ -25,27 +25,38 @@ __all__ = ["LazyModule", "lazy_exports"]
 
 
 def lazy_exports(
-    package: str, table: Mapping[str, Iterable[str]]
+    package: str, table: Mapping[str, Iterable[str]], submodules: Iterable[str] = ()
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of module ``package``: each name listed under a
-    module of ``table`` (relative to ``package``, as ``"._secret"``) is imported from it
-    when first read, then kept in the package's namespace (later reads cost nothing).
-    ``dir()`` lists every name. Reading a name not in ``table`` raises
-    :class:`AttributeError`, so ``from package import submodule`` still imports it."""
+    module of ``table`` (relative to ``package``, as ``"._secret"``; ``"open=open_file"``
+    exports the module's ``open_file`` as ``open``) is imported from it when first read,
+    then kept in the package's namespace (later reads cost nothing); each of
+    ``submodules`` is imported when read as an attribute. ``dir()`` lists what a user
+    reads: ``__all__`` (else every name), the lazy names and the dunders.
+    Reading another name raises :class:`AttributeError`, so
+    ``from package import submodule`` still imports it."""
     namespace = sys.modules[package].__dict__
-    home = {name: module for module, names in table.items() for name in names}
+    home: dict[str, tuple[str, str]] = {}
+    for module, names in table.items():
+        for entry in names:
+            name, _, attribute = entry.partition("=")
+            home[name] = (module, attribute or name)
+    for name in submodules:
+        home[name] = (f".{name}", "")
 
     def __getattr__(name: str) -> object:
         try:
-            module = home[name]
+            module, attribute = home[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(module, package), name)
+        imported = importlib.import_module(module, package)
+        value = getattr(imported, attribute) if attribute else imported
         namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *home})
+        public = namespace.get("__all__", namespace)
+        return sorted({*public, *home, *(n for n in namespace if n.startswith("__"))})
 
     return __getattr__, __dir__
 

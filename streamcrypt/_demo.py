@@ -7,7 +7,7 @@
 4. Check BLAKE3 hashes of what was sent, what was stored and what was read back, and
    print a short report with throughput.
 
-``python -m streamcrypt.demo [--mib N]``; exit status 1 if anything does not match.
+``python -m streamcrypt._demo [--mib N]``; exit status 1 if anything does not match.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import anyio
 
 from .codecs.noise import generate_keypair
 from .keys import KeyRing
-from .primitives import AesCtrEncryptor, Blake3Tap
+from .primitives import Blake3Tap
+from .primitives.hazmat import AesCtrEncryptor
 from .transports import EncryptedStream, EncryptedStreamAttribute, connect, open_file, serve
 
 __all__ = ["main", "run_demo"]
@@ -125,9 +126,9 @@ async def run_demo(mib: int = 256, directory: str | None = None) -> bool:
 
 
 def main() -> None:
-    """``python -m streamcrypt.demo [--mib N]``: run the demo end to end (``make demo``)."""
+    """``python -m streamcrypt._demo [--mib N]``: run the demo end to end (``make demo``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m streamcrypt.demo", description=__doc__.split("\n")[0]
+        prog="python -m streamcrypt._demo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--mib", type=int, default=256, help="MiB to stream (default 256)")
     args = parser.parse_args()
