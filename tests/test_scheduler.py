@@ -22,7 +22,7 @@ from streamcrypt.engine import (
     OffloadPolicy,
     OrderedBatches,
     _adaptive,
-    fresh_bytes,
+    _memory,
     ordered_calls,
     run_all,
     run_verified,
@@ -343,14 +343,126 @@ def test_run_verified_keeps_what_verified_before_a_failure() -> None:
     assert run_verified(clean, None, head=b"H") == (b"H" + expected(clean), None)
 
 
-def test_fresh_bytes_are_filled_in_place() -> None:
-    obj, view = fresh_bytes(1 << 20)
-    view[:] = b"\xab" * (1 << 20)
-    view.release()
-    assert type(obj) is bytes and obj == b"\xab" * (1 << 20)
-    small, view = fresh_bytes(10)
-    view[:] = b"0123456789"
-    assert bytes(small) == b"0123456789"
+def test_fresh_output_is_the_object_only_when_every_byte_was_written() -> None:
+    fresh = _memory.Fresh(1 << 20)
+    fresh.view[:] = b"\xab" * (1 << 20)
+    out = fresh.finish(1 << 20)
+    assert type(out) is bytes and out == b"\xab" * (1 << 20)
+    short = _memory.Fresh(1 << 20)
+    short.view[:10] = b"0123456789"
+    assert short.finish(10) == b"0123456789"  # a copy of what was written, nothing more
+    small = _memory.Fresh(10)
+    small.view[:] = b"0123456789"
+    assert small.finish(10) == b"0123456789"
+    with pytest.raises(AssertionError):
+        small.finish(10)  # once only: the memory is not written again
+
+
+def test_a_view_of_new_output_memory_keeps_its_object_alive() -> None:
+    """The one ctypes use: the writable view, and every slice of it, references the new
+    ``bytes``. The outside review's proof of concept (a view that referenced nothing
+    wrote into whatever object reused the memory after its own died) must fail."""
+    import gc
+
+    size = 65536
+    made = _memory._writable_bytes(size)
+    if made is None:  # pragma: no cover - not CPython
+        pytest.skip("bytes are written in place only on CPython")
+    obj, view = made
+    part = view[100:200]
+    assert view.obj.owner is obj and not view.readonly and len(view) == size
+    del made, view
+    address = id(obj)
+    del obj
+    gc.collect()
+    others = [b"x" * size for _ in range(64)]
+    part[:4] = b"EVIL"  # lands in the object the slice keeps alive, in nobody else's
+    assert all(o == b"x" * size for o in others)
+    assert part.obj.owner[100:104] == b"EVIL" and id(part.obj.owner) == address
+
+
+def test_no_public_name_hands_out_writable_memory_of_an_immutable_object() -> None:
+    """No public name of the library reaches the engine's output memory (the review's
+    ``streamcrypt.engine.fresh_bytes`` returned a writable view of a new ``bytes``)."""
+    import importlib
+    import pkgutil
+    import warnings
+
+    private = {_memory.Fresh, _memory._writable_bytes}
+    seen = 0
+    for info in pkgutil.walk_packages(sc.__path__, "streamcrypt."):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # old names of modules
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError:  # an optional extra not installed
+                continue
+            values = {name: getattr(module, name) for name in getattr(module, "__all__", ())}
+        for name, value in values.items():
+            seen += 1
+            assert "fresh" not in name.lower(), f"{info.name}.{name}"
+            assert not any(value is p for p in private), f"{info.name}.{name}"
+    assert seen > 100
+    assert not hasattr(sc.engine, "fresh_bytes")
+
+
+class ShortJob(FakeJob):
+    """Writes a third less than its bound (RFC 8188 padding, a final short segment)."""
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        self.thread = threading.current_thread()
+        n = self.out_size * 2 // 3
+        out[:n] = bytes([self.tag]) * n
+        return n, None
+
+
+def short_expected(jobs: list[ShortJob]) -> bytes:
+    return b"".join(bytes([j.tag]) * (j.out_size * 2 // 3) for j in jobs)
+
+
+def test_jobs_that_write_less_than_their_bound_never_hand_out_unwritten_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """New output memory is filled with a marker before any job runs (standing for what
+    the heap held before: old plaintext, keys); no path may hand a marker byte out."""
+    made = _memory._writable_bytes
+
+    def marked(size: int) -> tuple[bytes, memoryview] | None:
+        out = made(size)
+        if out is not None:
+            out[1][:] = b"\xee" * size
+        return out
+
+    monkeypatch.setattr(_memory, "_writable_bytes", marked)
+    monkeypatch.setattr(_memory, "_IN_PLACE", 0)
+    jobs = [ShortJob(i + 1, 30_000 + 7 * i) for i in range(40)]
+    want = short_expected(jobs)
+    assert b"\xee" not in want
+    policy = OffloadPolicy(inline_limit=0, workers=2)
+    assert run_all(jobs, policy, head=b"H") == b"H" + want
+    assert run_all(jobs, None, head=b"H") == b"H" + want
+    assert run_verified(jobs, policy) == (want, None)
+
+    async def through(mode: str, reuse: bool) -> bytes:
+        sched = OrderedBatches(FORCED, site="test", reuse=reuse)
+        out = bytearray()
+
+        async def emit(parts: list[Any]) -> None:
+            for part in parts:
+                out.extend(part)
+
+        if mode == "now":
+            await sched.run_now(jobs, emit)
+        else:
+            await sched.put(jobs, emit)
+            await sched.flush(emit)
+        return bytes(out)
+
+    for mode in ("now", "batches"):
+        for reuse in (False, True):
+            assert anyio.run(through, mode, reuse) == want, (mode, reuse)
 
 
 def test_split_jobs_give_the_same_output() -> None:
