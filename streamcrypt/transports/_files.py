@@ -814,6 +814,7 @@ class EncryptedFile:
         self.mode = mode
         self._impl = impl
         self._closed = False
+        self._failure: BaseException | None = None  # what abandoned a write
         self._guard = anyio.ResourceGuard("using")
 
     # -- construction ---------------------------------------------------------------------
@@ -868,6 +869,10 @@ class EncryptedFile:
     # -- helpers --------------------------------------------------------------------------
 
     def _check_open(self) -> None:
+        if self._failure is not None:
+            raise BrokenTransformError(
+                f"the encrypted file is unusable after an earlier failure: {self._failure!r}"
+            ) from self._failure
         if self._closed:
             raise anyio.ClosedResourceError("the encrypted file is closed")
 
@@ -906,7 +911,8 @@ class EncryptedFile:
         with self._guard:
             try:
                 return await writer.write(view)
-            except BaseException:
+            except BaseException as exc:  # a cancelled write too: the file is broken
+                self._failure = exc
                 await self._fail()
                 raise
 
@@ -965,7 +971,11 @@ class EncryptedFile:
 
     async def aclose(self) -> None:
         """Finish: a writer seals the final segment and commits (atomic rename for a path);
-        a reader releases the file. Closing twice does nothing."""
+        a reader releases the file. Closing twice does nothing; closing a file whose
+        write failed or was cancelled raises :class:`BrokenTransformError` (nothing was
+        committed)."""
+        if self._failure is not None:
+            self._check_open()  # raises
         if self._closed:
             return
         impl = self._impl
