@@ -576,3 +576,61 @@ def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault(
         assert settled < 0.05, settled
     else:  # another allocator: settling must at least cost nothing
         assert settled <= plain + 0.05
+
+
+_FORK = """
+import os, signal, sys, tempfile, time
+import anyio
+import streamcrypt as sc
+from streamcrypt.engine import DEFAULT_POLICY, _offload
+
+key = bytes(range(32))
+data = os.urandom(16 << 20)
+path = os.path.join(tempfile.mkdtemp(), "f.enc")
+
+
+async def on_workers():
+    assert await DEFAULT_POLICY.run(len, data) == len(data)  # a KDF, file I/O, backups
+    async with sc.open(path, "wb", key=key) as f:
+        await f.write(data)
+    async with sc.open(path, "rb", key=key) as f:
+        return await f.read() == data
+
+
+assert sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data  # warms the pool
+assert anyio.run(on_workers)
+assert _offload._pools, "the default policy's pool was not used"
+pid = os.fork()
+if pid == 0:  # the child: the same calls, with the default policy
+    ok = sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data and anyio.run(on_workers)
+    os._exit(0 if ok else 3)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    print("hung")
+"""
+
+
+def test_a_process_forked_after_the_pool_warmed_works() -> None:
+    """gunicorn --preload, multiprocessing's fork start: the child has the parent's pool
+    object but none of its threads; it must make its own (issue 27 #6)."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows
+        pytest.skip("no fork")
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _FORK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.stdout.strip() == "exit 0", run.stdout + run.stderr

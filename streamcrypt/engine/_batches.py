@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 from ..abc import Buffer
 from ..codecs import SegmentedTransform
 from ..errors import BrokenTransformError
-from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
+from ._adaptive import INLINE_BATCH, Controller, oneshot_verdict
 from ._memory import Fresh
 from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
 
@@ -666,9 +666,6 @@ async def ordered_calls(
             await batches.settle()
 
 
-_ONESHOT: dict[str, OneShotVerdict] = {}
-
-
 def run_all(
     jobs: Sequence[Job],
     policy: OffloadPolicy | None,
@@ -711,7 +708,7 @@ def run_verified(
     # One group over the whole object, head included in what it hands out.
     group = _Group(0, len(pieces), fresh, fresh.view[len(head) :], base=len(head))
     batch = _Batch(pieces, [group])
-    verdict = _ONESHOT.setdefault(site, OneShotVerdict())
+    verdict = oneshot_verdict(site)
     helpers: list[Future[int]] = []
     if verdict.helpers_wanted():
         wanted = min(policy.workers, len(pieces) - 1)

@@ -99,6 +99,20 @@ _pools: dict[int, futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
+def _forget_pools_in_child() -> None:
+    """After ``fork``: the child has the parent's pool objects but none of their threads
+    (work submitted there would never run) and maybe a lock held by a thread that no
+    longer exists; it starts with no pool and a new lock (gunicorn ``--preload``,
+    multiprocessing's fork start)."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
 def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
     with _pools_lock:
         pool = _pools.get(workers)
