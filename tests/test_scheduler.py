@@ -533,12 +533,13 @@ def test_pipeline_output_matches_inline_for_every_policy() -> None:
 
 _CHURN = """
 import resource, sys
-if sys.argv[1] == "settled":
-    import streamcrypt.engine as engine
-    room = [bytearray(100 << 10) for _ in range(50)]  # 5 MiB of heap, then a pin above it
-    pin = bytearray(1000)
-    del room  # a free 5 MiB hole inside the heap: settling must not depend on its absence
-    engine.OrderedBatches(None, site="test")  # the first scheduler settles the allocator
+if sys.argv[1] == "library":  # using the library changes nothing process-wide
+    import streamcrypt as sc
+    sc.engine.OrderedBatches(None, site="test")  # (small: freeing a large block would
+    sc.decrypt_bytes(sc.encrypt_bytes(b"x" * 50_000, bytes(32)), bytes(32))  # raise it)
+elif sys.argv[1] == "opted-in":  # the application asks for it
+    import streamcrypt.engine
+    streamcrypt.engine.keep_freed_memory()
 size = 300 << 10
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(200):  # three bodies alive at once, then all dropped, as a server does
@@ -548,12 +549,12 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * 4096 / (60
 """
 
 
-def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault() -> None:
+def test_only_the_application_settles_the_allocator() -> None:
     """With glibc's start-up malloc thresholds, freeing three 300 KiB bodies trims the
-    heap top and the next three fault it back in (measured 0.86 faulted bytes per byte);
-    once a scheduler exists, the same churn reuses the heap (0.004), whatever the heap
-    held before (an earlier version raised the threshold by freeing a 4 MiB block, which
-    did nothing when the heap had room for it)."""
+    heap top and the next three fault it back in (measured 0.86 faulted bytes per byte).
+    Using the library leaves that alone (allocator policy is the process's, issue 27
+    #14); ``keep_freed_memory()``, called by the application, makes the same churn reuse
+    the heap (0.004)."""
     import os
     import platform
     import subprocess
@@ -562,7 +563,7 @@ def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault(
     def faulted(mode: str) -> float:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
         run = subprocess.run(
-            [sys.executable, "-c", _CHURN, mode],
+            [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _CHURN, mode],
             capture_output=True,
             text=True,
             check=True,
@@ -570,12 +571,140 @@ def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault(
         )
         return float(run.stdout)
 
-    plain, settled = faulted("plain"), faulted("settled")
+    plain, library, settled = faulted("plain"), faulted("library"), faulted("opted-in")
     if platform.libc_ver()[0] == "glibc":
         assert plain > 0.3, plain  # the churn this guards against is real here
+        assert library > 0.3, library  # and the library did not change the allocator
         assert settled < 0.05, settled
     else:  # another allocator: settling must at least cost nothing
         assert settled <= plain + 0.05
+
+
+_SPY = """
+import ctypes, sys
+calls = []
+real_cdll = ctypes.CDLL
+
+
+class Spy(real_cdll):
+    def __getattr__(self, name):
+        if name in ("mallopt", "malloc_trim", "sigaction", "signal"):
+            calls.append(name)
+        return super().__getattr__(name)
+
+    def __getitem__(self, name):
+        if name in ("mallopt", "malloc_trim", "sigaction", "signal"):
+            calls.append(name)
+        return super().__getitem__(name)
+
+
+ctypes.CDLL = Spy
+import signal
+handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)}
+import anyio
+import streamcrypt as sc
+from streamcrypt.codecs.container import StreamEncryptor
+key = bytes(32)
+data = b"x" * (12 << 20)
+assert sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data
+
+
+async def main():
+    out = await sc.pipeline(StreamEncryptor(key)).collect(data)
+    assert sc.decrypt_bytes(out, key) == data
+
+
+anyio.run(main)
+if sys.argv[1] == "opted-in":
+    sc.engine.keep_freed_memory()
+assert handlers == {s: signal.getsignal(s) for s in handlers}, "a signal handler changed"
+print(",".join(sorted(set(calls))) or "none")
+"""
+
+
+@pytest.mark.parametrize("mode", ["library", "opted-in"])
+def test_importing_and_using_the_library_changes_no_process_wide_state(mode: str) -> None:
+    """No import or use of the library calls ``mallopt`` (or any allocator or signal
+    call through ctypes) or changes a signal handler; the spy does see the application's
+    own ``keep_freed_memory()`` (so it could fail)."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _SPY, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    calls = run.stdout.strip()
+    if mode == "library":
+        assert calls == "none"
+    elif platform.libc_ver()[0] == "glibc":
+        assert calls == "mallopt"
+
+
+def fake_cgroups(tmp_path: Any, membership: str, files: dict[str, str]) -> tuple[str, str]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    listing = tmp_path / "self-cgroup"
+    listing.write_text(membership)
+    return str(root), str(listing)
+
+
+@pytest.mark.parametrize(
+    ("membership", "files", "cpus"),
+    [
+        ("0::/\n", {}, 64),  # no quota anywhere: the affinity
+        ("0::/\n", {"cpu.max": "max 100000\n"}, 64),
+        ("0::/\n", {"cpu.max": "200000 100000\n"}, 2),  # a 2-CPU container, namespaced
+        ("0::/\n", {"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: rounded up
+        ("0::/\n", {"cpu.max": "5000 100000\n"}, 1),
+        (  # the tightest of the cgroup and its ancestors
+            "0::/a/b\n",
+            {"a/b/cpu.max": "max 100000", "a/cpu.max": "300000 100000", "cpu.max": "max"},
+            3,
+        ),
+        ("0::/hidden/by/namespace\n", {"cpu.max": "400000 100000"}, 4),
+        (  # cgroup v1, the cpu controller mounted with cpuacct
+            "4:memory:/x\n3:cpu,cpuacct:/docker/x\n",
+            {
+                "cpu,cpuacct/docker/x/cpu.cfs_quota_us": "200000\n",
+                "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n",
+            },
+            2,
+        ),
+        (
+            "3:cpu,cpuacct:/\n",
+            {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"},
+            64,
+        ),
+        ("3:cpuset:/\n", {"cpu.max": "100000 100000"}, 64),  # no cpu controller listed
+    ],
+)
+def test_the_worker_count_follows_affinity_and_cgroup_quota(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    membership: str,
+    files: dict[str, str],
+    cpus: int,
+) -> None:
+    """A 2-CPU container on a 64-core host gets 2 workers, not 65 batches in flight
+    (issue 27 #14): the count follows CPU affinity and the cgroup v2/v1 CPU quota."""
+    from streamcrypt.engine import _offload
+
+    monkeypatch.setattr(_offload.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(_offload.os, "cpu_count", lambda: 128)
+    root, listing = fake_cgroups(tmp_path, membership, files)
+    assert _offload.cpu_budget(root, listing) == cpus
+    assert _offload.cpu_budget(root, str(tmp_path / "absent")) == 64  # no cgroups listed
+    monkeypatch.setattr(_offload.os, "sched_getaffinity", lambda pid: {0, 5})
+    assert _offload.cpu_budget(root, listing) == min(2, cpus)  # affinity caps it too
 
 
 _FORK = """

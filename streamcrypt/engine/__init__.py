@@ -12,12 +12,12 @@ if TYPE_CHECKING:
         Emit,
         Job,
         OrderedBatches,
-        keep_freed_memory,
         ordered_calls,
         run_all,
         run_segmented,
         run_verified,
     )
+    from ._memory import keep_freed_memory
     from ._offload import (
         DEFAULT_BATCH_SIZE,
         DEFAULT_INLINE_LIMIT,
@@ -66,12 +66,12 @@ __getattr__, __dir__ = lazy_exports(
             "Emit",
             "Job",
             "OrderedBatches",
-            "keep_freed_memory",
             "ordered_calls",
             "run_all",
             "run_segmented",
             "run_verified",
         ),
+        "._memory": ("keep_freed_memory",),
         "._offload": (
             "DEFAULT_BATCH_SIZE",
             "DEFAULT_INLINE_LIMIT",

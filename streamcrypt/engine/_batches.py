@@ -36,10 +36,7 @@ calls whose results are Python objects (blocking file work) through the same sch
 
 from __future__ import annotations
 
-import ctypes
 import itertools
-import os
-import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
@@ -59,7 +56,6 @@ __all__ = [
     "Emit",
     "Job",
     "OrderedBatches",
-    "keep_freed_memory",
     "ordered_calls",
     "run_all",
     "run_segmented",
@@ -102,47 +98,6 @@ async def _checkpoint() -> None:
 # ---------------------------------------------------------------------------------------
 # Fresh output objects
 # ---------------------------------------------------------------------------------------
-
-
-#: glibc's ``mallopt`` parameter numbers.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: The thresholds :func:`keep_freed_memory` has set so far (it only ever raises them).
-_kept = (0, 0)
-
-
-def keep_freed_memory(mmap_threshold: int = 8 << 20, trim_threshold: int = 16 << 20) -> None:
-    """Have glibc serve blocks below ``mmap_threshold`` from its heap and return the heap's
-    top to the kernel only past ``trim_threshold`` bytes free (``mallopt``); never lowers
-    what an earlier call set. A no-op off glibc and when the environment sets any of
-    glibc's ``MALLOC_*`` tunables (the operator's choice wins).
-
-    By default glibc trims its heap whenever more than twice its *mmap threshold* is
-    free at the top; the threshold starts at 128 KiB and rises only when a larger mmapped
-    block is freed. A server turning over 256 KiB bodies (h11's buffers, the app's body
-    bytes, our output) then trims and regrows the heap on nearly every body message and
-    faults every page back in: measured under uvicorn, 1.2-1.5 faulted bytes per
-    request-body byte and half the throughput. The first :class:`OrderedBatches` of a
-    process calls this with the defaults (8 / 16 MiB: above a batch's 4 MiB); the command
-    line, a short-lived process, asks for more. (Freeing one large block to raise the
-    threshold implicitly was tried: it works only if the block was mmapped, which a heap
-    with room for it does not do.)
-    """
-    global _kept
-    mmap_threshold, trim_threshold = max(mmap_threshold, _kept[0]), max(trim_threshold, _kept[1])
-    if (mmap_threshold, trim_threshold) == _kept:
-        return
-    _kept = (mmap_threshold, trim_threshold)
-    if sys.platform != "linux" or any(name.startswith("MALLOC_") for name in os.environ):
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # pragma: no cover - no C library, or no mallopt
-        return
-    if hasattr(libc, "gnu_get_libc_version"):  # musl's mallopt ignores these parameters
-        mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-        mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
-        mallopt(_M_TRIM_THRESHOLD, trim_threshold)
 
 
 # ---------------------------------------------------------------------------------------
@@ -337,7 +292,6 @@ class OrderedBatches:
         always_offload: bool = False,
         piece: int = CLAIM_SIZE,
     ) -> None:
-        keep_freed_memory()
         self.piece = piece
         self._policy = policy
         self._always = always_offload and policy is not None

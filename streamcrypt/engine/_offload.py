@@ -52,7 +52,64 @@ DEFAULT_INLINE_LIMIT = 256 << 10
 #: slowest hop measured (200 us) is under half of it; at 1.6 GB/s it is 2.6 ms. Larger
 #: batches only cost memory (peak RSS grows with batch_size x max_in_flight).
 DEFAULT_BATCH_SIZE = 4 << 20
-DEFAULT_WORKERS = max(2, os.cpu_count() or 2)
+
+
+def cpu_budget(root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgroup") -> int:
+    """The CPUs this process may use: those its affinity allows (``sched_getaffinity``),
+    capped by its cgroup's CPU quota rounded up (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; the tightest of the cgroup and its
+    ancestors), never ``os.cpu_count()``'s count of the host's CPUs (a 2-CPU container
+    on a 64-core host gets 2). ``root`` and ``membership`` are where the cgroup
+    file systems are mounted and where the process's cgroups are listed."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        with open(membership) as f:
+            lines = f.read().splitlines()
+    except OSError:  # no cgroups (not Linux, or hidden)
+        return max(1, cpus)
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            base, files = root, ("cpu.max",)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's hierarchy
+            base = os.path.join(root, controllers)
+            if not os.path.isdir(base):
+                base = os.path.join(root, "cpu")
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):  # the cgroup, then each ancestor
+            quota = _cpu_quota(os.path.join(base, *parts[:depth]), files)
+            if quota is not None:
+                cpus = min(cpus, quota)
+    return max(1, cpus)
+
+
+def _cpu_quota(directory: str, files: tuple[str, ...]) -> int | None:
+    """The CPUs a cgroup directory's quota files allow, rounded up; None: no limit (or
+    no such files: a cgroup namespace hides the path, or the controller is elsewhere)."""
+    try:
+        values = []
+        for name in files:
+            with open(os.path.join(directory, name)) as f:
+                values.extend(f.read().split())
+    except OSError:
+        return None
+    if len(values) != 2 or values[0] in ("max", "-1"):
+        return None
+    try:
+        quota, period = int(values[0]), int(values[1])
+    except ValueError:
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
+#: Threads of the shared pool: the CPUs this process may use (at least 2).
+DEFAULT_WORKERS = max(2, cpu_budget())
 #: One batch per worker plus one being emitted keeps every worker busy.
 DEFAULT_MAX_IN_FLIGHT = DEFAULT_WORKERS + 1
 
