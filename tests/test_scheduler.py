@@ -6,6 +6,7 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 from contextlib import aclosing
 from typing import Any
@@ -763,3 +764,145 @@ def test_a_process_forked_after_the_pool_warmed_works() -> None:
         timeout=120,
     )
     assert run.stdout.strip() == "exit 0", run.stdout + run.stderr
+
+
+#: What only the engine may construct: threads, conditions, executors (issue 26).
+_ENGINE_ONLY = {
+    "Thread",
+    "Timer",
+    "Condition",
+    "Executor",
+    "ThreadPoolExecutor",
+    "ProcessPoolExecutor",
+    "InterpreterPoolExecutor",
+    "start_new_thread",
+    "start_joinable_thread",
+}
+
+
+def _engine_only_constructions(source: str) -> list[tuple[int, str]]:
+    """Calls of, and classes derived from, the names only the engine may construct."""
+    import ast
+
+    def name(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        return None
+
+    tree = ast.parse(source)
+    aliases = {  # from concurrent.futures import ThreadPoolExecutor as Pool
+        alias.asname: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = name(node.func)
+            if aliases.get(called or "", called) in _ENGINE_ONLY:
+                found.append((node.lineno, f"{called}(...)"))
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                based = name(base)
+                if aliases.get(based or "", based) in _ENGINE_ONLY:
+                    found.append((node.lineno, f"class {node.name}({based})"))
+    return found
+
+
+def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
+    """One engine (issue 26): every parallel path runs on the engine's scheduler; no
+    module outside ``streamcrypt/engine/`` constructs a thread, a condition or an
+    executor (nor derives a class from one)."""
+    from pathlib import Path
+
+    root = Path(sc.__file__).parent
+    sample = (
+        "import threading as t\nt.Thread(target=f).start()\nclass W(t.Condition): pass\n"
+        "from concurrent.futures import ThreadPoolExecutor as P\nP(2)\nt.Lock()\n"
+    )
+    assert sorted(_engine_only_constructions(sample)) == [
+        (2, "Thread(...)"),
+        (3, "class W(Condition)"),
+        (5, "P(...)"),
+    ]
+    offenders = []
+    checked = 0
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "engine":
+            continue
+        checked += 1
+        for line, what in _engine_only_constructions(path.read_text()):
+            offenders.append(f"{path.relative_to(root)}:{line}: {what}")
+    assert checked > 50
+    assert offenders == []
+
+
+def test_write_behind_writes_in_order_on_its_own_thread() -> None:
+    from streamcrypt.engine import WriteBehind
+
+    written: list[bytes] = []
+    threads: set[int] = set()
+
+    def write(items: list[Any]) -> None:
+        threads.add(threading.get_ident())
+        time.sleep(0.001)
+        written.extend(bytes(i) for i in items)
+
+    behind = WriteBehind(write, ahead=10_000)
+    items = [bytes([i]) * 3000 for i in range(200)]
+    for item in items:
+        if behind.put(item, wake_at=5000):
+            behind.wait_room()
+        assert behind.written <= sum(map(len, written))
+    behind.close()
+    assert written == items and behind.written == 3000 * 200 and behind.error is None
+    assert threading.get_ident() not in threads
+
+
+def test_write_behind_stops_at_the_first_error_and_drops_on_request() -> None:
+    from streamcrypt.engine import WriteBehind
+
+    calls = 0
+
+    def write(items: list[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    behind = WriteBehind(write, ahead=1000)
+    for _ in range(50):
+        if behind.put(b"x" * 600):
+            behind.wait_room()
+    behind.close()
+    assert isinstance(behind.error, BrokenPipeError) and calls == 2
+    dropped = WriteBehind(write, ahead=1 << 20)
+    dropped.put(b"y" * 100, wake_at=1 << 30)
+    dropped.close(drop=True)
+    assert calls == 2 and dropped.written == 0
+
+
+def test_run_in_turns_passes_on_in_order_and_raises_a_failure_in_its_turn() -> None:
+    from streamcrypt.engine import run_in_turns
+
+    for threads in (1, 3):
+        taken = iter(range(40))
+        passed: list[int] = []
+
+        def take(taken: Iterator[int] = taken) -> tuple[int, bool]:
+            n = next(taken)
+            return n, n == 39
+
+        def run(n: int) -> int:
+            time.sleep(random.random() / 1000)
+            if n == 25:
+                raise OSError("piece 25")
+            return n
+
+        with pytest.raises(OSError, match="piece 25"):
+            run_in_turns(take, run, passed.append, threads=threads)
+        assert passed == list(range(25))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         wait_future,
     )
     from ._pipeline import Feeder, Pipeline, Sink, Source, pipeline
+    from ._sync import WriteBehind, run_in_turns
 
 __all__ = [
     "CLAIM_SIZE",
@@ -46,10 +47,12 @@ __all__ = [
     "Pipeline",
     "Sink",
     "Source",
+    "WriteBehind",
     "keep_freed_memory",
     "ordered_calls",
     "pipeline",
     "run_all",
+    "run_in_turns",
     "run_segmented",
     "run_verified",
     "wait_future",
@@ -82,5 +85,6 @@ __getattr__, __dir__ = lazy_exports(
             "wait_future",
         ),
         "._pipeline": ("Feeder", "Pipeline", "Sink", "Source", "pipeline"),
+        "._sync": ("WriteBehind", "run_in_turns"),
     },
 )

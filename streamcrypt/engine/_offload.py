@@ -71,7 +71,11 @@ def cpu_budget(root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgrou
     except OSError:  # no cgroups (not Linux, or hidden)
         return max(1, cpus)
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        files: tuple[str, ...]
         if controllers == "":  # v2: one hierarchy
             base, files = root, ("cpu.max",)
         elif "cpu" in controllers.split(","):  # v1: the cpu controller's hierarchy
