@@ -1,4 +1,5 @@
-"""The engine's one scheduler (OrderedBatches, run_all) and its offload controller."""
+"""The engine's one scheduler (OrderedBatches, run_verified, the synchronous drivers) and
+its offload controller, output memory and process-wide behaviour."""
 
 from __future__ import annotations
 
@@ -16,19 +17,19 @@ import pytest
 
 import streamcrypt as sc
 from streamcrypt.codecs.container import StreamEncryptor
-from streamcrypt.engine import (
-    CLAIM_SIZE,
-    INLINE_BATCH,
-    Controller,
-    OffloadPolicy,
-    OrderedBatches,
-    _adaptive,
-    _memory,
-    ordered_calls,
-    run_all,
-    run_verified,
-)
+from streamcrypt.engine import OffloadPolicy, _adaptive, _memory
+from streamcrypt.engine._adaptive import INLINE_BATCH, Controller
+from streamcrypt.engine._batches import CLAIM_SIZE, OrderedBatches, ordered_calls, run_verified
 from streamcrypt.errors import AuthenticationError, BrokenTransformError
+
+
+def run_all(jobs: Any, policy: OffloadPolicy | None, head: bytes = b"") -> bytes:
+    """A one-shot call's all-or-nothing use of run_verified (as run_segmented does)."""
+    out, error = run_verified(jobs, policy, head=head)
+    if error is not None:
+        raise error
+    return out
+
 
 KEY = bytes(range(32))
 

@@ -18,7 +18,7 @@ higher median rate over its last three epochs, inline on a tie within ``MARGIN``
 the verdict holds the period doubles up to ``MAX_STAY``, so probing costs a few percent
 of a long stream; when the verdict flips it starts again from one.
 
-One-shot calls (:func:`~._batches.run_all`) have the caller run jobs itself while helper
+One-shot calls (:func:`~._batches.run_verified`) have the caller run jobs itself while helper
 threads take others; a helper that gets no core simply claims little. The share the
 helpers claimed is the measurement there: when they take under ``MIN_HELPER_SHARE``,
 the next calls run without them, and try again after a doubling number of calls.

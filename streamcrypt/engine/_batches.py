@@ -29,7 +29,7 @@ once, where it will be read: in *reuse* mode into a few recycled buffers lent to
 consumer that is done with them before it asks for more (sinks); otherwise into a new
 ``bytes`` object per batch, filled in place by the worker (:class:`~._memory.Fresh`), which
 the consumer keeps without a copy and the allocator recycles when it is dropped.
-:func:`run_all` (one-shot calls) fills one such object with the whole output, the
+:func:`run_verified` (one-shot calls) fills one such object with the whole output, the
 calling thread and helper threads claiming pieces of it. :func:`ordered_calls` runs
 calls whose results are Python objects (blocking file work) through the same scheduler.
 """
@@ -57,7 +57,6 @@ __all__ = [
     "Job",
     "OrderedBatches",
     "ordered_calls",
-    "run_all",
     "run_segmented",
     "run_verified",
 ]
@@ -620,26 +619,6 @@ async def ordered_calls(
             await batches.settle()
 
 
-def run_all(
-    jobs: Sequence[Job],
-    policy: OffloadPolicy | None,
-    *,
-    head: Buffer = b"",
-    site: str = "one-shot",
-) -> bytes:
-    """Run every job of a one-shot call into one new ``bytes``: ``head``, then the output.
-
-    Synchronous. The calling thread claims and runs pieces itself; helper threads (when
-    the work is large and helpers have been getting cores, see
-    :class:`~._adaptive.OneShotVerdict`) claim others. All or nothing: on a failure
-    the first one is raised and nothing is returned.
-    """
-    out, error = run_verified(jobs, policy, head=head, site=site)
-    if error is not None:
-        raise error
-    return out
-
-
 def run_verified(
     jobs: Sequence[Job],
     policy: OffloadPolicy | None,
@@ -647,10 +626,16 @@ def run_verified(
     head: Buffer = b"",
     site: str = "one-shot",
 ) -> tuple[bytes, Exception | None]:
-    """:func:`run_all` that keeps what verified: ``head`` and the output of every job
-    before the first failure (and the verified part of the failing one), with that
-    failure, or ``None`` when every job ran. For synchronous drivers that release
-    verified output as it comes (the command line writing to a pipe)."""
+    """Run every job of a one-shot call into one new ``bytes``: ``head``, then the output
+    of every job before the first failure (and the verified part of the failing one),
+    with that failure, or ``None`` when every job ran.
+
+    Synchronous. The calling thread claims and runs pieces itself; helper threads (when
+    the work is large and helpers have been getting cores, see
+    :class:`~._adaptive.OneShotVerdict`) claim others. Callers that release all or
+    nothing raise the failure (:func:`run_segmented`); synchronous drivers that release
+    verified output as it comes (the command line writing to a pipe) write the output
+    first."""
     if policy is None:
         return _run_here(jobs, head)
     pieces = list(_pieces(jobs))
@@ -696,14 +681,17 @@ def run_segmented(
     """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
 
     Synchronous: the calling thread runs segments itself while helper threads take
-    others (:func:`~streamcrypt.engine.run_all`); the output is written once, into the
-    ``bytes`` returned. Errors come out after nothing is returned (one-shot calls
-    release all or nothing).
+    others (:func:`run_verified`); the output is written once, into the ``bytes``
+    returned. Errors come out after nothing is returned (one-shot calls release all or
+    nothing).
     """
     view = memoryview(data).cast("B")
     try:
         jobs = transform.feed(view)
         jobs += transform.finish()
-        return run_all(jobs, policy, head=transform.take_header())
+        out, error = run_verified(jobs, policy, head=transform.take_header())
+        if error is not None:
+            raise error
+        return out
     except Exception as exc:
         raise transform.fail(exc) from None

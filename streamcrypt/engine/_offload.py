@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_WORKERS",
     "OffloadPolicy",
+    "WorkerCalls",
     "wait_future",
 ]
 
@@ -182,6 +183,38 @@ def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
                 workers, thread_name_prefix="streamcrypt-worker"
             )
         return pool
+
+
+class WorkerCalls:
+    """Blocking calls (file I/O, a KDF) on the policy's workers, remembered until they
+    finished, so that their owner can :meth:`settle` them before it closes what they
+    use (a file descriptor). ``policy=None`` still runs them on the default policy's
+    workers: blocking I/O never runs on the event loop."""
+
+    def __init__(self, policy: OffloadPolicy | None) -> None:
+        self._policy = policy or DEFAULT_POLICY
+        self._running: set[futures.Future[Any]] = set()
+
+    def start(self, fn: Callable[..., T], *args: Any) -> futures.Future[T]:
+        """Start ``fn(*args)`` on a worker; remembered until it finished."""
+        future = self._policy.submit(fn, *args)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return future
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker, awaited."""
+        return await wait_future(self.start(fn, *args))
+
+    async def settle(self) -> None:
+        """Until no call started here is still running (their failures dropped)."""
+        while self._running:
+            for future in list(self._running):  # done callbacks discard from other threads
+                try:
+                    await wait_future(future)
+                except Exception:
+                    pass
+                self._running.discard(future)
 
 
 def _waker(event: anyio.Event) -> Callable[[], None]:
