@@ -49,7 +49,7 @@ def _bytes_c_api() -> tuple[object, object, type] | None:
     address.restype = ctypes.c_void_p
     address.argtypes = (ctypes.py_object,)
 
-    class Span(ctypes.c_char * (1 << 62)):  # type: ignore[misc]  # sliced to the size
+    class Span(ctypes.c_char * sys.maxsize):  # type: ignore[misc]  # sliced to the size
         """Memory of ``owner``; a view of it references this, so ``owner`` too."""
 
         __slots__ = ("owner",)
