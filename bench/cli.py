@@ -5,6 +5,8 @@ encrypt and decrypt, binary and armored, to a file (``-o``) and to ``/dev/null``
 1 GiB (``--quick``: 128 MiB) of random data in a temporary directory on disk; and the
 start-up of ``--version`` and ``--help``. The two commands alternate run by run, so a
 shared machine's load falls on both alike; each row gives medians and the ratio.
+``BENCH_BASELINE_TREE=path`` adds a third command, streamcrypt from another source tree
+(an export of main), alternated with the two: a before/after of a change in one run.
 
 ``age`` is a bench-only peer, not a Python package: ``apt-get install age`` (Debian and
 Ubuntu), ``brew install age``, or a release from https://github.com/FiloSottile/age.
@@ -54,6 +56,17 @@ def _timed(argv: Sequence[str], env: dict[str, str], check: bool = True) -> floa
     return seconds
 
 
+#: Another source tree to time beside this one, run by run (``BENCH_BASELINE_TREE=path``,
+#: e.g. an export of main): its rows get a "before" column, alternated with the others.
+BASELINE = os.environ.get("BENCH_BASELINE_TREE")
+
+
+def _env_for(name: str, env: dict[str, str]) -> dict[str, str]:
+    if name == "before" and BASELINE:
+        return {**env, "PYTHONPATH": BASELINE}
+    return env
+
+
 def _alternate(
     commands: dict[str, list[str]], env: dict[str, str], rounds: int, cleanup: Path | None
 ) -> dict[str, float]:
@@ -64,7 +77,7 @@ def _alternate(
     for _ in range(rounds):
         for name, argv in commands.items():
             os.sync()
-            times[name].append(_timed(argv, env))
+            times[name].append(_timed(argv, _env_for(name, env)))
             if cleanup is not None:
                 cleanup.unlink(missing_ok=True)
     return {name: statistics.median(t) for name, t in times.items()}
@@ -81,6 +94,7 @@ def _sha256(path: Path) -> str:
 def _row(t: Table, what: str, size: int, medians: dict[str, float]) -> None:
     ours = medians["streamcrypt"]
     theirs = medians.get("age")
+    before = medians.get("before")
     t.add(
         what,
         f"{ours:.2f}",
@@ -88,6 +102,8 @@ def _row(t: Table, what: str, size: int, medians: dict[str, float]) -> None:
         "—" if theirs is None else f"{theirs:.2f}",
         "—" if theirs is None else f"{size / theirs / 1e9:.2f}",
         "—" if theirs is None else f"{theirs / ours:.2f}×",
+        *(() if not BASELINE else ("—" if before is None else f"{before:.2f}",)),
+        *(() if not BASELINE or before is None else (f"{before / ours:.2f}×",)),
     )
 
 
@@ -100,6 +116,9 @@ def run(report: Report, quick: bool = False) -> None:
     age_keygen = shutil.which("age-keygen")
     peer = age is not None and age_keygen is not None
     subprocess.run([*sc, "--version"], env=env, check=True, capture_output=True)  # caches
+    if BASELINE:
+        before_env = _env_for("before", env)
+        subprocess.run([*sc, "--version"], env=before_env, check=True, capture_output=True)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         root = Path(tmp)
         plain = root / "plain"
@@ -137,7 +156,8 @@ def run(report: Report, quick: bool = False) -> None:
         t = report.table(
             f"streamcrypt command against age {_age_version(age)}, {size >> 20} MiB "
             f"(seconds and GB/s, medians of {rounds} alternated runs)",
-            ["command", "streamcrypt s", "GB/s", "age s", "GB/s", "age time / ours"],
+            ["command", "streamcrypt s", "GB/s", "age s", "GB/s", "age time / ours"]
+            + (["before s", "before time / ours"] if BASELINE else []),
         )
         out = root / "out"
         for verb in ("encrypt", "decrypt"):
@@ -155,9 +175,11 @@ def run(report: Report, quick: bool = False) -> None:
                     commands = {"streamcrypt": ours}
                     if peer:
                         commands["age"] = theirs
+                    if BASELINE:
+                        commands["before"] = ours
                     if verb == "decrypt" and dest == "file":  # both got it right
-                        for argv in commands.values():
-                            _timed(argv, env)
+                        for name, argv in commands.items():
+                            _timed(argv, _env_for(name, env))
                             if _sha256(out) != want:
                                 raise RuntimeError(f"{argv[0]} decrypted to other bytes")
                     cleanup = out if dest == "file" else None

@@ -283,7 +283,7 @@ def _people(value: Iterable[_P] | _P, name: str) -> tuple[_P, ...]:
     """``recipients=`` / ``identities=`` as a tuple: one key (an object or its text) or
     an iterable of them, as the codecs take them."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        return (value,)  # type: ignore[return-value]
+        return (value,)
     return tuple(value)
 
 

@@ -145,7 +145,7 @@ def workers() -> int:
 
 def test_turns_ask_for_pieces_and_stop_their_threads() -> None:
     """In turns, reads ask for PIECE_SIZE bytes, at most MAX_THREADS threads work (the
-    calling one and helpers), and no helper outlives the call."""
+    calling one and the engine's helpers), and no helper outlives the call."""
     read, asked = reader(bytes(300_000))
     seen: list[int] = []
 

@@ -269,7 +269,11 @@ async def test_feeder_flush_emits_complete_segments_at_once(policy: OffloadPolic
     async def sink(view: memoryview) -> None:
         out.append(bytes(view))
 
-    big = OffloadPolicy(batch_size=1 << 30, inline_limit=0, adaptive=False) if policy is not None else None
+    big = (
+        OffloadPolicy(batch_size=1 << 30, inline_limit=0, adaptive=False)
+        if policy is not None
+        else None
+    )
     feeder = sc.pipeline(StreamDecryptor(KEY), policy=big).feeder(sink)
     data = random.Random(14).randbytes(5000)
     ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
@@ -409,3 +413,66 @@ async def test_header_is_read_off_the_event_loop() -> None:
     assert await sc.pipeline(Spy(KEY), policy=THREADED).collect(chunks_of(ct)) == data
     assert on_loop[0] is False  # the header phase ran on a worker thread
     assert all(on_loop[1:])  # after it, feed is cheap bookkeeping on the loop
+
+
+def _cancel_trial(seed: int, stages: str) -> str:
+    """Feed 4 MiB through ``stages`` in 256 KiB sends, cancel one send at a random moment,
+    carry on sending, close; returns how it ended. The only acceptable outcomes: the
+    output is complete and correct, or a later call is refused with a typed error."""
+    from streamcrypt.errors import BrokenTransformError, StreamCryptError
+    from streamcrypt.primitives import AesCtrDecryptor, AesCtrEncryptor, Sha256Tap
+
+    rng = random.Random(seed)
+    data = rng.randbytes(4 << 20)
+    iv = bytes(16)
+    policy = OffloadPolicy(inline_limit=0, batch_size=64 << 10, adaptive=False)
+    if stages == "ctr":
+        chain: list[object] = [AesCtrEncryptor(KEY, iv)]
+    elif stages == "tap":
+        chain = [Sha256Tap()]
+    else:
+        chain = [AesCtrEncryptor(KEY, iv), StreamEncryptor(KEY, segment_size=4096)]
+    out = bytearray()
+
+    async def sink(view: memoryview) -> None:
+        out.extend(view)
+
+    async def main() -> str:
+        feeder = sc.pipeline(*chain, policy=policy).feeder(sink)  # type: ignore[arg-type]
+        victim = rng.randrange(16)
+        delay = rng.random() * 0.004
+        try:
+            for i in range(16):
+                piece = data[i << 18 : (i + 1) << 18]
+                if i == victim:
+                    with anyio.move_on_after(delay):
+                        await feeder.send(piece)
+                else:
+                    await feeder.send(piece)
+            await feeder.aclose()
+        except BrokenTransformError:
+            return "refused"
+        except StreamCryptError as exc:  # pragma: no cover - any other typed error
+            return f"refused: {type(exc).__name__}"
+        return "complete"
+
+    ended = anyio.run(main)
+    if ended == "complete":
+        if stages == "ctr":
+            assert AesCtrDecryptor(KEY, iv).update(bytes(out)) == data, "short or wrong output"
+        elif stages == "tap":
+            assert bytes(out) == data, "short output"
+        else:
+            plain = sc.decrypt_bytes(bytes(out), KEY)
+            assert AesCtrDecryptor(KEY, iv).update(plain) == data, "short or wrong output"
+    return ended
+
+
+@pytest.mark.parametrize("stages", ["ctr", "tap", "ctr-then-segmented"])
+def test_a_cancelled_send_never_runs_a_stateful_stage_twice_at_once(stages: str) -> None:
+    """Cancel ``Feeder.send`` at random points while a plain (stateful) stage runs on a
+    worker: the pipeline is broken for good (later calls raise BrokenTransformError
+    naming the first failure), never ``RuntimeError: Already borrowed`` from a second
+    ``update`` beside the first, never silently short output (issue 27 #5)."""
+    ends = [_cancel_trial(seed, stages) for seed in range(12)]
+    assert "refused" in ends  # the cancellation did land in a send

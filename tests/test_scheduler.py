@@ -1,4 +1,5 @@
-"""The engine's one scheduler (OrderedBatches, run_all) and its offload controller."""
+"""The engine's one scheduler (OrderedBatches, run_verified, the synchronous drivers) and
+its offload controller, output memory and process-wide behaviour."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 from contextlib import aclosing
 from typing import Any
@@ -15,19 +17,19 @@ import pytest
 
 import streamcrypt as sc
 from streamcrypt.codecs.container import StreamEncryptor
-from streamcrypt.engine import (
-    CLAIM_SIZE,
-    INLINE_BATCH,
-    Controller,
-    OffloadPolicy,
-    OrderedBatches,
-    _adaptive,
-    fresh_bytes,
-    ordered_calls,
-    run_all,
-    run_verified,
-)
+from streamcrypt.engine import OffloadPolicy, _adaptive, _memory
+from streamcrypt.engine._adaptive import INLINE_BATCH, Controller
+from streamcrypt.engine._batches import CLAIM_SIZE, OrderedBatches, ordered_calls, run_verified
 from streamcrypt.errors import AuthenticationError, BrokenTransformError
+
+
+def run_all(jobs: Any, policy: OffloadPolicy | None, head: bytes = b"") -> bytes:
+    """A one-shot call's all-or-nothing use of run_verified (as run_segmented does)."""
+    out, error = run_verified(jobs, policy, head=head)
+    if error is not None:
+        raise error
+    return out
+
 
 KEY = bytes(range(32))
 
@@ -343,14 +345,126 @@ def test_run_verified_keeps_what_verified_before_a_failure() -> None:
     assert run_verified(clean, None, head=b"H") == (b"H" + expected(clean), None)
 
 
-def test_fresh_bytes_are_filled_in_place() -> None:
-    obj, view = fresh_bytes(1 << 20)
-    view[:] = b"\xab" * (1 << 20)
-    view.release()
-    assert type(obj) is bytes and obj == b"\xab" * (1 << 20)
-    small, view = fresh_bytes(10)
-    view[:] = b"0123456789"
-    assert bytes(small) == b"0123456789"
+def test_fresh_output_is_the_object_only_when_every_byte_was_written() -> None:
+    fresh = _memory.Fresh(1 << 20)
+    fresh.view[:] = b"\xab" * (1 << 20)
+    out = fresh.finish(1 << 20)
+    assert type(out) is bytes and out == b"\xab" * (1 << 20)
+    short = _memory.Fresh(1 << 20)
+    short.view[:10] = b"0123456789"
+    assert short.finish(10) == b"0123456789"  # a copy of what was written, nothing more
+    small = _memory.Fresh(10)
+    small.view[:] = b"0123456789"
+    assert small.finish(10) == b"0123456789"
+    with pytest.raises(AssertionError):
+        small.finish(10)  # once only: the memory is not written again
+
+
+def test_a_view_of_new_output_memory_keeps_its_object_alive() -> None:
+    """The one ctypes use: the writable view, and every slice of it, references the new
+    ``bytes``. The outside review's proof of concept (a view that referenced nothing
+    wrote into whatever object reused the memory after its own died) must fail."""
+    import gc
+
+    size = 65536
+    made = _memory._writable_bytes(size)
+    if made is None:  # pragma: no cover - not CPython
+        pytest.skip("bytes are written in place only on CPython")
+    obj, view = made
+    part = view[100:200]
+    assert view.obj.owner is obj and not view.readonly and len(view) == size
+    del made, view
+    address = id(obj)
+    del obj
+    gc.collect()
+    others = [b"x" * size for _ in range(64)]
+    part[:4] = b"EVIL"  # lands in the object the slice keeps alive, in nobody else's
+    assert all(o == b"x" * size for o in others)
+    assert part.obj.owner[100:104] == b"EVIL" and id(part.obj.owner) == address
+
+
+def test_no_public_name_hands_out_writable_memory_of_an_immutable_object() -> None:
+    """No public name of the library reaches the engine's output memory (the review's
+    ``streamcrypt.engine.fresh_bytes`` returned a writable view of a new ``bytes``)."""
+    import importlib
+    import pkgutil
+    import warnings
+
+    private = {_memory.Fresh, _memory._writable_bytes}
+    seen = 0
+    for info in pkgutil.walk_packages(sc.__path__, "streamcrypt."):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # old names of modules
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError:  # an optional extra not installed
+                continue
+            values = {name: getattr(module, name) for name in getattr(module, "__all__", ())}
+        for name, value in values.items():
+            seen += 1
+            assert "fresh" not in name.lower(), f"{info.name}.{name}"
+            assert not any(value is p for p in private), f"{info.name}.{name}"
+    assert seen > 100
+    assert not hasattr(sc.engine, "fresh_bytes")
+
+
+class ShortJob(FakeJob):
+    """Writes a third less than its bound (RFC 8188 padding, a final short segment)."""
+
+    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        self.thread = threading.current_thread()
+        n = self.out_size * 2 // 3
+        out[:n] = bytes([self.tag]) * n
+        return n, None
+
+
+def short_expected(jobs: list[ShortJob]) -> bytes:
+    return b"".join(bytes([j.tag]) * (j.out_size * 2 // 3) for j in jobs)
+
+
+def test_jobs_that_write_less_than_their_bound_never_hand_out_unwritten_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """New output memory is filled with a marker before any job runs (standing for what
+    the heap held before: old plaintext, keys); no path may hand a marker byte out."""
+    made = _memory._writable_bytes
+
+    def marked(size: int) -> tuple[bytes, memoryview] | None:
+        out = made(size)
+        if out is not None:
+            out[1][:] = b"\xee" * size
+        return out
+
+    monkeypatch.setattr(_memory, "_writable_bytes", marked)
+    monkeypatch.setattr(_memory, "_IN_PLACE", 0)
+    jobs = [ShortJob(i + 1, 30_000 + 7 * i) for i in range(40)]
+    want = short_expected(jobs)
+    assert b"\xee" not in want
+    policy = OffloadPolicy(inline_limit=0, workers=2)
+    assert run_all(jobs, policy, head=b"H") == b"H" + want
+    assert run_all(jobs, None, head=b"H") == b"H" + want
+    assert run_verified(jobs, policy) == (want, None)
+
+    async def through(mode: str, reuse: bool) -> bytes:
+        sched = OrderedBatches(FORCED, site="test", reuse=reuse)
+        out = bytearray()
+
+        async def emit(parts: list[Any]) -> None:
+            for part in parts:
+                out.extend(part)
+
+        if mode == "now":
+            await sched.run_now(jobs, emit)
+        else:
+            await sched.put(jobs, emit)
+            await sched.flush(emit)
+        return bytes(out)
+
+    for mode in ("now", "batches"):
+        for reuse in (False, True):
+            assert anyio.run(through, mode, reuse) == want, (mode, reuse)
 
 
 def test_split_jobs_give_the_same_output() -> None:
@@ -421,12 +535,13 @@ def test_pipeline_output_matches_inline_for_every_policy() -> None:
 
 _CHURN = """
 import resource, sys
-if sys.argv[1] == "settled":
-    import streamcrypt.engine as engine
-    room = [bytearray(100 << 10) for _ in range(50)]  # 5 MiB of heap, then a pin above it
-    pin = bytearray(1000)
-    del room  # a free 5 MiB hole inside the heap: settling must not depend on its absence
-    engine.OrderedBatches(None, site="test")  # the first scheduler settles the allocator
+if sys.argv[1] == "library":  # using the library changes nothing process-wide
+    import streamcrypt as sc
+    sc.engine.OrderedBatches(None, site="test")  # (small: freeing a large block would
+    sc.decrypt_bytes(sc.encrypt_bytes(b"x" * 50_000, bytes(32)), bytes(32))  # raise it)
+elif sys.argv[1] == "opted-in":  # the application asks for it
+    import streamcrypt.engine
+    streamcrypt.engine.keep_freed_memory()
 size = 300 << 10
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(200):  # three bodies alive at once, then all dropped, as a server does
@@ -436,12 +551,12 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * 4096 / (60
 """
 
 
-def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault() -> None:
+def test_only_the_application_settles_the_allocator() -> None:
     """With glibc's start-up malloc thresholds, freeing three 300 KiB bodies trims the
-    heap top and the next three fault it back in (measured 0.86 faulted bytes per byte);
-    once a scheduler exists, the same churn reuses the heap (0.004), whatever the heap
-    held before (an earlier version raised the threshold by freeing a 4 MiB block, which
-    did nothing when the heap had room for it)."""
+    heap top and the next three fault it back in (measured 0.86 faulted bytes per byte).
+    Using the library leaves that alone (allocator policy is the process's, issue 27
+    #14); ``keep_freed_memory()``, called by the application, makes the same churn reuse
+    the heap (0.004)."""
     import os
     import platform
     import subprocess
@@ -450,7 +565,7 @@ def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault(
     def faulted(mode: str) -> float:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
         run = subprocess.run(
-            [sys.executable, "-c", _CHURN, mode],
+            [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _CHURN, mode],
             capture_output=True,
             text=True,
             check=True,
@@ -458,9 +573,337 @@ def test_the_first_scheduler_settles_the_allocator_so_body_churn_does_not_fault(
         )
         return float(run.stdout)
 
-    plain, settled = faulted("plain"), faulted("settled")
+    plain, library, settled = faulted("plain"), faulted("library"), faulted("opted-in")
     if platform.libc_ver()[0] == "glibc":
         assert plain > 0.3, plain  # the churn this guards against is real here
+        assert library > 0.3, library  # and the library did not change the allocator
         assert settled < 0.05, settled
     else:  # another allocator: settling must at least cost nothing
         assert settled <= plain + 0.05
+
+
+_SPY = """
+import ctypes, sys
+calls = []
+real_cdll = ctypes.CDLL
+
+
+class Spy(real_cdll):
+    def __getattr__(self, name):
+        if name in ("mallopt", "malloc_trim", "sigaction", "signal"):
+            calls.append(name)
+        return super().__getattr__(name)
+
+    def __getitem__(self, name):
+        if name in ("mallopt", "malloc_trim", "sigaction", "signal"):
+            calls.append(name)
+        return super().__getitem__(name)
+
+
+ctypes.CDLL = Spy
+import signal
+handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)}
+import anyio
+import streamcrypt as sc
+from streamcrypt.codecs.container import StreamEncryptor
+key = bytes(32)
+data = b"x" * (12 << 20)
+assert sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data
+
+
+async def main():
+    out = await sc.pipeline(StreamEncryptor(key)).collect(data)
+    assert sc.decrypt_bytes(out, key) == data
+
+
+anyio.run(main)
+if sys.argv[1] == "opted-in":
+    sc.engine.keep_freed_memory()
+assert handlers == {s: signal.getsignal(s) for s in handlers}, "a signal handler changed"
+print(",".join(sorted(set(calls))) or "none")
+"""
+
+
+@pytest.mark.parametrize("mode", ["library", "opted-in"])
+def test_importing_and_using_the_library_changes_no_process_wide_state(mode: str) -> None:
+    """No import or use of the library calls ``mallopt`` (or any allocator or signal
+    call through ctypes) or changes a signal handler; the spy does see the application's
+    own ``keep_freed_memory()`` (so it could fail)."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _SPY, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    calls = run.stdout.strip()
+    if mode == "library":
+        assert calls == "none"
+    elif platform.libc_ver()[0] == "glibc":
+        assert calls == "mallopt"
+
+
+def fake_cgroups(tmp_path: Any, membership: str, files: dict[str, str]) -> tuple[str, str]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    listing = tmp_path / "self-cgroup"
+    listing.write_text(membership)
+    return str(root), str(listing)
+
+
+@pytest.mark.parametrize(
+    ("membership", "files", "cpus"),
+    [
+        ("0::/\n", {}, 64),  # no quota anywhere: the affinity
+        ("0::/\n", {"cpu.max": "max 100000\n"}, 64),
+        ("0::/\n", {"cpu.max": "200000 100000\n"}, 2),  # a 2-CPU container, namespaced
+        ("0::/\n", {"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: rounded up
+        ("0::/\n", {"cpu.max": "5000 100000\n"}, 1),
+        (  # the tightest of the cgroup and its ancestors
+            "0::/a/b\n",
+            {"a/b/cpu.max": "max 100000", "a/cpu.max": "300000 100000", "cpu.max": "max"},
+            3,
+        ),
+        ("0::/hidden/by/namespace\n", {"cpu.max": "400000 100000"}, 4),
+        (  # cgroup v1, the cpu controller mounted with cpuacct
+            "4:memory:/x\n3:cpu,cpuacct:/docker/x\n",
+            {
+                "cpu,cpuacct/docker/x/cpu.cfs_quota_us": "200000\n",
+                "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n",
+            },
+            2,
+        ),
+        (
+            "3:cpu,cpuacct:/\n",
+            {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"},
+            64,
+        ),
+        ("3:cpuset:/\n", {"cpu.max": "100000 100000"}, 64),  # no cpu controller listed
+    ],
+)
+def test_the_worker_count_follows_affinity_and_cgroup_quota(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    membership: str,
+    files: dict[str, str],
+    cpus: int,
+) -> None:
+    """A 2-CPU container on a 64-core host gets 2 workers, not 65 batches in flight
+    (issue 27 #14): the count follows CPU affinity and the cgroup v2/v1 CPU quota."""
+    from streamcrypt.engine import _offload
+
+    monkeypatch.setattr(_offload.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(_offload.os, "cpu_count", lambda: 128)
+    root, listing = fake_cgroups(tmp_path, membership, files)
+    assert _offload.cpu_budget(root, listing) == cpus
+    assert _offload.cpu_budget(root, str(tmp_path / "absent")) == 64  # no cgroups listed
+    monkeypatch.setattr(_offload.os, "sched_getaffinity", lambda pid: {0, 5})
+    assert _offload.cpu_budget(root, listing) == min(2, cpus)  # affinity caps it too
+
+
+_FORK = """
+import os, signal, sys, tempfile, time
+import anyio
+import streamcrypt as sc
+from streamcrypt.engine import DEFAULT_POLICY, _offload
+
+key = bytes(range(32))
+data = os.urandom(16 << 20)
+path = os.path.join(tempfile.mkdtemp(), "f.enc")
+
+
+async def on_workers():
+    assert await DEFAULT_POLICY.run(len, data) == len(data)  # a KDF, file I/O, backups
+    async with sc.open(path, "wb", key=key) as f:
+        await f.write(data)
+    async with sc.open(path, "rb", key=key) as f:
+        return await f.read() == data
+
+
+assert sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data  # warms the pool
+assert anyio.run(on_workers)
+assert _offload._pools, "the default policy's pool was not used"
+pid = os.fork()
+if pid == 0:  # the child: the same calls, with the default policy
+    ok = sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data and anyio.run(on_workers)
+    os._exit(0 if ok else 3)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    print("hung")
+"""
+
+
+def test_a_process_forked_after_the_pool_warmed_works() -> None:
+    """gunicorn --preload, multiprocessing's fork start: the child has the parent's pool
+    object but none of its threads; it must make its own (issue 27 #6)."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows
+        pytest.skip("no fork")
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _FORK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.stdout.strip() == "exit 0", run.stdout + run.stderr
+
+
+#: What only the engine may construct: threads, conditions, executors (issue 26).
+_ENGINE_ONLY = {
+    "Thread",
+    "Timer",
+    "Condition",
+    "Executor",
+    "ThreadPoolExecutor",
+    "ProcessPoolExecutor",
+    "InterpreterPoolExecutor",
+    "start_new_thread",
+    "start_joinable_thread",
+}
+
+
+def _engine_only_constructions(source: str) -> list[tuple[int, str]]:
+    """Calls of, and classes derived from, the names only the engine may construct."""
+    import ast
+
+    def name(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        return None
+
+    tree = ast.parse(source)
+    aliases = {  # from concurrent.futures import ThreadPoolExecutor as Pool
+        alias.asname: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = name(node.func)
+            if aliases.get(called or "", called) in _ENGINE_ONLY:
+                found.append((node.lineno, f"{called}(...)"))
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                based = name(base)
+                if aliases.get(based or "", based) in _ENGINE_ONLY:
+                    found.append((node.lineno, f"class {node.name}({based})"))
+    return found
+
+
+def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
+    """One engine (issue 26): every parallel path runs on the engine's scheduler; no
+    module outside ``streamcrypt/engine/`` constructs a thread, a condition or an
+    executor (nor derives a class from one)."""
+    from pathlib import Path
+
+    root = Path(sc.__file__).parent
+    sample = (
+        "import threading as t\nt.Thread(target=f).start()\nclass W(t.Condition): pass\n"
+        "from concurrent.futures import ThreadPoolExecutor as P\nP(2)\nt.Lock()\n"
+    )
+    assert sorted(_engine_only_constructions(sample)) == [
+        (2, "Thread(...)"),
+        (3, "class W(Condition)"),
+        (5, "P(...)"),
+    ]
+    offenders = []
+    checked = 0
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "engine":
+            continue
+        checked += 1
+        for line, what in _engine_only_constructions(path.read_text()):
+            offenders.append(f"{path.relative_to(root)}:{line}: {what}")
+    assert checked > 50
+    assert offenders == []
+
+
+def test_write_behind_writes_in_order_on_its_own_thread() -> None:
+    from streamcrypt.engine import WriteBehind
+
+    written: list[bytes] = []
+    threads: set[int] = set()
+
+    def write(items: list[Any]) -> None:
+        threads.add(threading.get_ident())
+        time.sleep(0.001)
+        written.extend(bytes(i) for i in items)
+
+    behind = WriteBehind(write, ahead=10_000)
+    items = [bytes([i]) * 3000 for i in range(200)]
+    for item in items:
+        if behind.put(item, wake_at=5000):
+            behind.wait_room()
+        assert behind.written <= sum(map(len, written))
+    behind.close()
+    assert written == items and behind.written == 3000 * 200 and behind.error is None
+    assert threading.get_ident() not in threads
+
+
+def test_write_behind_stops_at_the_first_error_and_drops_on_request() -> None:
+    from streamcrypt.engine import WriteBehind
+
+    calls = 0
+
+    def write(items: list[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    behind = WriteBehind(write, ahead=1000)
+    for _ in range(50):
+        if behind.put(b"x" * 600):
+            behind.wait_room()
+    behind.close()
+    assert isinstance(behind.error, BrokenPipeError) and calls == 2
+    dropped = WriteBehind(write, ahead=1 << 20)
+    dropped.put(b"y" * 100, wake_at=1 << 30)
+    dropped.close(drop=True)
+    assert calls == 2 and dropped.written == 0
+
+
+def test_run_in_turns_passes_on_in_order_and_raises_a_failure_in_its_turn() -> None:
+    from streamcrypt.engine import run_in_turns
+
+    for threads in (1, 3):
+        taken = iter(range(40))
+        passed: list[int] = []
+
+        def take(taken: Iterator[int] = taken) -> tuple[int, bool]:
+            n = next(taken)
+            return n, n == 39
+
+        def run(n: int) -> int:
+            time.sleep(random.random() / 1000)
+            if n == 25:
+                raise OSError("piece 25")
+            return n
+
+        with pytest.raises(OSError, match="piece 25"):
+            run_in_turns(take, run, passed.append, threads=threads)
+        assert passed == list(range(25))

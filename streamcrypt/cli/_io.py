@@ -15,7 +15,6 @@ import os
 import stat
 import sys
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,8 @@ from ._errors import EXIT_IO, EXIT_USAGE, CliError
 if TYPE_CHECKING:
     import anyio
     import anyio.to_thread
+
+    from ..engine import WriteBehind
 else:  # imported on first use: encrypt and decrypt run without an event loop (start-up)
     anyio = LazyModule("anyio", "anyio.to_thread")
 
@@ -229,7 +230,7 @@ class Input:
             self._fd = -1
 
 
-#: Bytes queued for the writer thread before :meth:`Output.write` waits for it.
+#: Bytes queued for writing before :meth:`Output.write` waits for room.
 WRITE_AHEAD = 16 << 20
 #: Bytes :meth:`Output.put` (encrypt and decrypt, which work in whole pieces anyway) queues
 #: before it wakes a sleeping writer thread: a wake-up is two context switches and a
@@ -239,7 +240,6 @@ _WAKE_AT = 4 << 20
 #: A durable file output (``--fsync``) asks the kernel to start writing back each this many
 #: bytes as they come, so the fsync at the end waits for the last step only.
 WRITEBACK_STEP = 8 << 20
-_IOV_BATCH = 64
 
 
 def _writev_all(fd: int, items: list[Buffer]) -> None:
@@ -273,96 +273,36 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
         _sync_range(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE; failure is harmless
 
 
-class _Writer:
-    """A thread that writes queued ``bytes`` to ``fd`` in order, so that writing overlaps
-    the work that produces them. The first error stops it and is kept in ``error``."""
+def _writer(fd: int, *, writeback: bool) -> WriteBehind:
+    """Writes to ``fd`` behind the producer, on the engine's writer thread
+    (:class:`streamcrypt.engine.WriteBehind`), so that writing overlaps the work that
+    produces the bytes; ``writeback``: start writing each :data:`WRITEBACK_STEP` to disk
+    as it comes."""
+    written = kicked = 0
 
-    def __init__(self, fd: int, *, writeback: bool) -> None:
-        import threading
+    def write(items: list[Buffer]) -> None:
+        nonlocal written, kicked
+        _writev_all(fd, items)
+        written += sum(map(len, items))
+        if writeback and written - kicked >= WRITEBACK_STEP:
+            _start_writeback(fd, kicked, written - kicked)
+            kicked = written
 
-        self._fd = fd
-        self._writeback = writeback
-        self._items: deque[Buffer] = deque()
-        self._queued = 0
-        self._cond = threading.Condition()
-        self._closing = False  # no more items: finish the queue, then stop
-        self._dropping = False  # stop at once
-        self._done = False
-        self._idle = False  # the writer waits for items
-        self._full = False  # the producer waits for room
-        self.error: OSError | None = None
-        self.written = 0
-        self._kicked = 0
-        self._thread = threading.Thread(target=self._run, name="streamcrypt-writer", daemon=True)
-        self._thread.start()
+    from ..engine import WriteBehind
 
-    def put(self, data: Buffer, wake_at: int = 0) -> bool:
-        """Queue ``data`` (kept until written); ``True`` when the queue is over :data:`WRITE_AHEAD` (then the
-        caller should :meth:`wait_room` off the event loop). A sleeping writer is woken
-        once ``wake_at`` bytes are queued (and by :meth:`close`)."""
-        with self._cond:
-            self._items.append(data)
-            self._queued += len(data)
-            if self._idle and self._queued >= wake_at:  # a wake-up costs a GIL hop
-                self._cond.notify_all()
-            return self._queued > WRITE_AHEAD
-
-    def wait_room(self) -> None:
-        with self._cond:
-            while self._queued > WRITE_AHEAD and not self._done:
-                self._full = True
-                self._cond.wait()
-            self._full = False
-
-    def close(self, *, drop: bool = False) -> None:
-        """Stop after writing what is queued (or at once, ``drop``) and wait for it."""
-        with self._cond:
-            self._closing = True
-            self._dropping = self._dropping or drop
-            self._cond.notify_all()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items and not self._closing:
-                    self._idle = True
-                    self._cond.wait()
-                self._idle = False
-                if self._dropping or not self._items:
-                    break
-                batch = [self._items.popleft() for _ in range(min(_IOV_BATCH, len(self._items)))]
-            size = sum(map(len, batch))
-            try:
-                _writev_all(self._fd, batch)
-                if self._writeback and self.written + size - self._kicked >= WRITEBACK_STEP:
-                    _start_writeback(self._fd, self._kicked, self.written + size - self._kicked)
-                    self._kicked = self.written + size
-            except OSError as exc:
-                self.error = exc
-                break
-            finally:
-                with self._cond:
-                    self._queued -= size
-                    if self._full and self._queued <= WRITE_AHEAD:
-                        self._cond.notify_all()
-            self.written += size
-        with self._cond:
-            self._done = True
-            self._items.clear()
-            self._cond.notify_all()
+    return WriteBehind(write, WRITE_AHEAD)
 
 
 class Output:
     """Where a command's bytes go: :meth:`write`, then :meth:`commit` or :meth:`abort`.
 
-    Bytes are written by a thread of the output's own, behind a queue of at most
+    Bytes are written on the engine's writer thread, behind a queue of at most
     :data:`WRITE_AHEAD` bytes; a write error surfaces from a later :meth:`write` or from
     :meth:`commit`.
     """
 
     name: str
-    _writer: _Writer
+    _writer: WriteBehind
 
     @property
     def written(self) -> int:
@@ -423,7 +363,7 @@ class StdoutOutput(Output):
         self.name = name
         self._own = fd is not None
         self._fd = sys.stdout.fileno() if fd is None else fd
-        self._writer = _Writer(self._fd, writeback=False)
+        self._writer = _writer(self._fd, writeback=False)
 
     def _close(self) -> None:
         if self._own and self._fd >= 0:
@@ -454,7 +394,7 @@ class FileOutput(Output):
         self._fd: int | None = fd
         self._tmp = tmp
         self._durable = durable
-        self._writer = _Writer(fd, writeback=durable)
+        self._writer = _writer(fd, writeback=durable)
 
     def commit_now(self) -> None:
         try:

@@ -146,16 +146,17 @@ class FormatOptions(NamedTuple):
     def __repr__(self) -> str:  # never show keys, passphrases or passwords
         return f"FormatOptions(suite={self.suite!r}, segment_size={self.segment_size!r})"
 
-    # Never pickled or copied: it may hold keys, passphrases and passwords (the one rule
-    # of :class:`~streamcrypt.keys.HoldsSecrets`; a named tuple cannot take a base class).
-    _pickle_advice = "pass the options where the call runs"
-    __reduce_ex__ = _refuse_pickle
-
     def given(self) -> list[str]:
         """The names of the options set off their defaults, in field order."""
         pairs = zip(_NAMES, self, _VALUES, strict=True)
         return [n for n, v, d in pairs if v is not d and v != d]
 
+
+# Never pickled or copied: the options may hold keys, passphrases and passwords. The one
+# rule of :class:`~streamcrypt.keys.HoldsSecrets`, set after the class is made (a named
+# tuple takes no base class and no methods named like these in its body).
+setattr(FormatOptions, "_pickle_advice", "pass the options where the call runs")  # noqa: B010
+setattr(FormatOptions, "__reduce_ex__", _refuse_pickle)  # noqa: B010
 
 #: Each option's name and default, in field order.
 _NAMES = FormatOptions._fields

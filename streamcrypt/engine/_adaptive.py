@@ -18,7 +18,7 @@ higher median rate over its last three epochs, inline on a tie within ``MARGIN``
 the verdict holds the period doubles up to ``MAX_STAY``, so probing costs a few percent
 of a long stream; when the verdict flips it starts again from one.
 
-One-shot calls (:func:`~._batches.run_all`) have the caller run jobs itself while helper
+One-shot calls (:func:`~._batches.run_verified`) have the caller run jobs itself while helper
 threads take others; a helper that gets no core simply claims little. The share the
 helpers claimed is the measurement there: when they take under ``MIN_HELPER_SHARE``,
 the next calls run without them, and try again after a doubling number of calls.
@@ -30,11 +30,12 @@ batch of at least ``inline_limit``.
 
 from __future__ import annotations
 
+import os
 import time
 
 from ._offload import OffloadPolicy
 
-__all__ = ["INLINE_BATCH", "Controller", "OneShotVerdict"]
+__all__ = ["INLINE_BATCH", "Controller", "OneShotVerdict", "oneshot_verdict"]
 
 #: Bytes per inline batch: the loop checkpoints between batches, so this bounds the time
 #: the loop is held (0.6 ms at the slowest one-thread AES-GCM measured, 1.6 GB/s).
@@ -46,6 +47,17 @@ MIN_HELPER_SHARE = 0.15
 
 #: The last verdict of every site in this process (True: offload) and its probing period.
 _VERDICTS: dict[str, tuple[bool, int]] = {}
+
+
+def _forget_verdicts_in_child() -> None:
+    """After ``fork``: what the parent measured was measured with its threads and CPUs;
+    the child measures its own."""
+    _VERDICTS.clear()
+    _ONESHOT.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_verdicts_in_child)
 
 
 class Controller:
@@ -167,3 +179,12 @@ class OneShotVerdict:
             self._skipping = min(self._skipping * 2, MAX_STAY)
         else:
             self._skipping = 1
+
+
+#: The verdict of every one-shot site in this process.
+_ONESHOT: dict[str, OneShotVerdict] = {}
+
+
+def oneshot_verdict(site: str) -> OneShotVerdict:
+    """The one-shot verdict of ``site`` in this process."""
+    return _ONESHOT.setdefault(site, OneShotVerdict())

@@ -27,19 +27,16 @@ Output model (measured, see docs/ENGINE.md): fresh memory costs a page fault per
 on this project's VMs about 1 ms per MiB, more than AES-GCM itself. So output is written
 once, where it will be read: in *reuse* mode into a few recycled buffers lent to a
 consumer that is done with them before it asks for more (sinks); otherwise into a new
-``bytes`` object per batch, filled in place by the worker (:func:`fresh_bytes`), which
+``bytes`` object per batch, filled in place by the worker (:class:`~._memory.Fresh`), which
 the consumer keeps without a copy and the allocator recycles when it is dropped.
-:func:`run_all` (one-shot calls) fills one such object with the whole output, the
+:func:`run_verified` (one-shot calls) fills one such object with the whole output, the
 calling thread and helper threads claiming pieces of it. :func:`ordered_calls` runs
 calls whose results are Python objects (blocking file work) through the same scheduler.
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
-import os
-import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
@@ -47,7 +44,8 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 from ..abc import Buffer
 from ..codecs import SegmentedTransform
 from ..errors import BrokenTransformError
-from ._adaptive import INLINE_BATCH, Controller, OneShotVerdict
+from ._adaptive import INLINE_BATCH, Controller, oneshot_verdict
+from ._memory import Fresh
 from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
 
 if TYPE_CHECKING:
@@ -58,10 +56,7 @@ __all__ = [
     "Emit",
     "Job",
     "OrderedBatches",
-    "fresh_bytes",
-    "keep_freed_memory",
     "ordered_calls",
-    "run_all",
     "run_segmented",
     "run_verified",
 ]
@@ -70,10 +65,6 @@ __all__ = [
 #: take over most of a batch and that the last claim finishes soon, large enough that
 #: claiming (about a microsecond) is lost in the kernel time (80 us at 3 GB/s).
 CLAIM_SIZE = 256 << 10
-#: Below this a fresh output is a bytearray copied once; above it, filled in place. Made
-#: in place, an object costs ~1.6 us of ctypes calls whatever its size; a bytearray
-#: costs its zeroing and the copy, as much at about 16 KiB (64 KiB: 3.1 us).
-_FRESH_IN_PLACE = 16 << 10
 
 
 class Job(Protocol):
@@ -106,97 +97,6 @@ async def _checkpoint() -> None:
 # ---------------------------------------------------------------------------------------
 # Fresh output objects
 # ---------------------------------------------------------------------------------------
-
-
-def _bytes_c_api() -> (
-    tuple[
-        Callable[[None, int], bytes], Callable[[bytes], int], Callable[[int, int, int], memoryview]
-    ]
-    | None
-):
-    """CPython's ``PyBytes_FromStringAndSize``, ``PyBytes_AsString`` and
-    ``PyMemoryView_FromMemory``, through ctypes."""
-    if sys.implementation.name != "cpython":  # pragma: no cover - others copy once
-        return None
-    new = ctypes.pythonapi.PyBytes_FromStringAndSize
-    new.restype = ctypes.py_object
-    new.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
-    address = ctypes.pythonapi.PyBytes_AsString
-    address.restype = ctypes.c_void_p
-    address.argtypes = (ctypes.py_object,)
-    view = ctypes.pythonapi.PyMemoryView_FromMemory
-    view.restype = ctypes.py_object
-    view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-    return new, address, view
-
-
-#: ``PyMemoryView_FromMemory``'s flag for a writable view.
-_PYBUF_WRITE = 0x200
-
-_BYTES_C_API = _bytes_c_api()
-
-#: glibc's ``mallopt`` parameter numbers.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: The thresholds :func:`keep_freed_memory` has set so far (it only ever raises them).
-_kept = (0, 0)
-
-
-def keep_freed_memory(mmap_threshold: int = 8 << 20, trim_threshold: int = 16 << 20) -> None:
-    """Have glibc serve blocks below ``mmap_threshold`` from its heap and return the heap's
-    top to the kernel only past ``trim_threshold`` bytes free (``mallopt``); never lowers
-    what an earlier call set. A no-op off glibc and when the environment sets any of
-    glibc's ``MALLOC_*`` tunables (the operator's choice wins).
-
-    By default glibc trims its heap whenever more than twice its *mmap threshold* is
-    free at the top; the threshold starts at 128 KiB and rises only when a larger mmapped
-    block is freed. A server turning over 256 KiB bodies (h11's buffers, the app's body
-    bytes, our output) then trims and regrows the heap on nearly every body message and
-    faults every page back in: measured under uvicorn, 1.2-1.5 faulted bytes per
-    request-body byte and half the throughput. The first :class:`OrderedBatches` of a
-    process calls this with the defaults (8 / 16 MiB: above a batch's 4 MiB); the command
-    line, a short-lived process, asks for more. (Freeing one large block to raise the
-    threshold implicitly was tried: it works only if the block was mmapped, which a heap
-    with room for it does not do.)
-    """
-    global _kept
-    mmap_threshold, trim_threshold = max(mmap_threshold, _kept[0]), max(trim_threshold, _kept[1])
-    if (mmap_threshold, trim_threshold) == _kept:
-        return
-    _kept = (mmap_threshold, trim_threshold)
-    if sys.platform != "linux" or any(name.startswith("MALLOC_") for name in os.environ):
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # pragma: no cover - no C library, or no mallopt
-        return
-    if hasattr(libc, "gnu_get_libc_version"):  # musl's mallopt ignores these parameters
-        mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-        mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
-        mallopt(_M_TRIM_THRESHOLD, trim_threshold)
-
-
-def fresh_bytes(size: int) -> tuple[Buffer, memoryview]:
-    """A new output object of ``size`` bytes and a writable view of its memory.
-
-    On CPython large outputs are ``bytes`` created uninitialised through the C API
-    (``PyBytes_FromStringAndSize(NULL, size)``, as C extensions build them) and filled
-    through the view before anyone else sees them: written once, never copied. The
-    caller must fill every byte before handing the object out and must drop the view.
-    Elsewhere, and for small sizes, the object is a ``bytearray`` to be copied by
-    :func:`finish_fresh`.
-    """
-    if _BYTES_C_API is None or size < _FRESH_IN_PLACE:
-        buf = bytearray(size)
-        return buf, memoryview(buf)
-    new, address, view = _BYTES_C_API
-    obj = new(None, size)
-    return obj, view(address(obj), size, _PYBUF_WRITE)
-
-
-def finish_fresh(obj: Buffer) -> bytes:
-    """The ``bytes`` a filled :func:`fresh_bytes` object stands for."""
-    return obj if isinstance(obj, bytes) else bytes(obj)
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,58 +207,64 @@ class _Batch:
 
     def collect(self) -> tuple[list[Buffer], Exception | None]:
         """The output of each group in order, up to the first failure (then the verified
-        part of the failing job is the last piece), and that failure.
+        part of the failing job ends the last piece), and that failure.
 
-        A group whose jobs all filled their slots is handed out as its own buffer (a fresh
-        ``bytes``, or a view of a lent buffer); otherwise its pieces are joined (copied).
+        Each group's outputs are moved end to end (a job may write less than its slot)
+        and the group hands out what was written (:meth:`_Group.handed_out`).
         """
         parts: list[Buffer] = []
         results, slots = self.results, self.slots
         for group in self.groups:
-            pieces: list[memoryview] = []
+            written = start = 0  # bytes kept so far, where the job's slot starts
             error: Exception | None = None
             for i in range(group.first, group.end):
                 result = results[i]
                 assert result is not None  # every job before a failure ran
-                written, error = result
-                pieces.append(slots[i][:written])
+                done, error = result
+                if start != written:  # a job before this one wrote less than its bound
+                    group.view[written : written + done] = slots[i][:done]
+                written += done
+                start += len(slots[i])
                 if error is not None:
                     break
-            if error is None and all(
-                len(p) == len(slots[group.first + k]) for k, p in enumerate(pieces)
-            ):
-                parts.append(group.handed_out())
-            else:
-                parts.append(b"".join(pieces))
+            parts.append(group.handed_out(written))
             if error is not None:
                 return parts, error
         return parts, None
 
 
 class _Group:
-    """The buffer a run of consecutive jobs ``[first, end)`` writes into."""
+    """The buffer a run of consecutive jobs ``[first, end)`` writes into: a view of new
+    output memory (``base`` bytes into it) or of a lent buffer (``fresh`` is None)."""
 
-    __slots__ = ("end", "first", "owner", "view")
+    __slots__ = ("base", "end", "first", "fresh", "view")
 
-    def __init__(self, first: int, end: int, owner: Buffer | None, view: memoryview) -> None:
+    def __init__(
+        self, first: int, end: int, fresh: Fresh | None, view: memoryview, base: int = 0
+    ) -> None:
         self.first = first
         self.end = end
-        self.owner = owner  # a fresh object to hand out, or None: ``view`` is lent
+        self.fresh = fresh
         self.view = view
+        self.base = base
 
-    def handed_out(self) -> Buffer:
-        return self.view if self.owner is None else finish_fresh(self.owner)
+    def handed_out(self, written: int) -> Buffer:
+        """What the group gives its consumer once its first ``written`` bytes are the
+        output: the new object (:meth:`Fresh.finish`), or a view of the lent buffer."""
+        if self.fresh is None:
+            return self.view[:written]
+        return self.fresh.finish(self.base + written)
 
 
 def _fresh_groups(jobs: list[Job], piece: int) -> list[_Group]:
-    """Groups of consecutive jobs of about ``piece`` bytes, each with a fresh object."""
+    """Groups of consecutive jobs of about ``piece`` bytes, each with new output memory."""
     groups: list[_Group] = []
     first = size = 0
     for i, job in enumerate(jobs):
         size += job.out_size
         if size >= piece or i == len(jobs) - 1:
-            owner, view = fresh_bytes(size)
-            groups.append(_Group(first, i + 1, owner, view))
+            fresh = Fresh(size)
+            groups.append(_Group(first, i + 1, fresh, fresh.view))
             first, size = i + 1, 0
     return groups
 
@@ -385,7 +291,6 @@ class OrderedBatches:
         always_offload: bool = False,
         piece: int = CLAIM_SIZE,
     ) -> None:
-        keep_freed_memory()
         self.piece = piece
         self._policy = policy
         self._always = always_offload and policy is not None
@@ -601,19 +506,16 @@ class OrderedBatches:
         try:
             jobs = list(jobs)
             size = sum(job.out_size for job in jobs)
-            owner: Buffer | None = None
             if self._reuse:
                 if len(self._scratch) < size:
                     self._scratch = bytearray(size)
-                out = memoryview(self._scratch)[:size]
+                group = _Group(0, len(jobs), None, memoryview(self._scratch)[:size])
             else:
-                owner, out = fresh_bytes(size)
-            written, error = _run_in_turn(jobs, out)
+                fresh = Fresh(size)
+                group = _Group(0, len(jobs), fresh, fresh.view)
+            written, error = _run_in_turn(jobs, group.view)
             if written:
-                piece: Buffer = out[:written]
-                if owner is not None:
-                    piece = finish_fresh(owner) if written == size else bytes(piece)
-                await emit([piece])
+                await emit([group.handed_out(written)])
             if error is not None:
                 raise self._fail(error)
         except BaseException as exc:
@@ -717,29 +619,6 @@ async def ordered_calls(
             await batches.settle()
 
 
-_ONESHOT: dict[str, OneShotVerdict] = {}
-
-
-def run_all(
-    jobs: Sequence[Job],
-    policy: OffloadPolicy | None,
-    *,
-    head: Buffer = b"",
-    site: str = "one-shot",
-) -> bytes:
-    """Run every job of a one-shot call into one new ``bytes``: ``head``, then the output.
-
-    Synchronous. The calling thread claims and runs pieces itself; helper threads (when
-    the work is large and helpers have been getting cores, see
-    :class:`~._adaptive.OneShotVerdict`) claim others. All or nothing: on a failure
-    the first one is raised and nothing is returned.
-    """
-    out, error = run_verified(jobs, policy, head=head, site=site)
-    if error is not None:
-        raise error
-    return out
-
-
 def run_verified(
     jobs: Sequence[Job],
     policy: OffloadPolicy | None,
@@ -747,21 +626,28 @@ def run_verified(
     head: Buffer = b"",
     site: str = "one-shot",
 ) -> tuple[bytes, Exception | None]:
-    """:func:`run_all` that keeps what verified: ``head`` and the output of every job
-    before the first failure (and the verified part of the failing one), with that
-    failure, or ``None`` when every job ran. For synchronous drivers that release
-    verified output as it comes (the command line writing to a pipe)."""
+    """Run every job of a one-shot call into one new ``bytes``: ``head``, then the output
+    of every job before the first failure (and the verified part of the failing one),
+    with that failure, or ``None`` when every job ran.
+
+    Synchronous. The calling thread claims and runs pieces itself; helper threads (when
+    the work is large and helpers have been getting cores, see
+    :class:`~._adaptive.OneShotVerdict`) claim others. Callers that release all or
+    nothing raise the failure (:func:`run_segmented`); synchronous drivers that release
+    verified output as it comes (the command line writing to a pipe) write the output
+    first."""
     if policy is None:
         return _run_here(jobs, head)
     pieces = list(_pieces(jobs))
     size = sum(job.out_size for job in pieces)
     if size < 2 * policy.inline_limit or len(pieces) < 2:
         return _run_here(jobs, head)
-    obj, full = fresh_bytes(len(head) + size)
-    full[: len(head)] = head
+    fresh = Fresh(len(head) + size)
+    fresh.view[: len(head)] = head
     # One group over the whole object, head included in what it hands out.
-    batch = _Batch(pieces, [_Group(0, len(pieces), obj, full[len(head) :])])
-    verdict = _ONESHOT.setdefault(site, OneShotVerdict())
+    group = _Group(0, len(pieces), fresh, fresh.view[len(head) :], base=len(head))
+    batch = _Batch(pieces, [group])
+    verdict = oneshot_verdict(site)
     helpers: list[Future[int]] = []
     if verdict.helpers_wanted():
         wanted = min(policy.workers, len(pieces) - 1)
@@ -775,23 +661,18 @@ def run_verified(
     if helpers:
         verdict.record(helped / max(1, helped + mine))
     parts, error = batch.collect()
-    written = sum(result[0] for result in batch.results if result is not None)
-    if error is None and written == size:  # every piece filled its slot: no copy
-        return finish_fresh(obj), None
-    return bytes(head) + (bytes(parts[0]) if parts else b""), error
+    out = parts[0]
+    assert isinstance(out, bytes)
+    return out, error
 
 
 def _run_here(jobs: Sequence[Job], head: Buffer) -> tuple[bytes, Exception | None]:
     """:func:`run_verified` in the calling thread alone: each job straight after the
     output before it (:func:`_run_in_turn`), none of the claiming a shared batch needs."""
-    total = len(head) + sum(job.out_size for job in jobs)
-    obj, full = fresh_bytes(total)
-    full[: len(head)] = head
-    written, error = _run_in_turn(jobs, full[len(head) :])
-    end = len(head) + written
-    if error is not None or end != total:  # failed, or wrote less than its bound: copied
-        return bytes(full[:end]), error
-    return finish_fresh(obj), None
+    fresh = Fresh(len(head) + sum(job.out_size for job in jobs))
+    fresh.view[: len(head)] = head
+    written, error = _run_in_turn(jobs, fresh.view[len(head) :])
+    return fresh.finish(len(head) + written), error
 
 
 def run_segmented(
@@ -800,14 +681,17 @@ def run_segmented(
     """Run a segmented transform over all of ``data`` at once, in parallel when it is large.
 
     Synchronous: the calling thread runs segments itself while helper threads take
-    others (:func:`~streamcrypt.engine.run_all`); the output is written once, into the
-    ``bytes`` returned. Errors come out after nothing is returned (one-shot calls
-    release all or nothing).
+    others (:func:`run_verified`); the output is written once, into the ``bytes``
+    returned. Errors come out after nothing is returned (one-shot calls release all or
+    nothing).
     """
     view = memoryview(data).cast("B")
     try:
         jobs = transform.feed(view)
         jobs += transform.finish()
-        return run_all(jobs, policy, head=transform.take_header())
+        out, error = run_verified(jobs, policy, head=transform.take_header())
+        if error is not None:
+            raise error
+        return out
     except Exception as exc:
         raise transform.fail(exc) from None

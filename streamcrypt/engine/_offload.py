@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_WORKERS",
     "OffloadPolicy",
+    "WorkerCalls",
     "wait_future",
 ]
 
@@ -52,7 +53,68 @@ DEFAULT_INLINE_LIMIT = 256 << 10
 #: slowest hop measured (200 us) is under half of it; at 1.6 GB/s it is 2.6 ms. Larger
 #: batches only cost memory (peak RSS grows with batch_size x max_in_flight).
 DEFAULT_BATCH_SIZE = 4 << 20
-DEFAULT_WORKERS = max(2, os.cpu_count() or 2)
+
+
+def cpu_budget(root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgroup") -> int:
+    """The CPUs this process may use: those its affinity allows (``sched_getaffinity``),
+    capped by its cgroup's CPU quota rounded up (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; the tightest of the cgroup and its
+    ancestors), never ``os.cpu_count()``'s count of the host's CPUs (a 2-CPU container
+    on a 64-core host gets 2). ``root`` and ``membership`` are where the cgroup
+    file systems are mounted and where the process's cgroups are listed."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        with open(membership) as f:
+            lines = f.read().splitlines()
+    except OSError:  # no cgroups (not Linux, or hidden)
+        return max(1, cpus)
+    for line in lines:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        files: tuple[str, ...]
+        if controllers == "":  # v2: one hierarchy
+            base, files = root, ("cpu.max",)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's hierarchy
+            base = os.path.join(root, controllers)
+            if not os.path.isdir(base):
+                base = os.path.join(root, "cpu")
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):  # the cgroup, then each ancestor
+            quota = _cpu_quota(os.path.join(base, *parts[:depth]), files)
+            if quota is not None:
+                cpus = min(cpus, quota)
+    return max(1, cpus)
+
+
+def _cpu_quota(directory: str, files: tuple[str, ...]) -> int | None:
+    """The CPUs a cgroup directory's quota files allow, rounded up; None: no limit (or
+    no such files: a cgroup namespace hides the path, or the controller is elsewhere)."""
+    try:
+        values = []
+        for name in files:
+            with open(os.path.join(directory, name)) as f:
+                values.extend(f.read().split())
+    except OSError:
+        return None
+    if len(values) != 2 or values[0] in ("max", "-1"):
+        return None
+    try:
+        quota, period = int(values[0]), int(values[1])
+    except ValueError:
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
+#: Threads of the shared pool: the CPUs this process may use (at least 2).
+DEFAULT_WORKERS = max(2, cpu_budget())
 #: One batch per worker plus one being emitted keeps every worker busy.
 DEFAULT_MAX_IN_FLIGHT = DEFAULT_WORKERS + 1
 
@@ -99,6 +161,20 @@ _pools: dict[int, futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
+def _forget_pools_in_child() -> None:
+    """After ``fork``: the child has the parent's pool objects but none of their threads
+    (work submitted there would never run) and maybe a lock held by a thread that no
+    longer exists; it starts with no pool and a new lock (gunicorn ``--preload``,
+    multiprocessing's fork start)."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
 def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
     with _pools_lock:
         pool = _pools.get(workers)
@@ -107,6 +183,38 @@ def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
                 workers, thread_name_prefix="streamcrypt-worker"
             )
         return pool
+
+
+class WorkerCalls:
+    """Blocking calls (file I/O, a KDF) on the policy's workers, remembered until they
+    finished, so that their owner can :meth:`settle` them before it closes what they
+    use (a file descriptor). ``policy=None`` still runs them on the default policy's
+    workers: blocking I/O never runs on the event loop."""
+
+    def __init__(self, policy: OffloadPolicy | None) -> None:
+        self._policy = policy or DEFAULT_POLICY
+        self._running: set[futures.Future[Any]] = set()
+
+    def start(self, fn: Callable[..., T], *args: Any) -> futures.Future[T]:
+        """Start ``fn(*args)`` on a worker; remembered until it finished."""
+        future = self._policy.submit(fn, *args)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return future
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker, awaited."""
+        return await wait_future(self.start(fn, *args))
+
+    async def settle(self) -> None:
+        """Until no call started here is still running (their failures dropped)."""
+        while self._running:
+            for future in list(self._running):  # done callbacks discard from other threads
+                try:
+                    await wait_future(future)
+                except Exception:
+                    pass
+                self._running.discard(future)
 
 
 def _waker(event: anyio.Event) -> Callable[[], None]:

@@ -52,7 +52,7 @@ from anyio.abc import ByteSendStream
 
 from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform
-from ..errors import AlreadyFinalizedError, InvalidParameterError
+from ..errors import AlreadyFinalizedError, BrokenTransformError, InvalidParameterError
 from ._adaptive import INLINE_BATCH, Controller
 from ._batches import OrderedBatches
 from ._offload import DEFAULT_POLICY, OffloadPolicy
@@ -71,8 +71,59 @@ Sink: TypeAlias = ByteSendStream | Callable[[memoryview], Awaitable[Any]]
 _Push = Callable[[Buffer], Awaitable[object]]
 
 
-class _SegmentedStage:
+class _Runner:
+    """Drives one stage: :meth:`push`, :meth:`flush` and :meth:`close` pass what they
+    produce to the next stage before they return.
+
+    A call that does not complete (a failure, or a cancellation: the stage's work may
+    still be running on a worker, or its output was not passed on) breaks the runner
+    for good; every later call raises :class:`BrokenTransformError` naming that first
+    failure, so a stateful stage is never run twice at once and output is never
+    silently short. This is the one guard every stage driver of a pipeline goes through.
+    """
+
+    __slots__ = ("_failure",)
+
+    def __init__(self) -> None:
+        self._failure: BaseException | None = None
+
+    async def _guarded(self, step: Callable[..., Awaitable[None]], *args: Any) -> None:
+        if self._failure is not None:
+            raise BrokenTransformError(
+                f"the pipeline is unusable after an earlier failure: {self._failure!r}"
+            ) from self._failure
+        try:
+            await step(*args)
+        except BaseException as exc:
+            self._failure = exc
+            raise
+
+    async def push(self, data: Buffer) -> None:
+        """Run ``data`` through the stage and pass its output on."""
+        await self._guarded(self._push, data)
+
+    async def flush(self) -> None:
+        """Pass on everything the stage can release now."""
+        await self._guarded(self._flush)
+
+    async def close(self) -> None:
+        """Finish the stage and pass on the rest."""
+        await self._guarded(self._close)
+
+    async def _push(self, data: Buffer) -> None:
+        raise NotImplementedError
+
+    async def _flush(self) -> None:
+        raise NotImplementedError
+
+    async def _close(self) -> None:
+        raise NotImplementedError
+
+
+class _SegmentedStage(_Runner):
     """Feeds a segmented transform's jobs to the scheduler and emits its output in order."""
+
+    __slots__ = ("_batches", "_policy", "_push_next", "_small", "_stage")
 
     def __init__(
         self,
@@ -82,9 +133,10 @@ class _SegmentedStage:
         site: str,
         reuse: bool,
     ) -> None:
+        super().__init__()
         self._stage = stage
         self._policy = policy
-        self._push = push
+        self._push_next = push
         self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
         # Pushes below this run at once, without a batch, when nothing is in flight: work
         # the scheduler would run inline anyway (see _run_small).
@@ -93,7 +145,7 @@ class _SegmentedStage:
 
     async def _emit(self, parts: list[Buffer]) -> None:
         for part in parts:
-            await self._push(part)
+            await self._push_next(part)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, on a worker while the header is pending (it may run a KDF)."""
@@ -107,9 +159,9 @@ class _SegmentedStage:
     async def _emit_header(self) -> None:
         header = self._stage.take_header()
         if header:
-            await self._push(header)
+            await self._push_next(header)
 
-    async def push(self, data: Buffer) -> None:
+    async def _push(self, data: Buffer) -> None:
         view = memoryview(data)
         if not view.readonly:
             # Jobs keep views of their input until they ran: never of a buffer the caller
@@ -137,11 +189,11 @@ class _SegmentedStage:
         await self._emit_header()
         await self._batches.run_now(jobs, self._emit)
 
-    async def flush(self) -> None:
+    async def _flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
         await self._batches.flush(self._emit)
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         try:
             final_jobs = await self._call(self._stage.finish)
         except Exception:
@@ -153,18 +205,25 @@ class _SegmentedStage:
         await self._batches.flush(self._emit)
 
 
-class _PlainStage:
-    """Runs an ordinary transform, a controller deciding whether pieces go to a worker."""
+class _PlainStage(_Runner):
+    """Runs an ordinary transform, a controller deciding whether pieces go to a worker.
+
+    Such a transform keeps state: one piece at a time, and a push that does not complete
+    (cancelled while ``update`` runs on a worker) breaks the runner (:class:`_Runner`).
+    """
+
+    __slots__ = ("_control", "_policy", "_push_next", "_stage")
 
     def __init__(
         self, stage: Transform, policy: OffloadPolicy | None, push: _Push, site: str
     ) -> None:
+        super().__init__()
         self._stage = stage
         self._policy = policy
         self._control = Controller(policy, site) if policy is not None else None
-        self._push = push
+        self._push_next = push
 
-    async def push(self, data: Buffer) -> None:
+    async def _push(self, data: Buffer) -> None:
         data = memoryview(data)
         control = self._control
         step = control.batch_size if control is not None else len(data) or 1
@@ -178,15 +237,15 @@ class _PlainStage:
                 if off:
                     await anyio.lowlevel.checkpoint()
             if out:
-                await self._push(out)
+                await self._push_next(out)
 
-    async def flush(self) -> None:
+    async def _flush(self) -> None:
         """Nothing is held here: every update's output was already pushed."""
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         out = self._stage.finalize()
         if out:
-            await self._push(out)
+            await self._push_next(out)
 
 
 _Stage: TypeAlias = _SegmentedStage | _PlainStage
@@ -384,9 +443,9 @@ class Feeder:
         """Finalize every stage, emitting what is left (raises what finalization raises)."""
         if self._closed:
             return
-        self._closed = True
         for runner in self._runners:
-            await runner.close()
+            await runner.close()  # a close that did not complete: the next one raises
+        self._closed = True
 
 
 def pipeline(

@@ -136,7 +136,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     return layout(
         head,
         stream_size,
-        identities=cast("tuple[IdentityLike, ...]", options.identities),
+        identities=options.identities,
         passphrase=options.passphrase,
         max_work_factor=cast(int, or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
     )
@@ -146,12 +146,12 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "age",
     encryptor=lambda o: AgeEncryptor(
-        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
+        recipients=o.recipients,
         passphrase=o.passphrase,
         work_factor=cast(int, or_default(o.work_factor, DEFAULT_WORK_FACTOR)),
     ),
     decryptor=lambda o: AgeDecryptor(
-        identities=cast("tuple[IdentityLike, ...]", o.identities),
+        identities=o.identities,
         passphrase=o.passphrase,
         max_work_factor=cast(int, or_default(o.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
     ),

@@ -114,7 +114,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     return layout(
         head,
         stream_size,
-        identities=cast("tuple[IdentityLike, ...]", options.identities),
+        identities=options.identities,
         passphrase=options.passphrase,
         aad=options.aad,
         allow_unverified=options.allow_unverified,
@@ -127,7 +127,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "envelope",
     encryptor=lambda o: EnvelopeEncryptor(
-        recipients=cast("tuple[RecipientLike, ...]", o.recipients),
+        recipients=o.recipients,
         passphrase=o.passphrase,
         suite=o.suite or "aes-256-gcm",
         segment_size=or_default(o.segment_size, container.DEFAULT_SEGMENT_SIZE),
@@ -136,7 +136,7 @@ FORMAT = SegmentedFormat(
         sign_with=o.sign_with,
     ),
     decryptor=lambda o: EnvelopeDecryptor(
-        identities=cast("tuple[IdentityLike, ...]", o.identities),
+        identities=o.identities,
         passphrase=o.passphrase,
         aad=o.aad,
         max_work_factor=cast("Argon2Params", or_default(o.max_work_factor, MAX_READ_PARAMS)),
