@@ -420,7 +420,8 @@ def _cancel_trial(seed: int, stages: str) -> str:
     carry on sending, close; returns how it ended. The only acceptable outcomes: the
     output is complete and correct, or a later call is refused with a typed error."""
     from streamcrypt.errors import BrokenTransformError, StreamCryptError
-    from streamcrypt.primitives import AesCtrDecryptor, AesCtrEncryptor, Sha256Tap
+    from streamcrypt.primitives import Sha256Tap
+    from streamcrypt.primitives.hazmat import AesCtrDecryptor, AesCtrEncryptor
 
     rng = random.Random(seed)
     data = rng.randbytes(4 << 20)

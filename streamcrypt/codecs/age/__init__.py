@@ -116,9 +116,10 @@ __all__ = [
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    if mode == "wb" and options.identities:
+    if mode == "wb" and (options.identities or not (options.recipients or options.passphrase)):
         raise InvalidParameterError(
-            "writing age takes recipients= (public keys) or passphrase=, not identities="
+            "writing age takes at least one recipient (recipients=, public keys) or "
+            "passphrase=, not identities="
         )
     if mode == "rb" and (options.recipients or not (options.identities or options.passphrase)):
         raise InvalidParameterError(
