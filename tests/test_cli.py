@@ -26,6 +26,8 @@ import blake3
 import pytest
 from support import REPO
 
+from streamcrypt.keys import SecretKey
+
 TIMEOUT = 30
 DATA = os.urandom(300_000) + b"tail"
 
@@ -125,6 +127,18 @@ def test_keygen_symmetric_file_mode_and_no_overwrite(work: Path, key: Path) -> N
     assert forced.returncode == 0 and forced.stdout == b""
     assert key.read_bytes() != before and "id: backup-2025" in key.read_text()
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_keygen_size_16_makes_an_http_body_key(work: Path) -> None:
+    made = sc("keygen", "--size", "16", "--key-id", "http", "-o", "http.key", cwd=work)
+    assert made.returncode == 0, made.stderr
+    assert len(base64.b64decode(key_line(work / "http.key"))) == 16
+    key = SecretKey.from_file(work / "http.key")  # as the HTTP middleware's KeyRing takes it
+    assert len(key) == 16 and key.key_id == "http"
+    for bad in (["--size", "24"], ["--type", "age", "--size", "16"]):
+        refused = sc("keygen", *bad, "-o", "bad.key", cwd=work)
+        assert refused.returncode == 2 and not (work / "bad.key").exists()
+    assert b"symmetric keys only" in refused.stderr
 
 
 @pytest.mark.parametrize(

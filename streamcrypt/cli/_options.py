@@ -21,6 +21,7 @@ __all__ = [
     "FORMATS",
     "HASH_ALGOS",
     "KDF_LEVEL_NAMES",
+    "KEY_SIZES",
     "KEY_TYPES",
     "MAGICS",
     "NATIVE_MAX_HEADER_SIZE",
@@ -34,6 +35,9 @@ __all__ = [
 FORMATS = ("native", "age", "tink", "rclone", "aws")
 #: ``keygen --type``.
 KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
+#: ``keygen --size``: :data:`streamcrypt.keys.keyfile.KEY_SIZES`, not imported (start-up);
+#: tests/test_keyfile.py checks that the two agree.
+KEY_SIZES = (16, 32)
 #: ``hash --algo``.
 HASH_ALGOS = ("blake3", "sha256", "sha512")
 #: ``encrypt --kdf``: the Argon2id levels of :mod:`streamcrypt.keys`, sorted.
