@@ -6,6 +6,7 @@ container); the keywords are the shared vocabulary (:class:`~streamcrypt.codecs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -37,7 +38,7 @@ def _options(
     *,
     writing: bool,
 ) -> FormatOptions:
-    people = tuple(keys)
+    people = (keys,) if isinstance(keys, str | os.PathLike) else tuple(keys)  # one file's text
     return FormatOptions(
         key=key,
         suite=suite,

@@ -1044,15 +1044,13 @@ def _prepared(
     mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call."""
     checked = _check_mode(mode)
     fmt = _format(format)
-    if isinstance(recipients, str) or isinstance(identities, str):
-        raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     opts = FileOptions(
         key,
         suite,
         segment_size,
         aad,
-        tuple(recipients),
-        tuple(identities),
+        (recipients,) if isinstance(recipients, str | os.PathLike) else tuple(recipients),
+        (identities,) if isinstance(identities, str | os.PathLike) else tuple(identities),
         passphrase,
         password,
         password2,
