@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 
 from ._cluster import add_cluster_arguments
+from ._usage import FORMATS
 
 __all__ = [
     "AGE_WORK_FACTOR",
     "AWS_KEY_NAME",
     "AWS_NAMESPACE",
-    "FORMATS",
     "HASH_ALGOS",
     "KDF_LEVEL_NAMES",
     "KEY_SIZES",
@@ -31,8 +31,6 @@ __all__ = [
     "add_native_arguments",
 ]
 
-#: ``encrypt``/``decrypt --format``.
-FORMATS = ("native", "age", "tink", "rclone", "aws")
 #: ``keygen --type``.
 KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
 #: ``keygen --size``: :data:`streamcrypt.keys.keyfile.KEY_SIZES`, not imported (start-up);
