@@ -30,6 +30,7 @@ from .codecs import (
     SegmentedTransform,
     check_detectable,
     detect_format,
+    one_or_many,
 )
 from .engine import DEFAULT_POLICY, OffloadPolicy, Source, pipeline, run_segmented
 from .errors import InvalidParameterError, StreamCryptError
@@ -77,7 +78,7 @@ def encrypt_bytes(
         suite=suite,
         segment_size=segment_size,
         aad=aad,
-        recipients=_people(recipients, "recipients"),
+        recipients=one_or_many(recipients),
         passphrase=passphrase,
         work_factor=work_factor,
         armor=armor,
@@ -132,7 +133,7 @@ def decrypt_bytes(
         key=key,
         segment_size=segment_size,
         aad=aad,
-        identities=_people(identities, "identities"),
+        identities=one_or_many(identities),
         passphrase=passphrase,
         max_work_factor=max_work_factor,
         verify_with=verify_with,
@@ -186,7 +187,7 @@ def encrypt(
         suite=suite,
         segment_size=segment_size,
         aad=aad,
-        recipients=_people(recipients, "recipients"),
+        recipients=one_or_many(recipients),
         passphrase=passphrase,
         work_factor=work_factor,
         armor=armor,
@@ -241,7 +242,7 @@ def decrypt(
         key=key,
         segment_size=segment_size,
         aad=aad,
-        identities=_people(identities, "identities"),
+        identities=one_or_many(identities),
         passphrase=passphrase,
         max_work_factor=max_work_factor,
         verify_with=verify_with,
@@ -277,14 +278,6 @@ def _format(name: str) -> SegmentedFormat:
             f"unknown format {name!r}; streamcrypt speaks {', '.join(FORMATS)}"
         )
     return fmt
-
-
-def _people(value: Iterable[_P] | _P, name: str) -> tuple[_P, ...]:
-    """``recipients=`` / ``identities=`` as a tuple: one key (an object or its text) or
-    an iterable of them, as the codecs take them."""
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        return (value,)
-    return tuple(value)
 
 
 def _stream(

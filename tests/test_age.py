@@ -187,6 +187,51 @@ def test_key_strings_round_trip_and_agree_with_pyrage(ident: pyrage.x25519.Ident
     assert [i.recipient for i in age.parse_identities(text)] == [fresh.recipient]
 
 
+def _keygen_text(*idents: pyrage.x25519.Identity) -> str:
+    """Identity file text as age-keygen writes it (several appended, as ``>>`` does)."""
+    return "\n".join(
+        f"# created: 2026-12-04T18:00:00Z\n# public key: {i.to_public()}\n{i}\n" for i in idents
+    )
+
+
+def test_identities_and_recipients_take_file_text_and_paths(tmp_path: Path) -> None:
+    """identities= / recipients= read key files' text as age does (``#`` comments, blank
+    lines, one key a line) and an os.PathLike as "read this file", through every entry
+    point: the codec, the top-level bytes API and streamcrypt.open."""
+    import anyio
+
+    import streamcrypt
+
+    first, second = pyrage.x25519.Identity.generate(), pyrage.x25519.Identity.generate()
+    text = _keygen_text(first, second)
+    (tmp_path / "keys.txt").write_text(text)
+    sealed = pyrage.encrypt(b"to the second", [second.to_public()])
+    for given in (text, tmp_path / "keys.txt", [tmp_path / "keys.txt"], [str(first), text]):
+        assert age_decrypt(sealed, identities=given) == b"to the second"
+        assert streamcrypt.decrypt_bytes(sealed, format="age", identities=given) == (
+            b"to the second"
+        )
+    (tmp_path / "x.age").write_bytes(sealed)
+
+    async def read() -> bytes:
+        async with await streamcrypt.open(
+            tmp_path / "x.age", "rb", format="age", identities=tmp_path / "keys.txt"
+        ) as f:
+            return await f.read()
+
+    assert anyio.run(read) == b"to the second"
+    team = f"# the team\n{first.to_public()}\n\n  {second.to_public()}  \n"
+    (tmp_path / "team.txt").write_text(team)
+    for recipients in (team, tmp_path / "team.txt"):
+        out = age_encrypt(b"both", recipients=recipients)
+        assert pyrage.decrypt(out, [first]) == pyrage.decrypt(out, [second]) == b"both"
+    for empty in ("# only a comment\n\n", ""):
+        with pytest.raises(InvalidParameterError, match="holds no key"):
+            age_decrypt(sealed, identities=empty)
+    with pytest.raises(FileNotFoundError):
+        age_decrypt(sealed, identities=tmp_path / "absent.txt")
+
+
 @pytest.mark.parametrize(
     "text",
     [

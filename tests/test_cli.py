@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 import blake3
+import pyrage
 import pytest
 from support import REPO
+
+from streamcrypt.keys import SecretKey
 
 TIMEOUT = 30
 DATA = os.urandom(300_000) + b"tail"
@@ -125,6 +128,18 @@ def test_keygen_symmetric_file_mode_and_no_overwrite(work: Path, key: Path) -> N
     assert forced.returncode == 0 and forced.stdout == b""
     assert key.read_bytes() != before and "id: backup-2025" in key.read_text()
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_keygen_size_16_makes_an_http_body_key(work: Path) -> None:
+    made = sc("keygen", "--size", "16", "--key-id", "http", "-o", "http.key", cwd=work)
+    assert made.returncode == 0, made.stderr
+    assert len(base64.b64decode(key_line(work / "http.key"))) == 16
+    key = SecretKey.from_file(work / "http.key")  # as the HTTP middleware's KeyRing takes it
+    assert len(key) == 16 and key.key_id == "http"
+    for bad in (["--size", "24"], ["--type", "age", "--size", "16"]):
+        refused = sc("keygen", *bad, "-o", "bad.key", cwd=work)
+        assert refused.returncode == 2 and not (work / "bad.key").exists()
+    assert b"symmetric keys only" in refused.stderr
 
 
 @pytest.mark.parametrize(
@@ -1055,6 +1070,54 @@ def test_short_passphrase_flag_prompts(work: Path) -> None:
     assert code == 0 and b"Confirm passphrase:" in seen, seen
     code, seen = _on_a_terminal(["-d", "-p", "-o", "back.bin", "p.age"], work, [b"pw"])
     assert code == 0 and (work / "back.bin").read_bytes() == DATA
+
+
+def test_age_habits_write_age(work: Path, key: Path) -> None:
+    """age's own line (``-p -o notes.age IN``, no command word, no format word) writes an
+    age file age reads; so does any output named ``*.age`` unless -k or --format says
+    otherwise, and then the command warns that the file is not age."""
+    code, seen = _on_a_terminal(["-p", "-o", "notes.age", "in.bin"], work, [b"pw", b"pw"])
+    assert code == 0, seen
+    assert pyrage.passphrase.decrypt((work / "notes.age").read_bytes(), "pw") == DATA
+    (work / "pw.txt").write_text("pw\n")
+    age_line = sc("--passphrase-file", "pw.txt", "-o", "notes.bin", "in.bin", cwd=work)
+    named = sc("encrypt", "--passphrase-file", "pw.txt", "-o", "named.AGE", "in.bin", cwd=work)
+    native = sc("encrypt", "--passphrase-file", "pw.txt", "-o", "native.sc", "in.bin", cwd=work)
+    assert age_line.returncode == named.returncode == native.returncode == 0
+    assert b"" == age_line.stderr == named.stderr == native.stderr
+    for name in ("notes.bin", "named.AGE"):
+        assert pyrage.passphrase.decrypt((work / name).read_bytes(), "pw") == DATA
+    assert (work / "native.sc").read_bytes()[:4] == b"SCEV"  # the command word keeps native
+    chosen = sc(
+        "encrypt",
+        "--format",
+        "native",
+        "--passphrase-file",
+        "pw.txt",
+        "-o",
+        "a.age",
+        "in.bin",
+        cwd=work,
+    )
+    by_key = sc("encrypt", "-k", key, "-o", "b.age", "in.bin", cwd=work)
+    for proc, name in ((chosen, "a.age"), (by_key, "b.age")):
+        assert proc.returncode == 0 and (work / name).read_bytes()[:2] == b"SC"
+        assert f"warning: {name} is a native file, not an age file".encode() in proc.stderr
+
+
+def test_encrypt_help_lists_every_format_the_command_speaks() -> None:
+    """The help's format list is the one the command's table uses (descriptors of the
+    registry), so a format added to the table and not to the list fails here."""
+    from streamcrypt.cli import _crypt
+    from streamcrypt.cli._usage import COMMANDS, FORMATS
+    from streamcrypt.codecs import FORMATS as REGISTRY
+
+    spoken = {_crypt._CLI_NAME.get(name, name) for name, _ in _crypt._USES}
+    assert spoken == set(FORMATS) and set(FORMATS) <= set(REGISTRY)
+    helped = sc("encrypt", "--help", cwd=REPO).stdout.decode()
+    top = sc("--help", cwd=REPO).stdout.decode()
+    for name in FORMATS:
+        assert name in COMMANDS["encrypt"] and name in helped and name in top.split("encrypt", 1)[1]
 
 
 def test_keygen_to_stdout_and_public_half_with_y(work: Path, public: dict[str, str]) -> None:

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from streamcrypt.cli import _options as cli_options
 from streamcrypt.cluster import FileKey
+from streamcrypt.codecs import ece
 from streamcrypt.errors import InvalidKeySizeError, InvalidParameterError
-from streamcrypt.keys import SecretKey
+from streamcrypt.keys import KeyRing, SecretKey
+from streamcrypt.keys.keyfile import KEY_SIZES
+from streamcrypt.transports import EncryptionMiddleware
 
 
-def test_round_trip_mode_and_no_overwrite(tmp_path: Path) -> None:
-    key = SecretKey.generate(32, key_id="backup-2025")
+@pytest.mark.parametrize("size", KEY_SIZES)
+def test_round_trip_mode_and_no_overwrite(tmp_path: Path, size: int) -> None:
+    key = SecretKey.generate(size, key_id="backup-2025")
     path = tmp_path / "k.key"
     key.to_file(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -59,9 +64,9 @@ def test_field_names_case_and_missing_id(tmp_path: Path) -> None:
         ("streamcrypt-key: 1\nkey: a\nkey: b", InvalidParameterError, "appears twice"),
         ("streamcrypt-key: 1\ntype: symmetric\nkey: @@", InvalidParameterError, "base64"),
         (
-            "streamcrypt-key: 1\ntype: symmetric\nkey: " + base64.b64encode(b"s" * 16).decode(),
+            "streamcrypt-key: 1\ntype: symmetric\nkey: " + base64.b64encode(b"s" * 24).decode(),
             InvalidKeySizeError,
-            "32 bytes, got 16",
+            "16 or 32 bytes, got 24",
         ),
     ],
 )
@@ -83,10 +88,23 @@ def test_binary_and_missing_files(tmp_path: Path) -> None:
         SecretKey.from_file(tmp_path / "absent.key")
 
 
-def test_only_32_byte_keys_are_written(tmp_path: Path) -> None:
-    with pytest.raises(InvalidKeySizeError):
-        SecretKey.generate(16).to_file(tmp_path / "short.key")
-    assert not (tmp_path / "short.key").exists()
+@pytest.mark.parametrize("size", [1, 15, 24, 33, 64])
+def test_only_16_and_32_byte_keys_are_written(tmp_path: Path, size: int) -> None:
+    with pytest.raises(InvalidKeySizeError, match=f"a 16 or 32-byte key, got {size}$"):
+        SecretKey.generate(size).to_file(tmp_path / "odd.key")
+    assert not (tmp_path / "odd.key").exists()
+
+
+def test_a_16_byte_key_file_serves_rfc8188_http_bodies(tmp_path: Path) -> None:
+    """The one key story: a 16-byte key file is RFC 8188's input keying material, read by
+    the middleware's KeyRing; the command's --size choices are the file format's sizes."""
+    SecretKey.generate(16, key_id="http-2026").to_file(tmp_path / "http.key")
+    key = SecretKey.from_file(tmp_path / "http.key")
+    ring = KeyRing([key])
+    EncryptionMiddleware(lambda *a: None, keys=ring)  # type: ignore[arg-type]
+    body = ece.encrypt_bytes(b"a body", key, keyid=key.key_id)
+    assert ece.decrypt_bytes(body, ring) == b"a body"
+    assert cli_options.KEY_SIZES == KEY_SIZES
 
 
 def test_cluster_file_key_reads_the_format(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cluster, run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"
         )
     args = parser.parse_args(line)
+    args.age_style = line is not given  # age's own command line (no command word)
     runner: Runner = args.run
     try:
         return runner(args)

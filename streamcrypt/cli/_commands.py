@@ -60,7 +60,7 @@ def run_keygen(args: argparse.Namespace) -> int:
     ``-y``: print the public half of each key in an existing key file instead."""
     to_stdout = args.output in (None, "-")
     if args.public:
-        if args.type is not None or args.key_id is not None or args.force:
+        if args.type is not None or args.key_id is not None or args.size or args.force:
             raise CliError("-y takes only an input key file and -o", EXIT_USAGE)
         kf = load_key_file(args.input or "-")
         out = "".join(line + "\n" for line in public_lines(kf))
@@ -74,7 +74,7 @@ def run_keygen(args: argparse.Namespace) -> int:
     if args.input is not None:
         raise CliError("keygen takes no input file (except with -y)", EXIT_USAGE)
     check_output(args.output)
-    text, public = new_key_text(args.type or "symmetric", args.key_id)
+    text, public = new_key_text(args.type or "symmetric", args.key_id, args.size)
     if to_stdout:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -457,6 +457,20 @@ def _encrypt_format(args: argparse.Namespace, keys: _Keys) -> str:
     return fmt
 
 
+def _age_habit(args: argparse.Namespace, keys: _Keys) -> bool:
+    """Whether the line reads as age's: age's own command line (no command word) with a
+    passphrase (``streamcrypt -p -o notes.age notes.txt``), or an output named ``*.age``
+    unless ``-k`` is a symmetric key (that writes native, and :func:`_plan_encrypt` warns)."""
+    if getattr(args, "age_style", False) and (args.passphrase or args.passphrase_file):
+        return True
+    symmetric = keys.key is not None and keys.key.kind == "symmetric"
+    return _named_age(args) and not symmetric
+
+
+def _named_age(args: argparse.Namespace) -> bool:
+    return str(args.output or "").lower().endswith(".age")
+
+
 def _implied_format(args: argparse.Namespace, keys: _Keys) -> str:
     if keys.raw_key is not None:
         return "aws"
@@ -467,6 +481,7 @@ def _implied_format(args: argparse.Namespace, keys: _Keys) -> str:
     if (
         args.armor
         or args.work_factor is not None
+        or _age_habit(args, keys)
         or any(r.lower().startswith(("age1", "ssh-")) for r, _ in _recipient_texts(args))
         or any(kf.kind == "age" for kf in keys.identities)
     ):
@@ -480,6 +495,11 @@ def _plan_encrypt(args: argparse.Namespace) -> Plan:
     _check_options(args, keys, name, decrypting=False)
     options = _USES[name, False].options(args, keys)
     fmt = FORMATS[name]
+    if name != "age" and _named_age(args):  # --format (or -k) chose another: say so
+        sys.stderr.write(
+            f"streamcrypt: warning: {args.output} is a {_CLI_NAME.get(name, name)} file, "
+            "not an age file (age cannot read it; --format age writes age)\n"
+        )
     return Plan(_CLI_NAME.get(name, name), lambda head: fmt.encryptors(options))
 
 

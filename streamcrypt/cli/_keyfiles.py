@@ -5,7 +5,8 @@ Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has th
 * symmetric and Ed25519 keys: ``name: value`` lines (the format is ``streamcrypt.keys.keyfile``
   for symmetric keys, which also reads the older 64 hex digits) — ``streamcrypt-key: 1``,
   ``type: symmetric`` (or ``ed25519``), ``id: <key id>`` (symmetric only; it goes into
-  every container header), ``key: <base64>`` (32 bytes);
+  every container header), ``key: <base64>`` (32 bytes; a symmetric key may be 16 bytes,
+  for RFC 8188 HTTP bodies);
 * X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
   with a ``# public key: sc-x25519-pub1...`` comment;
 * age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them, or an
@@ -57,7 +58,6 @@ __all__ = [
     "write_key_file",
 ]
 
-KEY_SIZE = _kf.KEY_SIZE
 _MAGIC_FIELD = _kf.KEY_FILE_MAGIC
 _VERSION = _kf.KEY_FILE_VERSION
 _MAX_KEY_FILE = 1 << 20
@@ -268,16 +268,18 @@ def public_lines(kf: KeyFile) -> list[str]:
 # --------------------------------------------------------------------------------- writing
 
 
-def new_key_text(kind: str, key_id: str | None) -> tuple[str, str | None]:
-    """A fresh key of ``kind``: the file text and the public half to print (if any)."""
+def new_key_text(kind: str, key_id: str | None, size: int | None = None) -> tuple[str, str | None]:
+    """A fresh key of ``kind`` (a symmetric key of ``size`` bytes, default 32): the file
+    text and the public half to print (if any)."""
     created = _kf.created_comment()
     if kind == "symmetric":
         kid = key_id if key_id is not None else os.urandom(8).hex()
         if "\n" in kid or ":" in kid or len(kid.encode()) > 255:
             raise CliError("--key-id must be one line without ':' of at most 255 bytes", EXIT_USAGE)
-        return _kf.secret_key_file_text(SecretKey.generate(KEY_SIZE, key_id=kid)), None
-    if key_id is not None:
-        raise CliError("--key-id applies to symmetric keys only", EXIT_USAGE)
+        key = SecretKey.generate(size or _kf.KEY_SIZE, key_id=kid)
+        return _kf.secret_key_file_text(key), None
+    if key_id is not None or size is not None:
+        raise CliError("--key-id and --size apply to symmetric keys only", EXIT_USAGE)
     if kind == "ed25519":
         signing = _primitives.Ed25519PrivateKey.generate()
         public = base64.b64encode(signing.public_bytes()).decode()

@@ -13,14 +13,15 @@ from __future__ import annotations
 import argparse
 
 from ._cluster import add_cluster_arguments
+from ._usage import FORMATS
 
 __all__ = [
     "AGE_WORK_FACTOR",
     "AWS_KEY_NAME",
     "AWS_NAMESPACE",
-    "FORMATS",
     "HASH_ALGOS",
     "KDF_LEVEL_NAMES",
+    "KEY_SIZES",
     "KEY_TYPES",
     "MAGICS",
     "NATIVE_MAX_HEADER_SIZE",
@@ -30,10 +31,11 @@ __all__ = [
     "add_native_arguments",
 ]
 
-#: ``encrypt``/``decrypt --format``.
-FORMATS = ("native", "age", "tink", "rclone", "aws")
 #: ``keygen --type``.
 KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
+#: ``keygen --size``: :data:`streamcrypt.keys.keyfile.KEY_SIZES`, not imported (start-up);
+#: tests/test_keyfile.py checks that the two agree.
+KEY_SIZES = (16, 32)
 #: ``hash --algo``.
 HASH_ALGOS = ("blake3", "sha256", "sha512")
 #: ``encrypt --kdf``: the Argon2id levels of :mod:`streamcrypt.keys`, sorted.

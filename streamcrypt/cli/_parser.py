@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ._cluster import add_cluster_command
 from ._errors import EXIT_USAGE
-from ._options import HASH_ALGOS, KEY_TYPES, add_arguments, add_native_arguments
+from ._options import HASH_ALGOS, KEY_SIZES, KEY_TYPES, add_arguments, add_native_arguments
 from ._usage import COMMANDS, DESCRIPTION, EPILOG, PROG, columns
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
@@ -122,6 +122,12 @@ def build_parser(command_word: str | None = None) -> _Parser:
         help="key type (default symmetric); age-pq: post-quantum ML-KEM-768 + X25519 (age)",
     )
     p.add_argument("--key-id", metavar="ID", help="symmetric: the key id (default: random)")
+    p.add_argument(
+        "--size",
+        type=int,
+        choices=KEY_SIZES,
+        help="symmetric: key bytes (default 32; 16 for RFC 8188 HTTP bodies)",
+    )
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
 
     p = command("encrypt", _lazy("._crypt", "run_encrypt"))

@@ -12,7 +12,16 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["COMMANDS", "DESCRIPTION", "EPILOG", "MIN_COLUMNS", "PROG", "columns", "top_help"]
+__all__ = [
+    "COMMANDS",
+    "DESCRIPTION",
+    "EPILOG",
+    "FORMATS",
+    "MIN_COLUMNS",
+    "PROG",
+    "columns",
+    "top_help",
+]
 
 PROG = "streamcrypt"
 DESCRIPTION = (
@@ -25,10 +34,15 @@ EPILOG = (
     "exit codes: 0 ok, 1 data failed (authentication, format, truncation), "
     "2 usage, 3 key problem, 4 I/O error"
 )
+#: ``encrypt``/``decrypt --format``: every format the command speaks, each a descriptor of
+#: :data:`streamcrypt.codecs.FORMATS` (``native``: the container or the envelope). Not
+#: read from that registry here (it imports the formats: start-up); tests/test_cli.py
+#: checks that this list is exactly the formats the command's table (``_crypt._USES``) uses.
+FORMATS = ("native", "age", "tink", "rclone", "aws")
 #: Every listed command and its one-line help, in the order ``--help`` lists them.
 COMMANDS: dict[str, str] = {
     "keygen": "generate a key file (mode 0600), or print a key's public half",
-    "encrypt": "encrypt a file or stdin (native, age or tink)",
+    "encrypt": f"encrypt a file or stdin ({', '.join(FORMATS)})",
     "decrypt": "decrypt a file or stdin, releasing only verified data",
     "rekey": "re-encrypt objects under a new key on a Dask cluster (key rotation)",
     "verify-objects": (

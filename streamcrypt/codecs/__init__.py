@@ -27,6 +27,7 @@ from .._lazy import lazy_exports
 from ..errors import FormatError, InvalidParameterError, TruncatedStreamError
 from ._format import FormatOptions as FormatOptions
 from ._format import SegmentedFormat as SegmentedFormat
+from ._format import one_or_many as one_or_many
 
 if TYPE_CHECKING:
     from . import age as age
@@ -224,6 +225,7 @@ __all__ = [
     "FORMATS",
     "check_detectable",
     "detect_format",
+    "one_or_many",
     *(name for names in _TABLE.values() for name in names),
     *_SUBMODULES,
 ]

@@ -13,6 +13,7 @@ codec module and one registration line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ForwardRef, NamedTuple, NoReturn, TypeAlias, TypeVar, Union
@@ -164,6 +165,14 @@ _VALUES = tuple(FormatOptions._field_defaults[name] for name in _NAMES)
 _DEFAULTS: tuple[tuple[str, object], ...] = tuple(zip(_NAMES, _VALUES, strict=True))
 
 _T = TypeVar("_T")
+
+
+def one_or_many(value: Iterable[_T] | _T) -> tuple[_T, ...]:
+    """``recipients=`` / ``identities=`` as a tuple: one key (an object, its text or a
+    key file's path) or an iterable of them, as the codecs take them."""
+    if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Iterable):
+        return (value,)
+    return tuple(value)
 
 
 def or_default(value: _T | None, default: _T) -> _T:

@@ -24,6 +24,7 @@ base64 arguments, a 16-byte file key under ChaCha20-Poly1305 with a zero nonce.
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ __all__ = [
     "b64decode",
     "b64encode",
     "check_shape",
+    "key_lines",
     "open_file_key",
     "passphrase_bytes",
     "stanza_arg",
@@ -65,6 +67,8 @@ _B64 = re.compile(rb"[A-Za-z0-9+/]*")
 _ZERO_NONCE = bytes(12)
 #: Bytes of an age stanza body that wraps the 16-byte file key (with its 16-byte tag).
 WRAPPED_SIZE = 32
+#: Bytes read at most from an identity or recipient file given as a path.
+_MAX_KEY_FILE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +182,35 @@ def passphrase_bytes(passphrase: str | Buffer) -> bytes:
     return raw
 
 
+def key_lines(text: str) -> list[str]:
+    """The keys in an identity or recipient file's text, as age reads such files: a PEM
+    block (an SSH private key file) is one key; otherwise each line that is neither blank
+    nor a ``#`` comment is one (age-keygen's ``# created:`` / ``# public key:`` lines
+    are comments)."""
+    if text.lstrip().startswith("-----BEGIN "):
+        return [text]
+    return [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+
+
+def _read_key_text(path: os.PathLike[str]) -> str:
+    """The text of an identity or recipient file given as a path; raises :class:`OSError`
+    or :class:`InvalidParameterError` (naming the file, never its content)."""
+    with open(path, "rb") as f:
+        raw = f.read(_MAX_KEY_FILE + 1)
+    if len(raw) > _MAX_KEY_FILE:
+        raise InvalidParameterError(f"{os.fspath(path)} is too large to be a key file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidParameterError(f"{os.fspath(path)} is not a text key file") from None
+
+
 @dataclass(frozen=True, slots=True)
 class KeyList(Generic[_T]):
     """How a format takes its recipients (``method="wrap"``) or identities
-    (``"unwrap"``): objects having ``method``, or text that ``parse`` reads."""
+    (``"unwrap"``): objects having ``method``; text, each key of which
+    (:func:`key_lines`: one a line, comments allowed) ``parse`` reads; or an
+    :class:`os.PathLike` naming a file of such text."""
 
     method: str
     parse: Callable[[str], _T]
@@ -193,18 +222,26 @@ class KeyList(Generic[_T]):
 
     def __call__(
         self,
-        given: Iterable[_T | str] | _T | str,
+        given: Iterable[_T | str | os.PathLike[str]] | _T | str | os.PathLike[str],
         passphrase: str | Buffer | None,
         for_passphrase: Callable[[str | Buffer], _T],
     ) -> list[_T]:
         """What ``given`` names (one or an iterable), then ``for_passphrase(passphrase)``
         when a passphrase was given. Raises :class:`InvalidParameterError` for anything
-        else and when nothing was given."""
-        one = isinstance(given, str) or callable(getattr(given, self.method, None))
+        else, for a text or file holding no key and when nothing was given; :class:`OSError`
+        when a file cannot be read."""
+        one = isinstance(given, str | os.PathLike) or callable(getattr(given, self.method, None))
         out: list[_T] = []
         for item in [given] if one else given:  # type: ignore[union-attr]
-            if isinstance(item, str):
-                out.append(self.parse(item))
+            if isinstance(item, str | os.PathLike):
+                text = item if isinstance(item, str) else _read_key_text(item)
+                keys = key_lines(text)
+                if not keys:
+                    where = "a text" if isinstance(item, str) else os.fspath(item)
+                    raise InvalidParameterError(
+                        f"{where} given holds no key, only blank lines or # comments"
+                    )
+                out.extend(self.parse(key) for key in keys)
             elif callable(getattr(item, self.method, None)):
                 out.append(item)  # type: ignore[arg-type]
             else:

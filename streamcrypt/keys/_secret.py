@@ -142,7 +142,8 @@ class SecretKey(HoldsSecrets):
         return read_secret_key_file(path)
 
     def to_file(self, path: str | os.PathLike[str]) -> None:
-        """Write this 32-byte key to a new key file of mode 0600, in the documented format.
+        """Write this key (16 or 32 bytes) to a new key file of mode 0600, in the documented
+        format; :meth:`from_file` reads it back, as the command and the HTTP middleware do.
 
         Never replaces a file (:class:`FileExistsError`); raises
         :class:`InvalidKeySizeError` for a key of another size.

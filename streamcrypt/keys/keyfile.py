@@ -6,7 +6,11 @@ The documented format (docs/CLI.md, "Key files") is UTF-8 text of ``name: value`
     streamcrypt-key: 1
     type: symmetric
     id: <key id, may be empty>
-    key: <base64 of the 32 key bytes>
+    key: <base64 of the key bytes: 16 or 32 of them>
+
+A key file holds a key of one of the sizes the library's formats use (:data:`KEY_SIZES`):
+32 bytes for the native container, secretstream, Tink and the envelope's symmetric keys,
+16 bytes for RFC 8188 HTTP bodies (``aes128gcm``'s input keying material).
 
 Reading also accepts the older form the examples used to write: 64 hex digits (whitespace
 and ``#`` comment lines ignored), read as a key without an id. Writing produces only the
@@ -27,6 +31,7 @@ __all__ = [
     "KEY_FILE_MAGIC",
     "KEY_FILE_VERSION",
     "KEY_SIZE",
+    "KEY_SIZES",
     "b64_key",
     "created_comment",
     "key_file_fields",
@@ -41,8 +46,10 @@ __all__ = [
 KEY_FILE_MAGIC = "streamcrypt-key"
 #: The key-file version this module reads and writes.
 KEY_FILE_VERSION = "1"
-#: Bytes of a symmetric key in a key file.
+#: Bytes of a symmetric key ``streamcrypt keygen`` makes by default (the native container's).
 KEY_SIZE = 32
+#: Every size of symmetric key a key file holds: 16 (RFC 8188 HTTP bodies) and 32 bytes.
+KEY_SIZES = (16, 32)
 _MAX_KEY_FILE = 1 << 20
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
@@ -73,14 +80,23 @@ def key_file_fields(lines: Sequence[str], source: str) -> dict[str, str]:
     return out
 
 
-def b64_key(value: str, source: str, what: str = "key") -> bytes:
-    """32 bytes from base64; raises InvalidParameterError / InvalidKeySizeError."""
+def _sizes_text(sizes: Sequence[int]) -> str:
+    return " or ".join(str(n) for n in sizes)
+
+
+def b64_key(
+    value: str, source: str, what: str = "key", sizes: Sequence[int] = (KEY_SIZE,)
+) -> bytes:
+    """Key bytes of one of ``sizes`` from base64; raises InvalidParameterError /
+    InvalidKeySizeError."""
     try:
         raw = base64.b64decode(value.strip(), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidParameterError(f"{source}: the {what} is not valid base64") from None
-    if len(raw) != KEY_SIZE:
-        raise InvalidKeySizeError(f"{source}: the {what} must be {KEY_SIZE} bytes, got {len(raw)}")
+    if len(raw) not in sizes:
+        raise InvalidKeySizeError(
+            f"{source}: the {what} must be {_sizes_text(sizes)} bytes, got {len(raw)}"
+        )
     return raw
 
 
@@ -93,7 +109,7 @@ def secret_key_from_text(text: str, *, source: str = "key file") -> SecretKey:
     """The symmetric key in a key file's text: the documented format or 64 hex digits.
 
     Raises :class:`InvalidParameterError` for anything else (another key type, a malformed
-    file), :class:`InvalidKeySizeError` for a key that is not 32 bytes.
+    file), :class:`InvalidKeySizeError` for a key that is not 16 or 32 bytes.
     """
     lines = key_file_lines(text)
     if not lines:
@@ -112,7 +128,7 @@ def secret_key_from_text(text: str, *, source: str = "key file") -> SecretKey:
     key_id = fields.get("id", "")
     if len(key_id.encode()) > 255:
         raise InvalidParameterError(f"{source}: the key id is longer than 255 bytes")
-    return SecretKey(b64_key(fields["key"], source), key_id=key_id)
+    return SecretKey(b64_key(fields["key"], source, sizes=KEY_SIZES), key_id=key_id)
 
 
 def read_secret_key_file(path: str | os.PathLike[str]) -> SecretKey:
@@ -142,10 +158,14 @@ def created_comment() -> str:
 
 
 def secret_key_file_text(key: SecretKey) -> str:
-    """The documented key-file text for ``key`` (32 bytes). It holds the secret: write it
-    only to a file readable by its owner (:func:`write_secret_key_file` does)."""
-    if len(key) != KEY_SIZE:
-        raise InvalidKeySizeError(f"a key file holds a {KEY_SIZE}-byte key, got {len(key)}")
+    """The documented key-file text for ``key`` (16 or 32 bytes). It holds the secret: write
+    it only to a file readable by its owner (:func:`write_secret_key_file` does).
+
+    Raises :class:`InvalidKeySizeError` for a key of another size."""
+    if len(key) not in KEY_SIZES:
+        raise InvalidKeySizeError(
+            f"a key file holds a {_sizes_text(KEY_SIZES)}-byte key, got {len(key)}"
+        )
     if any(c in key.key_id for c in "\r\n"):
         raise InvalidParameterError("a key id written to a key file must be one line")
     return (

@@ -68,6 +68,7 @@ from ..codecs import (
     SegmentLayout,
     check_detectable,
     detect_format,
+    one_or_many,
 )
 from ..codecs import FORMATS as CODEC_FORMATS
 from ..codecs import age as _age
@@ -484,15 +485,13 @@ def _prepared(
     native when writing, told by the first bytes when reading (checked then)."""
     checked = _check_mode(mode)
     fmt = _format(format or "native")
-    if isinstance(recipients, str) or isinstance(identities, str):
-        raise InvalidParameterError("recipients= and identities= take a list of keys, not a str")
     opts = FileOptions(
         key=key,
         suite=suite,
         segment_size=segment_size,
         aad=aad,
-        recipients=tuple(recipients),
-        identities=tuple(identities),
+        recipients=one_or_many(recipients),
+        identities=one_or_many(identities),
         passphrase=passphrase,
         password=password,
         password2=password2,

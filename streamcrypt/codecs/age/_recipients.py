@@ -4,6 +4,7 @@ key is found: each identity in turn, shown all stanzas (as age's identities are)
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Iterable, Sequence
 from functools import partial
 
@@ -38,12 +39,14 @@ __all__ = [
 ]
 
 
-#: A recipient: an ``age1...``, ``ssh-ed25519 AAAA...`` or ``ssh-rsa AAAA...`` string or a
-#: :class:`Recipient`.
-RecipientLike = str | Recipient
-#: An identity: an ``AGE-SECRET-KEY-1...`` string, an SSH (Ed25519 or RSA) private key
-#: file's text, or an :class:`Identity`.
-IdentityLike = str | Identity
+#: A recipient: an ``age1...``, ``ssh-ed25519 AAAA...`` or ``ssh-rsa AAAA...`` string (or a
+#: recipients file's text: one a line, ``#`` comments), a path to such a file
+#: (:class:`os.PathLike`), or a :class:`Recipient`.
+RecipientLike = str | os.PathLike[str] | Recipient
+#: An identity: an ``AGE-SECRET-KEY-1...`` string (or an identity file's text, as
+#: age-keygen writes it: one a line, ``#`` comments), an SSH (Ed25519 or RSA) private key
+#: file's text, a path to either file (:class:`os.PathLike`), or an :class:`Identity`.
+IdentityLike = str | os.PathLike[str] | Identity
 #: What :func:`parse_recipient` returns.
 AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient | SshRsaRecipient
 #: What :func:`parse_identity` returns.
@@ -88,13 +91,7 @@ def parse_identity(text: str) -> AnyIdentity:
 def parse_identities(text: str) -> list[AnyIdentity]:
     """Parse an identity file: one key a line, blank lines and ``#`` comments skipped, or
     a whole SSH private key file (as age's ``-i ~/.ssh/id_ed25519`` or ``id_rsa``)."""
-    if text.lstrip().startswith(_PEM_BEGIN):
-        return [_ssh_identity(text)]
-    keys = [
-        parse_identity(line.strip())
-        for line in text.splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    keys = [parse_identity(key) for key in _stanza.key_lines(text)]
     if not keys:
         raise FormatError("the identity file holds no identity")
     return keys

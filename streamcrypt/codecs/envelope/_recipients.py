@@ -5,6 +5,7 @@ identity find its own stanza without revealing to anyone else whom a stanza is f
 from __future__ import annotations
 
 import hmac
+import os
 import struct
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -363,10 +364,12 @@ class PassphraseIdentity(HoldsSecrets):
         return "PassphraseIdentity(<passphrase hidden>)"
 
 
-#: A recipient: a :class:`Recipient` or its string form.
-RecipientLike: TypeAlias = Recipient | str
-#: An identity: an :class:`Identity` or its string form.
-IdentityLike: TypeAlias = Identity | str
+#: A recipient: a :class:`Recipient`, its string form (or a file's text of them, one a
+#: line, ``#`` comments), or a path to such a file (:class:`os.PathLike`).
+RecipientLike: TypeAlias = Recipient | str | os.PathLike[str]
+#: An identity: an :class:`Identity`, its string form (or a file's text of them, one a
+#: line, ``#`` comments), or a path to such a file (:class:`os.PathLike`).
+IdentityLike: TypeAlias = Identity | str | os.PathLike[str]
 
 
 def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:
