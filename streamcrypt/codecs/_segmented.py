@@ -419,8 +419,9 @@ class SegmentedEncryptor(_Segmenter):
 HeaderReader = Callable[[bytearray], "tuple[SegmentCodec, int] | int | None"]
 
 
-#: Bytes a decryptor adds to the held header bytes per look of its header reader.
-_HEAD_STEP = 1 << 20
+#: Bytes a decryptor's first look at a large feed holds for its header reader; each
+#: further look doubles what is held (a header of n bytes costs O(n) copies and looks).
+_HEAD_STEP = 4 << 10
 
 
 class SegmentedDecryptor(_Segmenter):
@@ -450,12 +451,12 @@ class SegmentedDecryptor(_Segmenter):
             raise self._break(exc) from None
 
     def _feed_header(self, view: memoryview, *, last: bool = False) -> list[SegmentJob]:
-        # The reader sees everything so far (it may judge by length), appended in place, at
-        # most _HEAD_STEP more per look: a large first feed is not copied whole, only the
-        # header's neighbourhood; the rest goes on as the caller's own bytes.
+        # The reader sees everything so far (it may judge by length), appended in place,
+        # _HEAD_STEP at first, then doubling: a large first feed is not copied whole, only
+        # the header's neighbourhood; the rest goes on as the caller's own bytes.
         head = self._head
         while True:
-            room = max(self._head_need - len(head), _HEAD_STEP)
+            room = max(self._head_need - len(head), _HEAD_STEP, len(head))
             head += view[:room]
             view = view[room:]
             more = len(view) > 0
@@ -470,7 +471,7 @@ class SegmentedDecryptor(_Segmenter):
                     return []
                 continue
             self._codec, used = parsed
-            rest = memoryview(head)[used:].tobytes()
+            rest = memoryview(head)[used:]  # no copy: ``head`` is never changed again
             self._head = bytearray()
             jobs = self._cut(rest)
             if more:
