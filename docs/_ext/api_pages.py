@@ -51,6 +51,21 @@ DATA_DOCS: dict[str, str] = {
         "Every segmented format by name, its descriptor the codec module's ``FORMAT``; "
         "built on first access (it imports every format)."
     ),
+    "streamcrypt.codecs.KeyLike": (
+        "What ``key=`` takes: a symmetric key or key ring (32 bytes, a ``SecretKey``, a "
+        "``KeyRing``), a Tink keyset or streaming key, ``RcloneKeys``, an AWS keyring or a "
+        "list of them, and for reading RFC 8188 a key id lookup."
+    ),
+    "streamcrypt.codecs.RecipientLike": (
+        "A recipient of a format with stanzas (age, envelope): a public key's object, its "
+        "text, a recipients file's text or its path."
+    ),
+    "streamcrypt.codecs.IdentityLike": (
+        "An identity of a format with stanzas (age, envelope): a secret key's object, its "
+        "text, an identity file's text or its path."
+    ),
+    "streamcrypt.codecs.aws.KeyringLike": "What ``key=`` takes for AWS: a keyring or a list of them.",
+    "streamcrypt.codecs.aws.RsaPadding": "The RSA keyring's padding scheme, as the SDKs name it.",
     "streamcrypt.engine.DEFAULT_POLICY": (
         "The :class:`OffloadPolicy` with every default, taken wherever ``policy=`` is left out."
     ),

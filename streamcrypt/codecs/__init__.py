@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from ._segmented import SegmentedTransform as SegmentedTransform
     from ._segmented import SegmentJob as SegmentJob
     from ._segmented import SegmentLayout as SegmentLayout
+    from ._stanza import Identity as Identity
+    from ._stanza import Recipient as Recipient
+    from ._stanza import Stanza as Stanza
     from ._x25519 import X25519Identity as X25519Identity
     from ._x25519 import X25519Recipient as X25519Recipient
     from .age import AgeDecryptor as AgeDecryptor
@@ -191,6 +194,7 @@ _TABLE = {
         "SegmentJob",
         "SegmentLayout",
     ),
+    "._stanza": ("Identity", "Recipient", "Stanza"),
     "._x25519": ("X25519Identity", "X25519Recipient"),
     ".age": ("AgeDecryptor", "AgeEncryptor"),
     ".aws": ("AwsDecryptor", "AwsEncryptor"),
