@@ -571,6 +571,26 @@ def test_aws_raw_aes_key_round_trip_interop_and_errors(work: Path) -> None:
     assert raw_elsewhere.returncode == 3 and b"--format aws" in raw_elsewhere.stderr
 
 
+def test_aws_signed_message_releases_nothing_before_its_signature(work: Path) -> None:
+    """A signed AWS message whose signature fails: standard output gets nothing (the
+    codec holds the plaintext until the signature verified), and an output file is never
+    made (frames go into the atomic temporary, which is removed). The signature is the
+    last bytes of the message: every frame before it is authentic under the data key."""
+    (work / "aes.key").write_bytes(os.urandom(32))
+    enc = sc("encrypt", "-k", "aes.key", "-o", "a.bin", "in.bin", cwd=work)
+    assert enc.returncode == 0
+    sealed = bytearray((work / "a.bin").read_bytes())
+    sealed[-1] ^= 1
+    (work / "forged.bin").write_bytes(sealed)
+    to_stdout = sc("decrypt", "-k", "aes.key", "forged.bin", cwd=work)
+    assert to_stdout.returncode != 0 and to_stdout.stdout == b""
+    to_file = sc("decrypt", "-k", "aes.key", "-o", "out.bin", "forged.bin", cwd=work)
+    assert to_file.returncode != 0
+    assert not (work / "out.bin").exists() and not leftovers(work)
+    good = sc("decrypt", "-k", "aes.key", "-o", "out.bin", "a.bin", cwd=work)
+    assert good.returncode == 0 and (work / "out.bin").read_bytes() == DATA
+
+
 # ------------------------------------------------------------------------------ tink
 
 

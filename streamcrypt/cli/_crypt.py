@@ -49,7 +49,15 @@ from ..errors import (
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
-from ._io import Input, Output, Progress, StdoutOutput, check_output, open_output_now
+from ._io import (
+    Input,
+    Output,
+    Progress,
+    StdoutOutput,
+    _is_special,
+    check_output,
+    open_output_now,
+)
 from ._keyfiles import (
     AGE_IDENTITY_KINDS,
     AGE_RECIPIENT_KINDS,
@@ -283,6 +291,16 @@ def _aws_options(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
             raise _usage(f"--context takes KEY=VALUE, not {item!r}")
         context[name] = value
     return FormatOptions(key=ring, encryption_context=context)
+
+
+def _aws_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    """:func:`_aws_options` for decrypting. A signed message's signature is checked at its
+    end: into an atomic output file (a temporary removed unless the whole run succeeds)
+    frames may go as they verify; standard output and special files cannot be taken back,
+    so there the codec holds the plaintext until the signature verified (up to its
+    ``max_buffered`` bound, then a typed error)."""
+    takes_back = args.output not in (None, "-") and not _is_special(args.output)
+    return _aws_options(args, keys)._replace(allow_unverified=takes_back)
 
 
 def _tink_keyset(keys: _Keys, purpose: str) -> _tink.TinkKeyset:
@@ -602,7 +620,7 @@ _USES: dict[tuple[str, bool], _Use] = {
         _tink_reading,
     ),
     ("rclone", True): _Use(_RCLONE, "the input is an rclone crypt file", _rclone_options),
-    ("aws", True): _Use(_AWS, "the input is an AWS message", _aws_options),
+    ("aws", True): _Use(_AWS, "the input is an AWS message", _aws_reading),
 }
 
 
