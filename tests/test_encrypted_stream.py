@@ -1494,6 +1494,31 @@ def test_options_are_explicit_typed_keywords(function: Callable[..., object]) ->
     assert options and {name: defaults.get(name, "missing") for name in options} == options
 
 
+def test_the_testing_helpers_take_wraps_options_typed() -> None:
+    """streamcrypt.testing's public callables take no parameter typed Any, and
+    ``WrapOptions`` (what encrypted_stream_pair passes on) is wrap's keywords exactly,
+    each typed as wrap types it."""
+    import inspect
+    import typing
+
+    from streamcrypt import testing
+
+    for name in testing.__all__:
+        obj = getattr(testing, name)
+        function = obj.__init__ if isinstance(obj, type) else obj
+        if callable(function) and not typing.is_typeddict(obj):
+            hints = typing.get_type_hints(function)
+            assert all(hint is not Any for hint in hints.values()), (name, hints)
+    wrap = typing.get_type_hints(EncryptedStream.wrap)
+    keywords = {
+        name
+        for name, p in inspect.signature(EncryptedStream.wrap).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "server_side"
+    }
+    options = typing.get_type_hints(testing.WrapOptions)
+    assert options == {name: wrap[name] for name in keywords}
+
+
 def test_bad_options_raise_before_any_io() -> None:
     with pytest.raises(InvalidParameterError, match="idle_timeout"):
         EncryptedListener(_mem_pair()[0], psk=bytes(32), idle_timeout=0)  # type: ignore[arg-type]

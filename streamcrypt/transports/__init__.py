@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         DEFAULT_IDLE_TIMEOUT,
         DEFAULT_RECORD_TIMEOUT,
         AcceptPeer,
+        Cipher,
+        NoiseHash,
     )
     from ._files import (
         FORMATS,
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_REKEY_INTERVAL",
     "FORMATS",
     "AcceptPeer",
+    "Cipher",
     "EncryptedFile",
     "EncryptedListener",
     "EncryptedStream",
@@ -53,6 +56,7 @@ __all__ = [
     "FileFormat",
     "FileOpener",
     "FileOptions",
+    "NoiseHash",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -94,6 +98,8 @@ _lazy_getattr, _lazy_dir = lazy_exports(
             "DEFAULT_IDLE_TIMEOUT",
             "DEFAULT_RECORD_TIMEOUT",
             "AcceptPeer",
+            "Cipher",
+            "NoiseHash",
         ),
         "._listener": ("DEFAULT_MAX_CONNECTIONS", "EncryptedListener", "connect", "serve"),
         "._stream": ("EncryptedStream", "EncryptedStreamAttribute"),
