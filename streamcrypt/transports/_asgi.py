@@ -69,8 +69,6 @@ from ._http import (
     send_piecewise,
 )
 
-__all__ = ["EncryptionMiddleware"]
-
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]

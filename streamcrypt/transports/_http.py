@@ -33,22 +33,6 @@ from ..keys import KeyRing
 from ._deadline import timed_out, with_timeout
 from ._socket import on_asyncio
 
-__all__ = [
-    "BODYLESS_METHODS",
-    "DEFAULT_BODY_TIMEOUT",
-    "DEFAULT_HTTP_RECORD_SIZE",
-    "DEFAULT_REQUEST_MAX_RECORD_SIZE",
-    "BodyDeadline",
-    "EncryptionSettings",
-    "RequestRule",
-    "Unencryptable",
-    "announces_body",
-    "content_codings",
-    "feed_piecewise",
-    "path_matches",
-    "send_piecewise",
-]
-
 _T = TypeVar("_T")
 
 #: What to do with a response a gzip middleware would pass through untouched (file
