@@ -135,7 +135,7 @@ def _aiohttp_app(encrypted: bool) -> web.Application:
     app = web.Application(client_max_size=1 << 40)
     app.router.add_route("*", "/", handler)
     if encrypted:
-        setup_encryption(app, keys=_ring_from_env())
+        setup_encryption(app, key=_ring_from_env())
     return app
 
 
@@ -152,7 +152,7 @@ def serve(args: list[str]) -> None:
         sock.listen(4096)
         app: Any = _asgi_app
         if encrypted:
-            app = EncryptionMiddleware(_asgi_app, keys=_ring_from_env())
+            app = EncryptionMiddleware(_asgi_app, key=_ring_from_env())
         config = uvicorn.Config(
             app,
             loop="uvloop",

@@ -76,14 +76,14 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def create_app(keys: KeyRing) -> web.Application:
+def create_app(ring: KeyRing) -> web.Application:
     """The application, with encryption set up on every path but ``/health``."""
     app = web.Application()
     app.router.add_get("/hello", hello)
     app.router.add_post("/echo", echo)
     app.router.add_get("/count", count)
     app.router.add_get("/health", health)
-    setup_encryption(app, keys=keys, exclude_paths=["/health"])
+    setup_encryption(app, key=ring, exclude_paths=["/health"])
     return app
 
 
@@ -94,7 +94,7 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def request(url: str, keys: KeyRing, data: bytes | None = None) -> tuple[int, bytes]:
+async def request(url: str, ring: KeyRing, data: bytes | None = None) -> tuple[int, bytes]:
     """GET ``url`` (or POST ``data`` encrypted); returns the status and decrypted body.
 
     Raises :class:`AuthenticationError` if the response body does not verify.
@@ -103,10 +103,10 @@ async def request(url: str, keys: KeyRing, data: bytes | None = None) -> tuple[i
         if data is None:
             response = await session.get(url)
         else:
-            response = await session.post(url, data=encrypted_body(_once(data), keys))
+            response = await session.post(url, data=encrypted_body(_once(data), ring))
         async with response:
             if response.headers.get("Content-Encoding") == "aes128gcm":
-                body = b"".join([chunk async for chunk in decrypt_response(response, keys)])
+                body = b"".join([chunk async for chunk in decrypt_response(response, ring)])
             else:
                 body = await response.read()  # e.g. /health, excluded
             return response.status, body
@@ -126,14 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", help="POST this text (encrypted) instead of a GET")
     args = parser.parse_args(argv)
     try:
-        keys = http_keys(args.key)
+        ring = http_keys(args.key)
         if args.command == "serve":
-            web.run_app(create_app(keys), host=args.host, port=args.port)
+            web.run_app(create_app(ring), host=args.host, port=args.port)
             return 0
         import asyncio
 
         data = None if args.data is None else args.data.encode()
-        status, body = asyncio.run(request(args.url, keys, data))
+        status, body = asyncio.run(request(args.url, ring, data))
     except (StreamCryptError, OSError, aiohttp.ClientError) as exc:
         print(f"aiohttp_app.py: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -76,7 +76,7 @@ async def health(request: Request) -> Response:
     return PlainTextResponse("ok\n")
 
 
-def create_app(keys: KeyRing) -> EncryptionMiddleware:
+def create_app(ring: KeyRing) -> EncryptionMiddleware:
     """The Starlette app wrapped in the encryption middleware (an ASGI app)."""
     routes = [
         Route("/hello", hello),
@@ -84,7 +84,7 @@ def create_app(keys: KeyRing) -> EncryptionMiddleware:
         Route("/count", count),
         Route("/health", health),
     ]
-    return EncryptionMiddleware(Starlette(routes=routes), keys=keys, exclude_paths=["/health"])
+    return EncryptionMiddleware(Starlette(routes=routes), key=ring, exclude_paths=["/health"])
 
 
 def app_from_env() -> EncryptionMiddleware:
@@ -98,7 +98,7 @@ def app_from_env() -> EncryptionMiddleware:
 # -- a client ----------------------------------------------------------------------------------
 
 
-async def request(url: str, keys: KeyRing, data: bytes | None = None) -> tuple[int, bytes]:
+async def request(url: str, ring: KeyRing, data: bytes | None = None) -> tuple[int, bytes]:
     """GET ``url`` (or POST ``data`` encrypted); returns the status and decrypted body.
 
     Raises :class:`AuthenticationError` if the response body does not verify.
@@ -107,11 +107,11 @@ async def request(url: str, keys: KeyRing, data: bytes | None = None) -> tuple[i
         if data is None:
             response = await client.get(url)
         else:
-            body = encrypt_bytes(data, keys, keyid=KEY_ID)
+            body = encrypt_bytes(data, ring, keyid=KEY_ID)
             headers = {"Content-Encoding": CONTENT_ENCODING}
             response = await client.post(url, content=body, headers=headers)
     if response.headers.get("content-encoding") == CONTENT_ENCODING:
-        return response.status_code, decrypt_bytes(response.content, keys)
+        return response.status_code, decrypt_bytes(response.content, ring)
     return response.status_code, response.content  # e.g. /health, excluded
 
 
@@ -129,14 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", help="POST this text (encrypted) instead of a GET")
     args = parser.parse_args(argv)
     try:
-        keys = http_keys(args.key)
+        ring = http_keys(args.key)
         if args.command == "serve":
             import uvicorn
 
-            uvicorn.run(create_app(keys), host=args.host, port=args.port)
+            uvicorn.run(create_app(ring), host=args.host, port=args.port)
             return 0
         data = None if args.data is None else args.data.encode()
-        status, body = anyio.run(request, args.url, keys, data)
+        status, body = anyio.run(request, args.url, ring, data)
     except (StreamCryptError, OSError, httpx.HTTPError) as exc:
         print(f"asgi_app.py: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

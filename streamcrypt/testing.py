@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 import anyio
 from anyio import (
@@ -34,16 +34,18 @@ from anyio import (
 from anyio.abc import AnyByteStream, ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .abc import Transform
+from .abc import Buffer, Transform
 from .codecs import FormatOptions, ReadAt, SegmentCodec, SegmentedFormat, SegmentLayout
+from .engine import OffloadPolicy
 from .errors import StreamCryptError, TruncatedStreamError
-from .keys import random_bytes
-from .transports import EncryptedStream
+from .keys import SecretKey, random_bytes
+from .transports import AcceptPeer, Cipher, EncryptedStream, NoiseHash
 
 __all__ = [
     "LayoutOf",
     "MemoryByteStream",
     "RangeReader",
+    "WrapOptions",
     "check_byte_stream",
     "check_segmented_codec",
     "check_segmented_format",
@@ -121,12 +123,29 @@ def memory_stream_pair(
     )
 
 
+class WrapOptions(TypedDict, total=False):
+    """The keywords of :meth:`EncryptedStream.wrap` (``server_side`` excepted), typed:
+    what :func:`encrypted_stream_pair` passes on."""
+
+    psk: Buffer | SecretKey | None
+    static_key: Buffer | SecretKey | None
+    server_public_key: Buffer | None
+    accept_peer: AcceptPeer | None
+    cipher: Cipher
+    hash: NoiseHash
+    rekey_interval: int | None
+    handshake_timeout: float | None
+    idle_timeout: float | None
+    record_timeout: float | None
+    policy: OffloadPolicy | None
+
+
 async def encrypted_stream_pair(
     transports: tuple[AnyByteStream, AnyByteStream] | None = None,
     *,
-    client: Mapping[str, Any] | None = None,
-    server: Mapping[str, Any] | None = None,
-    **common: Any,
+    client: WrapOptions | None = None,
+    server: WrapOptions | None = None,
+    **common: Unpack[WrapOptions],
 ) -> tuple[EncryptedStream, EncryptedStream]:
     """Handshake two :class:`EncryptedStream` ends: ``(client, server)``.
 
@@ -136,8 +155,8 @@ async def encrypted_stream_pair(
     Raises what ``wrap`` raises (both sides run in one task group, so a failure comes
     as an exception group when both fail).
     """
-    client_opts = {**common, **(client or {})}
-    server_opts = {**common, **(server or {})}
+    client_opts: WrapOptions = {**common, **(client or {})}
+    server_opts: WrapOptions = {**common, **(server or {})}
     key_names = ("psk", "static_key", "server_public_key")
     if not any(k in client_opts or k in server_opts for k in key_names):
         psk = random_bytes(32)
@@ -145,12 +164,12 @@ async def encrypted_stream_pair(
     left, right = transports if transports is not None else memory_stream_pair()
     ends: dict[str, EncryptedStream] = {}
 
-    async def run(name: str, transport: AnyByteStream, opts: dict[str, Any]) -> None:
-        ends[name] = await EncryptedStream.wrap(transport, **opts)
+    async def run(name: str, transport: AnyByteStream, opts: WrapOptions) -> None:
+        ends[name] = await EncryptedStream.wrap(transport, server_side=name == "server", **opts)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run, "client", left, client_opts)
-        tg.start_soon(run, "server", right, {**server_opts, "server_side": True})
+        tg.start_soon(run, "server", right, server_opts)
     return ends["client"], ends["server"]
 
 

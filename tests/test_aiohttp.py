@@ -53,7 +53,7 @@ async def served(
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)
     if keys is not None:
-        setup_encryption(app, keys=keys, **options)
+        setup_encryption(app, key=keys, **options)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -153,7 +153,7 @@ async def test_stream_response_without_setup_needs_keys() -> None:
     errors: list[BaseException] = []
 
     async def with_keys(request: web.Request) -> web.StreamResponse:
-        resp = EncryptedStreamResponse(keys=keys)
+        resp = EncryptedStreamResponse(key=keys)
         await resp.prepare(request)
         await resp.write(b"hello")
         await resp.write_eof()
@@ -174,7 +174,7 @@ async def test_stream_response_without_setup_needs_keys() -> None:
             assert await r.text() == "no"
     assert len(errors) == 1
     with pytest.raises(InvalidParameterError):
-        EncryptedStreamResponse(keys=keys).enable_compression()
+        EncryptedStreamResponse(key=keys).enable_compression()
 
 
 async def test_http_exception_body_encrypted_and_head() -> None:
@@ -645,11 +645,11 @@ async def test_decrypt_response_refuses_plain() -> None:
 
 async def test_setup_checks_settings() -> None:
     with pytest.raises(InvalidParameterError):
-        setup_encryption(web.Application(), keys=ring(), record_size=5)
+        setup_encryption(web.Application(), key=ring(), record_size=5)
     with pytest.raises(InvalidParameterError):
-        setup_encryption(web.Application(), keys=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
+        setup_encryption(web.Application(), key=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
-        setup_encryption(web.Application(), keys=KeyRing([SecretKey.generate(32, key_id="a")]))
+        setup_encryption(web.Application(), key=KeyRing([SecretKey.generate(32, key_id="a")]))
 
 
 # -- large bodies, bounded memory --------------------------------------------------------

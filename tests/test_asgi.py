@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gzip
 import hashlib
 import os
@@ -104,7 +105,7 @@ async def test_streaming_response_many_chunks() -> None:
     async def endpoint(request: Request) -> StreamingResponse:
         return StreamingResponse(gen(), media_type="application/octet-stream")
 
-    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), keys=keys)
+    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), key=keys)
     async with client(app) as c, c.stream("GET", "/s") as r:
         assert r.status_code == 200
         assert r.headers["content-encoding"] == "aes128gcm"
@@ -130,7 +131,7 @@ async def test_whole_body_exact_content_length(size: int) -> None:
     async def endpoint(request: Request) -> Response:
         return Response(body, media_type="application/octet-stream")
 
-    app = EncryptionMiddleware(Starlette(routes=[Route("/b", endpoint)]), keys=keys)
+    app = EncryptionMiddleware(Starlette(routes=[Route("/b", endpoint)]), key=keys)
     async with client(app) as c:
         r = await c.get("/b")
     assert r.status_code == 200
@@ -151,7 +152,7 @@ async def test_small_streamed_response_costs_its_size() -> None:
         await send({"type": "http.response.body", "body": b"s" * 24, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async with client(EncryptionMiddleware(app, keys=keys)) as c:
+    async with client(EncryptionMiddleware(app, key=keys)) as c:
         r = await c.get("/")
     header = read_header(r.content)
     assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
@@ -168,7 +169,7 @@ async def test_record_size_and_head() -> None:
 
     app = EncryptionMiddleware(
         Starlette(routes=[Route("/b", endpoint, methods=["GET", "HEAD"])]),
-        keys=keys,
+        key=keys,
         record_size=1000,
     )
     async with client(app) as c:
@@ -192,7 +193,7 @@ async def test_existing_vary_merged_and_bodyless_statuses_untouched() -> None:
         return Response(status_code=204)
 
     routes = [Route("/vary", vary), Route("/204", nothing)]
-    app = EncryptionMiddleware(Starlette(routes=routes), keys=keys)
+    app = EncryptionMiddleware(Starlette(routes=routes), key=keys)
     async with client(app) as c:
         r = await c.get("/vary")
         n = await c.get("/204")
@@ -217,7 +218,7 @@ async def test_streaming_is_incremental_with_inline_policy() -> None:
     async def endpoint(request: Request) -> StreamingResponse:
         return StreamingResponse(gen())
 
-    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), keys=keys, policy=None)
+    app = EncryptionMiddleware(Starlette(routes=[Route("/s", endpoint)]), key=keys, policy=None)
     async with client(app) as c, c.stream("GET", "/s") as r:
         dec = EceDecryptor(keys)
         out = bytearray()
@@ -242,7 +243,7 @@ async def test_paths_and_content_types_select() -> None:
     routes.append(Route("/api/img", image))
     app = EncryptionMiddleware(
         Starlette(routes=routes),
-        keys=keys,
+        key=keys,
         include_paths=["/api/"],
         exclude_paths=["/api/public/"],
         content_types=["text/*"],
@@ -292,7 +293,7 @@ def data_file(tmp_path: Path) -> tuple[Path, bytes]:
 async def test_pathsend_encrypted(data_file: tuple[Path, bytes]) -> None:
     path, data = data_file
     keys = ring()
-    app = EncryptionMiddleware(with_pathsend(file_app(path)), keys=keys)
+    app = EncryptionMiddleware(with_pathsend(file_app(path)), key=keys)
     async with client(app) as c:
         r = await c.get("/f")
     assert r.status_code == 200 and r.headers["content-encoding"] == "aes128gcm"
@@ -303,9 +304,7 @@ async def test_pathsend_encrypted(data_file: tuple[Path, bytes]) -> None:
 
 async def test_pathsend_refused(data_file: tuple[Path, bytes]) -> None:
     path, data = data_file
-    app = EncryptionMiddleware(
-        with_pathsend(file_app(path)), keys=ring(), on_unencryptable="refuse"
-    )
+    app = EncryptionMiddleware(with_pathsend(file_app(path)), key=ring(), on_unencryptable="refuse")
     async with client(app) as c:
         r = await c.get("/f")
     assert r.status_code == 500
@@ -317,7 +316,7 @@ async def test_streamed_file_without_pathsend_keeps_exact_length(
 ) -> None:
     path, data = data_file
     keys = ring()
-    app = EncryptionMiddleware(file_app(path), keys=keys)
+    app = EncryptionMiddleware(file_app(path), key=keys)
     async with client(app) as c:
         r = await c.get("/f")
     assert int(r.headers["content-length"]) == encrypted_length(
@@ -331,7 +330,7 @@ async def test_ranged_206_encrypted(data_file: tuple[Path, bytes], pathsend: boo
     path, data = data_file
     keys = ring()
     inner = file_app(path)
-    app = EncryptionMiddleware(with_pathsend(inner) if pathsend else inner, keys=keys)
+    app = EncryptionMiddleware(with_pathsend(inner) if pathsend else inner, key=keys)
     async with client(app) as c:
         r = await c.get("/f", headers={"Range": "bytes=100-5099"})
     assert r.status_code == 206
@@ -342,7 +341,7 @@ async def test_ranged_206_encrypted(data_file: tuple[Path, bytes], pathsend: boo
 
 async def test_ranged_206_refused(data_file: tuple[Path, bytes]) -> None:
     path, data = data_file
-    app = EncryptionMiddleware(file_app(path), keys=ring(), on_unencryptable="refuse")
+    app = EncryptionMiddleware(file_app(path), key=ring(), on_unencryptable="refuse")
     async with client(app) as c:
         r = await c.get("/f", headers={"Range": "bytes=100-5099"})
         whole = await c.get("/f")
@@ -352,7 +351,7 @@ async def test_ranged_206_refused(data_file: tuple[Path, bytes]) -> None:
 
 async def test_already_encoded_encrypted_on_top(data_file: tuple[Path, bytes]) -> None:
     keys = ring()
-    app = EncryptionMiddleware(file_app(data_file[0]), keys=keys)
+    app = EncryptionMiddleware(file_app(data_file[0]), key=keys)
     async with client(app) as c, c.stream("GET", "/gz") as r:
         raw = b"".join([piece async for piece in r.aiter_raw()])  # httpx would gunzip it
     assert r.headers["content-encoding"] == "gzip, aes128gcm"
@@ -360,7 +359,7 @@ async def test_already_encoded_encrypted_on_top(data_file: tuple[Path, bytes]) -
 
 
 async def test_already_encoded_refused(data_file: tuple[Path, bytes]) -> None:
-    app = EncryptionMiddleware(file_app(data_file[0]), keys=ring(), on_unencryptable="refuse")
+    app = EncryptionMiddleware(file_app(data_file[0]), key=ring(), on_unencryptable="refuse")
     async with client(app) as c:
         r = await c.get("/gz")
     assert r.status_code == 500
@@ -399,7 +398,7 @@ async def test_request_body_decrypted_streaming(record_size: int) -> None:
     data = os.urandom(30_000 if record_size < 100 else 300_000)
     body = encrypt_bytes(data, old, keyid="old", record_size=record_size)  # rotated-out key
     log: list[Any] = []
-    app = EncryptionMiddleware(echo_app(log), keys=keys)
+    app = EncryptionMiddleware(echo_app(log), key=keys)
     async with client(app) as c:
         r = await c.post(
             "/echo", content=chunked(body, 7777), headers={"Content-Encoding": "aes128gcm"}
@@ -429,7 +428,7 @@ async def test_a_request_body_in_clear_is_refused_before_the_app() -> None:
         seen.append((scope["path"], scope[BODY_DECRYPTED]))
         await PlainTextResponse(f"{len(body)}")(scope, receive, send)
 
-    mw = EncryptionMiddleware(app, keys=keys, allow_clear_paths=["/open"])
+    mw = EncryptionMiddleware(app, key=keys, allow_clear_paths=["/open"])
     async with client(mw) as c:
         r = await c.post("/echo", content=b"secret")
         assert r.status_code == 415 and b"secret" not in r.content
@@ -442,7 +441,7 @@ async def test_a_request_body_in_clear_is_refused_before_the_app() -> None:
         assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/open/x", False)
         r = await c.post("/echo", content=encrypt_bytes(b"secret", keys), headers=AES_HEADERS)
         assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/echo", True)
-    methods = EncryptionMiddleware(app, keys=keys, allow_clear_methods=["put"])
+    methods = EncryptionMiddleware(app, key=keys, allow_clear_methods=["put"])
     async with client(methods) as c:
         assert (await c.put("/x", content=b"ok")).status_code == 200
         assert (await c.post("/x", content=b"no")).status_code == 415
@@ -462,7 +461,7 @@ async def test_body_bytes_on_a_bodiless_request_never_reach_the_app() -> None:
     async def body() -> AsyncIterator[bytes]:
         yield b"sneaky"
 
-    async with client(EncryptionMiddleware(app, keys=keys)) as c:
+    async with client(EncryptionMiddleware(app, key=keys)) as c:
         r = await c.request("GET", "/x", content=body())
     assert r.status_code == 415 and got == []
 
@@ -471,7 +470,7 @@ async def test_content_encoding_on_several_lines_is_read_as_one() -> None:
     """RFC 9110: two lines mean the comma-joined value. identity + aes128gcm is an
     encrypted body (decrypted); aes128gcm + gzip is not one we decrypt (415)."""
     keys = ring()
-    app = EncryptionMiddleware(echo_app([]), keys=keys)
+    app = EncryptionMiddleware(echo_app([]), key=keys)
     body = encrypt_bytes(b"hello", keys)
     async with client(app) as c:
         headers = [("content-encoding", "identity"), ("content-encoding", "aes128gcm")]
@@ -484,7 +483,7 @@ async def test_content_encoding_on_several_lines_is_read_as_one() -> None:
 
 async def test_a_stalled_request_body_is_cut_with_408() -> None:
     keys = ring()
-    app = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.3)
+    app = EncryptionMiddleware(echo_app([]), key=keys, body_timeout=0.3)
     body = encrypt_bytes(b"x" * 20000, keys)
 
     async def stalling() -> AsyncIterator[bytes]:
@@ -502,7 +501,7 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
     # Each piece comes well within body_timeout, but 400 bytes/s is under the minimum
     # rate of 2000: the body's deadline (0.5 s + 1 s per 2000 bytes) passes after ~0.6 s.
     keys = ring()
-    app = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=2000)
+    app = EncryptionMiddleware(echo_app([]), key=keys, body_timeout=0.5, body_min_rate=2000)
     body = encrypt_bytes(b"x" * 2000, keys)
 
     async def trickling() -> AsyncIterator[bytes]:
@@ -513,7 +512,7 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
     async with client(app) as c:
         r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
         assert r.status_code == 408
-        fast = EncryptionMiddleware(echo_app([]), keys=keys, body_timeout=0.5, body_min_rate=100)
+        fast = EncryptionMiddleware(echo_app([]), key=keys, body_timeout=0.5, body_min_rate=100)
     async with client(fast) as c:  # the same trickle is fine at a 10 bytes/s minimum
         r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
         assert r.status_code == 200
@@ -538,7 +537,7 @@ async def _path_app(scope: Any, receive: Any, send: Any) -> None:
 )
 async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) -> None:
     keys = ring()
-    app = EncryptionMiddleware(_path_app, keys=keys, exclude_paths=["/health"])
+    app = EncryptionMiddleware(_path_app, key=keys, exclude_paths=["/health"])
     async with client(app) as c:
         r = await c.get(path)
         body = decrypt_bytes(r.content, keys) if encrypted else r.content
@@ -546,7 +545,7 @@ async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) ->
 
 
 async def test_allow_clear_paths_match_whole_segments() -> None:
-    app = EncryptionMiddleware(_path_app, keys=ring(), allow_clear_paths=["/upload"])
+    app = EncryptionMiddleware(_path_app, key=ring(), allow_clear_paths=["/upload"])
     async with client(app) as c:
         for path, status in (("/upload", 200), ("/upload/x", 200), ("/upload-admin", 415)):
             r = await c.post(path, content=b"clear body")
@@ -555,7 +554,7 @@ async def test_allow_clear_paths_match_whole_segments() -> None:
 
 async def test_one_path_rule_by_whole_segments() -> None:
     def selects(path: str, rule: str) -> bool:
-        return EncryptionSettings(keys=ring(), include_paths=[rule]).selects(path)
+        return EncryptionSettings(key=ring(), include_paths=[rule]).selects(path)
 
     assert selects("/health", "/health") and selects("/health/x", "/health")
     assert not selects("/healthcare", "/health")
@@ -565,7 +564,7 @@ async def test_one_path_rule_by_whole_segments() -> None:
     assert not selects("/health/../records", "/health")
     assert selects("/x/../health/live", "/health")
     assert selects("/health/./live", "/health") and not selects("/..", "/health")
-    clear = EncryptionSettings(keys=ring(), allow_clear_paths=["/upload"])
+    clear = EncryptionSettings(key=ring(), allow_clear_paths=["/upload"])
     assert clear.clear_allowed("POST", "/upload/x") and not clear.clear_allowed("POST", "/uploads")
 
 
@@ -580,18 +579,30 @@ async def test_options_are_explicit_typed_keywords() -> None:
         kinds = {p.kind for p in signature.parameters.values()}
         assert inspect.Parameter.VAR_KEYWORD not in kinds, function
         assert "settings" not in signature.parameters
-        assert signature.parameters["keys"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert signature.parameters["key"].kind is inspect.Parameter.KEYWORD_ONLY
         hints = typing.get_type_hints(function)
         assert all(hint is not Any for hint in hints.values()), hints
+        # Each option reaches the settings under its own name and default (config_of
+        # takes the call's locals() by field name: a keyword it missed would be dropped).
+        empty = {dataclasses.MISSING: inspect.Parameter.empty}
+        defaults = {
+            f.name: empty.get(f.default, f.default) for f in dataclasses.fields(EncryptionSettings)
+        }
+        options = {
+            name: p.default
+            for name, p in signature.parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        assert {name: defaults.get(name, "missing") for name in options} == options
     keys = ring()
-    middleware = EncryptionMiddleware(echo_app([]), keys=keys, allow_clear_methods=["put"])
+    middleware = EncryptionMiddleware(echo_app([]), key=keys, allow_clear_methods=["put"])
     assert middleware.settings.allow_clear_methods == frozenset({"PUT"})
     with pytest.raises(TypeError, match="decrypt_request"):
-        EncryptionMiddleware(echo_app([]), keys=keys, decrypt_request=False)  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="keys"):
+        EncryptionMiddleware(echo_app([]), key=keys, decrypt_request=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="key"):
         EncryptionMiddleware(echo_app([]))  # type: ignore[call-arg]
     with pytest.raises(InvalidParameterError, match="KeyRing"):
-        EncryptionMiddleware(echo_app([]), keys=b"x" * 16)  # type: ignore[arg-type]
+        EncryptionMiddleware(echo_app([]), key=b"x" * 16)  # type: ignore[arg-type]
 
 
 BAD = [
@@ -620,7 +631,7 @@ BAD.append(("tampered", tamper, 400))
 async def test_bad_request_bodies(name: str, make: Callable[[KeyRing], bytes], status: int) -> None:
     keys = ring()
     log: list[Any] = []
-    app = EncryptionMiddleware(echo_app(log), keys=keys)
+    app = EncryptionMiddleware(echo_app(log), key=keys)
     async with client(app) as c:
         r = await c.post("/echo", content=make(keys), headers={"Content-Encoding": "aes128gcm"})
     assert r.status_code == status
@@ -642,7 +653,7 @@ async def test_app_catching_the_error_cannot_answer_200() -> None:
         return PlainTextResponse("all fine")
 
     app = EncryptionMiddleware(
-        Starlette(routes=[Route("/p", endpoint, methods=["POST"])]), keys=keys
+        Starlette(routes=[Route("/p", endpoint, methods=["POST"])]), key=keys
     )
     async with client(app) as c:
         r = await c.post("/p", content=tamper(keys), headers={"Content-Encoding": "aes128gcm"})
@@ -653,7 +664,7 @@ async def test_app_catching_the_error_cannot_answer_200() -> None:
 @pytest.mark.parametrize("coding", ["gzip", "br", "aes128gcm, gzip", "gzip, aes128gcm"])
 async def test_other_request_coding_415(coding: str) -> None:
     log: list[Any] = []
-    app = EncryptionMiddleware(echo_app(log), keys=ring())
+    app = EncryptionMiddleware(echo_app(log), key=ring())
     async with client(app) as c:
         r = await c.post("/echo", content=b"abc", headers={"Content-Encoding": coding})
     assert r.status_code == 415
@@ -663,7 +674,7 @@ async def test_other_request_coding_415(coding: str) -> None:
 async def test_requests_untouched_when_not_decrypting() -> None:
     keys = ring()
     log: list[Any] = []
-    app = EncryptionMiddleware(echo_app(log), keys=keys, decrypt_requests=False)
+    app = EncryptionMiddleware(echo_app(log), key=keys, decrypt_requests=False)
     async with client(app) as c:
         r = await c.post("/echo", content=b"abc", headers={"Content-Encoding": "gzip"})
     assert r.status_code == 200 and log[0]["content-encoding"] == "gzip"
@@ -674,13 +685,13 @@ async def test_settings_checked() -> None:
         raise AssertionError
 
     with pytest.raises(InvalidParameterError):
-        EncryptionMiddleware(app, keys=ring(), record_size=10)
+        EncryptionMiddleware(app, key=ring(), record_size=10)
     with pytest.raises(InvalidParameterError):
-        EncryptionMiddleware(app, keys=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
+        EncryptionMiddleware(app, key=ring(), on_unencryptable="pass")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
-        EncryptionMiddleware(app, keys=KeyRing([SecretKey.generate(32, key_id="a")]))
+        EncryptionMiddleware(app, key=KeyRing([SecretKey.generate(32, key_id="a")]))
     with pytest.raises(InvalidParameterError):
-        EncryptionMiddleware(app, keys=b"k" * 16)  # type: ignore[arg-type]
+        EncryptionMiddleware(app, key=b"k" * 16)  # type: ignore[arg-type]
 
 
 # -- large bodies, bounded memory -------------------------------------------------------
@@ -747,9 +758,7 @@ async def _big_roundtrip(size: int, policy: OffloadPolicy | None, limit: int) ->
         return PlainTextResponse(f"{n} {h.hexdigest()}")
 
     routes = [Route("/down", download), Route("/up", upload, methods=["POST"])]
-    app = EncryptionMiddleware(
-        Starlette(routes=routes), keys=keys, record_size=65536, policy=policy
-    )
+    app = EncryptionMiddleware(Starlette(routes=routes), key=keys, record_size=65536, policy=policy)
     expected = hashlib.sha256()
     for i in range(count["n"]):
         expected.update(block(i))
@@ -815,7 +824,7 @@ async def test_bad_body_after_the_response_started_aborts() -> None:
             pass
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    mw = EncryptionMiddleware(app, keys=keys, policy=None)
+    mw = EncryptionMiddleware(app, key=keys, policy=None)
     async with client(mw) as c:
         with pytest.raises(httpx.RemoteProtocolError):
             async with c.stream(
@@ -837,7 +846,7 @@ async def test_unknown_body_message_refused(tmp_path: Path, mode: str) -> None:
         with path.open("rb") as f:
             await send({"type": "http.response.zerocopysend", "file": f, "more_body": False})
 
-    mw = EncryptionMiddleware(app, keys=ring(), on_unencryptable=mode)  # type: ignore[arg-type]
+    mw = EncryptionMiddleware(app, key=ring(), on_unencryptable=mode)  # type: ignore[arg-type]
     sent: list[dict[str, Any]] = []  # what the server would get (uvicorn lacks zerocopysend)
 
     async def send(message: dict[str, Any]) -> None:
@@ -870,7 +879,7 @@ async def test_as_starlette_middleware() -> None:
 
     app = Starlette(
         routes=[Route("/p", endpoint, methods=["POST"])],
-        middleware=[Middleware(EncryptionMiddleware, keys=keys)],
+        middleware=[Middleware(EncryptionMiddleware, key=keys)],
     )
     headers = {"Content-Encoding": "aes128gcm"}
     async with client(app) as c:

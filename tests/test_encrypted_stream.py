@@ -392,14 +392,14 @@ def test_this_machines_cipher_comes_from_its_flags() -> None:
 def test_configs_never_show_or_pickle_their_keys(as_secret_key: bool) -> None:
     from streamcrypt.codecs.records import ProtocolConfig
     from streamcrypt.keys import SecretKey
-    from streamcrypt.transports._stream import _StreamConfig
+    from streamcrypt.transports._config import StreamConfig
 
     raw = {name: bytes([n]) * 32 for n, name in enumerate(("psk", "static_key"), 0x41)}
     psk = SecretKey(raw["psk"]) if as_secret_key else raw["psk"]
     static = SecretKey(raw["static_key"]) if as_secret_key else raw["static_key"]
     holders: list[object] = [
-        _StreamConfig(psk=psk),
-        _StreamConfig(static_key=static, accept_peer=bool),
+        StreamConfig(psk=psk),
+        StreamConfig(static_key=static, accept_peer=bool),
         ProtocolConfig.make(server_side=True, psk=psk),
         ProtocolConfig.make(server_side=True, static_key=static),
     ]
@@ -1478,6 +1478,45 @@ def test_options_are_explicit_typed_keywords(function: Callable[..., object]) ->
         assert signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
     hints = typing.get_type_hints(function)
     assert all(hint is not Any for hint in hints.values()), hints
+    # Each option reaches the one config under its own name and default (config_of
+    # takes the call's locals() by field name: a keyword it missed would be dropped).
+    from dataclasses import fields
+
+    from streamcrypt.transports._config import StreamConfig
+
+    defaults = {f.name: f.default for f in fields(StreamConfig)}
+    own = {"max_connections", "server_side", "task_status"}
+    options = {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in own
+    }
+    assert options and {name: defaults.get(name, "missing") for name in options} == options
+
+
+def test_the_testing_helpers_take_wraps_options_typed() -> None:
+    """streamcrypt.testing's public callables take no parameter typed Any, and
+    ``WrapOptions`` (what encrypted_stream_pair passes on) is wrap's keywords exactly,
+    each typed as wrap types it."""
+    import inspect
+    import typing
+
+    from streamcrypt import testing
+
+    for name in testing.__all__:
+        obj = getattr(testing, name)
+        function = obj.__init__ if isinstance(obj, type) else obj
+        if callable(function) and not typing.is_typeddict(obj):
+            hints = typing.get_type_hints(function)
+            assert all(hint is not Any for hint in hints.values()), (name, hints)
+    wrap = typing.get_type_hints(EncryptedStream.wrap)
+    keywords = {
+        name
+        for name, p in inspect.signature(EncryptedStream.wrap).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "server_side"
+    }
+    options = typing.get_type_hints(testing.WrapOptions)
+    assert options == {name: wrap[name] for name in keywords}
 
 
 def test_bad_options_raise_before_any_io() -> None:

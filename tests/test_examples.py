@@ -307,6 +307,9 @@ def echo_server_process(tmp_path: Path) -> Iterator[tuple[int, Path, list[str]]]
         for suite in suites:
             assert f"connection ({suite})" in out
         assert "SIGTERM: shutting down" in out
+        # The client's send_eof() reached the handler as the authenticated end (an abort
+        # would have raised in its loop, before this line).
+        assert "connection closed after 100020 bytes" in out
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -101,7 +101,7 @@ def test_a_16_byte_key_file_serves_rfc8188_http_bodies(tmp_path: Path) -> None:
     SecretKey.generate(16, key_id="http-2026").to_file(tmp_path / "http.key")
     key = SecretKey.from_file(tmp_path / "http.key")
     ring = KeyRing([key])
-    EncryptionMiddleware(lambda *a: None, keys=ring)  # type: ignore[arg-type]
+    EncryptionMiddleware(lambda *a: None, key=ring)  # type: ignore[arg-type]
     body = ece.encrypt_bytes(b"a body", key, keyid=key.key_id)
     assert ece.decrypt_bytes(body, ring) == b"a body"
     assert cli_options.KEY_SIZES == KEY_SIZES

@@ -314,7 +314,7 @@ def _factories() -> dict[str, Callable[[], object]]:
         "streamcrypt.primitives.Blake2bTap": lambda: streamcrypt.primitives.Blake2bTap(key=k(32)),
         "streamcrypt.primitives.Blake2sTap": lambda: streamcrypt.primitives.Blake2sTap(key=k(32)),
         "streamcrypt.transports.EncryptionMiddleware": lambda: (
-            streamcrypt.transports.EncryptionMiddleware(_no_app, keys=_ring(16))
+            streamcrypt.transports.EncryptionMiddleware(_no_app, key=_ring(16))
         ),
         "streamcrypt.transports.EncryptedListener": lambda: (
             streamcrypt.transports.EncryptedListener(_NoListener(), psk=k(32))

@@ -83,6 +83,20 @@ _ZERO4 = b"\x00\x00\x00\x00"
 _MAX_PLAINTEXT = MAX_MESSAGE_LEN - TAGLEN
 _ZEROKEY = bytes(32)
 
+
+def _not_authentic(cipher: str, n: int) -> AuthenticationError:
+    return AuthenticationError(
+        f"Noise {cipher} message did not authenticate (nonce {n}): "
+        "wrong key, reordered, replayed or modified"
+    )
+
+
+def _too_long(what: str, size: int, advice: str) -> LimitExceededError:
+    return LimitExceededError(
+        f"Noise {what} of {size} bytes exceeds the {MAX_MESSAGE_LEN}-byte limit: {advice}"
+    )
+
+
 #: hash name -> (digestmod for hmac, HASHLEN)
 _HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
     "SHA256": ("sha256", 32),
@@ -240,10 +254,7 @@ class CipherState(HoldsSecrets, Lifecycle):
         extra = TAGLEN if self._aead is not None else 0
         if len(plaintext) + extra > MAX_MESSAGE_LEN:
             raise self._break(
-                LimitExceededError(
-                    f"Noise message of {len(plaintext) + extra} bytes exceeds the "
-                    f"{MAX_MESSAGE_LEN}-byte limit: split the data into smaller messages"
-                )
+                _too_long("message", len(plaintext) + extra, "split the data into smaller messages")
             )
         if self._aead is None:
             return bytes(plaintext)
@@ -268,17 +279,12 @@ class CipherState(HoldsSecrets, Lifecycle):
             try:
                 out = native.decrypt(_ZERO4 + n.to_bytes(8, self._nonce_order), ciphertext, ad)
             except InvalidTag:
-                raise self._break(self._not_authentic()) from None
+                raise self._break(_not_authentic(self._cipher, self._n)) from None
             self._n = n + 1
             return out
         self._check()
         if len(ciphertext) > MAX_MESSAGE_LEN:
-            raise self._break(
-                LimitExceededError(
-                    f"Noise message of {len(ciphertext)} bytes exceeds the "
-                    f"{MAX_MESSAGE_LEN}-byte limit: check the peer's framing"
-                )
-            )
+            raise self._break(_too_long("message", len(ciphertext), "check the peer's framing"))
         if self._aead is None:
             return bytes(ciphertext)
         nonce = self._next_nonce()
@@ -292,15 +298,9 @@ class CipherState(HoldsSecrets, Lifecycle):
         try:
             out = self._aead.open(nonce, ciphertext, ad)
         except AuthenticationError as exc:
-            raise self._break(self._not_authentic()) from exc
+            raise self._break(_not_authentic(self._cipher, self._n)) from exc
         self._n += 1
         return out
-
-    def _not_authentic(self) -> AuthenticationError:
-        return AuthenticationError(
-            f"Noise {self._cipher} message did not authenticate (nonce {self._n}): "
-            "wrong key, reordered, replayed or modified"
-        )
 
     def fixed_key(self) -> FixedKeyCipher:
         """The current key as a :class:`FixedKeyCipher` (explicit nonces, safe on any thread).
@@ -355,9 +355,7 @@ class FixedKeyCipher(HoldsSecrets):
                 f"Noise nonce {n} is outside 0..2**64-2: start a new handshake"
             )
         if size > MAX_MESSAGE_LEN:
-            raise LimitExceededError(
-                f"Noise message of {size} bytes exceeds the {MAX_MESSAGE_LEN}-byte limit"
-            )
+            raise _too_long("message", size, "seal smaller pieces, or check the peer's framing")
         return _ZERO4 + n.to_bytes(8, self._order)
 
     def seal_into(self, n: int, ad: Buffer, plaintext: Buffer, out: bytearray | memoryview) -> int:
@@ -371,17 +369,17 @@ class FixedKeyCipher(HoldsSecrets):
         """Verify and decrypt ``ciphertext`` under nonce ``n``; raises AuthenticationError."""
         nonce = self._nonce(n, len(ciphertext))
         if len(ciphertext) < TAGLEN:
-            raise self._failed(n)
+            raise _not_authentic(self._cipher, n)
         try:
             return self._kernel.decrypt(nonce, ciphertext, ad)
         except InvalidTag:
-            raise self._failed(n) from None
+            raise _not_authentic(self._cipher, n) from None
 
     def open_into(self, n: int, ad: Buffer, ciphertext: Buffer, out: bytearray | memoryview) -> int:
         """Like :meth:`open` into ``out`` (exactly ``len(ciphertext) - 16`` bytes)."""
         nonce = self._nonce(n, len(ciphertext))
         if len(ciphertext) < TAGLEN:
-            raise self._failed(n)
+            raise _not_authentic(self._cipher, n)
         if len(out) != len(ciphertext) - TAGLEN:
             raise InvalidParameterError(
                 f"out must be exactly {len(ciphertext) - TAGLEN} bytes, got {len(out)}"
@@ -389,13 +387,7 @@ class FixedKeyCipher(HoldsSecrets):
         try:
             return self._kernel.decrypt_into(nonce, ciphertext, ad, out)
         except InvalidTag:
-            raise self._failed(n) from None
-
-    def _failed(self, n: int) -> AuthenticationError:
-        return AuthenticationError(
-            f"Noise {self._cipher} message did not authenticate (nonce {n}): "
-            "wrong key, reordered, replayed or modified"
-        )
+            raise _not_authentic(self._cipher, n) from None
 
     def __repr__(self) -> str:
         return f"FixedKeyCipher({self._cipher}, <key hidden>)"
@@ -752,12 +744,7 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         ss = self._begin(writing=False)
         data = bytes(message)
         if len(data) > MAX_MESSAGE_LEN:
-            raise self._break(
-                LimitExceededError(
-                    f"Noise handshake message of {len(data)} bytes exceeds the "
-                    f"{MAX_MESSAGE_LEN}-byte limit: check the peer's framing"
-                )
-            )
+            raise self._break(_too_long("handshake message", len(data), "check the peer's framing"))
         if len(data) < self._overheads[self._index]:
             raise self._break(
                 HandshakeError(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..codecs.records import DEFAULT_REKEY_INTERVAL
     from ._asgi import BODY_DECRYPTED, EncryptionMiddleware
     from ._atomic import (
         commit_temporary,
@@ -14,6 +15,14 @@ if TYPE_CHECKING:
         discard_temporary,
         fsync_directory,
         write_atomic,
+    )
+    from ._config import (
+        DEFAULT_HANDSHAKE_TIMEOUT,
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_RECORD_TIMEOUT,
+        AcceptPeer,
+        Cipher,
+        NoiseHash,
     )
     from ._files import (
         FORMATS,
@@ -25,19 +34,8 @@ if TYPE_CHECKING:
         remove_stale_temporaries,
     )
     from ._http import DEFAULT_HTTP_RECORD_SIZE, Unencryptable
-    from ._stream import (
-        DEFAULT_HANDSHAKE_TIMEOUT,
-        DEFAULT_IDLE_TIMEOUT,
-        DEFAULT_MAX_CONNECTIONS,
-        DEFAULT_RECORD_TIMEOUT,
-        DEFAULT_REKEY_INTERVAL,
-        AcceptPeer,
-        EncryptedListener,
-        EncryptedStream,
-        EncryptedStreamAttribute,
-        connect,
-        serve,
-    )
+    from ._listener import DEFAULT_MAX_CONNECTIONS, EncryptedListener, connect, serve
+    from ._stream import EncryptedStream, EncryptedStreamAttribute
 
 __all__ = [
     "BODY_DECRYPTED",
@@ -49,6 +47,7 @@ __all__ = [
     "DEFAULT_REKEY_INTERVAL",
     "FORMATS",
     "AcceptPeer",
+    "Cipher",
     "EncryptedFile",
     "EncryptedListener",
     "EncryptedStream",
@@ -57,6 +56,7 @@ __all__ = [
     "FileFormat",
     "FileOpener",
     "FileOptions",
+    "NoiseHash",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -92,19 +92,17 @@ _lazy_getattr, _lazy_dir = lazy_exports(
             "remove_stale_temporaries",
         ),
         "._http": ("DEFAULT_HTTP_RECORD_SIZE", "Unencryptable"),
-        "._stream": (
+        "..codecs.records": ("DEFAULT_REKEY_INTERVAL",),
+        "._config": (
             "DEFAULT_HANDSHAKE_TIMEOUT",
             "DEFAULT_IDLE_TIMEOUT",
-            "DEFAULT_MAX_CONNECTIONS",
             "DEFAULT_RECORD_TIMEOUT",
-            "DEFAULT_REKEY_INTERVAL",
             "AcceptPeer",
-            "EncryptedListener",
-            "EncryptedStream",
-            "EncryptedStreamAttribute",
-            "connect",
-            "serve",
+            "Cipher",
+            "NoiseHash",
         ),
+        "._listener": ("DEFAULT_MAX_CONNECTIONS", "EncryptedListener", "connect", "serve"),
+        "._stream": ("EncryptedStream", "EncryptedStreamAttribute"),
     },
 )
 

@@ -69,6 +69,7 @@ from ..errors import (
 from ..keys import KeyRing
 from . import _AIOHTTP_NAMES
 from ._asgi import _DECRYPT_FAILED
+from ._config import config_of
 from ._http import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
@@ -139,13 +140,13 @@ class EncryptedStreamResponse(web.StreamResponse):
     """A ``StreamResponse`` whose body is encrypted as it is written.
 
     Use it like ``StreamResponse``: ``await resp.prepare(request)``, ``await
-    resp.write(data)`` any number of times, ``await resp.write_eof()``. ``keys`` (a
+    resp.write(data)`` any number of times, ``await resp.write_eof()``. ``key`` (a
     :class:`KeyRing` of 16-byte keys; the active one encrypts), ``record_size`` and
     ``policy`` (``"app"``) default to the application's :func:`setup_encryption`
     options. If
     ``content_length`` is set to the plaintext length before ``prepare``, the exact
     encrypted length is sent; otherwise the body is chunked. Raises
-    :class:`InvalidParameterError` when no keys are known, and for
+    :class:`InvalidParameterError` when no key is known, and for
     ``enable_compression`` (compressing ciphertext is useless and would replace the
     coding).
     """
@@ -156,12 +157,12 @@ class EncryptedStreamResponse(web.StreamResponse):
         status: int = 200,
         reason: str | None = None,
         headers: LooseHeaders | None = None,
-        keys: KeyRing | None = None,
+        key: KeyRing | None = None,
         record_size: int | None = None,
         policy: OffloadPolicy | Literal["app"] | None = "app",
     ) -> None:
         super().__init__(status=status, reason=reason, headers=headers)
-        self._sc_keys = keys
+        self._sc_key = key
         self._sc_record_size = record_size
         self._sc_policy = policy
         self._sc_feeder: Feeder | None = None
@@ -181,10 +182,10 @@ class EncryptedStreamResponse(web.StreamResponse):
         settings = (
             request.config_dict.get(_SETTINGS_KEY) if isinstance(request, web.Request) else None
         )
-        keys = self._sc_keys or (settings.keys if settings is not None else None)
-        if keys is None:
+        key = self._sc_key or (settings.key if settings is not None else None)
+        if key is None:
             raise InvalidParameterError(
-                "EncryptedStreamResponse needs keys=, or setup_encryption() on the app"
+                "EncryptedStreamResponse needs key=, or setup_encryption() on the app"
             )
         record_size = self._sc_record_size or (
             settings.record_size if settings is not None else DEFAULT_HTTP_RECORD_SIZE
@@ -194,7 +195,7 @@ class EncryptedStreamResponse(web.StreamResponse):
             policy = settings.policy if settings is not None else DEFAULT_POLICY
         else:
             policy = self._sc_policy
-        encryptor = EceEncryptor(keys, record_size=record_size)
+        encryptor = EceEncryptor(key, record_size=record_size)
         _set_encoding(self.headers)
         plain_length = self.headers.get(hdrs.CONTENT_LENGTH)
         if plain_length is not None:
@@ -266,7 +267,7 @@ class _DecryptingReader(StreamReader):
         self._sc_source = request.content
         self._sc_deadline = BodyDeadline(settings.body_timeout, settings.body_min_rate)
         self._sc_feeder = pipeline(
-            EceDecryptor(settings.keys, max_record_size=settings.max_record_size),
+            EceDecryptor(settings.key, max_record_size=settings.max_record_size),
             policy=settings.policy,
         ).feeder(self._sc_put, kept=True)
         self.sc_error: StreamCryptError | None = None
@@ -311,7 +312,7 @@ async def _file_response(
 
 async def _encrypt_body(resp: web.Response, settings: EncryptionSettings, body: bytes) -> None:
     """Replace a whole body by its encryption (offloaded when large); marks ``resp``."""
-    encryptor = EceEncryptor(settings.keys, record_size=settings.record_size)
+    encryptor = EceEncryptor(settings.key, record_size=settings.record_size)
     size = encrypted_length(len(body), settings.record_size, keyid=encryptor.header.keyid)
     if settings.policy is not None and len(body) >= settings.policy.inline_limit:
         data = await pipeline(encryptor, policy=settings.policy).collect(body)
@@ -543,7 +544,7 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
 def setup_encryption(
     app: web.Application,
     *,
-    keys: KeyRing,
+    key: KeyRing,
     record_size: int = DEFAULT_HTTP_RECORD_SIZE,
     include_paths: Iterable[str] | None = None,
     exclude_paths: Iterable[str] = (),
@@ -559,7 +560,7 @@ def setup_encryption(
 ) -> None:
     """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
 
-    The options (keywords, ``keys`` required) mean what they mean for the ASGI
+    The options (keywords, ``key`` required) mean what they mean for the ASGI
     :class:`~streamcrypt.transports.EncryptionMiddleware`: requests fail closed (415 for
     a body not in aes128gcm unless its path or method is allowed in clear;
     ``request[BODY_DECRYPTED_KEY]`` says which the handler got), a body that stalls or
@@ -568,21 +569,7 @@ def setup_encryption(
     :class:`EncryptedStreamResponse`. Raises :class:`InvalidParameterError` for bad
     options.
     """
-    settings = EncryptionSettings(
-        keys=keys,
-        record_size=record_size,
-        include_paths=include_paths,
-        exclude_paths=exclude_paths,
-        content_types=content_types,
-        on_unencryptable=on_unencryptable,
-        decrypt_requests=decrypt_requests,
-        allow_clear_paths=allow_clear_paths,
-        allow_clear_methods=allow_clear_methods,
-        max_record_size=max_record_size,
-        body_timeout=body_timeout,
-        body_min_rate=body_min_rate,
-        policy=policy,
-    )
+    settings = config_of(EncryptionSettings, locals())
     app[_SETTINGS_KEY] = settings
     app.middlewares.insert(0, _middleware(settings))
     app.on_response_prepare.append(_guard(settings))

@@ -53,6 +53,7 @@ from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ..keys import KeyRing
+from ._config import config_of
 from ._http import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
@@ -67,8 +68,6 @@ from ._http import (
     feed_piecewise,
     send_piecewise,
 )
-
-__all__ = ["EncryptionMiddleware"]
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -149,7 +148,7 @@ def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
 class EncryptionMiddleware:
     """Encrypt response bodies and decrypt request bodies with RFC 8188 ``aes128gcm``.
 
-    Options (keywords): ``keys`` (required: a :class:`KeyRing` of 16-byte keys; the
+    Options (keywords): ``key`` (required: a :class:`KeyRing` of 16-byte keys; the
     active one encrypts, a request body is decrypted with the key its header names);
     ``record_size`` of the responses; ``include_paths`` (``None``: all) and
     ``exclude_paths``: which requests are handled, a rule covering its path and what is
@@ -169,7 +168,7 @@ class EncryptionMiddleware:
     the HTTP answers.
 
     Wrap any ASGI app, or add it to Starlette/FastAPI as
-    ``Middleware(EncryptionMiddleware, keys=ring)``; ``ring`` holds 16-byte keys, e.g.
+    ``Middleware(EncryptionMiddleware, key=ring)``; ``ring`` holds 16-byte keys, e.g.
     ``KeyRing([SecretKey.generate(16, key_id="2026-12")])``.
     """
 
@@ -177,7 +176,7 @@ class EncryptionMiddleware:
         self,
         app: ASGIApp,
         *,
-        keys: KeyRing,
+        key: KeyRing,
         record_size: int = DEFAULT_HTTP_RECORD_SIZE,
         include_paths: Iterable[str] | None = None,
         exclude_paths: Iterable[str] = (),
@@ -192,21 +191,7 @@ class EncryptionMiddleware:
         policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> None:
         self.app = app
-        self.settings = EncryptionSettings(
-            keys=keys,
-            record_size=record_size,
-            include_paths=include_paths,
-            exclude_paths=exclude_paths,
-            content_types=content_types,
-            on_unencryptable=on_unencryptable,
-            decrypt_requests=decrypt_requests,
-            allow_clear_paths=allow_clear_paths,
-            allow_clear_methods=allow_clear_methods,
-            max_record_size=max_record_size,
-            body_timeout=body_timeout,
-            body_min_rate=body_min_rate,
-            policy=policy,
-        )
+        self.settings = config_of(EncryptionSettings, locals())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
@@ -226,7 +211,7 @@ class _DecryptingReceive:
         self._receive = receive
         self._ready: deque[bytes] = deque()
         self._feeder: Feeder = pipeline(
-            EceDecryptor(mw.settings.keys, max_record_size=mw.settings.max_record_size),
+            EceDecryptor(mw.settings.key, max_record_size=mw.settings.max_record_size),
             policy=mw.settings.policy,
         ).feeder(self._collect, kept=True)
         self._complete = False  # the whole body authenticated
@@ -439,7 +424,7 @@ class _Responder:
         await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     def _encryptor(self) -> EceEncryptor:
-        return EceEncryptor(self.mw.settings.keys, record_size=self.mw.settings.record_size)
+        return EceEncryptor(self.mw.settings.key, record_size=self.mw.settings.record_size)
 
     async def _passed_plain(self, message: Message, what: str) -> bool:
         """Send ``message`` as it is when the response is not encrypted (True); refuse

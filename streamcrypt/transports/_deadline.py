@@ -19,8 +19,6 @@ import anyio
 
 from ..errors import PeerTimeoutError
 
-__all__ = ["timed_out", "with_timeout"]
-
 T = TypeVar("T")
 
 #: The message a deadline cancels the awaited future with (told apart from a real cancel).

@@ -33,22 +33,6 @@ from ..keys import KeyRing
 from ._deadline import timed_out, with_timeout
 from ._socket import on_asyncio
 
-__all__ = [
-    "BODYLESS_METHODS",
-    "DEFAULT_BODY_TIMEOUT",
-    "DEFAULT_HTTP_RECORD_SIZE",
-    "DEFAULT_REQUEST_MAX_RECORD_SIZE",
-    "BodyDeadline",
-    "EncryptionSettings",
-    "RequestRule",
-    "Unencryptable",
-    "announces_body",
-    "content_codings",
-    "feed_piecewise",
-    "path_matches",
-    "send_piecewise",
-]
-
 _T = TypeVar("_T")
 
 #: What to do with a response a gzip middleware would pass through untouched (file
@@ -148,7 +132,7 @@ class EncryptionSettings:
     :class:`InvalidParameterError`.
     """
 
-    keys: KeyRing
+    key: KeyRing
     record_size: int = DEFAULT_HTTP_RECORD_SIZE
     include_paths: Iterable[str] | None = None
     exclude_paths: Iterable[str] = ()
@@ -156,16 +140,16 @@ class EncryptionSettings:
     on_unencryptable: Unencryptable = "encrypt"
     decrypt_requests: bool = True
     allow_clear_paths: Iterable[str] = ()
-    allow_clear_methods: Iterable[str] = frozenset()
+    allow_clear_methods: Iterable[str] = ()
     max_record_size: int = DEFAULT_REQUEST_MAX_RECORD_SIZE
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT
     body_min_rate: float | None = DEFAULT_BODY_MIN_RATE
     policy: OffloadPolicy | None = DEFAULT_POLICY
 
     def __post_init__(self) -> None:
-        if not isinstance(self.keys, KeyRing):
+        if not isinstance(self.key, KeyRing):
             raise InvalidParameterError(
-                f"keys must be a KeyRing of 16-byte keys, not {type(self.keys).__name__}"
+                f"key must be a KeyRing of 16-byte keys, not {type(self.key).__name__}"
             )
         if self.on_unencryptable not in ("encrypt", "refuse"):
             raise InvalidParameterError(
@@ -175,7 +159,7 @@ class EncryptionSettings:
             raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
         if self.body_min_rate is not None and not self.body_min_rate > 0:
             raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
-        EceEncryptor(self.keys, record_size=self.record_size)  # the record size and key, now
+        EceEncryptor(self.key, record_size=self.record_size)  # the record size and key, now
         # Normalise what may come as any iterable.
         set_ = object.__setattr__
         set_(self, "include_paths", _paths(self.include_paths, "include_paths"))

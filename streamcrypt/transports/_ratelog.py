@@ -12,8 +12,6 @@ import logging
 import time
 from collections import Counter
 
-__all__ = ["FailureLog"]
-
 
 class FailureLog:
     """Logs failures on ``logger``, at most ``burst`` lines per ``interval`` seconds."""

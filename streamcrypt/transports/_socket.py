@@ -50,15 +50,6 @@ from anyio import (
 )
 from anyio.abc import SocketListener, SocketStream
 
-__all__ = [
-    "FIRST_READ_BUFFER",
-    "READ_BUFFER",
-    "ProtocolListener",
-    "ProtocolStream",
-    "on_asyncio",
-    "open_tcp",
-]
-
 #: The receive buffer a connection starts with (4 KiB): what an idle connection holds.
 FIRST_READ_BUFFER: Final = 4 << 10
 #: The most a connection's receive buffer grows to (1 MiB), doubling each time a read

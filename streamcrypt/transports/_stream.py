@@ -20,8 +20,8 @@ returns only once the kernel has every byte; on trio, and under
 the wire is the same either way.
 
 Options are explicit keywords of :meth:`EncryptedStream.wrap` (documented there),
-:func:`connect`, :func:`serve` and :class:`EncryptedListener`, checked into one private
-frozen ``_StreamConfig``.
+:func:`connect`, :func:`serve` and :class:`EncryptedListener` (``_listener.py``),
+checked into one private frozen ``StreamConfig`` (``_config.py``).
 
 Limits. Every wait on the peer is bounded: the handshake by ``handshake_timeout``; a
 ``receive()`` by ``idle_timeout`` while nothing of the next record has come, and each
@@ -71,17 +71,15 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
-import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, cast
 
 import anyio
 from anyio import (
-    TASK_STATUS_IGNORED,
     BrokenResourceError,
     BusyResourceError,
     ClosedResourceError,
@@ -95,10 +93,6 @@ from anyio.abc import (
     AnyByteStream,
     ByteReceiveStream,
     ByteStream,
-    Listener,
-    SocketAttribute,
-    TaskGroup,
-    TaskStatus,
 )
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
@@ -119,48 +113,25 @@ from ..engine import DEFAULT_POLICY, OffloadPolicy, OrderedBatches
 from ..errors import (
     FormatError,
     HandshakeError,
-    InvalidParameterError,
     PeerRejectedError,
     PeerTimeoutError,
     StreamCryptError,
     TruncatedStreamError,
 )
-from ..keys import HoldsSecrets, SecretKey
+from ._config import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RECORD_TIMEOUT,
+    AcceptPeer,
+    Cipher,
+    KeyInput,
+    NoiseHash,
+    StreamConfig,
+    config_of,
+)
 from ._deadline import timed_out, with_timeout
-from ._ratelog import FailureLog
-from ._socket import ProtocolListener, ProtocolStream, on_asyncio, open_tcp
+from ._socket import ProtocolStream, on_asyncio
 
-__all__ = [
-    "DEFAULT_HANDSHAKE_TIMEOUT",
-    "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_RECORD_TIMEOUT",
-    "DEFAULT_REKEY_INTERVAL",
-    "AcceptPeer",
-    "EncryptedListener",
-    "EncryptedStream",
-    "EncryptedStreamAttribute",
-    "connect",
-    "serve",
-]
-
-logger = logging.getLogger("streamcrypt.transports")
-
-T = TypeVar("T")
-
-#: Seconds allowed for the whole handshake before the connection is closed.
-DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
-#: Seconds a ``receive()`` waits for the peer's next record (or a ``send()`` for the
-#: transport) before the connection is declared stalled: long enough for interactive
-#: protocols with pauses, short enough that a dead peer does not hold a connection.
-DEFAULT_IDLE_TIMEOUT: Final = 300.0
-#: Seconds allowed for a whole record, from the read that brought its first byte.
-DEFAULT_RECORD_TIMEOUT: Final = 30.0
-#: Connections a listener serves at once before it refuses more: a connection holds at
-#: most about 2.1 MiB (one 1 MiB read, a record, a 1 MiB receive buffer) while its peer
-#: sends at full speed and about 4 KiB idle, so 1024 bound a flood to ~2 GiB; 1024 is
-#: also the usual soft limit on open file descriptors.
-DEFAULT_MAX_CONNECTIONS: Final = 1024
 #: ``max_bytes`` asked of the transport per read while records are opened inline; while
 #: the receive scheduler offloads, a read may take up to ``MAX_READ`` so that one read can
 #: hold a run worth a worker. 256 KiB measured best for the inline path (1 MiB reads cut
@@ -182,14 +153,6 @@ _SMALL_READ: Final = 16 << 10
 #: that made it, while a second ``receive()`` call costs a few microseconds.
 _JOIN_LIMIT: Final = 64 << 10
 
-#: ``cipher=``: ``"auto"`` or the Noise cipher to insist on.
-Cipher = Literal["auto", "AESGCM", "ChaChaPoly"]
-#: ``hash=``: the Noise hash (both sides alike).
-NoiseHash = Literal["BLAKE2s", "BLAKE2b", "SHA256", "SHA512"]
-#: ``accept_peer(public_key) -> bool`` (or an awaitable of it).
-AcceptPeer = Callable[[bytes], "bool | Awaitable[bool]"]
-KeyInput = Buffer | SecretKey
-
 
 class EncryptedStreamAttribute(TypedAttributeSet):
     """Typed extra attributes of an :class:`EncryptedStream` (merged over the transport's)."""
@@ -202,91 +165,6 @@ class EncryptedStreamAttribute(TypedAttributeSet):
     protocol_name: str = typed_attribute()
     #: ``True`` on the side that accepted the connection
     server_side: bool = typed_attribute()
-
-
-def _timeout(value: float | None, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not value > 0):
-        raise InvalidParameterError(f"{name} must be a positive number of seconds or None")
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class _StreamConfig(HoldsSecrets):
-    """The options of :meth:`EncryptedStream.wrap` (documented there), checked once;
-    secrets never repr'd. Bad options raise :class:`InvalidParameterError` here, or (a
-    key missing for the side it is used on) when the connection starts, before any I/O.
-    """
-
-    psk: KeyInput | None = None
-    static_key: KeyInput | None = None
-    server_public_key: Buffer | None = None
-    accept_peer: AcceptPeer | None = None
-    cipher: str = "auto"
-    hash: str = "BLAKE2s"
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT
-    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
-    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT
-    policy: OffloadPolicy | None = DEFAULT_POLICY
-
-    def __post_init__(self) -> None:
-        if self.policy is not None and not isinstance(self.policy, OffloadPolicy):
-            raise InvalidParameterError(
-                f"policy must be an OffloadPolicy or None, not {type(self.policy).__name__}"
-            )
-        for name in ("handshake_timeout", "idle_timeout", "record_timeout"):
-            _timeout(getattr(self, name), name)
-        # What no side could use fails now; what one side lacks, when that side starts.
-        ProtocolConfig.check_keys(
-            psk=self.psk,
-            static_key=self.static_key,
-            server_public_key=self.server_public_key,
-            cipher=self.cipher,
-            hash=self.hash,
-            rekey_interval=self.rekey_interval,
-        )
-
-    def protocol(self, *, server_side: bool) -> ProtocolConfig:
-        """The checked protocol options for one side."""
-        return ProtocolConfig.make(
-            server_side=server_side,
-            psk=self.psk,
-            static_key=self.static_key,
-            server_public_key=self.server_public_key,
-            vets_peers=self.accept_peer is not None,
-            cipher=self.cipher,
-            hash=self.hash,
-            rekey_interval=self.rekey_interval,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"_StreamConfig({self.cipher}, {self.hash}, "
-            f"rekey_interval={self.rekey_interval}, <keys hidden>)"
-        )
-
-    __str__ = __repr__
-
-    _pickle_advice = (
-        "give each process its keys (a key file, a KeyRing serialized with a password) "
-        "and build the options there"
-    )
-
-
-def _check_cap(max_connections: int | None) -> None:
-    if max_connections is not None and (isinstance(max_connections, bool) or max_connections < 1):
-        raise InvalidParameterError(
-            f"max_connections must be a positive number or None, got {max_connections!r}"
-        )
-
-
-def _peer_name(stream: AnyByteStream) -> str:
-    try:
-        address = stream.extra(SocketAttribute.remote_address)
-    except Exception:
-        return "peer"
-    if isinstance(address, tuple) and len(address) >= 2:
-        return f"{address[0]}:{address[1]}"
-    return str(address)
 
 
 #: What a send that timed out waited for.
@@ -335,7 +213,7 @@ class EncryptedStream(ByteStream):
     """
 
     transport_stream: AnyByteStream
-    _config: _StreamConfig
+    _config: StreamConfig
     _server_side: bool
     _records: RecordStream | None = field(default=None, init=False)
     _protocol_name: str = field(default="", init=False)
@@ -439,19 +317,7 @@ class EncryptedStream(ByteStream):
         timeout passed), :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
-        settings = _StreamConfig(
-            psk=psk,
-            static_key=static_key,
-            server_public_key=server_public_key,
-            accept_peer=accept_peer,
-            cipher=cipher,
-            hash=hash,
-            rekey_interval=rekey_interval,
-            handshake_timeout=handshake_timeout,
-            idle_timeout=idle_timeout,
-            record_timeout=record_timeout,
-            policy=policy,
-        )
+        settings = config_of(StreamConfig, locals())
         protocol = settings.protocol(server_side=server_side)
         return await cls._wrap(transport_stream, settings, protocol)
 
@@ -459,7 +325,7 @@ class EncryptedStream(ByteStream):
     async def _wrap(
         cls,
         transport_stream: AnyByteStream,
-        config: _StreamConfig,
+        config: StreamConfig,
         protocol: ProtocolConfig,
     ) -> EncryptedStream:
         stream = cls(transport_stream, config, protocol.server_side)
@@ -922,247 +788,3 @@ class EncryptedStream(ByteStream):
         state = self._state.value
         side = "server" if self._server_side else "client"
         return f"EncryptedStream({self._protocol_name or 'handshaking'}, {side}, {state})"
-
-
-class EncryptedListener(Listener[EncryptedStream]):
-    """Wraps any anyio listener: each accepted stream runs the handshake (server side).
-
-    Options as in :meth:`EncryptedStream.wrap` (``server_public_key`` excepted); bad
-    options raise :class:`InvalidParameterError` here. A connection whose handshake fails or times out, or whose handler raises, is
-    closed and logged on the ``"streamcrypt.transports"`` logger: one warning line saying
-    what failed with which peer, then the error type and message (never key bytes; an
-    unexpected handler error with its traceback), at a bounded rate: ten lines per ten
-    seconds, then one summary line; other connections keep going.
-
-    ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`; ``None``: no cap)
-    bounds the connections served at once, handshakes included: one accepted beyond it is
-    refused, closed at once before its handshake (logged at the same bounded rate), so
-    that a flood of connections costs an accept each, not a connection's buffers; the
-    client's handshake fails with :class:`HandshakeError`.
-    """
-
-    def __init__(
-        self,
-        listener: Listener[AnyByteStream],
-        *,
-        psk: KeyInput | None = None,
-        static_key: KeyInput | None = None,
-        accept_peer: AcceptPeer | None = None,
-        cipher: Cipher = "auto",
-        hash: NoiseHash = "BLAKE2s",
-        rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
-        policy: OffloadPolicy | None = DEFAULT_POLICY,
-        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
-    ) -> None:
-        config = _StreamConfig(
-            psk=psk,
-            static_key=static_key,
-            accept_peer=accept_peer,
-            cipher=cipher,
-            hash=hash,
-            rekey_interval=rekey_interval,
-            handshake_timeout=handshake_timeout,
-            idle_timeout=idle_timeout,
-            record_timeout=record_timeout,
-            policy=policy,
-        )
-        self._setup(listener, config, max_connections)
-
-    @classmethod
-    def _of(
-        cls,
-        listener: Listener[AnyByteStream],
-        config: _StreamConfig,
-        max_connections: int | None,
-    ) -> EncryptedListener:
-        """A listener from options already checked (:func:`serve`)."""
-        self = cls.__new__(cls)
-        self._setup(listener, config, max_connections)
-        return self
-
-    def _setup(
-        self,
-        listener: Listener[AnyByteStream],
-        config: _StreamConfig,
-        max_connections: int | None,
-    ) -> None:
-        _check_cap(max_connections)
-        self.listener = listener
-        self._config = config
-        self.max_connections = max_connections
-        self._protocol = config.protocol(server_side=True)
-        self.failures = FailureLog(logger)
-        self._open = 0
-
-    async def serve(
-        self,
-        handler: Callable[[EncryptedStream], Awaitable[object]],
-        task_group: TaskGroup | None = None,
-    ) -> None:
-        """Serve forever, calling ``await handler(stream)`` for each handshaken connection."""
-
-        async def wrapped(transport: AnyByteStream) -> None:
-            peer = _peer_name(transport)
-            cap = self.max_connections
-            if cap is not None and self._open >= cap:
-                await aclose_forcefully(transport)
-                self.failures.failure(
-                    f"refused the connection from {peer}: {self._open} encrypted "
-                    f"connections are open, the most this listener serves at once "
-                    f"(max_connections={cap})"
-                )
-                return
-            self._open += 1
-            try:
-                await serve_one(transport, peer)
-            finally:
-                self._open -= 1
-
-        async def serve_one(transport: AnyByteStream, peer: str) -> None:
-            try:
-                stream = await EncryptedStream._wrap(transport, self._config, self._protocol)
-            except Exception as exc:
-                self.failures.failure(
-                    f"encrypted handshake with {peer} failed, connection closed", exc
-                )
-                return
-            finished = False  # the handler returned: only then is the close authenticated
-            try:
-                await handler(stream)
-                finished = True
-            except (StreamCryptError, BrokenResourceError, ClosedResourceError, OSError) as exc:
-                self.failures.failure(
-                    f"encrypted connection with {peer} failed, connection closed", exc
-                )
-            except EndOfStream as exc:
-                self.failures.failure(
-                    f"encrypted connection with {peer}: the handler read past the end, "
-                    "connection closed",
-                    exc,
-                )
-            except Exception as exc:
-                self.failures.failure(
-                    f"the handler of the encrypted connection with {peer} failed, "
-                    "connection aborted",
-                    exc,
-                    trace=True,
-                )
-            finally:
-                await stream._end(finished=finished)
-
-        await self.listener.serve(wrapped, task_group)
-
-    async def aclose(self) -> None:
-        await self.listener.aclose()
-
-    @property
-    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
-        return self.listener.extra_attributes
-
-    def __repr__(self) -> str:
-        return f"EncryptedListener({self.listener!r}, {self._config!r})"
-
-
-async def connect(
-    host: str,
-    port: int,
-    *,
-    psk: KeyInput | None = None,
-    static_key: KeyInput | None = None,
-    server_public_key: Buffer | None = None,
-    accept_peer: AcceptPeer | None = None,
-    cipher: Cipher = "auto",
-    hash: NoiseHash = "BLAKE2s",
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-) -> EncryptedStream:
-    """Connect over TCP and run the client handshake: ``async with await connect(...) as s:``.
-
-    Options as in :meth:`EncryptedStream.wrap`; raises what it raises, plus connection
-    errors (``OSError``). On asyncio the TCP stream (``transport_stream``) is a
-    ``ProtocolStream``, on trio anyio's; on asyncio the
-    addresses of ``host`` are tried one after another, not raced as anyio's happy
-    eyeballs do.
-    """
-    settings = _StreamConfig(
-        psk=psk,
-        static_key=static_key,
-        server_public_key=server_public_key,
-        accept_peer=accept_peer,
-        cipher=cipher,
-        hash=hash,
-        rekey_interval=rekey_interval,
-        handshake_timeout=handshake_timeout,
-        idle_timeout=idle_timeout,
-        record_timeout=record_timeout,
-        policy=policy,
-    )
-    protocol = settings.protocol(server_side=False)
-    transport = await (open_tcp(host, port) if on_asyncio() else anyio.connect_tcp(host, port))
-    return await EncryptedStream._wrap(transport, settings, protocol)
-
-
-async def serve(
-    handler: Callable[[EncryptedStream], Awaitable[object]],
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    psk: KeyInput | None = None,
-    static_key: KeyInput | None = None,
-    accept_peer: AcceptPeer | None = None,
-    cipher: Cipher = "auto",
-    hash: NoiseHash = "BLAKE2s",
-    rekey_interval: int | None = DEFAULT_REKEY_INTERVAL,
-    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
-    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-    record_timeout: float | None = DEFAULT_RECORD_TIMEOUT,
-    policy: OffloadPolicy | None = DEFAULT_POLICY,
-    max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
-    task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
-) -> None:
-    """Listen on ``host:port`` and serve encrypted connections until cancelled.
-
-    ``port=0`` picks a free port; to learn it, start the server in a task group (which
-    passes no keyword arguments, hence the ``partial``)::
-
-        async with anyio.create_task_group() as tg:
-            port = await tg.start(functools.partial(serve, handler, static_key=key))
-            ...  # clients connect to ("127.0.0.1", port)
-            tg.cancel_scope.cancel()  # stops the server
-
-    The bound port is the value ``tg.start`` returns. Each connection is handled as
-    :class:`EncryptedListener` does (bad clients are logged and closed, others go on;
-    beyond ``max_connections`` at once, default :data:`DEFAULT_MAX_CONNECTIONS`, new
-    connections are refused: closed before their handshake).
-    On asyncio the listener is a ``ProtocolListener`` (private), on
-    trio anyio's TCP listener.
-    Options as in :meth:`EncryptedStream.wrap`; bad options raise before binding.
-    """
-    settings = _StreamConfig(
-        psk=psk,
-        static_key=static_key,
-        accept_peer=accept_peer,
-        cipher=cipher,
-        hash=hash,
-        rekey_interval=rekey_interval,
-        handshake_timeout=handshake_timeout,
-        idle_timeout=idle_timeout,
-        record_timeout=record_timeout,
-        policy=policy,
-    )
-    settings.protocol(server_side=True)  # validate before binding the port
-    _check_cap(max_connections)
-    if on_asyncio():
-        tcp: Listener[AnyByteStream] = await ProtocolListener.create(host, port)
-    else:
-        tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    listener = EncryptedListener._of(tcp, settings, max_connections)
-    async with listener:
-        task_status.started(listener.extra(SocketAttribute.local_port))
-        await listener.serve(handler)
