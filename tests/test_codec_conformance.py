@@ -118,8 +118,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "tink-aes-ctr-hmac": {
         "encryptor": lambda: tink.TinkStreamEncryptor(TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
         "decryptor": lambda: tink.TinkStreamDecryptor(TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
-        "read_range": lambda ct, start, stop: tink.read_range(
-            TINK_KEYS["aes-ctr-hmac"], lambda o, n: ct[o : o + n], len(ct), start, stop, aad=b"ad"
+        "read_range": lambda ct, start, stop: tink.FORMAT.read_range(
+            FormatOptions(key=TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
+            _reader(ct),
+            len(ct),
+            start,
+            stop,
         ),
     },
     "aws-signed-0578-with-context": {
@@ -128,8 +132,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         ),
         "decryptor": lambda: aws.AwsDecryptor(AWS_RING, encryption_context={"k": "v"}),
         "layout": lambda ct: aws.layout(AWS_RING, _reader(ct), len(ct)),
-        "read_range": lambda ct, start, stop: aws.read_range(
-            AWS_RING, _reader(ct), len(ct), start, stop
+        "read_range": lambda ct, start, stop: aws.FORMAT.read_range(
+            FormatOptions(key=AWS_RING), _reader(ct), len(ct), start, stop
         ),
     },
 }

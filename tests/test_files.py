@@ -21,6 +21,7 @@ import pyrage
 import pytest
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+import streamcrypt
 from streamcrypt import decrypt_bytes, encrypt_bytes
 from streamcrypt.codecs import aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
@@ -675,7 +676,7 @@ async def test_rclone_round_trip_and_random_access(
     assert path.read_bytes()[:8] == rclone.MAGIC
     assert path.stat().st_size == rclone.encrypted_size(size)
     keys = rclone.RcloneKeys.from_password("pw", "salt")
-    assert rclone.decrypt_bytes(path.read_bytes(), keys) == data
+    assert streamcrypt.decrypt_bytes(path.read_bytes(), keys, format="rclone") == data
     async with open_file(path, "rb", policy=policy, **opts) as f:
         assert f.seekable and f.size == size
         assert await f.read() == data
@@ -752,7 +753,7 @@ async def test_aws_round_trip_and_ranged_reads(
     header = aws.parse_header(ct)
     assert header is not None and header.suite.id == suite
     assert header.frame_length == FRAME and header.encryption_context["purpose"] == "files"
-    assert aws.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT) == data
+    assert streamcrypt.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT, format="aws") == data
     async with _open_aws(path, policy=policy, encryption_context=AWS_CONTEXT) as f:
         assert f.seekable and f.size == size
         assert await f.read() == data
@@ -781,7 +782,7 @@ async def test_aws_wrapped_writer_signs(tmp_path: Path) -> None:
             raw, "wb", format="aws", key=RING, segment_size=FRAME, close_wrapped=False
         ) as f:
             await f.write(data)
-    assert aws.decrypt_bytes(path.read_bytes(), RING) == data
+    assert streamcrypt.decrypt_bytes(path.read_bytes(), RING, format="aws") == data
 
 
 @pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
@@ -866,9 +867,12 @@ async def test_aws_arguments_are_checked_at_the_call(tmp_path: Path) -> None:
         await f.write(b"unsigned")
     assert aws.parse_header(path.read_bytes()).suite.id == "0x0478"  # type: ignore[union-attr]
     # Non-framed messages and legacy suites are for the codec, not for files.
+    unframed = aws.AwsEncryptor(RING, frame_length=0)
     for blob in (
-        aws.encrypt_bytes(b"x" * 100, RING, frame_length=0),
-        aws.encrypt_bytes(b"x" * 100, RING, suite="0x0178", allow_legacy=True),
+        unframed.update(b"x" * 100) + unframed.finalize(),
+        streamcrypt.encrypt_bytes(
+            b"x" * 100, RING, suite="0x0178", allow_legacy=True, format="aws"
+        ),
     ):
         path.write_bytes(blob)
         with pytest.raises(UnsupportedFormatError):

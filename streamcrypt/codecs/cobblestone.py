@@ -65,9 +65,7 @@ __all__ = [
     "CobblestoneEncryptor",
     "CobblestoneHeader",
     "Suite",
-    "decrypt_bytes",
     "derive_keys",
-    "encrypt_bytes",
     "layout",
     "read_range",
 ]
@@ -309,34 +307,6 @@ class CobblestoneDecryptor(SegmentedDecryptor):
             return _open_header(raw, ctx, bytes(data[:HEADER_SIZE])), HEADER_SIZE
 
         super().__init__(reader)
-
-
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: KeyLike,
-    *,
-    aad: Buffer = b"",
-    suite: Suite | None = None,
-) -> bytes:
-    """Encrypt a whole message in one call (random salt). Raises :class:`InvalidKeySizeError`."""
-    enc = CobblestoneEncryptor(key, aad=aad, suite=suite)
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: KeyLike,
-    *,
-    aad: Buffer = b"",
-    suite: Suite | None = None,
-) -> bytes:
-    """Decrypt a whole message in one call.
-
-    Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
-    :class:`InvalidKeySizeError`.
-    """
-    dec = CobblestoneDecryptor(key, aad=aad, suite=suite)
-    return dec.update(ciphertext) + dec.finalize()
 
 
 def _check_length(stream_size: int) -> None:
