@@ -32,6 +32,7 @@ from streamcrypt.errors import (
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
+    LimitExceededError,
     TruncatedStreamError,
     UnknownKeyError,
     UnsupportedFormatError,
@@ -621,6 +622,75 @@ async def test_age_round_trip_and_interop(tmp_path: Path) -> None:
     with pytest.raises(UnknownKeyError):
         async with open_file(path, "rb", format="age", identities=[X25519Identity.generate()]):
             pytest.fail("the body must not run")
+
+
+def test_open_takes_every_option_of_the_formats_it_opens() -> None:
+    """open and EncryptedFile.wrap take every option a file format's writes / reads name,
+    by the top-level calls' names and types (one vocabulary)."""
+    import inspect
+
+    from streamcrypt.transports._files import FORMATS
+
+    calls = {
+        "wb": inspect.signature(streamcrypt.encrypt).parameters,
+        "rb": inspect.signature(streamcrypt.decrypt).parameters,
+    }
+    for opener in (open_file, EncryptedFile.wrap):
+        params = inspect.signature(opener).parameters
+        for fmt in FORMATS.values():
+            for mode, names in (("wb", fmt.writes), ("rb", fmt.reads)):
+                for name in names:
+                    assert name in params, (opener, fmt.name, name)
+                    want = calls[mode][name]
+                    assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+                    assert (params[name].annotation, params[name].default) == (
+                        want.annotation,
+                        want.default,
+                    ), (opener, name)
+
+
+async def test_open_passes_the_reading_and_writing_options(tmp_path: Path) -> None:
+    """The options beyond key/suite/segment size reach the format's encryptor and layout;
+    the one a file cannot honour (armor: no random access) is refused typed."""
+    path = tmp_path / "f"
+    # age: work_factor= is written, max_work_factor= caps it on reading.
+    async with open_file(path, "wb", format="age", passphrase="pw", work_factor=3) as f:
+        await f.write(b"capped")
+    assert b"scrypt" in path.read_bytes()[:200] and b" 3\n" in path.read_bytes()[:200]
+    with pytest.raises(LimitExceededError):
+        async with open_file(path, "rb", passphrase="pw", max_work_factor=2):
+            pass
+    async with open_file(path, "rb", passphrase="pw", max_work_factor=3) as f:
+        assert await f.read() == b"capped"
+    with pytest.raises(InvalidParameterError, match="random access"):
+        open_file(path, "wb", format="age", passphrase="pw", armor=True)
+    # rclone: expected_size= catches a file cut at a block boundary.
+    data = plaintext(3 * 65536)
+    async with open_file(path, "wb", format="rclone", password="pw") as f:
+        await f.write(data)
+    path.write_bytes(path.read_bytes()[: rclone.encrypted_size(65536)])
+    async with open_file(path, "rb", password="pw") as f:  # no end marker: shorter
+        assert f.size == 65536
+    with pytest.raises(TruncatedStreamError):
+        async with open_file(path, "rb", password="pw", expected_size=len(data)):
+            pass
+    # AWS: legacy suites with allow_legacy=, the data-key cap, unverified reads.
+    async with open_file(
+        path, "wb", format="aws", key=RING, suite="0x0178", allow_legacy=True
+    ) as f:
+        await f.write(b"legacy")
+    with pytest.raises(UnsupportedFormatError):
+        async with open_file(path, "rb", key=RING):
+            pass
+    async with open_file(path, "rb", key=RING, allow_legacy=True) as f:
+        assert await f.read() == b"legacy"
+    async with open_file(path, "wb", format="aws", key=[RING, RING]) as f:
+        await f.write(b"two keys")
+    with pytest.raises(LimitExceededError):
+        async with open_file(path, "rb", key=RING, max_encrypted_data_keys=1):
+            pass
+    async with open_file(path, "rb", key=RING, allow_unverified=True) as f:
+        assert await f.read() == b"two keys"
 
 
 def test_age_passphrase_keeps_the_loop_responsive(tmp_path: Path) -> None:

@@ -765,25 +765,12 @@ def _check(options: FormatOptions, mode: str) -> None:
             'format="rclone" needs password= (the crypt remote\'s password, in clear; '
             "password2= is its optional salt) or key= (RcloneKeys), one of them"
         )
-    if (
-        options.recipients
-        or options.identities
-        or options.passphrase is not None
-        or options.suite is not None
-        or options.segment_size is not None
-        or options.aad
-        or options.encryption_context
-    ):
-        raise InvalidParameterError(
-            "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
-            "takes only password= and password2= (or key=): drop recipients=, identities=, "
-            "passphrase=, suite=, segment_size=, aad= and encryption_context="
-        )
     _check_expected_size(options.expected_size)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(_keys(options), read_at(0, HEADER_SIZE), stream_size)
+    head = read_at(0, HEADER_SIZE)
+    return layout(_keys(options), head, stream_size, expected_size=options.expected_size)
 
 
 #: rclone crypt's format descriptor (``key``: :class:`RcloneKeys`, or ``password=`` and

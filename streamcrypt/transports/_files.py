@@ -61,8 +61,10 @@ from ..abc import Buffer, Chain, Transform
 from ..codecs import (
     DETECT_BYTES,
     FormatOptions,
+    IdentityLike,
     KeyLike,
     ReadAt,
+    RecipientLike,
     SegmentedFormat,
     SegmentedTransform,
     SegmentLayout,
@@ -71,7 +73,6 @@ from ..codecs import (
     one_or_many,
 )
 from ..codecs import FORMATS as CODEC_FORMATS
-from ..codecs import age as _age
 from ..engine import DEFAULT_POLICY, OffloadPolicy, WorkerCalls, pipeline
 from ..errors import (
     BrokenTransformError,
@@ -80,6 +81,7 @@ from ..errors import (
     TruncatedStreamError,
     UnsupportedFormatError,
 )
+from ..keys import Argon2Params, PasswordParams
 from ._atomic import create_temporary
 from ._file_read import (
     _INLINE_PIECE,
@@ -258,12 +260,19 @@ class EncryptedFile:
         aad: Buffer = b"",
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         format: str | None = None,
-        recipients: Iterable[_age.RecipientLike] = (),
-        identities: Iterable[_age.IdentityLike] = (),
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        identities: Iterable[IdentityLike] | IdentityLike = (),
         passphrase: str | Buffer | None = None,
+        work_factor: int | PasswordParams | None = None,
+        max_work_factor: int | Argon2Params | None = None,
+        armor: bool = False,
         password: str | None = None,
         password2: str = "",
+        expected_size: int | None = None,
         encryption_context: Mapping[str, str] | None = None,
+        allow_legacy: bool = False,
+        allow_unverified: bool = False,
+        max_encrypted_data_keys: int | None = None,
         close_wrapped: bool = True,
     ) -> FileOpener:
         """Encrypt into / decrypt from an already open async object.
@@ -282,16 +291,25 @@ class EncryptedFile:
         checked, fmt, opts = _prepared(
             mode,
             format,
-            key,
-            suite,
-            segment_size,
-            aad,
-            recipients,
-            identities,
-            passphrase,
-            password,
-            password2,
-            encryption_context,
+            FileOptions(
+                key=key,
+                suite=suite,
+                segment_size=segment_size,
+                aad=aad,
+                recipients=one_or_many(recipients),
+                identities=one_or_many(identities),
+                passphrase=passphrase,
+                work_factor=work_factor,
+                max_work_factor=max_work_factor,
+                armor=armor,
+                password=password,
+                password2=password2,
+                expected_size=expected_size,
+                encryption_context=None if encryption_context is None else dict(encryption_context),
+                allow_legacy=allow_legacy,
+                allow_unverified=allow_unverified,
+                max_encrypted_data_keys=max_encrypted_data_keys,
+            ),
         )
         found = None if format is None and checked == "rb" else fmt  # None: detect it
         return FileOpener(_open_wrapped(stream, checked, found, opts, policy, close_wrapped))
@@ -467,40 +485,23 @@ class FileOpener:
 
 
 def _prepared(
-    mode: str,
-    format: str | None,
-    key: KeyLike | None,
-    suite: str | None,
-    segment_size: int | None,
-    aad: Buffer,
-    recipients: Iterable[_age.RecipientLike],
-    identities: Iterable[_age.IdentityLike],
-    passphrase: str | Buffer | None,
-    password: str | None,
-    password2: str,
-    encryption_context: Mapping[str, str] | None,
+    mode: str, format: str | None, opts: FileOptions
 ) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
     """The checked mode, the format and its options, checked against the format for that
     mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
-    native when writing, told by the first bytes when reading (checked then)."""
+    native when writing, told by the first bytes when reading (checked then). Armor is
+    refused (:class:`InvalidParameterError`): an armored file has no random access."""
     checked = _check_mode(mode)
     fmt = _format(format or "native")
-    opts = FileOptions(
-        key=key,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        recipients=one_or_many(recipients),
-        identities=one_or_many(identities),
-        passphrase=passphrase,
-        password=password,
-        password2=password2,
-        encryption_context=None if encryption_context is None else dict(encryption_context),
-    )
     if format is not None or checked == "wb":
         fmt.check_options(opts, checked)
     else:
         check_detectable(opts)
+    if opts.armor:
+        raise InvalidParameterError(
+            "files are binary: armored text has no random access (armor a stream with "
+            "streamcrypt.encrypt(..., armor=True))"
+        )
     return checked, fmt, opts
 
 
@@ -558,12 +559,19 @@ def open_file(
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     format: str | None = None,
-    recipients: Iterable[_age.RecipientLike] = (),
-    identities: Iterable[_age.IdentityLike] = (),
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
+    work_factor: int | PasswordParams | None = None,
+    max_work_factor: int | Argon2Params | None = None,
+    armor: bool = False,
     password: str | None = None,
     password2: str = "",
+    expected_size: int | None = None,
     encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    allow_unverified: bool = False,
+    max_encrypted_data_keys: int | None = None,
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
@@ -579,6 +587,11 @@ def open_file(
     AWS Encryption SDK message format, framed: ``key=`` a keyring or a list of them,
     ``encryption_context=``, and for writing ``suite=`` (``"0x0578"``, signed, the
     default; or ``"0x0478"``) and ``segment_size=`` (the frame length, default 4096)).
+    Every keyword is the top-level calls' (:func:`streamcrypt.encrypt` /
+    :func:`streamcrypt.decrypt`), taken where the format's ``writes`` / ``reads`` name it:
+    also ``work_factor=`` / ``max_work_factor=`` (age), ``expected_size=`` (rclone),
+    ``allow_legacy=``, ``allow_unverified=`` and ``max_encrypted_data_keys=`` (AWS);
+    ``armor=True`` is refused (armored text has no random access).
     rclone files carry no end marker: a file cut at a 64 KiB block boundary reads as a
     shorter file (see :mod:`streamcrypt.codecs.rclone`). A signed AWS file is read whole
     once when opened, to verify its signature before any byte is released (see
@@ -595,16 +608,25 @@ def open_file(
     checked, fmt, opts = _prepared(
         mode,
         format,
-        key,
-        suite,
-        segment_size,
-        aad,
-        recipients,
-        identities,
-        passphrase,
-        password,
-        password2,
-        encryption_context,
+        FileOptions(
+            key=key,
+            suite=suite,
+            segment_size=segment_size,
+            aad=aad,
+            recipients=one_or_many(recipients),
+            identities=one_or_many(identities),
+            passphrase=passphrase,
+            work_factor=work_factor,
+            max_work_factor=max_work_factor,
+            armor=armor,
+            password=password,
+            password2=password2,
+            expected_size=expected_size,
+            encryption_context=None if encryption_context is None else dict(encryption_context),
+            allow_legacy=allow_legacy,
+            allow_unverified=allow_unverified,
+            max_encrypted_data_keys=max_encrypted_data_keys,
+        ),
     )
     dest = os.fspath(path)
     threads = WorkerCalls(policy)
