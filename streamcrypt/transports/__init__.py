@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from ._files import (
         FORMATS,
         EncryptedFile,
-        FileFormat,
         FileOpener,
-        FileOptions,
         open_file,
         remove_stale_temporaries,
     )
@@ -54,9 +52,7 @@ __all__ = [
     "EncryptedStream",
     "EncryptedStreamAttribute",
     "EncryptionMiddleware",
-    "FileFormat",
     "FileOpener",
-    "FileOptions",
     "Unencryptable",
     "commit_temporary",
     "connect",
@@ -85,9 +81,7 @@ _lazy_getattr, _lazy_dir = lazy_exports(
         "._files": (
             "FORMATS",
             "EncryptedFile",
-            "FileFormat",
             "FileOpener",
-            "FileOptions",
             "open_file",
             "remove_stale_temporaries",
         ),

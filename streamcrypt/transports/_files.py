@@ -98,9 +98,7 @@ from ._file_write import _AtomicFileSink, _StreamSink, _Writer
 __all__ = [
     "FORMATS",
     "EncryptedFile",
-    "FileFormat",
     "FileOpener",
-    "FileOptions",
     "open_file",
     "remove_stale_temporaries",
 ]
@@ -116,16 +114,12 @@ _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 # ---------------------------------------------------------------------------------------
 
 
-#: The keyword arguments of :func:`open_file`, as the format descriptors receive them.
-FileOptions = FormatOptions
-
-#: How :func:`open_file` speaks one format: its codec's descriptor.
-FileFormat = SegmentedFormat
-
 #: The formats :func:`open_file` speaks, by ``format=`` name: those of
 #: :data:`streamcrypt.codecs.FORMATS` with ``opens_files``. Binary age only: armored
 #: age cannot be read by random access.
-FORMATS: dict[str, FileFormat] = {name: f for name, f in CODEC_FORMATS.items() if f.opens_files}
+FORMATS: dict[str, SegmentedFormat] = {
+    name: f for name, f in CODEC_FORMATS.items() if f.opens_files
+}
 
 
 def _segmented_first(transform: Transform) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
@@ -138,24 +132,24 @@ def _segmented_first(transform: Transform) -> tuple[SegmentedTransform, tuple[Tr
 
 
 def _encryptor(
-    fmt: FileFormat, opts: FileOptions
+    fmt: SegmentedFormat, opts: FormatOptions
 ) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
     return _segmented_first(fmt.encryptor(opts))
 
 
-def _decryptor(fmt: FileFormat, opts: FileOptions) -> tuple[Transform, SegmentedTransform]:
+def _decryptor(fmt: SegmentedFormat, opts: FormatOptions) -> tuple[Transform, SegmentedTransform]:
     """The whole decryptor and its segmented first stage (which reads the header)."""
     dec = fmt.decryptor(opts)
     return dec, _segmented_first(dec)[0]
 
 
-def _header_size(fmt: FileFormat, head: bytes) -> int | None:
+def _header_size(fmt: SegmentedFormat, head: bytes) -> int | None:
     assert fmt.header_size is not None, f"{fmt.name} files need header_size"
     return fmt.header_size(head)
 
 
 def _layout(
-    fmt: FileFormat, opts: FileOptions, head: bytes, size: int, read_at: ReadAt
+    fmt: SegmentedFormat, opts: FormatOptions, head: bytes, size: int, read_at: ReadAt
 ) -> SegmentLayout:
     """The layout on a worker thread. A read starting in the header gets the header
     bytes already read (and no more: most layouts read nothing else); one past it goes to
@@ -171,7 +165,7 @@ def _layout(
     return fmt.layout(opts, cached, size)
 
 
-def _format(name: str) -> FileFormat:
+def _format(name: str) -> SegmentedFormat:
     fmt = FORMATS.get(name)
     if fmt is None:
         raise UnsupportedFormatError(
@@ -291,7 +285,7 @@ class EncryptedFile:
         checked, fmt, opts = _prepared(
             mode,
             format,
-            FileOptions(
+            FormatOptions(
                 key=key,
                 suite=suite,
                 segment_size=segment_size,
@@ -485,8 +479,8 @@ class FileOpener:
 
 
 def _prepared(
-    mode: str, format: str | None, opts: FileOptions
-) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
+    mode: str, format: str | None, opts: FormatOptions
+) -> tuple[Literal["rb", "wb"], SegmentedFormat, FormatOptions]:
     """The checked mode, the format and its options, checked against the format for that
     mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
     native when writing, told by the first bytes when reading (checked then). Armor is
@@ -506,7 +500,7 @@ def _prepared(
 
 
 async def _load_layout(
-    source: _RandomAccess, fmt: FileFormat, opts: FileOptions, threads: WorkerCalls
+    source: _RandomAccess, fmt: SegmentedFormat, opts: FormatOptions, threads: WorkerCalls
 ) -> SegmentLayout:
     size = source.size
     want = min(size, 4096)
@@ -535,8 +529,8 @@ async def _load_layout(
 
 async def _open_reader_on(
     source: _RandomAccess,
-    fmt: FileFormat,
-    opts: FileOptions,
+    fmt: SegmentedFormat,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     threads: WorkerCalls,
 ) -> EncryptedFile:
@@ -608,7 +602,7 @@ def open_file(
     checked, fmt, opts = _prepared(
         mode,
         format,
-        FileOptions(
+        FormatOptions(
             key=key,
             suite=suite,
             segment_size=segment_size,
@@ -657,8 +651,8 @@ def open_file(
 def _open_wrapped(
     stream: Any,
     mode: Literal["rb", "wb"],
-    fmt: FileFormat | None,
-    opts: FileOptions,
+    fmt: SegmentedFormat | None,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     close: bool,
 ) -> Callable[[], Any]:
@@ -710,8 +704,8 @@ def _open_wrapped(
 
 async def _open_sequential(
     stream: Any,
-    fmt: FileFormat | None,
-    opts: FileOptions,
+    fmt: SegmentedFormat | None,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     threads: WorkerCalls,
     close: bool,
