@@ -379,6 +379,15 @@ def test_random_ranges_of_own_ciphertext() -> None:
         got = cb.read_range(key, _reader(ct), len(ct), a, b, aad=b"r")
         assert got == msg[a:b]
     assert cb.read_range(key, _reader(ct), len(ct), 0, 0, aad=b"r", authenticate_length=True) == b""
+    # A range reaching the end opens the empty final chunk: a forged one fails there, and
+    # with authenticate_length whatever the range.
+    forged = ct[:-1] + bytes([ct[-1] ^ 1])
+    for a, b, authenticate in ((len(msg) - 5, len(msg), False), (0, 10, True)):
+        with pytest.raises(AuthenticationError):
+            cb.read_range(
+                key, _reader(forged), len(ct), a, b, aad=b"r", authenticate_length=authenticate
+            )
+    assert cb.read_range(key, _reader(forged), len(ct), 0, 10, aad=b"r") == msg[:10]
     # Dropping the empty final chunk is a truncation the layout sees from the length.
     with pytest.raises(TruncatedStreamError):
         cb.read_range(key, _reader(ct[:-16]), len(ct) - 16, 0, 10, aad=b"r")
