@@ -30,12 +30,8 @@ import http_ece
 import httpx
 from aiohttp import web
 
-from streamcrypt.codecs.ece import (
-    EceDecryptor,
-    EceEncryptor,
-    decrypt_bytes,
-    encrypt_bytes,
-)
+import streamcrypt
+from streamcrypt.codecs.ece import OVERHEAD, EceDecryptor, EceEncryptor
 from streamcrypt.engine import DEFAULT_POLICY, pipeline
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import DEFAULT_HTTP_RECORD_SIZE, EncryptionMiddleware
@@ -77,14 +73,21 @@ def _codec(report: Report, quick: bool) -> None:
     for rs in (4096, 65536):
         size = (1 << 20) if quick else (4 << 20)
         body = os.urandom(size)
-        ours = encrypt_bytes(body, key, salt=salt, record_size=rs)
+        ours = streamcrypt.encrypt_bytes(
+            body, key, salt=salt, segment_size=rs - OVERHEAD, format="ece"
+        )
         theirs = http_ece.encrypt(body, salt=salt, key=key, rs=rs, version="aes128gcm")
-        assert ours == theirs and decrypt_bytes(theirs, key) == body
-        enc_ours = median_time(lambda: encrypt_bytes(body, key, salt=salt, record_size=rs), repeat)
+        assert ours == theirs and streamcrypt.decrypt_bytes(theirs, key, format="ece") == body
+        enc_ours = median_time(
+            lambda: streamcrypt.encrypt_bytes(
+                body, key, salt=salt, segment_size=rs - OVERHEAD, format="ece"
+            ),
+            repeat,
+        )
         enc_ref = median_time(
             lambda: http_ece.encrypt(body, salt=salt, key=key, rs=rs, version="aes128gcm"), repeat
         )
-        dec_ours = median_time(lambda: decrypt_bytes(ours, key), repeat)
+        dec_ours = median_time(lambda: streamcrypt.decrypt_bytes(ours, key, format="ece"), repeat)
         dec_ref = median_time(lambda: http_ece.decrypt(ours, key=key, version="aes128gcm"), repeat)
         label = f"{size >> 20} MiB"
         t.add("encrypt", rs, label, gbps(size, enc_ours), gbps(size, enc_ref), enc_ref / enc_ours)

@@ -25,6 +25,7 @@ import uvloop
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl._sodium import ffi, lib
 
+import streamcrypt
 from streamcrypt.codecs import aws, rclone
 from streamcrypt.engine import DEFAULT_POLICY, pipeline
 
@@ -196,7 +197,7 @@ def run(report: Report, quick: bool = False) -> None:
         names = rclone.RcloneNameCipher(keys)
         env = _rclone_env(tmp, remote, password)
         stored = remote / names.encrypt_path("f")
-        ct = rclone.encrypt_bytes(data, keys)
+        ct = streamcrypt.encrypt_bytes(data, keys, format="rclone")
 
         def theirs_enc() -> None:
             subprocess.run(
@@ -276,7 +277,7 @@ def run(report: Report, quick: bool = False) -> None:
         limit, raw = ("aes-256-gcm, 4 KiB", gcm4k)
         if suite == "0x0578":
             limit, raw = ("sha-384 one core + aes-256-gcm 4 KiB", signed)
-        message = aws.encrypt_bytes(data, ring, suite=suite)
+        message = streamcrypt.encrypt_bytes(data, ring, suite=suite, format="aws")
 
         def sdk_enc(algorithm: Algorithm = algorithm) -> None:
             client.encrypt(source=data, key_provider=their_key, algorithm=algorithm)

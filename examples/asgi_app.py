@@ -32,7 +32,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from streamcrypt.codecs.ece import CONTENT_ENCODING, decrypt_bytes, encrypt_bytes
+import streamcrypt
+from streamcrypt.codecs.ece import CONTENT_ENCODING
 from streamcrypt.errors import InvalidParameterError, StreamCryptError
 from streamcrypt.keys import KeyRing, SecretKey, hkdf
 from streamcrypt.transports import EncryptionMiddleware
@@ -107,11 +108,11 @@ async def request(url: str, ring: KeyRing, data: bytes | None = None) -> tuple[i
         if data is None:
             response = await client.get(url)
         else:
-            body = encrypt_bytes(data, ring, keyid=KEY_ID)
+            body = streamcrypt.encrypt_bytes(data, ring, keyid=KEY_ID, format="ece")
             headers = {"Content-Encoding": CONTENT_ENCODING}
             response = await client.post(url, content=body, headers=headers)
     if response.headers.get("content-encoding") == CONTENT_ENCODING:
-        return response.status_code, decrypt_bytes(response.content, ring)
+        return response.status_code, streamcrypt.decrypt_bytes(response.content, ring, format="ece")
     return response.status_code, response.content  # e.g. /health, excluded
 
 

@@ -14,12 +14,10 @@ import streamcrypt
 from streamcrypt.codecs import (
     age,
     armor,
-    cobblestone,
     container,
     ece,
     envelope,
     secretstream,
-    tink,
 )
 from streamcrypt.codecs import ecies as sc_ecies
 from streamcrypt.keys import Argon2Params, ScryptParams
@@ -120,7 +118,11 @@ def _tink_stream() -> list[bytes]:
     import tink as tink_pkg
     from tink import cleartext_keyset_handle, streaming_aead
 
-    out = [tink.encrypt_bytes(p, key, aad=K.AAD) for key in K.TINK_KEYSET.keys for p in PLAINTEXTS]
+    out = [
+        streamcrypt.encrypt_bytes(p, key, aad=K.AAD, format="tink")
+        for key in K.TINK_KEYSET.keys
+        for p in PLAINTEXTS
+    ]
     streaming_aead.register()
     handle = cleartext_keyset_handle.read(tink_pkg.JsonKeysetReader(K.TINK_KEYSET.to_json()))
     primitive = handle.primitive(streaming_aead.StreamingAead)
@@ -168,7 +170,9 @@ def _tink_keysets(binary: bool) -> list[bytes]:
 def _cobblestone() -> list[bytes]:
     from cryptography.cobblestone import Cobblestone256Encryptor
 
-    out = _stream_seeds(lambda p: cobblestone.encrypt_bytes(p, K.KEY, aad=K.AAD))
+    out = _stream_seeds(
+        lambda p: streamcrypt.encrypt_bytes(p, K.KEY, aad=K.AAD, format="cobblestone")
+    )
     for p in PLAINTEXTS[:3]:
         enc = Cobblestone256Encryptor(K.KEY, K.AAD)
         out.append(enc.update(p) + enc.finalize())
@@ -178,7 +182,12 @@ def _cobblestone() -> list[bytes]:
 def _ece() -> list[bytes]:
     import http_ece
 
-    out = [ece.encrypt_bytes(p, K.KEY16, record_size=64, keyid=b"k") for p in PLAINTEXTS]
+    out = [
+        streamcrypt.encrypt_bytes(
+            p, K.KEY16, segment_size=64 - ece.OVERHEAD, keyid=b"k", format="ece"
+        )
+        for p in PLAINTEXTS
+    ]
     out += [http_ece.encrypt(p, key=K.KEY16, rs=100) for p in PLAINTEXTS[:3]]
     return out
 

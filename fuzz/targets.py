@@ -235,7 +235,12 @@ TARGETS: dict[str, Target] = {
             "tink-stream",
             _stream(lambda: tink.TinkStreamDecryptor(K.TINK_KEYSET, aad=K.AAD)),
             peer=peers.tink_stream,
-            stress=_big(1 << 20, lambda p: tink.encrypt_bytes(p, K.TINK_KEYSET.keys[3], aad=K.AAD)),
+            stress=_big(
+                1 << 20,
+                lambda p: streamcrypt.encrypt_bytes(
+                    p, K.TINK_KEYSET.keys[3], aad=K.AAD, format="tink"
+                ),
+            ),
         ),
         Target(
             "tink-keyset-json",
@@ -253,13 +258,21 @@ TARGETS: dict[str, Target] = {
             "cobblestone",
             _stream(lambda: cobblestone.CobblestoneDecryptor(K.KEY, aad=K.AAD)),
             peer=peers.cobblestone,
-            stress=_big(1 << 20, lambda p: cobblestone.encrypt_bytes(p, K.KEY, aad=K.AAD)),
+            stress=_big(
+                1 << 20,
+                lambda p: streamcrypt.encrypt_bytes(p, K.KEY, aad=K.AAD, format="cobblestone"),
+            ),
         ),
         Target(
             "ece",
             _stream(lambda: ece.EceDecryptor(K.KEY16)),
             peer=peers.ece,
-            stress=_big(1 << 20, lambda p: ece.encrypt_bytes(p, K.KEY16, record_size=2 << 20)),
+            stress=_big(
+                1 << 20,
+                lambda p: streamcrypt.encrypt_bytes(
+                    p, K.KEY16, segment_size=(2 << 20) - ece.OVERHEAD, format="ece"
+                ),
+            ),
         ),
         Target(
             "secretstream",

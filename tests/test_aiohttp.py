@@ -18,7 +18,8 @@ import pytest
 from aiohttp import web
 from aiohttp.payload import AsyncIterablePayload
 
-from streamcrypt.codecs.ece import decrypt_bytes, encrypt_bytes, encrypted_length, read_header
+import streamcrypt
+from streamcrypt.codecs.ece import OVERHEAD, encrypted_length, read_header
 from streamcrypt.engine import OffloadPolicy
 from streamcrypt.errors import AuthenticationError, InvalidParameterError, UnsupportedFormatError
 from streamcrypt.keys import KeyRing, SecretKey
@@ -90,7 +91,7 @@ async def test_whole_response_encrypted(size: int) -> None:
     assert len(data) == encrypted_length(size, DEFAULT_HTTP_RECORD_SIZE, keyid="new")
     header = read_header(data)
     assert header is not None and header.keyid == b"new"
-    assert decrypt_bytes(data, keys) == body
+    assert streamcrypt.decrypt_bytes(data, keys, format="ece") == body
 
 
 async def test_encrypted_stream_response_and_decrypt_response() -> None:
@@ -125,7 +126,7 @@ async def test_encrypted_stream_response_and_decrypt_response() -> None:
     plain = b"".join(chunks)
     assert out == plain
     assert length == len(data) == encrypted_length(len(plain), 1000, keyid="k1")
-    assert decrypt_bytes(data, keys) == plain
+    assert streamcrypt.decrypt_bytes(data, keys, format="ece") == plain
 
 
 async def test_small_streamed_response_costs_its_size() -> None:
@@ -145,7 +146,7 @@ async def test_small_streamed_response_costs_its_size() -> None:
     header = read_header(data)
     assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
     assert len(data) == 1024 + header.size + 17
-    assert decrypt_bytes(data, keys) == b"s" * 1024
+    assert streamcrypt.decrypt_bytes(data, keys, format="ece") == b"s" * 1024
 
 
 async def test_stream_response_without_setup_needs_keys() -> None:
@@ -169,7 +170,7 @@ async def test_stream_response_without_setup_needs_keys() -> None:
 
     async with served({"/k": with_keys, "/n": without}, None) as (s, url):
         async with s.get(url + "/k") as r:
-            assert decrypt_bytes(await raw(r), keys) == b"hello"
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == b"hello"
         async with s.get(url + "/n") as r:
             assert await r.text() == "no"
     assert len(errors) == 1
@@ -189,7 +190,7 @@ async def test_http_exception_body_encrypted_and_head() -> None:
     async with served({"/f": fail, "/b": body}, keys) as (s, url):
         async with s.get(url + "/f") as r:
             assert r.status == 403
-            assert decrypt_bytes(await raw(r), keys) == b"secret reason"
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == b"secret reason"
         async with s.head(url + "/b") as r:
             assert r.headers["Content-Encoding"] == "aes128gcm"
             assert int(r.headers["Content-Length"]) == encrypted_length(
@@ -211,7 +212,7 @@ async def test_paths_and_content_types() -> None:
     opts = {"include_paths": ["/api/"], "exclude_paths": ["/api/public/"]}
     async with served(routes, keys, content_types=["text/*"], **opts) as (s, url):
         async with s.get(url + "/api/t") as r:
-            assert decrypt_bytes(await raw(r), keys) == b"secret text"
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == b"secret text"
         for path in ("/api/public/t", "/other"):
             async with s.get(url + path) as r:
                 assert await raw(r) == b"secret text" and "Content-Encoding" not in r.headers
@@ -261,19 +262,25 @@ async def test_unencryptable_encrypted(data_file: tuple[Path, bytes]) -> None:
     keys = ring()
     async with served(unencryptable_routes(path, data), keys) as (s, url):
         async with s.get(url + "/206") as r:
-            assert r.status == 206 and decrypt_bytes(await raw(r), keys) == data[100:5100]
+            assert (
+                r.status == 206
+                and streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == data[100:5100]
+            )
         async with s.get(url + "/gz") as r:
             assert r.headers["Content-Encoding"] == "gzip, aes128gcm"
-            assert gzip.decompress(decrypt_bytes(await raw(r), keys)) == b"plain words"
+            assert (
+                gzip.decompress(streamcrypt.decrypt_bytes(await raw(r), keys, format="ece"))
+                == b"plain words"
+            )
         async with s.get(url + "/file") as r:
             body = await raw(r)
             assert int(r.headers["Content-Length"]) == len(body)
-            assert decrypt_bytes(body, keys) == data
+            assert streamcrypt.decrypt_bytes(body, keys, format="ece") == data
         async with s.get(url + "/file", headers={"Range": "bytes=10-20"}) as r:
             assert r.status == 200  # the range is ignored: the whole file, encrypted
-            assert decrypt_bytes(await raw(r), keys) == data
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == data
         async with s.get(url + "/payload") as r:
-            assert decrypt_bytes(await raw(r), keys) == data
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == data
 
 
 @pytest.mark.parametrize("route", ["/206", "/gz", "/file", "/payload"])
@@ -337,7 +344,10 @@ async def test_a_handler_prepared_5xx_or_a_failing_handler_never_leaks() -> None
             assert r.status == 500 and b"secret" not in body
         async with s.get(url + "/returned") as r:  # encrypted like any other response
             assert r.status == 503
-            assert decrypt_bytes(await raw(r), keys) == b"secret maintenance details"
+            assert (
+                streamcrypt.decrypt_bytes(await raw(r), keys, format="ece")
+                == b"secret maintenance details"
+            )
         async with s.get(url + "/failing") as r:
             body = await raw(r)
             assert r.status == 500 and b"secret" not in body and b"Traceback" not in body
@@ -364,7 +374,7 @@ async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) ->
             body = await raw(r)
             assert r.status == 200
             if encrypted:
-                assert decrypt_bytes(body, keys) == b"patient record"
+                assert streamcrypt.decrypt_bytes(body, keys, format="ece") == b"patient record"
             else:
                 assert body == b"patient record"
 
@@ -521,7 +531,7 @@ async def test_encrypted_request_body(route: str, record_size: int | None) -> No
     body = encrypted_body(chunks_of(data, 33_333), old, keyid="old", **sizing)
     async with served(echo_routes(log), keys) as (s, url), s.post(url + route, data=body) as r:
         assert r.status == 200
-        text = decrypt_bytes(await raw(r), keys).decode()
+        text = streamcrypt.decrypt_bytes(await raw(r), keys, format="ece").decode()
     assert text == expect(data)
     if route == "/echo":
         assert "Content-Encoding" not in log[0] and "Content-Length" not in log[0]
@@ -545,8 +555,12 @@ async def test_clear_request_bodies_and_other_codings_get_415() -> None:
         async with s.post(url + "/echo", data=gzip.compress(b"abc"), headers=lines) as r:
             assert r.status == 415
         lines = [("Content-Encoding", "identity"), ("Content-Encoding", "aes128gcm")]
-        async with s.post(url + "/whole", data=encrypt_bytes(b"hi", keys), headers=lines) as r:
-            assert decrypt_bytes(await raw(r), keys).decode() == expect(b"hi")
+        async with s.post(
+            url + "/whole", data=streamcrypt.encrypt_bytes(b"hi", keys, format="ece"), headers=lines
+        ) as r:
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece").decode() == expect(
+                b"hi"
+            )
     assert all(not isinstance(entry, int) for entry in log)  # no clear body reached a handler
 
     seen: list[bool] = []
@@ -560,17 +574,19 @@ async def test_clear_request_bodies_and_other_codings_get_415() -> None:
         url,
     ):
         async with s.post(url + "/open", data=b"public") as r:
-            assert decrypt_bytes(await raw(r), keys) == b"public"
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == b"public"
         async with s.get(url + "/shut") as r:
             assert r.status == 200
-        async with s.post(url + "/shut", data=encrypt_bytes(b"x", keys), headers=AES) as r:
-            assert decrypt_bytes(await raw(r), keys) == b"x"
+        async with s.post(
+            url + "/shut", data=streamcrypt.encrypt_bytes(b"x", keys, format="ece"), headers=AES
+        ) as r:
+            assert streamcrypt.decrypt_bytes(await raw(r), keys, format="ece") == b"x"
     assert seen == [False, False, True]
 
 
 async def test_a_stalled_request_body_is_cut_with_408() -> None:
     keys = ring()
-    body = encrypt_bytes(b"x" * 20000, keys)
+    body = streamcrypt.encrypt_bytes(b"x" * 20000, keys, format="ece")
 
     async def stalling() -> AsyncIterator[bytes]:
         yield body[:5000]
@@ -584,7 +600,7 @@ async def test_a_stalled_request_body_is_cut_with_408() -> None:
 
 async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
     keys = ring()
-    body = encrypt_bytes(b"x" * 2000, keys)
+    body = streamcrypt.encrypt_bytes(b"x" * 2000, keys, format="ece")
 
     async def trickling() -> AsyncIterator[bytes]:
         for i in range(0, len(body), 40):
@@ -599,18 +615,34 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
 
 
 def tamper(keys: KeyRing) -> bytes:
-    body = bytearray(encrypt_bytes(b"p" * 9000, keys))
+    body = bytearray(streamcrypt.encrypt_bytes(b"p" * 9000, keys, format="ece"))
     body[5000] ^= 1
     return bytes(body)
 
 
 BAD = [
-    ("wrong key", lambda ks: encrypt_bytes(b"p" * 9000, SecretKey.generate(16), keyid="k1"), 400),
-    ("unknown key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active, keyid="zz"), 400),
+    (
+        "wrong key",
+        lambda ks: streamcrypt.encrypt_bytes(
+            b"p" * 9000, SecretKey.generate(16), keyid="k1", format="ece"
+        ),
+        400,
+    ),
+    (
+        "unknown key id",
+        lambda ks: streamcrypt.encrypt_bytes(b"p" * 9000, ks.active, keyid="zz", format="ece"),
+        400,
+    ),
     ("tampered", tamper, 400),
-    ("truncated", lambda ks: encrypt_bytes(b"p" * 9000, ks)[:-4200], 400),
+    ("truncated", lambda ks: streamcrypt.encrypt_bytes(b"p" * 9000, ks, format="ece")[:-4200], 400),
     ("empty", lambda ks: b"", 400),
-    ("rs too large", lambda ks: encrypt_bytes(b"p" * 10, ks, record_size=1 << 25), 413),
+    (
+        "rs too large",
+        lambda ks: streamcrypt.encrypt_bytes(
+            b"p" * 10, ks, segment_size=(1 << 25) - OVERHEAD, format="ece"
+        ),
+        413,
+    ),
 ]
 
 
@@ -708,7 +740,7 @@ async def test_32_mib_each_way_bounded_memory() -> None:
                 n += len(chunk)
         body = encrypted_body(gen(), keys, policy=policy, record_size=65536)
         async with s.post(url + "/up", data=body) as r:
-            answer = decrypt_bytes(await raw(r), keys).decode()
+            answer = streamcrypt.decrypt_bytes(await raw(r), keys, format="ece").decode()
         return n, got.digest(), answer
 
     async with served({"/down": down, "/up": up}, keys, policy=policy) as (s, url):

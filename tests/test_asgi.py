@@ -24,11 +24,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import streamcrypt
 from streamcrypt.codecs.ece import (
+    OVERHEAD,
     EceDecryptor,
     EceEncryptor,
-    decrypt_bytes,
-    encrypt_bytes,
     encrypted_length,
     read_header,
 )
@@ -138,7 +138,7 @@ async def test_whole_body_exact_content_length(size: int) -> None:
     assert r.headers["content-encoding"] == "aes128gcm"
     assert int(r.headers["content-length"]) == len(r.content)
     assert len(r.content) == encrypted_length(size, DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
-    assert decrypt_bytes(r.content, keys) == body
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == body
     assert size < 16 or body[:16] not in r.content
 
 
@@ -157,7 +157,7 @@ async def test_small_streamed_response_costs_its_size() -> None:
     header = read_header(r.content)
     assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
     assert len(r.content) == 1024 + header.size + 17
-    assert decrypt_bytes(r.content, keys) == b"s" * 1024
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"s" * 1024
 
 
 async def test_record_size_and_head() -> None:
@@ -177,7 +177,7 @@ async def test_record_size_and_head() -> None:
         h = await c.head("/b")
     header = read_header(r.content)
     assert header is not None and header.record_size == 1000
-    assert decrypt_bytes(r.content, keys) == body
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == body
     assert h.status_code == 200 and h.content == b""
     assert h.headers["content-encoding"] == "aes128gcm"
     assert int(h.headers["content-length"]) == encrypted_length(len(body), 1000, keyid="k1")
@@ -198,7 +198,7 @@ async def test_existing_vary_merged_and_bodyless_statuses_untouched() -> None:
         r = await c.get("/vary")
         n = await c.get("/204")
     assert r.headers["vary"] == "Accept-Language, Content-Encoding"
-    assert decrypt_bytes(r.content, keys) == b"v"
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"v"
     assert n.status_code == 204 and "content-encoding" not in n.headers
 
 
@@ -253,7 +253,7 @@ async def test_paths_and_content_types_select() -> None:
         public = await c.get("/api/public/t")
         other = await c.get("/other")
         img = await c.get("/api/img")
-    assert decrypt_bytes(enc.content, keys) == b"secret text"
+    assert streamcrypt.decrypt_bytes(enc.content, keys, format="ece") == b"secret text"
     assert public.content == other.content == b"secret text"
     assert "content-encoding" not in public.headers and "content-encoding" not in other.headers
     assert img.content == b"\x89PNG" and "content-encoding" not in img.headers
@@ -299,7 +299,7 @@ async def test_pathsend_encrypted(data_file: tuple[Path, bytes]) -> None:
     assert r.status_code == 200 and r.headers["content-encoding"] == "aes128gcm"
     assert int(r.headers["content-length"]) == len(r.content)
     assert len(r.content) == encrypted_length(len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1")
-    assert decrypt_bytes(r.content, keys) == data
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == data
 
 
 async def test_pathsend_refused(data_file: tuple[Path, bytes]) -> None:
@@ -322,7 +322,7 @@ async def test_streamed_file_without_pathsend_keeps_exact_length(
     assert int(r.headers["content-length"]) == encrypted_length(
         len(data), DEFAULT_HTTP_RECORD_SIZE, keyid="k1"
     )
-    assert decrypt_bytes(r.content, keys) == data
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == data
 
 
 @pytest.mark.parametrize("pathsend", [False, True])
@@ -335,7 +335,7 @@ async def test_ranged_206_encrypted(data_file: tuple[Path, bytes], pathsend: boo
         r = await c.get("/f", headers={"Range": "bytes=100-5099"})
     assert r.status_code == 206
     assert r.headers["content-encoding"] == "aes128gcm"
-    assert decrypt_bytes(r.content, keys) == data[100:5100]
+    assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == data[100:5100]
     assert data[100:116] not in r.content
 
 
@@ -355,7 +355,7 @@ async def test_already_encoded_encrypted_on_top(data_file: tuple[Path, bytes]) -
     async with client(app) as c, c.stream("GET", "/gz") as r:
         raw = b"".join([piece async for piece in r.aiter_raw()])  # httpx would gunzip it
     assert r.headers["content-encoding"] == "gzip, aes128gcm"
-    assert gzip.decompress(decrypt_bytes(raw, keys)) == b"plain words"
+    assert gzip.decompress(streamcrypt.decrypt_bytes(raw, keys, format="ece")) == b"plain words"
 
 
 async def test_already_encoded_refused(data_file: tuple[Path, bytes]) -> None:
@@ -396,7 +396,9 @@ async def test_request_body_decrypted_streaming(record_size: int) -> None:
     old = keys.active
     keys.add(SecretKey.generate(16, key_id="new"), activate=True)
     data = os.urandom(30_000 if record_size < 100 else 300_000)
-    body = encrypt_bytes(data, old, keyid="old", record_size=record_size)  # rotated-out key
+    body = streamcrypt.encrypt_bytes(
+        data, old, keyid="old", segment_size=record_size - OVERHEAD, format="ece"
+    )  # rotated-out key
     log: list[Any] = []
     app = EncryptionMiddleware(echo_app(log), key=keys)
     async with client(app) as c:
@@ -405,7 +407,8 @@ async def test_request_body_decrypted_streaming(record_size: int) -> None:
         )
     assert r.status_code == 200
     assert (
-        decrypt_bytes(r.content, keys).decode() == f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+        streamcrypt.decrypt_bytes(r.content, keys, format="ece").decode()
+        == f"{len(data)} {hashlib.sha256(data).hexdigest()}"
     )
     assert keyid_of(r.content) == "new"
     headers = log[0]
@@ -436,11 +439,24 @@ async def test_a_request_body_in_clear_is_refused_before_the_app() -> None:
         r = await c.post("/echo", content=b"")  # Content-Length: 0: nothing to protect
         assert r.status_code == 200 and seen[-1] == ("/echo", False)
         r = await c.get("/echo")
-        assert r.status_code == 200 and decrypt_bytes(r.content, keys) == b"0"
+        assert (
+            r.status_code == 200
+            and streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"0"
+        )
         r = await c.post("/open/x", content=b"public")
-        assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/open/x", False)
-        r = await c.post("/echo", content=encrypt_bytes(b"secret", keys), headers=AES_HEADERS)
-        assert decrypt_bytes(r.content, keys) == b"6" and seen[-1] == ("/echo", True)
+        assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"6" and seen[-1] == (
+            "/open/x",
+            False,
+        )
+        r = await c.post(
+            "/echo",
+            content=streamcrypt.encrypt_bytes(b"secret", keys, format="ece"),
+            headers=AES_HEADERS,
+        )
+        assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"6" and seen[-1] == (
+            "/echo",
+            True,
+        )
     methods = EncryptionMiddleware(app, key=keys, allow_clear_methods=["put"])
     async with client(methods) as c:
         assert (await c.put("/x", content=b"ok")).status_code == 200
@@ -471,11 +487,13 @@ async def test_content_encoding_on_several_lines_is_read_as_one() -> None:
     encrypted body (decrypted); aes128gcm + gzip is not one we decrypt (415)."""
     keys = ring()
     app = EncryptionMiddleware(echo_app([]), key=keys)
-    body = encrypt_bytes(b"hello", keys)
+    body = streamcrypt.encrypt_bytes(b"hello", keys, format="ece")
     async with client(app) as c:
         headers = [("content-encoding", "identity"), ("content-encoding", "aes128gcm")]
         r = await c.post("/echo", content=body, headers=headers)
-        assert r.status_code == 200 and decrypt_bytes(r.content, keys).startswith(b"5 ")
+        assert r.status_code == 200 and streamcrypt.decrypt_bytes(
+            r.content, keys, format="ece"
+        ).startswith(b"5 ")
         headers = [("content-encoding", "aes128gcm"), ("content-encoding", "gzip")]
         r = await c.post("/echo", content=body, headers=headers)
         assert r.status_code == 415
@@ -484,7 +502,7 @@ async def test_content_encoding_on_several_lines_is_read_as_one() -> None:
 async def test_a_stalled_request_body_is_cut_with_408() -> None:
     keys = ring()
     app = EncryptionMiddleware(echo_app([]), key=keys, body_timeout=0.3)
-    body = encrypt_bytes(b"x" * 20000, keys)
+    body = streamcrypt.encrypt_bytes(b"x" * 20000, keys, format="ece")
 
     async def stalling() -> AsyncIterator[bytes]:
         yield body[:5000]
@@ -502,7 +520,7 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
     # rate of 2000: the body's deadline (0.5 s + 1 s per 2000 bytes) passes after ~0.6 s.
     keys = ring()
     app = EncryptionMiddleware(echo_app([]), key=keys, body_timeout=0.5, body_min_rate=2000)
-    body = encrypt_bytes(b"x" * 2000, keys)
+    body = streamcrypt.encrypt_bytes(b"x" * 2000, keys, format="ece")
 
     async def trickling() -> AsyncIterator[bytes]:
         for i in range(0, len(body), 40):
@@ -540,7 +558,7 @@ async def test_exclude_paths_match_whole_segments(path: str, encrypted: bool) ->
     app = EncryptionMiddleware(_path_app, key=keys, exclude_paths=["/health"])
     async with client(app) as c:
         r = await c.get(path)
-        body = decrypt_bytes(r.content, keys) if encrypted else r.content
+        body = streamcrypt.decrypt_bytes(r.content, keys, format="ece") if encrypted else r.content
         assert r.status_code == 200 and body == b"record 0"
 
 
@@ -606,20 +624,42 @@ async def test_options_are_explicit_typed_keywords() -> None:
 
 
 BAD = [
-    ("wrong key", lambda ks: encrypt_bytes(b"p" * 9000, SecretKey.generate(16), keyid="k1"), 400),
-    ("unknown key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active, keyid="zz"), 400),
-    ("no key id", lambda ks: encrypt_bytes(b"p" * 9000, ks.active), 400),
-    ("truncated", lambda ks: encrypt_bytes(b"p" * 9000, ks)[:-4200], 400),
-    ("cut at record", lambda ks: encrypt_bytes(b"p" * 9000, ks, record_size=4096)[:4117], 400),
+    (
+        "wrong key",
+        lambda ks: streamcrypt.encrypt_bytes(
+            b"p" * 9000, SecretKey.generate(16), keyid="k1", format="ece"
+        ),
+        400,
+    ),
+    (
+        "unknown key id",
+        lambda ks: streamcrypt.encrypt_bytes(b"p" * 9000, ks.active, keyid="zz", format="ece"),
+        400,
+    ),
+    ("no key id", lambda ks: streamcrypt.encrypt_bytes(b"p" * 9000, ks.active, format="ece"), 400),
+    ("truncated", lambda ks: streamcrypt.encrypt_bytes(b"p" * 9000, ks, format="ece")[:-4200], 400),
+    (
+        "cut at record",
+        lambda ks: streamcrypt.encrypt_bytes(
+            b"p" * 9000, ks, segment_size=4096 - OVERHEAD, format="ece"
+        )[:4117],
+        400,
+    ),
     ("empty", lambda ks: b"", 400),
-    ("header only", lambda ks: encrypt_bytes(b"", ks)[:23], 400),
-    ("rs too large", lambda ks: encrypt_bytes(b"p" * 10, ks, record_size=1 << 25), 413),
+    ("header only", lambda ks: streamcrypt.encrypt_bytes(b"", ks, format="ece")[:23], 400),
+    (
+        "rs too large",
+        lambda ks: streamcrypt.encrypt_bytes(
+            b"p" * 10, ks, segment_size=(1 << 25) - OVERHEAD, format="ece"
+        ),
+        413,
+    ),
     ("rs too small", lambda ks: b"\x00" * 16 + (5).to_bytes(4, "big") + b"\x00" + b"x" * 40, 400),
 ]
 
 
 def tamper(ks: KeyRing) -> bytes:
-    body = bytearray(encrypt_bytes(b"p" * 9000, ks))
+    body = bytearray(streamcrypt.encrypt_bytes(b"p" * 9000, ks, format="ece"))
     body[5000] ^= 1
     return bytes(body)
 
@@ -771,7 +811,10 @@ async def _big_roundtrip(size: int, policy: OffloadPolicy | None, limit: int) ->
         up, n, got = await _roundtrip(c, keys, policy, gen)
         growth = _status("VmHWM") - base
     assert n == size and got == expected.digest()
-    assert decrypt_bytes(up, keys).decode() == f"{size} {expected.hexdigest()}"
+    assert (
+        streamcrypt.decrypt_bytes(up, keys, format="ece").decode()
+        == f"{size} {expected.hexdigest()}"
+    )
     print(f"{size >> 20} MiB each way: peak RSS grew by {growth / 2**20:.1f} MiB")
     assert growth < limit, f"peak RSS grew by {growth >> 20} MiB"
 
@@ -883,7 +926,11 @@ async def test_as_starlette_middleware() -> None:
     )
     headers = {"Content-Encoding": "aes128gcm"}
     async with client(app) as c:
-        good = await c.post("/p", content=encrypt_bytes(b"x" * 5000, keys), headers=headers)
+        good = await c.post(
+            "/p",
+            content=streamcrypt.encrypt_bytes(b"x" * 5000, keys, format="ece"),
+            headers=headers,
+        )
         bad = await c.post("/p", content=tamper(keys), headers=headers)
-    assert decrypt_bytes(good.content, keys) == b"5000"
+    assert streamcrypt.decrypt_bytes(good.content, keys, format="ece") == b"5000"
     assert bad.status_code == 400

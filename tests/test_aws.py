@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from support import random_splits, round_trip_peak_memory
 
 import streamcrypt
-from streamcrypt.codecs import aws
+from streamcrypt.codecs import FormatOptions, aws
 from streamcrypt.codecs.aws import _layout as aws_layout
 from streamcrypt.codecs.aws._frames import _FinalFrameSealer
 from streamcrypt.codecs.aws._keyrings import _open_header
@@ -53,11 +53,15 @@ def _header(ct: bytes) -> aws.AwsHeader:
 @pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 4096, 10000])
 def test_round_trip(suite: str, frame: int, size: int) -> None:
     data = _data(size)
-    ct = aws.encrypt_bytes(
-        data, RING, suite=suite, frame_length=frame, encryption_context={"k": "v"}
-    )
-    assert aws.decrypt_bytes(ct, RING) == data
-    assert aws.decrypt_bytes(ct, RING, encryption_context={"k": "v"}) == data
+    if frame:
+        ct = streamcrypt.encrypt_bytes(
+            data, RING, suite=suite, segment_size=frame, encryption_context={"k": "v"}, format="aws"
+        )
+    else:  # non-framed: the codec's, not the format's
+        enc = aws.AwsEncryptor(RING, suite=suite, frame_length=0, encryption_context={"k": "v"})
+        ct = enc.update(data) + enc.finalize()
+    assert streamcrypt.decrypt_bytes(ct, RING, format="aws") == data
+    assert streamcrypt.decrypt_bytes(ct, RING, encryption_context={"k": "v"}, format="aws") == data
     header = _header(ct)
     assert (header.suite.id, header.framed, header.frame_length) == (suite, frame > 0, frame)
     assert aws.header_size(ct) == header.size and aws.is_aws(ct)
@@ -76,7 +80,7 @@ def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
 
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
     data = _data(8192)
-    ct = aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=4096)
+    ct = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=4096, format="aws")
     header = _header(ct)
     # Two regular frames, then an empty final frame (as the Python SDK writes it).
     assert len(ct) == header.size + 2 * (4096 + 32) + 40
@@ -87,14 +91,17 @@ def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> 
     sealer = _FinalFrameSealer(body._key, header.message_id, 4096)
     frame = bytearray(4096 + 40)
     sealer.seal_segment(0, data[:4096], True, memoryview(frame))
-    assert aws.decrypt_bytes(ct[: header.size] + bytes(frame), RING) == data[:4096]
+    assert (
+        streamcrypt.decrypt_bytes(ct[: header.size] + bytes(frame), RING, format="aws")
+        == data[:4096]
+    )
 
 
 def test_legacy_suites_need_allow_legacy() -> None:
-    ct = aws.encrypt_bytes(b"hello", RING, suite="0x0178", allow_legacy=True)
+    ct = streamcrypt.encrypt_bytes(b"hello", RING, suite="0x0178", allow_legacy=True, format="aws")
     with pytest.raises(UnsupportedFormatError):
-        aws.decrypt_bytes(ct, RING)
-    assert aws.decrypt_bytes(ct, RING, allow_legacy=True) == b"hello"
+        streamcrypt.decrypt_bytes(ct, RING, format="aws")
+    assert streamcrypt.decrypt_bytes(ct, RING, allow_legacy=True, format="aws") == b"hello"
     with pytest.raises(UnsupportedFormatError):
         aws.AwsEncryptor(RING, suite="0x0178")
     for unknown in ("0x9999", "0578", "AES_256_GCM_HKDF_SHA512_COMMIT_KEY"):  # one spelling
@@ -121,7 +128,7 @@ def test_encryptor_argument_errors() -> None:
 
 def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -> None:
     data = _data(50000)
-    ct = aws.encrypt_bytes(data, RING)
+    ct = streamcrypt.encrypt_bytes(data, RING, format="aws")
     held = aws.AwsDecryptor(RING)
     assert held.update(ct[:-1]) == b""  # every frame verified, the signature not yet
     assert held.update(ct[-1:]) == b"" and held.finalize() == data
@@ -138,12 +145,15 @@ def test_signed_messages_release_nothing_before_the_signature_unless_allowed() -
     assert first + early.finalize() == data
     # An unsigned message's frames come out as they verify, with no opt-in.
     unsigned = aws.AwsDecryptor(RING)
-    assert len(unsigned.update(aws.encrypt_bytes(data, RING, suite="0x0478"))) == 12 * 4096
+    assert (
+        len(unsigned.update(streamcrypt.encrypt_bytes(data, RING, suite="0x0478", format="aws")))
+        == 12 * 4096
+    )
 
 
 def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() -> None:
     data = _data(300000)
-    ct = aws.encrypt_bytes(data, RING)
+    ct = streamcrypt.encrypt_bytes(data, RING, format="aws")
     forged = ct[:-1] + bytes([ct[-1] ^ 1])
 
     async def pieces() -> AsyncIterator[bytes]:
@@ -191,7 +201,7 @@ def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:
 
 def test_random_access_to_a_signed_message_returns_only_signed_frames() -> None:
     data = _data(20 * 1000 + 10)
-    ct = bytearray(aws.encrypt_bytes(data, RING, frame_length=1000))
+    ct = bytearray(streamcrypt.encrypt_bytes(data, RING, segment_size=1000, format="aws"))
     lay = aws.layout(RING, lambda o, n: bytes(ct[o : o + n]), len(ct))  # verified here
     _rewrite_frame(ct, 7, b"E" * 1000)
 
@@ -209,7 +219,9 @@ def test_random_access_to_a_signed_message_returns_only_signed_frames() -> None:
 
 
 def test_random_access_to_a_signed_message_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    ct = aws.encrypt_bytes(_data(10 * 100), RING, frame_length=100)  # 11 frames
+    ct = streamcrypt.encrypt_bytes(
+        _data(10 * 100), RING, segment_size=100, format="aws"
+    )  # 11 frames
     read_at = lambda o, n: ct[o : o + n]  # noqa: E731
     monkeypatch.setattr(aws_layout, "MAX_SIGNED_FRAMES", 10)
     with pytest.raises(LimitExceededError, match="MAX_SIGNED_FRAMES"):
@@ -221,7 +233,7 @@ def test_random_access_to_a_signed_message_is_bounded(monkeypatch: pytest.Monkey
 def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
     data = _data(40 * 512 + 77)
     path = tmp_path / "signed.aws"
-    path.write_bytes(aws.encrypt_bytes(data, RING, frame_length=512))
+    path.write_bytes(streamcrypt.encrypt_bytes(data, RING, segment_size=512, format="aws"))
 
     async def main() -> None:
         async with streamcrypt.open(path, "rb", format="aws", key=RING) as f:
@@ -240,7 +252,9 @@ def test_a_frame_rewritten_after_open_is_refused(tmp_path: Path) -> None:
 
 def test_truncation_and_trailing_bytes() -> None:
     for suite in ("0x0478", "0x0578"):
-        ct = aws.encrypt_bytes(_data(10000), RING, suite=suite, frame_length=1000)
+        ct = streamcrypt.encrypt_bytes(
+            _data(10000), RING, suite=suite, segment_size=1000, format="aws"
+        )
         for cut in range(1, len(ct), 97):
             dec = aws.AwsDecryptor(RING)
             with pytest.raises(StreamCryptError) as info:
@@ -248,21 +262,23 @@ def test_truncation_and_trailing_bytes() -> None:
                 dec.finalize()
             assert isinstance(info.value, TruncatedStreamError | AuthenticationError | FormatError)
         with pytest.raises(FormatError):
-            aws.decrypt_bytes(ct + b"x", RING)
+            streamcrypt.decrypt_bytes(ct + b"x", RING, format="aws")
 
 
 def test_signature_tamper_and_reuse_across_messages() -> None:
-    a = aws.encrypt_bytes(_data(5000), RING)
-    b = aws.encrypt_bytes(_data(5000), RING)
+    a = streamcrypt.encrypt_bytes(_data(5000), RING, format="aws")
+    b = streamcrypt.encrypt_bytes(_data(5000), RING, format="aws")
     footer = 2 + 103  # the static-length P-384 signature and its length
     forged = a[:-footer] + b[-footer:]
     with pytest.raises(InvalidSignatureError):
-        aws.decrypt_bytes(forged, RING)
+        streamcrypt.decrypt_bytes(forged, RING, format="aws")
 
 
 def test_engine_releases_verified_frames_then_the_error() -> None:
     data = _data(4 << 20)
-    ct = bytearray(aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=65536))
+    ct = bytearray(
+        streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=65536, format="aws")
+    )
     hsize = _header(bytes(ct)).size
     ct[hsize + 40 * (65536 + 32) + 50] ^= 1
 
@@ -326,8 +342,10 @@ def test_header_limits_are_checked_field_by_field() -> None:
 
 
 def test_header_parsing_is_linear_fed_byte_by_byte() -> None:
-    ct = aws.encrypt_bytes(
-        b"x", [aws.RawAesKeyring("ns", f"k{i}", bytes(32)) for i in range(60)] + [RING]
+    ct = streamcrypt.encrypt_bytes(
+        b"x",
+        [aws.RawAesKeyring("ns", f"k{i}", bytes(32)) for i in range(60)] + [RING],
+        format="aws",
     )
     hsize = _header(ct).size
     assert hsize > 4000
@@ -343,7 +361,9 @@ def test_header_parsing_is_linear_fed_byte_by_byte() -> None:
 
 def test_fuzz_malformed_messages_give_typed_errors() -> None:
     rng = random.Random(16)
-    good = aws.encrypt_bytes(_data(3000), RING, frame_length=500, encryption_context={"a": "b"})
+    good = streamcrypt.encrypt_bytes(
+        _data(3000), RING, segment_size=500, encryption_context={"a": "b"}, format="aws"
+    )
     for _ in range(400):
         blob = bytearray(good[: rng.randint(0, len(good))])
         for _ in range(rng.randint(0, 3)):
@@ -361,9 +381,11 @@ def test_fuzz_malformed_messages_give_typed_errors() -> None:
 
 
 def test_wrong_keyring_and_memory_bound() -> None:
-    ct = aws.encrypt_bytes(b"data", RING)
+    ct = streamcrypt.encrypt_bytes(b"data", RING, format="aws")
     with pytest.raises(UnknownKeyError):
-        aws.decrypt_bytes(ct, aws.RawAesKeyring("other", "key", bytes(range(32))))
+        streamcrypt.decrypt_bytes(
+            ct, aws.RawAesKeyring("other", "key", bytes(range(32))), format="aws"
+        )
     assert (
         round_trip_peak_memory(aws.AwsEncryptor(RING, suite="0x0478"), aws.AwsDecryptor(RING))
         < 8 << 20
@@ -371,9 +393,12 @@ def test_wrong_keyring_and_memory_bound() -> None:
 
 
 def test_non_framed_body_limit_on_read() -> None:
-    ct = aws.encrypt_bytes(bytes(5000), RING, frame_length=0)
+    enc = aws.AwsEncryptor(RING, frame_length=0)  # non-framed: the codec's, not the format's
+    ct = enc.update(bytes(5000)) + enc.finalize()
+    dec = aws.AwsDecryptor(RING, max_body_size=4000)
     with pytest.raises(LimitExceededError):
-        aws.decrypt_bytes(ct, RING, max_body_size=4000)
+        dec.update(ct)
+        dec.finalize()
     with pytest.raises(UnsupportedFormatError):
         aws.layout(RING, lambda o, n: ct[o : o + n], len(ct))
 
@@ -381,7 +406,7 @@ def test_non_framed_body_limit_on_read() -> None:
 @pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
 def test_random_access(suite: str) -> None:
     data = _data(100000)
-    ct = aws.encrypt_bytes(data, RING, suite=suite, frame_length=3000)
+    ct = streamcrypt.encrypt_bytes(data, RING, suite=suite, segment_size=3000, format="aws")
 
     def read_at(offset: int, length: int) -> bytes:
         return ct[offset : offset + length]
@@ -390,13 +415,15 @@ def test_random_access(suite: str) -> None:
     for _ in range(30):
         a = rng.randint(0, len(data))
         b = rng.randint(a, len(data) + 3)
-        assert aws.read_range(RING, read_at, len(ct), a, b) == data[a:b]
+        assert aws.FORMAT.read_range(FormatOptions(key=RING), read_at, len(ct), a, b) == data[a:b]
     with pytest.raises(TruncatedStreamError):
         aws.layout(RING, read_at, len(ct) - 1)
 
 
 _PREFIXES = [b"", b"\x02\x04\x78", b"\x02\x05\x78", b"\x01\x80\x01\x78", b"\x01\x80\x03\x78"]
-_GOOD = aws.encrypt_bytes(b"fuzz", RING, frame_length=64, encryption_context={"k": "v"})
+_GOOD = streamcrypt.encrypt_bytes(
+    b"fuzz", RING, segment_size=64, encryption_context={"k": "v"}, format="aws"
+)
 
 
 @given(
@@ -439,7 +466,7 @@ def test_fuzz_any_tail_after_a_real_prefix(cut: int, tail: bytes) -> None:
     except StreamCryptError:
         pass
     try:
-        out = aws.decrypt_bytes(data, RING)
+        out = streamcrypt.decrypt_bytes(data, RING, format="aws")
     except StreamCryptError:
         pass
     else:

@@ -90,15 +90,28 @@ def test_every_suite_both_ways(alg: Any, frame: int) -> None:
             frame_length=frame,
             encryption_context=CONTEXT,
         )
-        assert aws.decrypt_bytes(ct, RING, allow_legacy=legacy, encryption_context=CONTEXT) == data
-        ours = aws.encrypt_bytes(
-            data,
-            RING,
-            suite=f"0x{alg.algorithm_id:04X}",
-            frame_length=frame,
-            allow_legacy=legacy,
-            encryption_context=CONTEXT,
+        assert (
+            streamcrypt.decrypt_bytes(
+                ct, RING, allow_legacy=legacy, encryption_context=CONTEXT, format="aws"
+            )
+            == data
         )
+        suite = f"0x{alg.algorithm_id:04X}"
+        if frame:
+            ours = streamcrypt.encrypt_bytes(
+                data,
+                RING,
+                suite=suite,
+                segment_size=frame,
+                allow_legacy=legacy,
+                encryption_context=CONTEXT,
+                format="aws",
+            )
+        else:  # non-framed: the codec's, not the format's
+            enc = aws.AwsEncryptor(
+                RING, suite=suite, frame_length=0, allow_legacy=legacy, encryption_context=CONTEXT
+            )
+            ours = enc.update(data) + enc.finalize()
         plain, header = ALLOW.decrypt(source=ours, key_provider=theirs)
         assert plain == data
         assert header.encryption_context["tenant"] == "ünïcødé"
@@ -107,12 +120,14 @@ def test_every_suite_both_ways(alg: Any, frame: int) -> None:
 @pytest.mark.parametrize("frame", [1, 7, 1000])
 def test_odd_frame_lengths_we_write_the_sdk_reads(frame: int) -> None:
     data = _data(3000)
-    ours = aws.encrypt_bytes(data, RING, suite="0x0478", frame_length=frame)
+    ours = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=frame, format="aws")
     assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
 
 
 def test_same_header_fields_as_the_sdk() -> None:
-    ours = aws.encrypt_bytes(b"x" * 10000, RING, suite="0x0578", encryption_context=CONTEXT)
+    ours = streamcrypt.encrypt_bytes(
+        b"x" * 10000, RING, suite="0x0578", encryption_context=CONTEXT, format="aws"
+    )
     theirs, _ = STRICT.encrypt(
         source=b"x" * 10000, key_provider=_their_aes(), encryption_context=CONTEXT
     )
@@ -155,15 +170,15 @@ def test_raw_rsa_both_ways(scheme: aws.RsaPadding) -> None:
     ring = aws.RawRsaKeyring("rsa-ns", "rsa-key", private_key=pem, padding_scheme=scheme)
     data = _data(9000)
     ct, _ = STRICT.encrypt(source=data, key_provider=theirs)
-    assert aws.decrypt_bytes(ct, ring) == data
+    assert streamcrypt.decrypt_bytes(ct, ring, format="aws") == data
     public_only = aws.RawRsaKeyring(
         "rsa-ns", "rsa-key", public_key=private.public_key(), padding_scheme=scheme
     )
-    ours = aws.encrypt_bytes(data, [public_only, RING], suite="0x0478")
+    ours = streamcrypt.encrypt_bytes(data, [public_only, RING], suite="0x0478", format="aws")
     assert STRICT.decrypt(source=ours, key_provider=theirs)[0] == data
     assert STRICT.decrypt(source=ours, key_provider=_their_aes())[0] == data
     with pytest.raises(UnknownKeyError):
-        aws.decrypt_bytes(ours, public_only)
+        streamcrypt.decrypt_bytes(ours, public_only, format="aws")
 
 
 def _sdk_message(
@@ -183,7 +198,7 @@ def _sdk_message(
 
 def _refused(ct: bytes, **options: Any) -> type[StreamCryptError]:
     with pytest.raises(StreamCryptError) as info:
-        aws.decrypt_bytes(ct, RING, **options)
+        streamcrypt.decrypt_bytes(ct, RING, format="aws", **options)
     return type(info.value)
 
 
@@ -224,7 +239,9 @@ def test_tampered_sdk_messages_are_refused_typed() -> None:
     # Expected context missing or different; wrong key; legacy refused by default.
     assert _refused(ct, encryption_context={"purpose": "other"}) is AuthenticationError
     with pytest.raises(UnknownKeyError):
-        aws.decrypt_bytes(ct, aws.RawAesKeyring("streamcrypt-test", "aes-key-1", bytes(32)))
+        streamcrypt.decrypt_bytes(
+            ct, aws.RawAesKeyring("streamcrypt-test", "aes-key-1", bytes(32)), format="aws"
+        )
     legacy = _sdk_message(Algorithm.AES_256_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384)
     assert _refused(legacy) is UnsupportedFormatError
 
@@ -245,12 +262,12 @@ def test_release_modes_on_a_forged_signature() -> None:
 
 def test_max_encrypted_data_keys_is_enforced() -> None:
     rings = [aws.RawAesKeyring("streamcrypt-test", f"k{i}", os.urandom(32)) for i in range(4)]
-    ct = aws.encrypt_bytes(b"data", [*rings, RING], suite="0x0478")
-    assert aws.decrypt_bytes(ct, RING) == b"data"
+    ct = streamcrypt.encrypt_bytes(b"data", [*rings, RING], suite="0x0478", format="aws")
+    assert streamcrypt.decrypt_bytes(ct, RING, format="aws") == b"data"
     with pytest.raises(LimitExceededError):
-        aws.decrypt_bytes(ct, RING, max_encrypted_data_keys=4)
+        streamcrypt.decrypt_bytes(ct, RING, max_encrypted_data_keys=4, format="aws")
     with pytest.raises(LimitExceededError):
-        aws.encrypt_bytes(b"data", rings, max_encrypted_data_keys=3)
+        streamcrypt.encrypt_bytes(b"data", rings, max_encrypted_data_keys=3, format="aws")
     their = aws_sdk.EncryptionSDKClient(
         commitment_policy=CommitmentPolicy.REQUIRE_ENCRYPT_REQUIRE_DECRYPT,
         max_encrypted_data_keys=4,

@@ -106,6 +106,13 @@ def _key_ctx(test: dict[str, Any]) -> tuple[bytes, bytes]:
     return bytes.fromhex(test["key"]), bytes.fromhex(test["ctx"])
 
 
+def _open(ct: bytes, key: bytes, *, aad: bytes = b"", suite: cb.Suite | None = None) -> bytes:
+    """The whole message through the codec's decryptor, which takes ``suite=`` (checking
+    the key's size against it) where the format's reads take the suite from the key."""
+    dec = cb.CobblestoneDecryptor(key, aad=aad, suite=suite)
+    return dec.update(ct) + dec.finalize()
+
+
 @pytest.mark.parametrize("variant", [128, 256])
 def test_wycheproof_streaming(variant: int) -> None:
     rng = random.Random(variant)
@@ -115,7 +122,7 @@ def test_wycheproof_streaming(variant: int) -> None:
         flags = test["flags"]
         if test["result"] == "valid":
             assert test["flags"] in ([], ["CounterRollover"])
-            assert _msg_ok(test, cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm"))
+            assert _msg_ok(test, _open(ct, key, aad=ctx, suite=f"aes-{variant}-gcm"))
             # The same through aligned pieces and through random cuts.
             plain, err = _stream(cb.CobblestoneDecryptor(key, aad=ctx), _aligned(ct))
             assert err is None and _msg_ok(test, plain)
@@ -134,11 +141,11 @@ def test_wycheproof_streaming(variant: int) -> None:
             with pytest.raises(InvalidKeySizeError):
                 cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
             with pytest.raises(InvalidKeySizeError):
-                cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
+                _open(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
             ran += 1
             continue
         with pytest.raises(want):
-            cb.decrypt_bytes(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
+            _open(ct, key, aad=ctx, suite=f"aes-{variant}-gcm")
         if "HeaderFailure" in flags and want is AuthenticationError:
             # Refused on the header alone, before any chunk is looked at.
             dec = cb.CobblestoneDecryptor(key, aad=ctx, suite=f"aes-{variant}-gcm")
@@ -266,7 +273,7 @@ def test_interop_with_cryptography(variant: int, context: bytes) -> None:
         plain = b"".join(dec.update(p) for p in random_splits(ct, rng, 5000)) + dec.finalize()
         assert plain == msg
         with pytest.raises(AuthenticationError):
-            cb.decrypt_bytes(ct, key, aad=context + b"!")
+            streamcrypt.decrypt_bytes(ct, key, aad=context + b"!", format="cobblestone")
         # streamcrypt -> cryptography, produced from random pieces.
         ours = cb.CobblestoneEncryptor(key, aad=context, suite=f"aes-{variant}-gcm")
         ct2 = b"".join(ours.update(p) for p in random_splits(msg, rng, 5000)) + ours.finalize()
@@ -306,14 +313,14 @@ def test_suite_pins_the_key_size() -> None:
         cb.CobblestoneEncryptor(bytes(16), suite="aes-256-gcm")
     with pytest.raises(InvalidKeySizeError):
         cb.CobblestoneDecryptor(bytes(32), suite="aes-128-gcm")
-    ct = cb.encrypt_bytes(b"x", bytes(32), suite="aes-256-gcm")
-    assert cb.decrypt_bytes(ct, bytes(32)) == b"x"
+    ct = streamcrypt.encrypt_bytes(b"x", bytes(32), suite="aes-256-gcm", format="cobblestone")
+    assert streamcrypt.decrypt_bytes(ct, bytes(32), format="cobblestone") == b"x"
     for unknown in (128, "128", "cobblestone-128", "AES_128_GCM"):  # one spelling
         with pytest.raises(InvalidParameterError):
             cb.CobblestoneEncryptor(bytes(16), suite=unknown)  # type: ignore[arg-type]
     # The top-level calls take the same suite= as the codec.
     ct = streamcrypt.encrypt_bytes(b"x", bytes(16), format="cobblestone", suite="aes-128-gcm")
-    assert cb.decrypt_bytes(ct, bytes(16), suite="aes-128-gcm") == b"x"
+    assert _open(ct, bytes(16), suite="aes-128-gcm") == b"x"
     with pytest.raises(InvalidKeySizeError):
         streamcrypt.encrypt_bytes(b"x", bytes(16), format="cobblestone", suite="aes-256-gcm")
 
@@ -330,7 +337,7 @@ def test_chunk_counter_limit() -> None:
     assert codec.seal_segment((1 << 38) - 1, b"", True, out) == 16
     # The segmenter stops a stream at the codec's limit (lowered here to keep it small).
     key = bytes(16)
-    ct = cb.encrypt_bytes(bytes(3 * cb.CHUNK_SIZE), key)
+    ct = streamcrypt.encrypt_bytes(bytes(3 * cb.CHUNK_SIZE), key, format="cobblestone")
     dec = cb.CobblestoneDecryptor(key)
     dec.update(ct[:56])
     assert dec.codec is not None
@@ -365,13 +372,22 @@ def test_random_ranges_of_own_ciphertext() -> None:
     rng = random.Random(7)
     key = bytes(range(32))
     msg = _message(4 * cb.CHUNK_SIZE)  # ends with an empty final chunk
-    ct = cb.encrypt_bytes(msg, key, aad=b"r")
+    ct = streamcrypt.encrypt_bytes(msg, key, aad=b"r", format="cobblestone")
     for _ in range(40):
         a = rng.randrange(0, len(msg) + 1)
         b = rng.randrange(a, len(msg) + 50)
         got = cb.read_range(key, _reader(ct), len(ct), a, b, aad=b"r")
         assert got == msg[a:b]
     assert cb.read_range(key, _reader(ct), len(ct), 0, 0, aad=b"r", authenticate_length=True) == b""
+    # A range reaching the end opens the empty final chunk: a forged one fails there, and
+    # with authenticate_length whatever the range.
+    forged = ct[:-1] + bytes([ct[-1] ^ 1])
+    for a, b, authenticate in ((len(msg) - 5, len(msg), False), (0, 10, True)):
+        with pytest.raises(AuthenticationError):
+            cb.read_range(
+                key, _reader(forged), len(ct), a, b, aad=b"r", authenticate_length=authenticate
+            )
+    assert cb.read_range(key, _reader(forged), len(ct), 0, 10, aad=b"r") == msg[:10]
     # Dropping the empty final chunk is a truncation the layout sees from the length.
     with pytest.raises(TruncatedStreamError):
         cb.read_range(key, _reader(ct[:-16]), len(ct) - 16, 0, 10, aad=b"r")
@@ -392,14 +408,16 @@ def test_random_ranges_of_own_ciphertext() -> None:
 
 def test_reordering_and_wrong_context_streaming() -> None:
     key = bytes(16)
-    ct = cb.encrypt_bytes(bytes(2 * cb.CHUNK_SIZE + 1), key, aad=b"a")
+    ct = streamcrypt.encrypt_bytes(
+        bytes(2 * cb.CHUNK_SIZE + 1), key, aad=b"a", format="cobblestone"
+    )
     with pytest.raises(AuthenticationError):
-        cb.decrypt_bytes(ct, key, aad=b"b")
+        streamcrypt.decrypt_bytes(ct, key, aad=b"b", format="cobblestone")
     dup = ct[: 56 + FULL_CT] + ct[56 : 56 + FULL_CT] + ct[56 + 2 * FULL_CT :]
     with pytest.raises(AuthenticationError):
-        cb.decrypt_bytes(dup, key, aad=b"a")
+        streamcrypt.decrypt_bytes(dup, key, aad=b"a", format="cobblestone")
     with pytest.raises(TruncatedStreamError):
-        cb.decrypt_bytes(ct[: 56 + 2 * FULL_CT], key, aad=b"a")
+        streamcrypt.decrypt_bytes(ct[: 56 + 2 * FULL_CT], key, aad=b"a", format="cobblestone")
 
 
 def test_repr_hides_keys() -> None:
@@ -412,6 +430,15 @@ def test_key_forms() -> None:
     from streamcrypt.keys import SecretKey
 
     raw = bytes(range(32))
-    ct = cb.encrypt_bytes(memoryview(b"payload"), SecretKey(raw), aad=bytearray(b"c"))
-    assert cb.decrypt_bytes(ct, memoryview(raw), aad=b"c") == b"payload"
-    assert cb.decrypt_bytes(bytearray(ct), bytearray(raw), aad=memoryview(b"c")) == b"payload"
+    ct = streamcrypt.encrypt_bytes(
+        memoryview(b"payload"), SecretKey(raw), aad=bytearray(b"c"), format="cobblestone"
+    )
+    assert (
+        streamcrypt.decrypt_bytes(ct, memoryview(raw), aad=b"c", format="cobblestone") == b"payload"
+    )
+    assert (
+        streamcrypt.decrypt_bytes(
+            bytearray(ct), bytearray(raw), aad=memoryview(b"c"), format="cobblestone"
+        )
+        == b"payload"
+    )

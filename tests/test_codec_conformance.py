@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
+import streamcrypt
+from streamcrypt.abc import Chain
 from streamcrypt.codecs import (
     FORMATS,
     FormatOptions,
     SegmentCodec,
+    SegmentedTransform,
     SegmentLayout,
     age,
     aws,
@@ -25,7 +28,13 @@ from streamcrypt.codecs import (
     secretstream,
     tink,
 )
-from streamcrypt.errors import AuthenticationError, FormatError, TruncatedStreamError
+from streamcrypt.engine import OffloadPolicy
+from streamcrypt.errors import (
+    AuthenticationError,
+    FormatError,
+    StreamCryptError,
+    TruncatedStreamError,
+)
 from streamcrypt.keys import SecretKey
 from streamcrypt.testing import check_segmented_codec, check_segmented_format
 
@@ -85,6 +94,8 @@ OPTIONS: dict[str, tuple[FormatOptions, FormatOptions]] = {
     "secretstream": (FormatOptions(key=KEY, segment_size=SECRETSTREAM_CHUNK, aad=b"ad"),) * 2,
 }
 # How many segments the sample spans where segments are large.
+#: Every segment on worker threads, in small batches.
+THREADED = OffloadPolicy(inline_limit=0, batch_size=4096, max_in_flight=2, adaptive=False)
 SEGMENTS = {"age": 3, "cobblestone": 3, "rclone": 3}
 # secretstream has no random access, and its decryptor chains messages.
 LAYOUTS = {"secretstream": _secretstream_layout}
@@ -106,6 +117,42 @@ def test_registered_format_passes_the_conformance_suite(name: str) -> None:
     )
 
 
+@pytest.mark.parametrize("policy", [None, THREADED], ids=["inline", "threaded"])
+# secretstream's messages chain (each opens only after the one before): it has no
+# independent segments for a one-shot call to run ahead of the end.
+@pytest.mark.parametrize("name", [n for n in FORMATS if n != "secretstream"])
+def test_one_shot_reports_the_first_fault_as_a_stream_does(
+    name: str, policy: OffloadPolicy | None
+) -> None:
+    """A forged segment early in a message also cut at its end: the one-shot call raises
+    what the format's decryptor raises fed the same bytes (the forgery, met first), not
+    the truncation found at the end."""
+    write, read = OPTIONS[name]
+    fmt = FORMATS[name]
+
+    def sealed(size: int) -> tuple[bytes, SegmentCodec]:
+        enc = fmt.encryptor(write)
+        first = enc.stages[0] if isinstance(enc, Chain) else enc
+        assert isinstance(first, SegmentedTransform)
+        out = enc.update(bytes(size)) + enc.finalize()
+        assert first._codec is not None
+        return out, first._codec
+
+    # Three segments and a final one of 1 byte: cut, it is shorter than its overhead,
+    # which the end of the input shows before any segment is opened.
+    _, codec = sealed(1)
+    ct = bytearray(sealed(codec.first_segment_size + 2 * codec.segment_size + 1)[0])
+    ct[len(ct) // 3] ^= 1
+    bad = bytes(ct[:-3])
+    dec = fmt.decryptor(read)
+    with pytest.raises(StreamCryptError) as streamed:
+        dec.update(bad)
+        dec.finalize()
+    kwargs: dict[str, Any] = {n: getattr(read, n) for n in read.given() if n in fmt.reads}
+    with pytest.raises(type(streamed.value)):
+        streamcrypt.decrypt_bytes(bad, format=name, policy=policy, **kwargs)
+
+
 # Variants the registry's defaults do not reach: other suites and key types, signed AWS
 # messages; through the codecs' own keywords.
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -118,8 +165,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "tink-aes-ctr-hmac": {
         "encryptor": lambda: tink.TinkStreamEncryptor(TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
         "decryptor": lambda: tink.TinkStreamDecryptor(TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
-        "read_range": lambda ct, start, stop: tink.read_range(
-            TINK_KEYS["aes-ctr-hmac"], lambda o, n: ct[o : o + n], len(ct), start, stop, aad=b"ad"
+        "read_range": lambda ct, start, stop: tink.FORMAT.read_range(
+            FormatOptions(key=TINK_KEYS["aes-ctr-hmac"], aad=b"ad"),
+            _reader(ct),
+            len(ct),
+            start,
+            stop,
         ),
     },
     "aws-signed-0578-with-context": {
@@ -128,8 +179,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         ),
         "decryptor": lambda: aws.AwsDecryptor(AWS_RING, encryption_context={"k": "v"}),
         "layout": lambda ct: aws.layout(AWS_RING, _reader(ct), len(ct)),
-        "read_range": lambda ct, start, stop: aws.read_range(
-            AWS_RING, _reader(ct), len(ct), start, stop
+        "read_range": lambda ct, start, stop: aws.FORMAT.read_range(
+            FormatOptions(key=AWS_RING), _reader(ct), len(ct), start, stop
         ),
     },
 }

@@ -14,18 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import random_splits, record_vectors
 
+import streamcrypt
 from streamcrypt.abc import Buffer
 from streamcrypt.codecs import ece
 from streamcrypt.codecs.ece import (
+    OVERHEAD,
     EceDecryptor,
     EceEncryptor,
     EceHeader,
-    decrypt_bytes,
-    encrypt_bytes,
     encrypted_length,
     read_header,
 )
-from streamcrypt.engine import OrderedBatches
+from streamcrypt.engine import DEFAULT_POLICY, OrderedBatches
 from streamcrypt.errors import (
     AlreadyFinalizedError,
     AuthenticationError,
@@ -78,8 +78,11 @@ def test_rfc8188_examples() -> None:
     # 21 (header) + 15 (data) + 1 (delimiter) + 16 (tag).
     assert len(RFC_3_1_BODY) == 53 == encrypted_length(len(WALRUS), 4096)
     assert read_header(RFC_3_1_BODY) == EceHeader(RFC_3_1_SALT, 4096, b"")
-    assert decrypt_bytes(RFC_3_1_BODY, RFC_3_1_IKM) == WALRUS
-    assert encrypt_bytes(WALRUS, RFC_3_1_IKM, salt=RFC_3_1_SALT) == RFC_3_1_BODY
+    assert streamcrypt.decrypt_bytes(RFC_3_1_BODY, RFC_3_1_IKM, format="ece") == WALRUS
+    assert (
+        streamcrypt.encrypt_bytes(WALRUS, RFC_3_1_IKM, salt=RFC_3_1_SALT, format="ece")
+        == RFC_3_1_BODY
+    )
     # The intermediate values the RFC lists, checked independently of our record code.
     assert hkdf_extract(RFC_3_1_IKM, RFC_3_1_SALT) == RFC_3_1_PRK
     assert ece._derive(RFC_3_1_IKM, RFC_3_1_SALT) == (RFC_3_1_CEK, RFC_3_1_NONCE)
@@ -93,11 +96,19 @@ def test_rfc8188_examples() -> None:
     header = read_header(RFC_3_2_BODY)
     assert header == EceHeader(RFC_3_2_BODY[:16], 25, b"a1")
     assert header is not None and header.size == 23
-    assert decrypt_bytes(RFC_3_2_BODY, RFC_3_2_IKM) == WALRUS
-    assert decrypt_bytes(RFC_3_2_BODY, {b"a1": RFC_3_2_IKM}) == WALRUS
+    assert streamcrypt.decrypt_bytes(RFC_3_2_BODY, RFC_3_2_IKM, format="ece") == WALRUS
+    assert streamcrypt.decrypt_bytes(RFC_3_2_BODY, {b"a1": RFC_3_2_IKM}, format="ece") == WALRUS
     salt = RFC_3_2_BODY[:16]
     assert (
-        encrypt_bytes(WALRUS, RFC_3_2_IKM, salt=salt, record_size=25, keyid="a1", padding=1)
+        streamcrypt.encrypt_bytes(
+            WALRUS,
+            RFC_3_2_IKM,
+            salt=salt,
+            segment_size=25 - OVERHEAD,
+            keyid="a1",
+            padding=1,
+            format="ece",
+        )
         == RFC_3_2_BODY
     )
     # Streamed in the RFC's two pieces, too.
@@ -136,18 +147,22 @@ def test_interop_with_http_ece_both_directions() -> None:
     cases = interop_cases()
     for rs, n, keyid in cases:
         body = rng.randbytes(n)
-        ours = encrypt_bytes(body, KEY, salt=SALT, record_size=rs, keyid=keyid)
+        ours = streamcrypt.encrypt_bytes(
+            body, KEY, salt=SALT, segment_size=rs - OVERHEAD, keyid=keyid, format="ece"
+        )
         assert len(ours) == encrypted_length(n, rs, keyid=keyid), (rs, n)
         assert http_ece.decrypt(ours, key=KEY) == body, (rs, n, keyid)
         theirs = http_ece.encrypt(body, salt=SALT, key=KEY, rs=rs, keyid=keyid)
         if n:
             # Same salt, same bytes: the record split and the last-record rule agree.
             assert theirs == ours, (rs, n, keyid)
-            assert decrypt_bytes(theirs, KEY) == body
+            assert streamcrypt.decrypt_bytes(theirs, KEY, format="ece") == body
         else:
             # http_ece writes an empty body as a header with no record (see below).
             assert len(theirs) == ece.HEADER_SIZE + len(keyid)
-            assert decrypt_bytes(theirs, KEY, allow_no_records=True) == b""
+            assert (
+                streamcrypt.decrypt_bytes(theirs, KEY, allow_no_records=True, format="ece") == b""
+            )
     assert len(cases) == 2 * sum(len(boundary_sizes(rs)) for rs in RECORD_SIZES) > 100
 
 
@@ -156,11 +171,11 @@ def test_interop_large_record_size_and_body() -> None:
     rs = 65536
     for n in (0, rs - 17, rs - 16, 3 * (rs - 17) + 5):
         body = rng.randbytes(n)
-        ours = encrypt_bytes(body, KEY, record_size=rs)
+        ours = streamcrypt.encrypt_bytes(body, KEY, segment_size=rs - OVERHEAD, format="ece")
         assert http_ece.decrypt(ours, key=KEY) == body
         if n:
             theirs = http_ece.encrypt(body, key=KEY, rs=rs)
-            assert decrypt_bytes(theirs, KEY) == body
+            assert streamcrypt.decrypt_bytes(theirs, KEY, format="ece") == body
 
 
 def test_http_ece_empty_body_has_no_record_and_is_refused_by_default() -> None:
@@ -168,15 +183,15 @@ def test_http_ece_empty_body_has_no_record_and_is_refused_by_default() -> None:
     assert theirs == SALT + (4096).to_bytes(4, "big") + b"\x00"
     # A header alone is also what an attacker leaves after cutting every record off.
     with pytest.raises(TruncatedStreamError):
-        decrypt_bytes(theirs, KEY)
-    assert decrypt_bytes(theirs, KEY, allow_no_records=True) == b""
+        streamcrypt.decrypt_bytes(theirs, KEY, format="ece")
+    assert streamcrypt.decrypt_bytes(theirs, KEY, allow_no_records=True, format="ece") == b""
     # Ours always carries the last record, which http_ece reads as empty.
-    ours = encrypt_bytes(b"", KEY, salt=SALT)
+    ours = streamcrypt.encrypt_bytes(b"", KEY, salt=SALT, format="ece")
     assert len(ours) == ece.HEADER_SIZE + ece.OVERHEAD == encrypted_length(0)
     assert http_ece.decrypt(ours, key=KEY) == b""
     # allow_no_records does not excuse a body cut inside its header.
     with pytest.raises(TruncatedStreamError):
-        decrypt_bytes(theirs[:-1], KEY, allow_no_records=True)
+        streamcrypt.decrypt_bytes(theirs[:-1], KEY, allow_no_records=True, format="ece")
 
 
 def test_padding_is_read_by_http_ece_and_by_us() -> None:
@@ -185,10 +200,12 @@ def test_padding_is_read_by_http_ece_and_by_us() -> None:
         for padding in sorted({0, min(1, rs - 18), rs - 18}):
             for n in (0, 1, rs - 17 - padding, rs - 17, 2 * (rs - 17) + 3):
                 body = rng.randbytes(n)
-                ours = encrypt_bytes(body, KEY, record_size=rs, padding=padding)
+                ours = streamcrypt.encrypt_bytes(
+                    body, KEY, segment_size=rs - OVERHEAD, padding=padding, format="ece"
+                )
                 assert len(ours) == encrypted_length(n, rs, padding=padding)
                 assert http_ece.decrypt(ours, key=KEY) == body
-                assert decrypt_bytes(ours, KEY) == body
+                assert streamcrypt.decrypt_bytes(ours, KEY, format="ece") == body
 
 
 def test_encrypted_length_matches_output() -> None:
@@ -198,7 +215,9 @@ def test_encrypted_length_matches_output() -> None:
         n = rng.randrange(0, 5 * rs)
         keyid = rng.choice([b"", b"k", b"x" * 255])
         padding = rng.randrange(0, rs - 17)
-        out = encrypt_bytes(bytes(n), KEY, record_size=rs, keyid=keyid, padding=padding)
+        out = streamcrypt.encrypt_bytes(
+            bytes(n), KEY, segment_size=rs - OVERHEAD, keyid=keyid, padding=padding, format="ece"
+        )
         assert len(out) == encrypted_length(n, rs, keyid=keyid, padding=padding)
     assert encrypted_length(0) == 38
     assert encrypted_length(4079) == 21 + 4096  # exactly one full record
@@ -213,7 +232,7 @@ def test_encrypted_length_matches_output() -> None:
 
 
 def test_keys_chosen_by_key_id() -> None:
-    body = encrypt_bytes(WALRUS, KEY, keyid="kid-2")
+    body = streamcrypt.encrypt_bytes(WALRUS, KEY, keyid="kid-2", format="ece")
     other = bytes(16)
     sources: list[object] = [
         KEY,
@@ -224,7 +243,7 @@ def test_keys_chosen_by_key_id() -> None:
         KeyRing([SecretKey(other, key_id="kid-1"), SecretKey(KEY, key_id="kid-2")]),
     ]
     for source in sources:
-        assert decrypt_bytes(body, source) == WALRUS  # type: ignore[arg-type]
+        assert streamcrypt.decrypt_bytes(body, source, format="ece") == WALRUS  # type: ignore[arg-type]
 
 
 def test_keyring_encrypts_with_active_key_and_names_it() -> None:
@@ -233,10 +252,10 @@ def test_keyring_encrypts_with_active_key_and_names_it() -> None:
     body = enc.update(WALRUS) + enc.finalize()
     assert enc.header == EceHeader(SALT, 4096, b"new")
     assert read_header(body) == enc.header
-    assert decrypt_bytes(body, ring) == WALRUS
-    assert decrypt_bytes(body, KEY) == WALRUS
+    assert streamcrypt.decrypt_bytes(body, ring, format="ece") == WALRUS
+    assert streamcrypt.decrypt_bytes(body, KEY, format="ece") == WALRUS
     # An explicit key id wins over the ring's.
-    named = read_header(encrypt_bytes(b"", ring, keyid=b"x"))
+    named = read_header(streamcrypt.encrypt_bytes(b"", ring, keyid=b"x", format="ece"))
     assert named is not None and named.keyid == b"x"
 
 
@@ -256,7 +275,7 @@ def _raise_key_error(kid: bytes) -> bytes:
     ids=["bytes-map", "str-map", "callable-none", "callable-keyerror", "keyring"],
 )
 def test_unknown_key_id(source: object) -> None:
-    body = encrypt_bytes(WALRUS, KEY, keyid="missing")
+    body = streamcrypt.encrypt_bytes(WALRUS, KEY, keyid="missing", format="ece")
     dec = EceDecryptor(source)  # type: ignore[arg-type]
     with pytest.raises(UnknownKeyError, match="missing"):
         dec.update(body)
@@ -265,34 +284,36 @@ def test_unknown_key_id(source: object) -> None:
 
 
 def test_unknown_key_when_body_names_no_key_id() -> None:
-    body = encrypt_bytes(WALRUS, KEY)
+    body = streamcrypt.encrypt_bytes(WALRUS, KEY, format="ece")
     with pytest.raises(UnknownKeyError):
-        decrypt_bytes(body, KeyRing([SecretKey(KEY, key_id="a")]))
+        streamcrypt.decrypt_bytes(body, KeyRing([SecretKey(KEY, key_id="a")]), format="ece")
     with pytest.raises(UnknownKeyError):
-        decrypt_bytes(body, {b"a": KEY})
+        streamcrypt.decrypt_bytes(body, {b"a": KEY}, format="ece")
     # Non-UTF-8 key ids work with bytes-keyed maps and callables, not with a KeyRing.
-    raw = encrypt_bytes(WALRUS, KEY, keyid=b"\xff\xfe")
-    assert decrypt_bytes(raw, {b"\xff\xfe": KEY}) == WALRUS
+    raw = streamcrypt.encrypt_bytes(WALRUS, KEY, keyid=b"\xff\xfe", format="ece")
+    assert streamcrypt.decrypt_bytes(raw, {b"\xff\xfe": KEY}, format="ece") == WALRUS
     with pytest.raises(UnknownKeyError):
-        decrypt_bytes(raw, KeyRing([SecretKey(KEY, key_id="a")]))
+        streamcrypt.decrypt_bytes(raw, KeyRing([SecretKey(KEY, key_id="a")]), format="ece")
 
 
 def test_wrong_key_size() -> None:
     for bad in (bytes(15), bytes(32), b""):
         with pytest.raises(InvalidKeySizeError):
-            encrypt_bytes(WALRUS, bad)
+            streamcrypt.encrypt_bytes(WALRUS, bad, format="ece")
         with pytest.raises(InvalidKeySizeError):
             EceEncryptor(bad)
         with pytest.raises(InvalidKeySizeError):
-            decrypt_bytes(RFC_3_1_BODY, bad)
+            streamcrypt.decrypt_bytes(RFC_3_1_BODY, bad, format="ece")
         with pytest.raises(InvalidKeySizeError):
             EceDecryptor(bad)  # checked before any input arrives
     with pytest.raises(InvalidKeySizeError):
-        decrypt_bytes(RFC_3_2_BODY, {b"a1": bytes(32)})
+        streamcrypt.decrypt_bytes(RFC_3_2_BODY, {b"a1": bytes(32)}, format="ece")
     with pytest.raises(InvalidKeySizeError):
-        decrypt_bytes(RFC_3_2_BODY, KeyRing([SecretKey(bytes(32), key_id="a1")]))
+        streamcrypt.decrypt_bytes(
+            RFC_3_2_BODY, KeyRing([SecretKey(bytes(32), key_id="a1")]), format="ece"
+        )
     with pytest.raises(InvalidParameterError):
-        decrypt_bytes(RFC_3_2_BODY, 42)  # type: ignore[arg-type]
+        streamcrypt.decrypt_bytes(RFC_3_2_BODY, 42, format="ece")  # type: ignore[arg-type]
 
 
 # --- streaming ----------------------------------------------------------------------------
@@ -308,7 +329,9 @@ def test_wrong_key_size() -> None:
 def test_any_chunking_gives_the_same_bytes(body: bytes, rs: int, padding: int, seed: int) -> None:
     padding = min(padding, rs - 18)
     rng = random.Random(seed)
-    whole = encrypt_bytes(body, KEY, salt=SALT, record_size=rs, keyid=b"k", padding=padding)
+    whole = streamcrypt.encrypt_bytes(
+        body, KEY, salt=SALT, segment_size=rs - OVERHEAD, keyid=b"k", padding=padding, format="ece"
+    )
     enc = EceEncryptor(KEY, salt=SALT, record_size=rs, keyid=b"k", padding=padding)
     streamed = b"".join(enc.update(piece) for piece in random_splits(body, rng, rs * 2))
     assert streamed + enc.finalize() == whole
@@ -321,7 +344,7 @@ def test_any_chunking_gives_the_same_bytes(body: bytes, rs: int, padding: int, s
 def test_decryptor_releases_each_record_when_the_next_byte_arrives() -> None:
     rs, chunk = 25, 8
     body = bytes(range(5 * chunk + 3))  # 6 records, the last one short
-    wire = encrypt_bytes(body, KEY, record_size=rs)
+    wire = streamcrypt.encrypt_bytes(body, KEY, segment_size=rs - OVERHEAD, format="ece")
     header = ece.HEADER_SIZE
     dec = EceDecryptor(KEY)
     assert dec.update(wire[: header + rs]) == b""  # record 0 complete, but maybe the last
@@ -345,7 +368,7 @@ def test_decryptor_releases_each_record_when_the_next_byte_arrives() -> None:
 def test_full_last_record_is_held_until_the_end() -> None:
     rs, chunk = 25, 8
     body = bytes(2 * chunk)  # exactly two full records, the second is the last
-    wire = encrypt_bytes(body, KEY, record_size=rs)
+    wire = streamcrypt.encrypt_bytes(body, KEY, segment_size=rs - OVERHEAD, format="ece")
     assert len(wire) == ece.HEADER_SIZE + 2 * rs
     dec = EceDecryptor(KEY)
     assert dec.update(wire) == body[:chunk]
@@ -364,7 +387,9 @@ def test_jobs_may_run_in_any_order() -> None:
     jobs = enc.feed(body[:6000]) + enc.feed(body[6000:]) + enc.finish()
     outputs = {id(job): bytes(job.run()) for job in reversed(jobs)}
     wire = enc.take_header() + b"".join(outputs[id(job)] for job in jobs)
-    assert wire == encrypt_bytes(body, KEY, salt=SALT, record_size=100)
+    assert wire == streamcrypt.encrypt_bytes(
+        body, KEY, salt=SALT, segment_size=100 - OVERHEAD, format="ece"
+    )
     dec = EceDecryptor(KEY)
     djobs = dec.feed(wire) + dec.finish()
     douts = {id(job): bytes(job.run()) for job in reversed(djobs)}
@@ -394,7 +419,14 @@ def test_lifecycle() -> None:
 
 
 def _body(n: int = 50, rs: int = 25, **kw: object) -> bytes:
-    return encrypt_bytes(bytes(range(n)), KEY, salt=SALT, record_size=rs, **kw)  # type: ignore[arg-type]
+    return streamcrypt.encrypt_bytes(
+        bytes(range(n)),
+        KEY,
+        format="ece",
+        salt=SALT,
+        segment_size=rs - OVERHEAD,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def _seal_records(records: list[bytes], rs: int = 25) -> bytes:
@@ -424,7 +456,7 @@ def test_padded_records_anywhere_in_any_chunking(
     records = [d + b"\x01" + bytes(8 - len(d)) for d in data[:-1]]  # rs 25: 9 plaintext
     records.append(data[-1] + b"\x02" + bytes(min(last_pad, 8 - len(data[-1]))))
     wire = _seal_records(records)
-    assert decrypt_bytes(wire, KEY) == b"".join(data)
+    assert streamcrypt.decrypt_bytes(wire, KEY, format="ece") == b"".join(data)
     dec = EceDecryptor(KEY)
     plain = b"".join(dec.update(piece) for piece in random_splits(wire, rng, 80))
     assert plain + dec.finalize() == b"".join(data)
@@ -433,31 +465,31 @@ def test_padded_records_anywhere_in_any_chunking(
 def test_truncation() -> None:
     wire = _body(50)  # 7 records of 25 bytes (6 full + one of 2 data bytes)
     h = ece.HEADER_SIZE
-    assert decrypt_bytes(wire, KEY) == bytes(range(50))
+    assert streamcrypt.decrypt_bytes(wire, KEY, format="ece") == bytes(range(50))
     # Inside the header, or a header shorter than 21 bytes: TruncatedStreamError.
     for cut in (0, 1, 20, h - 1):
         with pytest.raises(TruncatedStreamError, match="header"):
-            decrypt_bytes(wire[:cut], KEY)
+            streamcrypt.decrypt_bytes(wire[:cut], KEY, format="ece")
     keyed = _body(5, keyid=b"abc")
     with pytest.raises(TruncatedStreamError):
-        decrypt_bytes(keyed[: h + 2], KEY)  # inside the key id
+        streamcrypt.decrypt_bytes(keyed[: h + 2], KEY, format="ece")  # inside the key id
     # Right after the header: no record at all.
     with pytest.raises(TruncatedStreamError):
-        decrypt_bytes(wire[:h], KEY)
+        streamcrypt.decrypt_bytes(wire[:h], KEY, format="ece")
     # At a record boundary: the last record received says more follow.
     for k in (1, 3, 6):
         with pytest.raises(TruncatedStreamError, match="truncated"):
-            decrypt_bytes(wire[: h + k * 25], KEY)
+            streamcrypt.decrypt_bytes(wire[: h + k * 25], KEY, format="ece")
     # Inside a record, fewer than 17 of its bytes left: TruncatedStreamError.
     for left in (1, 16):
         with pytest.raises(TruncatedStreamError):
-            decrypt_bytes(wire[: h + 2 * 25 + left], KEY)
+            streamcrypt.decrypt_bytes(wire[: h + 2 * 25 + left], KEY, format="ece")
     # Inside a record, 17 or more bytes left: the partial record fails its tag.
     for left in (17, 24):
         with pytest.raises(AuthenticationError):
-            decrypt_bytes(wire[: h + 2 * 25 + left], KEY)
+            streamcrypt.decrypt_bytes(wire[: h + 2 * 25 + left], KEY, format="ece")
     with pytest.raises(AuthenticationError):
-        decrypt_bytes(wire[:-1], KEY)  # the last record, one byte short
+        streamcrypt.decrypt_bytes(wire[:-1], KEY, format="ece")  # the last record, one byte short
 
 
 def test_tampering_fails_authentication() -> None:
@@ -467,26 +499,35 @@ def test_tampering_fails_authentication() -> None:
         bad = bytearray(wire)
         bad[pos] ^= 0x01
         with pytest.raises(AuthenticationError):
-            decrypt_bytes(bytes(bad), KEY)
+            streamcrypt.decrypt_bytes(bytes(bad), KEY, format="ece")
     swapped = wire[:h] + wire[h + 25 : h + 50] + wire[h : h + 25] + wire[h + 50 :]
     with pytest.raises(AuthenticationError):
-        decrypt_bytes(bytes(swapped), KEY)
+        streamcrypt.decrypt_bytes(bytes(swapped), KEY, format="ece")
     dropped = wire[:h] + wire[h + 25 :]
     with pytest.raises(AuthenticationError):
-        decrypt_bytes(bytes(dropped), KEY)
+        streamcrypt.decrypt_bytes(bytes(dropped), KEY, format="ece")
     with pytest.raises(AuthenticationError):
-        decrypt_bytes(bytes(wire), bytes(16))
+        streamcrypt.decrypt_bytes(bytes(wire), bytes(16), format="ece")
     # Another record size in the header shifts every record boundary.
     resized = bytearray(wire)
     resized[16:20] = (26).to_bytes(4, "big")
-    with pytest.raises(AuthenticationError):
-        decrypt_bytes(bytes(resized), KEY)
+    for policy in (None, DEFAULT_POLICY):  # in order: the first record fails before the end
+        with pytest.raises(AuthenticationError):
+            streamcrypt.decrypt_bytes(bytes(resized), KEY, format="ece", policy=policy)
 
 
 def test_wrong_delimiters() -> None:
     data = b"abcdefgh"
-    assert decrypt_bytes(_seal_records([data + b"\x01", b"xy\x02"]), KEY) == data + b"xy"
-    assert decrypt_bytes(_seal_records([b"\x01" + bytes(8), b"\x02\x00"]), KEY) == b""
+    assert (
+        streamcrypt.decrypt_bytes(_seal_records([data + b"\x01", b"xy\x02"]), KEY, format="ece")
+        == data + b"xy"
+    )
+    assert (
+        streamcrypt.decrypt_bytes(
+            _seal_records([b"\x01" + bytes(8), b"\x02\x00"]), KEY, format="ece"
+        )
+        == b""
+    )
     cases: list[tuple[list[bytes], type[Exception]]] = [
         ([data + b"\x03"], FormatError),  # a value other than 1 or 2
         ([data + b"\x00"], FormatError),  # the last non-zero octet is 'h' (0x68)
@@ -499,7 +540,7 @@ def test_wrong_delimiters() -> None:
     ]
     for records, error in cases:
         with pytest.raises(error):
-            decrypt_bytes(_seal_records(records), KEY)
+            streamcrypt.decrypt_bytes(_seal_records(records), KEY, format="ece")
         with pytest.raises(http_ece.ECEException):  # the reference agrees it is bad
             http_ece.decrypt(_seal_records(records), key=KEY)
 
@@ -512,12 +553,12 @@ def test_record_after_last_record() -> None:
     )
     for tail in (extra, b"\x00"):
         with pytest.raises(FormatError, match="follows the last record"):
-            decrypt_bytes(full + tail, KEY)
+            streamcrypt.decrypt_bytes(full + tail, KEY, format="ece")
     # Bytes appended to a short last record merge with it, and it fails its tag.
     short = _body(10)  # records of 25 and 19 bytes
     for tail in (b"\x00" * 3, extra, bytes(40)):
         with pytest.raises(AuthenticationError):
-            decrypt_bytes(short + tail, KEY)
+            streamcrypt.decrypt_bytes(short + tail, KEY, format="ece")
 
 
 def test_record_size_limits() -> None:
@@ -526,15 +567,15 @@ def test_record_size_limits() -> None:
         with pytest.raises(FormatError, match="record size"):
             read_header(header)
         with pytest.raises(FormatError):
-            decrypt_bytes(header + bytes(40), KEY)
+            streamcrypt.decrypt_bytes(header + bytes(40), KEY, format="ece")
         with pytest.raises(InvalidParameterError):
-            encrypt_bytes(b"x", KEY, record_size=rs)
+            streamcrypt.encrypt_bytes(b"x", KEY, segment_size=rs - OVERHEAD, format="ece")
     with pytest.raises(InvalidParameterError):
         EceEncryptor(KEY, record_size=1 << 32)
-    big = encrypt_bytes(b"x", KEY, record_size=1 << 20)
+    big = streamcrypt.encrypt_bytes(b"x", KEY, segment_size=(1 << 20) - OVERHEAD, format="ece")
     with pytest.raises(LimitExceededError):
-        decrypt_bytes(big, KEY, max_record_size=1 << 16)
-    assert decrypt_bytes(big, KEY, max_record_size=1 << 20) == b"x"
+        streamcrypt.decrypt_bytes(big, KEY, max_record_size=1 << 16, format="ece")
+    assert streamcrypt.decrypt_bytes(big, KEY, max_record_size=1 << 20, format="ece") == b"x"
     huge = SALT + ece.MAX_RECORD_SIZE.to_bytes(4, "big") + b"\x00"
     with pytest.raises(LimitExceededError):
         EceDecryptor(KEY).update(huge)
@@ -565,17 +606,24 @@ def test_no_secret_in_reprs_or_errors() -> None:
     # A record without a proper delimiter: the message must not show its last octets.
     for record in (b"secret!Z", b"secret!\x03", b"secret!\x01"):
         with pytest.raises((FormatError, TruncatedStreamError)) as info:
-            decrypt_bytes(_seal_records([record]), KEY)
+            streamcrypt.decrypt_bytes(_seal_records([record]), KEY, format="ece")
         text = str(info.value)
         assert "secret" not in text and "Z" not in text and "90" not in text and "3" not in text
 
 
 def test_random_salt_and_default_geometry() -> None:
-    a, b = encrypt_bytes(WALRUS, KEY), encrypt_bytes(WALRUS, KEY)
+    a, b = (
+        streamcrypt.encrypt_bytes(WALRUS, KEY, format="ece"),
+        streamcrypt.encrypt_bytes(WALRUS, KEY, format="ece"),
+    )
     assert a[:16] != b[:16] and a != b
     header = read_header(a)
     assert header is not None and header.record_size == ece.DEFAULT_RECORD_SIZE
-    assert decrypt_bytes(a, SecretKey(KEY)) == decrypt_bytes(b, KEY) == WALRUS
+    assert (
+        streamcrypt.decrypt_bytes(a, SecretKey(KEY), format="ece")
+        == streamcrypt.decrypt_bytes(b, KEY, format="ece")
+        == WALRUS
+    )
     codec = EceEncryptor(KEY, record_size=4096)._codec
     assert codec is not None
     assert codec.segment_size == 4079 and codec.overhead == 17 and codec.final_may_be_full
@@ -644,7 +692,9 @@ def test_opening_jobs_fill_their_output_exactly(records: int, padding: int) -> N
     padded records write less, which stays correct (the scheduler joins)."""
     key = bytes(range(16))
     data = random.Random(records).randbytes(records * 4079 - 100)
-    body = ece.encrypt_bytes(data, key, record_size=4096, padding=padding)
+    body = streamcrypt.encrypt_bytes(
+        data, key, segment_size=4096 - ece.OVERHEAD, padding=padding, format="ece"
+    )
     dec = ece.EceDecryptor(key)
     jobs = dec.feed(memoryview(body)) + dec.finish()
     assert jobs
@@ -666,7 +716,7 @@ def test_jobs_run_end_to_end_open_in_place_but_the_last_record(
     job's last record, with no room after it, is opened aside."""
     rng = random.Random(12)
     data = rng.randbytes(5 * 65519)
-    body = encrypt_bytes(data, KEY, record_size=65536)
+    body = streamcrypt.encrypt_bytes(data, KEY, segment_size=65536 - OVERHEAD, format="ece")
     aside: list[int] = []
     scratch = ece._scratch
     monkeypatch.setattr(ece, "_scratch", lambda size: aside.append(size) or scratch(size))
@@ -692,7 +742,7 @@ def test_records_opened_aside_reuse_one_bounded_buffer_per_thread() -> None:
     vars(ece._scratches).pop("buf", None)  # earlier tests' records may have been larger
     rng = random.Random(11)
     small = rng.randbytes(3 * 65519 + 7)
-    body = encrypt_bytes(small, KEY, record_size=65536)
+    body = streamcrypt.encrypt_bytes(small, KEY, segment_size=65536 - OVERHEAD, format="ece")
     dec = EceDecryptor(KEY)
     got = b"".join(dec.update(body[i : i + 50_000]) for i in range(0, len(body), 50_000))
     assert got + dec.finalize() == small
@@ -703,7 +753,7 @@ def test_records_opened_aside_reuse_one_bounded_buffer_per_thread() -> None:
 
     big_rs = ece._KEPT_SCRATCH + 4096
     large = rng.randbytes(2 * big_rs)
-    body = encrypt_bytes(large, KEY, record_size=big_rs)
+    body = streamcrypt.encrypt_bytes(large, KEY, segment_size=big_rs - OVERHEAD, format="ece")
     dec = EceDecryptor(KEY)
     got = b"".join(dec.update(body[i : i + 300_000]) for i in range(0, len(body), 300_000))
     assert got + dec.finalize() == large

@@ -21,6 +21,7 @@ import pyrage
 import pytest
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+import streamcrypt
 from streamcrypt import decrypt_bytes, encrypt_bytes
 from streamcrypt.codecs import aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
@@ -31,6 +32,7 @@ from streamcrypt.errors import (
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
+    LimitExceededError,
     TruncatedStreamError,
     UnknownKeyError,
     UnsupportedFormatError,
@@ -622,6 +624,75 @@ async def test_age_round_trip_and_interop(tmp_path: Path) -> None:
             pytest.fail("the body must not run")
 
 
+def test_open_takes_every_option_of_the_formats_it_opens() -> None:
+    """open and EncryptedFile.wrap take every option a file format's writes / reads name,
+    by the top-level calls' names and types (one vocabulary)."""
+    import inspect
+
+    from streamcrypt.transports._files import FORMATS
+
+    calls = {
+        "wb": inspect.signature(streamcrypt.encrypt).parameters,
+        "rb": inspect.signature(streamcrypt.decrypt).parameters,
+    }
+    for opener in (open_file, EncryptedFile.wrap):
+        params = inspect.signature(opener).parameters
+        for fmt in FORMATS.values():
+            for mode, names in (("wb", fmt.writes), ("rb", fmt.reads)):
+                for name in names:
+                    assert name in params, (opener, fmt.name, name)
+                    want = calls[mode][name]
+                    assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+                    assert (params[name].annotation, params[name].default) == (
+                        want.annotation,
+                        want.default,
+                    ), (opener, name)
+
+
+async def test_open_passes_the_reading_and_writing_options(tmp_path: Path) -> None:
+    """The options beyond key/suite/segment size reach the format's encryptor and layout;
+    the one a file cannot honour (armor: no random access) is refused typed."""
+    path = tmp_path / "f"
+    # age: work_factor= is written, max_work_factor= caps it on reading.
+    async with open_file(path, "wb", format="age", passphrase="pw", work_factor=3) as f:
+        await f.write(b"capped")
+    assert b"scrypt" in path.read_bytes()[:200] and b" 3\n" in path.read_bytes()[:200]
+    with pytest.raises(LimitExceededError):
+        async with open_file(path, "rb", passphrase="pw", max_work_factor=2):
+            pass
+    async with open_file(path, "rb", passphrase="pw", max_work_factor=3) as f:
+        assert await f.read() == b"capped"
+    with pytest.raises(InvalidParameterError, match="random access"):
+        open_file(path, "wb", format="age", passphrase="pw", armor=True)
+    # rclone: expected_size= catches a file cut at a block boundary.
+    data = plaintext(3 * 65536)
+    async with open_file(path, "wb", format="rclone", password="pw") as f:
+        await f.write(data)
+    path.write_bytes(path.read_bytes()[: rclone.encrypted_size(65536)])
+    async with open_file(path, "rb", password="pw") as f:  # no end marker: shorter
+        assert f.size == 65536
+    with pytest.raises(TruncatedStreamError):
+        async with open_file(path, "rb", password="pw", expected_size=len(data)):
+            pass
+    # AWS: legacy suites with allow_legacy=, the data-key cap, unverified reads.
+    async with open_file(
+        path, "wb", format="aws", key=RING, suite="0x0178", allow_legacy=True
+    ) as f:
+        await f.write(b"legacy")
+    with pytest.raises(UnsupportedFormatError):
+        async with open_file(path, "rb", key=RING):
+            pass
+    async with open_file(path, "rb", key=RING, allow_legacy=True) as f:
+        assert await f.read() == b"legacy"
+    async with open_file(path, "wb", format="aws", key=[RING, RING]) as f:
+        await f.write(b"two keys")
+    with pytest.raises(LimitExceededError):
+        async with open_file(path, "rb", key=RING, max_encrypted_data_keys=1):
+            pass
+    async with open_file(path, "rb", key=RING, allow_unverified=True) as f:
+        assert await f.read() == b"two keys"
+
+
 def test_age_passphrase_keeps_the_loop_responsive(tmp_path: Path) -> None:
     """scrypt (~0.6 s here) runs on a worker thread: the loop keeps ticking meanwhile."""
     path = tmp_path / "p.age"
@@ -675,7 +746,7 @@ async def test_rclone_round_trip_and_random_access(
     assert path.read_bytes()[:8] == rclone.MAGIC
     assert path.stat().st_size == rclone.encrypted_size(size)
     keys = rclone.RcloneKeys.from_password("pw", "salt")
-    assert rclone.decrypt_bytes(path.read_bytes(), keys) == data
+    assert streamcrypt.decrypt_bytes(path.read_bytes(), keys, format="rclone") == data
     async with open_file(path, "rb", policy=policy, **opts) as f:
         assert f.seekable and f.size == size
         assert await f.read() == data
@@ -752,7 +823,7 @@ async def test_aws_round_trip_and_ranged_reads(
     header = aws.parse_header(ct)
     assert header is not None and header.suite.id == suite
     assert header.frame_length == FRAME and header.encryption_context["purpose"] == "files"
-    assert aws.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT) == data
+    assert streamcrypt.decrypt_bytes(ct, RING, encryption_context=AWS_CONTEXT, format="aws") == data
     async with _open_aws(path, policy=policy, encryption_context=AWS_CONTEXT) as f:
         assert f.seekable and f.size == size
         assert await f.read() == data
@@ -781,7 +852,7 @@ async def test_aws_wrapped_writer_signs(tmp_path: Path) -> None:
             raw, "wb", format="aws", key=RING, segment_size=FRAME, close_wrapped=False
         ) as f:
             await f.write(data)
-    assert aws.decrypt_bytes(path.read_bytes(), RING) == data
+    assert streamcrypt.decrypt_bytes(path.read_bytes(), RING, format="aws") == data
 
 
 @pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
@@ -866,9 +937,12 @@ async def test_aws_arguments_are_checked_at_the_call(tmp_path: Path) -> None:
         await f.write(b"unsigned")
     assert aws.parse_header(path.read_bytes()).suite.id == "0x0478"  # type: ignore[union-attr]
     # Non-framed messages and legacy suites are for the codec, not for files.
+    unframed = aws.AwsEncryptor(RING, frame_length=0)
     for blob in (
-        aws.encrypt_bytes(b"x" * 100, RING, frame_length=0),
-        aws.encrypt_bytes(b"x" * 100, RING, suite="0x0178", allow_legacy=True),
+        unframed.update(b"x" * 100) + unframed.finalize(),
+        streamcrypt.encrypt_bytes(
+            b"x" * 100, RING, suite="0x0178", allow_legacy=True, format="aws"
+        ),
     ):
         path.write_bytes(blob)
         with pytest.raises(UnsupportedFormatError):

@@ -16,6 +16,7 @@ from typing import Any, SupportsIndex
 import pytest
 from support import age_encrypt, envelope_encrypt
 
+import streamcrypt
 from streamcrypt.codecs import _segmented, age, envelope, tink
 from streamcrypt.errors import StreamCryptError, TruncatedStreamError
 
@@ -134,7 +135,7 @@ TINK_KEYS = [
 def _tink_stream(scale: int) -> tuple[Callable[[], Any], bytes]:
     """Two keys with one header length: segment 0 (up to 1 MB) is held to try them."""
     keyset = tink.TinkKeyset(tuple(TINK_KEYS), 1)
-    data = tink.encrypt_bytes(bytes(60_000 * scale), TINK_KEYS[1])
+    data = streamcrypt.encrypt_bytes(bytes(60_000 * scale), TINK_KEYS[1], format="tink")
     return (lambda: tink.TinkStreamDecryptor(keyset)), data
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import streamcrypt
 from streamcrypt.cli import _options as cli_options
 from streamcrypt.cluster import FileKey
-from streamcrypt.codecs import ece
 from streamcrypt.errors import InvalidKeySizeError, InvalidParameterError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.keys.keyfile import KEY_SIZES
@@ -102,8 +102,8 @@ def test_a_16_byte_key_file_serves_rfc8188_http_bodies(tmp_path: Path) -> None:
     key = SecretKey.from_file(tmp_path / "http.key")
     ring = KeyRing([key])
     EncryptionMiddleware(lambda *a: None, key=ring)  # type: ignore[arg-type]
-    body = ece.encrypt_bytes(b"a body", key, keyid=key.key_id)
-    assert ece.decrypt_bytes(body, ring) == b"a body"
+    body = streamcrypt.encrypt_bytes(b"a body", key, keyid=key.key_id, format="ece")
+    assert streamcrypt.decrypt_bytes(body, ring, format="ece") == b"a body"
     assert cli_options.KEY_SIZES == KEY_SIZES
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import streamcrypt
 from streamcrypt import keys, primitives
-from streamcrypt.codecs import cobblestone, noise, secretstream
+from streamcrypt.codecs import noise, secretstream
 from streamcrypt.errors import InvalidKeySizeError, InvalidParameterError, UnsupportedFormatError
 from streamcrypt.transports import EncryptedFile
 
@@ -33,7 +33,7 @@ KEY_ENTRIES: dict[str, Callable[[Any], object]] = {
     "hkdf": lambda k: keys.hkdf(k),
     "AesGcm": lambda k: primitives.AesGcm(k),
     "HmacTap": lambda k: primitives.HmacTap(k),
-    "cobblestone": lambda k: cobblestone.encrypt_bytes(b"x", k),
+    "cobblestone": lambda k: streamcrypt.encrypt_bytes(b"x", k, format="cobblestone"),
     "secretstream": lambda k: secretstream.SecretStreamEncryptor(k),
     "noise psk": lambda k: noise.NoiseHandshake("Noise_NNpsk0_25519_AESGCM_SHA256", True, psks=[k]),
 }

@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import REPO, random_splits, record_vectors, round_trip_peak_memory
 
+import streamcrypt
+from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import rclone as rc
 from streamcrypt.codecs._base32768 import decode as b32k_decode
 from streamcrypt.codecs._base32768 import encode as b32k_encode
@@ -135,8 +137,9 @@ def test_rclone_data_vectors() -> None:
     ran = 0
     for plain, expected in VECTORS["data"]["files"]:
         data = bytes.fromhex(plain)
-        assert rc.encrypt_bytes(data, ZERO, nonce=nonce).hex() == expected
-        assert rc.decrypt_bytes(bytes.fromhex(expected), ZERO) == data
+        enc = rc.RcloneEncryptor(ZERO, nonce=nonce)
+        assert (enc.update(data) + enc.finalize()).hex() == expected
+        assert streamcrypt.decrypt_bytes(bytes.fromhex(expected), ZERO, format="rclone") == data
         ran += 1
     record_vectors("tests/data/rclone_vectors.json (file data)", ran, len(VECTORS["data"]["files"]))
 
@@ -252,11 +255,11 @@ def _data(n: int) -> bytes:
 @pytest.mark.parametrize("size", SIZES)
 def test_round_trip_and_sizes(size: int) -> None:
     data = _data(size)
-    ct = rc.encrypt_bytes(data, KEYS)
+    ct = streamcrypt.encrypt_bytes(data, KEYS, format="rclone")
     assert len(ct) == rc.encrypted_size(size)
     assert rc.decrypted_size(len(ct)) == size
-    assert rc.decrypt_bytes(ct, KEYS) == data
-    assert rc.decrypt_bytes(ct, KEYS, expected_size=size) == data
+    assert streamcrypt.decrypt_bytes(ct, KEYS, format="rclone") == data
+    assert streamcrypt.decrypt_bytes(ct, KEYS, expected_size=size, format="rclone") == data
     rng = random.Random(size)
     dec = rc.RcloneDecryptor(KEYS)
     out = b"".join(dec.update(p) for p in random_splits(ct, rng, max_piece=70000)) + dec.finalize()
@@ -265,44 +268,44 @@ def test_round_trip_and_sizes(size: int) -> None:
     ct2 = (
         b"".join(enc.update(p) for p in random_splits(data, rng, max_piece=70000)) + enc.finalize()
     )
-    assert rc.decrypt_bytes(ct2, KEYS) == data
+    assert streamcrypt.decrypt_bytes(ct2, KEYS, format="rclone") == data
 
 
 def test_truncation_at_a_block_boundary_needs_expected_size() -> None:
     data = _data(3 * 65536 + 5)
-    ct = rc.encrypt_bytes(data, KEYS)
+    ct = streamcrypt.encrypt_bytes(data, KEYS, format="rclone")
     cut = ct[: rc.HEADER_SIZE + 2 * rc.BLOCK_SIZE]
     # The format cannot show it: a valid, shorter file.
-    assert rc.decrypt_bytes(cut, KEYS) == data[: 2 * 65536]
+    assert streamcrypt.decrypt_bytes(cut, KEYS, format="rclone") == data[: 2 * 65536]
     with pytest.raises(TruncatedStreamError):
-        rc.decrypt_bytes(cut, KEYS, expected_size=len(data))
+        streamcrypt.decrypt_bytes(cut, KEYS, expected_size=len(data), format="rclone")
     with pytest.raises(TruncatedStreamError):
         rc.layout(KEYS, cut, len(cut), expected_size=len(data))
     with pytest.raises(FormatError):
-        rc.decrypt_bytes(ct, KEYS, expected_size=len(data) - 1)
+        streamcrypt.decrypt_bytes(ct, KEYS, expected_size=len(data) - 1, format="rclone")
     # Cut inside a block: that block no longer opens, or the tail is shorter than a tag.
     with pytest.raises(AuthenticationError):
-        rc.decrypt_bytes(ct[:-1], KEYS)
+        streamcrypt.decrypt_bytes(ct[:-1], KEYS, format="rclone")
     with pytest.raises(TruncatedStreamError):
-        rc.decrypt_bytes(ct[: rc.HEADER_SIZE + rc.BLOCK_SIZE + 10], KEYS)
+        streamcrypt.decrypt_bytes(ct[: rc.HEADER_SIZE + rc.BLOCK_SIZE + 10], KEYS, format="rclone")
     with pytest.raises(TruncatedStreamError):
-        rc.decrypt_bytes(ct[:20], KEYS)
+        streamcrypt.decrypt_bytes(ct[:20], KEYS, format="rclone")
 
 
 def test_tampering_reordering_and_wrong_keys_fail_typed() -> None:
     data = _data(3 * 65536)
-    ct = rc.encrypt_bytes(data, KEYS)
+    ct = streamcrypt.encrypt_bytes(data, KEYS, format="rclone")
     blocks = [ct[32 + i * rc.BLOCK_SIZE : 32 + (i + 1) * rc.BLOCK_SIZE] for i in range(3)]
     swapped = ct[:32] + blocks[1] + blocks[0] + blocks[2]
     with pytest.raises(AuthenticationError):
-        rc.decrypt_bytes(swapped, KEYS)
+        streamcrypt.decrypt_bytes(swapped, KEYS, format="rclone")
     dup = ct[:32] + blocks[0] + blocks[0]
     with pytest.raises(AuthenticationError):
-        rc.decrypt_bytes(dup, KEYS)
+        streamcrypt.decrypt_bytes(dup, KEYS, format="rclone")
     with pytest.raises(AuthenticationError):
-        rc.decrypt_bytes(ct, ZERO)
+        streamcrypt.decrypt_bytes(ct, ZERO, format="rclone")
     with pytest.raises(FormatError):
-        rc.decrypt_bytes(b"RCLONE\x00\x01" + ct[8:], KEYS)
+        streamcrypt.decrypt_bytes(b"RCLONE\x00\x01" + ct[8:], KEYS, format="rclone")
     # Streaming releases the blocks before the bad one, then stays broken.
     bad = bytearray(ct)
     bad[32 + rc.BLOCK_SIZE + 100] ^= 1
@@ -317,7 +320,7 @@ def test_tampering_reordering_and_wrong_keys_fail_typed() -> None:
 @pytest.mark.parametrize("size", [0, 1, 65536, 65537, 5 * 65536 + 3])
 def test_random_access(size: int) -> None:
     data = _data(size)
-    ct = rc.encrypt_bytes(data, KEYS)
+    ct = streamcrypt.encrypt_bytes(data, KEYS, format="rclone")
 
     def read_at(offset: int, length: int) -> bytes:
         return ct[offset : offset + length]
@@ -329,7 +332,8 @@ def test_random_access(size: int) -> None:
     for _ in range(30):
         start = rng.randint(0, size)
         stop = rng.randint(start, size + 10)
-        assert rc.read_range(KEYS, read_at, len(ct), start, stop) == data[start:stop]
+        got = rc.FORMAT.read_range(FormatOptions(key=KEYS), read_at, len(ct), start, stop)
+        assert got == data[start:stop]
 
 
 def test_wrong_argument_types() -> None:
@@ -344,14 +348,14 @@ def test_wrong_argument_types() -> None:
 
 def test_fuzz_headers_and_bodies_give_typed_errors() -> None:
     rng = random.Random(16)
-    good = rc.encrypt_bytes(_data(70000), KEYS)
+    good = streamcrypt.encrypt_bytes(_data(70000), KEYS, format="rclone")
     for _ in range(300):
         blob = bytearray(good[: rng.randint(0, len(good))])
         for _ in range(rng.randint(0, 4)):
             if blob:
                 blob[rng.randrange(len(blob))] = rng.randrange(256)
         try:
-            rc.decrypt_bytes(bytes(blob), KEYS)
+            streamcrypt.decrypt_bytes(bytes(blob), KEYS, format="rclone")
         except StreamCryptError:
             pass
 

@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 import streamcrypt
+from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import rclone as rc
 from streamcrypt.errors import AuthenticationError
 
@@ -127,7 +128,9 @@ def test_rclone_writes_we_read(remote: Remote, keys: rc.RcloneKeys, tmp_path: Pa
         ct = path.read_bytes()
         assert ct[:8] == rc.MAGIC
         name = remote.names.decrypt_path(stored)
-        seen[name] = rc.decrypt_bytes(ct, keys, expected_size=rc.decrypted_size(len(ct)))
+        seen[name] = streamcrypt.decrypt_bytes(
+            ct, keys, expected_size=rc.decrypted_size(len(ct)), format="rclone"
+        )
     assert seen == files
     # Directory names too (rclone lists them in clear through the remote).
     for stored_dir in (p for p in remote.root.rglob("*") if p.is_dir()):
@@ -142,7 +145,7 @@ def test_we_write_rclone_reads(remote: Remote, keys: rc.RcloneKeys, tmp_path: Pa
         path = remote.root / stored
         assert remote.names.encrypt_dir(name.rpartition("/")[0]) == stored.rpartition("/")[0]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rc.encrypt_bytes(data, keys))
+        path.write_bytes(streamcrypt.encrypt_bytes(data, keys, format="rclone"))
     listed = set(remote.run("lsf", "-R", "--files-only", "sc:").decode().splitlines())
     assert listed == set(files)
     out = tmp_path / "out"
@@ -171,7 +174,9 @@ def test_ranged_reads_match_rclone_cat(tmp_path: Path, keys: rc.RcloneKeys) -> N
         (len(data) - 5, 100),
     ]:
         theirs = remote.run("cat", "--offset", str(offset), "--count", str(count), "sc:f")
-        ours = rc.read_range(keys, read_at, len(ct), offset, offset + count)
+        ours = rc.FORMAT.read_range(
+            FormatOptions(key=keys), read_at, len(ct), offset, offset + count
+        )
         assert ours == theirs == data[offset : offset + count]
 
 
@@ -221,8 +226,10 @@ def test_large_file_both_ways(tmp_path: Path, keys: rc.RcloneKeys) -> None:
     (tmp_path / "big").write_bytes(data)
     remote.run("copyto", str(tmp_path / "big"), "sc:big")
     ct = (remote.root / remote.names.encrypt_path("big")).read_bytes()
-    assert rc.decrypt_bytes(ct, keys) == data
-    (remote.root / remote.names.encrypt_path("mine")).write_bytes(rc.encrypt_bytes(data, keys))
+    assert streamcrypt.decrypt_bytes(ct, keys, format="rclone") == data
+    (remote.root / remote.names.encrypt_path("mine")).write_bytes(
+        streamcrypt.encrypt_bytes(data, keys, format="rclone")
+    )
     assert remote.run("cat", "sc:mine") == data
 
 

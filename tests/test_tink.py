@@ -18,7 +18,9 @@ from tink import aead as tink_aead
 from tink import secret_key_access, streaming_aead
 from tink.proto import aes_ctr_hmac_streaming_pb2, aes_gcm_hkdf_streaming_pb2, common_pb2, tink_pb2
 
+import streamcrypt
 from streamcrypt.abc import State
+from streamcrypt.codecs import FormatOptions
 from streamcrypt.codecs import tink as T
 from streamcrypt.errors import (
     AlreadyFinalizedError,
@@ -167,15 +169,15 @@ def test_interop_both_directions(name: str) -> None:
         aad = AD if i % 2 else b""
         theirs = tink_encrypt(handle, pt, aad)
         # tink -> streamcrypt (one shot and in random chunks)
-        assert T.decrypt_bytes(theirs, keyset, aad=aad) == pt, (name, n)
+        assert streamcrypt.decrypt_bytes(theirs, keyset, aad=aad, format="tink") == pt, (name, n)
         assert decrypt_chunked(keyset, theirs, aad, rng) == pt, (name, n)
         # streamcrypt -> tink: same length, tink opens it
-        ours = T.encrypt_bytes(pt, keyset, aad=aad)
+        ours = streamcrypt.encrypt_bytes(pt, keyset, aad=aad, format="tink")
         assert len(ours) == len(theirs), (name, n)
         assert tink_decrypt(handle, ours, aad) == pt, (name, n)
         # The wrong associated data fails on both sides.
         with pytest.raises(AuthenticationError):
-            T.decrypt_bytes(theirs, keyset, aad=aad + b"x")
+            streamcrypt.decrypt_bytes(theirs, keyset, aad=aad + b"x", format="tink")
 
 
 def test_ciphertext_lengths_follow_tinks_layout() -> None:
@@ -183,7 +185,7 @@ def test_ciphertext_lengths_follow_tinks_layout() -> None:
     params = T.TEMPLATES["AES128_GCM_HKDF_4KB"]  # header 24, tag 16
     key = T.TinkStreamingKey.generate(params)
     for n, expected in [(0, 40), (1, 41), (4055, 4095), (4056, 4096), (4057, 4113), (8136, 8192)]:
-        assert len(T.encrypt_bytes(b"\0" * n, key)) == expected
+        assert len(streamcrypt.encrypt_bytes(b"\0" * n, key, format="tink")) == expected
 
 
 def test_streaming_encryptor_in_small_pieces_matches_tink() -> None:
@@ -250,8 +252,14 @@ def test_interop_non_template_parameters(
     assert keyset.primary.params.ciphertext_segment_size == segment
     for i, n in enumerate(boundary_sizes(keyset.primary.params, True)):
         pt = plaintext(n, i)
-        assert T.decrypt_bytes(tink_encrypt(handle, pt, AD), keyset, aad=AD) == pt
-        assert tink_decrypt(handle, T.encrypt_bytes(pt, keyset, aad=AD), AD) == pt
+        assert (
+            streamcrypt.decrypt_bytes(tink_encrypt(handle, pt, AD), keyset, aad=AD, format="tink")
+            == pt
+        )
+        assert (
+            tink_decrypt(handle, streamcrypt.encrypt_bytes(pt, keyset, aad=AD, format="tink"), AD)
+            == pt
+        )
 
 
 def test_exported_keyset_is_read_by_tink() -> None:
@@ -261,11 +269,15 @@ def test_exported_keyset_is_read_by_tink() -> None:
     )
     handle = from_json(keyset.to_json())
     pt = plaintext(10_000, 3)
-    assert tink_decrypt(handle, T.encrypt_bytes(pt, keyset, aad=AD), AD) == pt
-    assert T.decrypt_bytes(tink_encrypt(handle, pt, AD), keyset, aad=AD) == pt
+    assert (
+        tink_decrypt(handle, streamcrypt.encrypt_bytes(pt, keyset, aad=AD, format="tink"), AD) == pt
+    )
+    assert (
+        streamcrypt.decrypt_bytes(tink_encrypt(handle, pt, AD), keyset, aad=AD, format="tink") == pt
+    )
     # and a raw key (value + params) gives the same stream as the keyset's key
     raw = T.TinkStreamingKey.raw(keyset.primary.value.secret_bytes(), keyset.primary.params)
-    assert T.decrypt_bytes(tink_encrypt(handle, pt, b""), raw) == pt
+    assert streamcrypt.decrypt_bytes(tink_encrypt(handle, pt, b""), raw, format="tink") == pt
 
 
 def test_known_answer_from_the_written_spec() -> None:
@@ -315,18 +327,18 @@ def test_keyset_of_several_keys_tries_each_key() -> None:
         for n in (0, 5, 4056, 5000, 1_100_000):
             pt = plaintext(n, n)
             ct = tink_encrypt(source, pt, AD)
-            assert T.decrypt_bytes(ct, keyset, aad=AD) == pt
+            assert streamcrypt.decrypt_bytes(ct, keyset, aad=AD, format="tink") == pt
             assert decrypt_chunked(keyset, ct, AD, rng) == pt
     # Our encryption uses the primary key; tink's keyset handle opens it.
     pt = plaintext(9000, 1)
-    ours = T.encrypt_bytes(pt, keyset, aad=AD)
+    ours = streamcrypt.encrypt_bytes(pt, keyset, aad=AD, format="tink")
     assert tink_decrypt(a, ours, AD) == pt and tink_decrypt(handle, ours, AD) == pt
     # No key opens a stream from an unrelated key.
     stranger = tink_encrypt(tink_handle(templates.AES128_GCM_HKDF_4KB), pt, AD)
     with pytest.raises(AuthenticationError, match="no key of the keyset"):
-        T.decrypt_bytes(stranger, keyset, aad=AD)
+        streamcrypt.decrypt_bytes(stranger, keyset, aad=AD, format="tink")
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(stranger[:100], keyset, aad=AD)
+        streamcrypt.decrypt_bytes(stranger[:100], keyset, aad=AD, format="tink")
 
 
 def test_disabled_keys_are_ignored() -> None:
@@ -338,7 +350,7 @@ def test_disabled_keys_are_ignored() -> None:
     keyset = T.load_keyset(json.dumps(doc))
     assert len(keyset.keys) == 1
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(tink_encrypt(b, b"hello", b""), keyset)
+        streamcrypt.decrypt_bytes(tink_encrypt(b, b"hello", b""), keyset, format="tink")
 
 
 def test_keyset_errors() -> None:
@@ -391,7 +403,12 @@ def test_wrong_key_sizes_and_parameters() -> None:
         T.TinkStreamingKey.raw(b"k" * 16, "AES512_GCM")
     # A longer key value than the derived key is fine (Tink allows it).
     key = T.TinkStreamingKey.raw(b"k" * 40, "AES128_GCM_HKDF_4KB")
-    assert T.decrypt_bytes(T.encrypt_bytes(b"abc", key), key) == b"abc"
+    assert (
+        streamcrypt.decrypt_bytes(
+            streamcrypt.encrypt_bytes(b"abc", key, format="tink"), key, format="tink"
+        )
+        == b"abc"
+    )
 
 
 # ------------------------------------------------------------------------- bad input
@@ -422,7 +439,7 @@ def test_tampered_segment_releases_only_verified_segments(sample: Any) -> None:
         bad = bytearray(ct)
         bad[flip] ^= 0x80
         with pytest.raises(AuthenticationError):
-            T.decrypt_bytes(bad, keyset, aad=AD)
+            streamcrypt.decrypt_bytes(bad, keyset, aad=AD, format="tink")
 
 
 def test_reordered_duplicated_extended(sample: Any) -> None:
@@ -431,7 +448,7 @@ def test_reordered_duplicated_extended(sample: Any) -> None:
     rest = ct[12288:]
     for bad in (s0 + s2 + s1 + rest, s0 + s1 + s1 + s2 + rest, ct + ct[-50:], ct + b"\0"):
         with pytest.raises(AuthenticationError):
-            T.decrypt_bytes(bad, keyset, aad=AD)
+            streamcrypt.decrypt_bytes(bad, keyset, aad=AD, format="tink")
 
 
 def test_truncation(sample: Any) -> None:
@@ -439,46 +456,51 @@ def test_truncation(sample: Any) -> None:
     # Cut at a segment boundary: the last segment present was sealed non-final.
     for cut in (4096, 8192, 12288):
         with pytest.raises(AuthenticationError):
-            T.decrypt_bytes(ct[:cut], keyset, aad=AD)
+            streamcrypt.decrypt_bytes(ct[:cut], keyset, aad=AD, format="tink")
     # Cut so that less than a tag of the final segment remains.
     with pytest.raises(TruncatedStreamError):
-        T.decrypt_bytes(ct[: 4096 + 31], keyset, aad=AD)
+        streamcrypt.decrypt_bytes(ct[: 4096 + 31], keyset, aad=AD, format="tink")
     # Cut inside the final segment, past its tag length: the tag fails.
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(ct[:-1], keyset, aad=AD)
+        streamcrypt.decrypt_bytes(ct[:-1], keyset, aad=AD, format="tink")
     # Cut inside the header, and nothing at all.
     for cut in (0, 1, 23):
         with pytest.raises(TruncatedStreamError):
-            T.decrypt_bytes(ct[:cut], keyset, aad=AD)
+            streamcrypt.decrypt_bytes(ct[:cut], keyset, aad=AD, format="tink")
     # The empty stream's ciphertext is header + one tag; a tag shorter fails as truncated.
     empty = tink_encrypt(handle, b"", AD)
-    assert len(empty) == 24 + 32 and T.decrypt_bytes(empty, keyset, aad=AD) == b""
+    assert (
+        len(empty) == 24 + 32
+        and streamcrypt.decrypt_bytes(empty, keyset, aad=AD, format="tink") == b""
+    )
     with pytest.raises(TruncatedStreamError):
-        T.decrypt_bytes(empty[:-1], keyset, aad=AD)
+        streamcrypt.decrypt_bytes(empty[:-1], keyset, aad=AD, format="tink")
 
 
 def test_wrong_key_and_aad(sample: Any) -> None:
     _, keyset, _, ct = sample
     other = T.TinkStreamingKey.generate("AES128_CTR_HMAC_SHA256_4KB")
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(ct, other, aad=AD)
+        streamcrypt.decrypt_bytes(ct, other, aad=AD, format="tink")
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(ct, keyset, aad=b"")
+        streamcrypt.decrypt_bytes(ct, keyset, aad=b"", format="tink")
     # Same key value, other parameters (GCM vs CTR-HMAC): still an authentication failure.
     same_value = T.TinkStreamingKey.raw(keyset.primary.value, "AES128_GCM_HKDF_4KB")
     with pytest.raises(AuthenticationError):
-        T.decrypt_bytes(ct, same_value, aad=AD)
+        streamcrypt.decrypt_bytes(ct, same_value, aad=AD, format="tink")
 
 
 def test_bad_header_length_byte(sample: Any) -> None:
     _, keyset, _, ct = sample
     for byte in (0, 23, 25, 40, 255):
         with pytest.raises(FormatError, match="header length byte"):
-            T.decrypt_bytes(bytes([byte]) + ct[1:], keyset, aad=AD)
+            streamcrypt.decrypt_bytes(bytes([byte]) + ct[1:], keyset, aad=AD, format="tink")
     # A 32-byte-derived-key stream given to a 16-byte key: header length 40 vs 24.
-    other = T.encrypt_bytes(b"x", T.TinkStreamingKey.generate("AES256_GCM_HKDF_4KB"))
+    other = streamcrypt.encrypt_bytes(
+        b"x", T.TinkStreamingKey.generate("AES256_GCM_HKDF_4KB"), format="tink"
+    )
     with pytest.raises(FormatError):
-        T.decrypt_bytes(other, keyset)
+        streamcrypt.decrypt_bytes(other, keyset, format="tink")
 
 
 def test_lifecycle() -> None:
@@ -512,7 +534,10 @@ def test_random_access_ranges(name: str) -> None:
     first = seg - params.header_length
     pt = plaintext(first + 3 * seg + 123, 11)
     rng = random.Random(name)
-    for ct in (tink_encrypt(handle, pt, AD), T.encrypt_bytes(pt, keyset, aad=AD)):
+    for ct in (
+        tink_encrypt(handle, pt, AD),
+        streamcrypt.encrypt_bytes(pt, keyset, aad=AD, format="tink"),
+    ):
         ranges = [
             (0, 0),
             (0, 1),
@@ -540,7 +565,9 @@ def test_random_access_ranges(name: str) -> None:
         for start, stop in ranges:
             assert _range(ct, keyset, start, stop, aad=AD) == pt[start:stop]
             reads.clear()
-            got = T.read_range(keyset, read_at, len(ct), start, stop, aad=AD)
+            got = T.FORMAT.read_range(
+                FormatOptions(key=keyset, aad=AD), read_at, len(ct), start, stop
+            )
             assert got == pt[start:stop]
             # Only the header read plus the segments covering the range were read.
             if stop > start and start < len(pt):
@@ -551,7 +578,8 @@ def test_random_access_ranges(name: str) -> None:
 
 
 def _range(ct: bytes, key: Any, start: int, stop: int, *, aad: bytes) -> bytes:
-    return T.read_range(key, lambda o, n: ct[o : o + n], len(ct), start, stop, aad=aad)
+    options = FormatOptions(key=key, aad=aad)
+    return T.FORMAT.read_range(options, lambda o, n: ct[o : o + n], len(ct), start, stop)
 
 
 def test_random_access_errors(sample: Any) -> None:

@@ -65,9 +65,7 @@ __all__ = [
     "CobblestoneEncryptor",
     "CobblestoneHeader",
     "Suite",
-    "decrypt_bytes",
     "derive_keys",
-    "encrypt_bytes",
     "layout",
     "read_range",
 ]
@@ -311,34 +309,6 @@ class CobblestoneDecryptor(SegmentedDecryptor):
         super().__init__(reader)
 
 
-def encrypt_bytes(
-    plaintext: Buffer,
-    key: KeyLike,
-    *,
-    aad: Buffer = b"",
-    suite: Suite | None = None,
-) -> bytes:
-    """Encrypt a whole message in one call (random salt). Raises :class:`InvalidKeySizeError`."""
-    enc = CobblestoneEncryptor(key, aad=aad, suite=suite)
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(
-    ciphertext: Buffer,
-    key: KeyLike,
-    *,
-    aad: Buffer = b"",
-    suite: Suite | None = None,
-) -> bytes:
-    """Decrypt a whole message in one call.
-
-    Raises :class:`AuthenticationError`, :class:`TruncatedStreamError`,
-    :class:`InvalidKeySizeError`.
-    """
-    dec = CobblestoneDecryptor(key, aad=aad, suite=suite)
-    return dec.update(ciphertext) + dec.finalize()
-
-
 def _check_length(stream_size: int) -> None:
     payload = stream_size - HEADER_SIZE
     if payload < 0:
@@ -391,22 +361,9 @@ def read_range(
     :class:`TruncatedStreamError`, :class:`InvalidKeySizeError`.
     """
     lay = layout(key, read_at(0, HEADER_SIZE), stream_size, aad=aad, suite=suite)
-    size = lay.plaintext_size
-    # A range reaching the end claims the end: if the final chunk is empty (the message
-    # is a multiple of 16 KiB), the range does not cover it, so open it here.
-    if authenticate_length or (start < size <= stop and size % CHUNK_SIZE == 0):
-        _open_final(lay, read_at)
+    if authenticate_length:
+        lay.verify_end(read_at)
     return lay.read(read_at, start, stop)
-
-
-def _open_final(lay: SegmentLayout, read_at: Callable[[int, int], bytes]) -> None:
-    # Opened directly: SegmentLayout.read never touches an empty final chunk.
-    index = lay.segment_count - 1
-    offset = lay.ciphertext_offset(index)
-    data = read_at(offset, lay.stream_size - offset)
-    if len(data) != lay.stream_size - offset:
-        raise TruncatedStreamError("the message is shorter than its layout says")
-    lay.codec.open_segment(index, data, True, memoryview(bytearray(len(data) - TAG_SIZE)))
 
 
 def _suite(options: FormatOptions) -> Suite | None:

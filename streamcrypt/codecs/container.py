@@ -339,14 +339,6 @@ def _check(options: FormatOptions, mode: str) -> None:
             as_secret_key(missing, 32, kinds=_KEY_KINDS)
         except InvalidParameterError as exc:
             raise InvalidParameterError(f'format="native" needs key=: {exc}') from None
-    if options.recipients or options.identities or options.passphrase is not None:
-        raise InvalidParameterError(
-            'recipients=, identities= and passphrase= belong to format="age", not "native"'
-        )
-    if mode == "rb" and (options.suite is not None or options.segment_size is not None):
-        raise InvalidParameterError(
-            "suite= and segment_size= apply to writing; a reader takes them from the header"
-        )
 
 
 def _header_size(head: bytes) -> int | None:

@@ -86,8 +86,6 @@ __all__ = [
     "EceHeader",
     "EceKey",
     "EceKeySource",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "encrypted_length",
     "read_header",
 ]
@@ -570,40 +568,6 @@ class EceDecryptor(SegmentedDecryptor):
                 self._finish()
                 return []
         return super().finish()
-
-
-def encrypt_bytes(
-    body: Buffer,
-    key: EceKey | KeyRing,
-    *,
-    salt: bytes | None = None,
-    segment_size: int | None = None,
-    record_size: int | None = None,
-    keyid: bytes | str = b"",
-    padding: int = 0,
-) -> bytes:
-    """Encrypt a whole body into the ``aes128gcm`` coding (see :class:`EceEncryptor`)."""
-    enc = EceEncryptor(
-        key,
-        salt=salt,
-        segment_size=segment_size,
-        record_size=record_size,
-        keyid=keyid,
-        padding=padding,
-    )
-    return enc.update(body) + enc.finalize()
-
-
-def decrypt_bytes(
-    body: Buffer,
-    key: EceKeySource,
-    *,
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    allow_no_records: bool = False,
-) -> bytes:
-    """Decrypt a whole ``aes128gcm`` body (see :class:`EceDecryptor` for the errors)."""
-    dec = EceDecryptor(key, max_record_size=max_record_size, allow_no_records=allow_no_records)
-    return dec.update(body) + dec.finalize()
 
 
 #: RFC 8188 ``aes128gcm``'s format descriptor (``segment_size``: plaintext bytes per

@@ -8,7 +8,7 @@ The plaintext is cut into 64 KiB blocks; block *i* is a NaCl secretbox (XSalsa20
 as one little-endian integer, incremented per block). The last block holds 1..65536 bytes;
 an empty file is the 32-byte header alone. So the body is a segmented stream
 (:class:`RcloneCodec` on the shared segmented core): blocks are independent, sealed and
-opened in parallel, and read by random access (:func:`layout`, :func:`read_range`).
+opened in parallel, and read by random access (:func:`layout`, ``FORMAT.read_range``).
 
 **No final-block marker.** Nothing in a block says it is the last one, and no length is
 stored: a file cut exactly at a block boundary (32 + k * 65552 bytes) is a valid, shorter
@@ -17,7 +17,7 @@ rclone file, and no reader, rclone included, can tell. A cut *inside* a block is
 :class:`TruncatedStreamError`), and reordered, duplicated or spliced blocks fail (their
 nonce differs). What streamcrypt does about the rest: everything it releases has verified;
 pass ``expected_size=`` (the plaintext size from a listing, a manifest, a database) to
-:class:`RcloneDecryptor`, :func:`layout` or :func:`read_range` and a shorter (or longer)
+:class:`RcloneDecryptor`, :func:`layout` or ``streamcrypt.open`` and a shorter (or longer)
 file raises :class:`TruncatedStreamError` (:class:`FormatError`); random-access readers
 compute the plaintext size from the file size (rclone's ``DecryptedSize``), which is only
 as trustworthy as that file size.
@@ -43,7 +43,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Literal
@@ -92,15 +91,12 @@ __all__ = [
     "RcloneKeys",
     "RcloneLayout",
     "RcloneNameCipher",
-    "decrypt_bytes",
     "decrypted_size",
-    "encrypt_bytes",
     "encrypted_size",
     "header_size",
     "is_rclone",
     "layout",
     "obscure",
-    "read_range",
     "reveal",
 ]
 
@@ -445,36 +441,6 @@ def layout(
     return lay
 
 
-def read_range(
-    keys: RcloneKeys,
-    read_at: Callable[[int, int], bytes],
-    stream_size: int,
-    start: int,
-    stop: int,
-    *,
-    expected_size: int | None = None,
-) -> bytes:
-    """Plaintext ``[start, stop)`` of an encrypted file, opening only the blocks covering it
-    (what ``rclone cat --offset --count`` returns). ``read_at(offset, length)`` reads
-    ciphertext. Raises as :func:`layout` and :class:`AuthenticationError`."""
-    lay = layout(keys, read_at(0, HEADER_SIZE), stream_size, expected_size=expected_size)
-    return lay.read(read_at, start, stop)
-
-
-def encrypt_bytes(plaintext: Buffer, keys: RcloneKeys, *, nonce: bytes | None = None) -> bytes:
-    """Encrypt a whole file's contents in one call."""
-    enc = RcloneEncryptor(keys, nonce=nonce)
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(
-    ciphertext: Buffer, keys: RcloneKeys, *, expected_size: int | None = None
-) -> bytes:
-    """Decrypt a whole file's contents in one call; raises as :class:`RcloneDecryptor`."""
-    dec = RcloneDecryptor(keys, expected_size=expected_size)
-    return dec.update(ciphertext) + dec.finalize()
-
-
 # ---------------------------------------------------------------------------------------
 # Names
 # ---------------------------------------------------------------------------------------
@@ -799,25 +765,12 @@ def _check(options: FormatOptions, mode: str) -> None:
             'format="rclone" needs password= (the crypt remote\'s password, in clear; '
             "password2= is its optional salt) or key= (RcloneKeys), one of them"
         )
-    if (
-        options.recipients
-        or options.identities
-        or options.passphrase is not None
-        or options.suite is not None
-        or options.segment_size is not None
-        or options.aad
-        or options.encryption_context
-    ):
-        raise InvalidParameterError(
-            "rclone crypt fixes its cipher (XSalsa20-Poly1305) and block size (64 KiB) and "
-            "takes only password= and password2= (or key=): drop recipients=, identities=, "
-            "passphrase=, suite=, segment_size=, aad= and encryption_context="
-        )
     _check_expected_size(options.expected_size)
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(_keys(options), read_at(0, HEADER_SIZE), stream_size)
+    head = read_at(0, HEADER_SIZE)
+    return layout(_keys(options), head, stream_size, expected_size=options.expected_size)
 
 
 #: rclone crypt's format descriptor (``key``: :class:`RcloneKeys`, or ``password=`` and

@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from typing import cast
 
@@ -96,11 +96,8 @@ __all__ = [
     "TinkStreamingCodec",
     "TinkStreamingKey",
     "TinkStreamingParams",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "layout",
     "load_keyset",
-    "read_range",
 ]
 
 #: Bytes of the derived HMAC key of AES-CTR-HMAC.
@@ -402,23 +399,6 @@ class TinkStreamDecryptor(SegmentedDecryptor):
         return jobs + super().finish()
 
 
-# ------------------------------------------------------------------------------ one-shot
-
-
-def encrypt_bytes(plaintext: Buffer, key: TinkKeyLike, *, aad: Buffer = b"") -> bytes:
-    """Encrypt ``plaintext`` into one Tink streaming ciphertext."""
-    enc = TinkStreamEncryptor(key, aad=aad)
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(
-    ciphertext: Buffer, key: TinkKeyLike | Sequence[TinkStreamingKey], *, aad: Buffer = b""
-) -> bytes:
-    """Decrypt a whole Tink streaming ciphertext; errors as :class:`TinkStreamDecryptor`."""
-    dec = TinkStreamDecryptor(key, aad=aad)
-    return dec.update(ciphertext) + dec.finalize()
-
-
 def layout(
     key: TinkKeyLike | Sequence[TinkStreamingKey],
     head: Buffer,
@@ -443,27 +423,6 @@ def layout(
         )
     codec, size = opened
     return SegmentLayout(codec, size, stream_size)
-
-
-def read_range(
-    key: TinkKeyLike | Sequence[TinkStreamingKey],
-    read_at: Callable[[int, int], bytes],
-    stream_size: int,
-    start: int,
-    stop: int,
-    *,
-    aad: Buffer = b"",
-) -> bytes:
-    """Plaintext bytes ``[start, stop)`` of a Tink ciphertext of ``stream_size`` bytes,
-    opening only the segments that cover them.
-
-    ``read_at(offset, length)`` returns ciphertext bytes (the same shape as
-    :func:`streamcrypt.codecs.cobblestone.read_range`). Raises as
-    :class:`TinkStreamDecryptor`.
-    """
-    keys = _decryption_keys(key)
-    head = read_at(0, min(stream_size, max(k.params.ciphertext_segment_size for k in keys)))
-    return layout(keys, head, stream_size, aad=aad).read(read_at, start, stop)
 
 
 def _key(options: FormatOptions) -> TinkKeyLike | Sequence[TinkStreamingKey]:

@@ -688,7 +688,10 @@ def run_segmented(
     view = memoryview(data).cast("B")
     try:
         jobs = transform.feed(view)
-        jobs += transform.finish()
+        try:
+            jobs += transform.finish()
+        except Exception as late:  # a fault in an earlier segment comes first, as in a stream
+            raise run_verified(jobs, policy)[1] or late from None
         out, error = run_verified(jobs, policy, head=transform.take_header())
         if error is not None:
             raise error

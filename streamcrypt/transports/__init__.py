@@ -27,9 +27,7 @@ if TYPE_CHECKING:
     from ._files import (
         FORMATS,
         EncryptedFile,
-        FileFormat,
         FileOpener,
-        FileOptions,
         open_file,
         remove_stale_temporaries,
     )
@@ -53,9 +51,7 @@ __all__ = [
     "EncryptedStream",
     "EncryptedStreamAttribute",
     "EncryptionMiddleware",
-    "FileFormat",
     "FileOpener",
-    "FileOptions",
     "NoiseHash",
     "Unencryptable",
     "commit_temporary",
@@ -85,9 +81,7 @@ _lazy_getattr, _lazy_dir = lazy_exports(
         "._files": (
             "FORMATS",
             "EncryptedFile",
-            "FileFormat",
             "FileOpener",
-            "FileOptions",
             "open_file",
             "remove_stale_temporaries",
         ),

@@ -61,8 +61,10 @@ from ..abc import Buffer, Chain, Transform
 from ..codecs import (
     DETECT_BYTES,
     FormatOptions,
+    IdentityLike,
     KeyLike,
     ReadAt,
+    RecipientLike,
     SegmentedFormat,
     SegmentedTransform,
     SegmentLayout,
@@ -71,7 +73,6 @@ from ..codecs import (
     one_or_many,
 )
 from ..codecs import FORMATS as CODEC_FORMATS
-from ..codecs import age as _age
 from ..engine import DEFAULT_POLICY, OffloadPolicy, WorkerCalls, pipeline
 from ..errors import (
     BrokenTransformError,
@@ -80,6 +81,7 @@ from ..errors import (
     TruncatedStreamError,
     UnsupportedFormatError,
 )
+from ..keys import Argon2Params, PasswordParams
 from ._atomic import create_temporary
 from ._file_read import (
     _INLINE_PIECE,
@@ -96,9 +98,7 @@ from ._file_write import _AtomicFileSink, _StreamSink, _Writer
 __all__ = [
     "FORMATS",
     "EncryptedFile",
-    "FileFormat",
     "FileOpener",
-    "FileOptions",
     "open_file",
     "remove_stale_temporaries",
 ]
@@ -114,16 +114,12 @@ _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 # ---------------------------------------------------------------------------------------
 
 
-#: The keyword arguments of :func:`open_file`, as the format descriptors receive them.
-FileOptions = FormatOptions
-
-#: How :func:`open_file` speaks one format: its codec's descriptor.
-FileFormat = SegmentedFormat
-
 #: The formats :func:`open_file` speaks, by ``format=`` name: those of
 #: :data:`streamcrypt.codecs.FORMATS` with ``opens_files``. Binary age only: armored
 #: age cannot be read by random access.
-FORMATS: dict[str, FileFormat] = {name: f for name, f in CODEC_FORMATS.items() if f.opens_files}
+FORMATS: dict[str, SegmentedFormat] = {
+    name: f for name, f in CODEC_FORMATS.items() if f.opens_files
+}
 
 
 def _segmented_first(transform: Transform) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
@@ -136,24 +132,24 @@ def _segmented_first(transform: Transform) -> tuple[SegmentedTransform, tuple[Tr
 
 
 def _encryptor(
-    fmt: FileFormat, opts: FileOptions
+    fmt: SegmentedFormat, opts: FormatOptions
 ) -> tuple[SegmentedTransform, tuple[Transform, ...]]:
     return _segmented_first(fmt.encryptor(opts))
 
 
-def _decryptor(fmt: FileFormat, opts: FileOptions) -> tuple[Transform, SegmentedTransform]:
+def _decryptor(fmt: SegmentedFormat, opts: FormatOptions) -> tuple[Transform, SegmentedTransform]:
     """The whole decryptor and its segmented first stage (which reads the header)."""
     dec = fmt.decryptor(opts)
     return dec, _segmented_first(dec)[0]
 
 
-def _header_size(fmt: FileFormat, head: bytes) -> int | None:
+def _header_size(fmt: SegmentedFormat, head: bytes) -> int | None:
     assert fmt.header_size is not None, f"{fmt.name} files need header_size"
     return fmt.header_size(head)
 
 
 def _layout(
-    fmt: FileFormat, opts: FileOptions, head: bytes, size: int, read_at: ReadAt
+    fmt: SegmentedFormat, opts: FormatOptions, head: bytes, size: int, read_at: ReadAt
 ) -> SegmentLayout:
     """The layout on a worker thread. A read starting in the header gets the header
     bytes already read (and no more: most layouts read nothing else); one past it goes to
@@ -169,7 +165,7 @@ def _layout(
     return fmt.layout(opts, cached, size)
 
 
-def _format(name: str) -> FileFormat:
+def _format(name: str) -> SegmentedFormat:
     fmt = FORMATS.get(name)
     if fmt is None:
         raise UnsupportedFormatError(
@@ -258,12 +254,19 @@ class EncryptedFile:
         aad: Buffer = b"",
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         format: str | None = None,
-        recipients: Iterable[_age.RecipientLike] = (),
-        identities: Iterable[_age.IdentityLike] = (),
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
+        identities: Iterable[IdentityLike] | IdentityLike = (),
         passphrase: str | Buffer | None = None,
+        work_factor: int | PasswordParams | None = None,
+        max_work_factor: int | Argon2Params | None = None,
+        armor: bool = False,
         password: str | None = None,
         password2: str = "",
+        expected_size: int | None = None,
         encryption_context: Mapping[str, str] | None = None,
+        allow_legacy: bool = False,
+        allow_unverified: bool = False,
+        max_encrypted_data_keys: int | None = None,
         close_wrapped: bool = True,
     ) -> FileOpener:
         """Encrypt into / decrypt from an already open async object.
@@ -282,16 +285,25 @@ class EncryptedFile:
         checked, fmt, opts = _prepared(
             mode,
             format,
-            key,
-            suite,
-            segment_size,
-            aad,
-            recipients,
-            identities,
-            passphrase,
-            password,
-            password2,
-            encryption_context,
+            FormatOptions(
+                key=key,
+                suite=suite,
+                segment_size=segment_size,
+                aad=aad,
+                recipients=one_or_many(recipients),
+                identities=one_or_many(identities),
+                passphrase=passphrase,
+                work_factor=work_factor,
+                max_work_factor=max_work_factor,
+                armor=armor,
+                password=password,
+                password2=password2,
+                expected_size=expected_size,
+                encryption_context=None if encryption_context is None else dict(encryption_context),
+                allow_legacy=allow_legacy,
+                allow_unverified=allow_unverified,
+                max_encrypted_data_keys=max_encrypted_data_keys,
+            ),
         )
         found = None if format is None and checked == "rb" else fmt  # None: detect it
         return FileOpener(_open_wrapped(stream, checked, found, opts, policy, close_wrapped))
@@ -467,45 +479,28 @@ class FileOpener:
 
 
 def _prepared(
-    mode: str,
-    format: str | None,
-    key: KeyLike | None,
-    suite: str | None,
-    segment_size: int | None,
-    aad: Buffer,
-    recipients: Iterable[_age.RecipientLike],
-    identities: Iterable[_age.IdentityLike],
-    passphrase: str | Buffer | None,
-    password: str | None,
-    password2: str,
-    encryption_context: Mapping[str, str] | None,
-) -> tuple[Literal["rb", "wb"], FileFormat, FileOptions]:
+    mode: str, format: str | None, opts: FormatOptions
+) -> tuple[Literal["rb", "wb"], SegmentedFormat, FormatOptions]:
     """The checked mode, the format and its options, checked against the format for that
     mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
-    native when writing, told by the first bytes when reading (checked then)."""
+    native when writing, told by the first bytes when reading (checked then). Armor is
+    refused (:class:`InvalidParameterError`): an armored file has no random access."""
     checked = _check_mode(mode)
     fmt = _format(format or "native")
-    opts = FileOptions(
-        key=key,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        recipients=one_or_many(recipients),
-        identities=one_or_many(identities),
-        passphrase=passphrase,
-        password=password,
-        password2=password2,
-        encryption_context=None if encryption_context is None else dict(encryption_context),
-    )
     if format is not None or checked == "wb":
         fmt.check_options(opts, checked)
     else:
         check_detectable(opts)
+    if opts.armor:
+        raise InvalidParameterError(
+            "files are binary: armored text has no random access (armor a stream with "
+            "streamcrypt.encrypt(..., armor=True))"
+        )
     return checked, fmt, opts
 
 
 async def _load_layout(
-    source: _RandomAccess, fmt: FileFormat, opts: FileOptions, threads: WorkerCalls
+    source: _RandomAccess, fmt: SegmentedFormat, opts: FormatOptions, threads: WorkerCalls
 ) -> SegmentLayout:
     size = source.size
     want = min(size, 4096)
@@ -534,8 +529,8 @@ async def _load_layout(
 
 async def _open_reader_on(
     source: _RandomAccess,
-    fmt: FileFormat,
-    opts: FileOptions,
+    fmt: SegmentedFormat,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     threads: WorkerCalls,
 ) -> EncryptedFile:
@@ -558,12 +553,19 @@ def open_file(
     aad: Buffer = b"",
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     format: str | None = None,
-    recipients: Iterable[_age.RecipientLike] = (),
-    identities: Iterable[_age.IdentityLike] = (),
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
+    work_factor: int | PasswordParams | None = None,
+    max_work_factor: int | Argon2Params | None = None,
+    armor: bool = False,
     password: str | None = None,
     password2: str = "",
+    expected_size: int | None = None,
     encryption_context: Mapping[str, str] | None = None,
+    allow_legacy: bool = False,
+    allow_unverified: bool = False,
+    max_encrypted_data_keys: int | None = None,
 ) -> FileOpener:
     """Open an encrypted file: ``async with open_file(path, "wb", key=k) as f: ...``.
 
@@ -579,6 +581,11 @@ def open_file(
     AWS Encryption SDK message format, framed: ``key=`` a keyring or a list of them,
     ``encryption_context=``, and for writing ``suite=`` (``"0x0578"``, signed, the
     default; or ``"0x0478"``) and ``segment_size=`` (the frame length, default 4096)).
+    Every keyword is the top-level calls' (:func:`streamcrypt.encrypt` /
+    :func:`streamcrypt.decrypt`), taken where the format's ``writes`` / ``reads`` name it:
+    also ``work_factor=`` / ``max_work_factor=`` (age), ``expected_size=`` (rclone),
+    ``allow_legacy=``, ``allow_unverified=`` and ``max_encrypted_data_keys=`` (AWS);
+    ``armor=True`` is refused (armored text has no random access).
     rclone files carry no end marker: a file cut at a 64 KiB block boundary reads as a
     shorter file (see :mod:`streamcrypt.codecs.rclone`). A signed AWS file is read whole
     once when opened, to verify its signature before any byte is released (see
@@ -595,16 +602,25 @@ def open_file(
     checked, fmt, opts = _prepared(
         mode,
         format,
-        key,
-        suite,
-        segment_size,
-        aad,
-        recipients,
-        identities,
-        passphrase,
-        password,
-        password2,
-        encryption_context,
+        FormatOptions(
+            key=key,
+            suite=suite,
+            segment_size=segment_size,
+            aad=aad,
+            recipients=one_or_many(recipients),
+            identities=one_or_many(identities),
+            passphrase=passphrase,
+            work_factor=work_factor,
+            max_work_factor=max_work_factor,
+            armor=armor,
+            password=password,
+            password2=password2,
+            expected_size=expected_size,
+            encryption_context=None if encryption_context is None else dict(encryption_context),
+            allow_legacy=allow_legacy,
+            allow_unverified=allow_unverified,
+            max_encrypted_data_keys=max_encrypted_data_keys,
+        ),
     )
     dest = os.fspath(path)
     threads = WorkerCalls(policy)
@@ -635,8 +651,8 @@ def open_file(
 def _open_wrapped(
     stream: Any,
     mode: Literal["rb", "wb"],
-    fmt: FileFormat | None,
-    opts: FileOptions,
+    fmt: SegmentedFormat | None,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     close: bool,
 ) -> Callable[[], Any]:
@@ -688,8 +704,8 @@ def _open_wrapped(
 
 async def _open_sequential(
     stream: Any,
-    fmt: FileFormat | None,
-    opts: FileOptions,
+    fmt: SegmentedFormat | None,
+    opts: FormatOptions,
     policy: OffloadPolicy | None,
     threads: WorkerCalls,
     close: bool,

@@ -69,7 +69,7 @@ name is here.
 
 from __future__ import annotations
 
-from ._body import AwsBodyDecryptor, AwsDecryptor, AwsEncryptor, decrypt_bytes, encrypt_bytes
+from ._body import AwsBodyDecryptor, AwsDecryptor, AwsEncryptor
 from ._descriptor import FORMAT
 from ._frames import AwsFrameCodec
 from ._header import (
@@ -90,7 +90,7 @@ from ._header import (
     serialize_encryption_context,
 )
 from ._keyrings import Keyring, KeyringLike, RawAesKeyring, RawRsaKeyring, RsaPadding
-from ._layout import MAX_SIGNED_FRAMES, AwsLayout, layout, read_range
+from ._layout import MAX_SIGNED_FRAMES, AwsLayout, layout
 
 __all__ = [
     "DEFAULT_FRAME_LENGTH",
@@ -116,12 +116,9 @@ __all__ = [
     "RawAesKeyring",
     "RawRsaKeyring",
     "RsaPadding",
-    "decrypt_bytes",
-    "encrypt_bytes",
     "header_size",
     "is_aws",
     "layout",
     "parse_header",
-    "read_range",
     "serialize_encryption_context",
 ]

@@ -541,15 +541,3 @@ class AwsDecryptor(Chain):
     def header(self) -> AwsHeader | None:
         """The header once it authenticated."""
         return self.body.header
-
-
-def encrypt_bytes(plaintext: Buffer, key: KeyringLike, **options: object) -> bytes:
-    """Encrypt a whole message in one call (options as :class:`AwsEncryptor`)."""
-    enc = AwsEncryptor(key, **options)  # type: ignore[arg-type]
-    return enc.update(plaintext) + enc.finalize()
-
-
-def decrypt_bytes(ciphertext: Buffer, key: KeyringLike, **options: object) -> bytes:
-    """Decrypt a whole message in one call (options as :class:`AwsDecryptor`)."""
-    dec = AwsDecryptor(key, **options)  # type: ignore[arg-type]
-    return dec.update(ciphertext) + dec.finalize()

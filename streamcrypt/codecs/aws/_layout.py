@@ -174,20 +174,6 @@ def layout(
     return lay
 
 
-def read_range(
-    key: KeyringLike,
-    read_at: Callable[[int, int], bytes],
-    stream_size: int,
-    start: int,
-    stop: int,
-    **options: object,
-) -> bytes:
-    """Plaintext ``[start, stop)`` of a framed message, opening only the frames covering
-    it (options and errors as :func:`layout`)."""
-    lay = layout(key, read_at, stream_size, **options)  # type: ignore[arg-type]
-    return lay.read(read_at, start, stop)
-
-
 def _read_exact(read_at: Callable[[int, int], bytes], offset: int, length: int) -> bytes:
     data = read_at(offset, length)
     if len(data) != length:
