@@ -1118,3 +1118,24 @@ async def test_a_cancelled_write_or_read_is_complete_or_refused(tmp_path: Path, 
             got += await r.read(1 << 18)
         got += await r.read()
         assert bytes(got) == data
+
+
+async def test_a_detected_format_open_cannot_read_is_refused_typed(tmp_path: Path) -> None:
+    """A read that detects its format names the one it found when streamcrypt.open
+    cannot read that format (an envelope: no random access), with a typed error; before,
+    the file reader failed on an assertion."""
+    from streamcrypt.keys import Argon2Params
+
+    path = tmp_path / "x.sc"
+    path.write_bytes(
+        streamcrypt.encrypt_bytes(
+            b"hello", format="envelope", passphrase="pw", work_factor=Argon2Params(1, 8192)
+        )
+    )
+    with pytest.raises(UnsupportedFormatError, match=r"envelope file.*streamcrypt\.decrypt"):
+        async with open_file(path, "rb", passphrase="pw"):
+            pytest.fail("the body must not run")
+    with pytest.raises(UnsupportedFormatError, match="envelope file"):
+        wrapped = anyio.wrap_file(io.BytesIO(path.read_bytes()))
+        async with EncryptedFile.wrap(wrapped, "rb", passphrase="pw"):
+            pytest.fail("the body must not run")

@@ -143,6 +143,20 @@ def _decryptor(fmt: SegmentedFormat, opts: FormatOptions) -> tuple[Transform, Se
     return dec, _segmented_first(dec)[0]
 
 
+def _detect(head: bytes, opts: FormatOptions) -> SegmentedFormat:
+    """The format of a file starting with ``head`` (``codecs.detect_format``), refused
+    with :class:`UnsupportedFormatError` when :func:`open_file` cannot read it (the
+    envelope, armored age: no random access)."""
+    fmt = detect_format(head, opts)
+    if fmt.name not in FORMATS:
+        readable = ", ".join(FORMATS)
+        raise UnsupportedFormatError(
+            f"this is {'an' if fmt.name[0] in 'aeiou' else 'a'} {fmt.name} file: "
+            f"streamcrypt.open reads {readable}; read it with streamcrypt.decrypt"
+        )
+    return fmt
+
+
 def _header_size(fmt: SegmentedFormat, head: bytes) -> int | None:
     assert fmt.header_size is not None, f"{fmt.name} files need header_size"
     return fmt.header_size(head)
@@ -638,7 +652,7 @@ def open_file(
         found = fmt
         if format is None:  # the file's first bytes tell its format
             try:
-                found = detect_format(await source.read_at(0, min(size, DETECT_BYTES)), opts)
+                found = _detect(await source.read_at(0, min(size, DETECT_BYTES)), opts)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await source.aclose()
@@ -682,7 +696,7 @@ def _open_wrapped(
                 if chosen is None:  # the first bytes tell the format
                     try:
                         head = await source.read_at(0, min(source.size, DETECT_BYTES))
-                        chosen = detect_format(head, opts)
+                        chosen = _detect(head, opts)
                     except BaseException:
                         with anyio.CancelScope(shield=True):
                             await source.aclose()
@@ -723,7 +737,7 @@ async def _open_sequential(
             chunk = await chunks.receive() if len(head) < DETECT_BYTES else b""
             head += chunk
             if not chunk:
-                fmt = detect_format(bytes(head[:DETECT_BYTES]), opts)
+                fmt = _detect(bytes(head[:DETECT_BYTES]), opts)
         while True:
             need = _header_size(fmt, bytes(head))
             if need is not None and need <= len(head):
