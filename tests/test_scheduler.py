@@ -902,6 +902,8 @@ def test_the_pool_starts_waiting_work_at_once_and_queues_the_rest() -> None:
     assert seen == [failing]
     failing.add_done_callback(seen.append)  # already done: called at once
     assert seen == [failing, failing]
+    pool = _offload._pool
+    assert pool is not None and pool.busy == 0  # work that queued left no thread counted busy
 
 
 def test_a_task_lets_go_of_what_it_ran_on() -> None:

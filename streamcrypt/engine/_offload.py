@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
+from _queue import SimpleQueue  # C; the queue module would import more
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -273,50 +273,73 @@ _state_lock = threading.Lock()
 class _Pool:
     """The engine's one pool of worker threads (daemon threads, made on demand).
 
-    It keeps up to ``capacity`` threads (the most any policy asked for); work submitted
-    while they are all busy waits its turn. Work that must start at once (a helper of
-    the command's turns, its writer) takes an idle thread or a new one, which ends once
-    it is idle while the pool holds more than ``capacity``."""
+    It keeps up to ``capacity`` threads (the most any policy asked for), which take work
+    in order from one queue (a C ``SimpleQueue``: a hand-over wakes one thread, no
+    condition bounced between threads); work submitted while they are all busy waits its
+    turn. Work that must start at once (a helper of the command's turns, its writer: they
+    wait for other threads) gets a thread of its own, which then stays in the pool if the
+    pool keeps fewer than ``capacity``, and ends otherwise."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: deque[Task[Any]] = deque()
+        self._lock = threading.Lock()
+        self._queue: SimpleQueue[Task[Any]] = SimpleQueue()
         self.capacity = 0
         self.threads = 0
-        self._idle = 0  # threads waiting for work and not yet woken
-        self.busy = 0  # threads running a task
+        self._idle = 0  # threads waiting for work that no submission has claimed yet
+        self._waiting = 0  # work queued while every thread was busy, not claimed yet
+
+    @property
+    def busy(self) -> int:
+        """Threads running work (or about to)."""
+        return self.threads - self._idle
 
     def submit(self, task: Task[Any], workers: int, *, now: bool = False) -> None:
-        with self._cond:
+        with self._lock:
             self.capacity = max(self.capacity, workers)
             if now:
-                self._queue.appendleft(task)
-            else:
-                self._queue.append(task)
-            if self._idle:
+                spawn = True
+            elif self._idle:
                 self._idle -= 1
-                self._cond.notify()
-            elif now or self.threads < self.capacity:
+                spawn = False
+            else:
+                spawn = self.threads < self.capacity
+                self._waiting += not spawn
+            if spawn:
                 self.threads += 1
-                threading.Thread(target=self._work, name="streamcrypt-worker", daemon=True).start()
+        if not now:
+            self._queue.put(task)
+        if spawn:  # outside the lock: starting a thread waits for it to run
+            first = task if now else None
+            thread = threading.Thread(
+                target=self._work, args=(first,), name="streamcrypt-worker", daemon=True
+            )
+            try:
+                thread.start()
+            except RuntimeError:  # interpreter shutdown: the task is never taken
+                with self._lock:
+                    self.threads -= 1
+                task.cancel()
+                raise
 
-    def _work(self) -> None:
+    def _work(self, task: Task[Any] | None) -> None:
+        get = self._queue.get
         while True:
-            with self._cond:
-                while not self._queue:
-                    if self.threads > self.capacity:
-                        self.threads -= 1
-                        return
-                    self._idle += 1
-                    self._cond.wait()
-                task = self._queue.popleft()
-                self.busy += 1
+            if task is None:
+                task = get()
             ran = task._call()
-            with self._cond:  # not busy once its waiters wake
-                self.busy -= 1
+            with self._lock:  # idle again before its waiters wake
+                leave = self.threads > self.capacity  # a thread that started work now
+                if leave:
+                    self.threads -= 1
+                elif self._waiting:
+                    self._waiting -= 1  # the next get() has work waiting for it
+                else:
+                    self._idle += 1
             if ran:
                 task._settle()
-            del task  # its result is its owner's, not this idle thread's
+            task = None  # its result is its owner's, not this idle thread's
+            if leave:
+                return
 
 
 _pool: _Pool | None = None
