@@ -186,7 +186,7 @@ class Task(Generic[T]):
     """``fn(*args)`` submitted to the engine's pool: a light future (``done``,
     ``cancel`` before it started, ``result`` waiting for it, ``add_done_callback``)."""
 
-    __slots__ = ("_args", "_callbacks", "_error", "_finished", "_fn", "_state", "_value")
+    __slots__ = ("_args", "_callbacks", "_error", "_finished", "_fn", "_lock", "_state", "_value")
 
     def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
         self._fn = fn
@@ -195,6 +195,7 @@ class Task(Generic[T]):
         self._value: T | None = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Any], object]] = []
+        self._lock = threading.Lock()  # its own: threads finishing other tasks never wait
         self._finished = threading.Lock()  # held until the task is done or cancelled
         self._finished.acquire()
 
@@ -203,7 +204,7 @@ class Task(Generic[T]):
 
     def cancel(self) -> bool:
         """Drop the task if no thread started it (then ``True``)."""
-        with _state_lock:
+        with self._lock:
             if self._state != _PENDING:
                 return self._state == _CANCELLED
             self._state = _CANCELLED
@@ -226,7 +227,7 @@ class Task(Generic[T]):
 
     def add_done_callback(self, fn: Callable[[Any], object]) -> None:
         """Call ``fn(task)`` once it is done or cancelled (at once if it is)."""
-        with _state_lock:
+        with self._lock:
             if self._state < _DONE:
                 self._callbacks.append(fn)
                 return
@@ -239,7 +240,7 @@ class Task(Generic[T]):
 
     def _call(self) -> bool:
         """Run ``fn`` and keep what it gave; ``False`` if the task was cancelled."""
-        with _state_lock:
+        with self._lock:
             if self._state != _PENDING:
                 return False
             self._state = _RUNNING
@@ -255,7 +256,7 @@ class Task(Generic[T]):
 
     def _settle(self) -> None:
         """Mark the task done: wake who waits for it, call its callbacks."""
-        with _state_lock:
+        with self._lock:
             self._state = _DONE
         self._end()
 
@@ -264,10 +265,6 @@ class Task(Generic[T]):
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
             fn(self)
-
-
-#: Guards every task's state (short sections: a task starts, ends, is cancelled).
-_state_lock = threading.Lock()
 
 
 class _Pool:
@@ -351,10 +348,9 @@ def _forget_pool_in_child() -> None:
     (work submitted there would never run) and maybe locks held by threads that no
     longer exist; it starts with no pool and new locks (gunicorn ``--preload``,
     multiprocessing's fork start)."""
-    global _pool, _pool_lock, _state_lock
+    global _pool, _pool_lock
     _pool = None
     _pool_lock = threading.Lock()
-    _state_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
