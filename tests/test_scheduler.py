@@ -730,7 +730,7 @@ async def on_workers():
 
 assert sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data  # warms the pool
 assert anyio.run(on_workers)
-assert _offload._pools, "the default policy's pool was not used"
+assert _offload._pool is not None, "the default policy's pool was not used"
 pid = os.fork()
 if pid == 0:  # the child: the same calls, with the default policy
     ok = sc.decrypt_bytes(sc.encrypt_bytes(data, key), key) == data and anyio.run(on_workers)
@@ -840,6 +840,99 @@ def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
             offenders.append(f"{path.relative_to(root)}:{line}: {what}")
     assert checked > 50
     assert offenders == []
+
+
+def test_the_engine_makes_threads_in_one_place_and_no_one_reaches_its_private_modules() -> None:
+    """One engine (issue 26): inside ``streamcrypt/engine/`` the only thread made is the
+    pool's (every path submits to it), no executor is made at all, and no module outside
+    the engine imports the engine's private modules."""
+    import ast
+    from pathlib import Path
+
+    root = Path(sc.__file__).parent
+    made = []
+    for path in sorted((root / "engine").glob("*.py")):
+        for _line, what in _engine_only_constructions(path.read_text()):
+            if not what.startswith("Condition"):
+                made.append(f"{path.name}:{what}")
+    assert made == ["_offload.py:Thread(...)"]
+    reaching = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "engine":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+                names += [f"{names[0]}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for module in names:
+                parts = module.lstrip(".").split(".")
+                if "engine" in parts[:-1] and parts[parts.index("engine") + 1].startswith("_"):
+                    reaching.append(f"{rel}:{node.lineno}: {module}")
+    assert reaching == []
+
+
+def test_the_pool_starts_waiting_work_at_once_and_queues_the_rest() -> None:
+    """Work submitted ``now`` (the command's helpers and writer, which wait for other
+    threads) starts even while every kept thread is busy; other work waits its turn,
+    can be cancelled until it starts, and gives back its value or its exception."""
+    from streamcrypt.engine import _offload
+
+    release = threading.Event()
+    kept = [_offload.start(release.wait, 10, workers=2) for _ in range(2)]
+    queued = _offload.start(len, b"abc", workers=2)
+    dropped = _offload.start(len, b"", workers=2)
+    assert dropped.cancel() and dropped.done() and dropped.cancel()
+    with pytest.raises(BrokenTransformError):
+        dropped.result()
+    freed = _offload.start(release.set, now=True)  # would wait forever if it queued
+    assert freed.result() is None and all(task.result() for task in kept)
+    assert queued.result() == 3 and not queued.cancel()
+    seen: list[object] = []
+    failing = _offload.start(int, "x", workers=2)
+    failing.add_done_callback(seen.append)
+    with pytest.raises(ValueError):
+        failing.result()
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert seen == [failing]
+    failing.add_done_callback(seen.append)  # already done: called at once
+    assert seen == [failing, failing]
+    pool = _offload._pool
+    assert pool is not None and pool.busy == 0  # work that queued left no thread counted busy
+
+
+def test_a_task_lets_go_of_what_it_ran_on() -> None:
+    """A finished or cancelled task keeps no reference to its function or arguments: a
+    batch's method refers back to its task, and that cycle held every batch of a 256 MiB
+    file until a garbage collection (peak RSS grew by the file's size)."""
+    import gc
+    import weakref
+
+    from streamcrypt.engine import _offload
+
+    class Work:
+        def __call__(self) -> int:
+            return 1
+
+    gc.disable()
+    try:
+        ran, never = Work(), Work()
+        refs = [weakref.ref(ran), weakref.ref(never)]
+        release = threading.Event()
+        blockers = [_offload.start(release.wait, 10, workers=1) for _ in range(32)]
+        tasks = [_offload.start(ran), _offload.start(never)]
+        assert tasks[1].cancel()
+        release.set()
+        assert tasks[0].result() == 1 and all(b.result() for b in blockers)
+        del ran, never
+        assert [ref() for ref in refs] == [None, None]
+    finally:
+        gc.enable()
 
 
 def test_write_behind_writes_in_order_on_its_own_thread() -> None:

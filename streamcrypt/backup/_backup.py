@@ -29,7 +29,6 @@ import stat
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +43,7 @@ from ..codecs.backup import (
     StoreConfig,
     compress_blob,
 )
-from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls, wait_future
+from ..engine import DEFAULT_POLICY, OffloadPolicy, Pending, ordered_calls, wait_future
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ._store import Index, Store, check_snapshot_name
@@ -297,7 +296,7 @@ class _PackSink:
         self.index = index
         self.pending: set[bytes] = set()
         self.writer = PackWriter(store.keys)
-        self.upload: Future[None] | None = None
+        self.upload: Pending[None] | None = None
         self.uploading: tuple[bytes, list[BlobEntry]] | None = None
         self.unindexed: dict[bytes, list[BlobEntry]] = {}
         self.chunks_new = self.bytes_new = self.bytes_stored = self.packs = 0

@@ -10,26 +10,22 @@ inline. Streams of such calls, in order, go through the engine's scheduler
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from ..engine import OffloadPolicy
+from ..engine import OffloadPolicy, Pending, Task
 
 __all__ = ["run_blocking", "submit"]
 
 T = TypeVar("T")
 
 
-def submit(policy: OffloadPolicy | None, fn: Callable[..., T], *args: Any) -> Future[T]:
+def submit(policy: OffloadPolicy | None, fn: Callable[..., T], *args: Any) -> Pending[T]:
     """Start ``fn(*args)`` on a worker (inline, already done, when ``policy`` is None)."""
     if policy is not None:
         return policy.submit(fn, *args)
-    future: Future[T] = Future()
-    try:
-        future.set_result(fn(*args))
-    except Exception as exc:
-        future.set_exception(exc)
-    return future
+    task = Task(fn, args)
+    task.run()
+    return task
 
 
 async def run_blocking(policy: OffloadPolicy | None, fn: Callable[..., T], *args: Any) -> T:

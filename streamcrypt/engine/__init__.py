@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ._offload import DEFAULT_MAX_IN_FLIGHT as DEFAULT_MAX_IN_FLIGHT
     from ._offload import DEFAULT_POLICY, OffloadPolicy
     from ._offload import DEFAULT_WORKERS as DEFAULT_WORKERS
+    from ._offload import Pending as Pending
+    from ._offload import Task as Task
     from ._offload import WorkerCalls as WorkerCalls
     from ._offload import wait_future as wait_future
     from ._pipeline import Feeder, Pipeline, Sink, Source, pipeline
@@ -60,6 +62,8 @@ __getattr__, __dir__ = lazy_exports(
             "DEFAULT_POLICY",
             "DEFAULT_WORKERS",
             "OffloadPolicy",
+            "Pending",
+            "Task",
             "WorkerCalls",
             "wait_future",
         ),

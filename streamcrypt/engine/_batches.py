@@ -39,17 +39,14 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from ..abc import Buffer
 from ..codecs import SegmentedTransform
 from ..errors import BrokenTransformError
 from ._adaptive import INLINE_BATCH, Controller, oneshot_verdict
 from ._memory import Fresh
-from ._offload import DEFAULT_POLICY, OffloadPolicy, wait_future
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
+from ._offload import DEFAULT_POLICY, OffloadPolicy, Pending, wait_future
 
 __all__ = [
     "CLAIM_SIZE",
@@ -174,7 +171,7 @@ class _Batch:
         self.handed = 0
         #: Jobs after this index are skipped: one at or before it failed.
         self.failed_at = len(jobs)
-        self.future: Future[int] | None = None
+        self.future: Pending[int] | None = None
 
     @property
     def unclaimed(self) -> bool:
@@ -307,7 +304,7 @@ class OrderedBatches:
         self._lent: bytearray | None = None
         self._scratch = bytearray()  # run_now's output buffer in reuse mode
         self._failure: BaseException | None = None
-        self._abandoned: list[Future[int]] = []
+        self._abandoned: list[Pending[int]] = []
         self._held_loop = 0  # bytes run inline since the loop last got a turn
 
     # -- state --------------------------------------------------------------------------
@@ -648,7 +645,7 @@ def run_verified(
     group = _Group(0, len(pieces), fresh, fresh.view[len(head) :], base=len(head))
     batch = _Batch(pieces, [group])
     verdict = oneshot_verdict(site)
-    helpers: list[Future[int]] = []
+    helpers: list[Pending[int]] = []
     if verdict.helpers_wanted():
         wanted = min(policy.workers, len(pieces) - 1)
         helpers = [policy.submit(batch.work) for _ in range(wanted)]

@@ -5,8 +5,9 @@ on large inputs, so work on other threads runs on other cores. A thread hop is e
 next to the kernel, so work crosses in batches, and whether a batch crosses at all is
 decided from measurements on the path it is on (:mod:`._adaptive`), not from constants.
 
-Work is submitted to a ``concurrent.futures.Executor`` (the policy's, or one shared pool
-of ``workers`` threads) without awaiting, so batches run while the loop reads the next
+Work is submitted to the engine's one pool of worker threads (:func:`start`: light tasks,
+no ``concurrent.futures``, which with the ``logging`` it imports would cost the command's
+start-up), or to the policy's own ``concurrent.futures.Executor``, without awaiting, so batches run while the loop reads the next
 input; a finished future wakes the loop through the backend's own thread-safe scheduler
 (``call_soon_threadsafe`` on asyncio, the trio token on trio), so waiting costs no thread.
 """
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import os
 import threading
+from _queue import SimpleQueue  # C; the queue module would import more
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._lazy import LazyModule
-from ..errors import InvalidParameterError
+from ..errors import BrokenTransformError, InvalidParameterError
 
 if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need neither
     import concurrent.futures as futures
@@ -36,11 +38,15 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_WORKERS",
     "OffloadPolicy",
+    "Pending",
+    "Task",
     "WorkerCalls",
+    "start",
     "wait_future",
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 # These are bounds, not tuning: whether work between them leaves the loop is measured on
 # the path at run time (see _adaptive.py and docs/ENGINE.md). Machines of this project's
@@ -146,9 +152,11 @@ class OffloadPolicy:
         if self.inline_limit < 0:
             raise InvalidParameterError("inline_limit must be >= 0")
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> futures.Future[T]:
+    def submit(self, fn: Callable[..., T], *args: Any) -> Pending[T]:
         """Start ``fn(*args)`` on a worker thread; returns at once."""
-        return (self.executor or _shared_pool(self.workers)).submit(fn, *args)
+        if self.executor is not None:
+            return self.executor.submit(fn, *args)
+        return start(fn, *args, workers=self.workers)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread, awaited (for one-off work such as a KDF)."""
@@ -157,32 +165,211 @@ class OffloadPolicy:
 
 DEFAULT_POLICY = OffloadPolicy()
 
-_pools: dict[int, futures.ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
+
+class Pending(Protocol[T_co]):
+    """Work started on a worker: the engine's :class:`Task`, or the ``Future`` of an
+    executor given in the policy (the scheduler needs only these four methods)."""
+
+    def done(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
+
+    def result(self) -> T_co: ...
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
 
 
-def _forget_pools_in_child() -> None:
-    """After ``fork``: the child has the parent's pool objects but none of their threads
-    (work submitted there would never run) and maybe a lock held by a thread that no
-    longer exists; it starts with no pool and a new lock (gunicorn ``--preload``,
+_PENDING, _RUNNING, _DONE, _CANCELLED = range(4)
+
+
+class Task(Generic[T]):
+    """``fn(*args)`` submitted to the engine's pool: a light future (``done``,
+    ``cancel`` before it started, ``result`` waiting for it, ``add_done_callback``)."""
+
+    __slots__ = ("_args", "_callbacks", "_error", "_finished", "_fn", "_lock", "_state", "_value")
+
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
+        self._fn = fn
+        self._args = args
+        self._state = _PENDING
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[Any], object]] = []
+        self._lock = threading.Lock()  # its own: threads finishing other tasks never wait
+        self._finished = threading.Lock()  # held until the task is done or cancelled
+        self._finished.acquire()
+
+    def done(self) -> bool:
+        return self._state >= _DONE
+
+    def cancel(self) -> bool:
+        """Drop the task if no thread started it (then ``True``)."""
+        with self._lock:
+            if self._state != _PENDING:
+                return self._state == _CANCELLED
+            self._state = _CANCELLED
+            del self._fn, self._args  # never run: no cycle through a batch's method
+        self._end()
+        return True
+
+    def result(self) -> T:
+        """Wait for the task; its value, or raise what it raised.
+
+        Raises :class:`~streamcrypt.errors.BrokenTransformError` if it was cancelled."""
+        if self._state < _DONE:
+            with self._finished:
+                pass
+        if self._state == _CANCELLED:
+            raise BrokenTransformError("the work was cancelled before it ran")
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None:
+        """Call ``fn(task)`` once it is done or cancelled (at once if it is)."""
+        with self._lock:
+            if self._state < _DONE:
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def run(self) -> None:
+        """Run the task on this thread, unless it was cancelled."""
+        if self._call():
+            self._settle()
+
+    def _call(self) -> bool:
+        """Run ``fn`` and keep what it gave; ``False`` if the task was cancelled."""
+        with self._lock:
+            if self._state != _PENDING:
+                return False
+            self._state = _RUNNING
+        try:
+            self._value = self._fn(*self._args)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            # What it ran on may be large (a batch, a buffer), and a batch's method refers
+            # back to its task: freed now, not by a garbage collection.
+            del self._fn, self._args
+        return True
+
+    def _settle(self) -> None:
+        """Mark the task done: wake who waits for it, call its callbacks."""
+        with self._lock:
+            self._state = _DONE
+        self._end()
+
+    def _end(self) -> None:
+        self._finished.release()
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self)
+
+
+class _Pool:
+    """The engine's one pool of worker threads (daemon threads, made on demand).
+
+    It keeps up to ``capacity`` threads (the most any policy asked for), which take work
+    in order from one queue (a C ``SimpleQueue``: a hand-over wakes one thread, no
+    condition bounced between threads); work submitted while they are all busy waits its
+    turn. Work that must start at once (a helper of the command's turns, its writer: they
+    wait for other threads) gets a thread of its own, which then stays in the pool if the
+    pool keeps fewer than ``capacity``, and ends otherwise."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: SimpleQueue[Task[Any]] = SimpleQueue()
+        self.capacity = 0
+        self.threads = 0
+        self._idle = 0  # threads waiting for work that no submission has claimed yet
+        self._waiting = 0  # work queued while every thread was busy, not claimed yet
+
+    @property
+    def busy(self) -> int:
+        """Threads running work (or about to)."""
+        return self.threads - self._idle
+
+    def submit(self, task: Task[Any], workers: int, *, now: bool = False) -> None:
+        with self._lock:
+            self.capacity = max(self.capacity, workers)
+            if now:
+                spawn = True
+            elif self._idle:
+                self._idle -= 1
+                spawn = False
+            else:
+                spawn = self.threads < self.capacity
+                self._waiting += not spawn
+            if spawn:
+                self.threads += 1
+        if not now:
+            self._queue.put(task)
+        if spawn:  # outside the lock: starting a thread waits for it to run
+            first = task if now else None
+            thread = threading.Thread(
+                target=self._work, args=(first,), name="streamcrypt-worker", daemon=True
+            )
+            try:
+                thread.start()
+            except RuntimeError:  # interpreter shutdown: the task is never taken
+                with self._lock:
+                    self.threads -= 1
+                task.cancel()
+                raise
+
+    def _work(self, task: Task[Any] | None) -> None:
+        get = self._queue.get
+        while True:
+            if task is None:
+                task = get()
+            ran = task._call()
+            with self._lock:  # idle again before its waiters wake
+                leave = self.threads > self.capacity  # a thread that started work now
+                if leave:
+                    self.threads -= 1
+                elif self._waiting:
+                    self._waiting -= 1  # the next get() has work waiting for it
+                else:
+                    self._idle += 1
+            if ran:
+                task._settle()
+            task = None  # its result is its owner's, not this idle thread's
+            if leave:
+                return
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _forget_pool_in_child() -> None:
+    """After ``fork``: the child has the parent's pool object but none of its threads
+    (work submitted there would never run) and maybe locks held by threads that no
+    longer exist; it starts with no pool and new locks (gunicorn ``--preload``,
     multiprocessing's fork start)."""
-    global _pools_lock
-    _pools.clear()
-    _pools_lock = threading.Lock()
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
-    os.register_at_fork(after_in_child=_forget_pools_in_child)
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-def _shared_pool(workers: int) -> futures.ThreadPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            pool = _pools[workers] = futures.ThreadPoolExecutor(
-                workers, thread_name_prefix="streamcrypt-worker"
-            )
-        return pool
+def start(
+    fn: Callable[..., T], *args: Any, workers: int = DEFAULT_WORKERS, now: bool = False
+) -> Task[T]:
+    """Start ``fn(*args)`` on the engine's pool (``workers``: threads it should keep;
+    ``now``: on a thread of its own at once, for work that waits on other threads)."""
+    global _pool
+    task = Task(fn, args)
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool()
+        pool = _pool
+    pool.submit(task, workers, now=now)
+    return task
 
 
 class WorkerCalls:
@@ -193,9 +380,9 @@ class WorkerCalls:
 
     def __init__(self, policy: OffloadPolicy | None) -> None:
         self._policy = policy or DEFAULT_POLICY
-        self._running: set[futures.Future[Any]] = set()
+        self._running: set[Pending[Any]] = set()
 
-    def start(self, fn: Callable[..., T], *args: Any) -> futures.Future[T]:
+    def start(self, fn: Callable[..., T], *args: Any) -> Pending[T]:
         """Start ``fn(*args)`` on a worker; remembered until it finished."""
         future = self._policy.submit(fn, *args)
         self._running.add(future)
@@ -245,8 +432,8 @@ def _waker(event: anyio.Event) -> Callable[[], None]:
     return wake_asyncio
 
 
-async def wait_future(future: futures.Future[T]) -> T:
-    """Await a ``concurrent.futures.Future`` on asyncio or trio without blocking a thread.
+async def wait_future(future: Pending[T]) -> T:
+    """Await work started on a worker (:class:`Pending`) on asyncio or trio without blocking a thread.
 
     Cancelling the wait does not stop the work; the caller must treat its state as broken.
     """

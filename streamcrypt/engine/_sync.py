@@ -5,8 +5,9 @@ Theory of operation
 The ``streamcrypt`` command reads, seals and writes without an event loop (importing and
 running one, or ``concurrent.futures`` and the ``logging`` it brings, would cost its
 start-up more than a short run gains). It needs two things the async scheduler
-(:class:`~._batches.OrderedBatches`) does for the loop; both live here, on threads of
-the engine's own (no module outside the engine makes a thread):
+(:class:`~._batches.OrderedBatches`) does for the loop; both live here and run on the
+engine's one pool (:func:`~._offload.start`, with ``now``: they wait on each other's
+threads, so they take an idle worker or a new one rather than queue behind work):
 
 * :func:`run_in_turns`: pieces taken one at a time, in order (``take``), each run by the
   thread that took it (``run``: its bytes are still in that core's cache), and passed on
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from ..abc import Buffer
+from ._offload import start
 
 __all__ = ["WriteBehind", "run_in_turns"]
 
@@ -121,13 +123,6 @@ class _Turns(Generic[P, R]):
                 self._cond.notify_all()
 
 
-def _start(target: Callable[[], None], name: str) -> threading.Thread:
-    """A daemon thread running ``target``, started: the engine's synchronous helpers."""
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread
-
-
 def run_in_turns(
     take: Callable[[], tuple[P, bool]],
     run: Callable[[P], R],
@@ -144,7 +139,7 @@ def run_in_turns(
     when this returns. Raises the first failure, in its piece's turn.
     """
     turns = _Turns(take, run, pass_on, max(1, threads) * ahead)
-    helpers = [_start(turns.help, "streamcrypt-worker") for _ in range(threads - 1)]
+    helpers = [start(turns.help, now=True) for _ in range(threads - 1)]
     try:
         turns.work()
     except BaseException as exc:
@@ -152,7 +147,7 @@ def run_in_turns(
     finally:
         try:
             for helper in helpers:
-                helper.join()
+                helper.result()
         except BaseException as exc:  # Ctrl-C while waiting: the helpers stop too
             turns.stop(exc)
             raise
@@ -161,7 +156,7 @@ def run_in_turns(
 
 
 class WriteBehind:
-    """Blocking writes of queued buffers, in order, on a thread of its own behind the
+    """Blocking writes of queued buffers, in order, on a pool thread behind the
     producer (see the module docstring). ``write(items)`` writes them all or raises
     ``OSError``, which stops the queue and is kept in :attr:`error`.
     """
@@ -181,7 +176,7 @@ class WriteBehind:
         self.error: OSError | None = None
         #: Bytes written so far (not counting those still queued).
         self.written = 0
-        self._thread = _start(self._run, "streamcrypt-writer")
+        self._task = start(self._run, now=True)
 
     def put(self, data: Buffer, wake_at: int = 0) -> bool:
         """Queue ``data`` (kept until written); ``True`` when more than ``ahead`` bytes
@@ -209,7 +204,7 @@ class WriteBehind:
             self._closing = True
             self._dropping = self._dropping or drop
             self._cond.notify_all()
-        self._thread.join()
+        self._task.result()
 
     def _run(self) -> None:
         while True:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any, Protocol
 
 import anyio
@@ -18,7 +17,7 @@ from anyio.abc import ByteSendStream
 
 from ..abc import Buffer, Transform
 from ..codecs import SegmentedTransform, SegmentJob
-from ..engine import OffloadPolicy, OrderedBatches, WorkerCalls, wait_future
+from ..engine import OffloadPolicy, OrderedBatches, Pending, WorkerCalls, wait_future
 from ._atomic import commit_temporary, discard_temporary
 from ._file_read import _INLINE_PIECE
 
@@ -54,7 +53,7 @@ class _AtomicFileSink:
         self._fd: int | None = fd
         self.tmp = tmp
         self._threads = threads
-        self._writing: Future[None] | None = None
+        self._writing: Pending[None] | None = None
 
     async def _written(self) -> None:
         writing, self._writing = self._writing, None
