@@ -529,6 +529,30 @@ def test_tampered_signature_withholds_the_end() -> None:
         dec.finalize()
 
 
+@pytest.mark.anyio
+async def test_top_level_calls_write_a_signed_envelope() -> None:
+    """encrypt_bytes / encrypt reach sign_with (a signing encryptor is two stages: the
+    one-shot runner runs its segmented stage, then its signature tap)."""
+    verify = SIGNER.public_key()
+    blob = streamcrypt.encrypt_bytes(
+        DATA, format="envelope", recipients=[X.recipient], sign_with=SIGNER, segment_size=SEG
+    )
+    assert ev.parse_header(blob).signer == SIGNER.public_bytes()  # type: ignore[union-attr]
+    assert streamcrypt.decrypt_bytes(blob, identities=[X], verify_with=verify) == DATA
+    with pytest.raises(InvalidSignatureError):
+        streamcrypt.decrypt_bytes(_flip(blob, len(blob) - 1), identities=[X], verify_with=verify)
+    streamed = b"".join(
+        [
+            c
+            async for c in streamcrypt.encrypt(
+                DATA, format="envelope", recipients=[X.recipient], sign_with=SIGNER
+            )
+        ]
+    )
+    assert envelope_decrypt(streamed, identities=X, verify_with=verify) == DATA
+    assert streamcrypt.decrypt_bytes(streamed, identities=[X], verify_with=verify) == DATA
+
+
 def test_missing_or_foreign_signature() -> None:
     signed = _enc(recipients=[X.recipient], sign_with=SIGNER)
     with pytest.raises(InvalidSignatureError):  # signature cut off
