@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import TypeGuard, TypeVar
 
-from .abc import Buffer, Transform
+from .abc import Buffer, Chain, Transform
 from .codecs import (
     DETECT_BYTES,
     FORMATS,
@@ -377,6 +377,7 @@ def _run(stages: Sequence[Transform], data: Buffer, policy: OffloadPolicy | None
     produced before goes on through the later stages first, so a fault there wins.
     """
     out: Buffer = data
+    stages = Chain(*stages).stages  # as the engine runs them: a chain's segmented stage too
     for n, stage in enumerate(stages):
         if _segmented(stage):
             out = run_segmented(stage, out, policy)

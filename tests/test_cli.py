@@ -931,6 +931,37 @@ def test_signed_envelope(work: Path, public: dict[str, str]) -> None:
     assert unsigned.returncode == 0 and unsigned.stdout == DATA
 
 
+def test_verify_with_streams_an_envelope_into_a_file_only(
+    work: Path, public: dict[str, str]
+) -> None:
+    """Into an atomic regular file (removed unless the signature verifies) segments go as
+    they verify, so a large envelope streams; elsewhere --verify-with is refused before
+    any work, and the codec would hold everything until the signature (max_buffered)."""
+    from streamcrypt.cli import _crypt
+    from streamcrypt.cli._errors import CliError
+
+    keys = _crypt._Keys(passphrase="pw")
+    signer = public["sign.key"]
+    to_file = _namespace("decrypt", verify_with=signer, output=str(work / "out.bin"))
+    options = _crypt._envelope_reading(to_file, keys)
+    assert options.verify_with is not None and options.allow_unverified
+    for output in (None, "-", os.devnull):
+        args = _namespace("decrypt", verify_with=signer, output=output)
+        assert not _crypt._envelope_reading(args, keys).allow_unverified
+    both = _namespace("decrypt", verify_with=signer, allow_unverified=True, output="x")
+    with pytest.raises(CliError, match="not both"):
+        _crypt._envelope_reading(both, keys)
+    enc = sc(
+        "encrypt", "-r", public["id.x"], "--sign-with", "sign.key", "-o", "s.sc", "in.bin",
+        cwd=work,
+    )  # fmt: skip
+    assert enc.returncode == 0
+    special = sc(
+        "decrypt", "-i", "id.x", "--verify-with", signer, "-o", os.devnull, "s.sc", cwd=work
+    )
+    assert special.returncode == 2 and b"--verify-with" in special.stderr
+
+
 def _on_a_terminal(args: list[str], cwd: Path, answers: list[bytes]) -> tuple[int, bytes]:
     """Run the command with a pseudo-terminal as its controlling terminal; answer each
     prompt (a line ending in ': ') with the next of ``answers``."""

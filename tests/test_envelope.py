@@ -516,17 +516,115 @@ def test_signed_stream_verifies() -> None:
     assert envelope_decrypt(blob, identities=X, verify_with=SIGNER.public_bytes()) == DATA
 
 
-def test_tampered_signature_withholds_the_end() -> None:
+def test_verify_with_releases_nothing_before_the_signature_verified() -> None:
+    """The rule of every signed format: with verify_with (and no allow_unverified) not a
+    byte comes out before the signature at the end verified, however the stream is cut;
+    every segment comes out once it did."""
     blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
     bad = _flip(blob, len(blob) - 10)
-    dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key())
-    early = dec.update(bad)
-    assert DATA.startswith(early) and len(early) < len(DATA)  # earlier segments came out
+    rng = random.Random(5)
+    for data in (blob, bad):
+        dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key())
+        assert b"".join(dec.update(p) for p in random_splits(data, rng, 700)) == b""
+        if data is blob:
+            assert dec.finalize() == DATA and dec.verified
+            continue
+        with pytest.raises(InvalidSignatureError):
+            dec.finalize()
+        assert not dec.verified
+        with pytest.raises(BrokenTransformError):
+            dec.finalize()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("piece", [8192, 1 << 20])
+async def test_streaming_decrypt_with_verify_with_releases_nothing_of_a_bad_signature(
+    piece: int,
+) -> None:
+    """The review's case: streamcrypt.decrypt(verify_with=) of a large envelope whose
+    signature was altered released all but its last segment before refusing."""
+    data = bytes(random.Random(9).randbytes(300_000))
+    blob = _enc(data, recipients=[X.recipient], sign_with=SIGNER, segment_size=4096)
+    bad = _flip(blob, len(blob) - 1)
+
+    async def source() -> Any:
+        for at in range(0, len(bad), piece):
+            yield bad[at : at + piece]
+
+    released = 0
     with pytest.raises(InvalidSignatureError):
-        dec.finalize()
-    assert not dec.verified
+        async for chunk in streamcrypt.decrypt(
+            source(), identities=[X], verify_with=SIGNER.public_key()
+        ):
+            released += len(chunk)
+    assert released == 0
+    out = b"".join(
+        [
+            c
+            async for c in streamcrypt.decrypt(
+                blob, identities=[X], verify_with=SIGNER.public_key()
+            )
+        ]
+    )
+    assert out == data
+
+
+def test_a_verifying_decryptor_holds_at_most_max_buffered_bytes() -> None:
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    assert ev.DEFAULT_MAX_BUFFERED == 1 << 30  # the AWS decryptor's max_buffered default
+    dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key(), max_buffered=2 * SEG)
+    with pytest.raises(LimitExceededError, match=r"max_buffered.*allow_unverified=True"):
+        dec.update(blob)
     with pytest.raises(BrokenTransformError):
         dec.finalize()
+    # Just enough: every segment but the final one is held, then all come out.
+    held = len(DATA) // SEG * (SEG + container.TAG_SIZE)
+    dec = ev.EnvelopeDecryptor(identities=X, verify_with=SIGNER.public_key(), max_buffered=held)
+    assert dec.update(blob) == b"" and dec.finalize() == DATA
+
+
+def test_allow_unverified_with_verify_with_releases_early_and_checks_at_the_end() -> None:
+    """For an output that can be discarded (the CLI's atomic file): segments come out as
+    their tags verify, and the signature is still checked at the end."""
+    blob = _enc(recipients=[X.recipient], sign_with=SIGNER)
+    for data, good in ((blob, True), (_flip(blob, len(blob) - 10), False)):
+        dec = ev.EnvelopeDecryptor(
+            identities=X, verify_with=SIGNER.public_key(), allow_unverified=True, max_buffered=0
+        )
+        early = dec.update(data)
+        assert early and DATA.startswith(early) and len(early) < len(DATA)
+        if good:
+            assert early + dec.finalize() == DATA and dec.verified
+        else:
+            with pytest.raises(InvalidSignatureError):
+                dec.finalize()
+    other = Ed25519PrivateKey.generate().public_key()
+    with pytest.raises(InvalidSignatureError):  # still the signer verify_with names
+        envelope_decrypt(blob, identities=X, verify_with=other, allow_unverified=True)
+
+
+@pytest.mark.anyio
+async def test_top_level_calls_write_a_signed_envelope() -> None:
+    """encrypt_bytes / encrypt reach sign_with (a signing encryptor is two stages: the
+    one-shot runner runs its segmented stage, then its signature tap)."""
+    verify = SIGNER.public_key()
+    blob = streamcrypt.encrypt_bytes(
+        DATA, format="envelope", recipients=[X.recipient], sign_with=SIGNER, segment_size=SEG
+    )
+    assert ev.parse_header(blob).signer == SIGNER.public_bytes()  # type: ignore[union-attr]
+    assert streamcrypt.decrypt_bytes(blob, identities=[X], verify_with=verify) == DATA
+    with pytest.raises(InvalidSignatureError):
+        streamcrypt.decrypt_bytes(_flip(blob, len(blob) - 1), identities=[X], verify_with=verify)
+    streamed = b"".join(
+        [
+            c
+            async for c in streamcrypt.encrypt(
+                DATA, format="envelope", recipients=[X.recipient], sign_with=SIGNER
+            )
+        ]
+    )
+    assert envelope_decrypt(streamed, identities=X, verify_with=verify) == DATA
+    assert streamcrypt.decrypt_bytes(streamed, identities=[X], verify_with=verify) == DATA
 
 
 def test_missing_or_foreign_signature() -> None:
@@ -575,10 +673,6 @@ def test_allow_unverified_reads_a_signed_stream_unchecked_only_by_name() -> None
     # Unsigned envelopes read the same with or without it.
     unsigned = _enc(recipients=[X.recipient])
     assert envelope_decrypt(unsigned, identities=X, allow_unverified=True) == DATA
-    with pytest.raises(InvalidParameterError):
-        ev.EnvelopeDecryptor(
-            identities=X, verify_with=SIGNER.public_key(), allow_unverified=True
-        )
 
 
 def test_signature_covers_everything_before_it() -> None:

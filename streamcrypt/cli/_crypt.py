@@ -540,6 +540,11 @@ def _age_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
 
 
 def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
+    """The envelope's options for decrypting. With ``--verify-with`` the output is an
+    atomic regular file (:func:`_only_file` refuses the others), removed unless the whole
+    run, signature included, succeeds: segments go into it as they verify
+    (``allow_unverified=True``), so a large file streams instead of being held until the
+    signature at its end."""
     purpose = "a streamcrypt envelope needs streamcrypt identities"
     identities = _identities_of(keys, "x25519", purpose)
     _check_people(
@@ -550,13 +555,16 @@ def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         "--passphrase",
         "the input is an envelope: give -i IDENTITY or --passphrase",
     )
+    if args.verify_with and args.allow_unverified:
+        raise _usage("give --verify-with (check the signature) or --allow-unverified, not both")
     verify = parse_public_key(args.verify_with, kind="ed25519") if args.verify_with else None
+    takes_back = args.output not in (None, "-") and not _is_special(args.output)
     return FormatOptions(
         identities=tuple(identities),
         passphrase=keys.passphrase,
         aad=_aad(args),
         verify_with=verify,
-        allow_unverified=args.allow_unverified,
+        allow_unverified=args.allow_unverified or (verify is not None and takes_back),
     )
 
 

@@ -21,9 +21,12 @@ the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
 Parallelism: the container's segments are sealed and opened on worker threads by the
 engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
 tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
-verifying decryptor holds back the last 64 bytes, hashes the rest in ``feed()`` and
-checks the signature before it releases the final segment; segment opening stays
-parallel.
+verifying decryptor holds back the last 64 bytes and hashes the rest in ``feed()``; it
+holds the segments' jobs too (copied, at most ``max_buffered`` bytes) and gives them to
+the engine only once ``finish()`` checked the signature, so nothing comes out unchecked
+and segment opening stays parallel. ``allow_unverified=True`` with ``verify_with``
+releases segments as they verify and checks the signature at the end (the CLI does so
+into an atomic output file, removed unless the signature verifies).
 """
 
 from __future__ import annotations
@@ -61,10 +64,11 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
-from ._stream import EnvelopeDecryptor, EnvelopeEncryptor, layout
+from ._stream import DEFAULT_MAX_BUFFERED, EnvelopeDecryptor, EnvelopeEncryptor, layout
 
 __all__ = [
     "ARGON2ID",
+    "DEFAULT_MAX_BUFFERED",
     "ECIES_SECP256K1",
     "ECIES_X25519",
     "FORMAT",

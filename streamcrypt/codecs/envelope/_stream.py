@@ -12,6 +12,7 @@ from ...errors import (
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
+    LimitExceededError,
     TruncatedStreamError,
 )
 from ...keys import (
@@ -58,7 +59,11 @@ from ._recipients import (
     _wrap,
 )
 
-__all__ = ["EnvelopeDecryptor", "EnvelopeEncryptor", "layout"]
+__all__ = ["DEFAULT_MAX_BUFFERED", "EnvelopeDecryptor", "EnvelopeEncryptor", "layout"]
+
+#: How many bytes of a signed envelope a verifying decryptor holds at most until its
+#: signature verified (the AWS decryptor's ``max_buffered`` default): 1 GiB.
+DEFAULT_MAX_BUFFERED = 1 << 30
 
 
 class _Sealer(SegmentedEncryptor):
@@ -276,18 +281,22 @@ class EnvelopeDecryptor(SegmentedDecryptor):
     """Decrypt an envelope with any matching identity or the passphrase (sans-I/O).
 
     Releases only verified segments. With ``verify_with`` (an Ed25519 public key) the
-    stream must be signed by it, and ``finish()``/``finalize()`` verify the signature
-    before the final segment comes out. A signed stream without ``verify_with`` is
-    refused (:class:`InvalidSignatureError`, before any plaintext) unless the caller
-    passes ``allow_unverified=True`` (the AWS format's name for the same opt-in), which
-    reads it without checking the signature. Caps on passphrase parameters:
-    ``max_work_factor`` (Argon2id) and ``max_scrypt``. Raises :class:`UnknownKeyError`,
-    :class:`AuthenticationError`, :class:`InvalidSignatureError`,
-    :class:`InvalidPublicKeyError`, :class:`LimitExceededError`,
-    :class:`TruncatedStreamError`, :class:`FormatError`, :class:`UnsupportedFormatError`.
+    stream must be signed by it, and nothing comes out before its signature verified:
+    the segments are held (at most ``max_buffered`` bytes, the AWS decryptor's name and
+    default, else :class:`LimitExceededError`) and opened once ``finish()`` /
+    ``finalize()`` checked the signature. ``allow_unverified=True`` with ``verify_with``
+    releases each segment once its tag verified and still checks the signature at the
+    end (for an output that can be discarded if it fails). A signed stream without
+    ``verify_with`` is refused (:class:`InvalidSignatureError`, before any plaintext)
+    unless the caller passes ``allow_unverified=True``, which reads it without checking
+    the signature. Caps on passphrase parameters: ``max_work_factor`` (Argon2id) and
+    ``max_scrypt``. Raises :class:`UnknownKeyError`, :class:`AuthenticationError`,
+    :class:`InvalidSignatureError`, :class:`InvalidPublicKeyError`,
+    :class:`LimitExceededError`, :class:`TruncatedStreamError`, :class:`FormatError`,
+    :class:`UnsupportedFormatError`.
     """
 
-    __slots__ = ("_reader", "_tail", "_verifier")
+    __slots__ = ("_gated", "_gated_size", "_max_buffered", "_reader", "_tail", "_verifier")
 
     def __init__(
         self,
@@ -299,12 +308,11 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         allow_unverified: bool = False,
         max_work_factor: Argon2Params = MAX_READ_PARAMS,
         max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
     ) -> None:
         idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
         verify = None
         if verify_with is not None:
-            if allow_unverified:
-                raise InvalidParameterError("give verify_with= or allow_unverified=, not both")
             verify = (
                 verify_with
                 if isinstance(verify_with, Ed25519PublicKey)
@@ -314,6 +322,12 @@ class EnvelopeDecryptor(SegmentedDecryptor):
         super().__init__(self._reader)
         self._verifier = Ed25519phVerifier(verify) if verify is not None else None
         self._tail = bytearray()
+        # Segments held until the signature verified (None: released as they verify).
+        self._gated: list[SegmentJob] | None = (
+            [] if verify is not None and not allow_unverified else None
+        )
+        self._gated_size = 0
+        self._max_buffered = max_buffered
 
     @property
     def header(self) -> EnvelopeHeader | None:
@@ -334,7 +348,22 @@ class EnvelopeDecryptor(SegmentedDecryptor):
     def _forward(self, chunk: Buffer) -> list[SegmentJob]:
         if self._verifier is not None and len(chunk):
             self._verifier.update(chunk)
-        return super().feed(chunk)
+        jobs = super().feed(chunk)
+        gated = self._gated
+        if gated is None:
+            return jobs
+        for job in jobs:  # a copy: a job's data may be a view of the caller's buffer
+            self._gated_size += len(job.data)
+            if self._gated_size > self._max_buffered:
+                raise LimitExceededError(
+                    f"a signed envelope is held until its signature verified, here at most "
+                    f"{self._max_buffered} bytes (max_buffered): raise max_buffered, or pass "
+                    "allow_unverified=True with verify_with into an output that can be "
+                    "discarded (segments then come out before the signature is checked)"
+                )
+            job.data = bytes(job.data)
+            gated.append(job)
+        return []
 
     def feed(self, data: Buffer) -> list[SegmentJob]:
         """Jobs for every segment now complete (the last 64 bytes are held back)."""
@@ -381,6 +410,8 @@ class EnvelopeDecryptor(SegmentedDecryptor):
                     raise TruncatedStreamError("the signed envelope ended before its signature")
                 if self._verifier is not None:
                     self._verifier.finalize(tail)
+                if self._gated is not None:
+                    jobs, self._gated = self._gated, None
         except Exception as exc:
             raise self._break(exc) from None
         return jobs + super().finish()
