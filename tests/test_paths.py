@@ -173,6 +173,70 @@ def test_cluster_refuses_a_link_out_of_a_local_destination(tmp_path: Path, outsi
     _untouched(outside)
 
 
+def test_create_beneath_follows_no_link_below_its_root(tmp_path: Path, outside: Path) -> None:
+    """Directories are made, the file appears only at the end, and any link on the way
+    (even one that stays inside the root) is refused; a link as the file itself is
+    replaced by the new file, never followed."""
+    root = tmp_path / "root"
+    with paths.create_beneath(root, "a/b/new.bin") as fd:
+        os.write(fd, b"data")
+        assert not (root / "a" / "b" / "new.bin").exists()
+    assert (root / "a" / "b" / "new.bin").read_bytes() == b"data"
+    (root / "in").symlink_to("a")
+    (root / "out").symlink_to(outside)
+    for name in ("in/b/x", "out/x", "a/b/new.bin/x"):
+        with pytest.raises(UnsafePathError), paths.create_beneath(root, name):
+            pytest.fail("opened")  # pragma: no cover
+    (root / "a" / "OUTSIDE.txt").symlink_to(outside / "OUTSIDE.txt")
+    with paths.create_beneath(root, "a/OUTSIDE.txt") as fd:
+        os.write(fd, b"new")
+    assert not (root / "a" / "OUTSIDE.txt").is_symlink()
+    with pytest.raises(RuntimeError), paths.create_beneath(root, "a/failed") as fd:
+        raise RuntimeError
+    assert sorted(os.listdir(root / "a")) == ["OUTSIDE.txt", "b"]  # no temporary left
+    _untouched(outside)
+
+
+@pytest.mark.parametrize("operation", ["encrypt", "decrypt"])
+def test_cluster_follows_no_link_planted_after_its_check(
+    operation: str, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker checks the destination, then writes: a link planted in between (the
+    review's race, done deterministically right after the check) is refused as a typed
+    failure; nothing is written outside the destination."""
+    storage = _storage()
+    from streamcrypt.cluster import EnvKey, _objects
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "sub").mkdir(parents=True)
+    body = b"plaintext"
+    if operation == "decrypt":
+        from streamcrypt import encrypt_bytes
+
+        body = encrypt_bytes(body, KEY)
+    (src / "sub" / "OUTSIDE.txt").write_bytes(body)
+    (dst / "sub").mkdir(parents=True)
+    pairs = storage.expand(str(src), str(dst), {})
+    checked = _objects.destination
+
+    def check_then_plant(*args: Any) -> Any:
+        found = checked(*args)
+        if not (dst / "sub").is_symlink():
+            (dst / "sub").rmdir()
+            (dst / "sub").symlink_to(outside)
+        return found
+
+    monkeypatch.setattr(_objects, "destination", check_then_plant)
+    monkeypatch.setenv("SC_PATHS_KEY", bytes(range(32)).hex())
+    spec = _objects.ObjectSpec(
+        operation, EnvKey("SC_PATHS_KEY"), None, _objects.CryptOptions(), "0" * 8,
+        destination=str(dst),
+    )  # fmt: skip
+    result = _objects.process_object(pairs[0], spec)
+    assert result.error == "UnsafePathError"
+    _untouched(outside)
+
+
 # -- backup snapshots and restore --------------------------------------------------------------
 
 
