@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -378,6 +379,41 @@ def test_the_command_refuses_an_output_that_is_not_a_file_name(suffix: str, tmp_
     assert os.listdir(tmp_path) == []
 
 
+def test_an_output_given_as_a_symbolic_link_writes_what_it_leads_to(tmp_path: Path) -> None:
+    """``-o LINK``: the link is followed, for the check and the write alike; the atomic
+    rename replaced the link itself before (as root, ``-o /dev/stdout`` once replaced the
+    system's link by a plaintext file). A link to a regular file: the target gets the
+    plaintext, atomically, and the link stays a link; a dangling link: its target is
+    created; a link to a FIFO: written in place."""
+    import threading
+
+    assert _sc("keygen", "-o", "k.key", cwd=tmp_path).returncode == 0
+    (tmp_path / "in.bin").write_bytes(os.urandom(300_000))
+    assert _sc("encrypt", "-k", "k.key", "-o", "ct", "in.bin", cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "target").write_text("old")
+    cases = {"to-file": elsewhere / "target", "dangling": elsewhere / "new"}
+    for link, target in cases.items():
+        (tmp_path / link).symlink_to(target)
+        done = _sc("decrypt", "-k", "k.key", "-o", link, "ct", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / link).is_symlink() and os.readlink(tmp_path / link) == str(target)
+        assert target.read_bytes() == (tmp_path / "in.bin").read_bytes()
+    assert sorted(os.listdir(elsewhere)) == ["new", "target"]  # no temporary left
+    os.mkfifo(elsewhere / "fifo")
+    (tmp_path / "to-fifo").symlink_to(elsewhere / "fifo")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append((elsewhere / "fifo").read_bytes()))
+    reader.start()
+    done = _sc("decrypt", "-k", "k.key", "-o", "to-fifo", "ct", cwd=tmp_path)
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert got == [(tmp_path / "in.bin").read_bytes()]
+    assert (tmp_path / "to-fifo").is_symlink()
+    assert stat.S_ISFIFO(os.stat(elsewhere / "fifo").st_mode)
+
+
 # -- modes of new files (issue 27 #10) ----------------------------------------------------------
 
 _MODES = r"""
@@ -469,6 +505,9 @@ def test_verify_with_refuses_an_output_that_cannot_be_taken_back(tmp_path: Path)
     assert refused.returncode == 2 and b"cannot be taken back" in refused.stderr
     to_stdout = _sc(*verify, "-o", "/dev/stdout", "forged.sc", cwd=tmp_path)
     assert (to_stdout.returncode, to_stdout.stdout) == (2, b"")
+    (tmp_path / "to-fifo").symlink_to(fifo)  # a link to it is the FIFO
+    via_link = _sc(*verify, "-o", "to-fifo", "forged.sc", cwd=tmp_path)
+    assert via_link.returncode == 2 and (tmp_path / "to-fifo").is_symlink()
     bad = _sc(*verify, "-o", "out.bin", "forged.sc", cwd=tmp_path)
     assert bad.returncode == 1 and not (tmp_path / "out.bin").exists()
     ok = _sc(*verify, "-o", "out.bin", "s.sc", cwd=tmp_path)
