@@ -14,9 +14,10 @@ with ``--remote NAME``. ``--filename-encryption`` (standard, obfuscate, off) and
 
 Contents stream through the engine in bounded memory (blocks sealed and opened on worker
 threads); ``cat`` releases only verified blocks and checks the plaintext size against the
-file size, ``put`` writes to a temporary beside the destination and renames it into place.
-A name that would lead out of ``ROOT`` (``..``, an absolute path, a symbolic link out of
-it) is refused (:func:`streamcrypt.paths.local_path`, ``UnsafePathError``).
+file size, ``put`` writes to a temporary beside the destination and renames it into place
+(:func:`streamcrypt.paths.create_beneath`: no symbolic link below ``ROOT`` is followed,
+even one planted while it runs). A name that would lead out of ``ROOT`` (``..``, an
+absolute path, a symbolic link out of it) is refused (``UnsafePathError``).
 Exit status: 0 ok, 1 failed (the error's type and message on stderr).
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -34,7 +34,7 @@ import anyio
 import streamcrypt
 from streamcrypt.codecs.rclone import RcloneKeys, RcloneNameCipher, decrypted_size
 from streamcrypt.errors import StreamCryptError
-from streamcrypt.paths import local_path
+from streamcrypt.paths import create_beneath, local_path
 
 
 def _keys(args: argparse.Namespace) -> RcloneKeys:
@@ -79,19 +79,13 @@ async def cat(
 async def put(
     root: Path, names: RcloneNameCipher, keys: RcloneKeys, local: Path, name: str
 ) -> None:
-    """Encrypt ``local`` into the remote as ``name`` (atomically)."""
-    dest = anyio.Path(local_path(root, names.encrypt_path(name)))
-    await dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    try:
-        async with await anyio.open_file(fd, "wb") as out:  # a new file: nothing followed
+    """Encrypt ``local`` into the remote as ``name`` (atomically, following no link)."""
+    remote = names.encrypt_path(name)
+    local_path(root, remote)  # refuse a hostile name before reading anything
+    with create_beneath(root, remote) as fd:  # a temporary, renamed over the file at the end
+        async with await anyio.open_file(fd, "wb", closefd=False) as out:
             async for piece in streamcrypt.encrypt(_chunks(local), keys, format="rclone"):
                 await out.write(piece)
-        await tmp.replace(dest)
-    except BaseException:
-        await tmp.unlink(missing_ok=True)
-        raise
 
 
 async def _main(args: argparse.Namespace) -> None:

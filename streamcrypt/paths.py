@@ -14,20 +14,24 @@ which split the name with :func:`name_parts` and refuse, with :class:`~streamcry
 - for local files, a path whose existing part leads through a symbolic link out of the
   root (``root/sub -> /etc`` refuses ``sub/passwd``); links that stay inside are fine.
 
-The symbolic-link check sees the file system as it is when the name is mapped; writers
-still create files with ``O_NOFOLLOW`` / ``O_EXCL`` or by renaming a temporary over the
-destination (which replaces a link, never follows it), so a link planted afterwards is
-not followed either.
+The symbolic-link check sees the file system as it is when the name is mapped. A local
+file is then written beneath its root by :func:`create_beneath`, which follows no link at
+all (each directory opened relative to the one before with ``O_NOFOLLOW``, the temporary
+created with ``O_EXCL | O_NOFOLLOW`` and renamed relative to its directory), so a link
+planted after the check is refused, never followed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Iterable
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from .errors import UnsafePathError
 
-__all__ = ["local_path", "local_paths", "name_parts", "object_key"]
+__all__ = ["create_beneath", "local_path", "local_paths", "name_parts", "object_key"]
 
 #: Whether local names follow Windows' rules (tests set it to check them on POSIX).
 _WINDOWS = os.name == "nt"
@@ -127,3 +131,76 @@ def local_paths(
 def local_path(root: str | os.PathLike[str], name: str, *, what: str = "name") -> str:
     """The local path of one ``name`` under ``root``: :func:`local_paths` of one name."""
     return local_paths(root, (name,), what=what)[0]
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
+
+
+def _open_directory(root: str, parts: tuple[str, ...], name: str, what: str) -> int:
+    """A descriptor of ``root/parts...``, missing directories made, no link followed
+    below ``root`` (``root`` itself is the caller's: made if missing, followed)."""
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(root, _DIR_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    try:
+        for part in parts:
+            try:
+                try:
+                    sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise UnsafePathError(
+                        f"{what} {_shown(name)} leads through a symbolic link (or what is "
+                        f"not a directory) under {root!r}: it is not followed"
+                    ) from None
+                raise
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def create_beneath(
+    root: str | os.PathLike[str], name: str, *, what: str = "name", tag: str = ""
+) -> Iterator[int]:
+    """Write the file ``name`` beneath the directory ``root``, atomically, following no
+    symbolic link below ``root``: yields the descriptor of a new temporary
+    ``.<base>.streamcrypt-<tag>.tmp`` beside it (``tag``: 16 random hex digits unless
+    given), which a clean exit fsyncs and renames over ``name`` (a link there is replaced,
+    never followed; the directory is fsynced after) and an error removes.
+
+    Missing directories are made. Raises :class:`UnsafePathError` for a name
+    :func:`name_parts` refuses or a path through a symbolic link (whenever it was
+    planted), ``OSError``.
+    """
+    parts = name_parts(name, what=what, local=True)
+    dfd = _open_directory(os.fspath(root), parts[:-1], name, what)
+    try:
+        tmp = f".{parts[-1]}.streamcrypt-{tag or secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, _NEW_FILE_FLAGS, 0o666, dir_fd=dfd)
+        try:
+            try:
+                yield fd
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            raise
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -173,6 +174,70 @@ def test_cluster_refuses_a_link_out_of_a_local_destination(tmp_path: Path, outsi
     _untouched(outside)
 
 
+def test_create_beneath_follows_no_link_below_its_root(tmp_path: Path, outside: Path) -> None:
+    """Directories are made, the file appears only at the end, and any link on the way
+    (even one that stays inside the root) is refused; a link as the file itself is
+    replaced by the new file, never followed."""
+    root = tmp_path / "root"
+    with paths.create_beneath(root, "a/b/new.bin") as fd:
+        os.write(fd, b"data")
+        assert not (root / "a" / "b" / "new.bin").exists()
+    assert (root / "a" / "b" / "new.bin").read_bytes() == b"data"
+    (root / "in").symlink_to("a")
+    (root / "out").symlink_to(outside)
+    for name in ("in/b/x", "out/x", "a/b/new.bin/x"):
+        with pytest.raises(UnsafePathError), paths.create_beneath(root, name):
+            pytest.fail("opened")  # pragma: no cover
+    (root / "a" / "OUTSIDE.txt").symlink_to(outside / "OUTSIDE.txt")
+    with paths.create_beneath(root, "a/OUTSIDE.txt") as fd:
+        os.write(fd, b"new")
+    assert not (root / "a" / "OUTSIDE.txt").is_symlink()
+    with pytest.raises(RuntimeError), paths.create_beneath(root, "a/failed") as fd:
+        raise RuntimeError
+    assert sorted(os.listdir(root / "a")) == ["OUTSIDE.txt", "b"]  # no temporary left
+    _untouched(outside)
+
+
+@pytest.mark.parametrize("operation", ["encrypt", "decrypt"])
+def test_cluster_follows_no_link_planted_after_its_check(
+    operation: str, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker checks the destination, then writes: a link planted in between (the
+    review's race, done deterministically right after the check) is refused as a typed
+    failure; nothing is written outside the destination."""
+    storage = _storage()
+    from streamcrypt.cluster import EnvKey, _objects
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "sub").mkdir(parents=True)
+    body = b"plaintext"
+    if operation == "decrypt":
+        from streamcrypt import encrypt_bytes
+
+        body = encrypt_bytes(body, KEY)
+    (src / "sub" / "OUTSIDE.txt").write_bytes(body)
+    (dst / "sub").mkdir(parents=True)
+    pairs = storage.expand(str(src), str(dst), {})
+    checked = _objects.destination
+
+    def check_then_plant(*args: Any) -> Any:
+        found = checked(*args)
+        if not (dst / "sub").is_symlink():
+            (dst / "sub").rmdir()
+            (dst / "sub").symlink_to(outside)
+        return found
+
+    monkeypatch.setattr(_objects, "destination", check_then_plant)
+    monkeypatch.setenv("SC_PATHS_KEY", bytes(range(32)).hex())
+    spec = _objects.ObjectSpec(
+        operation, EnvKey("SC_PATHS_KEY"), None, _objects.CryptOptions(), "0" * 8,
+        destination=str(dst),
+    )  # fmt: skip
+    result = _objects.process_object(pairs[0], spec)
+    assert result.error == "UnsafePathError"
+    _untouched(outside)
+
+
 # -- backup snapshots and restore --------------------------------------------------------------
 
 
@@ -314,6 +379,41 @@ def test_the_command_refuses_an_output_that_is_not_a_file_name(suffix: str, tmp_
     assert os.listdir(tmp_path) == []
 
 
+def test_an_output_given_as_a_symbolic_link_writes_what_it_leads_to(tmp_path: Path) -> None:
+    """``-o LINK``: the link is followed, for the check and the write alike; the atomic
+    rename replaced the link itself before (as root, ``-o /dev/stdout`` once replaced the
+    system's link by a plaintext file). A link to a regular file: the target gets the
+    plaintext, atomically, and the link stays a link; a dangling link: its target is
+    created; a link to a FIFO: written in place."""
+    import threading
+
+    assert _sc("keygen", "-o", "k.key", cwd=tmp_path).returncode == 0
+    (tmp_path / "in.bin").write_bytes(os.urandom(300_000))
+    assert _sc("encrypt", "-k", "k.key", "-o", "ct", "in.bin", cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "target").write_text("old")
+    cases = {"to-file": elsewhere / "target", "dangling": elsewhere / "new"}
+    for link, target in cases.items():
+        (tmp_path / link).symlink_to(target)
+        done = _sc("decrypt", "-k", "k.key", "-o", link, "ct", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / link).is_symlink() and os.readlink(tmp_path / link) == str(target)
+        assert target.read_bytes() == (tmp_path / "in.bin").read_bytes()
+    assert sorted(os.listdir(elsewhere)) == ["new", "target"]  # no temporary left
+    os.mkfifo(elsewhere / "fifo")
+    (tmp_path / "to-fifo").symlink_to(elsewhere / "fifo")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append((elsewhere / "fifo").read_bytes()))
+    reader.start()
+    done = _sc("decrypt", "-k", "k.key", "-o", "to-fifo", "ct", cwd=tmp_path)
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert got == [(tmp_path / "in.bin").read_bytes()]
+    assert (tmp_path / "to-fifo").is_symlink()
+    assert stat.S_ISFIFO(os.stat(elsewhere / "fifo").st_mode)
+
+
 # -- modes of new files (issue 27 #10) ----------------------------------------------------------
 
 _MODES = r"""
@@ -405,6 +505,9 @@ def test_verify_with_refuses_an_output_that_cannot_be_taken_back(tmp_path: Path)
     assert refused.returncode == 2 and b"cannot be taken back" in refused.stderr
     to_stdout = _sc(*verify, "-o", "/dev/stdout", "forged.sc", cwd=tmp_path)
     assert (to_stdout.returncode, to_stdout.stdout) == (2, b"")
+    (tmp_path / "to-fifo").symlink_to(fifo)  # a link to it is the FIFO
+    via_link = _sc(*verify, "-o", "to-fifo", "forged.sc", cwd=tmp_path)
+    assert via_link.returncode == 2 and (tmp_path / "to-fifo").is_symlink()
     bad = _sc(*verify, "-o", "out.bin", "forged.sc", cwd=tmp_path)
     assert bad.returncode == 1 and not (tmp_path / "out.bin").exists()
     ok = _sc(*verify, "-o", "out.bin", "s.sc", cwd=tmp_path)

@@ -445,8 +445,9 @@ def _cannot_take_back(only_file: str, path: str | None) -> CliError:
 
 
 def _is_special(path: str) -> bool:
-    """Whether ``path`` exists as something other than a regular file (a FIFO, a terminal,
-    a device, ``/dev/stdout``): written in place, it cannot be taken back."""
+    """Whether ``path`` exists (a symbolic link followed) as something other than a
+    regular file (a FIFO, a terminal, a device, ``/dev/stdout``): written in place, it
+    cannot be taken back."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -455,11 +456,22 @@ def _is_special(path: str) -> bool:
         raise _cannot_write(path, exc) from None
 
 
+def _target(path: str) -> str:
+    """The file ``-o PATH`` writes when it is a regular file or new: ``PATH``, or, when
+    ``PATH`` is a symbolic link (dangling too), the file it leads to (every link
+    followed), so that the temporary and the rename that replace it happen there and the
+    link stays a link. A special file is opened through ``PATH`` itself
+    (:func:`_is_special` follows links too)."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def check_output(path: str | None, *, only_file: str | None = None) -> None:
     """Fail at once (exit 4), before any work, when ``-o PATH`` can never be written:
     ``PATH`` is a directory, its last component is not a plain file name
     (:func:`streamcrypt.paths.name_parts`: empty, ``..``, a NUL), or the directory it
-    names does not exist or is not one.
+    names does not exist or is not one. A symbolic link is followed: what it leads to
+    is checked (a link to a special file is that special file; a link to a regular or
+    missing file names the directory of its target).
 
     ``only_file`` names the option that needs an output it can take back (an atomic
     file), such as ``--verify-with``, whose signature is checked only at the end: then
@@ -475,13 +487,15 @@ def check_output(path: str | None, *, only_file: str | None = None) -> None:
         name_parts(os.path.basename(path), what="the file name of -o", local=True)
     except UnsafePathError as exc:
         raise CliError(f"cannot write {path!r}: {exc}", EXIT_IO) from None
-    parent = os.path.dirname(os.path.abspath(path))
+    if _is_special(path):  # written in place: it exists, its directory too
+        if only_file is not None:
+            raise _cannot_take_back(only_file, path)
+        return
+    parent = os.path.dirname(os.path.abspath(_target(path)))
     if not os.path.exists(parent):
         raise CliError(f"cannot write {path}: the directory {parent} does not exist", EXIT_IO)
     if not os.path.isdir(parent):
         raise CliError(f"cannot write {path}: {parent} is not a directory", EXIT_IO)
-    if only_file is not None and _is_special(path):
-        raise _cannot_take_back(only_file, path)
 
 
 def open_output_now(
@@ -493,7 +507,8 @@ def open_output_now(
     A ``PATH`` that exists and is not a regular file (``/dev/null``, a FIFO, a terminal)
     is written in place, never replaced, unless ``only_file`` names an option that needs
     an atomic file (:func:`check_output`, checked again here). Errors name ``PATH``, never
-    the temporary beside it (:class:`CliError`, exit 4)."""
+    the temporary beside it (:class:`CliError`, exit 4). A symbolic link is followed
+    (:func:`_target`): what it leads to is written, the link stays a link."""
     check_output(path, only_file=only_file)
     if path is None or path == "-":
         return StdoutOutput()
@@ -503,10 +518,11 @@ def open_output_now(
     try:
         if special:
             return StdoutOutput(os.open(path, os.O_WRONLY | os.O_CLOEXEC), path)
-        fd, tmp = _atomic().create_temporary(path)
+        target = _target(path)
+        fd, tmp = _atomic().create_temporary(target)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
-    return FileOutput(path, fd, tmp, durable=durable)
+    return FileOutput(target, fd, tmp, durable=durable)
 
 
 async def open_output(path: str | None) -> Output:

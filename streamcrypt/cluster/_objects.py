@@ -5,13 +5,14 @@ the object through :func:`streamcrypt.pipeline` (the native container; rotation 
 decryptor under the old key piped into the encryptor under the new one), reading
 ``chunk_size`` bytes at a time, so a worker holds a few chunks and segments of an object,
 never the whole of it. Outputs go to a temporary beside the destination and are moved
-over it once complete (:mod:`._storage`); verify writes nothing.
+over it once complete (:mod:`._storage`; on a local disk through
+:func:`streamcrypt.paths.create_beneath`, which follows no symbolic link below the
+destination prefix); verify writes nothing.
 """
 
 from __future__ import annotations
 
-import os
-import posixpath
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from ..abc import Transform
 from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncryptor
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
-from ..paths import object_key
+from ..paths import create_beneath, object_key
 from ._jobs import ObjectResult, Progress, Summary, collect, summarize
 from ._keys import KeyProvider, as_provider
 from ._storage import (
@@ -125,16 +126,24 @@ async def _pump(stages: list[Transform], reader: Any, writer: Any, opts: CryptOp
     return counts
 
 
-def _write(spec: ObjectSpec, stages: list[Transform], reader: Any, fs: Any, path: str) -> list[int]:
+def _write(spec: ObjectSpec, stages: list[Transform], reader: Any, name: str) -> list[int]:
+    """Stream into the object ``name`` under the destination prefix: on a local disk
+    through :func:`streamcrypt.paths.create_beneath` (no symbolic link followed, whenever
+    it was planted), elsewhere to a temporary key moved over the destination."""
+    assert spec.destination is not None
+    fs, path = destination(spec.destination, name, spec.storage_options)  # checked again here
     if is_local(fs):
-        fs.makedirs(posixpath.dirname(path) or ".", exist_ok=True)
+        _, root = open_fs(spec.destination, spec.storage_options)
+        tag = spec.run_id + secrets.token_hex(4)
+        with (
+            create_beneath(root, name, what="the object name", tag=tag) as fd,
+            open(fd, "wb", closefd=False) as writer,
+        ):
+            return anyio.run(_pump, stages, reader, writer, spec.options)
     tmp = temporary_path(fs, path, spec.run_id)
     try:
         with fs.open(tmp, "wb") as writer:
             counts = anyio.run(_pump, stages, reader, writer, spec.options)
-            writer.flush()
-            if is_local(fs):
-                os.fsync(writer.fileno())
         commit(fs, tmp, path)
     except BaseException:
         discard(fs, tmp)
@@ -159,9 +168,8 @@ def process_object(pair: ObjectPair, spec: ObjectSpec) -> ObjectResult:
                 counts = anyio.run(_pump, stages, reader, None, spec.options)
             return ObjectResult(src, None, counts[0], 0)
         dst = object_key(prefix, name)
-        out_fs, out_path = destination(prefix, name, spec.storage_options)  # checked again here
         with fs.open(path, "rb") as reader:
-            counts = _write(spec, stages, reader, out_fs, out_path)
+            counts = _write(spec, stages, reader, name)
         return ObjectResult(src, dst, counts[0], counts[1])
     except StreamCryptError as exc:
         return ObjectResult(src, dst, error=type(exc).__name__, message=str(exc))
