@@ -38,6 +38,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
+from ..keys import HoldsSecrets
 
 __all__ = [
     "BatchCodec",
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 
-class SegmentCodec:
+class SegmentCodec(HoldsSecrets):
     """A keyed, per-stream segment format. Subclasses set the geometry and the two pure functions.
 
     ``seal_segment`` writes exactly ``len(plaintext) + overhead`` bytes into ``out`` and
@@ -215,7 +216,7 @@ class SegmentedTransform(Protocol):
     def fail(self, exc: BaseException) -> BaseException: ...
 
 
-class _Segmenter(Lifecycle):
+class _Segmenter(Lifecycle, HoldsSecrets):
     """The bookkeeping both directions share: cut input into segments, assign indices.
 
     Input not yet part of a complete segment is *held*: read-only pieces by reference

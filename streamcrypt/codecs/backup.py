@@ -53,7 +53,7 @@ from ..errors import (
     UnsafePathError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, constant_time_equal, hkdf, load_json, random_bytes
+from ..keys import HoldsSecrets, SecretKey, constant_time_equal, hkdf, load_json, random_bytes
 from ..paths import name_parts
 from ..primitives import (
     AES256GCM,
@@ -130,7 +130,7 @@ MAX_CONFIG_SIZE = 1 << 16
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class BackupKeys:
+class BackupKeys(HoldsSecrets):
     """Every key of a store, derived from the master key (one HKDF label each)."""
 
     chunk_id: SecretKey
@@ -346,7 +346,7 @@ def _blob_aad(chunk_id: bytes, flags: int) -> bytes:
     return b"blob" + chunk_id + bytes([flags])
 
 
-class PackWriter:
+class PackWriter(HoldsSecrets):
     """Collect blobs into one pack (sans-I/O): ``add`` seals a blob at once, ``finish``
     returns the pack's bytes. The pack id is random (its hex is the file name)."""
 
@@ -392,7 +392,7 @@ class PackWriter:
         return b"".join([*self._parts, table, _COUNT.pack(len(table))])
 
 
-class PackOpener:
+class PackOpener(HoldsSecrets):
     """Read a pack (sans-I/O): :meth:`table` from its tail, :meth:`payload` and
     :meth:`blob` from the sealed bytes of one blob.
 

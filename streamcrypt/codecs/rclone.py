@@ -506,7 +506,7 @@ def _go_mod(a: int, b: int) -> int:
     return -r if a < 0 else r
 
 
-class RcloneNameCipher:
+class RcloneNameCipher(HoldsSecrets):
     """Encrypt and decrypt file and directory names as a crypt remote does.
 
     ``mode``: ``"standard"`` (EME-AES-256), ``"obfuscate"`` or ``"off"``; ``encoding``:

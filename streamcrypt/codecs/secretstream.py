@@ -73,7 +73,7 @@ from ..errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ..keys import SecretKey, as_secret_key
+from ..keys import HoldsSecrets, SecretKey, as_secret_key
 from ._format import SegmentedFormat, or_default
 
 __all__ = [
@@ -136,7 +136,7 @@ def _check_segment_size(segment_size: int) -> None:
         )
 
 
-class SecretStreamPusher(Lifecycle):
+class SecretStreamPusher(Lifecycle, HoldsSecrets):
     """The sending side, message by message. ``header`` goes first on the wire.
 
     Raises :class:`InvalidKeySizeError`; ``push`` raises :class:`InvalidParameterError`
@@ -178,7 +178,7 @@ class SecretStreamPusher(Lifecycle):
         return f"SecretStreamPusher(state={self.state.value})"
 
 
-class SecretStreamPuller(Lifecycle):
+class SecretStreamPuller(Lifecycle, HoldsSecrets):
     """The receiving side, message by message, from the sender's 24-byte ``header``.
 
     ``pull`` raises :class:`AuthenticationError` (tampered, reordered, dropped or
@@ -254,7 +254,7 @@ class SecretStreamPuller(Lifecycle):
         return f"SecretStreamPuller(state={self.state.value}, finished={self._final})"
 
 
-class SecretStreamEncryptor(Lifecycle):
+class SecretStreamEncryptor(Lifecycle, HoldsSecrets):
     """Encrypt a byte stream into header + fixed-size secretstream messages (sans-I/O).
 
     ``update`` returns the header first, then a message per full ``segment_size`` of input;
@@ -344,7 +344,7 @@ class SecretStreamEncryptor(Lifecycle):
         return f"SecretStreamEncryptor(segment_size={self._chunk}, state={self.state.value})"
 
 
-class SecretStreamDecryptor(Lifecycle):
+class SecretStreamDecryptor(Lifecycle, HoldsSecrets):
     """Decrypt header + fixed-size secretstream messages, releasing only verified bytes.
 
     ``segment_size`` must be the encryptor's. Raises :class:`AuthenticationError`,

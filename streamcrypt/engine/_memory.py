@@ -39,15 +39,17 @@ _IN_PLACE = 16 << 10
 
 def _bytes_c_api() -> tuple[object, object, type] | None:
     """CPython's ``PyBytes_FromStringAndSize`` and ``PyBytes_AsString``, and a ctypes
-    array type that can stand over any object's memory and hold that object."""
+    array type that can stand over any object's memory and hold that object.
+
+    The functions are private objects made from prototypes: the attributes of
+    ``ctypes.pythonapi`` are shared with the host process, whose prototypes this must
+    neither change nor depend on."""
     if sys.implementation.name != "cpython":  # pragma: no cover - others copy once
         return None
-    new = ctypes.pythonapi.PyBytes_FromStringAndSize
-    new.restype = ctypes.py_object
-    new.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
-    address = ctypes.pythonapi.PyBytes_AsString
-    address.restype = ctypes.c_void_p
-    address.argtypes = (ctypes.py_object,)
+    new_type = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)
+    new = new_type(("PyBytes_FromStringAndSize", ctypes.pythonapi))
+    address_type = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object)
+    address = address_type(("PyBytes_AsString", ctypes.pythonapi))
 
     class Span(ctypes.c_char * sys.maxsize):  # type: ignore[misc]  # sliced to the size
         """Memory of ``owner``; a view of it references this, so ``owner`` too."""

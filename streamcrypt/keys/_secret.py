@@ -82,9 +82,10 @@ class HoldsSecrets:
     :class:`TypeError` naming the class and saying what to do instead.
 
     The one mechanism that keeps secrets out of pickles (a pickle is a file, a queue
-    message, a cache entry, a Dask task: it outlives the process and leaves it). A
-    subclass may set ``_pickle_advice``. ``tests/test_secrets.py`` finds every public type
-    that takes a secret and checks it refuses, or pickles without the secret.
+    message, a cache entry, a Dask task: it outlives the process and leaves it) and
+    stateful ciphers out of copies (a copied encryptor reuses its nonces). A subclass may
+    set ``_pickle_advice``. ``tests/test_secrets.py`` finds every public type that takes a
+    secret and checks it refuses every pickle protocol, ``copy.copy`` and ``copy.deepcopy``.
     """
 
     __slots__ = ()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..abc import Buffer, Lifecycle, State
 from ..errors import InvalidParameterError
+from ..keys import HoldsSecrets
 
 if TYPE_CHECKING:
     from pyfastcdc import FastCDC
@@ -63,7 +64,7 @@ def _kernel(avg: int, min_size: int, max_size: int, seed: int) -> FastCDC:
     return FastCDC(avg, min_size=min_size, max_size=max_size, seed=seed)
 
 
-class ContentChunker(Lifecycle):
+class ContentChunker(Lifecycle, HoldsSecrets):
     """Cut a byte stream into content-defined chunks (FastCDC 2020, sans-I/O).
 
     ``update(data)`` returns the chunks completed so far (read-only ``memoryview`` s,

@@ -32,7 +32,7 @@ from ..errors import (
     InvalidParameterError,
     LimitExceededError,
 )
-from ..keys import SecretKey, key_bytes
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
 
 __all__ = ["ChaCha20", "XChaCha20"]
@@ -42,7 +42,7 @@ KEY_SIZE = 32
 _RUN_BLOCKS = 1 << 32  # blocks one kernel context can produce from counter 0
 
 
-class ChaCha20(Lifecycle):
+class ChaCha20(Lifecycle, HoldsSecrets):
     """The ChaCha20 keystream XOR, for both directions.
 
     ``nonce`` of 12 bytes selects RFC 8439 (32-bit block ``counter``, at most

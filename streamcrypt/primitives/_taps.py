@@ -41,7 +41,7 @@ from ..errors import (
     NotFinalizedError,
     UnsupportedFormatError,
 )
-from ..keys import SecretKey, key_bytes
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 
 __all__ = [
     "BLAKE3_THREADS_MIN",
@@ -188,7 +188,7 @@ class HashTap(Lifecycle):
         return f"{type(self).__name__}(name={self._name!r}, state={self._state.value})"
 
 
-class MacTap(HashTap):
+class MacTap(HashTap, HoldsSecrets):
     """A keyed tap whose digest is a tag: adds a constant-time :meth:`verify`."""
 
     __slots__ = ()
@@ -274,7 +274,7 @@ class Sha3_512Tap(_OpenSslHashTap):
 # -- BLAKE2 (hashlib) ------------------------------------------------------------------------
 
 
-class _Blake2Tap(HashTap):
+class _Blake2Tap(HashTap, HoldsSecrets):
     _tap_name: ClassVar[str]
     _max_digest: ClassVar[int]
     _max_key: ClassVar[int]
@@ -365,7 +365,7 @@ def blake3_keyed(key: Buffer | SecretKey, data: Buffer) -> bytes:
     return digest
 
 
-class Blake3Tap(HashTap):
+class Blake3Tap(HashTap, HoldsSecrets):
     """BLAKE3 tap: plain, keyed (32-byte ``key``) or derive-key (``derive_key_context``).
 
     In derive-key mode the data passing through is the key material and the context

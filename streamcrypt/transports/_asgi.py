@@ -52,7 +52,7 @@ from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted_length
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
-from ..keys import KeyRing
+from ..keys import HoldsSecrets, KeyRing
 from ._config import config_of
 from ._http import (
     DEFAULT_BODY_MIN_RATE,
@@ -145,7 +145,7 @@ def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
     return status, f"{text} ({type(exc).__name__})"
 
 
-class EncryptionMiddleware:
+class EncryptionMiddleware(HoldsSecrets):
     """Encrypt response bodies and decrypt request bodies with RFC 8188 ``aes128gcm``.
 
     Options (keywords): ``key`` (required: a :class:`KeyRing` of 16-byte keys; the

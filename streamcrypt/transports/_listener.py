@@ -21,6 +21,7 @@ from ..abc import Buffer
 from ..codecs.records import DEFAULT_REKEY_INTERVAL
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import InvalidParameterError, StreamCryptError
+from ..keys import HoldsSecrets
 from ._config import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -62,7 +63,7 @@ def _peer_name(stream: AnyByteStream) -> str:
     return str(address)
 
 
-class EncryptedListener(Listener[EncryptedStream]):
+class EncryptedListener(Listener[EncryptedStream], HoldsSecrets):
     """Wraps any anyio listener: each accepted stream runs the handshake (server side).
 
     Options as in :meth:`EncryptedStream.wrap` (``server_public_key`` excepted); bad

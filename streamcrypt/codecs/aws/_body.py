@@ -18,7 +18,7 @@ from ...errors import (
     LimitExceededError,
     TruncatedStreamError,
 )
-from ...keys import random_bytes
+from ...keys import HoldsSecrets, random_bytes
 from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob
 from ._frames import (
     _FINAL_MARK,
@@ -101,7 +101,7 @@ class _NonFramedEncryptor(_BodyEncryptor):
         return []
 
 
-class AwsEncryptor(Chain):
+class AwsEncryptor(Chain, HoldsSecrets):
     """Encrypt to the AWS Encryption SDK message format (sans-I/O transform).
 
     ``key``: one keyring or several (the data key is wrapped by each). ``suite``:
@@ -186,7 +186,7 @@ class AwsEncryptor(Chain):
 # ---------------------------------------------------------------------------------------
 
 
-class AwsBodyDecryptor(Lifecycle):
+class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     """The segmented part of :class:`AwsDecryptor`: header, frames, footer.
 
     Provides the engine's segmented protocol (``feed`` / ``finish`` jobs opened in
@@ -500,7 +500,7 @@ class _Gate(Lifecycle):
         return out
 
 
-class AwsDecryptor(Chain):
+class AwsDecryptor(Chain, HoldsSecrets):
     """Decrypt an AWS Encryption SDK message (sans-I/O transform).
 
     ``key``: one keyring or several, tried in order. ``encryption_context``: entries

@@ -19,7 +19,7 @@ from ...errors import (
     InvalidParameterError,
     UnknownKeyError,
 )
-from ...keys import constant_time_equal, random_bytes
+from ...keys import HoldsSecrets, constant_time_equal, random_bytes
 from ._header import _IV, _TAG, _U16, AwsHeader, EncryptedDataKey, _derive, _header_tag
 
 
@@ -39,7 +39,7 @@ def _text(value: str | bytes, what: str) -> bytes:
     return raw
 
 
-class RawAesKeyring:
+class RawAesKeyring(HoldsSecrets):
     """The raw AES keyring: AES-GCM wrapping under a 128/192/256-bit key you hold.
 
     Interoperates with the SDKs' raw AES keyring and ``RawMasterKey`` (AES-GCM wrapping):
@@ -91,7 +91,7 @@ _OAEP_HASH: dict[str, type[hashes.HashAlgorithm]] = {
 }
 
 
-class RawRsaKeyring:
+class RawRsaKeyring(HoldsSecrets):
     """The raw RSA keyring: the data key encrypted to an RSA public key you hold.
 
     Give ``private_key`` to decrypt (and encrypt), or only ``public_key`` to encrypt: a

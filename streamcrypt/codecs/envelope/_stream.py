@@ -20,6 +20,7 @@ from ...keys import (
     MAX_SCRYPT_READ_PARAMS,
     MODERATE,
     Argon2Params,
+    HoldsSecrets,
     PasswordParams,
     ScryptParams,
     SecretKey,
@@ -125,7 +126,7 @@ class _SignatureTap(Lifecycle):
         return self._signer.signature()
 
 
-class EnvelopeEncryptor(Chain):
+class EnvelopeEncryptor(Chain, HoldsSecrets):
     """Encrypt a stream to recipients and/or a passphrase, optionally signed (sans-I/O).
 
     ``recipients`` are :class:`X25519Recipient`, :class:`EciesRecipient`,
