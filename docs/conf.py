@@ -54,10 +54,11 @@ autosummary_context = {"api": api_pages.plan()}
 def _readme_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:
     """README.md links files by their path in the repository; included into index.md
     they are resolved from docs/: the examples and bench results become downloads from one
-    level up, the changelog its page here."""
+    level up, the changelog and the security policy their pages here."""
     if relative_path.name == "README.md":
         text = content[0].replace("](examples/", "](../examples/")
         text = text.replace("](CHANGELOG.md)", "](changelog.md)")
+        text = text.replace("](SECURITY.md)", "](security.md)")
         content[0] = re.sub(
             r"\[bench/(RESULTS[\w-]*\.md)\]\(bench/\1\)",
             r"{download}`bench/\1 <../bench/\1>`",
