@@ -96,11 +96,6 @@ def _check_line(line: bytes) -> None:
         raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
 
 
-def _check_partial(partial: bytes) -> None:
-    if len(partial) > _COLUMNS and not partial.startswith(b"-> "):
-        raise FormatError("age stanza body line is longer than 64 columns")
-
-
 class _HeaderScan:
     """Where the header ends, in bytes that arrive in pieces: each byte is looked at about
     once, so reading a header is linear in its length whatever the chunking. Fails early,
