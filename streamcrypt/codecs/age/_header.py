@@ -3,7 +3,7 @@
 An age header is the version line, one or more stanzas (``-> type args...`` and a body
 of canonical unpadded base64 in 64-column lines ending with a shorter one) and the MAC
 line ``--- <HMAC-SHA-256>``. :func:`parse_header` reads it from a buffer, :class:`_HeaderScan`
-finds its end in bytes that arrive in pieces, :func:`build_header` writes one.
+finds its end in bytes that arrive in pieces, :func:`_build_header` writes one.
 """
 
 from __future__ import annotations
