@@ -84,10 +84,6 @@ class BackupReport:
     parent: str | None
     seconds: float
 
-    @property
-    def chunks_reused(self) -> int:
-        return self.chunks - self.chunks_new
-
     def summary(self) -> str:
         return (
             f"snapshot {self.snapshot}: {self.files} files ({self.files_read} read, "

@@ -160,11 +160,6 @@ class Index:
         return chunk_id in self.chunks
 
 
-def _pack_path(pack_id: bytes) -> str:
-    name = pack_id.hex()
-    return f"data/{name[:2]}/{name}"
-
-
 def check_snapshot_name(name: str) -> str:
     """``name`` if it can name a file in ``snapshots/``: one component that
     :func:`streamcrypt.paths.name_parts` takes, not hidden (no leading dot: temporaries),
@@ -333,26 +328,28 @@ class Store:
         return out
 
     async def write_pack(self, pack_id: bytes, data: bytes) -> None:
-        await self.write(_pack_path(pack_id), data)
+        await self.write(self.pack_path(pack_id), data)
 
     def read_pack_sync(self, pack_id: bytes) -> bytes:
-        return self.read_sync(_pack_path(pack_id))
+        return self.read_sync(self.pack_path(pack_id))
 
     def read_blob_sync(self, pack_id: bytes, entry: BlobEntry) -> bytes:
-        return self.read_sync(_pack_path(pack_id), entry.offset, entry.offset + entry.length)
+        return self.read_sync(self.pack_path(pack_id), entry.offset, entry.offset + entry.length)
 
     def read_pack_table_sync(self, pack_id: bytes, size: int) -> list[BlobEntry]:
         """The authenticated table of a pack, read from its two ends (no blob is read)."""
-        header = self.read_sync(_pack_path(pack_id), 0, PACK_HEADER_SIZE)
+        header = self.read_sync(self.pack_path(pack_id), 0, PACK_HEADER_SIZE)
         opener = PackOpener(self.keys, pack_id, header)
-        tail = self.read_sync(_pack_path(pack_id), max(0, size - 65536), size)
+        tail = self.read_sync(self.pack_path(pack_id), max(0, size - 65536), size)
         need = PackOpener.table_size(tail)
         if need > len(tail):
-            tail = self.read_sync(_pack_path(pack_id), max(0, size - need), size)
+            tail = self.read_sync(self.pack_path(pack_id), max(0, size - need), size)
         return opener.table(tail, size)
 
-    def pack_path(self, pack_id: bytes) -> str:
-        return _pack_path(pack_id)
+    @staticmethod
+    def pack_path(pack_id: bytes) -> str:
+        name = pack_id.hex()
+        return f"data/{name[:2]}/{name}"
 
     # -- index ----------------------------------------------------------------------------------
 

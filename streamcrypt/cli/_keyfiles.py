@@ -297,16 +297,11 @@ def new_key_text(kind: str, key_id: str | None, size: int | None = None) -> tupl
             f"{created}# public key: {public}\n{ident.to_string()}\n"
         )
         return text, public
-    if kind == "age-pq":
-        pq_ident = _age.MLKEM768X25519Identity.generate()
-        public = str(pq_ident.recipient)
-        text = f"{created}# public key: {public}\n{pq_ident.to_string()}\n"
-        return text, public
-    if kind == "age":
-        age_ident = _age.X25519Identity.generate()
+    if kind in ("age", "age-pq"):
+        pq = kind == "age-pq"
+        age_ident = (_age.MLKEM768X25519Identity if pq else _age.X25519Identity).generate()
         public = str(age_ident.recipient)
-        text = f"{created}# public key: {public}\n{age_ident.to_string()}\n"
-        return text, public
+        return f"{created}# public key: {public}\n{age_ident.to_string()}\n", public
     raise CliError(f"unknown key type {kind!r}", EXIT_USAGE)
 
 

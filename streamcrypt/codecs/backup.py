@@ -350,7 +350,7 @@ class PackWriter(HoldsSecrets):
     """Collect blobs into one pack (sans-I/O): ``add`` seals a blob at once, ``finish``
     returns the pack's bytes. The pack id is random (its hex is the file name)."""
 
-    __slots__ = ("_aead", "_header", "_parts", "_size", "entries", "pack_id", "plain_size")
+    __slots__ = ("_aead", "_header", "_parts", "_size", "entries", "pack_id")
 
     def __init__(self, keys: BackupKeys, pack_id: bytes | None = None) -> None:
         self.pack_id = random_bytes(ID_SIZE) if pack_id is None else pack_id
@@ -360,7 +360,6 @@ class PackWriter(HoldsSecrets):
         self._parts: list[bytes] = [self._header]
         self._size = len(self._header)
         self.entries: list[BlobEntry] = []
-        self.plain_size = 0
 
     @property
     def size(self) -> int:
@@ -378,7 +377,6 @@ class PackWriter(HoldsSecrets):
         self._parts.append(sealed)
         self._size += len(sealed)
         self.entries.append(entry)
-        self.plain_size += raw_length
         return entry
 
     def add_sealed(self, entry: BlobEntry, plaintext_payload: Buffer) -> BlobEntry:

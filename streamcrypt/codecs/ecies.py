@@ -193,7 +193,7 @@ class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
         return d
 
     def public_of(self, d: int, compressed: bool) -> bytes:
-        return self._encode(ec.derive_private_key(d, self._curve).public_key(), compressed)
+        return self.encode_public(ec.derive_private_key(d, self._curve).public_key(), compressed)
 
     def load_public(self, data: bytes) -> ec.EllipticCurvePublicKey:
         if len(data) == 64:
@@ -227,8 +227,7 @@ class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
             raise InvalidPublicKeyError("DER public key is not a secp256k1 key")
         return key
 
-    @staticmethod
-    def _encode(key: ec.EllipticCurvePublicKey, compressed: bool) -> bytes:
+    def encode_public(self, key: ec.EllipticCurvePublicKey, compressed: bool) -> bytes:
         fmt = (
             serialization.PublicFormat.CompressedPoint
             if compressed
@@ -276,9 +275,6 @@ class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
         if compressed:
             return bytes([2 + (ys & 1)]) + xs.to_bytes(32, "big")
         return b"\x04" + xs.to_bytes(32, "big") + ys.to_bytes(32, "big")
-
-    def encode_public(self, key: ec.EllipticCurvePublicKey, compressed: bool) -> bytes:
-        return self._encode(key, compressed)
 
 
 class _X25519(_Curve[x25519.X25519PrivateKey, bytes]):

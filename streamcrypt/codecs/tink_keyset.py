@@ -95,7 +95,6 @@ TinkHash = Literal["sha1", "sha256", "sha512"]
 
 #: Tink's ``HashType`` enum (common.proto) for the hashes its streaming AEADs accept.
 _HASH_ENUM: dict[int, TinkHash] = {1: "sha1", 3: "sha256", 4: "sha512"}
-_HASH_ENUM_NAMES = {0: "UNKNOWN_HASH", 2: "SHA384", 5: "SHA224"}
 _HASH_TO_ENUM: dict[str, int] = {v: k for k, v in _HASH_ENUM.items()}
 _DIGEST_SIZE: dict[str, int] = {"sha1": 20, "sha256": 32, "sha512": 64}
 
@@ -705,7 +704,7 @@ def _hash_from_enum(value: int, what: str) -> TinkHash:
     try:
         return _HASH_ENUM[value]
     except KeyError:
-        name = _HASH_ENUM_NAMES.get(value, str(value))
+        name = next((k for k, v in _HASH_NAMES.items() if v == value), str(value))
         raise UnsupportedFormatError(
             f"{what} {name} is not supported by Tink streaming AEAD (SHA1, SHA256, SHA512)"
         ) from None

@@ -3,7 +3,7 @@
 An age header is the version line, one or more stanzas (``-> type args...`` and a body
 of canonical unpadded base64 in 64-column lines ending with a shorter one) and the MAC
 line ``--- <HMAC-SHA-256>``. :func:`parse_header` reads it from a buffer, :class:`_HeaderScan`
-finds its end in bytes that arrive in pieces, :func:`build_header` writes one.
+finds its end in bytes that arrive in pieces, :func:`_build_header` writes one.
 """
 
 from __future__ import annotations
@@ -94,11 +94,6 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
 def _check_line(line: bytes) -> None:
     if not line.startswith(b"-> ") and not (len(line) <= _COLUMNS and _B64.fullmatch(line)):
         raise FormatError("age header line is neither a stanza, a body line, nor the MAC")
-
-
-def _check_partial(partial: bytes) -> None:
-    if len(partial) > _COLUMNS and not partial.startswith(b"-> "):
-        raise FormatError("age stanza body line is longer than 64 columns")
 
 
 class _HeaderScan:
