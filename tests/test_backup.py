@@ -643,16 +643,38 @@ def rng_bytes(n: int) -> bytes:
     return random.Random(n).randbytes(n)
 
 
-def test_a_backup_cancelled_while_reading_releases_its_lock(tmp_path: Path) -> None:
+def test_a_backup_cancelled_while_reading_releases_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from streamcrypt.backup import _backup
+
     src = tmp_path / "src"
     src.mkdir()
     for i in range(6):
         (src / f"f{i}").write_bytes(rng_bytes(9 * MiB + i))
     store = new_store(tmp_path / "store")
+    reading = threading.Event()
+    opened = _backup._open_scanned
+
+    def slow_open(entry: Any) -> int:  # a slow disk: the cancel lands while files are read
+        reading.set()
+        time.sleep(0.2)
+        return opened(entry)
+
+    monkeypatch.setattr(_backup, "_open_scanned", slow_open)
 
     async def cancelled() -> None:
-        with anyio.move_on_after(0.3) as scope:
-            await sb.backup(src, store, KEY, name="cut")
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_once_reading() -> None:
+                    await anyio.to_thread.run_sync(reading.wait)
+                    scope.cancel()
+
+                tg.start_soon(cancel_once_reading)
+                await sb.backup(src, store, KEY, name="cut")
         assert scope.cancelled_caught
 
     started = time.monotonic()
