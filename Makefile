@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,docs,dist
+EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,ecies,docs,dist
 
 .PHONY: demo test test-all bench fuzz fuzz-smoke lint docs dist lock clean
 

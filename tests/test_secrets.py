@@ -33,6 +33,7 @@ import streamcrypt
 import streamcrypt.codecs
 import streamcrypt.primitives
 import streamcrypt.transports
+from streamcrypt.codecs import ecies
 from streamcrypt.errors import InvalidParameterError
 from streamcrypt.keys import HoldsSecrets, KeyRing, SecretKey
 from streamcrypt.primitives import (
@@ -50,6 +51,9 @@ SECRET = bytes(range(7, 39))
 CURVE_POINT = (9).to_bytes(32, "little")  # the base point
 TWIST_POINT = (2).to_bytes(32, "little")  # 2^3 + A 2^2 + 2 is not a square: on the twist
 
+SECP_PUBLIC = ecies.generate_keypair("secp256k1")[1]
+SECP_EPHEMERAL = ecies.encapsulate(SECP_PUBLIC)[0]
+
 #: Every operation on a secret scalar, key or seed of the curve code.
 SECRET_OPERATIONS: dict[str, Callable[[], object]] = {
     "x25519_dirty_fast": lambda: x25519_dirty_fast(SECRET),
@@ -64,6 +68,10 @@ SECRET_OPERATIONS: dict[str, Callable[[], object]] = {
     "EdDsaBlake2bPrivateKey.sign_chunks": lambda: EdDsaBlake2bPrivateKey(SECRET).sign_chunks(
         lambda: [b"mess", b"age"]
     ),
+    "ecies secp256k1 key pair": lambda: ecies.generate_keypair("secp256k1"),
+    "ecies secp256k1 encapsulate": lambda: ecies.encapsulate(SECP_PUBLIC),
+    "ecies secp256k1 decapsulate": lambda: ecies.decapsulate(SECRET, SECP_EPHEMERAL),
+    "ecies secp256k1 shared point": lambda: ecies.shared_point("secp256k1", SECRET, SECP_PUBLIC),
 }
 
 #: Builtins that make or compute with Python integers from bytes.

@@ -164,38 +164,53 @@ class _Curve(Generic[_SK, _PK]):
         return self.ecdh(sk, pk)
 
 
-class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
-    """secp256k1 through OpenSSL (``cryptography``), with full shared points."""
+def _libsecp256k1() -> Any:
+    """coincurve (libsecp256k1), imported on first use: only secp256k1 needs it."""
+    try:
+        import coincurve
+    except ModuleNotFoundError as exc:  # pragma: no cover - the test extra installs it
+        raise ModuleNotFoundError(
+            "ECIES over secp256k1 runs on libsecp256k1 through coincurve, which is not "
+            "installed: pip install 'streamcrypt[ecies]'",
+            name=exc.name,
+        ) from exc
+    return coincurve
+
+
+class _Secp256k1(_Curve[Any, Any]):
+    """secp256k1 through libsecp256k1 (``coincurve``): every operation on a private key
+    (range check, public key, the full shared point) runs in its constant-time C code;
+    ``cryptography`` only reads DER public keys."""
 
     name = "secp256k1"
-    # Field prime and group order (SEC 2, section 2.4.1).
-    P = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
-    N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-    _curve = ec.SECP256K1()
 
     def ephemeral_size(self, compressed: bool) -> int:
         return 33 if compressed else 65
 
     def generate(self) -> bytes:
-        while True:
+        while True:  # 32 random bytes in 1..n-1 (the range checked by libsecp256k1)
             raw = random_bytes(32)
-            if 0 < int.from_bytes(raw, "big") < self.N:
-                return raw
+            try:
+                _libsecp256k1().PrivateKey(raw)
+            except ValueError:
+                continue
+            return raw
 
-    def private(self, raw: bytes) -> int:
+    def private(self, raw: bytes) -> Any:
         if len(raw) != 32:
             raise InvalidKeySizeError(f"a secp256k1 private key must be 32 bytes, got {len(raw)}")
-        d = int.from_bytes(raw, "big")
-        if not 0 < d < self.N:
+        try:
+            return _libsecp256k1().PrivateKey(bytes(raw))
+        except ValueError:
             raise InvalidParameterError(
                 "secp256k1 private key out of range: it must be an integer in 1..n-1"
-            )
-        return d
+            ) from None
 
-    def public_of(self, d: int, compressed: bool) -> bytes:
-        return self.encode_public(ec.derive_private_key(d, self._curve).public_key(), compressed)
+    def public_of(self, sk: Any, compressed: bool) -> bytes:
+        encoded: bytes = sk.public_key.format(compressed=compressed)
+        return encoded
 
-    def load_public(self, data: bytes) -> ec.EllipticCurvePublicKey:
+    def load_public(self, data: bytes) -> Any:
         if len(data) == 64:
             data = b"\x04" + data
         if len(data) in (33, 65) and data[0] in (2, 3, 4):
@@ -204,13 +219,16 @@ class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
                     f"secp256k1 public key prefix {data[0]:#04x} does not fit its length {len(data)}"
                 )
             try:
-                return ec.EllipticCurvePublicKey.from_encoded_point(self._curve, data)
+                return _libsecp256k1().PublicKey(bytes(data))
             except ValueError:
                 raise InvalidPublicKeyError(
                     "secp256k1 public key is not a point on the curve"
                 ) from None
         if data[:1] == b"\x30":
-            return self._load_der(data)
+            point = self._load_der(data).public_bytes(
+                serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+            )
+            return _libsecp256k1().PublicKey(point)
         raise InvalidPublicKeyError(
             f"secp256k1 public key must be 33, 64 or 65 bytes of SEC1 or a DER "
             f"SubjectPublicKeyInfo; got {len(data)} bytes"
@@ -227,54 +245,18 @@ class _Secp256k1(_Curve[int, ec.EllipticCurvePublicKey]):
             raise InvalidPublicKeyError("DER public key is not a secp256k1 key")
         return key
 
-    def encode_public(self, key: ec.EllipticCurvePublicKey, compressed: bool) -> bytes:
-        fmt = (
-            serialization.PublicFormat.CompressedPoint
-            if compressed
-            else serialization.PublicFormat.UncompressedPoint
-        )
-        return key.public_bytes(serialization.Encoding.X962, fmt)
-
-    def _x_only(self, d: int, key: ec.EllipticCurvePublicKey) -> int:
-        shared = ec.derive_private_key(d, self._curve).exchange(ec.ECDH(), key)
-        return int.from_bytes(shared, "big")
-
-    def ecdh(self, d: int, key: ec.EllipticCurvePublicKey) -> bytes:
+    def ecdh(self, sk: Any, pk: Any) -> bytes:
         """The standard ECDH secret: the x-coordinate of d*Q, 32 bytes."""
-        return self._x_only(d, key).to_bytes(32, "big")
+        return self.shared_point(sk, pk, False)[1:33]
 
-    def shared_point(self, d: int, key: ec.EllipticCurvePublicKey, compressed: bool) -> bytes:
+    def shared_point(self, sk: Any, pk: Any, compressed: bool) -> bytes:
         """SEC1 encoding of the full point d*Q (eciespy feeds it to HKDF)."""
-        p = self.P
-        q = key.public_numbers()
-        if d == 1:
-            xs, ys = q.x, q.y
-        elif d == self.N - 1:
-            xs, ys = q.x, (p - q.y) % p
-        else:
-            xs = self._x_only(d, key)
-            # The even square root of xs^3 + 7, computed by OpenSSL.
-            ys = (
-                ec.EllipticCurvePublicKey.from_encoded_point(
-                    self._curve, b"\x02" + xs.to_bytes(32, "big")
-                )
-                .public_numbers()
-                .y
-            )
-            # x((d+1)Q) tells the two candidates apart: for S = (xs, ys), x(S + Q) is
-            # lambda^2 - xs - xq with lambda = (yq - ys) / (xq - xs); compare without
-            # dividing. xq != xs since S = +-Q only for d = +-1, handled above.
-            xt = self._x_only(d + 1, key)
-            dx2 = (q.x - xs) * (q.x - xs) % p
-            even = ((q.y - ys) ** 2 - (xt + xs + q.x) * dx2) % p == 0
-            odd = ((q.y + ys) ** 2 - (xt + xs + q.x) * dx2) % p == 0
-            if even == odd:  # cannot happen for a valid key; refuse rather than guess
-                raise InvalidPublicKeyError("secp256k1 shared point could not be recovered")
-            if odd:
-                ys = p - ys
-        if compressed:
-            return bytes([2 + (ys & 1)]) + xs.to_bytes(32, "big")
-        return b"\x04" + xs.to_bytes(32, "big") + ys.to_bytes(32, "big")
+        point: bytes = pk.multiply(sk.secret).format(compressed=compressed)
+        return point
+
+    def encode_public(self, pk: Any, compressed: bool) -> bytes:
+        encoded: bytes = pk.format(compressed=compressed)
+        return encoded
 
 
 class _X25519(_Curve[x25519.X25519PrivateKey, bytes]):
