@@ -16,7 +16,7 @@ derivation (``SegmentedFormat.derive``) runs off the event loop in the async cal
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from typing import TypeGuard, TypeVar
+from typing import TypeGuard
 
 from .abc import Buffer, Chain, Transform
 from .codecs import (
@@ -38,8 +38,6 @@ from .keys import Argon2Params, PasswordParams
 from .primitives import Ed25519PrivateKey, Ed25519PublicKey
 
 __all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
-
-_P = TypeVar("_P", RecipientLike, IdentityLike)
 
 
 def encrypt_bytes(

@@ -54,9 +54,9 @@ from ._io import (
     Output,
     Progress,
     StdoutOutput,
-    _is_special,
     check_output,
     open_output_now,
+    takes_back,
 )
 from ._keyfiles import (
     AGE_IDENTITY_KINDS,
@@ -299,8 +299,7 @@ def _aws_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     frames may go as they verify; standard output and special files cannot be taken back,
     so there the codec holds the plaintext until the signature verified (up to its
     ``max_buffered`` bound, then a typed error)."""
-    takes_back = args.output not in (None, "-") and not _is_special(args.output)
-    return _aws_options(args, keys)._replace(allow_unverified=takes_back)
+    return _aws_options(args, keys)._replace(allow_unverified=takes_back(args.output))
 
 
 def _tink_keyset(keys: _Keys, purpose: str) -> _tink.TinkKeyset:
@@ -558,13 +557,12 @@ def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
     if args.verify_with and args.allow_unverified:
         raise _usage("give --verify-with (check the signature) or --allow-unverified, not both")
     verify = parse_public_key(args.verify_with, kind="ed25519") if args.verify_with else None
-    takes_back = args.output not in (None, "-") and not _is_special(args.output)
     return FormatOptions(
         identities=tuple(identities),
         passphrase=keys.passphrase,
         aad=_aad(args),
         verify_with=verify,
-        allow_unverified=args.allow_unverified or (verify is not None and takes_back),
+        allow_unverified=args.allow_unverified or (verify is not None and takes_back(args.output)),
     )
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "check_output",
     "open_output",
     "open_output_now",
+    "takes_back",
 ]
 
 #: Bytes asked of the operating system per read.
@@ -454,6 +455,13 @@ def _is_special(path: str) -> bool:
         return False
     except OSError as exc:
         raise _cannot_write(path, exc) from None
+
+
+def takes_back(path: str | None) -> bool:
+    """Whether ``-o PATH`` can be taken back: written through a temporary that a clean end
+    renames into place and a failure removes (not standard output, not a special file
+    written in place), so what goes into it before a late check never reaches anyone."""
+    return path not in (None, "-") and not _is_special(path)
 
 
 def _target(path: str) -> str:
