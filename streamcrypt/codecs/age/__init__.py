@@ -116,15 +116,14 @@ __all__ = [
 
 
 def _check(options: FormatOptions, mode: str) -> None:
-    if mode == "wb" and (options.identities or not (options.recipients or options.passphrase)):
+    """Refuse a call with no key at all (InvalidParameterError); the descriptor's
+    ``writes`` / ``reads`` refuse the other direction's keys and every other keyword."""
+    if mode == "wb" and not (options.recipients or options.passphrase):
         raise InvalidParameterError(
-            "writing age takes at least one recipient (recipients=, public keys) or "
-            "passphrase=, not identities="
+            "writing age takes at least one recipient (recipients=, public keys) or passphrase="
         )
-    if mode == "rb" and (options.recipients or not (options.identities or options.passphrase)):
-        raise InvalidParameterError(
-            "reading age takes identities= (secret keys) or passphrase=, not recipients="
-        )
+    if mode == "rb" and not (options.identities or options.passphrase):
+        raise InvalidParameterError("reading age takes identities= (secret keys) or passphrase=")
 
 
 def _header_size(head: bytes) -> int | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import cast
 
-from ...errors import InvalidParameterError
 from ...keys import MAX_READ_PARAMS, MODERATE, Argon2Params, PasswordParams
 from .. import container
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
@@ -100,19 +99,6 @@ __all__ = [
 ]
 
 
-def _check(options: FormatOptions, mode: str) -> None:
-    """Refuse the other direction's keys (InvalidParameterError); the descriptor's
-    ``writes`` / ``reads`` refuse every keyword the envelope does not take."""
-    if mode == "wb" and options.identities:
-        raise InvalidParameterError(
-            "writing an envelope takes recipients= (public keys) or passphrase=, not identities="
-        )
-    if mode == "rb" and options.recipients:
-        raise InvalidParameterError(
-            "reading an envelope takes identities= (secret keys) or passphrase=, not recipients="
-        )
-
-
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
     head = read_at(0, min(stream_size, 65 << 10))
     return layout(
@@ -153,7 +139,6 @@ FORMAT = SegmentedFormat(
     reads=frozenset(
         {"identities", "passphrase", "aad", "max_work_factor", "verify_with", "allow_unverified"}
     ),
-    check=_check,
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,
 )
