@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ForwardRef, NamedTuple, NoReturn, TypeAlias, TypeVar, Union
+from typing import TYPE_CHECKING, ForwardRef, NamedTuple, TypeAlias, TypeVar, Union
 
 from .._lazy import LazyModule
 from ..abc import Buffer, Transform
 from ..errors import InvalidParameterError, UnsupportedFormatError
+from ..keys import HoldsSecrets
 from ._segmented import SegmentLayout
 
 if TYPE_CHECKING:
@@ -85,11 +86,6 @@ else:  # the same unions, resolved by typing.get_type_hints only (no import at s
     )
     RecipientLike = _union("age.RecipientLike", "envelope.RecipientLike")
     IdentityLike = _union("age.IdentityLike", "envelope.IdentityLike")
-
-
-def _refuse_pickle(self: object, protocol: object) -> NoReturn:
-    keys.HoldsSecrets.__reduce_ex__(self, protocol)  # type: ignore[arg-type]
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class FormatOptions(NamedTuple):
@@ -157,7 +153,7 @@ class FormatOptions(NamedTuple):
 # rule of :class:`~streamcrypt.keys.HoldsSecrets`, set after the class is made (a named
 # tuple takes no base class and no methods named like these in its body).
 setattr(FormatOptions, "_pickle_advice", "pass the options where the call runs")  # noqa: B010
-setattr(FormatOptions, "__reduce_ex__", _refuse_pickle)  # noqa: B010
+setattr(FormatOptions, "__reduce_ex__", HoldsSecrets.__reduce_ex__)  # noqa: B010
 
 #: Each option's name and default, in field order.
 _NAMES = FormatOptions._fields
