@@ -53,6 +53,7 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, key_bytes
+from ._gf128 import doublings
 from ._xor import xor_bytes
 
 __all__ = [
@@ -428,12 +429,7 @@ def _xts_composed(key: bytes, tweak: bytes, data: bytes, encrypt: bool) -> bytes
         Cipher(algorithms.AES(key[half:]), modes.ECB()).encryptor().update(tweak), "little"
     )
     full, rest = divmod(len(data), BLOCK)
-    tweaks: list[bytes] = []
-    for _ in range(full + (1 if rest else 0)):
-        tweaks.append(t.to_bytes(BLOCK, "little"))
-        t <<= 1
-        if t >> 128:
-            t ^= (1 << 128) | 0x87
+    tweaks = [tw.to_bytes(BLOCK, "little") for tw in doublings(t, full + (1 if rest else 0))]
 
     def xex(blocks: bytes, tws: bytes, forward: bool) -> bytes:
         ctx = k1.encryptor() if forward else k1.decryptor()

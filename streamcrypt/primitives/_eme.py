@@ -14,7 +14,8 @@ reduction 0x87)::
 
 Decryption is the same with ``E_K`` replaced by ``D_K`` (the ``L`` table always uses
 ``E_K``). The two ECB layers run as one native AES-ECB call each; only the mixing and
-the GF doublings are Python integer arithmetic (names are at most 2 KiB).
+the GF doublings are Python integer arithmetic (names are at most 2 KiB), without a
+branch on their bits (:mod:`._gf128`).
 """
 
 from __future__ import annotations
@@ -24,18 +25,12 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import HoldsSecrets, SecretKey
+from ._gf128 import double, doublings
 
 __all__ = ["EME_MAX_BLOCKS", "Eme"]
 
 #: Most 16-byte blocks one EME call takes (2 KiB, as the EME-32 construction allows).
 EME_MAX_BLOCKS = 128
-_MASK = (1 << 128) - 1
-
-
-def _double(x: int) -> int:
-    """Multiply by 2 in GF(2^128) on the little-endian integer form of a block."""
-    x <<= 1
-    return (x & _MASK) ^ 0x87 if x >> 128 else x
 
 
 def _ints(data: bytes) -> list[int]:
@@ -61,7 +56,7 @@ class Eme(HoldsSecrets):
             raise InvalidKeySizeError(f"EME-AES key must be 16, 24 or 32 bytes, got {len(raw)}")
         self._aes = algorithms.AES(raw)
         enc = Cipher(self._aes, modes.ECB()).encryptor()
-        self._l0 = _double(int.from_bytes(enc.update(bytes(16)), "little"))
+        self._l0 = double(int.from_bytes(enc.update(bytes(16)), "little"))
 
     def _ecb(self, data: bytes, forward: bool) -> bytes:
         cipher = Cipher(self._aes, modes.ECB())
@@ -78,9 +73,7 @@ class Eme(HoldsSecrets):
                 f"EME takes 1..{EME_MAX_BLOCKS} whole 16-byte blocks, got {len(raw)} bytes"
             )
         t = int.from_bytes(tweak, "little")
-        ls = [self._l0]
-        for _ in range(m - 1):
-            ls.append(_double(ls[-1]))
+        ls = doublings(self._l0, m)
         ppp = _ints(
             self._ecb(_bytes([p ^ lj for p, lj in zip(_ints(raw), ls, strict=True)]), forward)
         )
@@ -92,7 +85,7 @@ class Eme(HoldsSecrets):
         ccc = [0] * m
         acc = mc ^ t
         for j in range(1, m):
-            mix = _double(mix)
+            mix = double(mix)
             ccc[j] = ppp[j] ^ mix
             acc ^= ccc[j]
         ccc[0] = acc
