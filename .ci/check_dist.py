@@ -38,7 +38,14 @@ EXTRA_IMPORTS = {
     "aiohttp": ["aiohttp"],
     "asgi": ["starlette"],
     "cli": ["rich"],
+    "backup": ["pyfastcdc", "zstandard", "fsspec", "streamcrypt.backup"],
     "bench": ["matplotlib"],
+    "dask": ["distributed", "fsspec", "streamcrypt.cluster"],
+    "legacy": ["Crypto.Cipher.Salsa20"],
+    "monocypher": ["monocypher"],
+    "ecies": ["coincurve"],
+    "argon2": ["argon2"],
+    "fuzz": ["atheris"],
     "docs": ["sphinx", "myst_parser", "furo"],
     "dist": ["build", "hatchling"],
     "test": ["pytest", "pyrage", "tink", "hypothesis"],
@@ -67,7 +74,7 @@ if extra in ("aiohttp", "test"):
     from aiohttp import web
     http_keys = streamcrypt.KeyRing()
     http_keys.rotate(16)  # RFC 8188 keys are 16 bytes
-    transports.setup_encryption(web.Application(), keys=http_keys)
+    transports.setup_encryption(web.Application(), key=http_keys)
 elif extra == "":
     try:
         transports.setup_encryption
