@@ -4,7 +4,7 @@ The tree: ~100 MB in ~4,000 files (mostly small text and binary files, some medi
 large; about half of the bytes compressible). Each repetition, for each tool in turn (the
 order alternates): a first backup into a new store, the store's size, a second backup
 after a small edit and one added file, a restore of the second snapshot into a new
-directory. Both tools run as commands (``python examples/backup.py``, ``restic``), so
+directory. Both tools run as commands (``streamcrypt backup``, ``restic``), so
 both pay their start-up. Then, on a tree of one large file, the bytes each store grows
 by per 16-byte edit (median over edits at spread offsets: dedup).
 
@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ._report import Report
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "backup.py"
+#: ``streamcrypt backup``, from the checkout this runs in.
+COMMAND = (sys.executable, "-m", "streamcrypt", "backup")
 PASSWORD = "bench-password"
 _WORDS = (
     "stream crypt backup chunk pack index manifest snapshot restore verify prune lock "
@@ -98,7 +99,7 @@ class Tool:
             args, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False
         )
         if done.returncode != 0:
-            raise RuntimeError(f"{self.name} {args[1:3]} failed: {done.stderr[-2000:]}")
+            raise RuntimeError(f"{' '.join(args)} failed: {done.stderr[-2000:]}")
 
     def init(self, store: Path) -> None: ...
     def backup(self, src: Path, store: Path) -> None: ...
@@ -113,19 +114,16 @@ class Streamcrypt(Tool):
         super().__init__(work)
         self.key = work / "bench.key"
         if not self.key.exists():
-            self._run(sys.executable, str(EXAMPLE), "keygen", str(self.key))
-
-    def _cmd(self, *args: str) -> None:
-        self._run(sys.executable, str(EXAMPLE), "-q", *args)
+            self._run(*COMMAND, "init", str(self.key))
 
     def backup(self, src: Path, store: Path) -> None:
-        self._cmd("backup", str(src), str(store), "--key", str(self.key))
+        self._run(*COMMAND, "backup", "-q", str(src), str(store), "-k", str(self.key))
 
     def restore(self, store: Path, dest: Path) -> None:
-        self._cmd("restore", str(store), "latest", str(dest), "--key", str(self.key))
+        self._run(*COMMAND, "restore", "-q", str(store), "latest", str(dest), "-k", str(self.key))
 
     def open_store(self, store: Path) -> None:
-        self._cmd("list", str(store))
+        self._run(*COMMAND, "snapshots", str(store))
 
 
 class Restic(Tool):
@@ -205,7 +203,7 @@ def run(report: Report, quick: bool = False) -> None:
         growth = _dedup(work, tools, 3 if quick else 7)
 
         table = report.table(
-            "Chunked backups: streamcrypt (examples/backup.py) against restic",
+            "Chunked backups: streamcrypt (streamcrypt backup) against restic",
             ["measure", "streamcrypt", "restic", "streamcrypt / restic", "target"],
         )
         targets = {
@@ -243,7 +241,7 @@ def run(report: Report, quick: bool = False) -> None:
             "one 50 KB file added",
             "both tools run as commands and include start-up; restic's include opening the "
             "repository with its password (scrypt), shown alone in 'open the store' "
-            "(streamcrypt: 'list', which reads no key)",
+            "(streamcrypt: 'snapshots', which reads no key)",
             "dedup: a 64 MiB random file backed up, then 16 bytes changed at one spread "
             "offset after another, a backup after each; the median growth of the store per "
             "edit (data, index and snapshot files)",

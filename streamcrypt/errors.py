@@ -24,6 +24,7 @@ __all__ = [
     "NotFinalizedError",
     "PeerRejectedError",
     "PeerTimeoutError",
+    "SnapshotNotFoundError",
     "StoreLockedError",
     "StreamCryptError",
     "TruncatedStreamError",
@@ -144,3 +145,10 @@ class StoreLockedError(StreamCryptError):
     """
 
     http_status = 409
+
+
+class SnapshotNotFoundError(StreamCryptError, FileNotFoundError):
+    """A backup store holds no snapshot of the name given (for ``latest``: none at all).
+    Also a ``FileNotFoundError``, as a missing file is."""
+
+    http_status = 404

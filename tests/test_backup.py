@@ -45,6 +45,7 @@ from streamcrypt.errors import (
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
+    SnapshotNotFoundError,
     StoreLockedError,
     UnknownKeyError,
 )
@@ -53,7 +54,6 @@ from streamcrypt.primitives import ContentChunker
 
 MiB = 1 << 20
 KEY = SecretKey(bytes(range(32)))
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "backup.py"
 
 
 def run(fn: Callable[..., Any], *args: Any, backend: str = "asyncio", **kwargs: Any) -> Any:
@@ -291,7 +291,7 @@ def test_second_backup_reads_only_changed_files_and_stores_only_new_chunks(
     dest = tmp_path / "two"
     run(sb.restore, env["store"], "two", dest, KEY)
     assert listing(dest) == listing(src)
-    assert sb.list_snapshots(env["store"]) == ["one", "two"]
+    assert run(sb.list_snapshots, env["store"]) == ["one", "two"]
     # an unchanged tree: nothing read, nothing stored
     three = run(sb.backup, src, env["store"], KEY, name="three")
     assert three.files_read == 0 and three.chunks_new == 0 and three.packs_written == 0
@@ -428,8 +428,8 @@ def test_prune_drops_what_no_snapshot_uses(tmp_path: Path) -> None:
     run(sb.backup, src, store, KEY, name="b")
     before = sum(p.stat().st_size for p in (store / "data").rglob("*") if p.is_file())
     (store / "data" / ".leftover.streamcrypt-0.tmp").write_bytes(b"junk")
-    run(sb.forget, store, KEY, ["a"])
-    with pytest.raises(FileNotFoundError):
+    assert run(sb.forget, store, KEY, ["a"]) == ["a"]
+    with pytest.raises(SnapshotNotFoundError):
         run(sb.forget, store, KEY, ["a"])
     report = run(sb.prune, store, KEY, max_unused=0.0)
     assert report.chunks_removed >= 2 and report.temporaries_removed == 1
@@ -439,6 +439,44 @@ def test_prune_drops_what_no_snapshot_uses(tmp_path: Path) -> None:
     assert run(sb.verify, store, KEY).ok
     run(sb.restore, store, "b", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
+
+
+def test_latest_names_the_newest_snapshot_wherever_a_snapshot_is_taken(tmp_path: Path) -> None:
+    """``latest`` is resolved in one place (Store.find_snapshot): restore, forget and
+    backup's ``parent`` take it; with no snapshot it is the error of an unknown name."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "notes.txt").write_text("first\n")
+    store = new_store(tmp_path / "store")
+    for name in ("latest", "nope"):
+        with pytest.raises(SnapshotNotFoundError) as info:
+            run(sb.restore, store, name, tmp_path / "none", KEY)
+        assert isinstance(info.value, FileNotFoundError)  # what an unknown name gave before
+        with pytest.raises(SnapshotNotFoundError):
+            run(sb.forget, store, KEY, [name])
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(InvalidParameterError, match="newest"):  # could never be named again
+        run(sb.backup, src, store, KEY, name=sb.LATEST)
+    run(sb.backup, src, store, KEY, name="a")
+    (src / "notes.txt").write_text("second\n")
+    run(sb.backup, src, store, KEY, name="b")
+    restored = run(sb.restore, store, "latest", tmp_path / "dest", KEY, backend="trio")
+    assert restored.snapshot == "b"
+    assert (tmp_path / "dest" / "notes.txt").read_text() == "second\n"
+    assert run(sb.backup, src, store, KEY, name="c", parent="latest").parent == "b"
+    assert run(sb.forget, store, KEY, ["latest"]) == ["c"]
+    assert run(sb.list_snapshots, store, backend="trio") == ["a", "b"]
+
+
+def test_the_store_api_is_async() -> None:
+    """One async API: every function of streamcrypt.backup that touches a store is a
+    coroutine function (list_snapshots was the one blocking call)."""
+    import inspect
+
+    functions = [getattr(sb, n) for n in sb.__all__ if inspect.isfunction(getattr(sb, n))]
+    blocking = [f.__name__ for f in functions if not inspect.iscoroutinefunction(f)]
+    assert blocking == ["default_snapshot_name"]  # a name, no I/O
+    assert len(functions) >= 7
 
 
 def test_killed_backup_leaves_a_consistent_store_and_the_next_run_completes(
@@ -452,8 +490,9 @@ def test_killed_backup_leaves_a_consistent_store_and_the_next_run_completes(
     store = new_store(tmp_path / "store", pack_size=1 << 16)
     keyfile = tmp_path / "key"
     keyfile.write_text(KEY.secret_bytes().hex())
+    command = ["backup", "backup", "-q", str(src), str(store), "-k", str(keyfile)]
     proc = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "-q", "backup", str(src), str(store), "--key", str(keyfile)],
+        [sys.executable, "-m", "streamcrypt", *command],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -465,7 +504,7 @@ def test_killed_backup_leaves_a_consistent_store_and_the_next_run_completes(
     assert proc.poll() is None, "the backup finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert sb.list_snapshots(store) == []
+    assert run(sb.list_snapshots, store) == []
     packs_before = len([p for p in (store / "data").rglob("*") if p.is_file()])
     assert packs_before >= 4
     assert run(sb.verify, store, KEY).ok  # consistent: nothing references what is missing
@@ -517,14 +556,14 @@ def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
     assert first.packs_written > 3
     second = run(sb.backup, src, url, KEY, name="mem2")
     assert second.files_read == 0 and second.chunks_new == 0
-    assert sb.list_snapshots(url) == ["mem", "mem2"]
+    assert run(sb.list_snapshots, url) == ["mem", "mem2"]
     run(sb.restore, url, "mem2", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
     assert run(sb.verify, url, KEY).ok
     run(sb.forget, url, KEY, ["mem"])
     assert run(sb.prune, url, KEY).packs_deleted == 0
     with pytest.raises(FileNotFoundError):
-        sb.list_snapshots(f"memory://sc-backup-none-{os.urandom(6).hex()}")
+        run(sb.list_snapshots, f"memory://sc-backup-none-{os.urandom(6).hex()}")
 
 
 # -- what the scan saw is what is read (issue 27 #3) --------------------------------------------
@@ -680,7 +719,7 @@ def test_a_backup_cancelled_while_reading_releases_its_lock(
     started = time.monotonic()
     run(cancelled)
     assert time.monotonic() - started < 10
-    assert "cut" not in sb.list_snapshots(store)
+    assert "cut" not in run(sb.list_snapshots, store)
     assert run(sb.backup, src, store, KEY, name="whole").files == 6
 
 

@@ -1,8 +1,8 @@
 """Every example in examples/ runs and does what its docstring says.
 
-The backup tool is exercised in-process (its ``main`` and its async functions); the file
-encryptor, the echo server and client run as real subprocesses; the HTTP apps are served
-on 127.0.0.1 with an ephemeral port and get one encrypted request each.
+The file encryptor, the echo server and client run as real subprocesses; the HTTP apps
+are served on 127.0.0.1 with an ephemeral port and get one encrypted request each (the
+backup command, once examples/backup.py, is tested in test_backup_cli.py).
 """
 
 from __future__ import annotations
@@ -50,80 +50,11 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-# -- backup.py --------------------------------------------------------------------------------
-# The library under it is tested in test_backup.py; here, the program as its docstring runs it.
-
-backup_mod = load_example("backup")
-
-
 def flip_byte(path: Path, offset: int) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
     os.chmod(path, 0o600)
     path.write_bytes(data)
-
-
-def test_backup_tool_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src, store, keyfile = tmp_path / "src", tmp_path / "store", tmp_path / "backup.key"
-    (src / "docs").mkdir(parents=True)
-    (src / "docs" / "readme.txt").write_text("streamcrypt backup example\n" * 50)
-    (src / "empty.bin").write_bytes(b"")
-    (src / "data.bin").write_bytes(random.Random(8).randbytes(MiB))
-    (src / "link").symlink_to("docs/readme.txt")
-    os.chmod(src / "docs" / "readme.txt", 0o640)
-    assert backup_mod.main(["keygen", str(keyfile)]) == 0
-    assert stat.S_IMODE(keyfile.stat().st_mode) == 0o600
-    assert backup_mod.main(["keygen", str(keyfile)]) == 1  # never overwrites a key
-    key = ["--key", str(keyfile)]
-    assert backup_mod.main(["backup", str(src), str(store), *key, "--name", "one"]) == 0
-    assert "3 files (3 read, 0 unchanged)" in capsys.readouterr().out
-    assert backup_mod.main(["backup", str(src), str(store), *key, "--name", "two"]) == 0
-    assert "3 files (0 read, 3 unchanged)" in capsys.readouterr().out
-    assert backup_mod.main(["list", str(store)]) == 0
-    assert capsys.readouterr().out.split() == ["one", "two"]
-    dest = tmp_path / "restored"
-    assert backup_mod.main(["restore", str(store), "latest", str(dest), *key]) == 0
-    assert "restored 3 files" in capsys.readouterr().out
-    assert (dest / "docs" / "readme.txt").read_bytes() == (src / "docs" / "readme.txt").read_bytes()
-    assert stat.S_IMODE((dest / "docs" / "readme.txt").stat().st_mode) == 0o640
-    assert os.readlink(dest / "link") == "docs/readme.txt"
-    assert backup_mod.main(["verify", str(store), *key]) == 0
-    assert "no problems" in capsys.readouterr().out
-    assert backup_mod.main(["forget", str(store), "one", *key]) == 0
-    assert backup_mod.main(["prune", str(store), *key]) == 0
-    assert "deleted 0 packs" in capsys.readouterr().out  # "two" still uses every chunk
-
-    # damage: verify names the file and fails; restore fails typed and writes nothing
-    pack = max(
-        (p for p in (store / "data").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size
-    )
-    flip_byte(pack, pack.stat().st_size // 2)
-    assert backup_mod.main(["verify", str(store), *key]) == 1
-    assert "two:data.bin" in capsys.readouterr().out
-    out = tmp_path / "again"
-    assert backup_mod.main(["restore", str(store), "two", str(out), *key]) == 1
-    err = capsys.readouterr().err
-    assert "AuthenticationError" in err and "data.bin" in err
-    assert not out.exists()
-    wrong = tmp_path / "wrong.key"
-    assert backup_mod.main(["keygen", str(wrong)]) == 0
-    assert backup_mod.main(["verify", str(store), "--key", str(wrong)]) == 1
-    assert "UnknownKeyError" in capsys.readouterr().err
-
-
-def test_backup_tool_runs_as_its_docstring_shows(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_text("a" * 1000)
-    keyfile, store = tmp_path / "backup.key", tmp_path / "store"
-    assert run_example("backup.py", "keygen", str(keyfile)).returncode == 0
-    done = run_example("backup.py", "backup", str(src), str(store), "--key", str(keyfile))
-    assert done.returncode == 0, done.stderr
-    [name] = run_example("backup.py", "list", str(store)).stdout.split()
-    dest = tmp_path / "restored"
-    done = run_example("backup.py", "restore", str(store), name, str(dest), "--key", str(keyfile))
-    assert done.returncode == 0, done.stderr
-    assert (dest / "a.txt").read_text() == "a" * 1000
 
 
 # -- encrypt_file.py ----------------------------------------------------------------------------

@@ -7,8 +7,10 @@ async (anyio: asyncio or trio), runs its blocking and CPU work on the engine's w
 threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store's lock::
 
     report = await backup("~/Documents", "/mnt/store", key)
-    await restore("/mnt/store", report.snapshot, "./restored", key)
+    await restore("/mnt/store", "latest", "./restored", key)
     assert (await verify("/mnt/store", key)).ok
+
+Wherever a snapshot name is taken, :data:`LATEST` (``"latest"``) names the newest one.
 
 Needs the ``backup`` extra (``pyfastcdc``, ``zstandard``, ``fsspec``).
 """
@@ -26,9 +28,10 @@ from ._maintain import (
     verify,
 )
 from ._restore import RestoreReport, restore
-from ._store import LOCK_STALE_SECONDS, Index, Location, Store
+from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
 
 __all__ = [
+    "LATEST",
     "LOCK_STALE_SECONDS",
     "BackupReport",
     "Index",

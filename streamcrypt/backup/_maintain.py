@@ -29,10 +29,15 @@ from ..codecs.backup import (
     StoreConfig,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
-from ..errors import FormatError, InvalidParameterError, StreamCryptError
+from ..errors import (
+    FormatError,
+    InvalidParameterError,
+    SnapshotNotFoundError,
+    StreamCryptError,
+)
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, check_snapshot_name, open_location
+from ._store import Store, open_location
 from ._work import run_blocking
 
 __all__ = [
@@ -46,10 +51,21 @@ __all__ = [
 ]
 
 
-def list_snapshots(
-    location: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
+async def list_snapshots(
+    location: str | os.PathLike[str],
+    *,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Snapshot names in a store, in name order (no key needed). Blocking."""
+    """Snapshot names in a store, in name order (default names: oldest first; no key
+    needed). Raises ``FileNotFoundError`` when ``location`` holds no store,
+    :class:`FormatError` for a damaged config."""
+    return await run_blocking(policy, _snapshot_files, location, storage_options)
+
+
+def _snapshot_files(
+    location: str | os.PathLike[str], storage_options: dict[str, Any] | None
+) -> list[str]:
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
@@ -249,16 +265,20 @@ async def forget(
     *,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
-) -> None:
-    """Delete snapshots (their chunks stay until :func:`prune`). Raises
-    ``FileNotFoundError`` for a name the store lacks (then nothing is deleted)."""
+) -> list[str]:
+    """Delete snapshots (``latest``: the newest) and return their names; their chunks
+    stay until :func:`prune`. Raises :class:`SnapshotNotFoundError` for a name the store
+    lacks (then nothing is deleted), :class:`InvalidParameterError`,
+    :class:`StoreLockedError`."""
     opened = await Store.open(store, master, policy=policy, storage_options=storage_options)
     async with opened.lock(exclusive=True):
         present: set[str] = set(await opened.snapshot_names())
-        for name in names:
-            if check_snapshot_name(name) not in present:
-                raise FileNotFoundError(f"no snapshot {name!r} in the store")
-        await opened.delete([f"snapshots/{name}" for name in names])
+        chosen = [await opened.find_snapshot(name) for name in names]
+        for name in chosen:
+            if name not in present:
+                raise SnapshotNotFoundError(f"no snapshot {name!r} in the store")
+        await opened.delete([f"snapshots/{name}" for name in chosen])
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,14 +261,15 @@ async def restore(
     progress: Progress | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> RestoreReport:
-    """Restore snapshot ``name`` into the new directory ``dest``, verifying every chunk.
+    """Restore snapshot ``name`` (``latest``: the newest) into the new directory ``dest``,
+    verifying every chunk.
 
     ``dest`` appears only once everything verified; on failure nothing is left behind.
     Raises :class:`InvalidSignatureError` (snapshot altered or renamed, wrong key),
     :class:`AuthenticationError` (a damaged chunk or pack; the message names the file),
     :class:`FormatError` (a chunk missing from the store, a malformed manifest),
-    :class:`UnknownKeyError`, :class:`StoreLockedError`, ``FileExistsError`` when
-    ``dest`` exists, ``OSError``.
+    :class:`SnapshotNotFoundError`, :class:`UnknownKeyError`, :class:`StoreLockedError`,
+    ``FileExistsError`` when ``dest`` exists, ``OSError``.
     """
     started = time.perf_counter()
     dest_path = await run_blocking(None, _new_destination, dest)
@@ -302,7 +303,7 @@ async def restore(
             raise
     nodes = manifest.nodes
     return RestoreReport(
-        snapshot=name,
+        snapshot=manifest.snapshot,
         files=sum(n.kind == "file" for n in nodes),
         dirs=sum(n.kind == "dir" for n in nodes),
         links=sum(n.kind == "symlink" for n in nodes),

@@ -48,6 +48,7 @@ from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import (
     FormatError,
     InvalidParameterError,
+    SnapshotNotFoundError,
     StoreLockedError,
     StreamCryptError,
     UnsafePathError,
@@ -58,6 +59,7 @@ from ..transports import write_atomic
 from ._work import run_blocking
 
 __all__ = [
+    "LATEST",
     "LOCK_STALE_SECONDS",
     "Index",
     "Location",
@@ -69,6 +71,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: The snapshot name that stands for the newest snapshot (the last in name order).
+LATEST = "latest"
 #: A lock not refreshed for this long is stale (a live holder refreshes it every 5 min).
 LOCK_STALE_SECONDS = 30 * 60
 _LOCK_REFRESH_SECONDS = 5 * 60
@@ -163,13 +167,16 @@ class Index:
 def check_snapshot_name(name: str) -> str:
     """``name`` if it can name a file in ``snapshots/``: one component that
     :func:`streamcrypt.paths.name_parts` takes, not hidden (no leading dot: temporaries),
-    no backslash (a store is read on every platform). Raises :class:`InvalidParameterError`."""
+    no backslash (a store is read on every platform), not :data:`LATEST`. Raises
+    :class:`InvalidParameterError`."""
     try:
         one = len(name_parts(name, what="a snapshot name", local=True)) == 1
     except UnsafePathError:
         one = False
     if not one or name.startswith(".") or "\\" in name:
         raise InvalidParameterError(f"{name!r} is not a snapshot name")
+    if name == LATEST:
+        raise InvalidParameterError(f"{LATEST!r} names the newest snapshot; choose another name")
     return name
 
 
@@ -391,14 +398,27 @@ class Store:
         """Snapshot names, in name order (default names sort by time)."""
         return sorted(await self.list_files("snapshots"))
 
+    async def find_snapshot(self, name: str) -> str:
+        """The snapshot ``name`` stands for: itself, or for :data:`LATEST` the last in name
+        order (default names are UTC times: the newest). Raises
+        :class:`InvalidParameterError` (not a snapshot name), :class:`SnapshotNotFoundError`
+        (``latest`` in a store without snapshots)."""
+        if name != LATEST:
+            return check_snapshot_name(name)
+        names = await self.snapshot_names()
+        if not names:
+            raise SnapshotNotFoundError(f"no snapshot in the store, so no {LATEST!r}")
+        return names[-1]
+
     async def load_snapshot(self, name: str) -> Manifest:
-        """Verify, decrypt and parse a snapshot. Raises :class:`InvalidSignatureError`,
-        :class:`AuthenticationError`, :class:`FormatError`; ``FileNotFoundError``."""
-        rel = f"snapshots/{check_snapshot_name(name)}"
+        """Verify, decrypt and parse snapshot ``name`` (or :data:`LATEST`). Raises
+        :class:`InvalidSignatureError`, :class:`AuthenticationError`,
+        :class:`FormatError`, :class:`SnapshotNotFoundError`."""
+        name = await self.find_snapshot(name)
         try:
-            data = await self.read(rel)
+            data = await self.read(f"snapshots/{name}")
         except FileNotFoundError:
-            raise FileNotFoundError(f"no snapshot {name!r} in the store") from None
+            raise SnapshotNotFoundError(f"no snapshot {name!r} in the store") from None
         return await self._run(open_snapshot, self.keys, name, data)
 
     async def write_snapshot(self, manifest: Manifest) -> None:

@@ -81,6 +81,11 @@ class Progress:
                 return
         self._bar.update(self._task, completed=self._done)
 
+    def update(self, done: int, total: int) -> None:
+        """``progress(done, total)``, the callback the library's long calls take."""
+        self._total = total
+        self.advance(done - self._done)
+
     def _open(self) -> None:
         try:
             from rich.progress import (

@@ -237,6 +237,12 @@ def build_parser(command_word: str | None = None) -> _Parser:
         help="only temporaries not modified for this long (default 3600)",
     )
 
+    p = command("backup", _lazy("._backup", "run_backup"))
+    if command_word in (None, "backup"):  # its actions' parsers only when it runs (start-up)
+        from ._backup import add_backup_arguments
+
+        add_backup_arguments(p)
+
     p = command(
         "bench", _lazy("._commands", "run_bench"), "run the benchmarks (from a source checkout)"
     )

@@ -57,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "serve": "accept one encrypted TCP session: stdin to it, it to stdout",
     "connect": "open an encrypted TCP session: stdin to it, it to stdout",
     "clean": "remove temporaries left beside outputs by killed runs",
+    "backup": "chunked, deduplicated, encrypted backups of directories",
 }
 
 

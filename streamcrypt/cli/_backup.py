@@ -1,0 +1,143 @@
+"""``streamcrypt backup ACTION``: init, backup, snapshots, restore, verify, forget, prune.
+
+Each action is one call of :mod:`streamcrypt.backup` (docs/BACKUP.md) with the
+command's key files, progress bar, messages and exit codes (docs/CLI.md, "backup").
+The store's master key is a symmetric key file, as ``init`` (or ``keygen``) writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from typing import TYPE_CHECKING
+
+from ._errors import EXIT_DATA, EXIT_USAGE, CliError
+from ._io import Progress
+from ._keyfiles import load_key_file, new_key_text, write_key_file
+
+if TYPE_CHECKING:
+    from ..keys import SecretKey
+
+__all__ = ["add_backup_arguments", "run_backup"]
+
+#: The actions that open the store with its master key (``-k KEYFILE``).
+_KEYED = ("backup", "restore", "verify", "forget", "prune")
+#: The actions that show a progress bar (``-q`` turns it off).
+_LONG = ("backup", "restore", "verify")
+
+
+def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
+    """The actions of ``streamcrypt backup`` and their arguments."""
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        return actions.add_parser(name, help=help, description=help)
+
+    p = action("init", "write a new master key file (mode 0600)")
+    p.add_argument("keyfile", metavar="KEYFILE")
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
+    p = action("backup", "back up SRC_DIR into STORE as a new snapshot")
+    p.add_argument("src", metavar="SRC_DIR")
+    p.add_argument("store", metavar="STORE", help="a directory or an fsspec URL (s3://...)")
+    p.add_argument("--name", help="the snapshot's name (default: the UTC time)")
+    p.add_argument("--no-cache", action="store_true", help="read every file again")
+    p = action("snapshots", "list the snapshots in STORE by name (no key needed)")
+    p.add_argument("store", metavar="STORE")
+    p = action("restore", "restore SNAPSHOT into the new directory DEST_DIR")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot name, or 'latest'")
+    p.add_argument("dest", metavar="DEST_DIR")
+    p = action("verify", "check that every chunk authenticates (exit 1 if anything is wrong)")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--quick", action="store_true", help="pack tables and the index only")
+    p = action("forget", "delete snapshots ('latest': the newest); prune frees their space")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT")
+    p = action("prune", "delete what no snapshot uses")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument(
+        "--max-unused",
+        type=float,
+        default=0.1,
+        metavar="FRACTION",
+        help="rewrite packs with more than this fraction unused (default 0.1)",
+    )
+    for name in _KEYED:
+        actions.choices[name].add_argument(
+            "-k", "--key", required=True, metavar="KEYFILE", help="the store's master key file"
+        )
+    for name in _LONG:
+        actions.choices[name].add_argument(
+            "-q", "--quiet", action="store_true", help="no progress bar"
+        )
+
+
+def _master_key(path: str) -> SecretKey:
+    keyfile = load_key_file(path)
+    keyfile.require("symmetric", purpose="a backup store opens with a symmetric key file")
+    assert keyfile.symmetric is not None
+    return keyfile.symmetric
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    """Run ``streamcrypt backup ACTION``. Typed errors go to :func:`streamcrypt.cli.main`,
+    which maps them to exit codes; a ``verify`` that found problems exits 1."""
+    if args.action == "init":
+        text, _ = new_key_text("symmetric", None)
+        write_key_file(args.keyfile, text, force=args.force)
+        print(f"wrote a new master key to {args.keyfile}; keep it apart from the store")
+        return 0
+    try:
+        import anyio
+
+        from .. import backup as api
+    except ImportError:
+        raise CliError(
+            "backup needs the backup extra: pip install 'streamcrypt[backup]'", EXIT_USAGE
+        ) from None
+
+    if args.action == "snapshots":
+        for name in anyio.run(partial(api.list_snapshots, args.store)):
+            print(name)
+        return 0
+    key = _master_key(args.key)
+    if args.action == "backup":
+        with Progress("backing up", None, enabled=not args.quiet) as bar:
+            report = anyio.run(
+                partial(
+                    api.backup,
+                    args.src,
+                    args.store,
+                    key,
+                    name=args.name,
+                    use_cache=not args.no_cache,
+                    progress=bar.update,
+                )
+            )
+        print(report.summary())
+        for item in report.skipped:
+            print(f"streamcrypt: skipped {item}", file=sys.stderr)
+    elif args.action == "restore":
+        with Progress("restoring", None, enabled=not args.quiet) as bar:
+            restored = anyio.run(
+                partial(api.restore, args.store, args.snapshot, args.dest, key, progress=bar.update)
+            )
+        print(restored.summary())
+    elif args.action == "verify":
+        with Progress("verifying", None, enabled=not args.quiet) as bar:
+            checked = anyio.run(
+                partial(api.verify, args.store, key, read_data=not args.quick, progress=bar.update)
+            )
+        print(checked.summary())
+        if not checked.ok:
+            raise CliError(
+                f"verify found {len(checked.problems)} problems in {args.store}", EXIT_DATA
+            )
+    elif args.action == "forget":
+        names = anyio.run(api.forget, args.store, key, args.snapshots)
+        print(f"forgot {', '.join(names)}; prune frees their space")
+    else:
+        pruned = anyio.run(partial(api.prune, args.store, key, max_unused=args.max_unused))
+        print(pruned.summary())
+    return 0
