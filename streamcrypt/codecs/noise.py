@@ -520,7 +520,6 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         "_re",
         "_rs",
         "_s",
-        "_split_done",
         "_ss",
     )
 
@@ -584,7 +583,6 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         self._index = 0
         self._overheads = _message_overheads(pattern)
         self._h_final: bytes | None = None
-        self._split_done = False
 
         ss = SymmetricState(protocol)
         ss.mix_hash(bytes(prologue))

@@ -444,16 +444,14 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
 
     # -- as a plain transform -----------------------------------------------------------
     def update(self, data: Buffer, /) -> bytes:
-        jobs = self.feed(data)
-        try:
-            return b"".join(bytes(job.run()) for job in jobs)
-        except Exception as exc:
-            raise self._break(exc) from None
+        return self._run(self.feed(data))
 
     def finalize(self) -> bytes:
-        jobs = self.finish()
+        return self._run(self.finish())
+
+    def _run(self, jobs: list[SegmentJob]) -> bytes:
         try:
-            return b"".join(bytes(job.run()) for job in jobs)
+            return SegmentedEncryptor.run_all(jobs)
         except Exception as exc:
             raise self._break(exc) from None
 
