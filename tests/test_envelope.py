@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from support import envelope_decrypt, envelope_encrypt, random_splits
 
 import streamcrypt
-from streamcrypt.codecs import SegmentJob, container
+from streamcrypt.codecs import SegmentJob, age, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
 from streamcrypt.errors import (
@@ -856,3 +856,30 @@ def test_the_descriptor_refuses_what_the_envelope_does_not_take() -> None:
         streamcrypt.encrypt_bytes(b"x", bytes(32), format="envelope", recipients=[X.recipient])
     sealed = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[X.recipient])
     assert streamcrypt.decrypt_bytes(sealed, format="envelope", identities=[X]) == b"x"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        ev.X25519Identity.generate,
+        ev.EciesIdentity.generate,
+        age.MLKEM768X25519Identity.generate,
+        age.SshEd25519Identity.generate,
+    ],
+)
+def test_every_key_identity_and_recipient_follow_the_one_key_model(make: Callable[[], Any]) -> None:
+    # One base each (codecs._stanza.PublicKey / KeyIdentity) decides equality, hashing and
+    # the secret-hiding repr for every key type of age and the envelope.
+    identity = make()
+    recipient = identity.recipient
+    assert "<secret hidden>" in repr(identity) and str(identity) == repr(identity)
+    assert repr(recipient) in repr(identity)
+    if hasattr(identity, "to_string"):
+        assert identity.to_string() not in repr(identity)
+    again = make().recipient
+    assert recipient == recipient and hash(recipient) == hash(type(recipient).parse(str(recipient)))
+    assert recipient == type(recipient).parse(str(recipient))
+    assert recipient != again and recipient != str(recipient)
+    stanzas = recipient.wrap(bytes(16))
+    assert identity.unwrap(stanzas) == bytes(16)
+    assert make().unwrap(stanzas) is None
