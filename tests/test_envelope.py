@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from support import envelope_decrypt, envelope_encrypt, random_splits
 
 import streamcrypt
-from streamcrypt.codecs import SegmentJob, age, container
+from streamcrypt.codecs import SegmentedTransform, SegmentJob, age, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
 from streamcrypt.errors import (
@@ -223,9 +223,14 @@ async def test_segments_go_through_the_parallel_path_signed_or_not(
 
 
 def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
+    # The engine, files and one-shot calls flatten a chain and run its segmented stage
+    # in parallel, as for AWS; the encryptor is no segmented transform of its own.
+    for signed in (False, True):
+        stages = ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=SIGNER if signed else None)
+        assert not isinstance(stages, SegmentedTransform)
+        assert isinstance(stages.stages[0], SegmentedTransform)
+        assert len(stages.stages) == (2 if signed else 1)
     enc = ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=SIGNER)
-    with pytest.raises(InvalidParameterError, match="two stages"):
-        enc.feed(b"x")
     assert (
         envelope_decrypt(
             enc.update(DATA) + enc.finalize(), identities=X, verify_with=SIGNER.public_key()
