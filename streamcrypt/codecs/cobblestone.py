@@ -188,10 +188,6 @@ class CobblestoneCodec(SegmentCodec):
         self._base = int.from_bytes(base_nonce, "big")
         self.segment_size = self.first_segment_size = CHUNK_SIZE
 
-    @property
-    def aead_name(self) -> str:
-        return self._aead.name
-
     def _nonce(self, index: int) -> bytes:
         if not 0 <= index < MAX_CHUNKS:
             raise LimitExceededError(
