@@ -97,12 +97,12 @@ def _too_long(what: str, size: int, advice: str) -> LimitExceededError:
     )
 
 
-#: hash name -> (digestmod for hmac, HASHLEN)
-_HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
-    "SHA256": ("sha256", 32),
-    "SHA512": ("sha512", 64),
-    "BLAKE2s": (hashlib.blake2s, 32),
-    "BLAKE2b": (hashlib.blake2b, 64),
+#: hash name -> digestmod for hmac (HASHLEN is the protocol name's ``hash_len``)
+_DIGESTMODS: dict[str, str | Callable[..., Any]] = {
+    "SHA256": "sha256",
+    "SHA512": "sha512",
+    "BLAKE2s": hashlib.blake2s,
+    "BLAKE2b": hashlib.blake2b,
 }
 
 
@@ -400,7 +400,7 @@ class SymmetricState(HoldsSecrets):
 
     def __init__(self, protocol: NoiseProtocolName) -> None:
         self._hash_name = protocol.hash
-        self._digestmod, self._hashlen = _HASH_FUNCS[protocol.hash]
+        self._digestmod, self._hashlen = _DIGESTMODS[protocol.hash], protocol.hash_len
         self._cipher = protocol.cipher
         name = protocol.name.encode("ascii")
         if len(name) <= self._hashlen:
