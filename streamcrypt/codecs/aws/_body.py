@@ -201,7 +201,6 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_hash",
         "_index",
         "_key",
-        "_limits",
         "_max_body",
         "_parser",
         "_pending",
@@ -221,7 +220,6 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._init_lifecycle()
         self._rings = rings
         self._expected = expected
-        self._limits = limits
         self._max_body = max_body_size
         self._parser: _HeaderParser | None = _HeaderParser(limits)
         self._pending = bytearray()
