@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from support import envelope_decrypt, envelope_encrypt, random_splits
 
 import streamcrypt
-from streamcrypt.codecs import SegmentJob, container
+from streamcrypt.codecs import SegmentedTransform, SegmentJob, age, container
 from streamcrypt.codecs import envelope as ev
 from streamcrypt.engine import OffloadPolicy, pipeline
 from streamcrypt.errors import (
@@ -223,9 +223,14 @@ async def test_segments_go_through_the_parallel_path_signed_or_not(
 
 
 def test_signed_encryptor_is_a_chain_not_a_segmented_transform() -> None:
+    # The engine, files and one-shot calls flatten a chain and run its segmented stage
+    # in parallel, as for AWS; the encryptor is no segmented transform of its own.
+    for signed in (False, True):
+        stages = ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=SIGNER if signed else None)
+        assert not isinstance(stages, SegmentedTransform)
+        assert isinstance(stages.stages[0], SegmentedTransform)
+        assert len(stages.stages) == (2 if signed else 1)
     enc = ev.EnvelopeEncryptor(recipients=X.recipient, sign_with=SIGNER)
-    with pytest.raises(InvalidParameterError, match="two stages"):
-        enc.feed(b"x")
     assert (
         envelope_decrypt(
             enc.update(DATA) + enc.finalize(), identities=X, verify_with=SIGNER.public_key()
@@ -856,3 +861,30 @@ def test_the_descriptor_refuses_what_the_envelope_does_not_take() -> None:
         streamcrypt.encrypt_bytes(b"x", bytes(32), format="envelope", recipients=[X.recipient])
     sealed = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[X.recipient])
     assert streamcrypt.decrypt_bytes(sealed, format="envelope", identities=[X]) == b"x"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        ev.X25519Identity.generate,
+        ev.EciesIdentity.generate,
+        age.MLKEM768X25519Identity.generate,
+        age.SshEd25519Identity.generate,
+    ],
+)
+def test_every_key_identity_and_recipient_follow_the_one_key_model(make: Callable[[], Any]) -> None:
+    # One base each (codecs._stanza.PublicKey / KeyIdentity) decides equality, hashing and
+    # the secret-hiding repr for every key type of age and the envelope.
+    identity = make()
+    recipient = identity.recipient
+    assert "<secret hidden>" in repr(identity) and str(identity) == repr(identity)
+    assert repr(recipient) in repr(identity)
+    if hasattr(identity, "to_string"):
+        assert identity.to_string() not in repr(identity)
+    again = make().recipient
+    assert recipient == recipient and hash(recipient) == hash(type(recipient).parse(str(recipient)))
+    assert recipient == type(recipient).parse(str(recipient))
+    assert recipient != again and recipient != str(recipient)
+    stanzas = recipient.wrap(bytes(16))
+    assert identity.unwrap(stanzas) == bytes(16)
+    assert make().unwrap(stanzas) is None

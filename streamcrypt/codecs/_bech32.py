@@ -9,6 +9,8 @@ form. age drops BIP 173's length limit (post-quantum recipients are ~1950 charac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..errors import FormatError
 
 __all__ = ["bech32_decode", "bech32_encode"]
@@ -34,32 +36,18 @@ def _hrp_expand(hrp: str) -> list[int]:
     return [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
 
 
-def _to_5bit(data: bytes) -> list[int]:
+def _regroup(values: Iterable[int], size: int, to: int) -> tuple[list[int], int, int]:
+    """``values`` of ``size`` bits regrouped into ``to``-bit ones (BIP 173's
+    convertbits): the whole groups, then the bits left over and how many there are."""
     acc = bits = 0
     out: list[int] = []
-    for byte in data:
-        acc = (acc << 8) | byte
-        bits += 8
-        while bits >= 5:
-            bits -= 5
-            out.append((acc >> bits) & 31)
-    if bits:
-        out.append((acc << (5 - bits)) & 31)
-    return out
-
-
-def _to_8bit(symbols: list[int]) -> bytes:
-    acc = bits = 0
-    out = bytearray()
-    for v in symbols:
-        acc = (acc << 5) | v
-        bits += 5
-        if bits >= 8:
-            bits -= 8
-            out.append((acc >> bits) & 0xFF)
-    if bits >= 5 or (acc & ((1 << bits) - 1)):
-        raise FormatError("Bech32 data has invalid padding bits: corrupt or truncated key")
-    return bytes(out)
+    for v in values:
+        acc = (acc << size) | v
+        bits += size
+        while bits >= to:
+            bits -= to
+            out.append((acc >> bits) & ((1 << to) - 1))
+    return out, acc & ((1 << bits) - 1), bits
 
 
 def bech32_encode(hrp: str, data: bytes, *, upper: bool = False) -> str:
@@ -70,7 +58,9 @@ def bech32_encode(hrp: str, data: bytes, *, upper: bool = False) -> str:
     lower = hrp.lower()
     if not lower or any(not 33 <= ord(c) <= 126 for c in lower):
         raise FormatError("a Bech32 human-readable part is 1 or more printable ASCII characters")
-    symbols = _to_5bit(data)
+    symbols, rest, bits = _regroup(data, 8, 5)
+    if bits:  # the last symbol is zero-padded
+        symbols.append(rest << (5 - bits))
     mod = _polymod(_hrp_expand(lower) + symbols + [0] * _CHECKSUM_SIZE) ^ 1
     checksum = [(mod >> 5 * (5 - i)) & 31 for i in range(_CHECKSUM_SIZE)]
     text = lower + "1" + "".join(_CHARSET[v] for v in symbols + checksum)
@@ -98,4 +88,7 @@ def bech32_decode(text: str) -> tuple[str, bytes]:
         raise FormatError("Bech32 string has a character outside the Bech32 alphabet") from None
     if _polymod(_hrp_expand(hrp) + symbols) != 1:
         raise FormatError("Bech32 checksum does not match: the key string is mistyped or cut")
-    return hrp, _to_8bit(symbols[:-_CHECKSUM_SIZE])
+    data, rest, bits = _regroup(symbols[:-_CHECKSUM_SIZE], 5, 8)
+    if bits >= 5 or rest:
+        raise FormatError("Bech32 data has invalid padding bits: corrupt or truncated key")
+    return hrp, bytes(data)

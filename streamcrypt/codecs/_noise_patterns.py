@@ -198,16 +198,15 @@ class NoiseProtocolName:
                 "Noise_<pattern>_<dh>_<cipher>_<hash>, e.g. Noise_XX_25519_ChaChaPoly_BLAKE2s"
             )
         _, pattern_name, dh, cipher, hash_name = parts
-        if dh not in DHS:
-            raise UnsupportedFormatError(
-                f"unsupported Noise DH function {dh!r} in {name!r}; supported: {', '.join(DHS)}"
-            )
-        if cipher not in CIPHERS:
-            raise UnsupportedFormatError(
-                f"unsupported Noise cipher {cipher!r} in {name!r}; supported: {', '.join(CIPHERS)}"
-            )
-        if hash_name not in HASHES:
-            raise UnsupportedFormatError(
-                f"unsupported Noise hash {hash_name!r} in {name!r}; supported: {', '.join(HASHES)}"
-            )
+        choices = (
+            ("DH function", dh, DHS),
+            ("cipher", cipher, CIPHERS),
+            ("hash", hash_name, HASHES),
+        )
+        for what, value, supported in choices:
+            if value not in supported:
+                raise UnsupportedFormatError(
+                    f"unsupported Noise {what} {value!r} in {name!r}; "
+                    f"supported: {', '.join(supported)}"
+                )
         return cls(name, parse_pattern(pattern_name), dh, cipher, hash_name)

@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import ClassVar, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from ..abc import Buffer
 from ..errors import (
@@ -39,13 +39,18 @@ from ..errors import (
     LimitExceededError,
     UnknownKeyError,
 )
+from ..keys import HoldsSecrets
 from ..primitives import ChaCha20Poly1305Suite
 from ._segmented import SegmentCodec
 
 __all__ = [
     "Identity",
+    "IdentityLike",
+    "KeyIdentity",
     "KeyList",
+    "PublicKey",
     "Recipient",
+    "RecipientLike",
     "Stanza",
     "StanzaHeaderReader",
     "b64decode",
@@ -61,6 +66,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 _H = TypeVar("_H")
+_R = TypeVar("_R")
 
 _ARG = re.compile(r"[\x21-\x7e]+")
 _B64 = re.compile(rb"[A-Za-z0-9+/]*")
@@ -108,6 +114,70 @@ class Identity(Protocol):
     """
 
     def unwrap(self, stanzas: Sequence[Stanza], /) -> bytes | None: ...
+
+
+class PublicKey:
+    """Base of the recipients that are public keys: equal when of one type with the same
+    key bytes (``_public``, whatever text form ``str()`` writes), shown by their text."""
+
+    __slots__ = ("_public",)
+
+    _public: bytes
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._public == self._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+
+class KeyIdentity(HoldsSecrets, Generic[_R]):
+    """Base of the identities that are private keys: their :attr:`recipient`, a ``repr``
+    (and ``str``) showing only that, and :meth:`unwrap` trying each stanza of the type
+    ``kind`` with :meth:`_unwrap_one`. Pickling raises :class:`TypeError`."""
+
+    __slots__ = ("_recipient",)
+
+    #: The stanza type this identity opens.
+    kind: ClassVar[str]
+    _recipient: _R
+
+    @property
+    def recipient(self) -> _R:
+        """The public key (recipient) of this identity."""
+        return self._recipient
+
+    def unwrap(self, stanzas: Sequence[Stanza], /) -> bytes | None:
+        """The file key from the first stanza of this identity's type that opens with it,
+        else ``None``; raises what :meth:`_unwrap_one` raises."""
+        for stanza in stanzas:
+            if stanza.kind == self.kind:
+                file_key = self._unwrap_one(stanza)
+                if file_key is not None:
+                    return file_key
+        return None
+
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
+        """The file key from one stanza of type :attr:`kind`, ``None`` if not for us."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<secret hidden>, recipient={self._recipient!r})"
+
+    __str__ = __repr__
+
+
+#: A recipient: a :class:`Recipient`, its text (age: ``age1...``, ``ssh-ed25519 AAAA...``;
+#: the envelope: ``sc-x25519-pub1...``; or a recipients file's text, one a line, ``#``
+#: comments), or a path to such a file (:class:`os.PathLike`).
+RecipientLike: TypeAlias = Recipient | str | os.PathLike[str]
+#: An identity: an :class:`Identity`, its text (or an identity file's text, as age-keygen
+#: writes it: one a line, ``#`` comments; for age also an SSH private key file's text),
+#: or a path to such a file (:class:`os.PathLike`).
+IdentityLike: TypeAlias = Identity | str | os.PathLike[str]
 
 
 # ---------------------------------------------------------------------------------------

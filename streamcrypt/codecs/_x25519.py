@@ -13,16 +13,24 @@ X25519 wrapping age's ssh-ed25519 stanza shares.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal, Self
 
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from ..abc import Buffer
 from ..errors import FormatError, InvalidPublicKeyError
-from ..keys import HoldsSecrets, SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import SecretKey, as_secret_key, hkdf, random_bytes
 from ._bech32 import bech32_decode, bech32_encode
-from ._stanza import Stanza, b64encode, check_shape, stanza_arg, unwrap_key, wrap_key
+from ._stanza import (
+    KeyIdentity,
+    PublicKey,
+    Stanza,
+    b64encode,
+    check_shape,
+    stanza_arg,
+    unwrap_key,
+    wrap_key,
+)
 
 __all__ = [
     "PREFIXES",
@@ -103,14 +111,14 @@ def _decode(text: str, secret: bool) -> tuple[bytes, TextForm]:
     )
 
 
-class X25519Recipient:
+class X25519Recipient(PublicKey):
     """An X25519 public key: a recipient of age files and envelopes alike.
 
     Raises :class:`InvalidPublicKeyError` for a wrong size or a low-order point (the
     shared secret would be all zeros).
     """
 
-    __slots__ = ("_public", "text_form")
+    __slots__ = ("text_form",)
 
     def __init__(self, public_key: Buffer, *, text_form: TextForm = "age") -> None:
         raw = bytes(public_key)
@@ -141,23 +149,16 @@ class X25519Recipient:
     def __str__(self) -> str:
         return bech32_encode(PREFIXES[self.text_form][0], self._public)
 
-    def __repr__(self) -> str:
-        return f"X25519Recipient({str(self)!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, X25519Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
-
-
-class X25519Identity(HoldsSecrets):
+class X25519Identity(KeyIdentity[X25519Recipient]):
     """An X25519 private key: an identity for age files and envelopes alike.
 
     ``repr`` and ``str`` show only the public key; pickling raises :class:`TypeError`.
     """
 
-    __slots__ = ("_private", "_recipient")
+    __slots__ = ("_private",)
+
+    kind = "X25519"
 
     def __init__(self, secret: Buffer | SecretKey, *, text_form: TextForm = "age") -> None:
         raw = as_secret_key(secret, 32, what="an X25519 private key").secret_bytes()
@@ -176,10 +177,6 @@ class X25519Identity(HoldsSecrets):
         raw, form = _decode(text, secret=True)
         return cls(raw, text_form=form)
 
-    @property
-    def recipient(self) -> X25519Recipient:
-        return self._recipient
-
     def exchange(self, share: bytes) -> bytes | None:
         """The shared secret with ``share``, ``None`` for a low-order share. Handle with care."""
         return x25519_exchange(self._private, share)
@@ -193,23 +190,12 @@ class X25519Identity(HoldsSecrets):
         prefix = PREFIXES[self._recipient.text_form][1]
         return bech32_encode(prefix, self._private.private_bytes_raw(), upper=True)
 
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
         """The file key from an age X25519 stanza for this identity, else ``None``.
 
         Raises :class:`FormatError` for a malformed X25519 stanza or a low-order share.
         """
+        check_shape(stanza, 2)
+        share = stanza_arg(stanza, 1, 32)
         ours = self._recipient.public_bytes()
-        for stanza in stanzas:
-            if stanza.kind != "X25519":
-                continue
-            check_shape(stanza, 2)
-            share = stanza_arg(stanza, 1, 32)
-            file_key = dh_unwrap(self._private, ours, stanza, share, _X25519_INFO)
-            if file_key is not None:
-                return file_key
-        return None
-
-    def __repr__(self) -> str:
-        return f"X25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
-
-    __str__ = __repr__
+        return dh_unwrap(self._private, ours, stanza, share, _X25519_INFO)

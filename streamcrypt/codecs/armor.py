@@ -66,8 +66,7 @@ SNIFF_SIZE = 4096
 
 def is_armored(data: Buffer) -> bool:
     """True when ``data`` (after leading whitespace) starts like armor (``-----BEGIN``)."""
-    head = bytes(data[:SNIFF_SIZE]).lstrip(_WHITESPACE)
-    return head.startswith(b"-----")
+    return bool(sniff_armor(data, at_end=True))
 
 
 def sniff_armor(head: Buffer, at_end: bool = False) -> bool | None:

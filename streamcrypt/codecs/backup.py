@@ -286,16 +286,15 @@ def compress_blob(data: Buffer, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, b
     return 0, bytes(data)
 
 
-def _decompress(flags: int, payload: bytes, raw_length: int) -> bytes:
-    if not flags & FLAG_ZSTD:
-        return payload
+def _decompress(payload: bytes, limit: int, what: str) -> bytes:
+    """The zstd frame ``payload`` of at most ``limit`` bytes (one decompressor per thread)."""
     decompressor: zstandard.ZstdDecompressor | None = getattr(_compressors, "reader", None)
     if decompressor is None:
         decompressor = _compressors.reader = zstandard.ZstdDecompressor()
     try:
-        out = decompressor.decompress(payload, max_output_size=raw_length)
+        out = decompressor.decompress(payload, max_output_size=limit)
     except zstandard.ZstdError:
-        raise FormatError("an authenticated blob does not decompress") from None
+        raise FormatError(f"an authenticated {what} does not decompress") from None
     return out
 
 
@@ -454,7 +453,9 @@ class PackOpener(HoldsSecrets):
 
     def blob(self, entry: BlobEntry, sealed: Buffer) -> bytes:
         """The chunk's plaintext: authenticated, decompressed, and checked against its id."""
-        plain = _decompress(entry.flags, self.payload(entry, sealed), entry.raw_length)
+        plain = self.payload(entry, sealed)
+        if entry.flags & FLAG_ZSTD:
+            plain = _decompress(plain, entry.raw_length, "blob")
         if len(plain) != entry.raw_length or not constant_time_equal(
             self.keys.chunk_id_of(plain), entry.chunk_id
         ):
@@ -494,7 +495,7 @@ def encode_index(keys: BackupKeys, packs: Mapping[bytes, Sequence[BlobEntry]]) -
 def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
     """Decrypt and parse an index file. Raises :class:`AuthenticationError`,
     :class:`FormatError`."""
-    plain = _inflate(_open_doc(keys.index, data, _INDEX_AAD), "index")
+    plain = _decompress(_open_doc(keys.index, data, _INDEX_AAD), _MAX_DOC, "index")
     if not plain.startswith(_INDEX_MAGIC):
         raise FormatError("not a streamcrypt backup index")
     pos = len(_INDEX_MAGIC)
@@ -510,13 +511,6 @@ def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
     if pos != len(plain):
         raise FormatError("a backup index has trailing bytes")
     return packs
-
-
-def _inflate(data: bytes, what: str) -> bytes:
-    try:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=_MAX_DOC)
-    except zstandard.ZstdError:
-        raise FormatError(f"an authenticated {what} does not decompress") from None
 
 
 # -- snapshots ----------------------------------------------------------------------------------
@@ -686,4 +680,4 @@ def open_snapshot(keys: BackupKeys, name: str, data: bytes) -> Manifest:
     :class:`AuthenticationError`, :class:`FormatError`."""
     verify_snapshot_signature(keys.signing.public_key(), name, data)
     plain = _open_doc(keys.snapshot, data[ED25519_SIGNATURE_SIZE:], _SNAPSHOT_AAD + name.encode())
-    return Manifest.decode(_inflate(plain, "manifest"), name)
+    return Manifest.decode(_decompress(plain, _MAX_DOC, "manifest"), name)

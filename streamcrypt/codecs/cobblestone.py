@@ -29,13 +29,14 @@ does not reach the final chunk does not authenticate the message length; pass
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from ..abc import Buffer
 from ..errors import (
@@ -140,19 +141,6 @@ def _input_key(key: KeyLike, suite: Suite | None) -> bytes:
     return raw
 
 
-def _hkdf_expand_sha512(prk: bytes, info: bytes, length: int) -> bytes:
-    # HKDF-Expand (RFC 5869 section 2.3). The C2SP PRK is the 16- or 32-byte input key,
-    # shorter than SHA-512's 64 bytes, which keys.hkdf_expand refuses; HMAC takes any key.
-    out = b""
-    block = b""
-    counter = 1
-    while len(out) < length:
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha512).digest()
-        out += block
-        counter += 1
-    return out[:length]
-
-
 def derive_keys(key: KeyLike, salt: Buffer, context: Buffer = b"") -> tuple[bytes, bytes, bytes]:
     """``(aead key, base nonce, commitment)`` for ``key``, ``salt`` and ``context`` (hazmat).
 
@@ -163,7 +151,10 @@ def derive_keys(key: KeyLike, salt: Buffer, context: Buffer = b"") -> tuple[byte
         raise InvalidParameterError(f"a Cobblestone salt is {SALT_SIZE} bytes, got {len(salt)}")
     name, _ = _AEADS[len(raw)]
     info = _LABEL + name + b"\x00" + bytes(salt) + bytes(context)
-    okm = _hkdf_expand_sha512(raw, info, len(raw) + NONCE_SIZE + COMMITMENT_SIZE)
+    # HKDF-Expand-SHA-512 (RFC 5869 section 2.3). The C2SP PRK is the 16- or 32-byte input
+    # key, shorter than SHA-512's 64 bytes, which keys.hkdf_expand refuses; HMAC takes any key.
+    length = len(raw) + NONCE_SIZE + COMMITMENT_SIZE
+    okm = HKDFExpand(hashes.SHA512(), length, info).derive(raw)
     k = len(raw)
     return okm[:k], okm[k : k + NONCE_SIZE], okm[k + NONCE_SIZE :]
 
@@ -196,10 +187,6 @@ class CobblestoneCodec(SegmentCodec):
         self._decrypt = kernel.decrypt_into
         self._base = int.from_bytes(base_nonce, "big")
         self.segment_size = self.first_segment_size = CHUNK_SIZE
-
-    @property
-    def aead_name(self) -> str:
-        return self._aead.name
 
     def _nonce(self, index: int) -> bytes:
         if not 0 <= index < MAX_CHUNKS:

@@ -197,8 +197,6 @@ class _Secp256k1(_Curve[Any, Any]):
             return raw
 
     def private(self, raw: bytes) -> Any:
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"a secp256k1 private key must be 32 bytes, got {len(raw)}")
         try:
             return _libsecp256k1().PrivateKey(bytes(raw))
         except ValueError:
@@ -265,8 +263,6 @@ class _X25519(_Curve[x25519.X25519PrivateKey, bytes]):
     name = "x25519"
 
     def private(self, raw: bytes) -> x25519.X25519PrivateKey:
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"an x25519 private key must be 32 bytes, got {len(raw)}")
         return x25519.X25519PrivateKey.from_private_bytes(raw)
 
     def public_of(self, sk: x25519.X25519PrivateKey, compressed: bool) -> bytes:
@@ -294,11 +290,7 @@ class _Ed25519(_Curve[bytes, bytes]):
 
     name = "ed25519"
 
-    def private(self, raw: bytes) -> bytes:
-        if len(raw) != 32:
-            raise InvalidKeySizeError(
-                f"an ed25519 private key must be the 32-byte seed, got {len(raw)} bytes"
-            )
+    def private(self, raw: bytes) -> bytes:  # the seed
         return raw
 
     def public_of(self, seed: bytes, compressed: bool) -> bytes:
@@ -402,6 +394,8 @@ CONFIGS: tuple[EciesConfig, ...] = tuple(
 
 def _load_private(curve: _Curve[Any, Any], key: PrivateKeyInput) -> Any:
     raw = _decode(key, f"{curve.name} private key", InvalidParameterError)
+    if len(raw) != 32:  # every curve's (ed25519: the seed)
+        raise InvalidKeySizeError(f"a {curve.name} private key must be 32 bytes, got {len(raw)}")
     return curve.private(raw)
 
 

@@ -49,7 +49,7 @@ from ..errors import (
     LimitExceededError,
     StreamCryptError,
 )
-from ..keys import HoldsSecrets, SecretKey, key_bytes
+from ..keys import HoldsSecrets, SecretKey, as_secret_key, key_bytes
 from ..primitives import AES256GCM, Aead, ChaCha20Poly1305Suite
 from ._noise_patterns import HandshakePattern, NoiseProtocolName, parse_pattern
 
@@ -97,23 +97,19 @@ def _too_long(what: str, size: int, advice: str) -> LimitExceededError:
     )
 
 
-#: hash name -> (digestmod for hmac, HASHLEN)
-_HASH_FUNCS: dict[str, tuple[str | Callable[..., Any], int]] = {
-    "SHA256": ("sha256", 32),
-    "SHA512": ("sha512", 64),
-    "BLAKE2s": (hashlib.blake2s, 32),
-    "BLAKE2b": (hashlib.blake2b, 64),
+#: hash name -> digestmod for hmac (HASHLEN is the protocol name's ``hash_len``)
+_DIGESTMODS: dict[str, str | Callable[..., Any]] = {
+    "SHA256": "sha256",
+    "SHA512": "sha512",
+    "BLAKE2s": hashlib.blake2s,
+    "BLAKE2b": hashlib.blake2b,
 }
 
 
 def _private_key(key: Buffer | SecretKey | X25519PrivateKey, what: str) -> X25519PrivateKey:
     if isinstance(key, X25519PrivateKey):
         return key  # loaded once by the caller, reused across handshakes
-    raw = key_bytes(key, what)
-    if len(raw) != DHLEN:
-        raise InvalidKeySizeError(
-            f"{what} must be a {DHLEN}-byte X25519 private key, got {len(raw)}"
-        )
+    raw = as_secret_key(key, DHLEN, what=f"{what} (an X25519 private key)").secret_bytes()
     return X25519PrivateKey.from_private_bytes(raw)
 
 
@@ -404,7 +400,7 @@ class SymmetricState(HoldsSecrets):
 
     def __init__(self, protocol: NoiseProtocolName) -> None:
         self._hash_name = protocol.hash
-        self._digestmod, self._hashlen = _HASH_FUNCS[protocol.hash]
+        self._digestmod, self._hashlen = _DIGESTMODS[protocol.hash], protocol.hash_len
         self._cipher = protocol.cipher
         name = protocol.name.encode("ascii")
         if len(name) <= self._hashlen:
@@ -520,7 +516,6 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         "_re",
         "_rs",
         "_s",
-        "_split_done",
         "_ss",
     )
 
@@ -572,11 +567,8 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
             raise InvalidParameterError(
                 f"{protocol.name} uses {pattern.psk_count} pre-shared key(s), got {len(psks)}"
             )
-        raw_psks = [key_bytes(p, "a Noise pre-shared key") for p in psks]
-        for p in raw_psks:
-            if len(p) != 32:
-                raise InvalidKeySizeError(f"a Noise pre-shared key is 32 bytes, got {len(p)}")
-        self._psks = raw_psks
+        what = "a Noise pre-shared key"
+        self._psks = [as_secret_key(p, 32, what=what).secret_bytes() for p in psks]
 
         self._fixed_e = _private_key(e, "e") if e is not None else None
         self._e: X25519PrivateKey | None = None
@@ -584,7 +576,6 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         self._index = 0
         self._overheads = _message_overheads(pattern)
         self._h_final: bytes | None = None
-        self._split_done = False
 
         ss = SymmetricState(protocol)
         ss.mix_hash(bytes(prologue))

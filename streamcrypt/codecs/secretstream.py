@@ -254,15 +254,10 @@ class SecretStreamPuller(Lifecycle, HoldsSecrets):
         return f"SecretStreamPuller(state={self.state.value}, finished={self._final})"
 
 
-class SecretStreamEncryptor(Lifecycle, HoldsSecrets):
-    """Encrypt a byte stream into header + fixed-size secretstream messages (sans-I/O).
+class _ByteStream(Lifecycle, HoldsSecrets):
+    """The byte-stream transforms' chunk size, associated data and bytes held."""
 
-    ``update`` returns the header first, then a message per full ``segment_size`` of input;
-    ``finalize`` returns the FINAL message (what is left, possibly empty). Raises
-    :class:`InvalidKeySizeError`, :class:`InvalidParameterError` (chunk size).
-    """
-
-    __slots__ = ("_aad", "_chunk", "_header", "_pending", "_pusher", "_rekey_next")
+    __slots__ = ("_aad", "_chunk", "_pending")
 
     def __init__(
         self,
@@ -273,11 +268,31 @@ class SecretStreamEncryptor(Lifecycle, HoldsSecrets):
     ) -> None:
         self._init_lifecycle()
         _check_segment_size(segment_size)
-        self._pusher = SecretStreamPusher(key)
-        self._header = self._pusher.header
         self._chunk = segment_size
         self._aad = bytes(aad)
         self._pending = bytearray()
+        self._start(key)
+
+    def _start(self, key: KeyLike) -> None:  # this direction's state for ``key``
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(segment_size={self._chunk}, state={self.state.value})"
+
+
+class SecretStreamEncryptor(_ByteStream):
+    """Encrypt a byte stream into header + fixed-size secretstream messages (sans-I/O).
+
+    ``update`` returns the header first, then a message per full ``segment_size`` of input;
+    ``finalize`` returns the FINAL message (what is left, possibly empty). Raises
+    :class:`InvalidKeySizeError`, :class:`InvalidParameterError` (chunk size).
+    """
+
+    __slots__ = ("_header", "_pusher", "_rekey_next")
+
+    def _start(self, key: KeyLike) -> None:
+        self._pusher = SecretStreamPusher(key)
+        self._header = self._pusher.header
         self._rekey_next = False
 
     @property
@@ -340,11 +355,8 @@ class SecretStreamEncryptor(Lifecycle, HoldsSecrets):
         self._finish()
         return out
 
-    def __repr__(self) -> str:
-        return f"SecretStreamEncryptor(segment_size={self._chunk}, state={self.state.value})"
 
-
-class SecretStreamDecryptor(Lifecycle, HoldsSecrets):
+class SecretStreamDecryptor(_ByteStream):
     """Decrypt header + fixed-size secretstream messages, releasing only verified bytes.
 
     ``segment_size`` must be the encryptor's. Raises :class:`AuthenticationError`,
@@ -354,21 +366,10 @@ class SecretStreamDecryptor(Lifecycle, HoldsSecrets):
     :class:`BrokenTransformError`.
     """
 
-    __slots__ = ("_aad", "_chunk", "_key", "_pending", "_puller", "tags")
+    __slots__ = ("_key", "_puller", "tags")
 
-    def __init__(
-        self,
-        key: KeyLike,
-        *,
-        segment_size: int = DEFAULT_CHUNK_SIZE,
-        aad: Buffer = b"",
-    ) -> None:
-        self._init_lifecycle()
-        _check_segment_size(segment_size)
+    def _start(self, key: KeyLike) -> None:
         self._key = as_secret_key(key, KEY_SIZE, what="secretstream key")
-        self._chunk = segment_size
-        self._aad = bytes(aad)
-        self._pending = bytearray()
         self._puller: SecretStreamPuller | None = None
         #: The tag of every message opened so far, in order.
         self.tags: list[Tag] = []
@@ -438,9 +439,6 @@ class SecretStreamDecryptor(Lifecycle, HoldsSecrets):
             raise self._break(exc) from None
         self._finish()
         return out
-
-    def __repr__(self) -> str:
-        return f"SecretStreamDecryptor(segment_size={self._chunk}, state={self.state.value})"
 
 
 #: libsodium secretstream's format descriptor (``segment_size``: the chunk size, which

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
@@ -12,9 +11,9 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from ...abc import Buffer
 from ...errors import FormatError, InvalidKeySizeError, InvalidPublicKeyError
-from ...keys import HoldsSecrets, SecretKey, as_secret_key, random_bytes
+from ...keys import SecretKey, as_secret_key, random_bytes
 from .._bech32 import bech32_decode, bech32_encode
-from .._stanza import Stanza, b64encode, check_shape, stanza_arg
+from .._stanza import KeyIdentity, PublicKey, Stanza, b64encode, check_shape, stanza_arg
 
 __all__ = ["MLKEM768X25519Identity", "MLKEM768X25519Recipient"]
 
@@ -27,10 +26,10 @@ _HRP_PQ_SECRET = "age-secret-key-pq-"
 _PQ_SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 
 
-class MLKEM768X25519Recipient:
+class MLKEM768X25519Recipient(PublicKey):
     """A hybrid post-quantum recipient (``age1pq1...``): ML-KEM-768 || X25519 public keys."""
 
-    __slots__ = ("_key", "_public")
+    __slots__ = ("_key",)
 
     def __init__(self, public_key: Buffer) -> None:
         raw = bytes(public_key)
@@ -74,21 +73,17 @@ class MLKEM768X25519Recipient:
     def __repr__(self) -> str:
         return f"MLKEM768X25519Recipient({str(self)[:16]!r}...)"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MLKEM768X25519Recipient) and other._public == self._public
 
-    def __hash__(self) -> int:
-        return hash(self._public)
-
-
-class MLKEM768X25519Identity(HoldsSecrets):
+class MLKEM768X25519Identity(KeyIdentity[MLKEM768X25519Recipient]):
     """A hybrid post-quantum identity (``AGE-SECRET-KEY-PQ-1...``): a 32-byte seed.
 
     The seed expands with SHAKE-256 to 96 bytes: the ML-KEM-768 seed (d || z) and the
     X25519 private key, as the MLKEM768-X25519 KEM of filippo.io/hpke-pq (X-Wing) does.
     """
 
-    __slots__ = ("_dh", "_private", "_recipient", "_seed")
+    __slots__ = ("_dh", "_private", "_seed")
+
+    kind = "mlkem768x25519"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         self._seed = as_secret_key(seed, 32, what="a post-quantum identity seed").secret_bytes()
@@ -115,38 +110,23 @@ class MLKEM768X25519Identity(HoldsSecrets):
             raise FormatError("not an age post-quantum identity (AGE-SECRET-KEY-PQ-1...)")
         return cls(data)
 
-    @property
-    def recipient(self) -> MLKEM768X25519Recipient:
-        return self._recipient
-
     def to_string(self) -> str:
         """The secret key string ``AGE-SECRET-KEY-PQ-1...``. Handle with care."""
         return bech32_encode(_HRP_PQ_SECRET, self._seed, upper=True)
 
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
         """The file key from an ``mlkem768x25519`` stanza for this identity, else ``None``.
 
         Raises :class:`FormatError` for a malformed stanza of that type, or one whose
         X25519 share is low-order (an all-zero shared secret).
         """
-        for stanza in stanzas:
-            if stanza.kind != "mlkem768x25519":
-                continue
-            check_shape(stanza, 2)
-            enc = stanza_arg(stanza, 1, _PQ_ENC_SIZE)
-            try:
-                self._dh.exchange(x25519.X25519PublicKey.from_public_bytes(enc[-32:]))
-            except ValueError:
-                raise FormatError(
-                    "age mlkem768x25519 stanza has a low-order X25519 share"
-                ) from None
-            try:
-                return _PQ_SUITE.decrypt(enc + stanza.body, self._private, info=_PQ_INFO)
-            except (InvalidTag, ValueError):
-                continue
-        return None
-
-    def __repr__(self) -> str:
-        return f"MLKEM768X25519Identity(recipient={str(self._recipient)[:16]!r}...)"
-
-    __str__ = __repr__
+        check_shape(stanza, 2)
+        enc = stanza_arg(stanza, 1, _PQ_ENC_SIZE)
+        try:
+            self._dh.exchange(x25519.X25519PublicKey.from_public_bytes(enc[-32:]))
+        except ValueError:
+            raise FormatError("age mlkem768x25519 stanza has a low-order X25519 share") from None
+        try:
+            return _PQ_SUITE.decrypt(enc + stanza.body, self._private, info=_PQ_INFO)
+        except (InvalidTag, ValueError):
+            return None

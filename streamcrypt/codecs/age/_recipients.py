@@ -4,7 +4,6 @@ key is found: each identity in turn, shown all stanzas (as age's identities are)
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Iterable, Sequence
 from functools import partial
 
@@ -12,7 +11,7 @@ from ...abc import Buffer
 from ...errors import AuthenticationError, FormatError, InvalidParameterError
 from .. import _stanza
 from .._bech32 import bech32_decode
-from .._stanza import Identity, Recipient
+from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
 from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac
 from ._mlkem import _HRP_PQ, _HRP_PQ_SECRET, MLKEM768X25519Identity, MLKEM768X25519Recipient
@@ -39,14 +38,6 @@ __all__ = [
 ]
 
 
-#: A recipient: an ``age1...``, ``ssh-ed25519 AAAA...`` or ``ssh-rsa AAAA...`` string (or a
-#: recipients file's text: one a line, ``#`` comments), a path to such a file
-#: (:class:`os.PathLike`), or a :class:`Recipient`.
-RecipientLike = str | os.PathLike[str] | Recipient
-#: An identity: an ``AGE-SECRET-KEY-1...`` string (or an identity file's text, as
-#: age-keygen writes it: one a line, ``#`` comments), an SSH (Ed25519 or RSA) private key
-#: file's text, a path to either file (:class:`os.PathLike`), or an :class:`Identity`.
-IdentityLike = str | os.PathLike[str] | Identity
 #: What :func:`parse_recipient` returns.
 AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient | SshRsaRecipient
 #: What :func:`parse_identity` returns.

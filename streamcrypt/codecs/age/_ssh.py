@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -23,8 +22,8 @@ from ...errors import (
     InvalidParameterError,
     UnsupportedFormatError,
 )
-from ...keys import HoldsSecrets, SecretKey, as_secret_key, hkdf, random_bytes
-from .._stanza import Stanza, b64encode, check_shape, stanza_arg
+from ...keys import SecretKey, as_secret_key, hkdf, random_bytes
+from .._stanza import KeyIdentity, PublicKey, Stanza, b64encode, check_shape, stanza_arg
 from .._x25519 import dh_unwrap, dh_wrap
 
 if TYPE_CHECKING:
@@ -113,7 +112,7 @@ def _ssh_private_key(data: str | Buffer) -> PrivateKeyTypes:
         raise FormatError("the SSH private key file does not parse") from None
 
 
-class SshEd25519Recipient:
+class SshEd25519Recipient(PublicKey):
     """An OpenSSH Ed25519 public key as an age recipient (``ssh-ed25519 AAAA...``).
 
     The stanza is ``-> ssh-ed25519 <tag> <share>``: the tag is the first 4 bytes of
@@ -121,7 +120,7 @@ class SshEd25519Recipient:
     form and is then multiplied by a tweak, HKDF-SHA-256 of the wire key (as the salt).
     """
 
-    __slots__ = ("_ed25519", "_tag", "_tweak", "_wire", "_x25519")
+    __slots__ = ("_tag", "_tweak", "_wire", "_x25519")
 
     def __init__(self, public_key: Buffer | ed25519.Ed25519PublicKey) -> None:
         if isinstance(public_key, ed25519.Ed25519PublicKey):
@@ -133,8 +132,8 @@ class SshEd25519Recipient:
             key = ed25519.Ed25519PublicKey.from_public_bytes(raw)
         from ...primitives import eddsa_to_x25519  # libsodium's bindings: SSH keys only
 
-        self._ed25519 = key.public_bytes_raw()
-        self._x25519 = eddsa_to_x25519(self._ed25519)
+        self._public = key.public_bytes_raw()
+        self._x25519 = eddsa_to_x25519(self._public)
         self._wire = _ssh_wire(key)
         self._tag = _ssh_tag(self._wire)
         tweak = hkdf(b"", salt=self._wire, info=_SSH_ED25519_INFO)
@@ -151,7 +150,7 @@ class SshEd25519Recipient:
 
     def public_bytes(self) -> bytes:
         """The 32-byte Ed25519 public key."""
-        return self._ed25519
+        return self._public
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One ssh-ed25519 stanza; raises :class:`InvalidPublicKeyError` for a key whose
@@ -163,24 +162,17 @@ class SshEd25519Recipient:
     def __str__(self) -> str:
         return f"{_SSH_ED25519} {base64.b64encode(self._wire).decode()}"
 
-    def __repr__(self) -> str:
-        return f"SshEd25519Recipient({str(self)!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SshEd25519Recipient) and other._ed25519 == self._ed25519
-
-    def __hash__(self) -> int:
-        return hash(self._ed25519)
-
-
-class SshEd25519Identity(HoldsSecrets):
+class SshEd25519Identity(KeyIdentity[SshEd25519Recipient]):
     """An OpenSSH Ed25519 private key as an age identity. Its repr shows only the recipient.
 
     Its X25519 secret is the first 32 bytes of SHA-512 of the Ed25519 seed (the scalar
     Ed25519 itself signs with), so its public key is the Ed25519 key's Montgomery form.
     """
 
-    __slots__ = ("_private", "_recipient")
+    __slots__ = ("_private",)
+
+    kind = _SSH_ED25519
 
     def __init__(self, private_key: Buffer | SecretKey | ed25519.Ed25519PrivateKey) -> None:
         if isinstance(private_key, ed25519.Ed25519PrivateKey):
@@ -209,35 +201,18 @@ class SshEd25519Identity(HoldsSecrets):
             raise UnsupportedFormatError("the SSH private key is not an Ed25519 key")
         return cls(key)
 
-    @property
-    def recipient(self) -> SshEd25519Recipient:
-        return self._recipient
-
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
         """The file key from an ssh-ed25519 stanza for this key, else ``None``.
 
-        Stanzas with another key's tag are skipped. Raises :class:`FormatError` for a
+        A stanza with another key's tag is skipped. Raises :class:`FormatError` for a
         malformed ssh-ed25519 stanza or a low-order share.
         """
         ours = self._recipient
-        for stanza in stanzas:
-            if stanza.kind != _SSH_ED25519:
-                continue
-            check_shape(stanza, 3)
-            if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
-                continue
-            share = stanza_arg(stanza, 2, 32)
-            file_key = dh_unwrap(
-                self._private, ours._x25519, stanza, share, _SSH_ED25519_INFO, ours._tweak
-            )
-            if file_key is not None:
-                return file_key
-        return None
-
-    def __repr__(self) -> str:
-        return f"SshEd25519Identity(<secret hidden>, recipient={str(self._recipient)!r})"
-
-    __str__ = __repr__
+        check_shape(stanza, 3)
+        if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+            return None
+        share = stanza_arg(stanza, 2, 32)
+        return dh_unwrap(self._private, ours._x25519, stanza, share, _SSH_ED25519_INFO, ours._tweak)
 
 
 def _oaep() -> padding.OAEP:
@@ -249,7 +224,7 @@ def _oaep() -> padding.OAEP:
     )
 
 
-class SshRsaRecipient:
+class SshRsaRecipient(PublicKey):
     """An OpenSSH RSA public key as an age recipient (``ssh-rsa AAAA...``).
 
     The stanza is ``-> ssh-rsa <tag>``, the tag being the first 4 bytes of SHA-256 of the
@@ -258,7 +233,7 @@ class SshRsaRecipient:
     :class:`InvalidKeySizeError`, as age and rage refuse them.
     """
 
-    __slots__ = ("_key", "_tag", "_wire")
+    __slots__ = ("_key", "_tag")
 
     def __init__(self, public_key: rsa.RSAPublicKey) -> None:
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -273,8 +248,8 @@ class SshRsaRecipient:
                 f"this one has {public_key.key_size}"
             )
         self._key = public_key
-        self._wire = _ssh_wire(public_key)
-        self._tag = _ssh_tag(self._wire)
+        self._public = _ssh_wire(public_key)
+        self._tag = _ssh_tag(self._public)
 
     @classmethod
     def parse(cls, text: str) -> SshRsaRecipient:
@@ -298,25 +273,21 @@ class SshRsaRecipient:
         return [Stanza((_SSH_RSA, b64encode(self._tag).decode()), body)]
 
     def __str__(self) -> str:
-        return f"{_SSH_RSA} {base64.b64encode(self._wire).decode()}"
+        return f"{_SSH_RSA} {base64.b64encode(self._public).decode()}"
 
     def __repr__(self) -> str:
         return f"SshRsaRecipient({str(self)[:24]!r}..., {self.key_size} bits)"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SshRsaRecipient) and other._wire == self._wire
 
-    def __hash__(self) -> int:
-        return hash(self._wire)
-
-
-class SshRsaIdentity(HoldsSecrets):
+class SshRsaIdentity(KeyIdentity[SshRsaRecipient]):
     """An OpenSSH RSA private key as an age identity. Its repr shows only the recipient.
 
     Keys under 2048 bits raise :class:`InvalidKeySizeError`.
     """
 
-    __slots__ = ("_private", "_recipient")
+    __slots__ = ("_private",)
+
+    kind = _SSH_RSA
 
     def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -356,41 +327,28 @@ class SshRsaIdentity(HoldsSecrets):
             raise UnsupportedFormatError("the SSH private key is not an RSA key")
         return cls(key)
 
-    @property
-    def recipient(self) -> SshRsaRecipient:
-        return self._recipient
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
+        """The file key from an ssh-rsa stanza for this key, else ``None``.
 
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
-        """The file key from the ssh-rsa stanza for this key, else ``None``.
-
-        Stanzas with another key's tag are skipped. Raises :class:`FormatError` for a
+        A stanza with another key's tag is skipped. Raises :class:`FormatError` for a
         malformed ssh-rsa stanza and :class:`AuthenticationError` for one with this key's
         tag that does not decrypt (tampered or corrupted; age fails there too).
         """
         ours = self._recipient
         size = (ours.key_size + 7) // 8
-        for stanza in stanzas:
-            if stanza.kind != _SSH_RSA:
-                continue
-            if len(stanza.args) != 2:
-                raise FormatError("age ssh-rsa stanza must have 1 argument after its type")
-            if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
-                continue
-            if len(stanza.body) != size:
-                raise FormatError(f"age ssh-rsa stanza body must be {size} bytes for this key")
-            try:
-                return self._private.decrypt(stanza.body, _oaep())
-            except ValueError:
-                raise AuthenticationError(
-                    "the ssh-rsa stanza for this key does not decrypt: "
-                    "the file was tampered with or corrupted"
-                ) from None
-        return None
-
-    def __repr__(self) -> str:
-        return f"SshRsaIdentity(<secret hidden>, recipient={self._recipient!r})"
-
-    __str__ = __repr__
+        if len(stanza.args) != 2:
+            raise FormatError("age ssh-rsa stanza must have 1 argument after its type")
+        if stanza_arg(stanza, 1, _SSH_TAG_SIZE) != ours._tag:
+            return None
+        if len(stanza.body) != size:
+            raise FormatError(f"age ssh-rsa stanza body must be {size} bytes for this key")
+        try:
+            return self._private.decrypt(stanza.body, _oaep())
+        except ValueError:
+            raise AuthenticationError(
+                "the ssh-rsa stanza for this key does not decrypt: "
+                "the file was tampered with or corrupted"
+            ) from None
 
 
 def _ssh_identity(text: str) -> SshEd25519Identity | SshRsaIdentity:

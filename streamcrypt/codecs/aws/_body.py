@@ -201,7 +201,6 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_hash",
         "_index",
         "_key",
-        "_limits",
         "_max_body",
         "_parser",
         "_pending",
@@ -221,7 +220,6 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._init_lifecycle()
         self._rings = rings
         self._expected = expected
-        self._limits = limits
         self._max_body = max_body_size
         self._parser: _HeaderParser | None = _HeaderParser(limits)
         self._pending = bytearray()
@@ -444,16 +442,14 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
 
     # -- as a plain transform -----------------------------------------------------------
     def update(self, data: Buffer, /) -> bytes:
-        jobs = self.feed(data)
-        try:
-            return b"".join(bytes(job.run()) for job in jobs)
-        except Exception as exc:
-            raise self._break(exc) from None
+        return self._run(self.feed(data))
 
     def finalize(self) -> bytes:
-        jobs = self.finish()
+        return self._run(self.finish())
+
+    def _run(self, jobs: list[SegmentJob]) -> bytes:
         try:
-            return b"".join(bytes(job.run()) for job in jobs)
+            return SegmentedEncryptor.run_all(jobs)
         except Exception as exc:
             raise self._break(exc) from None
 

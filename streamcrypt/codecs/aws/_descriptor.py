@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from ...errors import InvalidParameterError
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
@@ -59,30 +59,20 @@ def _encryptor(options: FormatOptions) -> AwsEncryptor:
     )
 
 
-def _decryptor(options: FormatOptions) -> AwsDecryptor:
-    return AwsDecryptor(
-        cast("KeyringLike", options.key),
-        encryption_context=options.encryption_context,
-        allow_legacy=options.allow_legacy,
-        allow_unverified=options.allow_unverified,
-        max_encrypted_data_keys=or_default(
+def _reading(options: FormatOptions) -> dict[str, Any]:
+    """The keywords the decryptor and the layout share."""
+    return {
+        "encryption_context": options.encryption_context,
+        "allow_legacy": options.allow_legacy,
+        "allow_unverified": options.allow_unverified,
+        "max_encrypted_data_keys": or_default(
             options.max_encrypted_data_keys, DEFAULT_MAX_ENCRYPTED_DATA_KEYS
         ),
-    )
+    }
 
 
 def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> SegmentLayout:
-    return layout(
-        cast("KeyringLike", options.key),
-        read_at,
-        stream_size,
-        encryption_context=options.encryption_context,
-        allow_legacy=options.allow_legacy,
-        allow_unverified=options.allow_unverified,
-        max_encrypted_data_keys=or_default(
-            options.max_encrypted_data_keys, DEFAULT_MAX_ENCRYPTED_DATA_KEYS
-        ),
-    )
+    return layout(cast("KeyringLike", options.key), read_at, stream_size, **_reading(options))
 
 
 #: The AWS Encryption SDK's format descriptor, framed (``key``: a keyring or a list of
@@ -93,7 +83,7 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
 FORMAT = SegmentedFormat(
     "aws",
     encryptor=_encryptor,
-    decryptor=_decryptor,
+    decryptor=lambda o: AwsDecryptor(cast("KeyringLike", o.key), **_reading(o)),
     writes=frozenset(
         {"key", "suite", "segment_size", "encryption_context", "allow_legacy"}
         | {"max_encrypted_data_keys"}

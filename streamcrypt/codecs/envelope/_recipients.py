@@ -5,11 +5,10 @@ identity find its own stanza without revealing to anyone else whom a stanza is f
 from __future__ import annotations
 
 import hmac
-import os
 import struct
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Literal, TypeAlias
+from typing import Literal
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -40,7 +39,15 @@ from ...keys import (
 from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza, ecies
 from .._bech32 import bech32_decode, bech32_encode
-from .._stanza import Identity, Recipient, Stanza
+from .._stanza import (
+    Identity,
+    IdentityLike,
+    KeyIdentity,
+    PublicKey,
+    Recipient,
+    RecipientLike,
+    Stanza,
+)
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
 from ._header import (
     _INFO,
@@ -171,7 +178,7 @@ def _secp256k1_compressed(raw: bytes) -> bytes:
     return key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint)
 
 
-class EciesRecipient:
+class EciesRecipient(PublicKey):
     """A public key for "streaming ECIES" stanzas (``ecies.encapsulate``).
 
     secp256k1 keys in any form :mod:`streamcrypt.codecs.ecies` takes (text:
@@ -180,7 +187,7 @@ class EciesRecipient:
     :class:`InvalidPublicKeyError` for an invalid, off-curve or low-order key.
     """
 
-    __slots__ = ("_curve", "_public")
+    __slots__ = ("_curve",)
 
     def __init__(self, public_key: Buffer, *, curve: EciesCurve = "secp256k1") -> None:
         self._curve = _ecies_curve(curve)
@@ -216,25 +223,17 @@ class EciesRecipient:
     def __repr__(self) -> str:
         return f"EciesRecipient({str(self)!r}, curve={self._curve!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, EciesRecipient)
-            and other._curve == self._curve
-            and other._public == self._public
-        )
 
-    def __hash__(self) -> int:
-        return hash((self._curve, self._public))
-
-
-class EciesIdentity(HoldsSecrets):
+class EciesIdentity(KeyIdentity[EciesRecipient]):
     """A secp256k1 private key (``SC-SECP256K1-SECRET-1...``) for ECIES stanzas.
 
     (An x25519 ECIES stanza opens with its key's :class:`X25519Identity`.) ``repr``
     hides the secret; pickling raises :class:`TypeError`.
     """
 
-    __slots__ = ("_raw", "_recipient")
+    __slots__ = ("_raw",)
+
+    kind = ECIES_SECP256K1
 
     def __init__(self, private_key: Buffer | SecretKey) -> None:
         raw = as_secret_key(private_key, 32, what="a secp256k1 private key").secret_bytes()
@@ -255,10 +254,6 @@ class EciesIdentity(HoldsSecrets):
             return cls(data)
         raise FormatError("not a secp256k1 identity (SC-SECP256K1-SECRET-1...)")
 
-    @property
-    def recipient(self) -> EciesRecipient:
-        return self._recipient
-
     def to_string(self) -> str:
         """The secret key text. Handle with care."""
         return bech32_encode(_HRP_SECP256K1_SECRET, self._raw.secret_bytes(), upper=True)
@@ -267,26 +262,15 @@ class EciesIdentity(HoldsSecrets):
         """The 32 private key bytes. Handle with care."""
         return self._raw
 
-    def unwrap(self, stanzas: Sequence[Stanza]) -> bytes | None:
-        """The file key from the first ecies-secp256k1 stanza for this key, else ``None``.
+    def _unwrap_one(self, stanza: Stanza) -> bytes | None:
+        """The file key from an ecies-secp256k1 stanza for this key, else ``None``.
 
         Raises :class:`InvalidPublicKeyError` for an invalid ephemeral key and
         :class:`AuthenticationError` for a stanza of ours that was tampered with.
         """
-        for stanza in stanzas:
-            if stanza.kind != ECIES_SECP256K1:
-                continue
-            share = stanza.body[:33]
-            key = ecies.decapsulate(self._raw, share, curve="secp256k1")
-            file_key = _open_stanza(stanza, key.secret_bytes(), share)
-            if file_key is not None:
-                return file_key
-        return None
-
-    def __repr__(self) -> str:
-        return f"EciesIdentity(<secret hidden>, recipient={str(self._recipient)!r})"
-
-    __str__ = __repr__
+        share = stanza.body[:33]
+        key = ecies.decapsulate(self._raw, share, curve="secp256k1")
+        return _open_stanza(stanza, key.secret_bytes(), share)
 
 
 class PassphraseRecipient(HoldsSecrets):
@@ -362,14 +346,6 @@ class PassphraseIdentity(HoldsSecrets):
 
     def __repr__(self) -> str:
         return "PassphraseIdentity(<passphrase hidden>)"
-
-
-#: A recipient: a :class:`Recipient`, its string form (or a file's text of them, one a
-#: line, ``#`` comments), or a path to such a file (:class:`os.PathLike`).
-RecipientLike: TypeAlias = Recipient | str | os.PathLike[str]
-#: An identity: an :class:`Identity`, its string form (or a file's text of them, one a
-#: line, ``#`` comments), or a path to such a file (:class:`os.PathLike`).
-IdentityLike: TypeAlias = Identity | str | os.PathLike[str]
 
 
 def parse_recipient(text: str) -> X25519Recipient | EciesRecipient:

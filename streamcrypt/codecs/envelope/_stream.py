@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable, Sequence
 
-from ...abc import Buffer, Chain, Lifecycle, State
+from ...abc import Buffer, Chain, Lifecycle
 from ...errors import (
     AuthenticationError,
     FormatError,
@@ -136,10 +136,9 @@ class EnvelopeEncryptor(Chain, HoldsSecrets):
     signature over the whole ciphertext.
 
     A chain (``update``/``finalize``): the segmented encryptor, whose segments the
-    engine seals in parallel, then, when signing, a tap that hashes the ciphertext as it
-    comes out in order and appends the signature. Unsigned, it is itself a segmented
-    transform (``take_header``/``feed``/``finish``/``fail``, for the engine and
-    :func:`streamcrypt.open`). Raises :class:`InvalidParameterError`,
+    engine seals in parallel (it runs a chain's stages each where it runs best, as for
+    every format), then, when signing, a tap that hashes the ciphertext as it comes out in
+    order and appends the signature. Raises :class:`InvalidParameterError`,
     :class:`InvalidPublicKeyError`, :class:`UnsupportedFormatError`.
     """
 
@@ -161,48 +160,13 @@ class EnvelopeEncryptor(Chain, HoldsSecrets):
         recips = _recipient_list(recipients, passphrase, work_factor)
         public = sign_with.public_bytes() if sign_with else None
         self._sealer = _Sealer(recips, public, suite, segment_size, aad)
-        if sign_with is None:
-            super().__init__(self._sealer)
-        else:
-            super().__init__(self._sealer, _SignatureTap(sign_with))
+        tap = [_SignatureTap(sign_with)] if sign_with is not None else []
+        super().__init__(self._sealer, *tap)
 
     @property
     def header(self) -> EnvelopeHeader | None:
-        """The envelope header, once built (``None`` until the first ``feed``/``finish``)."""
+        """The envelope header, once built (``None`` until the first bytes went in)."""
         return self._sealer.header
-
-    @property
-    def state(self) -> State:
-        return self._sealer.state
-
-    def _segmented(self) -> _Sealer:
-        if len(self.stages) > 1:
-            raise InvalidParameterError(
-                "a signing EnvelopeEncryptor is two stages (encryptor, signature tap): "
-                "run it with update()/finalize() or through streamcrypt.pipeline()"
-            )
-        return self._sealer
-
-    @property
-    def header_pending(self) -> bool:
-        """True until the header is built (the first ``feed``/``finish`` builds it)."""
-        return self._sealer.header_pending
-
-    def take_header(self) -> bytes:
-        """The envelope and container headers, once; ``b""`` afterwards (and before the
-        first ``feed``/``finish`` built them)."""
-        return self._segmented().take_header()
-
-    def feed(self, data: Buffer) -> list[SegmentJob]:
-        """Jobs for the segments now complete (unsigned only)."""
-        return self._segmented().feed(data)
-
-    def finish(self) -> list[SegmentJob]:
-        """The final segment's job (unsigned only)."""
-        return self._segmented().finish()
-
-    def fail(self, exc: BaseException) -> BaseException:
-        return self._sealer.fail(exc)
 
 
 def _check_signer(
