@@ -38,7 +38,13 @@ from ..primitives import (
     XChaCha20Poly1305,
 )
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
-from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from ._segmented import (
+    BatchCodec,
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentLayout,
+)
 
 __all__ = [
     "DEFAULT_SEGMENT_SIZE",
@@ -77,10 +83,9 @@ SUITE_IDS: dict[str, int] = {
     "xchacha20-poly1305": 3,
 }
 _SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XChaCha20Poly1305}
-_FIXED = struct.Struct(">4sBBI")
-_SUFFIX = struct.Struct(
-    ">IB"
-).pack  # segment counter, last-segment flag  # magic, version, suite id, segment size
+_FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+#: A segment's nonce suffix: segment counter, last-segment flag.
+_SUFFIX_INTO = struct.Struct(">IB").pack_into
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
 
 #: A native-container key: 32 bytes, a :class:`SecretKey`, or a :class:`KeyRing` (by key
@@ -120,12 +125,15 @@ def _check_segment_size(size: int) -> None:
         )
 
 
-class ContainerCodec(SegmentCodec):
-    """Seals and opens the segments of one container stream.
+class ContainerCodec(BatchCodec):
+    """Seals and opens the segments of one container stream: the format's segment rule,
+    written once as the batch loop (:meth:`run_segments`); one segment, as the one-shot
+    path seals it, is a batch of one.
 
-    The native kernel is bound once per stream (``Aead.native``), so a segment costs one
-    kernel call and a 5-byte nonce suffix; XChaCha20's subkey depends only on the fixed
-    prefix, so it is derived once too.
+    The native kernel is bound once per stream (``Aead.native``); XChaCha20's subkey
+    depends only on the fixed prefix, so it is derived once too. A batch writes each
+    segment's nonce suffix into one nonce buffer of its own and each output in place, so
+    a segment costs one kernel call, two views and a ``pack_into``.
     """
 
     __slots__ = ("_decrypt", "_encrypt", "_name", "_prefix", "first_segment_size", "segment_size")
@@ -138,19 +146,50 @@ class ContainerCodec(SegmentCodec):
         self._name = aead.name
         self.segment_size = self.first_segment_size = segment_size
 
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        return self._encrypt(self._prefix + _SUFFIX(index, final), plaintext, None, out)
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        if len(ciphertext) < 16:
-            raise TruncatedStreamError("a segment is shorter than its tag")
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Segment *i* under nonce ``prefix || uint32_be(i) || last_flag``, no associated
+        data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`."""
+        nonce = bytearray(self._prefix + bytes(5))  # this batch's own: batches run on threads
+        at = len(self._prefix)
+        src = memoryview(data)
+        size = len(src)
+        index, last = first, first + count - 1
+        pos = written = 0
         try:
-            return self._decrypt(self._prefix + _SUFFIX(index, final), ciphertext, None, out)
+            if sealing:
+                seal, step = self._encrypt, self.segment_size
+                while index < last:
+                    _SUFFIX_INTO(nonce, at, index, False)
+                    written += seal(
+                        nonce, src[pos : pos + step], None, out[written : written + step + 16]
+                    )
+                    pos += step
+                    index += 1
+                _SUFFIX_INTO(nonce, at, index, final)
+                written += seal(nonce, src[pos:], None, out[written : written + size - pos + 16])
+                return written, None
+            open_, step = self._decrypt, self.segment_size + 16
+            while index < last:
+                _SUFFIX_INTO(nonce, at, index, False)
+                written += open_(
+                    nonce, src[pos : pos + step], None, out[written : written + step - 16]
+                )
+                pos += step
+                index += 1
+            if size - pos < 16:
+                raise TruncatedStreamError("a segment is shorter than its tag")
+            _SUFFIX_INTO(nonce, at, index, final)
+            written += open_(nonce, src[pos:], None, out[written : written + size - pos - 16])
         except InvalidTag:
-            raise AuthenticationError(
+            return written, AuthenticationError(
                 f"segment {index} did not verify ({self._name}): tampered, reordered, "
                 "truncated or extended stream"
-            ) from None
+            )
+        except Exception as exc:
+            return written, exc
+        return written, None
 
 
 def _derive(master: SecretKey, salt: bytes, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
