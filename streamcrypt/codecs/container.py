@@ -136,13 +136,12 @@ class ContainerCodec(BatchCodec):
     a segment costs one kernel call, two views and a ``pack_into``.
     """
 
-    __slots__ = ("_decrypt", "_encrypt", "_name", "_prefix", "first_segment_size", "segment_size")
+    __slots__ = ("_decrypt", "_encrypt", "_name", "_nonce", "first_segment_size", "segment_size")
 
     def __init__(self, aead: Aead, prefix: bytes, segment_size: int) -> None:
-        kernel, kernel_nonce = aead.native(prefix + bytes(5))
+        kernel, self._nonce = aead.native(prefix + bytes(5))  # the kernel's, suffix zero
         self._encrypt = kernel.encrypt_into
         self._decrypt = kernel.decrypt_into
-        self._prefix = kernel_nonce[:-5]
         self._name = aead.name
         self.segment_size = self.first_segment_size = segment_size
 
@@ -151,8 +150,8 @@ class ContainerCodec(BatchCodec):
     ) -> tuple[int, Exception | None]:
         """Segment *i* under nonce ``prefix || uint32_be(i) || last_flag``, no associated
         data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`."""
-        nonce = bytearray(self._prefix + bytes(5))  # this batch's own: batches run on threads
-        at = len(self._prefix)
+        nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
+        at = len(nonce) - 5
         src = memoryview(data)
         size = len(src)
         index, last = first, first + count - 1
@@ -342,10 +341,9 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     codec, header = _start(
         cast("KeyLike", options.key), options.suite or "aes-256-gcm", size, options.aad
     )
-    out = bytearray(len(header) + len(data) + codec.overhead)
-    out[: len(header)] = header
-    codec.seal_segment(0, data, True, memoryview(out)[len(header) :])
-    return bytes(out)
+    out = bytearray(len(data) + codec.overhead)
+    codec.seal_segment(0, data, True, memoryview(out))
+    return header + out
 
 
 def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:

@@ -78,5 +78,10 @@ def hkdf(
     """HKDF extract-then-expand (RFC 5869). An empty salt means a string of zeros."""
     alg = _algorithm(algorithm)
     _check_length(algorithm, alg, length)
-    ikm = key_bytes(ikm, "HKDF input keying material")
-    return HKDF(alg, length, bytes(salt) or None, bytes(info)).derive(ikm)
+    if type(ikm) is not bytes:
+        ikm = key_bytes(ikm, "HKDF input keying material")
+    return HKDF(alg, length, _bytes(salt) or None, _bytes(info)).derive(ikm)
+
+
+def _bytes(data: Buffer) -> bytes:
+    return data if type(data) is bytes else bytes(data)
