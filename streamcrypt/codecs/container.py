@@ -217,10 +217,10 @@ def _master_key(key: KeyLike, key_id: str | None = None) -> SecretKey:
     return as_secret_key(key, 32, what=what, kinds=_KEY_KINDS)
 
 
-def _check_key(key: KeyLike) -> None:
-    """A reader's key of the wrong type or size fails at once, before any data."""
-    if not isinstance(key, KeyRing):
-        as_secret_key(key, 32, kinds=_KEY_KINDS)
+def _reader_key(key: KeyLike) -> SecretKey | KeyRing:
+    """A reader's key, checked at once, before any data (a wrong type or size): a ring
+    as it is, else as the :class:`SecretKey` the header's key derivation takes."""
+    return key if isinstance(key, KeyRing) else as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -350,8 +350,7 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     """A message of one segment, opened at once (all or nothing, as the batch path):
     ``None`` for anything else, a short or malformed one included, which the engine's
     path then refuses with its typed error."""
-    key = cast("KeyLike", options.key)
-    _check_key(key)
+    key = _reader_key(cast("KeyLike", options.key))
     data = _view(ciphertext)
     head = bytes(data[:MAX_HEADER_SIZE])
     parsed = read_header(head)
@@ -405,13 +404,13 @@ class StreamDecryptor(SegmentedDecryptor):
     __slots__ = ()
 
     def __init__(self, key: KeyLike, *, aad: Buffer = b"") -> None:
-        _check_key(key)
+        checked = _reader_key(key)
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             head = bytes(data[:MAX_HEADER_SIZE])  # bounded: a header fits in it
             if len(data) > MAX_HEADER_SIZE and read_header(head) is None:
                 raise FormatError("container header is longer than any valid header")
-            return _open_header(key, aad, head)
+            return _open_header(checked, aad, head)
 
         super().__init__(reader)
 
