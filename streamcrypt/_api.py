@@ -90,7 +90,13 @@ def encrypt_bytes(
         allow_legacy=allow_legacy,
         max_encrypted_data_keys=max_encrypted_data_keys,
     )
-    return _run(_format(format).encryptors(options), plaintext, policy)
+    fmt = _format(format)
+    if fmt.seal_message is not None:  # a message of one segment: no engine, no transform
+        fmt.check_options(options, "wb")
+        sealed = fmt.seal_message(options, plaintext)
+        if sealed is not None:
+            return sealed
+    return _run(fmt.encryptors(options), plaintext, policy)
 
 
 def decrypt_bytes(
@@ -146,8 +152,14 @@ def decrypt_bytes(
         max_encrypted_data_keys=max_encrypted_data_keys,
     )
     if format is not None:
-        return _run(_format(format).decryptors(options, ciphertext), ciphertext, policy)
-    fmt = detect_format(bytes(ciphertext[:DETECT_BYTES]), options)
+        fmt = _format(format)
+        fmt.check_options(options, "rb")
+    else:
+        fmt = detect_format(bytes(ciphertext[:DETECT_BYTES]), options)  # checks them too
+    if fmt.open_message is not None:  # a message of one segment: no engine, no transform
+        opened = fmt.open_message(options, ciphertext)
+        if opened is not None:
+            return opened
     return _run(fmt.decryptors(options, ciphertext), ciphertext, policy)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any, cast
 
 import pytest
 from container_vectors import PATH, build
@@ -300,3 +301,83 @@ def test_random_access_to_the_end_proves_the_length() -> None:
     with pytest.raises(AuthenticationError):
         bad.verify_end(lambda o, n: forged[o : o + n])
     assert bad.read(lambda o, n: forged[o : o + n], 0, SEG) == data[:SEG]  # inner reads still work
+
+
+# ---------------------------------------------------------------------------------------
+# One-segment messages: the direct path of encrypt_bytes / decrypt_bytes (issue 28)
+# ---------------------------------------------------------------------------------------
+
+
+def test_one_segment_path_writes_and_reads_the_committed_vectors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The direct path writes the vectors byte for byte (its randomness fixed to theirs)
+    and reads every vector, one segment or many."""
+    for v in json.loads(PATH.read_text()):
+        key = SecretKey(bytes.fromhex(v["key"]), key_id=v["key_id"])
+        aad, ct = bytes.fromhex(v["aad"]), bytes.fromhex(v["ciphertext"])
+        plaintext = bytes.fromhex(v["plaintext"])
+        assert sc.decrypt_bytes(ct, key, aad=aad) == plaintext
+        fixed = bytes.fromhex(v["salt"] + v["nonce_prefix"])
+        monkeypatch.setattr(container, "random_bytes", lambda n, fixed=fixed: fixed[:n])
+        again = sc.encrypt_bytes(
+            plaintext, key, suite=v["suite"], segment_size=v["segment_size"], aad=aad
+        )
+        assert again == ct, v
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_one_segment_messages_skip_the_engine_and_longer_ones_take_it(
+    suite: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamcrypt._api as api
+
+    ran: list[int] = []
+    engine = sc.engine.run_segmented
+
+    def counted(transform: Any, data: bytes, policy: Any) -> bytes:
+        ran.append(len(data))
+        return engine(transform, data, policy)
+
+    monkeypatch.setattr(api, "run_segmented", counted)
+    for n in (0, 1, SEG - 1, SEG, SEG + 1, 3 * SEG):
+        data = random.Random(n).randbytes(n)
+        ct = sc.encrypt_bytes(data, KEY, suite=suite, segment_size=SEG)
+        assert open_all(ct) == data  # the stream decryptor reads what it wrote
+        assert sc.decrypt_bytes(memoryview(bytearray(ct)), KEY) == data
+        assert sc.decrypt_bytes(seal(data, suite=suite), KEY) == data
+    # only messages of more than one segment ran on the engine: 3 of the 6 sizes, each
+    # once to write and twice to read
+    assert len(ran) == 3 * 3
+
+
+def test_one_segment_path_gives_the_stream_path_verdict() -> None:
+    """Tampering, truncation, a wrong key or associated data: the direct path raises the
+    same typed error, with the same message, as the stream decryptor."""
+    data = random.Random(7).randbytes(100)
+    ct = seal(data, aad=b"ad")
+    header = len(ct) - 116
+    cases = [ct[:cut] for cut in (0, 10, header - 1, header, header + 15, header + 16)]
+    for pos in (0, 5, header - 1, header, len(ct) - 1):
+        bad = bytearray(ct)
+        bad[pos] ^= 1
+        cases.append(bytes(bad))
+    cases.append(ct + b"x")
+    for case in cases:
+        for key, aad in ((KEY, b"ad"), (KEY, b"other"), (bytes(32), b"ad")):
+            try:
+                open_all(case, key, aad=aad)
+            except Exception as exc:
+                expected: Exception = exc
+            else:
+                raise AssertionError("the stream decryptor accepted a bad message")
+            with pytest.raises(type(expected)) as got:
+                sc.decrypt_bytes(case, key, aad=aad, format="native")
+            assert str(got.value) == str(expected)
+    wrong: object
+    for wrong in ["x" * 32, b"short", 7]:
+        with pytest.raises((InvalidParameterError, InvalidKeySizeError)) as stream_error:
+            open_all(ct, wrong)
+        with pytest.raises(type(stream_error.value)) as direct_error:
+            sc.decrypt_bytes(ct, cast("bytes", wrong), format="native")
+        assert str(direct_error.value) == str(stream_error.value)

@@ -13,6 +13,7 @@ codec module and one registration line.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -166,6 +167,8 @@ _T = TypeVar("_T")
 def one_or_many(value: Iterable[_T] | _T) -> tuple[_T, ...]:
     """``recipients=`` / ``identities=`` as a tuple: one key (an object, its text or a
     key file's path) or an iterable of them, as the codecs take them."""
+    if type(value) is tuple:  # the common case, () included, without the ABC checks
+        return value
     if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Iterable):
         return (value,)
     return tuple(value)
@@ -213,7 +216,10 @@ class SegmentedFormat:
     authenticates the header and maps a stream of the given size for random access
     (``None``: no random access). ``opens_files``: :func:`streamcrypt.open` speaks it.
     ``detects_truncation_at_boundary`` is False for a format without an end marker.
-    ``armor``: the format's text armor, if it has one.
+    ``armor``: the format's text armor, if it has one. ``seal_message`` /
+    ``open_message`` (a format without armor) run a whole message that fits one segment
+    at once, by the same segment rule as the batch path, the options already checked;
+    they return ``None`` for any other message, which then takes the engine's path.
     """
 
     name: str
@@ -230,6 +236,8 @@ class SegmentedFormat:
     opens_files: bool = False
     detects_truncation_at_boundary: bool = True
     armor: TextArmor | None = None
+    seal_message: Callable[[FormatOptions, Buffer], bytes | None] | None = None
+    open_message: Callable[[FormatOptions, Buffer], bytes | None] | None = None
 
     def __post_init__(self) -> None:
         unknown = (self.writes | self.reads) - {name for name, _ in _DEFAULTS}
@@ -241,7 +249,9 @@ class SegmentedFormat:
         format does not take in ``mode`` (``"wb"`` or ``"rb"``), naming the format, the
         keyword and the ones it takes, then as :attr:`check` for their values."""
         takes = self.writes if mode == "wb" else self.reads
-        for name in options.given():
+        untaken, defaults = _untaken(takes)
+        # One native comparison in the common case; the rare other one names the option.
+        for name in options.given() if untaken(options) != defaults else ():
             if name not in takes:
                 raise InvalidParameterError(
                     f'format="{self.name}" does not take {name}= when '
@@ -289,6 +299,22 @@ class SegmentedFormat:
         if self.layout is None:
             raise UnsupportedFormatError(f"{self.name} cannot be read by random access")
         return self.layout(options, read_at, stream_size).read(read_at, start, stop)
+
+
+#: For each set of options a format takes: a getter of the other options, and what it
+#: gets from the defaults (made once per set, so that a call checks in one comparison).
+_UNTAKEN: dict[frozenset[str], tuple[Callable[[FormatOptions], object], object]] = {}
+
+
+def _untaken(takes: frozenset[str]) -> tuple[Callable[[FormatOptions], object], object]:
+    found = _UNTAKEN.get(takes)
+    if found is None:
+        others = [i for i, name in enumerate(_NAMES) if name not in takes]
+        getter: Callable[[FormatOptions], object] = (
+            operator.itemgetter(*others) if others else lambda options: ()
+        )
+        found = _UNTAKEN[takes] = (getter, getter(FormatOptions()))
+    return found
 
 
 def _owners(option: str, mode: str) -> str:

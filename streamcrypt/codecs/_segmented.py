@@ -301,7 +301,8 @@ class _Segmenter(Lifecycle, HoldsSecrets):
                 count += more
         if count:
             jobs.append(self._job(codec, view[:pos], count))
-        self._hold(view[pos:])
+        if pos < len(view):
+            self._hold(view[pos:])
         return jobs
 
     def _job(

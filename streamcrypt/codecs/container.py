@@ -14,7 +14,6 @@ one (possibly empty), so neither side needs read-ahead: a full segment is never 
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 from dataclasses import dataclass
@@ -39,7 +38,13 @@ from ..primitives import (
     XChaCha20Poly1305,
 )
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
-from ._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from ._segmented import (
+    BatchCodec,
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentLayout,
+)
 
 __all__ = [
     "DEFAULT_SEGMENT_SIZE",
@@ -78,10 +83,9 @@ SUITE_IDS: dict[str, int] = {
     "xchacha20-poly1305": 3,
 }
 _SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XChaCha20Poly1305}
-_FIXED = struct.Struct(">4sBBI")
-_SUFFIX = struct.Struct(
-    ">IB"
-).pack  # segment counter, last-segment flag  # magic, version, suite id, segment size
+_FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+#: A segment's nonce suffix: segment counter, last-segment flag.
+_SUFFIX_INTO = struct.Struct(">IB").pack_into
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
 
 #: A native-container key: 32 bytes, a :class:`SecretKey`, or a :class:`KeyRing` (by key
@@ -101,14 +105,17 @@ class ContainerHeader:
 
     def body(self) -> bytes:
         """The header bytes that precede the tag."""
-        kid = self.key_id.encode()
-        return (
-            _FIXED.pack(MAGIC, VERSION, SUITE_IDS[self.suite], self.segment_size)
-            + self.salt
-            + self.nonce_prefix
-            + bytes([len(kid)])
-            + kid
+        return _body(
+            SUITE_IDS[self.suite], self.segment_size, self.salt, self.nonce_prefix, self.key_id
         )
+
+
+def _body(suite_id: int, segment_size: int, salt: bytes, prefix: bytes, key_id: str) -> bytes:
+    """The header bytes that precede the tag (docs/FORMAT.md), written once."""
+    kid = key_id.encode()
+    return b"".join(
+        (_FIXED.pack(MAGIC, VERSION, suite_id, segment_size), salt, prefix, bytes((len(kid),)), kid)
+    )
 
 
 def _check_segment_size(size: int) -> None:
@@ -118,46 +125,77 @@ def _check_segment_size(size: int) -> None:
         )
 
 
-class ContainerCodec(SegmentCodec):
-    """Seals and opens the segments of one container stream.
+class ContainerCodec(BatchCodec):
+    """Seals and opens the segments of one container stream: the format's segment rule,
+    written once as the batch loop (:meth:`run_segments`); one segment, as the one-shot
+    path seals it, is a batch of one.
 
-    The native kernel is bound once per stream (``Aead.native``), so a segment costs one
-    kernel call and a 5-byte nonce suffix; XChaCha20's subkey depends only on the fixed
-    prefix, so it is derived once too.
+    The native kernel is bound once per stream (``Aead.native``); XChaCha20's subkey
+    depends only on the fixed prefix, so it is derived once too. A batch writes each
+    segment's nonce suffix into one nonce buffer of its own and each output in place, so
+    a segment costs one kernel call, two views and a ``pack_into``.
     """
 
-    __slots__ = ("_decrypt", "_encrypt", "_name", "_prefix", "first_segment_size", "segment_size")
+    __slots__ = ("_decrypt", "_encrypt", "_name", "_nonce", "first_segment_size", "segment_size")
 
     def __init__(self, aead: Aead, prefix: bytes, segment_size: int) -> None:
-        kernel, kernel_nonce = aead.native(prefix + bytes(5))
+        kernel, self._nonce = aead.native(prefix + bytes(5))  # the kernel's, suffix zero
         self._encrypt = kernel.encrypt_into
         self._decrypt = kernel.decrypt_into
-        self._prefix = kernel_nonce[:-5]
         self._name = aead.name
         self.segment_size = self.first_segment_size = segment_size
 
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        return self._encrypt(self._prefix + _SUFFIX(index, final), plaintext, None, out)
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        if len(ciphertext) < 16:
-            raise TruncatedStreamError("a segment is shorter than its tag")
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        """Segment *i* under nonce ``prefix || uint32_be(i) || last_flag``, no associated
+        data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`."""
+        nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
+        at = len(nonce) - 5
+        src = memoryview(data)
+        size = len(src)
+        index, last = first, first + count - 1
+        pos = written = 0
         try:
-            return self._decrypt(self._prefix + _SUFFIX(index, final), ciphertext, None, out)
+            if sealing:
+                seal, step = self._encrypt, self.segment_size
+                while index < last:
+                    _SUFFIX_INTO(nonce, at, index, False)
+                    written += seal(
+                        nonce, src[pos : pos + step], None, out[written : written + step + 16]
+                    )
+                    pos += step
+                    index += 1
+                _SUFFIX_INTO(nonce, at, index, final)
+                written += seal(nonce, src[pos:], None, out[written : written + size - pos + 16])
+                return written, None
+            open_, step = self._decrypt, self.segment_size + 16
+            while index < last:
+                _SUFFIX_INTO(nonce, at, index, False)
+                written += open_(
+                    nonce, src[pos : pos + step], None, out[written : written + step - 16]
+                )
+                pos += step
+                index += 1
+            if size - pos < 16:
+                raise TruncatedStreamError("a segment is shorter than its tag")
+            _SUFFIX_INTO(nonce, at, index, final)
+            written += open_(nonce, src[pos:], None, out[written : written + size - pos - 16])
         except InvalidTag:
-            raise AuthenticationError(
+            return written, AuthenticationError(
                 f"segment {index} did not verify ({self._name}): tampered, reordered, "
                 "truncated or extended stream"
-            ) from None
+            )
+        except Exception as exc:
+            return written, exc
+        return written, None
 
 
-def _derive(master: SecretKey, header: ContainerHeader, body: bytes) -> tuple[bytes, bytes]:
-    okm = hkdf(master.secret_bytes(), salt=header.salt, info=_INFO + body, length=64)
-    return okm[:32], okm[32:]
-
-
-def _header_tag(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
-    return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
+def _derive(master: SecretKey, salt: bytes, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
+    """The segment key and the header tag of the header ``body`` (docs/FORMAT.md): one
+    HKDF call for both keys, one HMAC for the tag."""
+    okm = hkdf(master.secret_bytes(), salt=salt, info=_INFO + body, length=64)
+    return okm[:32], hmac.digest(okm[32:], body + aad, "sha256")
 
 
 #: What ``key=`` may be, as error messages say it.
@@ -177,6 +215,12 @@ def _master_key(key: KeyLike, key_id: str | None = None) -> SecretKey:
         key = key.active if key_id is None else key.get(key_id)
         what = f"the container key {key.key_id!r} of the KeyRing"
     return as_secret_key(key, 32, what=what, kinds=_KEY_KINDS)
+
+
+def _reader_key(key: KeyLike) -> SecretKey | KeyRing:
+    """A reader's key, checked at once, before any data (a wrong type or size): a ring
+    as it is, else as the :class:`SecretKey` the header's key derivation takes."""
+    return key if isinstance(key, KeyRing) else as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -222,21 +266,104 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     return ContainerHeader(suite.name, segment_size, salt, prefix, key_id), pos
 
 
-def _open_header(key: KeyLike, aad: Buffer, data: bytes) -> tuple[ContainerCodec, int] | None:
-    parsed = read_header(data)
-    if parsed is None or len(data) < parsed[1] + TAG_SIZE:
+def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
+    """The keyed codec of the header at the start of ``head`` and the header's length,
+    its tag checked (:class:`AuthenticationError`); ``None`` while ``head`` is short."""
+    parsed = read_header(head)
+    if parsed is None or len(head) < parsed[1] + TAG_SIZE:
         return None
-    header, pos = parsed
-    body = data[:pos]
-    master = _master_key(key, header.key_id)
-    seg_key, mac_key = _derive(master, header, body)
-    if not hmac.compare_digest(_header_tag(mac_key, body, aad), data[pos : pos + TAG_SIZE]):
+    return _keyed(key, aad, head, *parsed), parsed[1] + TAG_SIZE
+
+
+def _keyed(
+    key: KeyLike, aad: Buffer, head: bytes, header: ContainerHeader, pos: int
+) -> ContainerCodec:
+    """The codec of a parsed ``header`` whose tag lies at ``head[pos:]``, once the tag
+    checked: the one place a reader turns a header into keys."""
+    body = head[:pos]
+    seg_key, tag = _derive(_master_key(key, header.key_id), header.salt, body, aad)
+    if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
             "or a tampered header"
         )
     aead = _SUITES[SUITE_IDS[header.suite]](seg_key)
-    return ContainerCodec(aead, header.nonce_prefix, header.segment_size), pos + TAG_SIZE
+    return ContainerCodec(aead, header.nonce_prefix, header.segment_size)
+
+
+def _start(
+    key: KeyLike,
+    suite: str,
+    segment_size: int,
+    aad: Buffer,
+    salt: bytes | None = None,
+    nonce_prefix: bytes | None = None,
+) -> tuple[ContainerCodec, bytes]:
+    """A new stream's codec and header bytes (body and tag): the one place a writer
+    makes a header. Raises as :class:`StreamEncryptor`."""
+    suite_id = SUITE_IDS.get(suite)
+    if suite_id is None:
+        raise UnsupportedFormatError(
+            f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
+        )
+    _check_segment_size(segment_size)
+    master = _master_key(key)
+    aead_cls = _SUITES[suite_id]
+    prefix_len = aead_cls.nonce_size - 5
+    if salt is None and nonce_prefix is None:
+        fresh = random_bytes(SALT_SIZE + prefix_len)  # one system call for both
+        salt, prefix = fresh[:SALT_SIZE], fresh[SALT_SIZE:]
+    else:
+        salt = random_bytes(SALT_SIZE) if salt is None else salt
+        prefix = random_bytes(prefix_len) if nonce_prefix is None else nonce_prefix
+    if len(salt) != SALT_SIZE or len(prefix) != prefix_len:
+        raise InvalidParameterError(
+            f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
+        )
+    body = _body(suite_id, segment_size, salt, prefix, master.key_id)
+    seg_key, tag = _derive(master, salt, body, aad)
+    return ContainerCodec(aead_cls(seg_key), prefix, segment_size), body + tag
+
+
+def _view(data: Buffer) -> Buffer:
+    """``data`` as bytes-like of single bytes (a memoryview of wider items is cast)."""
+    return data if type(data) is bytes else memoryview(data).cast("B")
+
+
+def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
+    """A message shorter than one segment, sealed at once: the header, then segment 0
+    as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
+    longer message (the engine's path)."""
+    data = _view(plaintext)
+    size = or_default(options.segment_size, DEFAULT_SEGMENT_SIZE)
+    if len(data) >= size:
+        return None
+    codec, header = _start(
+        cast("KeyLike", options.key), options.suite or "aes-256-gcm", size, options.aad
+    )
+    out = bytearray(len(data) + codec.overhead)
+    codec.seal_segment(0, data, True, memoryview(out))
+    return header + out
+
+
+def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
+    """A message of one segment, opened at once (all or nothing, as the batch path):
+    ``None`` for anything else, a short or malformed one included, which the engine's
+    path then refuses with its typed error."""
+    key = _reader_key(cast("KeyLike", options.key))
+    data = _view(ciphertext)
+    head = bytes(data[:MAX_HEADER_SIZE])
+    parsed = read_header(head)
+    if parsed is None:
+        return None
+    header, pos = parsed
+    start = pos + TAG_SIZE
+    if not start + 16 <= len(data) < start + header.segment_size + 16:
+        return None
+    codec = _keyed(key, options.aad, head, header, pos)
+    out = bytearray(len(data) - start - codec.overhead)
+    codec.open_segment(0, memoryview(data)[start:], True, memoryview(out))
+    return bytes(out)
 
 
 class StreamEncryptor(SegmentedEncryptor):
@@ -259,25 +386,11 @@ class StreamEncryptor(SegmentedEncryptor):
         salt: bytes | None = None,
         nonce_prefix: bytes | None = None,
     ) -> None:
-        if suite not in SUITE_IDS:
-            raise UnsupportedFormatError(
-                f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
-            )
-        _check_segment_size(segment_size)
-        master = _master_key(key)
-        aead_cls = _SUITES[SUITE_IDS[suite]]
-        prefix_len = aead_cls.nonce_size - 5
-        salt = random_bytes(SALT_SIZE) if salt is None else salt
-        prefix = random_bytes(prefix_len) if nonce_prefix is None else nonce_prefix
-        if len(salt) != SALT_SIZE or len(prefix) != prefix_len:
-            raise InvalidParameterError(
-                f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
-            )
-        self.header = ContainerHeader(suite, segment_size, salt, prefix, master.key_id)
-        body = self.header.body()
-        seg_key, mac_key = _derive(master, self.header, body)
-        codec = ContainerCodec(aead_cls(seg_key), prefix, segment_size)
-        super().__init__(codec, body + _header_tag(mac_key, body, aad))
+        codec, header = _start(key, suite, segment_size, aad, salt, nonce_prefix)
+        parsed = read_header(header)
+        assert parsed is not None
+        self.header = parsed[0]
+        super().__init__(codec, header)
 
 
 class StreamDecryptor(SegmentedDecryptor):
@@ -291,14 +404,13 @@ class StreamDecryptor(SegmentedDecryptor):
     __slots__ = ()
 
     def __init__(self, key: KeyLike, *, aad: Buffer = b"") -> None:
-        if not isinstance(key, KeyRing):
-            as_secret_key(key, 32, kinds=_KEY_KINDS)  # a wrong key type fails here, not later
+        checked = _reader_key(key)
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             head = bytes(data[:MAX_HEADER_SIZE])  # bounded: a header fits in it
             if len(data) > MAX_HEADER_SIZE and read_header(head) is None:
                 raise FormatError("container header is longer than any valid header")
-            return _open_header(key, aad, head)
+            return _open_header(checked, aad, head)
 
         super().__init__(reader)
 
@@ -369,4 +481,6 @@ FORMAT = SegmentedFormat(
     max_header_size=MAX_HEADER_SIZE,
     layout=_layout,
     opens_files=True,
+    seal_message=_seal_message,
+    open_message=_open_message,
 )

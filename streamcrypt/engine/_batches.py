@@ -163,8 +163,9 @@ class _Batch:
         for group in groups:
             pos = 0
             for job in jobs[group.first : group.end]:
-                self.slots.append(group.view[pos : pos + job.out_size])
-                pos += job.out_size
+                end = pos + job.out_size
+                self.slots.append(group.view[pos:end])
+                pos = end
         self.results: list[tuple[int, Exception | None] | None] = [None] * len(jobs)
         self.claims = itertools.count()
         #: A hint of how many claims were handed out (racy, never above the truth).
@@ -633,12 +634,12 @@ def run_verified(
     nothing raise the failure (:func:`run_segmented`); synchronous drivers that release
     verified output as it comes (the command line writing to a pipe) write the output
     first."""
-    if policy is None:
-        return _run_here(jobs, head)
+    if policy is None or (len(jobs) == 1 and jobs[0].out_size <= 2 * CLAIM_SIZE):
+        return _run_here(jobs, head)  # one piece: nothing to share
     pieces = list(_pieces(jobs))
     size = sum(job.out_size for job in pieces)
     if size < 2 * policy.inline_limit or len(pieces) < 2:
-        return _run_here(jobs, head)
+        return _run_here(jobs, head, size)
     fresh = Fresh(len(head) + size)
     fresh.view[: len(head)] = head
     # One group over the whole object, head included in what it hands out.
@@ -663,10 +664,15 @@ def run_verified(
     return out, error
 
 
-def _run_here(jobs: Sequence[Job], head: Buffer) -> tuple[bytes, Exception | None]:
+def _run_here(
+    jobs: Sequence[Job], head: Buffer, size: int | None = None
+) -> tuple[bytes, Exception | None]:
     """:func:`run_verified` in the calling thread alone: each job straight after the
-    output before it (:func:`_run_in_turn`), none of the claiming a shared batch needs."""
-    fresh = Fresh(len(head) + sum(job.out_size for job in jobs))
+    output before it (:func:`_run_in_turn`), none of the claiming a shared batch needs.
+    ``size``: the jobs' output bound, when the caller has summed it already."""
+    if size is None:
+        size = sum(job.out_size for job in jobs)
+    fresh = Fresh(len(head) + size)
     fresh.view[: len(head)] = head
     written, error = _run_in_turn(jobs, fresh.view[len(head) :])
     return fresh.finish(len(head) + written), error
