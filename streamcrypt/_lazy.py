@@ -4,8 +4,9 @@
 names from private modules, some of which pull in costly imports (the password KDFs,
 anyio, thread pools); a program that uses one name should not pay for the others (the
 ``streamcrypt`` command's start-up, docs/CLI.md). Such a package lists its names by module
-once, in a table given to :func:`lazy_exports`, and keeps the plain imports under
-``if TYPE_CHECKING:`` for type checkers.
+once, in a table given to :func:`lazy_exports` that its ``__all__`` is read from, and
+imports each name as itself (``import x as x``, an explicit re-export) under
+``if TYPE_CHECKING:`` for type checkers; its private modules list nothing again.
 
 A :class:`LazyModule` does the same for one module a package uses in a few places (the
 command's format modules, ``concurrent.futures`` for the engine's annotations): it stands
@@ -20,8 +21,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
-
-__all__ = ["LazyModule", "lazy_exports"]
 
 
 def lazy_exports(

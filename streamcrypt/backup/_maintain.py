@@ -35,16 +35,6 @@ from ._backup import Progress
 from ._store import Store, check_snapshot_name, open_location
 from ._work import run_blocking
 
-__all__ = [
-    "Problem",
-    "PruneReport",
-    "VerifyReport",
-    "forget",
-    "list_snapshots",
-    "prune",
-    "verify",
-]
-
 
 def list_snapshots(
     location: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None

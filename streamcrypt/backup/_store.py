@@ -57,16 +57,6 @@ from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
 
-__all__ = [
-    "LOCK_STALE_SECONDS",
-    "Index",
-    "Location",
-    "Store",
-    "check_snapshot_name",
-    "open_location",
-    "require_chunks",
-]
-
 T = TypeVar("T")
 
 #: A lock not refreshed for this long is stale (a live holder refreshes it every 5 min).

@@ -20,16 +20,6 @@ from dataclasses import dataclass
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
 from ..keys import KeyRing, SecretKey, keyfile
 
-__all__ = [
-    "CallableKey",
-    "EnvKey",
-    "FileKey",
-    "KeyMaterial",
-    "KeyProvider",
-    "KeyRingFile",
-    "as_provider",
-]
-
 #: What a provider resolves to: a key, or a ring (its active key encrypts, any key by id
 #: decrypts).
 KeyMaterial = SecretKey | KeyRing

@@ -45,8 +45,6 @@ from ._storage import (
     temporary_path,
 )
 
-__all__ = ["decrypt_ranges", "encrypt_ranges", "verify_ranges"]
-
 #: Plaintext bytes per task: large enough that the scheduler's per-task cost (a few ms,
 #: docs/CLUSTER.md) is under 1 % of the crypto and I/O, small enough to spread a 1 GiB
 #: object over many workers.

@@ -21,8 +21,6 @@ from ..errors import InvalidParameterError, LimitExceededError
 from ._password import _password_bytes
 from ._secret import SecretKey
 
-__all__ = ["ARGON2_VARIANTS", "Argon2Variant", "argon2"]
-
 #: The Argon2 variants :func:`argon2` computes.
 Argon2Variant = Literal["argon2d", "argon2i", "argon2id"]
 #: RFC 9106 type numbers (and Monocypher's ``CRYPTO_ARGON2_D/I/ID``).

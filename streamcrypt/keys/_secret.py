@@ -10,16 +10,6 @@ from typing import ClassVar, NoReturn
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 
-__all__ = [
-    "HoldsSecrets",
-    "SecretKey",
-    "as_secret_key",
-    "constant_time_equal",
-    "key_bytes",
-    "random_bytes",
-    "wipe",
-]
-
 _BYTES_LIKE = "bytes-like (bytes, bytearray, memoryview)"
 _KINDS = f"{_BYTES_LIKE} or a SecretKey"
 

@@ -33,17 +33,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
 
-__all__ = [
-    "AES128GCM",
-    "AES256GCM",
-    "SUITES",
-    "Aead",
-    "AesGcm",
-    "ChaCha20Poly1305Suite",
-    "XChaCha20Poly1305",
-    "aead_suite",
-]
-
 _TAG = 16
 #: IV lengths OpenSSL's AES-GCM (through ``cryptography``) takes; others use the fallback.
 _NATIVE_IV_MIN = 8

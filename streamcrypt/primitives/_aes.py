@@ -55,27 +55,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, key_bytes
 from ._xor import xor_bytes
 
-__all__ = [
-    "AesCbcDecryptor",
-    "AesCbcEncryptor",
-    "AesCfb8Decryptor",
-    "AesCfb8Encryptor",
-    "AesCfbDecryptor",
-    "AesCfbEncryptor",
-    "AesCtrDecryptor",
-    "AesCtrEncryptor",
-    "AesEcbDecryptor",
-    "AesEcbEncryptor",
-    "AesGcmDecryptor",
-    "AesGcmEncryptor",
-    "AesOfbDecryptor",
-    "AesOfbEncryptor",
-    "AesTransform",
-    "AesXtsDecryptor",
-    "AesXtsEncryptor",
-    "xts_tweak",
-]
-
 BLOCK = 16
 GCM_TAG_SIZE = 16
 GCM_NONCE_SIZE = 12

@@ -33,13 +33,6 @@ from ..keys import HoldsSecrets
 if TYPE_CHECKING:
     from pyfastcdc import FastCDC
 
-__all__ = [
-    "CDC_AVG_SIZE",
-    "CDC_MAX_SIZE",
-    "CDC_MIN_SIZE",
-    "ContentChunker",
-]
-
 #: Default average chunk size of :class:`ContentChunker` (the real mean is about
 #: ``avg + min``). restic averages 1 MiB, borg 2 MiB; smaller chunks store less after an
 #: edit and cost one index entry (45 bytes) and one AEAD tag (16 bytes) each.

@@ -35,8 +35,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
 
-__all__ = ["ChaCha20", "XChaCha20"]
-
 BLOCK = 64
 KEY_SIZE = 32
 _RUN_BLOCKS = 1 << 32  # blocks one kernel context can produce from counter 0

@@ -31,8 +31,6 @@ from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
 from ..keys import SecretKey
 
-__all__ = ["key_bytes", "monocypher", "native", "point_bytes"]
-
 
 def key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
     """The raw 32 bytes of a secret, or :class:`InvalidKeySizeError` naming ``what``."""

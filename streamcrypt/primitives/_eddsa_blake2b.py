@@ -48,14 +48,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, random_bytes
 from ._curve25519 import key_bytes, native, point_bytes
 
-__all__ = [
-    "EDDSA_SIGNATURE_SIZE",
-    "EdDsaBlake2bPrivateKey",
-    "EdDsaBlake2bPublicKey",
-    "EdDsaBlake2bVerifier",
-    "eddsa_blake2b_verify",
-]
-
 #: Bytes of an EdDSA-BLAKE2b signature (R || S).
 EDDSA_SIGNATURE_SIZE = 64
 _IDENTITY = (1).to_bytes(32, "little")

@@ -30,8 +30,6 @@ from ..errors import InvalidParameterError
 from ..keys import SecretKey, random_bytes
 from ._curve25519 import key_bytes, monocypher, point_bytes
 
-__all__ = ["elligator_key_pair", "elligator_map", "elligator_rev"]
-
 
 def elligator_map(hidden: Buffer) -> bytes:
     """The curve point (X25519 public key) a 32-byte representative stands for.

@@ -19,8 +19,6 @@ from ..errors import AuthenticationError, InvalidKeySizeError, InvalidParameterE
 from ..keys import SecretKey, constant_time_equal, random_bytes
 from ._aead import aead_suite
 
-__all__ = ["CHALLENGE_MAC_SIZE", "challenge_mac", "open_box", "seal_box", "verify_challenge_mac"]
-
 #: Bytes of a challenge MAC.
 CHALLENGE_MAC_SIZE = 16
 _SEAL_SUITES = ("xchacha20-poly1305", "aes-256-gcm")

@@ -49,15 +49,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, as_secret_key
 from ._hchacha import hchacha20
 
-__all__ = [
-    "MONOCYPHER_MAC_SIZE",
-    "MonocypherAead",
-    "MonocypherAeadDecryptor",
-    "MonocypherAeadEncryptor",
-    "aead_lock",
-    "aead_unlock",
-]
-
 #: Bytes of a Monocypher AEAD tag.
 MONOCYPHER_MAC_SIZE = 16
 #: Default plaintext bytes per message of the streaming transforms.

@@ -42,13 +42,6 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey
 from ._secretbox import no_aad as _no_aad
 
-__all__ = [
-    "Salsa20",
-    "Salsa20Poly1305",
-    "XSalsa20",
-    "hsalsa20",
-]
-
 BLOCK = 64
 #: Bytes of keystream a (key, nonce) pair gives: 2^64 blocks.
 KEYSTREAM_LIMIT = BLOCK << 64

@@ -26,14 +26,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey
 
-__all__ = [
-    "SECRETBOX_KEY_SIZE",
-    "SECRETBOX_NONCE_SIZE",
-    "SECRETBOX_TAG_SIZE",
-    "XSalsa20Poly1305",
-    "no_aad",
-]
-
 #: Bytes of a secretbox key.
 SECRETBOX_KEY_SIZE = 32
 #: Bytes of a secretbox nonce (random nonces are safe at this size).

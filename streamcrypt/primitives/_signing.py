@@ -30,15 +30,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey
 
-__all__ = [
-    "ED25519_SIGNATURE_SIZE",
-    "Ed25519PrivateKey",
-    "Ed25519PublicKey",
-    "Ed25519phSigner",
-    "Ed25519phVerifier",
-    "ed25519_verify",
-]
-
 #: Bytes of an Ed25519 or Ed25519ph signature.
 ED25519_SIGNATURE_SIZE = 64
 _KEY = 32

@@ -43,26 +43,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 
-__all__ = [
-    "BLAKE3_THREADS_MIN",
-    "HMAC_MIN_TAG_LENGTH",
-    "TAP_NAMES",
-    "Blake2bTap",
-    "Blake2sTap",
-    "Blake3Tap",
-    "HashTap",
-    "HmacTap",
-    "MacTap",
-    "Poly1305Tap",
-    "Sha3_256Tap",
-    "Sha3_512Tap",
-    "Sha256Tap",
-    "Sha384Tap",
-    "Sha512Tap",
-    "blake3_keyed",
-    "hash_tap",
-]
-
 #: Smallest first update for which an automatic :class:`Blake3Tap` hashes on all cores.
 #: Measured 2025 on the 2-core CI box, blake3 1.0.11, one ``update`` per size, best of 20:
 #: single-threaded 8.6-9.5 GB/s from 64 KiB up; ``max_threads=AUTO`` slower between

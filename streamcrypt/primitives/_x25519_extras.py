@@ -29,15 +29,6 @@ from ..errors import InvalidPublicKeyError
 from ..keys import SecretKey
 from ._curve25519 import key_bytes, native, point_bytes
 
-__all__ = [
-    "eddsa_to_x25519",
-    "eddsa_to_x25519_private",
-    "x25519_dirty_fast",
-    "x25519_dirty_small",
-    "x25519_inverse",
-    "x25519_to_eddsa",
-]
-
 
 def x25519_dirty_fast(secret_key: Buffer | SecretKey) -> bytes:
     """The dirty public key of ``secret_key`` (Monocypher's ``crypto_x25519_dirty_fast``).

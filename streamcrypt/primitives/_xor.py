@@ -20,8 +20,6 @@ from ..abc import Buffer, Lifecycle
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import HoldsSecrets, SecretKey
 
-__all__ = ["NATIVE_XOR_MIN", "XorCipher", "xor", "xor_bytes"]
-
 
 @functools.cache
 def _native_strxor() -> Callable[..., bytes] | None:
