@@ -7,46 +7,38 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
-    from ._argon2 import (
-        ARGON2_VARIANTS as ARGON2_VARIANTS,
-        Argon2Variant as Argon2Variant,
-        argon2 as argon2,
-    )
+    from ._argon2 import ARGON2_VARIANTS as ARGON2_VARIANTS
+    from ._argon2 import Argon2Variant as Argon2Variant
+    from ._argon2 import argon2 as argon2
     from ._json import load_json as load_json
-    from ._kdf import (
-        HashName as HashName,
-        hkdf as hkdf,
-        hkdf_expand as hkdf_expand,
-        hkdf_extract as hkdf_extract,
-    )
+    from ._kdf import HashName as HashName
+    from ._kdf import hkdf as hkdf
+    from ._kdf import hkdf_expand as hkdf_expand
+    from ._kdf import hkdf_extract as hkdf_extract
     from ._keyring import KeyRing as KeyRing
-    from ._password import (
-        ARGON2_SALT_SIZE as ARGON2_SALT_SIZE,
-        INTERACTIVE as INTERACTIVE,
-        MAX_READ_PARAMS as MAX_READ_PARAMS,
-        MAX_SCRYPT_READ_PARAMS as MAX_SCRYPT_READ_PARAMS,
-        MODERATE as MODERATE,
-        SCRYPT_DEFAULT as SCRYPT_DEFAULT,
-        SENSITIVE as SENSITIVE,
-        Argon2Params as Argon2Params,
-        PasswordParams as PasswordParams,
-        ScryptParams as ScryptParams,
-        check_read_params as check_read_params,
-        derive_key_from_password as derive_key_from_password,
-        hash_password as hash_password,
-        password_needs_rehash as password_needs_rehash,
-        verify_password as verify_password,
-        x25519_key_pair_from_password as x25519_key_pair_from_password,
-    )
-    from ._secret import (
-        HoldsSecrets as HoldsSecrets,
-        SecretKey as SecretKey,
-        as_secret_key as as_secret_key,
-        constant_time_equal as constant_time_equal,
-        key_bytes as key_bytes,
-        random_bytes as random_bytes,
-        wipe as wipe,
-    )
+    from ._password import ARGON2_SALT_SIZE as ARGON2_SALT_SIZE
+    from ._password import INTERACTIVE as INTERACTIVE
+    from ._password import MAX_READ_PARAMS as MAX_READ_PARAMS
+    from ._password import MAX_SCRYPT_READ_PARAMS as MAX_SCRYPT_READ_PARAMS
+    from ._password import MODERATE as MODERATE
+    from ._password import SCRYPT_DEFAULT as SCRYPT_DEFAULT
+    from ._password import SENSITIVE as SENSITIVE
+    from ._password import Argon2Params as Argon2Params
+    from ._password import PasswordParams as PasswordParams
+    from ._password import ScryptParams as ScryptParams
+    from ._password import check_read_params as check_read_params
+    from ._password import derive_key_from_password as derive_key_from_password
+    from ._password import hash_password as hash_password
+    from ._password import password_needs_rehash as password_needs_rehash
+    from ._password import verify_password as verify_password
+    from ._password import x25519_key_pair_from_password as x25519_key_pair_from_password
+    from ._secret import HoldsSecrets as HoldsSecrets
+    from ._secret import SecretKey as SecretKey
+    from ._secret import as_secret_key as as_secret_key
+    from ._secret import constant_time_equal as constant_time_equal
+    from ._secret import key_bytes as key_bytes
+    from ._secret import random_bytes as random_bytes
+    from ._secret import wipe as wipe
 
 # Where each name is defined: imported from there on first use (the password KDFs
 # and the key ring cost most of the package's import time, and most programs use one).

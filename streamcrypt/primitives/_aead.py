@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
@@ -92,12 +91,7 @@ class Aead(HoldsSecrets):
     __slots__ = ("_kernel",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
-        if len(raw) != self.key_size:
-            raise InvalidKeySizeError(
-                f"{self.name} key must be {self.key_size} bytes, got {len(raw)}"
-            )
-        self._kernel = self._make_kernel(raw)
+        self._kernel = self._make_kernel(key_bytes(key, f"{self.name} key", self.key_size))
 
     def _make_kernel(self, key: bytes) -> AESGCM | ChaCha20Poly1305:
         raise NotImplementedError
@@ -308,14 +302,12 @@ class AesGcm(Aead):
     __slots__ = ("_aes", "_slow")
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
         self._aes: algorithms.AES | None = None
         self._slow: _GcmAnyIv | None = None
         if self._fixed_nonce:
-            super().__init__(raw)
+            super().__init__(key)
             return
-        if len(raw) not in (16, 24, 32):
-            raise InvalidKeySizeError(f"AES-GCM key must be 16, 24 or 32 bytes, got {len(raw)}")
+        raw = key_bytes(key, "AES-GCM key", (16, 24, 32))
         self._kernel = AESGCM(raw)
         self._aes = algorithms.AES(raw)
 
@@ -426,10 +418,7 @@ class XChaCha20Poly1305(Aead):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"{self.name} key must be 32 bytes, got {len(raw)}")
-        self._key = raw
+        self._key = key_bytes(key, f"{self.name} key", 32)
 
     def _nonce(self, nonce: Buffer) -> tuple[ChaCha20Poly1305, Buffer]:
         if len(nonce) != 24:

@@ -44,7 +44,6 @@ from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
     FormatError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidPaddingError,
     InvalidParameterError,
@@ -80,10 +79,6 @@ _MODES: dict[str, Callable[[bytes], _PlainMode]] = {
 }
 
 
-def _sizes(sizes: tuple[int, ...]) -> str:
-    return ", ".join(str(s) for s in sizes[:-1]) + f" or {sizes[-1]}"
-
-
 def xts_tweak(data_unit: int) -> bytes:
     """The 16-byte XTS tweak of a data-unit (sector) number: little-endian, IEEE 1619.
 
@@ -114,11 +109,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
     __slots__ = ("_ctx", "_key_size")
 
     def __init__(self, key: Buffer | SecretKey, iv: Buffer) -> None:
-        raw = key_bytes(key)
-        if len(raw) not in self.key_sizes:
-            raise InvalidKeySizeError(
-                f"AES-{self.mode} key must be {_sizes(self.key_sizes)} bytes, got {len(raw)}"
-            )
+        raw = key_bytes(key, f"AES-{self.mode} key", self.key_sizes)
         if len(iv) != self.iv_size:
             raise InvalidNonceSizeError(
                 f"AES-{self.mode} {self.iv_label} must be {self.iv_size} bytes, got {len(iv)}"
@@ -147,7 +138,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
         try:
             return self._update(data)
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
 
     def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
         """Like ``update`` but write into ``out``; return the byte count written.
@@ -165,7 +156,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
                 )
             return self._update_into(data, out)
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
 
     def finalize(self) -> bytes:
         """Finish; return the last output. The transform cannot be used afterwards."""
@@ -173,19 +164,13 @@ class AesTransform(HoldsSecrets, Lifecycle):
         try:
             tail = self._finalize()
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
         self._finish()
         return tail
 
     def output_bound(self, n: int) -> int:
         """The most bytes ``update_into`` writes for ``n`` input bytes."""
         return n
-
-    def _fail(self, exc: Exception) -> BaseException:
-        return self._break_kernel(exc, self.name)
-        if isinstance(exc, ValueError):
-            return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
-        return self._break(exc)
 
     # -- the mode's own steps; the default is a pure pass-through (stream modes) --
 
@@ -449,9 +434,9 @@ class AesXtsEncryptor(AesTransform):
     __slots__ = ("_key", "_tweak", "_unit")
 
     def __init__(self, key: Buffer | SecretKey, tweak: Buffer) -> None:
-        raw = key_bytes(key)
+        raw = key_bytes(key, f"AES-{self.mode} key", self.key_sizes)
         half = len(raw) // 2
-        if len(raw) in self.key_sizes and constant_time_equal(raw[:half], raw[half:]):
+        if constant_time_equal(raw[:half], raw[half:]):
             raise InvalidParameterError("AES-XTS key halves must differ: use two independent keys")
         super().__init__(raw, tweak)
         self._key = raw

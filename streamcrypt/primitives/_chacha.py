@@ -27,7 +27,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algori
 
 from ..abc import Buffer, Lifecycle
 from ..errors import (
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
@@ -57,11 +56,7 @@ class ChaCha20(Lifecycle, HoldsSecrets):
     __slots__ = ("_counter", "_counter_bits", "_ctx", "_key", "_left", "_nonce", "_run_left")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer, *, counter: int = 0) -> None:
-        raw = key_bytes(key)
-        if len(raw) != KEY_SIZE:
-            raise InvalidKeySizeError(
-                f"{self.variant} key must be {KEY_SIZE} bytes, got {len(raw)}"
-            )
+        raw = key_bytes(key, f"{self.variant} key", KEY_SIZE)
         if len(nonce) not in self.nonce_sizes:
             raise InvalidNonceSizeError(
                 f"{self.variant} nonce must be "
@@ -145,7 +140,7 @@ class ChaCha20(Lifecycle, HoldsSecrets):
             view = memoryview(data)
             return b"".join(self._ctx.update(view[a:b]) for a, b in self._pieces(len(data)))
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
 
     def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
         """XOR ``data`` into ``out`` (at least ``len(data)`` bytes); return ``len(data)``."""
@@ -162,7 +157,7 @@ class ChaCha20(Lifecycle, HoldsSecrets):
                 self._ctx.update_into(view[start:stop], dest[start:])
             return len(data)
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
 
     def finalize(self) -> bytes:
         """Finish; returns ``b""`` (a stream cipher has no tail)."""
@@ -170,15 +165,9 @@ class ChaCha20(Lifecycle, HoldsSecrets):
         try:
             tail = self._ctx.finalize()
         except Exception as exc:
-            raise self._fail(exc) from exc
+            raise self._break_kernel(exc, self.name) from exc
         self._finish()
         return tail
-
-    def _fail(self, exc: Exception) -> BaseException:
-        return self._break_kernel(exc, self.name)
-        if isinstance(exc, ValueError):
-            return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
-        return self._break(exc)
 
 
 class XChaCha20(ChaCha20):

@@ -28,21 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..abc import Buffer
-from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
-from ..keys import SecretKey
-
-
-def key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
-    """The raw 32 bytes of a secret, or :class:`InvalidKeySizeError` naming ``what``."""
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"{what} must be bytes-like, not {type(key).__name__}")
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"{what} must be {32} bytes, got {len(raw)}")
-    return raw
+from ..errors import InvalidParameterError, InvalidPublicKeyError
 
 
 def point_bytes(point: Buffer, what: str) -> bytes:

@@ -45,8 +45,8 @@ from ..errors import (
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import HoldsSecrets, SecretKey, random_bytes
-from ._curve25519 import key_bytes, native, point_bytes
+from ..keys import HoldsSecrets, SecretKey, key_bytes, random_bytes
+from ._curve25519 import native, point_bytes
 
 #: Bytes of an EdDSA-BLAKE2b signature (R || S).
 EDDSA_SIGNATURE_SIZE = 64
@@ -188,7 +188,7 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
     _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
-        raw = key_bytes(seed, "an EdDSA seed")
+        raw = key_bytes(seed, "an EdDSA seed", 32)
         expanded = hashlib.blake2b(raw, digest_size=64).digest()
         self._seed = SecretKey(raw)
         self._scalar = native("crypto_eddsa_trim_scalar", 32, expanded[:32])

@@ -34,12 +34,11 @@ from cryptography.hazmat.primitives import poly1305
 from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
 )
-from ..keys import HoldsSecrets, SecretKey
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._secretbox import no_aad as _no_aad
 
 BLOCK = 64
@@ -61,19 +60,6 @@ def _pycryptodome() -> Any:
     return kernel
 
 
-def _key_bytes(key: Buffer | SecretKey, sizes: tuple[int, ...], what: str) -> bytes:
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"a {what} key must be bytes-like, not {type(key).__name__}")
-    if len(raw) not in sizes:
-        allowed = " or ".join(str(s) for s in sizes)
-        raise InvalidKeySizeError(f"a {what} key must be {allowed} bytes, got {len(raw)}")
-    return raw
-
-
 def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
     if len(nonce) != size:
         raise InvalidNonceSizeError(f"a {what} nonce must be {size} bytes, got {len(nonce)}")
@@ -89,7 +75,7 @@ def _stream(key: bytes, nonce8: bytes, position: int) -> Any:
 
 def hsalsa20(key: Buffer, input16: Buffer) -> bytes:
     """The 32-byte HSalsa20 subkey of a 32-byte key and a 16-byte input (NaCl)."""
-    raw = _key_bytes(key, (32,), "HSalsa20")
+    raw = key_bytes(key, "an HSalsa20 key", 32)
     data = _nonce(input16, 16, "HSalsa20 input")
     counter = int.from_bytes(data[8:], "little")
     block = _stream(raw, data[:8], counter * BLOCK).encrypt(bytes(BLOCK))
@@ -125,7 +111,7 @@ class Salsa20(HoldsSecrets, Lifecycle):
     __slots__ = ("_base", "_cipher", "_key", "_nonce8", "_position")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer, *, counter: int = 0) -> None:
-        raw = _key_bytes(key, self.key_sizes, self.variant)
+        raw = key_bytes(key, f"a {self.variant} key", self.key_sizes)
         n = _nonce(nonce, self.nonce_size, self.variant)
         if not isinstance(counter, int) or not 0 <= counter < 1 << 64:
             raise InvalidParameterError(
@@ -232,7 +218,7 @@ class Salsa20Poly1305(HoldsSecrets):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        self._key = _key_bytes(key, self.key_sizes, self.name)
+        self._key = key_bytes(key, f"a {self.name} key", self.key_sizes)
 
     def _stream(self, nonce: Buffer) -> Any:
         return _stream(self._key, _nonce(nonce, self.nonce_size, self.name), 0)

@@ -338,9 +338,7 @@ def blake3_keyed(key: Buffer | SecretKey, data: Buffer) -> bytes:
     ``Blake3Tap(key=key)``, without a tap's bookkeeping. Raises
     :class:`InvalidKeySizeError` for a key that is not 32 bytes.
     """
-    raw = key_bytes(key, "a BLAKE3 key")
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"blake3 key must be 32 bytes, got {len(raw)}")
+    raw = key_bytes(key, "a BLAKE3 key", 32)
     digest: bytes = _blake3.blake3(data, key=raw, max_threads=1).digest()
     return digest
 
@@ -372,14 +370,12 @@ class Blake3Tap(HashTap, HoldsSecrets):
         length: int = 32,
         max_threads: int | None = None,
     ) -> None:
-        raw = None if key is None else key_bytes(key, "a BLAKE3 key")
+        raw = None if key is None else key_bytes(key, "a BLAKE3 key", 32)
         if raw is not None and derive_key_context is not None:
             raise InvalidParameterError(
                 "blake3 takes a key or a derive_key_context, not both; derive-key mode "
                 "hashes its key material as the data"
             )
-        if raw is not None and len(raw) != 32:
-            raise InvalidKeySizeError(f"blake3 key must be 32 bytes, got {len(raw)}")
         if derive_key_context is not None and not isinstance(derive_key_context, str):
             raise InvalidParameterError("blake3 derive_key_context must be a str")
         self._check_length(length)
@@ -524,9 +520,7 @@ class Poly1305Tap(MacTap):
     __slots__ = ("_ctx",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key, "a Poly1305 key")
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"poly1305 key must be 32 bytes, got {len(raw)}")
+        raw = key_bytes(key, "a Poly1305 key", 32)
         super().__init__("poly1305", 16)
         self._ctx = _poly1305.Poly1305(raw)
 

@@ -17,8 +17,8 @@ import functools
 from collections.abc import Callable
 
 from ..abc import Buffer, Lifecycle
-from ..errors import InvalidKeySizeError, InvalidParameterError
-from ..keys import HoldsSecrets, SecretKey
+from ..errors import InvalidParameterError
+from ..keys import HoldsSecrets, SecretKey, as_secret_key
 
 
 @functools.cache
@@ -53,18 +53,6 @@ def xor_bytes(a: Buffer, b: Buffer) -> bytes:
     return xor_ints(a, b)
 
 
-def _key(key: Buffer | SecretKey) -> bytes:
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"an XOR key must be bytes-like, not {type(key).__name__}")
-    if not raw:
-        raise InvalidKeySizeError("an XOR key must be at least 1 byte")
-    return raw
-
-
 def _keystream(key: bytes, offset: int, n: int) -> bytes:
     """``n`` bytes of ``key`` repeated, starting at ``offset`` into the repetition."""
     start = offset % len(key)
@@ -75,8 +63,7 @@ def _keystream(key: bytes, offset: int, n: int) -> bytes:
 def xor(data: Buffer, key: Buffer | SecretKey) -> bytes:
     """``data`` XORed with ``key`` repeated (its own inverse). Raises
     :class:`InvalidKeySizeError` for an empty key."""
-    raw = _key(key)
-    return xor_bytes(data, _keystream(raw, 0, len(data)))
+    return XorCipher(key).update(data)
 
 
 class XorCipher(HoldsSecrets, Lifecycle):
@@ -89,7 +76,7 @@ class XorCipher(HoldsSecrets, Lifecycle):
     __slots__ = ("_key", "_offset")
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        self._key = _key(key)
+        self._key = as_secret_key(key, None, what="an XOR key").secret_bytes()
         self._offset = 0
         self._init_lifecycle()
 
