@@ -151,13 +151,9 @@ class EdDsaBlake2bPublicKey:
 
     def verify(self, message: Buffer, signature: Buffer) -> None:
         """Check ``signature`` over ``message``; raises :class:`InvalidSignatureError`."""
-        r, s = _signature(signature)
-        hasher = _hash()
-        hasher.update(r)
-        hasher.update(self._raw)
-        hasher.update(message)
-        if not self._accepts(r, s, _reduce(hasher.digest())):
-            raise _failed()
+        verifier = self.verifier(signature)
+        verifier.update(message)
+        verifier.finalize()
 
     def verifier(self, signature: Buffer) -> EdDsaBlake2bVerifier:
         """A tap that checks ``signature`` over the stream that passes through it."""
@@ -210,23 +206,9 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
         """The 32-byte seed. Handle with care."""
         return self._seed.secret_bytes()
 
-    def _finish(self, nonce: bytes, message_hash: Callable[[hashlib.blake2b], None]) -> bytes:
-        """R || S from the nonce hash, natively: r = nonce mod L, R = [r]B, S = h a + r mod L."""
-        r = native("crypto_eddsa_reduce", 32, nonce)
-        big_r = _secret_base(r)
-        hasher = _hash()
-        hasher.update(big_r)
-        hasher.update(self._public.public_bytes())
-        message_hash(hasher)
-        h = native("crypto_eddsa_reduce", 32, hasher.digest())
-        return big_r + native("crypto_eddsa_mul_add", 32, h, self._scalar, r)
-
     def sign(self, message: Buffer) -> bytes:
         """The 64-byte signature of ``message`` (deterministic, ``crypto_eddsa_sign``)."""
-        nonce = _hash()
-        nonce.update(self._prefix)
-        nonce.update(message)
-        return self._finish(nonce.digest(), lambda h: h.update(message))
+        return self.sign_chunks(lambda: (message,))
 
     def sign_chunks(self, reopen: Callable[[], Iterable[Buffer]]) -> bytes:
         """Sign a message too large to hold, read twice through ``reopen()``.
@@ -238,12 +220,16 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
         nonce.update(self._prefix)
         for chunk in reopen():
             nonce.update(chunk)
-
-        def second_pass(hasher: hashlib.blake2b) -> None:
-            for chunk in reopen():
-                hasher.update(chunk)
-
-        return self._finish(nonce.digest(), second_pass)
+        # R || S, natively: r = nonce mod L, R = [r]B, S = h a + r mod L.
+        r = native("crypto_eddsa_reduce", 32, nonce.digest())
+        big_r = _secret_base(r)
+        hasher = _hash()
+        hasher.update(big_r)
+        hasher.update(self._public.public_bytes())
+        for chunk in reopen():
+            hasher.update(chunk)
+        h = native("crypto_eddsa_reduce", 32, hasher.digest())
+        return big_r + native("crypto_eddsa_mul_add", 32, h, self._scalar, r)
 
     def __repr__(self) -> str:
         return f"EdDsaBlake2bPrivateKey(<seed hidden>, public={self.public_bytes().hex()})"

@@ -22,13 +22,12 @@ from nacl import exceptions as _nacl_exc
 
 from ..abc import Buffer, Lifecycle, State
 from ..errors import (
-    InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import HoldsSecrets, SecretKey
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 
 #: Bytes of an Ed25519 or Ed25519ph signature.
 ED25519_SIGNATURE_SIZE = 64
@@ -110,9 +109,7 @@ class Ed25519PrivateKey(HoldsSecrets):
     _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
-        raw = seed.secret_bytes() if isinstance(seed, SecretKey) else _bytes_of(seed, "a seed")
-        if len(raw) != _KEY:
-            raise InvalidKeySizeError(f"an Ed25519 seed must be 32 bytes, got {len(raw)}")
+        raw = key_bytes(seed, "an Ed25519 seed", _KEY)
         self._seed = SecretKey(raw)
         self._key = ed25519.Ed25519PrivateKey.from_private_bytes(raw)
         self._public = Ed25519PublicKey(self._key.public_key().public_bytes_raw())
