@@ -64,10 +64,13 @@ class HashTap(Lifecycle):
     ``update``/``update_into`` after ``finalize`` raise :class:`AlreadyFinalizedError`;
     a non-buffer input raises :class:`InvalidParameterError` (and breaks the tap);
     ``digest``/``hexdigest`` before ``finalize`` raise :class:`NotFinalizedError`.
-    Subclasses implement ``_absorb`` and ``_final``.
+    Subclasses set ``_ctx``, a kernel with ``update`` and ``finalize``, or override
+    ``_absorb`` and ``_final``.
     """
 
-    __slots__ = ("_digest", "_name", "_size")
+    __slots__ = ("_ctx", "_digest", "_name", "_size")
+
+    _ctx: Any
 
     def __init__(self, name: str, digest_size: int) -> None:
         self._init_lifecycle()
@@ -87,10 +90,11 @@ class HashTap(Lifecycle):
 
     # -- hooks -------------------------------------------------------------------------
     def _absorb(self, data: Buffer) -> None:
-        raise NotImplementedError
+        self._ctx.update(data)
 
     def _final(self) -> bytes:
-        raise NotImplementedError
+        digest: bytes = self._ctx.finalize()
+        return digest
 
     # -- transform ---------------------------------------------------------------------
     def _feed(self, data: Buffer) -> None:
@@ -197,18 +201,12 @@ class _OpenSslHashTap(HashTap):
     _tap_name: ClassVar[str]
     _algorithm: ClassVar[type[hashes.HashAlgorithm]]
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(self) -> None:
         algorithm = self._algorithm()
         super().__init__(self._tap_name, algorithm.digest_size)
         self._ctx = hashes.Hash(algorithm)
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
-    def _final(self) -> bytes:
-        return self._ctx.finalize()
 
 
 class Sha256Tap(_OpenSslHashTap):
@@ -260,7 +258,7 @@ class _Blake2Tap(HashTap, HoldsSecrets):
     _max_key: ClassVar[int]
     _max_salt: ClassVar[int]
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -291,9 +289,6 @@ class _Blake2Tap(HashTap, HoldsSecrets):
 
     def _make(self, key: bytes, size: int, salt: bytes, person: bytes) -> Any:
         raise NotImplementedError
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
 
     def _final(self) -> bytes:
         digest: bytes = self._ctx.digest()
@@ -360,7 +355,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
     :class:`InvalidParameterError` (key together with a context, bad length or threads).
     """
 
-    __slots__ = ("_context", "_hasher", "_key", "_threads")
+    __slots__ = ("_context", "_key", "_threads")
 
     def __init__(
         self,
@@ -397,7 +392,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
         self._key = raw
         self._context = derive_key_context
         self._threads = max_threads
-        self._hasher: Any = None if max_threads is None else self._make(max_threads)
+        self._ctx = None if max_threads is None else self._make(max_threads)
 
     @staticmethod
     def _check_length(length: object) -> None:
@@ -417,19 +412,19 @@ class Blake3Tap(HashTap, HoldsSecrets):
         return self._threads
 
     def _absorb(self, data: Buffer) -> None:
-        if self._hasher is None:
+        if self._ctx is None:
             size = _nbytes(data)
             if size == 0:
                 return
             self._threads = _blake3.blake3.AUTO if size >= BLAKE3_THREADS_MIN else 1
-            self._hasher = self._make(self._threads)
-        self._hasher.update(data)
+            self._ctx = self._make(self._threads)
+        self._ctx.update(data)
 
     def _final(self) -> bytes:
-        if self._hasher is None:
+        if self._ctx is None:
             self._threads = 1
-            self._hasher = self._make(1)
-        digest: bytes = self._hasher.digest(self._size)
+            self._ctx = self._make(1)
+        digest: bytes = self._ctx.digest(self._size)
         return digest
 
     def digest(self, length: int | None = None) -> bytes:
@@ -442,7 +437,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
         if length is None or length == self._size:
             return result
         self._check_length(length)
-        out: bytes = self._hasher.digest(length)
+        out: bytes = self._ctx.digest(length)
         return out
 
     def hexdigest(self, length: int | None = None) -> str:
@@ -472,7 +467,7 @@ class HmacTap(MacTap):
     raises :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -503,11 +498,8 @@ class HmacTap(MacTap):
         super().__init__(f"hmac-{algorithm}", size)
         self._ctx = _crypto_hmac.HMAC(raw, alg)
 
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
     def _final(self) -> bytes:
-        return self._ctx.finalize()[: self._size]
+        return super()._final()[: self._size]
 
 
 class Poly1305Tap(MacTap):
@@ -517,18 +509,12 @@ class Poly1305Tap(MacTap):
     Raises :class:`InvalidKeySizeError`; ``verify`` raises :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(self, key: Buffer | SecretKey) -> None:
         raw = key_bytes(key, "a Poly1305 key", 32)
         super().__init__("poly1305", 16)
         self._ctx = _poly1305.Poly1305(raw)
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
-    def _final(self) -> bytes:
-        return self._ctx.finalize()
 
 
 # -- factory ---------------------------------------------------------------------------------
