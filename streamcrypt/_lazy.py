@@ -60,6 +60,15 @@ def lazy_exports(
     return __getattr__, __dir__
 
 
+def import_extra(module: str, needs: str, extra: str) -> ModuleType:
+    """Module ``module`` of an optional dependency, imported where it is first needed;
+    without it, :class:`ImportError` saying what ``needs`` it and the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{needs}: pip install 'streamcrypt[{extra}]'") from None
+
+
 class LazyModule:
     """A module, imported when one of its attributes is first read, together with the
     modules ``also`` names (its submodules read as attributes, as ``anyio.to_thread``)."""

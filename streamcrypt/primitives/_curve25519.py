@@ -27,6 +27,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from .._lazy import import_extra
 from ..abc import Buffer
 from ..errors import InvalidParameterError, InvalidPublicKeyError
 
@@ -44,14 +45,12 @@ def point_bytes(point: Buffer, what: str) -> bytes:
 @functools.cache
 def monocypher() -> Any:
     """pymonocypher's module, or ImportError naming the extra."""
-    try:
-        import monocypher as module
-    except ImportError:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "Elligator, dirty X25519 keys, the X25519 scalar inverse and EdDSA-BLAKE2b "
-            "signing run on C Monocypher: pip install 'streamcrypt[monocypher]'"
-        ) from None
-    return module
+    return import_extra(
+        "monocypher",
+        "Elligator, dirty X25519 keys, the X25519 scalar inverse and EdDSA-BLAKE2b signing "
+        "run on C Monocypher",
+        "monocypher",
+    )
 
 
 @functools.cache

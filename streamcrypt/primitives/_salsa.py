@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
 
+from .._lazy import import_extra
 from ..abc import Buffer, Lifecycle
 from ..errors import (
     AuthenticationError,
@@ -49,17 +50,6 @@ _SIGMA = struct.unpack("<4I", b"expand 32-byte k")
 _MASK = 0xFFFFFFFF
 
 
-def _pycryptodome() -> Any:
-    try:
-        from Crypto.Cipher import Salsa20 as kernel
-    except ImportError:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "Salsa20 and XSalsa20 need pycryptodome's native kernel: "
-            "pip install 'streamcrypt[legacy]'"
-        ) from None
-    return kernel
-
-
 def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
     if len(nonce) != size:
         raise InvalidNonceSizeError(f"a {what} nonce must be {size} bytes, got {len(nonce)}")
@@ -67,7 +57,10 @@ def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
 
 
 def _stream(key: bytes, nonce8: bytes, position: int) -> Any:
-    cipher = _pycryptodome().new(key=key, nonce=nonce8)
+    kernel = import_extra(
+        "Crypto.Cipher.Salsa20", "Salsa20 and XSalsa20 need pycryptodome's native kernel", "legacy"
+    )
+    cipher = kernel.new(key=key, nonce=nonce8)
     if position:
         cipher.seek(position)
     return cipher
