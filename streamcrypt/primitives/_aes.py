@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.ciphers import (
     modes,
 )
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -52,6 +52,7 @@ from ..errors import (
     TruncatedStreamError,
 )
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, key_bytes
+from ._transform import KernelTransform
 from ._xor import xor_bytes
 
 BLOCK = 16
@@ -89,7 +90,7 @@ def xts_tweak(data_unit: int) -> bytes:
     return data_unit.to_bytes(BLOCK, "little")
 
 
-class AesTransform(HoldsSecrets, Lifecycle):
+class AesTransform(HoldsSecrets, KernelTransform):
     """The shared base of every AES transform: one CipherContext behind the transform verbs.
 
     Class attributes describe the transform: ``mode`` (``"CBC"``, ...), ``iv_size`` (0 when
@@ -97,7 +98,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
 
     ``update``/``update_into``/``finalize`` raise :class:`AlreadyFinalizedError` after
     ``finalize()`` and :class:`BrokenTransformError` after an earlier failure; a kernel
-    refusal becomes :class:`InvalidParameterError`.
+    refusal or a short ``out`` becomes :class:`InvalidParameterError`.
     """
 
     mode: ClassVar[str]
@@ -129,48 +130,6 @@ class AesTransform(HoldsSecrets, Lifecycle):
     def __repr__(self) -> str:
         direction = "encrypt" if self.encrypting else "decrypt"
         return f"<{type(self).__name__} {self.name} {direction} state={self._state.value}>"
-
-    # -- the public verbs: lifecycle and error mapping around the mode's own steps --
-
-    def update(self, data: Buffer, /) -> bytes:
-        """Process ``data``; return the output it completes (possibly ``b""``)."""
-        self._check()
-        try:
-            return self._update(data)
-        except Exception as exc:
-            raise self._break_kernel(exc, self.name) from exc
-
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """Like ``update`` but write into ``out``; return the byte count written.
-
-        ``out`` must hold ``output_bound(len(data))`` bytes, else
-        :class:`InvalidParameterError`.
-        """
-        self._check()
-        try:
-            need = self.output_bound(len(data))
-            if len(out) < need:
-                raise InvalidParameterError(
-                    f"{self.name} update_into needs an output buffer of {need} bytes "
-                    f"for {len(data)} input bytes, got {len(out)}"
-                )
-            return self._update_into(data, out)
-        except Exception as exc:
-            raise self._break_kernel(exc, self.name) from exc
-
-    def finalize(self) -> bytes:
-        """Finish; return the last output. The transform cannot be used afterwards."""
-        self._check()
-        try:
-            tail = self._finalize()
-        except Exception as exc:
-            raise self._break_kernel(exc, self.name) from exc
-        self._finish()
-        return tail
-
-    def output_bound(self, n: int) -> int:
-        """The most bytes ``update_into`` writes for ``n`` input bytes."""
-        return n
 
     # -- the mode's own steps; the default is a pure pass-through (stream modes) --
 

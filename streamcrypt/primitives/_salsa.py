@@ -32,7 +32,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
 
 from .._lazy import import_extra
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     InvalidNonceSizeError,
@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._secretbox import no_aad as _no_aad
+from ._transform import KernelTransform
 
 BLOCK = 64
 #: Bytes of keystream a (key, nonce) pair gives: 2^64 blocks.
@@ -87,7 +88,7 @@ def hsalsa20(key: Buffer, input16: Buffer) -> bytes:
     return struct.pack("<8I", *(x & _MASK for x in words))
 
 
-class Salsa20(HoldsSecrets, Lifecycle):
+class Salsa20(HoldsSecrets, KernelTransform):
     """The Salsa20 keystream XOR (both directions), seekable.
 
     ``key`` is 16 or 32 bytes, ``nonce`` 8 bytes, ``counter`` the first 64-byte block
@@ -123,38 +124,21 @@ class Salsa20(HoldsSecrets, Lifecycle):
     def name(self) -> str:
         return self.variant
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} state={self._state.value}>"
-
-    def output_bound(self, n: int) -> int:
-        """The most bytes ``update_into`` writes for ``n`` input bytes (``n``)."""
-        return n
-
     def _reserve(self, n: int) -> None:
         if self._position + n > KEYSTREAM_LIMIT:
-            raise self._break(
-                LimitExceededError(
-                    f"{self.variant} keystream exhausted: the 64-bit block counter would wrap; "
-                    "use a new nonce"
-                )
+            raise LimitExceededError(
+                f"{self.variant} keystream exhausted: the 64-bit block counter would wrap; "
+                "use a new nonce"
             )
         self._position += n
 
-    def update(self, data: Buffer, /) -> bytes:
-        """XOR ``data`` with the next keystream bytes."""
-        self._check()
+    def _update(self, data: Buffer) -> bytes:
         self._reserve(len(data))
         out: bytes = self._cipher.encrypt(data)
         return out
 
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """XOR ``data`` into ``out`` (exactly ``len(data)`` bytes used); return ``len(data)``."""
-        self._check()
+    def _update_into(self, data: Buffer, out: bytearray | memoryview) -> int:
         n = len(data)
-        if len(out) < n:
-            raise self._break(
-                InvalidParameterError(f"{self.variant} update_into needs {n} bytes of output")
-            )
         self._reserve(n)
         self._cipher.encrypt(data, output=memoryview(out)[:n])
         return n
@@ -168,12 +152,6 @@ class Salsa20(HoldsSecrets, Lifecycle):
             )
         self._position = self._base + offset
         self._cipher = _stream(self._key, self._nonce8, self._position)
-
-    def finalize(self) -> bytes:
-        """Finish; returns ``b""`` (a stream cipher has no tail)."""
-        self._check()
-        self._finish()
-        return b""
 
 
 class XSalsa20(Salsa20):

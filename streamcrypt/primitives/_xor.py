@@ -16,9 +16,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer
 from ..errors import InvalidParameterError
 from ..keys import HoldsSecrets, SecretKey, as_secret_key
+from ._transform import KernelTransform
 
 
 @functools.cache
@@ -66,7 +67,7 @@ def xor(data: Buffer, key: Buffer | SecretKey) -> bytes:
     return XorCipher(key).update(data)
 
 
-class XorCipher(HoldsSecrets, Lifecycle):
+class XorCipher(HoldsSecrets, KernelTransform):
     """The XOR cipher as a transform: each byte XORed with the key, repeated, in order.
 
     The same class encrypts and decrypts. :meth:`seek` moves to any byte offset.
@@ -80,21 +81,15 @@ class XorCipher(HoldsSecrets, Lifecycle):
         self._offset = 0
         self._init_lifecycle()
 
-    def update(self, data: Buffer, /) -> bytes:
-        """XOR ``data`` with the next key bytes."""
-        self._check()
+    name = "XOR"
+
+    def _update(self, data: Buffer) -> bytes:
         out = xor_bytes(data, _keystream(self._key, self._offset, len(data)))
         self._offset += len(data)
         return out
 
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """XOR ``data`` into ``out`` (at least ``len(data)`` bytes); return ``len(data)``."""
-        self._check()
-        if len(out) < len(data):
-            raise self._break(
-                InvalidParameterError(f"XOR update_into needs {len(data)} bytes of output")
-            )
-        memoryview(out)[: len(data)] = self.update(data)
+    def _update_into(self, data: Buffer, out: bytearray | memoryview) -> int:
+        memoryview(out)[: len(data)] = self._update(data)
         return len(data)
 
     def seek(self, offset: int) -> None:
@@ -103,12 +98,6 @@ class XorCipher(HoldsSecrets, Lifecycle):
         if not isinstance(offset, int) or offset < 0:
             raise InvalidParameterError(f"an offset must be a non-negative int, got {offset!r}")
         self._offset = offset
-
-    def finalize(self) -> bytes:
-        """Finish; returns ``b""``."""
-        self._check()
-        self._finish()
-        return b""
 
     def __repr__(self) -> str:
         return f"<XorCipher key=<{len(self._key)} bytes hidden> state={self._state.value}>"
