@@ -47,6 +47,7 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes, random_bytes
 from ._curve25519 import native, point_bytes
+from ._signing import _RawPublicKey
 
 #: Bytes of an EdDSA-BLAKE2b signature (R || S).
 EDDSA_SIGNATURE_SIZE = 64
@@ -105,14 +106,14 @@ def _failed() -> InvalidSignatureError:
     )
 
 
-class EdDsaBlake2bPublicKey:
+class EdDsaBlake2bPublicKey(_RawPublicKey):
     """An EdDSA-BLAKE2b verification key (32 bytes, Monocypher's format).
 
     Raises :class:`InvalidPublicKeyError` for a wrong length, a point off the curve or a
     point of small order. :meth:`verify` raises :class:`InvalidSignatureError`.
     """
 
-    __slots__ = ("_a8", "_raw")
+    __slots__ = ("_a8",)
 
     def __init__(self, data: Buffer) -> None:
         raw = point_bytes(data, "an EdDSA public key")
@@ -128,12 +129,6 @@ class EdDsaBlake2bPublicKey:
             )
         self._raw = raw
         self._a8 = a8
-
-    def public_bytes(self) -> bytes:
-        """The 32 bytes of the key, as given."""
-        return self._raw
-
-    __bytes__ = public_bytes
 
     def _accepts(self, r: bytes, s: int, h: int) -> bool:
         if s >= L:
@@ -158,17 +153,6 @@ class EdDsaBlake2bPublicKey:
     def verifier(self, signature: Buffer) -> EdDsaBlake2bVerifier:
         """A tap that checks ``signature`` over the stream that passes through it."""
         return EdDsaBlake2bVerifier(self, signature)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EdDsaBlake2bPublicKey):
-            return NotImplemented
-        return self._raw == other._raw
-
-    def __hash__(self) -> int:
-        return hash(self._raw)
-
-    def __repr__(self) -> str:
-        return f"EdDsaBlake2bPublicKey({self._raw.hex()})"
 
 
 class EdDsaBlake2bPrivateKey(HoldsSecrets):
@@ -237,10 +221,6 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
     __str__ = __repr__
 
 
-def _public(key: EdDsaBlake2bPublicKey | Buffer) -> EdDsaBlake2bPublicKey:
-    return key if isinstance(key, EdDsaBlake2bPublicKey) else EdDsaBlake2bPublicKey(key)
-
-
 def eddsa_blake2b_verify(
     public_key: EdDsaBlake2bPublicKey | Buffer, message: Buffer, signature: Buffer
 ) -> None:
@@ -248,7 +228,7 @@ def eddsa_blake2b_verify(
 
     Raises :class:`InvalidSignatureError` and :class:`InvalidPublicKeyError`.
     """
-    _public(public_key).verify(message, signature)
+    EdDsaBlake2bPublicKey._of(public_key).verify(message, signature)
 
 
 class EdDsaBlake2bVerifier(Lifecycle):
@@ -262,7 +242,7 @@ class EdDsaBlake2bVerifier(Lifecycle):
     __slots__ = ("_hasher", "_public", "_r", "_s")
 
     def __init__(self, public_key: EdDsaBlake2bPublicKey | Buffer, signature: Buffer) -> None:
-        self._public = _public(public_key)
+        self._public = EdDsaBlake2bPublicKey._of(public_key)
         self._r, self._s = _signature(signature)
         self._hasher = _hash()
         self._hasher.update(self._r)
