@@ -448,12 +448,6 @@ class AesXtsDecryptor(AesXtsEncryptor):
 # ------------------------------------------------------------------------------------ GCM
 
 
-def _gcm_failed() -> AuthenticationError:
-    return AuthenticationError(
-        "AES-GCM tag did not verify: wrong key, nonce or associated data, or tampered data"
-    )
-
-
 class AesGcmEncryptor(AesTransform):
     """Incremental AES-GCM encryption; the output stream is ``ciphertext || tag``.
 
@@ -573,7 +567,9 @@ class AesGcmDecryptor(AesTransform):
         except InvalidTag:
             self._plain[:] = bytes(len(self._plain))
             self._plain.clear()
-            raise _gcm_failed() from None
+            raise AuthenticationError(
+                "AES-GCM tag did not verify: wrong key, nonce or associated data, or tampered data"
+            ) from None
         plain = bytes(self._plain) + tail
         self._plain.clear()
         return plain

@@ -99,13 +99,6 @@ def _signature(signature: Buffer) -> tuple[bytes, int]:
     return sig[:32], int.from_bytes(sig[32:], "little")
 
 
-def _failed() -> InvalidSignatureError:
-    return InvalidSignatureError(
-        "EdDSA-BLAKE2b signature did not verify: wrong public key, altered message or "
-        "altered signature"
-    )
-
-
 class EdDsaBlake2bPublicKey(_RawPublicKey):
     """An EdDSA-BLAKE2b verification key (32 bytes, Monocypher's format).
 
@@ -259,7 +252,12 @@ class EdDsaBlake2bVerifier(Lifecycle):
         """Verify; returns ``b""``. Raises :class:`InvalidSignatureError`."""
         self._check()
         if not self._public._accepts(self._r, self._s, _reduce(self._hasher.digest())):
-            raise self._break(_failed())
+            raise self._break(
+                InvalidSignatureError(
+                    "EdDSA-BLAKE2b signature did not verify: wrong public key, altered "
+                    "message or altered signature"
+                )
+            )
         self._finish()
         return b""
 

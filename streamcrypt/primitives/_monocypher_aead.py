@@ -56,13 +56,6 @@ DEFAULT_CHUNK_SIZE = 64 * 1024
 _VARIANTS = {24: "x", 8: "djb", 12: "ietf"}
 
 
-def _failed() -> AuthenticationError:
-    return AuthenticationError(
-        "Monocypher AEAD tag did not verify: wrong key, nonce or associated data, a "
-        "message out of order, or tampered data"
-    )
-
-
 def _mac(mac: Buffer) -> bytes:
     if len(mac) != MONOCYPHER_MAC_SIZE:
         raise InvalidTagSizeError(f"a Monocypher AEAD mac must be 16 bytes, got {len(mac)}")
@@ -130,7 +123,12 @@ class MonocypherAead(HoldsSecrets, Lifecycle):
         try:
             plain = self._current().decrypt(self._nonce12, bytes(ciphertext) + _mac(mac), ad)
         except InvalidTag:
-            raise self._break(_failed()) from None
+            raise self._break(
+                AuthenticationError(
+                    "Monocypher AEAD tag did not verify: wrong key, nonce or associated data, a "
+                    "message out of order, or tampered data"
+                )
+            ) from None
         except Exception as exc:
             raise self._break_kernel(exc, self.name) from exc
         self._spent = True
