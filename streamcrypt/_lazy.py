@@ -4,9 +4,13 @@
 names from private modules, some of which pull in costly imports (the password KDFs,
 anyio, thread pools); a program that uses one name should not pay for the others (the
 ``streamcrypt`` command's start-up, docs/CLI.md). Such a package lists its names by module
-once, in a table given to :func:`lazy_exports` that its ``__all__`` is read from, and
-imports each name as itself (``import x as x``, an explicit re-export) under
-``if TYPE_CHECKING:`` for type checkers; its private modules list nothing again.
+once, in a table given to :func:`lazy_exports` (``keys`` and ``primitives`` read their
+``__all__`` from it), and imports each name as itself (``import x as x``, an explicit
+re-export) under ``if TYPE_CHECKING:`` for type checkers; tests/test_public_api.py holds
+the two to agree. A private module need not list its names again.
+
+:func:`import_extra` imports an optional dependency where it is first needed, its
+``ImportError`` naming the extra that installs it.
 
 A :class:`LazyModule` does the same for one module a package uses in a few places (the
 command's format modules, ``concurrent.futures`` for the engine's annotations): it stands
