@@ -29,8 +29,6 @@ from .primitives import Blake3Tap
 from .primitives.hazmat import AesCtrEncryptor
 from .transports import EncryptedStream, EncryptedStreamAttribute, connect, open_file, serve
 
-__all__ = ["main", "run_demo"]
-
 CHUNK = 1 << 20
 _SEED_KEY = bytes(range(32))
 

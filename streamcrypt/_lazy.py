@@ -4,8 +4,13 @@
 names from private modules, some of which pull in costly imports (the password KDFs,
 anyio, thread pools); a program that uses one name should not pay for the others (the
 ``streamcrypt`` command's start-up, docs/CLI.md). Such a package lists its names by module
-once, in a table given to :func:`lazy_exports`, and keeps the plain imports under
-``if TYPE_CHECKING:`` for type checkers.
+once, in a table given to :func:`lazy_exports` (``keys`` and ``primitives`` read their
+``__all__`` from it), and imports each name as itself (``import x as x``, an explicit
+re-export) under ``if TYPE_CHECKING:`` for type checkers; tests/test_public_api.py holds
+the two to agree. A private module need not list its names again.
+
+:func:`import_extra` imports an optional dependency where it is first needed, its
+``ImportError`` naming the extra that installs it.
 
 A :class:`LazyModule` does the same for one module a package uses in a few places (the
 command's format modules, ``concurrent.futures`` for the engine's annotations): it stands
@@ -20,8 +25,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
-
-__all__ = ["LazyModule", "lazy_exports"]
 
 
 def lazy_exports(
@@ -59,6 +62,15 @@ def lazy_exports(
         return sorted({*public, *home, *(n for n in namespace if n.startswith("__"))})
 
     return __getattr__, __dir__
+
+
+def import_extra(module: str, needs: str, extra: str) -> ModuleType:
+    """Module ``module`` of an optional dependency, imported where it is first needed;
+    without it, :class:`ImportError` saying what ``needs`` it and the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{needs}: pip install 'streamcrypt[{extra}]'") from None
 
 
 class LazyModule:

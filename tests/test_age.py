@@ -554,9 +554,7 @@ def test_scrypt_rules() -> None:
     with pytest.raises(FormatError, match="only stanza"):
         age_decrypt(mixed + rest, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
-        age_encrypt(
-            data, recipients=[age.X25519Identity.generate().recipient], passphrase="pw"
-        )
+        age_encrypt(data, recipients=[age.X25519Identity.generate().recipient], passphrase="pw")
 
 
 # ---------------------------------------------------------------------------------------

@@ -245,7 +245,9 @@ def test_top_level_help_imports_no_argparse() -> None:
 
 
 @pytest.mark.parametrize("width", [20, 49, 50, 57, 80, 123, 300])
-def test_top_level_help_is_what_argparse_prints(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_top_level_help_is_what_argparse_prints(
+    width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The argparse-free ``--help`` is argparse's own output, character for character,
     at every terminal width (narrower than MIN_COLUMNS, argparse prints it), and lists
     every command the parser has but the hidden ones."""

@@ -32,6 +32,7 @@ from streamcrypt import cluster
 from streamcrypt.codecs import container
 from streamcrypt.errors import (
     AuthenticationError,
+    InvalidKeySizeError,
     InvalidParameterError,
     UnknownKeyError,
     UnsafePathError,
@@ -353,6 +354,11 @@ def test_keys_themselves_are_refused(tmp_path: Path) -> None:
         cluster.FileKey(str(tmp_path / "missing")).resolve()
     with pytest.raises(InvalidParameterError):
         cluster.KeyRingFile("x")
+    with pytest.raises(
+        InvalidKeySizeError, match="the key callable's key must be 32 bytes, got 16"
+    ):
+        cluster.CallableKey(lambda: bytes(16)).resolve()
+    assert cluster.CallableKey(lambda: bytearray(KEY_A)).resolve() == SecretKey(KEY_A)
 
 
 def test_cli_front_runs_on_the_scheduler(client: Client, tmp_path: Path) -> None:

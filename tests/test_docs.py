@@ -133,4 +133,3 @@ def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
     assert "64 random-access reads verified" in out.stdout
     hashes = [line.split()[-1] for line in out.stdout.splitlines() if "BLAKE3" in line]
     assert len(hashes) == 3 and len(set(hashes)) == 1
-

@@ -14,6 +14,7 @@ from streamcrypt.keys import (
     constant_time_equal,
     hkdf,
     hkdf_expand,
+    key_bytes,
     random_bytes,
     wipe,
 )
@@ -68,6 +69,20 @@ def test_as_secret_key_checks_size() -> None:
     with pytest.raises(errors.InvalidKeySizeError):
         as_secret_key(b"")
     assert len(as_secret_key(bytes(16), 16)) == 16
+
+
+def test_key_bytes_gives_the_raw_bytes_of_a_key_of_an_allowed_size() -> None:
+    """The one check the primitives' key arguments go through: type, then sizes."""
+    assert key_bytes(SecretKey(b"k" * 24), "an AES key", (16, 24, 32)) == b"k" * 24
+    assert key_bytes(bytearray(3)) == bytes(3)  # no sizes: the caller checks the length
+    with pytest.raises(
+        errors.InvalidKeySizeError, match="an AES key must be 16, 24 or 32 bytes, got 20"
+    ):
+        key_bytes(bytes(20), "an AES key", (16, 24, 32))
+    with pytest.raises(errors.InvalidKeySizeError, match="a seed must be 32 bytes, got 31"):
+        key_bytes(bytes(31), "a seed", 32)
+    with pytest.raises(errors.InvalidParameterError, match="a seed must be bytes-like"):
+        key_bytes("0" * 32, "a seed", 32)  # type: ignore[arg-type]
 
 
 def test_random_and_constant_time() -> None:

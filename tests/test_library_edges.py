@@ -150,3 +150,14 @@ def test_help_and_key_files_do_not_point_into_the_source_tree(tmp_path: Path) ->
 
 def test_the_lazy_aiohttp_names_are_listed_by_dir() -> None:
     assert {"setup_encryption", "EncryptedStreamResponse"} <= set(dir(streamcrypt.transports))
+
+
+def test_a_missing_extra_is_named_with_what_needs_it() -> None:
+    """The one loader of optional dependencies (Monocypher, pycryptodome, argon2-cffi,
+    pyfastcdc) says what needs the module and which extra installs it."""
+    from streamcrypt._lazy import import_extra
+
+    assert import_extra("json", "JSON", "none").dumps(1) == "1"
+    with pytest.raises(ImportError) as raised:
+        import_extra("streamcrypt_no_such_module", "frobbing needs frob", "frob")
+    assert str(raised.value) == "frobbing needs frob: pip install 'streamcrypt[frob]'"

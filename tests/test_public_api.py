@@ -336,3 +336,28 @@ def test_the_top_level_namespace_lists_what_a_user_calls() -> None:
     contents = page.split("PACKAGE CONTENTS", 1)[1].split("\n\n", 1)[0].split()
     # (``deprecation`` goes with the last shim of the codecs that still use it.)
     assert not {"lazy", "demo", "formats", "ecies"} & set(contents), contents
+
+
+@pytest.mark.parametrize(
+    "name", ["streamcrypt.keys", "streamcrypt.primitives", "streamcrypt.primitives.hazmat"]
+)
+def test_a_lazy_package_shows_type_checkers_what_it_exports(name: str) -> None:
+    """A lazy package names each export in its table (``__all__`` and the run-time
+    import come from it) and again under ``if TYPE_CHECKING:`` for type checkers: the two
+    agree, name for name and module for module."""
+    package = _import(name)
+    tree = ast.parse(Path(inspect.getfile(package)).read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    seen: list[str] = []
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.module is not None
+        home = importlib.import_module("." * node.level + node.module, package.__package__)
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{name}: import {alias.name} as itself"
+            assert getattr(package, alias.name) is getattr(home, alias.name), alias.name
+            seen.append(alias.name)
+    assert sorted(seen) == sorted(package.__all__)

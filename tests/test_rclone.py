@@ -89,8 +89,10 @@ def test_secretbox_matches_pynacl_and_refuses_tampering() -> None:
             box.open(nonce, bytes(bad))
     with pytest.raises(AuthenticationError):
         box.open(nonce, bytes(15))
-    with pytest.raises(InvalidParameterError):
+    with pytest.raises(InvalidParameterError, match="exactly 19 bytes, got 18"):
         box.seal_into(nonce, b"abc", bytearray(18))
+    with pytest.raises(InvalidParameterError, match="read-only"):  # as every AEAD suite says
+        box.open_into(nonce, box.seal(nonce, b"abc"), memoryview(bytes(3)))
     assert "key hidden" in repr(box)
 
 

@@ -17,6 +17,7 @@ from support import random_splits
 from streamcrypt.errors import (
     AlreadyFinalizedError,
     AuthenticationError,
+    BrokenTransformError,
     FormatError,
     InvalidKeySizeError,
     InvalidNonceSizeError,
@@ -28,10 +29,12 @@ from streamcrypt.primitives import Salsa20Poly1305, XSalsa20Poly1305, hsalsa20
 from streamcrypt.primitives._xor import NATIVE_XOR_MIN, xor_bytes, xor_ints
 from streamcrypt.primitives.hazmat import (
     AesCbcEncryptor,
+    AesCtrEncryptor,
     AesIgeDecryptor,
     AesIgeEncryptor,
     AesPcbcDecryptor,
     AesPcbcEncryptor,
+    ChaCha20,
     Salsa20,
     XorCipher,
     XSalsa20,
@@ -379,3 +382,30 @@ def test_legacy_modes_bad_input_gets_typed_errors(enc: type, dec: type, iv_size:
     with pytest.raises(InvalidPaddingError):
         _run(dec(key, iv), [b""])  # empty
     assert enc(key, iv).name == f"AES-256-{enc.mode}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: AesCtrEncryptor(bytes(32), bytes(16)),
+        lambda: ChaCha20(bytes(32), bytes(12)),
+        lambda: Salsa20(bytes(32), bytes(8)),
+        lambda: XorCipher(b"k"),
+    ],
+    ids=["aes-ctr", "chacha20", "salsa20", "xor"],
+)
+def test_the_stream_ciphers_share_one_set_of_verbs(make: object) -> None:
+    """AES's modes, ChaCha20, Salsa20 and XOR run one update/update_into/finalize: a short
+    ``out`` is refused naming the size and breaks the cipher; finalize ends it."""
+    cipher = make()  # type: ignore[operator]
+    assert len(cipher.update(b"abc")) == 3
+    with pytest.raises(InvalidParameterError, match="output buffer of 4 bytes"):
+        cipher.update_into(b"four", bytearray(3))
+    with pytest.raises(BrokenTransformError):
+        cipher.update(b"x")
+    done = make()  # type: ignore[operator]
+    out = bytearray(4)
+    assert done.update_into(b"four", out) == 4
+    assert done.finalize() == b""
+    with pytest.raises(AlreadyFinalizedError):
+        done.update(b"x")

@@ -50,8 +50,6 @@ from ._store import Index, Store, check_snapshot_name
 from ._tree import ScanEntry, scan_tree
 from ._work import run_blocking, submit
 
-__all__ = ["BackupReport", "Progress", "backup", "default_snapshot_name", "salvage"]
-
 #: Called as ``progress(bytes_done, bytes_total)`` as work completes.
 Progress = Callable[[int, int], None]
 

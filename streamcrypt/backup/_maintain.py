@@ -40,16 +40,6 @@ from ._backup import Progress
 from ._store import Store, open_location
 from ._work import run_blocking
 
-__all__ = [
-    "Problem",
-    "PruneReport",
-    "VerifyReport",
-    "forget",
-    "list_snapshots",
-    "prune",
-    "verify",
-]
-
 
 async def list_snapshots(
     location: str | os.PathLike[str],

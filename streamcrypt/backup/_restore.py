@@ -35,8 +35,6 @@ from ._backup import Progress
 from ._store import Index, Store, require_chunks
 from ._work import run_blocking
 
-__all__ = ["RestoreReport", "restore"]
-
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: Every restored file is created once, by :func:`_prepare`; pack jobs open what it made.
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW

@@ -58,17 +58,6 @@ from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
 
-__all__ = [
-    "LATEST",
-    "LOCK_STALE_SECONDS",
-    "Index",
-    "Location",
-    "Store",
-    "check_snapshot_name",
-    "open_location",
-    "require_chunks",
-]
-
 T = TypeVar("T")
 
 #: The snapshot name that stands for the newest snapshot (the last in name order).

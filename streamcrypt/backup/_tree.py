@@ -7,8 +7,6 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ScanEntry", "TreeScan", "scan_tree"]
-
 
 @dataclass(frozen=True, slots=True)
 class ScanEntry:

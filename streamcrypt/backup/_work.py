@@ -14,8 +14,6 @@ from typing import Any, TypeVar
 
 from ..engine import OffloadPolicy, Pending, Task
 
-__all__ = ["run_blocking", "submit"]
-
 T = TypeVar("T")
 
 

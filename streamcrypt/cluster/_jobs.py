@@ -16,8 +16,6 @@ from typing import Any
 
 from distributed import Client, as_completed
 
-__all__ = ["Failure", "ObjectResult", "Progress", "Summary", "collect", "summarize"]
-
 
 @dataclass(frozen=True, slots=True)
 class ObjectResult:

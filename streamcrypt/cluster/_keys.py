@@ -18,17 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
-from ..keys import KeyRing, SecretKey, keyfile
-
-__all__ = [
-    "CallableKey",
-    "EnvKey",
-    "FileKey",
-    "KeyMaterial",
-    "KeyProvider",
-    "KeyRingFile",
-    "as_provider",
-]
+from ..keys import KeyRing, SecretKey, key_bytes, keyfile
 
 #: What a provider resolves to: a key, or a ring (its active key encrypts, any key by id
 #: decrypts).
@@ -179,9 +169,9 @@ class CallableKey(KeyProvider):
         if isinstance(got, SecretKey | KeyRing):
             return got
         if isinstance(got, bytes | bytearray):
-            if len(got) != _KEY_SIZE:
-                raise InvalidKeySizeError(f"the key callable returned {len(got)} bytes, not 32")
-            return SecretKey(got, key_id=self.key_id)
+            return SecretKey(
+                key_bytes(got, "the key callable's key", _KEY_SIZE), key_id=self.key_id
+            )
         raise InvalidParameterError(
             f"the key callable returned {type(got).__name__}, not a SecretKey, KeyRing or bytes"
         )

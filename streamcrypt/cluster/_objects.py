@@ -42,15 +42,6 @@ from ._storage import (
     temporary_path,
 )
 
-__all__ = [
-    "CryptOptions",
-    "decrypt_objects",
-    "encrypt_objects",
-    "process_object",
-    "rekey_objects",
-    "verify_objects",
-]
-
 #: Bytes a task reads from its source per call: a few of these are in memory per task.
 DEFAULT_CHUNK_SIZE = 4 << 20
 #: Times Dask runs a task again after an error that is not a data failure (I/O).

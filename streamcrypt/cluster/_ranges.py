@@ -25,7 +25,7 @@ import os
 import posixpath
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from distributed import Client
@@ -44,8 +44,6 @@ from ._storage import (
     remove_run_temporaries,
     temporary_path,
 )
-
-__all__ = ["decrypt_ranges", "encrypt_ranges", "verify_ranges"]
 
 #: Plaintext bytes per task: large enough that the scheduler's per-task cost (a few ms,
 #: docs/CLUSTER.md) is under 1 % of the crypto and I/O, small enough to spread a 1 GiB
@@ -183,16 +181,42 @@ def _run_spans(
         client.cancel(futures)  # type: ignore[no-untyped-call]
 
 
-def _finish(
-    operation: str, results: list[ObjectResult], started: float, fs: Any, tmp: str,
-    dest: str, dst_url: str, run_id: str, so: Mapping[str, Any], tasks: int,
-) -> Summary:  # fmt: skip
+def _run(
+    client: Client,
+    spec: RangeSpec,
+    segments: int,
+    per: int,
+    dst: str | None,
+    retries: int,
+    progress: Progress | None,
+    started: float,
+    header: bytes = b"",
+    stream_size: int = 0,
+) -> Summary:
+    """Run ``spec`` over every range of ``per`` segments; with a destination, into a
+    temporary holding ``header`` and sized to ``stream_size``, renamed over ``dst`` only
+    if every range succeeded (else discarded)."""
+    spans = _spans(segments, per)
+    run_id = new_run_id()
+    so = spec.storage_options
+    if dst is None:
+        results = _run_spans(client, spec, spans, run_id, retries, progress)
+        return summarize(spec.operation, results, started, objects=1, tasks=len(spans))
+    fs, dest, tmp = _prepare_destination(dst, so, run_id)
+    with open(tmp, "wb") as f:
+        f.write(header)
+        f.truncate(stream_size)
+    try:
+        results = _run_spans(client, replace(spec, temporary=tmp), spans, run_id, retries, progress)
+    except BaseException:
+        discard(fs, tmp)
+        raise
     if any(r.error is not None for r in results):
         discard(fs, tmp)
     else:
         commit(fs, tmp, dest)
-    removed = remove_run_temporaries([dst_url], run_id, so)
-    return summarize(operation, results, started, objects=1, tasks=tasks, removed=removed)
+    removed = remove_run_temporaries([dst], run_id, so)
+    return summarize(spec.operation, results, started, objects=1, tasks=len(spans), removed=removed)
 
 
 def encrypt_ranges(
@@ -230,19 +254,8 @@ def encrypt_ranges(
         pure=False, retries=retries,
     )  # fmt: skip
     header, segments, stream_size = header_future.result()
-    run_id = new_run_id()
-    fs, dest, tmp = _prepare_destination(dst, so, run_id)
-    with open(tmp, "wb") as f:
-        f.write(header)
-        f.truncate(stream_size)
-    spec = RangeSpec("encrypt", src, provider, header, size, tmp, bytes(aad), chunk_size, so)
-    spans = _spans(segments, per)
-    try:
-        results = _run_spans(client, spec, spans, run_id, retries, progress)
-    except BaseException:
-        discard(fs, tmp)
-        raise
-    return _finish("encrypt", results, started, fs, tmp, dest, dst, run_id, so, len(spans))
+    spec = RangeSpec("encrypt", src, provider, header, size, None, bytes(aad), chunk_size, so)
+    return _run(client, spec, segments, per, dst, retries, progress, started, header, stream_size)
 
 
 def _open_ranges(
@@ -269,21 +282,8 @@ def _open_ranges(
     header = container.read_header(head)
     assert header is not None
     per = _per_task(range_size, header[0].segment_size)
-    spans = _spans(segments, per)
-    run_id = new_run_id()
-    if dst is None:
-        spec = RangeSpec(operation, src, provider, head, size, None, bytes(aad), chunk_size, so)
-        results = _run_spans(client, spec, spans, run_id, retries, progress)
-        return summarize(operation, results, started, objects=1, tasks=len(spans))
-    fs, dest, tmp = _prepare_destination(dst, so, run_id)
-    open(tmp, "wb").close()
-    spec = RangeSpec(operation, src, provider, head, size, tmp, bytes(aad), chunk_size, so)
-    try:
-        results = _run_spans(client, spec, spans, run_id, retries, progress)
-    except BaseException:
-        discard(fs, tmp)
-        raise
-    return _finish(operation, results, started, fs, tmp, dest, dst, run_id, so, len(spans))
+    spec = RangeSpec(operation, src, provider, head, size, None, bytes(aad), chunk_size, so)
+    return _run(client, spec, segments, per, dst, retries, progress, started)
 
 
 def verify_ranges(

@@ -26,18 +26,6 @@ from ..errors import InvalidParameterError
 from ..paths import local_path, object_key
 from ..transports import fsync_directory
 
-__all__ = [
-    "ObjectPair",
-    "commit",
-    "destination",
-    "discard",
-    "expand",
-    "new_run_id",
-    "open_fs",
-    "remove_run_temporaries",
-    "temporary_path",
-]
-
 _TEMP = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 
 #: One object to process: source URL, its name under the destination prefix (None for

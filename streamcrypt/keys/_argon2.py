@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .._lazy import import_extra
 from ..abc import Buffer
 from ..errors import InvalidParameterError, LimitExceededError
 from ._password import _password_bytes
 from ._secret import SecretKey
-
-__all__ = ["ARGON2_VARIANTS", "Argon2Variant", "argon2"]
 
 #: The Argon2 variants :func:`argon2` computes.
 Argon2Variant = Literal["argon2d", "argon2i", "argon2id"]
@@ -30,17 +29,6 @@ ARGON2_VARIANTS: dict[str, int] = {"argon2d": 0, "argon2i": 1, "argon2id": 2}
 
 _MEMORY_ALLOCATION_ERROR = -22
 _U32 = (1 << 32) - 1
-
-
-def _low_level() -> Any:
-    try:
-        from argon2 import low_level
-    except ImportError:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "Argon2d/Argon2i (and Argon2id with lanes, a key or data) need argon2-cffi: "
-            "pip install 'streamcrypt[argon2]'"
-        ) from None
-    return low_level
 
 
 def _int_in(value: object, low: int, high: int, what: str) -> int:
@@ -87,7 +75,11 @@ def argon2(
     length = _int_in(length, 4, _U32, "Argon2 output length")
     if len(salt_b) < 8:
         raise InvalidParameterError(f"an Argon2 salt must be at least 8 bytes, got {len(salt_b)}")
-    ll = _low_level()
+    ll = import_extra(
+        "argon2.low_level",
+        "Argon2d/Argon2i (and Argon2id with lanes, a key or data) need argon2-cffi",
+        "argon2",
+    )
     ffi = ll.ffi
 
     def buf(data: bytes) -> Any:

@@ -15,8 +15,6 @@ from typing import Any
 from ..abc import Buffer
 from ..errors import FormatError
 
-__all__ = ["load_json"]
-
 
 class _DuplicateMember(Exception):
     """A JSON object names the same member twice (turned into FormatError below)."""

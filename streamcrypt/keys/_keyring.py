@@ -60,8 +60,6 @@ from ._password import (
 )
 from ._secret import HoldsSecrets, SecretKey, random_bytes
 
-__all__ = ["KeyRing"]
-
 _FORMAT = "streamcrypt_keyring"
 _VERSION = 1
 _CIPHER = "chacha20-poly1305"

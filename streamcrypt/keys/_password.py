@@ -39,25 +39,6 @@ from ..errors import (
 )
 from ._secret import SecretKey
 
-__all__ = [
-    "ARGON2_SALT_SIZE",
-    "INTERACTIVE",
-    "MAX_READ_PARAMS",
-    "MAX_SCRYPT_READ_PARAMS",
-    "MODERATE",
-    "SCRYPT_DEFAULT",
-    "SENSITIVE",
-    "Argon2Params",
-    "PasswordParams",
-    "ScryptParams",
-    "check_read_params",
-    "derive_key_from_password",
-    "hash_password",
-    "password_needs_rehash",
-    "verify_password",
-    "x25519_key_pair_from_password",
-]
-
 #: Bytes of salt Argon2id takes (libsodium's ``crypto_pwhash_SALTBYTES``).
 ARGON2_SALT_SIZE: int = _argon2id.SALTBYTES
 

@@ -10,16 +10,6 @@ from typing import ClassVar, NoReturn
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidParameterError
 
-__all__ = [
-    "HoldsSecrets",
-    "SecretKey",
-    "as_secret_key",
-    "constant_time_equal",
-    "key_bytes",
-    "random_bytes",
-    "wipe",
-]
-
 _BYTES_LIKE = "bytes-like (bytes, bytearray, memoryview)"
 _KINDS = f"{_BYTES_LIKE} or a SecretKey"
 
@@ -40,17 +30,28 @@ def _wrong_kind(key: object, what: str, kinds: str) -> InvalidParameterError:
     return InvalidParameterError(f"{what} must be {kinds}, not {type(key).__name__}{hint}")
 
 
-def key_bytes(key: Buffer | SecretKey, what: str = "a key") -> bytes:
-    """The raw bytes of a key given as bytes-like or a :class:`SecretKey`.
+def key_bytes(
+    key: Buffer | SecretKey, what: str = "a key", sizes: int | tuple[int, ...] = ()
+) -> bytes:
+    """The raw bytes of a key given as bytes-like or a :class:`SecretKey`, of one of
+    ``sizes`` bytes where given (else the length is the caller's to check).
 
     Raises :class:`InvalidParameterError` (naming what a key must be) for anything else,
-    ``str`` and ``None`` included. The length is the caller's to check.
+    ``str`` and ``None`` included, and :class:`InvalidKeySizeError` naming ``what`` and
+    the sizes it may have.
     """
     if isinstance(key, SecretKey):
-        return key.secret_bytes()
-    if isinstance(key, bytes | bytearray | memoryview):
-        return bytes(key)
-    raise _wrong_kind(key, what, _KINDS)
+        raw = key.secret_bytes()
+    elif isinstance(key, bytes | bytearray | memoryview):
+        raw = bytes(key)
+    else:
+        raise _wrong_kind(key, what, _KINDS)
+    allowed = (sizes,) if isinstance(sizes, int) else sizes
+    if allowed and len(raw) not in allowed:
+        *most, last = (str(size) for size in allowed)
+        listed = f"{', '.join(most)} or {last}" if most else last
+        raise InvalidKeySizeError(f"{what} must be {listed} bytes, got {len(raw)}")
+    return raw
 
 
 def random_bytes(n: int) -> bytes:

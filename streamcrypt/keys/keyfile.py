@@ -25,7 +25,7 @@ import os
 from collections.abc import Sequence
 
 from ..errors import InvalidKeySizeError, InvalidParameterError
-from ._secret import SecretKey
+from ._secret import SecretKey, key_bytes
 
 __all__ = [
     "KEY_FILE_MAGIC",
@@ -93,11 +93,7 @@ def b64_key(
         raw = base64.b64decode(value.strip(), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidParameterError(f"{source}: the {what} is not valid base64") from None
-    if len(raw) not in sizes:
-        raise InvalidKeySizeError(
-            f"{source}: the {what} must be {_sizes_text(sizes)} bytes, got {len(raw)}"
-        )
-    return raw
+    return key_bytes(raw, f"{source}: the {what}", tuple(sizes))
 
 
 def _is_legacy_hex(lines: Sequence[str]) -> bool:

@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
@@ -32,17 +31,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
-
-__all__ = [
-    "AES128GCM",
-    "AES256GCM",
-    "SUITES",
-    "Aead",
-    "AesGcm",
-    "ChaCha20Poly1305Suite",
-    "XChaCha20Poly1305",
-    "aead_suite",
-]
 
 _TAG = 16
 #: IV lengths OpenSSL's AES-GCM (through ``cryptography``) takes; others use the fallback.
@@ -103,17 +91,12 @@ class Aead(HoldsSecrets):
     __slots__ = ("_kernel",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
-        if len(raw) != self.key_size:
-            raise InvalidKeySizeError(
-                f"{self.name} key must be {self.key_size} bytes, got {len(raw)}"
-            )
-        self._kernel = self._make_kernel(raw)
+        self._kernel = self._make_kernel(key_bytes(key, f"{self.name} key", self.key_size))
 
     def _make_kernel(self, key: bytes) -> AESGCM | ChaCha20Poly1305:
         raise NotImplementedError
 
-    def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305, Buffer]:
+    def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305 | _GcmAnyIv, Buffer]:
         """The kernel and kernel nonce for ``nonce`` (XChaCha20 derives a subkey here)."""
         if len(nonce) != self.nonce_size:
             raise InvalidNonceSizeError(
@@ -127,8 +110,11 @@ class Aead(HoldsSecrets):
         Segmented codecs bind these once per stream (XChaCha20 derives its subkey from the
         first 16 nonce bytes, so a fixed prefix means one subkey) and call the kernel's
         ``encrypt_into``/``decrypt_into`` directly; ``InvalidTag`` is theirs to translate.
+        Raises :class:`InvalidNonceSizeError` for an IV only :class:`AesGcm`'s fallback takes.
         """
         kernel, n = self._nonce(nonce)
+        if isinstance(kernel, _GcmAnyIv):
+            raise InvalidNonceSizeError(f"{self.name} has no native kernel for a {len(n)}-byte IV")
         return kernel, bytes(n)
 
     def seal(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
@@ -222,7 +208,8 @@ def _pad16(data: bytes) -> bytes:
 
 
 class _GcmAnyIv:
-    """AES-GCM with an IV of any length >= 1 byte (see the comment above)."""
+    """AES-GCM with an IV of any length >= 1 byte (see the comment above), called as the
+    native kernel is (a bad tag raises ``InvalidTag``, checked before decrypting)."""
 
     __slots__ = ("_aes", "_tables")
 
@@ -278,22 +265,31 @@ class _GcmAnyIv:
             return iv + b"\0\0\0\1"
         return self._ghash(b"", iv)
 
-    def seal(self, iv: bytes, data: bytes, aad: bytes) -> bytes:
+    def encrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:
         self._check(len(data))
-        j0 = self._j0(iv)
-        ct = self._gctr(j0, data)
-        return ct + self._tag(j0, aad, ct)
+        j0 = self._j0(bytes(iv))
+        ct = self._gctr(j0, bytes(data))
+        return ct + self._tag(j0, bytes(aad), ct)
 
-    def open(self, iv: bytes, data: bytes, aad: bytes) -> bytes | None:
-        """The plaintext, or None when the tag does not verify (checked before decrypting)."""
+    def decrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:
         if len(data) < _TAG:
-            return None
-        ct, tag = data[:-_TAG], data[-_TAG:]
+            raise InvalidTag
+        ct, tag = bytes(data[:-_TAG]), bytes(data[-_TAG:])
         self._check(len(ct))
-        j0 = self._j0(iv)
-        if not hmac.compare_digest(self._tag(j0, aad, ct), tag):
-            return None
+        j0 = self._j0(bytes(iv))
+        if not hmac.compare_digest(self._tag(j0, bytes(aad), ct), tag):
+            raise InvalidTag
         return self._gctr(j0, ct)
+
+    def encrypt_into(self, iv: Buffer, data: Buffer, aad: Buffer, out: memoryview) -> int:
+        sealed = self.encrypt(iv, data, aad)
+        out[:] = sealed
+        return len(sealed)
+
+    def decrypt_into(self, iv: Buffer, data: Buffer, aad: Buffer, out: memoryview) -> int:
+        plain = self.decrypt(iv, data, aad)
+        out[:] = plain
+        return len(plain)
 
 
 class AesGcm(Aead):
@@ -319,86 +315,33 @@ class AesGcm(Aead):
     __slots__ = ("_aes", "_slow")
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
         self._aes: algorithms.AES | None = None
         self._slow: _GcmAnyIv | None = None
         if self._fixed_nonce:
-            super().__init__(raw)
+            super().__init__(key)
             return
-        if len(raw) not in (16, 24, 32):
-            raise InvalidKeySizeError(f"AES-GCM key must be 16, 24 or 32 bytes, got {len(raw)}")
+        raw = key_bytes(key, "AES-GCM key", (16, 24, 32))
         self._kernel = AESGCM(raw)
         self._aes = algorithms.AES(raw)
 
     def _make_kernel(self, key: bytes) -> AESGCM:
         return AESGCM(key)
 
-    def _fallback(self, nonce: Buffer) -> _GcmAnyIv | None:
-        """The fallback for an IV OpenSSL refuses, None for the native path."""
+    def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305 | _GcmAnyIv, Buffer]:
+        """The native kernel for an IV OpenSSL takes, the fallback for any other."""
         if self._fixed_nonce:
-            return None
+            return super()._nonce(nonce)
         n = len(nonce)
         if n == 0:
             raise InvalidNonceSizeError(
                 f"{self.name} IV must be at least 1 byte (12 recommended), got 0"
             )
         if _NATIVE_IV_MIN <= n <= _NATIVE_IV_MAX:
-            return None
+            return self._kernel, nonce
         if self._slow is None:
             assert self._aes is not None
             self._slow = _GcmAnyIv(self._aes)
-        return self._slow
-
-    def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305, Buffer]:
-        if self._fixed_nonce:
-            return super()._nonce(nonce)
-        return self._kernel, nonce  # length already routed by _fallback
-
-    def seal(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
-        """Encrypt and authenticate: ``ciphertext || tag``."""
-        slow = self._fallback(nonce)
-        if slow is None:
-            return super().seal(nonce, data, aad)
-        return slow.seal(bytes(nonce), bytes(data), bytes(aad))
-
-    def open(self, nonce: Buffer, data: Buffer, aad: Buffer = b"") -> bytes:
-        """Verify and decrypt ``ciphertext || tag``; raises :class:`AuthenticationError`."""
-        slow = self._fallback(nonce)
-        if slow is None:
-            return super().open(nonce, data, aad)
-        plain = slow.open(bytes(nonce), bytes(data), bytes(aad))
-        if plain is None:
-            raise _auth_failed(self.name)
-        return plain
-
-    def seal_into(
-        self, nonce: Buffer, data: Buffer, out: bytearray | memoryview, aad: Buffer = b""
-    ) -> int:
-        """Seal into ``out``, which must be exactly ``len(data) + tag_size`` bytes."""
-        slow = self._fallback(nonce)
-        if slow is None:
-            return super().seal_into(nonce, data, out, aad)
-        view = _out_view(out, _nbytes(data) + self.tag_size, self.name)
-        sealed = slow.seal(bytes(nonce), bytes(data), bytes(aad))
-        view[:] = sealed
-        return len(sealed)
-
-    def open_into(
-        self, nonce: Buffer, data: Buffer, out: bytearray | memoryview, aad: Buffer = b""
-    ) -> int:
-        """Open into ``out`` of exactly ``len(data) - tag_size`` bytes; nothing is valid on failure."""
-        slow = self._fallback(nonce)
-        if slow is None:
-            return super().open_into(nonce, data, out, aad)
-        size = _nbytes(data)
-        if size < self.tag_size:
-            raise _auth_failed(self.name)
-        view = _out_view(out, size - self.tag_size, self.name)
-        plain = slow.open(bytes(nonce), bytes(data), bytes(aad))
-        if plain is None:
-            raise _auth_failed(self.name)
-        view[:] = plain
-        return len(plain)
+        return self._slow, nonce
 
 
 class AES256GCM(AesGcm):
@@ -437,10 +380,7 @@ class XChaCha20Poly1305(Aead):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key)
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"{self.name} key must be 32 bytes, got {len(raw)}")
-        self._key = raw
+        self._key = key_bytes(key, f"{self.name} key", 32)
 
     def _nonce(self, nonce: Buffer) -> tuple[ChaCha20Poly1305, Buffer]:
         if len(nonce) != 24:

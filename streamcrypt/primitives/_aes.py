@@ -40,11 +40,10 @@ from cryptography.hazmat.primitives.ciphers import (
     modes,
 )
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
     FormatError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidPaddingError,
     InvalidParameterError,
@@ -54,28 +53,8 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, key_bytes
 from ._gf128 import doublings
+from ._transform import KernelTransform
 from ._xor import xor_bytes
-
-__all__ = [
-    "AesCbcDecryptor",
-    "AesCbcEncryptor",
-    "AesCfb8Decryptor",
-    "AesCfb8Encryptor",
-    "AesCfbDecryptor",
-    "AesCfbEncryptor",
-    "AesCtrDecryptor",
-    "AesCtrEncryptor",
-    "AesEcbDecryptor",
-    "AesEcbEncryptor",
-    "AesGcmDecryptor",
-    "AesGcmEncryptor",
-    "AesOfbDecryptor",
-    "AesOfbEncryptor",
-    "AesTransform",
-    "AesXtsDecryptor",
-    "AesXtsEncryptor",
-    "xts_tweak",
-]
 
 BLOCK = 16
 GCM_TAG_SIZE = 16
@@ -102,10 +81,6 @@ _MODES: dict[str, Callable[[bytes], _PlainMode]] = {
 }
 
 
-def _sizes(sizes: tuple[int, ...]) -> str:
-    return ", ".join(str(s) for s in sizes[:-1]) + f" or {sizes[-1]}"
-
-
 def xts_tweak(data_unit: int) -> bytes:
     """The 16-byte XTS tweak of a data-unit (sector) number: little-endian, IEEE 1619.
 
@@ -116,7 +91,7 @@ def xts_tweak(data_unit: int) -> bytes:
     return data_unit.to_bytes(BLOCK, "little")
 
 
-class AesTransform(HoldsSecrets, Lifecycle):
+class AesTransform(HoldsSecrets, KernelTransform):
     """The shared base of every AES transform: one CipherContext behind the transform verbs.
 
     Class attributes describe the transform: ``mode`` (``"CBC"``, ...), ``iv_size`` (0 when
@@ -124,7 +99,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
 
     ``update``/``update_into``/``finalize`` raise :class:`AlreadyFinalizedError` after
     ``finalize()`` and :class:`BrokenTransformError` after an earlier failure; a kernel
-    refusal becomes :class:`InvalidParameterError`.
+    refusal or a short ``out`` becomes :class:`InvalidParameterError`.
     """
 
     mode: ClassVar[str]
@@ -136,11 +111,7 @@ class AesTransform(HoldsSecrets, Lifecycle):
     __slots__ = ("_ctx", "_key_size")
 
     def __init__(self, key: Buffer | SecretKey, iv: Buffer) -> None:
-        raw = key_bytes(key)
-        if len(raw) not in self.key_sizes:
-            raise InvalidKeySizeError(
-                f"AES-{self.mode} key must be {_sizes(self.key_sizes)} bytes, got {len(raw)}"
-            )
+        raw = key_bytes(key, f"AES-{self.mode} key", self.key_sizes)
         if len(iv) != self.iv_size:
             raise InvalidNonceSizeError(
                 f"AES-{self.mode} {self.iv_label} must be {self.iv_size} bytes, got {len(iv)}"
@@ -160,54 +131,6 @@ class AesTransform(HoldsSecrets, Lifecycle):
     def __repr__(self) -> str:
         direction = "encrypt" if self.encrypting else "decrypt"
         return f"<{type(self).__name__} {self.name} {direction} state={self._state.value}>"
-
-    # -- the public verbs: lifecycle and error mapping around the mode's own steps --
-
-    def update(self, data: Buffer, /) -> bytes:
-        """Process ``data``; return the output it completes (possibly ``b""``)."""
-        self._check()
-        try:
-            return self._update(data)
-        except Exception as exc:
-            raise self._fail(exc) from exc
-
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """Like ``update`` but write into ``out``; return the byte count written.
-
-        ``out`` must hold ``output_bound(len(data))`` bytes, else
-        :class:`InvalidParameterError`.
-        """
-        self._check()
-        try:
-            need = self.output_bound(len(data))
-            if len(out) < need:
-                raise InvalidParameterError(
-                    f"{self.name} update_into needs an output buffer of {need} bytes "
-                    f"for {len(data)} input bytes, got {len(out)}"
-                )
-            return self._update_into(data, out)
-        except Exception as exc:
-            raise self._fail(exc) from exc
-
-    def finalize(self) -> bytes:
-        """Finish; return the last output. The transform cannot be used afterwards."""
-        self._check()
-        try:
-            tail = self._finalize()
-        except Exception as exc:
-            raise self._fail(exc) from exc
-        self._finish()
-        return tail
-
-    def output_bound(self, n: int) -> int:
-        """The most bytes ``update_into`` writes for ``n`` input bytes."""
-        return n
-
-    def _fail(self, exc: Exception) -> BaseException:
-        return self._break_kernel(exc, self.name)
-        if isinstance(exc, ValueError):
-            return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
-        return self._break(exc)
 
     # -- the mode's own steps; the default is a pure pass-through (stream modes) --
 
@@ -466,9 +389,9 @@ class AesXtsEncryptor(AesTransform):
     __slots__ = ("_key", "_tweak", "_unit")
 
     def __init__(self, key: Buffer | SecretKey, tweak: Buffer) -> None:
-        raw = key_bytes(key)
+        raw = key_bytes(key, f"AES-{self.mode} key", self.key_sizes)
         half = len(raw) // 2
-        if len(raw) in self.key_sizes and constant_time_equal(raw[:half], raw[half:]):
+        if constant_time_equal(raw[:half], raw[half:]):
             raise InvalidParameterError("AES-XTS key halves must differ: use two independent keys")
         super().__init__(raw, tweak)
         self._key = raw
@@ -519,12 +442,6 @@ class AesXtsDecryptor(AesXtsEncryptor):
 
 
 # ------------------------------------------------------------------------------------ GCM
-
-
-def _gcm_failed() -> AuthenticationError:
-    return AuthenticationError(
-        "AES-GCM tag did not verify: wrong key, nonce or associated data, or tampered data"
-    )
 
 
 class AesGcmEncryptor(AesTransform):
@@ -646,7 +563,9 @@ class AesGcmDecryptor(AesTransform):
         except InvalidTag:
             self._plain[:] = bytes(len(self._plain))
             self._plain.clear()
-            raise _gcm_failed() from None
+            raise AuthenticationError(
+                "AES-GCM tag did not verify: wrong key, nonce or associated data, or tampered data"
+            ) from None
         plain = bytes(self._plain) + tail
         self._plain.clear()
         return plain

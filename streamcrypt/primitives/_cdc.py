@@ -26,19 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._lazy import import_extra
 from ..abc import Buffer, Lifecycle, State
 from ..errors import InvalidParameterError
 from ..keys import HoldsSecrets
 
 if TYPE_CHECKING:
     from pyfastcdc import FastCDC
-
-__all__ = [
-    "CDC_AVG_SIZE",
-    "CDC_MAX_SIZE",
-    "CDC_MIN_SIZE",
-    "ContentChunker",
-]
 
 #: Default average chunk size of :class:`ContentChunker` (the real mean is about
 #: ``avg + min``). restic averages 1 MiB, borg 2 MiB; smaller chunks store less after an
@@ -54,14 +48,11 @@ _SEED_MAX = (1 << 63) - 1
 
 
 def _kernel(avg: int, min_size: int, max_size: int, seed: int) -> FastCDC:
-    try:
-        from pyfastcdc import FastCDC
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError(
-            "content-defined chunking needs the 'pyfastcdc' package: "
-            "pip install 'streamcrypt[backup]'"
-        ) from exc
-    return FastCDC(avg, min_size=min_size, max_size=max_size, seed=seed)
+    module = import_extra(
+        "pyfastcdc", "content-defined chunking needs the 'pyfastcdc' package", "backup"
+    )
+    kernel: FastCDC = module.FastCDC(avg, min_size=min_size, max_size=max_size, seed=seed)
+    return kernel
 
 
 class ContentChunker(Lifecycle, HoldsSecrets):

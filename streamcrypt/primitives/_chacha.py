@@ -25,24 +25,22 @@ from typing import ClassVar
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer
 from ..errors import (
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._hchacha import hchacha20
-
-__all__ = ["ChaCha20", "XChaCha20"]
+from ._transform import KernelTransform
 
 BLOCK = 64
 KEY_SIZE = 32
 _RUN_BLOCKS = 1 << 32  # blocks one kernel context can produce from counter 0
 
 
-class ChaCha20(Lifecycle, HoldsSecrets):
+class ChaCha20(KernelTransform, HoldsSecrets):
     """The ChaCha20 keystream XOR, for both directions.
 
     ``nonce`` of 12 bytes selects RFC 8439 (32-bit block ``counter``, at most
@@ -59,11 +57,7 @@ class ChaCha20(Lifecycle, HoldsSecrets):
     __slots__ = ("_counter", "_counter_bits", "_ctx", "_key", "_left", "_nonce", "_run_left")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer, *, counter: int = 0) -> None:
-        raw = key_bytes(key)
-        if len(raw) != KEY_SIZE:
-            raise InvalidKeySizeError(
-                f"{self.variant} key must be {KEY_SIZE} bytes, got {len(raw)}"
-            )
+        raw = key_bytes(key, f"{self.variant} key", KEY_SIZE)
         if len(nonce) not in self.nonce_sizes:
             raise InvalidNonceSizeError(
                 f"{self.variant} nonce must be "
@@ -101,13 +95,6 @@ class ChaCha20(Lifecycle, HoldsSecrets):
     def name(self) -> str:
         return self.variant if self._counter_bits == 64 else "ChaCha20 (RFC 8439)"
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name} state={self._state.value}>"
-
-    def output_bound(self, n: int) -> int:
-        """The most bytes ``update_into`` writes for ``n`` input bytes (``n``)."""
-        return n
-
     def _reserve(self, n: int) -> None:
         if n > self._left:
             raise LimitExceededError(
@@ -136,51 +123,23 @@ class ChaCha20(Lifecycle, HoldsSecrets):
             self._ctx.finalize()
             self._open_run(self._counter - self._counter % _RUN_BLOCKS + _RUN_BLOCKS)
 
-    def update(self, data: Buffer, /) -> bytes:
-        """XOR ``data`` with the next keystream bytes."""
-        self._check()
-        try:
-            self._reserve(len(data))
-            if len(data) <= self._run_left:
-                self._run_left -= len(data)
-                return self._ctx.update(data)
-            view = memoryview(data)
-            return b"".join(self._ctx.update(view[a:b]) for a, b in self._pieces(len(data)))
-        except Exception as exc:
-            raise self._fail(exc) from exc
+    def _update(self, data: Buffer) -> bytes:
+        self._reserve(len(data))
+        if len(data) <= self._run_left:
+            self._run_left -= len(data)
+            return self._ctx.update(data)
+        view = memoryview(data)
+        return b"".join(self._ctx.update(view[a:b]) for a, b in self._pieces(len(data)))
 
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """XOR ``data`` into ``out`` (at least ``len(data)`` bytes); return ``len(data)``."""
-        self._check()
-        try:
-            if len(out) < len(data):
-                raise InvalidParameterError(
-                    f"{self.name} update_into needs an output buffer of {len(data)} bytes, "
-                    f"got {len(out)}"
-                )
-            self._reserve(len(data))
-            view, dest = memoryview(data), memoryview(out)
-            for start, stop in self._pieces(len(data)):
-                self._ctx.update_into(view[start:stop], dest[start:])
-            return len(data)
-        except Exception as exc:
-            raise self._fail(exc) from exc
+    def _update_into(self, data: Buffer, out: bytearray | memoryview) -> int:
+        self._reserve(len(data))
+        view, dest = memoryview(data), memoryview(out)
+        for start, stop in self._pieces(len(data)):
+            self._ctx.update_into(view[start:stop], dest[start:])
+        return len(data)
 
-    def finalize(self) -> bytes:
-        """Finish; returns ``b""`` (a stream cipher has no tail)."""
-        self._check()
-        try:
-            tail = self._ctx.finalize()
-        except Exception as exc:
-            raise self._fail(exc) from exc
-        self._finish()
-        return tail
-
-    def _fail(self, exc: Exception) -> BaseException:
-        return self._break_kernel(exc, self.name)
-        if isinstance(exc, ValueError):
-            return self._break(InvalidParameterError(f"{self.name} refused the input: {exc}"))
-        return self._break(exc)
+    def _finalize(self) -> bytes:
+        return self._ctx.finalize()
 
 
 class XChaCha20(ChaCha20):

@@ -27,24 +27,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from .._lazy import import_extra
 from ..abc import Buffer
-from ..errors import InvalidKeySizeError, InvalidParameterError, InvalidPublicKeyError
-from ..keys import SecretKey
-
-__all__ = ["key_bytes", "monocypher", "native", "point_bytes"]
-
-
-def key_bytes(key: Buffer | SecretKey, what: str) -> bytes:
-    """The raw 32 bytes of a secret, or :class:`InvalidKeySizeError` naming ``what``."""
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"{what} must be bytes-like, not {type(key).__name__}")
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"{what} must be {32} bytes, got {len(raw)}")
-    return raw
+from ..errors import InvalidParameterError, InvalidPublicKeyError
 
 
 def point_bytes(point: Buffer, what: str) -> bytes:
@@ -60,14 +45,12 @@ def point_bytes(point: Buffer, what: str) -> bytes:
 @functools.cache
 def monocypher() -> Any:
     """pymonocypher's module, or ImportError naming the extra."""
-    try:
-        import monocypher as module
-    except ImportError:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "Elligator, dirty X25519 keys, the X25519 scalar inverse and EdDSA-BLAKE2b "
-            "signing run on C Monocypher: pip install 'streamcrypt[monocypher]'"
-        ) from None
-    return module
+    return import_extra(
+        "monocypher",
+        "Elligator, dirty X25519 keys, the X25519 scalar inverse and EdDSA-BLAKE2b signing "
+        "run on C Monocypher",
+        "monocypher",
+    )
 
 
 @functools.cache

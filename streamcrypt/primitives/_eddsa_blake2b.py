@@ -45,16 +45,9 @@ from ..errors import (
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import HoldsSecrets, SecretKey, random_bytes
-from ._curve25519 import key_bytes, native, point_bytes
-
-__all__ = [
-    "EDDSA_SIGNATURE_SIZE",
-    "EdDsaBlake2bPrivateKey",
-    "EdDsaBlake2bPublicKey",
-    "EdDsaBlake2bVerifier",
-    "eddsa_blake2b_verify",
-]
+from ..keys import HoldsSecrets, SecretKey, key_bytes, random_bytes
+from ._curve25519 import native, point_bytes
+from ._signing import _RawPublicKey
 
 #: Bytes of an EdDSA-BLAKE2b signature (R || S).
 EDDSA_SIGNATURE_SIZE = 64
@@ -106,21 +99,14 @@ def _signature(signature: Buffer) -> tuple[bytes, int]:
     return sig[:32], int.from_bytes(sig[32:], "little")
 
 
-def _failed() -> InvalidSignatureError:
-    return InvalidSignatureError(
-        "EdDSA-BLAKE2b signature did not verify: wrong public key, altered message or "
-        "altered signature"
-    )
-
-
-class EdDsaBlake2bPublicKey:
+class EdDsaBlake2bPublicKey(_RawPublicKey):
     """An EdDSA-BLAKE2b verification key (32 bytes, Monocypher's format).
 
     Raises :class:`InvalidPublicKeyError` for a wrong length, a point off the curve or a
     point of small order. :meth:`verify` raises :class:`InvalidSignatureError`.
     """
 
-    __slots__ = ("_a8", "_raw")
+    __slots__ = ("_a8",)
 
     def __init__(self, data: Buffer) -> None:
         raw = point_bytes(data, "an EdDSA public key")
@@ -136,12 +122,6 @@ class EdDsaBlake2bPublicKey:
             )
         self._raw = raw
         self._a8 = a8
-
-    def public_bytes(self) -> bytes:
-        """The 32 bytes of the key, as given."""
-        return self._raw
-
-    __bytes__ = public_bytes
 
     def _accepts(self, r: bytes, s: int, h: int) -> bool:
         if s >= L:
@@ -159,28 +139,13 @@ class EdDsaBlake2bPublicKey:
 
     def verify(self, message: Buffer, signature: Buffer) -> None:
         """Check ``signature`` over ``message``; raises :class:`InvalidSignatureError`."""
-        r, s = _signature(signature)
-        hasher = _hash()
-        hasher.update(r)
-        hasher.update(self._raw)
-        hasher.update(message)
-        if not self._accepts(r, s, _reduce(hasher.digest())):
-            raise _failed()
+        verifier = self.verifier(signature)
+        verifier.update(message)
+        verifier.finalize()
 
     def verifier(self, signature: Buffer) -> EdDsaBlake2bVerifier:
         """A tap that checks ``signature`` over the stream that passes through it."""
         return EdDsaBlake2bVerifier(self, signature)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EdDsaBlake2bPublicKey):
-            return NotImplemented
-        return self._raw == other._raw
-
-    def __hash__(self) -> int:
-        return hash(self._raw)
-
-    def __repr__(self) -> str:
-        return f"EdDsaBlake2bPublicKey({self._raw.hex()})"
 
 
 class EdDsaBlake2bPrivateKey(HoldsSecrets):
@@ -196,7 +161,7 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
     _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
-        raw = key_bytes(seed, "an EdDSA seed")
+        raw = key_bytes(seed, "an EdDSA seed", 32)
         expanded = hashlib.blake2b(raw, digest_size=64).digest()
         self._seed = SecretKey(raw)
         self._scalar = native("crypto_eddsa_trim_scalar", 32, expanded[:32])
@@ -218,23 +183,9 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
         """The 32-byte seed. Handle with care."""
         return self._seed.secret_bytes()
 
-    def _finish(self, nonce: bytes, message_hash: Callable[[hashlib.blake2b], None]) -> bytes:
-        """R || S from the nonce hash, natively: r = nonce mod L, R = [r]B, S = h a + r mod L."""
-        r = native("crypto_eddsa_reduce", 32, nonce)
-        big_r = _secret_base(r)
-        hasher = _hash()
-        hasher.update(big_r)
-        hasher.update(self._public.public_bytes())
-        message_hash(hasher)
-        h = native("crypto_eddsa_reduce", 32, hasher.digest())
-        return big_r + native("crypto_eddsa_mul_add", 32, h, self._scalar, r)
-
     def sign(self, message: Buffer) -> bytes:
         """The 64-byte signature of ``message`` (deterministic, ``crypto_eddsa_sign``)."""
-        nonce = _hash()
-        nonce.update(self._prefix)
-        nonce.update(message)
-        return self._finish(nonce.digest(), lambda h: h.update(message))
+        return self.sign_chunks(lambda: (message,))
 
     def sign_chunks(self, reopen: Callable[[], Iterable[Buffer]]) -> bytes:
         """Sign a message too large to hold, read twice through ``reopen()``.
@@ -246,21 +197,21 @@ class EdDsaBlake2bPrivateKey(HoldsSecrets):
         nonce.update(self._prefix)
         for chunk in reopen():
             nonce.update(chunk)
-
-        def second_pass(hasher: hashlib.blake2b) -> None:
-            for chunk in reopen():
-                hasher.update(chunk)
-
-        return self._finish(nonce.digest(), second_pass)
+        # R || S, natively: r = nonce mod L, R = [r]B, S = h a + r mod L.
+        r = native("crypto_eddsa_reduce", 32, nonce.digest())
+        big_r = _secret_base(r)
+        hasher = _hash()
+        hasher.update(big_r)
+        hasher.update(self._public.public_bytes())
+        for chunk in reopen():
+            hasher.update(chunk)
+        h = native("crypto_eddsa_reduce", 32, hasher.digest())
+        return big_r + native("crypto_eddsa_mul_add", 32, h, self._scalar, r)
 
     def __repr__(self) -> str:
         return f"EdDsaBlake2bPrivateKey(<seed hidden>, public={self.public_bytes().hex()})"
 
     __str__ = __repr__
-
-
-def _public(key: EdDsaBlake2bPublicKey | Buffer) -> EdDsaBlake2bPublicKey:
-    return key if isinstance(key, EdDsaBlake2bPublicKey) else EdDsaBlake2bPublicKey(key)
 
 
 def eddsa_blake2b_verify(
@@ -270,7 +221,7 @@ def eddsa_blake2b_verify(
 
     Raises :class:`InvalidSignatureError` and :class:`InvalidPublicKeyError`.
     """
-    _public(public_key).verify(message, signature)
+    EdDsaBlake2bPublicKey._of(public_key).verify(message, signature)
 
 
 class EdDsaBlake2bVerifier(Lifecycle):
@@ -284,7 +235,7 @@ class EdDsaBlake2bVerifier(Lifecycle):
     __slots__ = ("_hasher", "_public", "_r", "_s")
 
     def __init__(self, public_key: EdDsaBlake2bPublicKey | Buffer, signature: Buffer) -> None:
-        self._public = _public(public_key)
+        self._public = EdDsaBlake2bPublicKey._of(public_key)
         self._r, self._s = _signature(signature)
         self._hasher = _hash()
         self._hasher.update(self._r)
@@ -301,7 +252,12 @@ class EdDsaBlake2bVerifier(Lifecycle):
         """Verify; returns ``b""``. Raises :class:`InvalidSignatureError`."""
         self._check()
         if not self._public._accepts(self._r, self._s, _reduce(self._hasher.digest())):
-            raise self._break(_failed())
+            raise self._break(
+                InvalidSignatureError(
+                    "EdDSA-BLAKE2b signature did not verify: wrong public key, altered "
+                    "message or altered signature"
+                )
+            )
         self._finish()
         return b""
 

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 from ..abc import Buffer
 from ..errors import InvalidParameterError
-from ..keys import SecretKey, random_bytes
-from ._curve25519 import key_bytes, monocypher, point_bytes
-
-__all__ = ["elligator_key_pair", "elligator_map", "elligator_rev"]
+from ..keys import SecretKey, key_bytes, random_bytes
+from ._curve25519 import monocypher, point_bytes
 
 
 def elligator_map(hidden: Buffer) -> bytes:
@@ -70,6 +68,6 @@ def elligator_key_pair(seed: Buffer | SecretKey | None = None) -> tuple[bytes, S
     ``elligator_map(representative)``; X25519 with the secret key works as usual. Raises
     :class:`~streamcrypt.errors.InvalidKeySizeError` for a seed that is not 32 bytes.
     """
-    key = random_bytes(32) if seed is None else key_bytes(seed, "an Elligator seed")
+    key = random_bytes(32) if seed is None else key_bytes(seed, "an Elligator seed", 32)
     hidden, secret = monocypher().elligator_key_pair(key)
     return bytes(hidden), SecretKey(bytes(secret))

@@ -16,8 +16,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from ..abc import Buffer
 from ..errors import InvalidKeySizeError, InvalidNonceSizeError
 
-__all__ = ["hchacha20"]
-
 _SIGMA = struct.unpack("<4I", b"expand 32-byte k")
 _WORDS = struct.Struct("<16I")
 _OUT = struct.Struct("<8I")

@@ -15,11 +15,9 @@ from __future__ import annotations
 import hashlib
 
 from ..abc import Buffer
-from ..errors import AuthenticationError, InvalidKeySizeError, InvalidParameterError
-from ..keys import SecretKey, constant_time_equal, random_bytes
+from ..errors import AuthenticationError, InvalidParameterError
+from ..keys import SecretKey, constant_time_equal, key_bytes, random_bytes
 from ._aead import aead_suite
-
-__all__ = ["CHALLENGE_MAC_SIZE", "challenge_mac", "open_box", "seal_box", "verify_challenge_mac"]
 
 #: Bytes of a challenge MAC.
 CHALLENGE_MAC_SIZE = 16
@@ -61,21 +59,13 @@ def open_box(
 ) -> bytes:
     """Open what :func:`seal_box` made; raises :class:`AuthenticationError` (wrong key,
     suite or aad, tampering, or a box too short to hold nonce and tag)."""
-    cls = aead_suite(_suite_name(suite))
-    aead = cls(key)
+    aead = aead_suite(_suite_name(suite))(key)
     view = memoryview(box)
-    if len(view) < cls.nonce_size + cls.tag_size:
+    if len(view) < aead.nonce_size + aead.tag_size:
         raise AuthenticationError(
-            f"{cls.name} box of {len(view)} bytes is shorter than its nonce and tag: truncated"
+            f"{aead.name} box of {len(view)} bytes is shorter than its nonce and tag: truncated"
         )
-    return aead.open(view[: cls.nonce_size], view[cls.nonce_size :], aad)
-
-
-def _secret(secret: Buffer | SecretKey) -> bytes:
-    raw = secret.secret_bytes() if isinstance(secret, SecretKey) else bytes(secret)
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"a challenge MAC secret must be 32 bytes, got {len(raw)}")
-    return raw
+    return aead.open(view[: aead.nonce_size], view[aead.nonce_size :], aad)
 
 
 def challenge_mac(secret: Buffer | SecretKey, challenge: Buffer) -> bytes:
@@ -84,7 +74,9 @@ def challenge_mac(secret: Buffer | SecretKey, challenge: Buffer) -> bytes:
     Raises :class:`InvalidKeySizeError`.
     """
     return hashlib.blake2b(
-        bytes(challenge), key=_secret(secret), digest_size=CHALLENGE_MAC_SIZE
+        bytes(challenge),
+        key=key_bytes(secret, "a challenge MAC secret", 32),
+        digest_size=CHALLENGE_MAC_SIZE,
     ).digest()
 
 

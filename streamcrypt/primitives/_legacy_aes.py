@@ -40,13 +40,6 @@ from ..abc import Buffer
 from ._aes import BLOCK, _BlockTransform
 from ._xor import xor_bytes
 
-__all__ = [
-    "AesIgeDecryptor",
-    "AesIgeEncryptor",
-    "AesPcbcDecryptor",
-    "AesPcbcEncryptor",
-]
-
 _Chain = Callable[[bytes], bytes]
 
 

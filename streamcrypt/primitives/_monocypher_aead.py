@@ -49,27 +49,11 @@ from ..errors import (
 from ..keys import HoldsSecrets, SecretKey, as_secret_key
 from ._hchacha import hchacha20
 
-__all__ = [
-    "MONOCYPHER_MAC_SIZE",
-    "MonocypherAead",
-    "MonocypherAeadDecryptor",
-    "MonocypherAeadEncryptor",
-    "aead_lock",
-    "aead_unlock",
-]
-
 #: Bytes of a Monocypher AEAD tag.
 MONOCYPHER_MAC_SIZE = 16
 #: Default plaintext bytes per message of the streaming transforms.
 DEFAULT_CHUNK_SIZE = 64 * 1024
 _VARIANTS = {24: "x", 8: "djb", 12: "ietf"}
-
-
-def _failed() -> AuthenticationError:
-    return AuthenticationError(
-        "Monocypher AEAD tag did not verify: wrong key, nonce or associated data, a "
-        "message out of order, or tampered data"
-    )
 
 
 def _mac(mac: Buffer) -> bytes:
@@ -139,7 +123,12 @@ class MonocypherAead(HoldsSecrets, Lifecycle):
         try:
             plain = self._current().decrypt(self._nonce12, bytes(ciphertext) + _mac(mac), ad)
         except InvalidTag:
-            raise self._break(_failed()) from None
+            raise self._break(
+                AuthenticationError(
+                    "Monocypher AEAD tag did not verify: wrong key, nonce or associated data, a "
+                    "message out of order, or tampered data"
+                )
+            ) from None
         except Exception as exc:
             raise self._break_kernel(exc, self.name) from exc
         self._spent = True
@@ -171,12 +160,6 @@ def aead_unlock(
     return MonocypherAead(key, nonce).read(mac, ciphertext, ad)
 
 
-def _chunk_size(chunk_size: int) -> int:
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise InvalidParameterError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    return chunk_size
-
-
 class _Stream(HoldsSecrets, Lifecycle):
     __slots__ = ("_ad", "_buf", "_chunk", "_ctx")
 
@@ -188,7 +171,11 @@ class _Stream(HoldsSecrets, Lifecycle):
         ad: Buffer = b"",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> None:
-        self._chunk = _chunk_size(chunk_size)
+        if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+            raise InvalidParameterError(
+                f"chunk_size must be a positive integer, got {chunk_size!r}"
+            )
+        self._chunk = chunk_size
         self._ctx = MonocypherAead(key, nonce)
         self._ad = bytes(ad)
         self._buf = bytearray()
@@ -217,6 +204,19 @@ class _Stream(HoldsSecrets, Lifecycle):
         del self._buf[:start]
         return b"".join(out)
 
+    def finalize(self) -> bytes:
+        """The last record: sealed, it holds fewer than ``chunk_size`` bytes (maybe none);
+        opened, its plaintext, once the stream's end is authenticated."""
+        self._check()
+        try:
+            with memoryview(self._buf) as view:
+                out = self._record(view)
+        except Exception as exc:
+            raise self._break(exc) from exc
+        self._buf.clear()
+        self._finish()
+        return out
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self._ctx.variant} chunk_size={self._chunk} "
@@ -241,17 +241,6 @@ class MonocypherAeadEncryptor(_Stream):
         mac, ct = self._ctx.write(piece, self._ad)
         return mac + ct
 
-    def finalize(self) -> bytes:
-        """The last record, which holds fewer than ``chunk_size`` bytes (maybe none)."""
-        self._check()
-        try:
-            mac, ct = self._ctx.write(self._buf, self._ad)
-        except Exception as exc:
-            raise self._break(exc) from exc
-        self._buf.clear()
-        self._finish()
-        return mac + ct
-
 
 class MonocypherAeadDecryptor(_Stream):
     """The receiving side: releases each record's plaintext only after its tag verified.
@@ -267,24 +256,10 @@ class MonocypherAeadDecryptor(_Stream):
         return MONOCYPHER_MAC_SIZE + self._chunk
 
     def _record(self, piece: memoryview) -> bytes:
-        return self._ctx.read(piece[:MONOCYPHER_MAC_SIZE], piece[MONOCYPHER_MAC_SIZE:], self._ad)
-
-    def finalize(self) -> bytes:
-        """The last record's plaintext, once the stream's end is authenticated."""
-        self._check()
-        if len(self._buf) < MONOCYPHER_MAC_SIZE:
-            raise self._break(
-                TruncatedStreamError(
-                    f"Monocypher AEAD stream ended with {len(self._buf)} bytes where its last "
-                    "record (16-byte mac, then fewer than chunk_size bytes) should be: "
-                    "the stream was truncated"
-                )
+        if len(piece) < MONOCYPHER_MAC_SIZE:  # only the last record can be short
+            raise TruncatedStreamError(
+                f"Monocypher AEAD stream ended with {len(piece)} bytes where its last "
+                "record (16-byte mac, then fewer than chunk_size bytes) should be: "
+                "the stream was truncated"
             )
-        try:
-            with memoryview(self._buf) as view:
-                out = self._record(view)
-        except Exception as exc:
-            raise self._break(exc) from exc
-        self._buf.clear()
-        self._finish()
-        return out
+        return self._ctx.read(piece[:MONOCYPHER_MAC_SIZE], piece[MONOCYPHER_MAC_SIZE:], self._ad)

@@ -31,23 +31,17 @@ from typing import Any, ClassVar
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
 
-from ..abc import Buffer, Lifecycle
+from .._lazy import import_extra
+from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
     LimitExceededError,
 )
-from ..keys import HoldsSecrets, SecretKey
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 from ._secretbox import no_aad as _no_aad
-
-__all__ = [
-    "Salsa20",
-    "Salsa20Poly1305",
-    "XSalsa20",
-    "hsalsa20",
-]
+from ._transform import KernelTransform
 
 BLOCK = 64
 #: Bytes of keystream a (key, nonce) pair gives: 2^64 blocks.
@@ -57,30 +51,6 @@ _SIGMA = struct.unpack("<4I", b"expand 32-byte k")
 _MASK = 0xFFFFFFFF
 
 
-def _pycryptodome() -> Any:
-    try:
-        from Crypto.Cipher import Salsa20 as kernel
-    except ImportError:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "Salsa20 and XSalsa20 need pycryptodome's native kernel: "
-            "pip install 'streamcrypt[legacy]'"
-        ) from None
-    return kernel
-
-
-def _key_bytes(key: Buffer | SecretKey, sizes: tuple[int, ...], what: str) -> bytes:
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"a {what} key must be bytes-like, not {type(key).__name__}")
-    if len(raw) not in sizes:
-        allowed = " or ".join(str(s) for s in sizes)
-        raise InvalidKeySizeError(f"a {what} key must be {allowed} bytes, got {len(raw)}")
-    return raw
-
-
 def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
     if len(nonce) != size:
         raise InvalidNonceSizeError(f"a {what} nonce must be {size} bytes, got {len(nonce)}")
@@ -88,7 +58,10 @@ def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
 
 
 def _stream(key: bytes, nonce8: bytes, position: int) -> Any:
-    cipher = _pycryptodome().new(key=key, nonce=nonce8)
+    kernel = import_extra(
+        "Crypto.Cipher.Salsa20", "Salsa20 and XSalsa20 need pycryptodome's native kernel", "legacy"
+    )
+    cipher = kernel.new(key=key, nonce=nonce8)
     if position:
         cipher.seek(position)
     return cipher
@@ -96,7 +69,7 @@ def _stream(key: bytes, nonce8: bytes, position: int) -> Any:
 
 def hsalsa20(key: Buffer, input16: Buffer) -> bytes:
     """The 32-byte HSalsa20 subkey of a 32-byte key and a 16-byte input (NaCl)."""
-    raw = _key_bytes(key, (32,), "HSalsa20")
+    raw = key_bytes(key, "an HSalsa20 key", 32)
     data = _nonce(input16, 16, "HSalsa20 input")
     counter = int.from_bytes(data[8:], "little")
     block = _stream(raw, data[:8], counter * BLOCK).encrypt(bytes(BLOCK))
@@ -115,7 +88,7 @@ def hsalsa20(key: Buffer, input16: Buffer) -> bytes:
     return struct.pack("<8I", *(x & _MASK for x in words))
 
 
-class Salsa20(HoldsSecrets, Lifecycle):
+class Salsa20(HoldsSecrets, KernelTransform):
     """The Salsa20 keystream XOR (both directions), seekable.
 
     ``key`` is 16 or 32 bytes, ``nonce`` 8 bytes, ``counter`` the first 64-byte block
@@ -132,7 +105,7 @@ class Salsa20(HoldsSecrets, Lifecycle):
     __slots__ = ("_base", "_cipher", "_key", "_nonce8", "_position")
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer, *, counter: int = 0) -> None:
-        raw = _key_bytes(key, self.key_sizes, self.variant)
+        raw = key_bytes(key, f"a {self.variant} key", self.key_sizes)
         n = _nonce(nonce, self.nonce_size, self.variant)
         if not isinstance(counter, int) or not 0 <= counter < 1 << 64:
             raise InvalidParameterError(
@@ -151,38 +124,21 @@ class Salsa20(HoldsSecrets, Lifecycle):
     def name(self) -> str:
         return self.variant
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} state={self._state.value}>"
-
-    def output_bound(self, n: int) -> int:
-        """The most bytes ``update_into`` writes for ``n`` input bytes (``n``)."""
-        return n
-
     def _reserve(self, n: int) -> None:
         if self._position + n > KEYSTREAM_LIMIT:
-            raise self._break(
-                LimitExceededError(
-                    f"{self.variant} keystream exhausted: the 64-bit block counter would wrap; "
-                    "use a new nonce"
-                )
+            raise LimitExceededError(
+                f"{self.variant} keystream exhausted: the 64-bit block counter would wrap; "
+                "use a new nonce"
             )
         self._position += n
 
-    def update(self, data: Buffer, /) -> bytes:
-        """XOR ``data`` with the next keystream bytes."""
-        self._check()
+    def _update(self, data: Buffer) -> bytes:
         self._reserve(len(data))
         out: bytes = self._cipher.encrypt(data)
         return out
 
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """XOR ``data`` into ``out`` (exactly ``len(data)`` bytes used); return ``len(data)``."""
-        self._check()
+    def _update_into(self, data: Buffer, out: bytearray | memoryview) -> int:
         n = len(data)
-        if len(out) < n:
-            raise self._break(
-                InvalidParameterError(f"{self.variant} update_into needs {n} bytes of output")
-            )
         self._reserve(n)
         self._cipher.encrypt(data, output=memoryview(out)[:n])
         return n
@@ -196,12 +152,6 @@ class Salsa20(HoldsSecrets, Lifecycle):
             )
         self._position = self._base + offset
         self._cipher = _stream(self._key, self._nonce8, self._position)
-
-    def finalize(self) -> bytes:
-        """Finish; returns ``b""`` (a stream cipher has no tail)."""
-        self._check()
-        self._finish()
-        return b""
 
 
 class XSalsa20(Salsa20):
@@ -239,7 +189,7 @@ class Salsa20Poly1305(HoldsSecrets):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        self._key = _key_bytes(key, self.key_sizes, self.name)
+        self._key = key_bytes(key, f"a {self.name} key", self.key_sizes)
 
     def _stream(self, nonce: Buffer) -> Any:
         return _stream(self._key, _nonce(nonce, self.nonce_size, self.name), 0)

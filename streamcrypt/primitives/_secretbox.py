@@ -20,19 +20,11 @@ from nacl._sodium import lib as _lib
 from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
-    InvalidKeySizeError,
     InvalidNonceSizeError,
     InvalidParameterError,
 )
-from ..keys import HoldsSecrets, SecretKey
-
-__all__ = [
-    "SECRETBOX_KEY_SIZE",
-    "SECRETBOX_NONCE_SIZE",
-    "SECRETBOX_TAG_SIZE",
-    "XSalsa20Poly1305",
-    "no_aad",
-]
+from ..keys import HoldsSecrets, SecretKey, key_bytes
+from ._aead import _out_view
 
 #: Bytes of a secretbox key.
 SECRETBOX_KEY_SIZE = 32
@@ -73,12 +65,7 @@ class XSalsa20Poly1305(HoldsSecrets):
     __slots__ = ("_key",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key.secret_bytes() if isinstance(key, SecretKey) else bytes(key)
-        if len(raw) != SECRETBOX_KEY_SIZE:
-            raise InvalidKeySizeError(
-                f"{self.name} key must be {SECRETBOX_KEY_SIZE} bytes, got {len(raw)}"
-            )
-        self._key = raw
+        self._key = key_bytes(key, f"{self.name} key", SECRETBOX_KEY_SIZE)
 
     @staticmethod
     def _check_nonce(nonce: Buffer) -> None:
@@ -86,16 +73,6 @@ class XSalsa20Poly1305(HoldsSecrets):
             raise InvalidNonceSizeError(
                 f"secretbox nonce must be {SECRETBOX_NONCE_SIZE} bytes, got {len(nonce)}"
             )
-
-    @staticmethod
-    def _out(out: bytearray | memoryview, size: int) -> memoryview:
-        view = memoryview(out).cast("B")
-        if view.readonly or len(view) != size:
-            raise InvalidParameterError(
-                f"secretbox output buffer must be writable and exactly {size} bytes, "
-                f"got {len(view)}{' (read-only)' if view.readonly else ''}"
-            )
-        return view
 
     def _call(self, fn: Any, out: memoryview, src: memoryview, nonce: Buffer) -> int:
         # The cdata views are released before returning: a from_buffer object left in a
@@ -110,7 +87,7 @@ class XSalsa20Poly1305(HoldsSecrets):
         self._check_nonce(nonce)
         src = _view(data)
         size = len(src) + SECRETBOX_TAG_SIZE
-        self._call(_lib.crypto_secretbox_easy, self._out(out, size), src, nonce)
+        self._call(_lib.crypto_secretbox_easy, _out_view(out, size, self.name), src, nonce)
         return size
 
     def open_into(self, nonce: Buffer, box: Buffer, out: bytearray | memoryview) -> int:
@@ -123,7 +100,7 @@ class XSalsa20Poly1305(HoldsSecrets):
         src = _view(box)
         if len(src) < SECRETBOX_TAG_SIZE:
             raise AuthenticationError(f"{self.name} box is shorter than its tag")
-        dst = self._out(out, len(src) - SECRETBOX_TAG_SIZE)
+        dst = _out_view(out, len(src) - SECRETBOX_TAG_SIZE, self.name)
         if self._call(_lib.crypto_secretbox_open_easy, dst, src, nonce) != 0:
             raise AuthenticationError(
                 f"{self.name} box did not verify: wrong key or nonce, or tampered data"

@@ -15,6 +15,8 @@ as each other.
 
 from __future__ import annotations
 
+from typing import Self
+
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl import bindings as _sodium
@@ -22,22 +24,12 @@ from nacl import exceptions as _nacl_exc
 
 from ..abc import Buffer, Lifecycle, State
 from ..errors import (
-    InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
     InvalidSignatureError,
     NotFinalizedError,
 )
-from ..keys import HoldsSecrets, SecretKey
-
-__all__ = [
-    "ED25519_SIGNATURE_SIZE",
-    "Ed25519PrivateKey",
-    "Ed25519PublicKey",
-    "Ed25519phSigner",
-    "Ed25519phVerifier",
-    "ed25519_verify",
-]
+from ..keys import HoldsSecrets, SecretKey, key_bytes
 
 #: Bytes of an Ed25519 or Ed25519ph signature.
 ED25519_SIGNATURE_SIZE = 64
@@ -50,14 +42,48 @@ def _bytes_of(data: Buffer, what: str) -> bytes:
     return bytes(data)
 
 
-class Ed25519PublicKey:
+class _RawPublicKey:
+    """A public key held as its 32 raw bytes: ``bytes(key)``, equality and hash by value
+    (against keys of the same class), a ``repr`` in hex."""
+
+    __slots__ = ("_raw",)
+
+    _raw: bytes
+
+    def __init__(self, data: Buffer) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def _of(cls, key: Self | Buffer) -> Self:
+        """``key`` itself, or the key of class ``cls`` its bytes encode."""
+        return key if isinstance(key, cls) else cls(key)  # type: ignore[arg-type]
+
+    def public_bytes(self) -> bytes:
+        """The 32-byte encoding of the key."""
+        return self._raw
+
+    __bytes__ = public_bytes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _RawPublicKey) or type(other) is not type(self):
+            return NotImplemented
+        return self._raw == other._raw
+
+    def __hash__(self) -> int:
+        return hash(self._raw)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._raw.hex()})"
+
+
+class Ed25519PublicKey(_RawPublicKey):
     """An Ed25519 verification key (32 bytes).
 
     Construction raises :class:`InvalidPublicKeyError` for a wrong length;
     :meth:`verify` raises :class:`InvalidSignatureError`.
     """
 
-    __slots__ = ("_key", "_raw")
+    __slots__ = ("_key",)
 
     def __init__(self, data: Buffer) -> None:
         raw = _bytes_of(data, "an Ed25519 public key")
@@ -73,12 +99,6 @@ class Ed25519PublicKey:
             )
         self._raw = raw
         self._key = ed25519.Ed25519PublicKey.from_public_bytes(raw)
-
-    def public_bytes(self) -> bytes:
-        """The 32-byte encoding of the key."""
-        return self._raw
-
-    __bytes__ = public_bytes
 
     def verify(self, message: Buffer, signature: Buffer) -> None:
         """Check ``signature`` over ``message``; raises :class:`InvalidSignatureError`."""
@@ -96,17 +116,6 @@ class Ed25519PublicKey:
                 "altered signature"
             ) from None
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ed25519PublicKey):
-            return NotImplemented
-        return self._raw == other._raw
-
-    def __hash__(self) -> int:
-        return hash(self._raw)
-
-    def __repr__(self) -> str:
-        return f"Ed25519PublicKey({self._raw.hex()})"
-
 
 class Ed25519PrivateKey(HoldsSecrets):
     """An Ed25519 signing key from its 32-byte seed; ``repr`` shows only the public key.
@@ -119,9 +128,7 @@ class Ed25519PrivateKey(HoldsSecrets):
     _pickle_advice = "store its seed deliberately"
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
-        raw = seed.secret_bytes() if isinstance(seed, SecretKey) else _bytes_of(seed, "a seed")
-        if len(raw) != _KEY:
-            raise InvalidKeySizeError(f"an Ed25519 seed must be 32 bytes, got {len(raw)}")
+        raw = key_bytes(seed, "an Ed25519 seed", _KEY)
         self._seed = SecretKey(raw)
         self._key = ed25519.Ed25519PrivateKey.from_private_bytes(raw)
         self._public = Ed25519PublicKey(self._key.public_key().public_bytes_raw())
@@ -155,10 +162,6 @@ class Ed25519PrivateKey(HoldsSecrets):
     __str__ = __repr__
 
 
-def _public(key: Ed25519PublicKey | Buffer) -> Ed25519PublicKey:
-    return key if isinstance(key, Ed25519PublicKey) else Ed25519PublicKey(key)
-
-
 def ed25519_verify(
     public_key: Ed25519PublicKey | Buffer, message: Buffer, signature: Buffer
 ) -> None:
@@ -167,7 +170,7 @@ def ed25519_verify(
     Raises :class:`InvalidSignatureError` if it does not verify and
     :class:`InvalidPublicKeyError` for a malformed public key.
     """
-    _public(public_key).verify(message, signature)
+    Ed25519PublicKey._of(public_key).verify(message, signature)
 
 
 class _PhTap(Lifecycle):
@@ -246,7 +249,7 @@ class Ed25519phVerifier(_PhTap):
     def __init__(
         self, public_key: Ed25519PublicKey | Buffer, signature: Buffer | None = None
     ) -> None:
-        self._public = _public(public_key)
+        self._public = Ed25519PublicKey._of(public_key)
         self._signature = None if signature is None else _bytes_of(signature, "a signature")
         self._init_ph()
 

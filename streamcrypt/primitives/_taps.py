@@ -43,26 +43,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, SecretKey, key_bytes
 
-__all__ = [
-    "BLAKE3_THREADS_MIN",
-    "HMAC_MIN_TAG_LENGTH",
-    "TAP_NAMES",
-    "Blake2bTap",
-    "Blake2sTap",
-    "Blake3Tap",
-    "HashTap",
-    "HmacTap",
-    "MacTap",
-    "Poly1305Tap",
-    "Sha3_256Tap",
-    "Sha3_512Tap",
-    "Sha256Tap",
-    "Sha384Tap",
-    "Sha512Tap",
-    "blake3_keyed",
-    "hash_tap",
-]
-
 #: Smallest first update for which an automatic :class:`Blake3Tap` hashes on all cores.
 #: Measured 2025 on the 2-core CI box, blake3 1.0.11, one ``update`` per size, best of 20:
 #: single-threaded 8.6-9.5 GB/s from 64 KiB up; ``max_threads=AUTO`` slower between
@@ -84,10 +64,13 @@ class HashTap(Lifecycle):
     ``update``/``update_into`` after ``finalize`` raise :class:`AlreadyFinalizedError`;
     a non-buffer input raises :class:`InvalidParameterError` (and breaks the tap);
     ``digest``/``hexdigest`` before ``finalize`` raise :class:`NotFinalizedError`.
-    Subclasses implement ``_absorb`` and ``_final``.
+    Subclasses set ``_ctx``, a kernel with ``update`` and ``finalize``, or override
+    ``_absorb`` and ``_final``.
     """
 
-    __slots__ = ("_digest", "_name", "_size")
+    __slots__ = ("_ctx", "_digest", "_name", "_size")
+
+    _ctx: Any
 
     def __init__(self, name: str, digest_size: int) -> None:
         self._init_lifecycle()
@@ -107,10 +90,11 @@ class HashTap(Lifecycle):
 
     # -- hooks -------------------------------------------------------------------------
     def _absorb(self, data: Buffer) -> None:
-        raise NotImplementedError
+        self._ctx.update(data)
 
     def _final(self) -> bytes:
-        raise NotImplementedError
+        digest: bytes = self._ctx.finalize()
+        return digest
 
     # -- transform ---------------------------------------------------------------------
     def _feed(self, data: Buffer) -> None:
@@ -217,18 +201,12 @@ class _OpenSslHashTap(HashTap):
     _tap_name: ClassVar[str]
     _algorithm: ClassVar[type[hashes.HashAlgorithm]]
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(self) -> None:
         algorithm = self._algorithm()
         super().__init__(self._tap_name, algorithm.digest_size)
         self._ctx = hashes.Hash(algorithm)
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
-    def _final(self) -> bytes:
-        return self._ctx.finalize()
 
 
 class Sha256Tap(_OpenSslHashTap):
@@ -280,7 +258,7 @@ class _Blake2Tap(HashTap, HoldsSecrets):
     _max_key: ClassVar[int]
     _max_salt: ClassVar[int]
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -311,9 +289,6 @@ class _Blake2Tap(HashTap, HoldsSecrets):
 
     def _make(self, key: bytes, size: int, salt: bytes, person: bytes) -> Any:
         raise NotImplementedError
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
 
     def _final(self) -> bytes:
         digest: bytes = self._ctx.digest()
@@ -358,9 +333,7 @@ def blake3_keyed(key: Buffer | SecretKey, data: Buffer) -> bytes:
     ``Blake3Tap(key=key)``, without a tap's bookkeeping. Raises
     :class:`InvalidKeySizeError` for a key that is not 32 bytes.
     """
-    raw = key_bytes(key, "a BLAKE3 key")
-    if len(raw) != 32:
-        raise InvalidKeySizeError(f"blake3 key must be 32 bytes, got {len(raw)}")
+    raw = key_bytes(key, "a BLAKE3 key", 32)
     digest: bytes = _blake3.blake3(data, key=raw, max_threads=1).digest()
     return digest
 
@@ -382,7 +355,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
     :class:`InvalidParameterError` (key together with a context, bad length or threads).
     """
 
-    __slots__ = ("_context", "_hasher", "_key", "_threads")
+    __slots__ = ("_context", "_key", "_threads")
 
     def __init__(
         self,
@@ -392,14 +365,12 @@ class Blake3Tap(HashTap, HoldsSecrets):
         length: int = 32,
         max_threads: int | None = None,
     ) -> None:
-        raw = None if key is None else key_bytes(key, "a BLAKE3 key")
+        raw = None if key is None else key_bytes(key, "a BLAKE3 key", 32)
         if raw is not None and derive_key_context is not None:
             raise InvalidParameterError(
                 "blake3 takes a key or a derive_key_context, not both; derive-key mode "
                 "hashes its key material as the data"
             )
-        if raw is not None and len(raw) != 32:
-            raise InvalidKeySizeError(f"blake3 key must be 32 bytes, got {len(raw)}")
         if derive_key_context is not None and not isinstance(derive_key_context, str):
             raise InvalidParameterError("blake3 derive_key_context must be a str")
         self._check_length(length)
@@ -421,7 +392,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
         self._key = raw
         self._context = derive_key_context
         self._threads = max_threads
-        self._hasher: Any = None if max_threads is None else self._make(max_threads)
+        self._ctx = None if max_threads is None else self._make(max_threads)
 
     @staticmethod
     def _check_length(length: object) -> None:
@@ -441,19 +412,19 @@ class Blake3Tap(HashTap, HoldsSecrets):
         return self._threads
 
     def _absorb(self, data: Buffer) -> None:
-        if self._hasher is None:
+        if self._ctx is None:
             size = _nbytes(data)
             if size == 0:
                 return
             self._threads = _blake3.blake3.AUTO if size >= BLAKE3_THREADS_MIN else 1
-            self._hasher = self._make(self._threads)
-        self._hasher.update(data)
+            self._ctx = self._make(self._threads)
+        self._ctx.update(data)
 
     def _final(self) -> bytes:
-        if self._hasher is None:
+        if self._ctx is None:
             self._threads = 1
-            self._hasher = self._make(1)
-        digest: bytes = self._hasher.digest(self._size)
+            self._ctx = self._make(1)
+        digest: bytes = self._ctx.digest(self._size)
         return digest
 
     def digest(self, length: int | None = None) -> bytes:
@@ -466,7 +437,7 @@ class Blake3Tap(HashTap, HoldsSecrets):
         if length is None or length == self._size:
             return result
         self._check_length(length)
-        out: bytes = self._hasher.digest(length)
+        out: bytes = self._ctx.digest(length)
         return out
 
     def hexdigest(self, length: int | None = None) -> str:
@@ -496,7 +467,7 @@ class HmacTap(MacTap):
     raises :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -527,11 +498,8 @@ class HmacTap(MacTap):
         super().__init__(f"hmac-{algorithm}", size)
         self._ctx = _crypto_hmac.HMAC(raw, alg)
 
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
     def _final(self) -> bytes:
-        return self._ctx.finalize()[: self._size]
+        return super()._final()[: self._size]
 
 
 class Poly1305Tap(MacTap):
@@ -541,20 +509,12 @@ class Poly1305Tap(MacTap):
     Raises :class:`InvalidKeySizeError`; ``verify`` raises :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_ctx",)
+    __slots__ = ()
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        raw = key_bytes(key, "a Poly1305 key")
-        if len(raw) != 32:
-            raise InvalidKeySizeError(f"poly1305 key must be 32 bytes, got {len(raw)}")
+        raw = key_bytes(key, "a Poly1305 key", 32)
         super().__init__("poly1305", 16)
         self._ctx = _poly1305.Poly1305(raw)
-
-    def _absorb(self, data: Buffer) -> None:
-        self._ctx.update(data)
-
-    def _final(self) -> bytes:
-        return self._ctx.finalize()
 
 
 # -- factory ---------------------------------------------------------------------------------

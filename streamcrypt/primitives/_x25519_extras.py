@@ -26,17 +26,8 @@ import hashlib
 
 from ..abc import Buffer
 from ..errors import InvalidPublicKeyError
-from ..keys import SecretKey
-from ._curve25519 import key_bytes, native, point_bytes
-
-__all__ = [
-    "eddsa_to_x25519",
-    "eddsa_to_x25519_private",
-    "x25519_dirty_fast",
-    "x25519_dirty_small",
-    "x25519_inverse",
-    "x25519_to_eddsa",
-]
+from ..keys import SecretKey, key_bytes
+from ._curve25519 import native, point_bytes
 
 
 def x25519_dirty_fast(secret_key: Buffer | SecretKey) -> bytes:
@@ -47,14 +38,16 @@ def x25519_dirty_fast(secret_key: Buffer | SecretKey) -> bytes:
     Elligator hides. The secret is touched only in C; the result is public. Raises
     :class:`InvalidKeySizeError`.
     """
-    return native("crypto_x25519_dirty_fast", 32, key_bytes(secret_key, "an X25519 secret key"))
+    return native("crypto_x25519_dirty_fast", 32, key_bytes(secret_key, "an X25519 secret key", 32))
 
 
 def x25519_dirty_small(secret_key: Buffer | SecretKey) -> bytes:
     """Monocypher's ``crypto_x25519_dirty_small``: the same key as :func:`x25519_dirty_fast`
     by one ladder over a point of order 8L (smaller code in C, slower). Raises
     :class:`InvalidKeySizeError`."""
-    return native("crypto_x25519_dirty_small", 32, key_bytes(secret_key, "an X25519 secret key"))
+    return native(
+        "crypto_x25519_dirty_small", 32, key_bytes(secret_key, "an X25519 secret key", 32)
+    )
 
 
 def x25519_inverse(private_key: Buffer | SecretKey, curve_point: Buffer) -> bytes:
@@ -66,7 +59,7 @@ def x25519_inverse(private_key: Buffer | SecretKey, curve_point: Buffer) -> byte
     result with zero. Raises :class:`InvalidKeySizeError`, :class:`InvalidPublicKeyError`
     (wrong length, or a low-order point: the result would be all zeros).
     """
-    sk = key_bytes(private_key, "an X25519 private key")
+    sk = key_bytes(private_key, "an X25519 private key", 32)
     point = point_bytes(curve_point, "a curve point")
     result = native("crypto_x25519_inverse", 32, sk, point)
     if result == bytes(32):
@@ -98,5 +91,5 @@ def eddsa_to_x25519_private(seed: Buffer | SecretKey) -> SecretKey:
     """The X25519 secret key matching an EdDSA-BLAKE2b seed: the first 32 bytes of
     BLAKE2b-512(seed), as Monocypher's manual derives it. Its X25519 public key equals
     :func:`eddsa_to_x25519` of the EdDSA public key. Raises :class:`InvalidKeySizeError`."""
-    raw = key_bytes(seed, "an EdDSA seed")
+    raw = key_bytes(seed, "an EdDSA seed", 32)
     return SecretKey(hashlib.blake2b(raw, digest_size=64).digest()[:32])

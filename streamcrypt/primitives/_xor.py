@@ -16,11 +16,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from ..abc import Buffer, Lifecycle
-from ..errors import InvalidKeySizeError, InvalidParameterError
-from ..keys import HoldsSecrets, SecretKey
-
-__all__ = ["NATIVE_XOR_MIN", "XorCipher", "xor", "xor_bytes"]
+from ..abc import Buffer
+from ..errors import InvalidParameterError
+from ..keys import HoldsSecrets, SecretKey, as_secret_key
+from ._transform import KernelTransform
 
 
 @functools.cache
@@ -55,18 +54,6 @@ def xor_bytes(a: Buffer, b: Buffer) -> bytes:
     return xor_ints(a, b)
 
 
-def _key(key: Buffer | SecretKey) -> bytes:
-    if isinstance(key, SecretKey):
-        raw = key.secret_bytes()
-    elif isinstance(key, bytes | bytearray | memoryview):
-        raw = bytes(key)
-    else:
-        raise InvalidParameterError(f"an XOR key must be bytes-like, not {type(key).__name__}")
-    if not raw:
-        raise InvalidKeySizeError("an XOR key must be at least 1 byte")
-    return raw
-
-
 def _keystream(key: bytes, offset: int, n: int) -> bytes:
     """``n`` bytes of ``key`` repeated, starting at ``offset`` into the repetition."""
     start = offset % len(key)
@@ -77,11 +64,10 @@ def _keystream(key: bytes, offset: int, n: int) -> bytes:
 def xor(data: Buffer, key: Buffer | SecretKey) -> bytes:
     """``data`` XORed with ``key`` repeated (its own inverse). Raises
     :class:`InvalidKeySizeError` for an empty key."""
-    raw = _key(key)
-    return xor_bytes(data, _keystream(raw, 0, len(data)))
+    return XorCipher(key).update(data)
 
 
-class XorCipher(HoldsSecrets, Lifecycle):
+class XorCipher(HoldsSecrets, KernelTransform):
     """The XOR cipher as a transform: each byte XORed with the key, repeated, in order.
 
     The same class encrypts and decrypts. :meth:`seek` moves to any byte offset.
@@ -91,25 +77,19 @@ class XorCipher(HoldsSecrets, Lifecycle):
     __slots__ = ("_key", "_offset")
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        self._key = _key(key)
+        self._key = as_secret_key(key, None, what="an XOR key").secret_bytes()
         self._offset = 0
         self._init_lifecycle()
 
-    def update(self, data: Buffer, /) -> bytes:
-        """XOR ``data`` with the next key bytes."""
-        self._check()
+    name = "XOR"
+
+    def _update(self, data: Buffer) -> bytes:
         out = xor_bytes(data, _keystream(self._key, self._offset, len(data)))
         self._offset += len(data)
         return out
 
-    def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
-        """XOR ``data`` into ``out`` (at least ``len(data)`` bytes); return ``len(data)``."""
-        self._check()
-        if len(out) < len(data):
-            raise self._break(
-                InvalidParameterError(f"XOR update_into needs {len(data)} bytes of output")
-            )
-        memoryview(out)[: len(data)] = self.update(data)
+    def _update_into(self, data: Buffer, out: bytearray | memoryview) -> int:
+        memoryview(out)[: len(data)] = self._update(data)
         return len(data)
 
     def seek(self, offset: int) -> None:
@@ -118,12 +98,6 @@ class XorCipher(HoldsSecrets, Lifecycle):
         if not isinstance(offset, int) or offset < 0:
             raise InvalidParameterError(f"an offset must be a non-negative int, got {offset!r}")
         self._offset = offset
-
-    def finalize(self) -> bytes:
-        """Finish; returns ``b""``."""
-        self._check()
-        self._finish()
-        return b""
 
     def __repr__(self) -> str:
         return f"<XorCipher key=<{len(self._key)} bytes hidden> state={self._state.value}>"
