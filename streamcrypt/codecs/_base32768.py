@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from ..errors import FormatError
 
-__all__ = ["decode", "encode"]
-
 # The alphabet's block starts as ranges (first, last) stepping by 32, from the library's
 # safe alphabet.
 _RANGES = (

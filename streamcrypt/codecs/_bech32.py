@@ -13,8 +13,6 @@ from collections.abc import Iterable
 
 from ..errors import FormatError
 
-__all__ = ["bech32_decode", "bech32_encode"]
-
 _CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _VALUES = {c: i for i, c in enumerate(_CHARSET)}
 _GENERATOR = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)

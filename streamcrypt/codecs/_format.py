@@ -36,17 +36,6 @@ else:  # what the annotations name, imported only when typing.get_type_hints rea
         for name in ("age", "aws", "ece", "envelope", "rclone", "tink_keyset")
     )
 
-__all__ = [
-    "FormatOptions",
-    "IdentityLike",
-    "KeyLike",
-    "ReadAt",
-    "RecipientLike",
-    "SegmentedFormat",
-    "TextArmor",
-    "or_default",
-]
-
 #: Reads ``length`` bytes of a stream at ``offset`` (fewer only at its end).
 ReadAt = Callable[[int, int], bytes]
 

@@ -14,16 +14,6 @@ from dataclasses import dataclass
 
 from ..errors import FormatError, UnsupportedFormatError
 
-__all__ = [
-    "CIPHERS",
-    "DHS",
-    "HASHES",
-    "PATTERNS",
-    "HandshakePattern",
-    "NoiseProtocolName",
-    "parse_pattern",
-]
-
 #: Pattern name -> (initiator pre-message, responder pre-message, messages).
 #: Messages alternate: the first is sent by the initiator (``->``), the next by the
 #: responder (``<-``), and so on. Pre-messages hold at most ``s`` here.

@@ -40,18 +40,6 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets
 
-__all__ = [
-    "BatchCodec",
-    "HeaderBuilder",
-    "HeaderReader",
-    "SegmentCodec",
-    "SegmentJob",
-    "SegmentLayout",
-    "SegmentedDecryptor",
-    "SegmentedEncryptor",
-    "SegmentedTransform",
-]
-
 
 class SegmentCodec(HoldsSecrets):
     """A keyed, per-stream segment format. Subclasses set the geometry and the two pure functions.

@@ -43,27 +43,6 @@ from ..keys import HoldsSecrets
 from ..primitives import ChaCha20Poly1305Suite
 from ._segmented import SegmentCodec
 
-__all__ = [
-    "Identity",
-    "IdentityLike",
-    "KeyIdentity",
-    "KeyList",
-    "PublicKey",
-    "Recipient",
-    "RecipientLike",
-    "Stanza",
-    "StanzaHeaderReader",
-    "b64decode",
-    "b64encode",
-    "check_shape",
-    "key_lines",
-    "open_file_key",
-    "passphrase_bytes",
-    "stanza_arg",
-    "unwrap_key",
-    "wrap_key",
-]
-
 _T = TypeVar("_T")
 _H = TypeVar("_H")
 _R = TypeVar("_R")

@@ -32,16 +32,6 @@ from ._stanza import (
     wrap_key,
 )
 
-__all__ = [
-    "PREFIXES",
-    "TextForm",
-    "X25519Identity",
-    "X25519Recipient",
-    "dh_unwrap",
-    "dh_wrap",
-    "x25519_exchange",
-]
-
 #: Which format's text a key is written in: ``"age"`` or ``"envelope"``.
 TextForm = Literal["age", "envelope"]
 #: The Bech32 prefixes (public, secret) of each text form.

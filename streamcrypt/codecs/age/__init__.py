@@ -49,7 +49,7 @@ from typing import cast
 from ...errors import InvalidParameterError
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
-from .._stanza import Identity, Recipient, Stanza
+from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from .._x25519 import X25519Identity, X25519Recipient
 from ..armor import ARMOR
 from ._header import (
@@ -67,8 +67,6 @@ from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, layout
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
-    IdentityLike,
-    RecipientLike,
     parse_identities,
     parse_identity,
     parse_recipient,

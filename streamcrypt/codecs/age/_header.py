@@ -19,8 +19,6 @@ from ...errors import FormatError, UnsupportedFormatError
 from ...keys import hkdf
 from .._stanza import Stanza, b64decode, b64encode
 
-__all__ = ["AgeHeader", "parse_header"]
-
 #: The first line of every age v1 header.
 VERSION_LINE = b"age-encryption.org/v1"
 _VERSION_PREFIX = b"age-encryption.org/"

@@ -15,8 +15,6 @@ from ...keys import SecretKey, as_secret_key, random_bytes
 from .._bech32 import bech32_decode, bech32_encode
 from .._stanza import KeyIdentity, PublicKey, Stanza, b64encode, check_shape, stanza_arg
 
-__all__ = ["MLKEM768X25519Identity", "MLKEM768X25519Recipient"]
-
 _PQ_INFO = b"age-encryption.org/mlkem768x25519"
 _PQ_ENC_SIZE = 1120
 _PQ_PUBLIC_SIZE = 1184 + 32

@@ -15,7 +15,7 @@ from ...keys import hkdf, random_bytes
 from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza
 from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
-from .._stanza import Identity
+from .._stanza import Identity, IdentityLike, RecipientLike
 from ._header import (
     CHUNK_SIZE,
     DEFAULT_MAX_HEADER_SIZE,
@@ -28,20 +28,11 @@ from ._header import (
     _parse_complete,
 )
 from ._recipients import (
-    IdentityLike,
-    RecipientLike,
     _identity_list,
     _open_file_key,
     _recipient_list,
 )
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR
-
-__all__ = [
-    "AgeCodec",
-    "AgeDecryptor",
-    "AgeEncryptor",
-    "layout",
-]
 
 _ZERO_NONCE = bytes(12)
 

@@ -27,17 +27,6 @@ from ._ssh import (
     _ssh_identity,
 )
 
-__all__ = [
-    "AnyIdentity",
-    "AnyRecipient",
-    "IdentityLike",
-    "RecipientLike",
-    "parse_identities",
-    "parse_identity",
-    "parse_recipient",
-]
-
-
 #: What :func:`parse_recipient` returns.
 AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient | SshRsaRecipient
 #: What :func:`parse_identity` returns.

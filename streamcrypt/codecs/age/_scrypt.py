@@ -12,8 +12,6 @@ from ...keys import HoldsSecrets, random_bytes
 from .. import _stanza
 from .._stanza import Stanza, b64encode, check_shape, stanza_arg, unwrap_key, wrap_key
 
-__all__ = ["DEFAULT_MAX_WORK_FACTOR", "DEFAULT_WORK_FACTOR", "ScryptIdentity", "ScryptRecipient"]
-
 #: scrypt work factor (log2 N) used when encrypting with a passphrase (age's default).
 DEFAULT_WORK_FACTOR = 18
 #: Highest scrypt work factor a reader accepts unless told otherwise (age's own cap;

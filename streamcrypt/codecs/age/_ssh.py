@@ -35,13 +35,6 @@ if TYPE_CHECKING:
 else:  # the RSA keys' annotations, for typing.get_type_hints (imported when it reads them)
     rsa = LazyModule("cryptography.hazmat.primitives.asymmetric.rsa")
 
-__all__ = [
-    "SshEd25519Identity",
-    "SshEd25519Recipient",
-    "SshRsaIdentity",
-    "SshRsaRecipient",
-]
-
 _SSH_ED25519_INFO = b"age-encryption.org/v1/ssh-ed25519"
 _SSH_ED25519 = "ssh-ed25519"
 _SSH_RSA_LABEL = b"age-encryption.org/v1/ssh-rsa"

@@ -37,7 +37,7 @@ from ...keys import MAX_READ_PARAMS, MODERATE, Argon2Params, PasswordParams
 from .. import container
 from .._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from .._segmented import SegmentLayout
-from .._stanza import Identity, Recipient, Stanza
+from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from .._x25519 import X25519Identity, X25519Recipient
 from ._header import (
     ARGON2ID,
@@ -56,10 +56,8 @@ from ._header import (
 from ._recipients import (
     EciesIdentity,
     EciesRecipient,
-    IdentityLike,
     PassphraseIdentity,
     PassphraseRecipient,
-    RecipientLike,
     parse_identity,
     parse_recipient,
 )

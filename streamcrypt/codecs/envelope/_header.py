@@ -16,8 +16,6 @@ from ...keys import SecretKey, hkdf
 from ...primitives import ED25519_SIGNATURE_SIZE
 from .._stanza import Stanza
 
-__all__ = ["EnvelopeHeader", "parse_header"]
-
 #: The four bytes that start an envelope.
 MAGIC = b"SCEV"
 #: The envelope version this reads and writes.

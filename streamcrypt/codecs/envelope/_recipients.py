@@ -64,18 +64,6 @@ from ._header import (
     EnvelopeHeader,
 )
 
-__all__ = [
-    "EciesIdentity",
-    "EciesRecipient",
-    "IdentityLike",
-    "PassphraseIdentity",
-    "PassphraseRecipient",
-    "RecipientLike",
-    "parse_identity",
-    "parse_recipient",
-]
-
-
 _ZERO_NONCE = bytes(12)
 #: A passphrase stanza's prefix: salt, then Argon2id's ops and memory (KiB) or scrypt's
 #: log2 N, r and p.

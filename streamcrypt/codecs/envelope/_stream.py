@@ -40,7 +40,7 @@ from .._segmented import (
     SegmentJob,
     SegmentLayout,
 )
-from .._stanza import Identity, Recipient
+from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from ._header import (
     FILE_KEY_SIZE,
     MAC_SIZE,
@@ -52,15 +52,11 @@ from ._header import (
     _parse_header,
 )
 from ._recipients import (
-    IdentityLike,
-    RecipientLike,
     _identity_list,
     _open_file_key,
     _recipient_list,
     _wrap,
 )
-
-__all__ = ["DEFAULT_MAX_BUFFERED", "EnvelopeDecryptor", "EnvelopeEncryptor", "layout"]
 
 #: How many bytes of a signed envelope a verifying decryptor holds at most until its
 #: signature verified (the AWS decryptor's ``max_buffered`` default): 1 GiB.
