@@ -312,7 +312,7 @@ class _ReadCeiling:
         self.limits = limits
 
     def _part(self, fd: int, offsets: list[int]) -> None:
-        enc, nonce = self.limits.kernel.encrypt_into, bytes(12)  # type: ignore[union-attr]
+        enc, nonce = self.limits.kernel.encrypt_into, bytes(12)
         out = memoryview(bytearray((1 << 20) + 16 * 16))
         for offset in offsets:
             piece = memoryview(os.pread(fd, 1 << 20, offset))
