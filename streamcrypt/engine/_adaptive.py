@@ -27,7 +27,7 @@ is known before the first batch decides the rest: with one CPU (affinity and cgr
 quota, :data:`~._offload.CPUS`) offload cannot pay and a fresh site never probes it. (The
 adaptive policy's first probe used to come after one epoch, 16 MiB: on the project's
 loaded 2-vCPU VM offload ran at 0.4x inline there, and the first 256 MiB stream of a
-process ran at 0.53x ``policy=None``, bench/RESULTS_paths.md.)
+process ran at 0.47-0.79x ``policy=None``; docs/ENGINE.md.)
 
 One-shot calls (:func:`~._batches.run_verified`) have the caller run jobs itself while helper
 threads take others; a helper that gets no core simply claims little. The share the
