@@ -23,9 +23,9 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 import streamcrypt
 from streamcrypt import decrypt_bytes, encrypt_bytes
-from streamcrypt.codecs import aws, container, rclone
+from streamcrypt.codecs import SegmentJob, aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
-from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy
+from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy, _memory
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -37,7 +37,7 @@ from streamcrypt.errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from streamcrypt.transports import EncryptedFile, open_file, remove_stale_temporaries
+from streamcrypt.transports import EncryptedFile, _file_read, open_file, remove_stale_temporaries
 
 pytestmark = pytest.mark.anyio
 
@@ -230,6 +230,83 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
     # max_in_flight segments beyond them; closing waited for the read-ahead in flight.
     assert 4 * CT_SEG <= sum(read) <= (4 + DEFAULT_MAX_IN_FLIGHT) * CT_SEG
     assert all(n == CT_SEG for n in read)
+
+
+async def test_sequential_reads_return_the_objects_decrypted_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads that continue each other, of whole segments, return the very objects the
+    workers decrypted into (issue 28: a read costs the read and the decryption, no copy
+    and no per-segment planning on the loop)."""
+    data = plaintext(64 * SEG, 8)
+    path = tmp_path / "u.enc"
+    await write_file(path, data)
+    made: list[bytes] = []  # kept alive, so identities stay unique
+    real = _memory.Fresh.finish
+
+    def finish(self: _memory.Fresh, written: int) -> bytes:
+        out = real(self, written)
+        made.append(out)
+        return out
+
+    monkeypatch.setattr(_memory.Fresh, "finish", finish)
+    policy = OffloadPolicy(inline_limit=0, batch_size=32 * SEG, adaptive=False)
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        for i in range(8):
+            got = await f.read(8 * SEG)
+            assert got == data[i * 8 * SEG : (i + 1) * 8 * SEG]
+            assert any(got is m for m in made), i
+
+
+async def test_inline_reads_read_the_next_piece_while_this_one_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``policy=None`` the cipher runs on the loop and the reads on a worker: while
+    reads go forward, the next piece's ciphertext is read while this one is opened."""
+    data = plaintext(6 * 16 * SEG, 9)
+    path = tmp_path / "o.enc"
+    await write_file(path, data)
+    events: list[tuple[str, int]] = []
+    real_pread = _file_read._pread_all
+    real_open = SegmentJob.run_into
+
+    def pread(fd: int, offset: int, length: int) -> bytes:
+        events.append(("read", offset))
+        return real_pread(fd, offset, length)
+
+    def open_(self: SegmentJob, out: memoryview) -> tuple[int, Exception | None]:
+        time.sleep(0.05)  # a slow cipher: the worker has time to start the next read
+        events.append(("opened", self.first_index))
+        return real_open(self, out)
+
+    async with open_file(path, "rb", key=KEY, policy=None) as f:
+        monkeypatch.setattr(_file_read, "_pread_all", pread)
+        monkeypatch.setattr(SegmentJob, "run_into", open_)
+        for i in range(6):
+            assert await f.read(16 * SEG) == data[i * 16 * SEG : (i + 1) * 16 * SEG]
+    reads = [n for kind, n in events if kind == "read"]
+    assert len(reads) >= 6
+    for k in range(5):  # the read of piece k + 1 started before piece k was opened
+        assert events.index(("read", reads[k + 1])) < events.index(("opened", 16 * k)), events
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_cancelled_inline_read_has_no_effect(tmp_path: Path, seed: int) -> None:
+    """Cancelling a ``policy=None`` read (its read-ahead in flight) changes nothing: the
+    position stays, and the file reads on correctly."""
+    rng = random.Random(seed)
+    data = rng.randbytes(1 << 20)
+    path = tmp_path / "x.enc"
+    await write_file(path, data)
+    async with open_file(path, "rb", key=KEY, policy=None) as r:
+        got = bytearray()
+        for _ in range(12):
+            with anyio.move_on_after(rng.random() * 0.002) as scope:
+                got += await r.read(rng.choice([1 << 14, 1 << 16, 100_000]))
+            if scope.cancelled_caught:
+                assert await r.tell() == len(got)
+        got += await r.read()
+        assert bytes(got) == data
 
 
 class CountingFile:

@@ -1000,3 +1000,39 @@ def test_run_in_turns_passes_on_in_order_and_raises_a_failure_in_its_turn() -> N
         with pytest.raises(OSError, match="piece 25"):
             run_in_turns(take, run, passed.append, threads=threads)
         assert passed == list(range(25))
+
+
+def test_a_fresh_site_runs_inline_until_a_probe_costs_little(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No cold start (issue 28): the first stream of a process (no verdict for its site
+    yet) runs inline, never slower than policy=None, and probes offload only once a probe
+    costs at most 1/COLD_PROBE_RATIO of the work before it, even where offload is slow."""
+    clock = FakeClock()
+    monkeypatch.setattr(_adaptive.time, "perf_counter", clock)
+    monkeypatch.setattr(_adaptive, "_VERDICTS", {})
+    policy = OffloadPolicy(batch_size=4 << 20, inline_limit=0, max_in_flight=3)
+    control = Controller(policy, "cold")
+    inline_rate, offload_rate = 1e9, 0.4e9  # offload 2.5x slower: a loaded machine
+    probe = (3 + _adaptive.EPOCH_BATCHES) * (4 << 20)  # warm-up and one epoch
+    done = 0
+    first_probe = None
+    while first_probe is None or done < first_probe + 2 * probe:
+        size = control.batch_size
+        if control.launch(size) and first_probe is None:
+            first_probe = done
+        clock.now += size / (offload_rate if control.offloading else inline_rate)
+        done += size
+        if done == 256 << 20:
+            assert first_probe is None  # a 256 MiB first stream never left the loop
+    assert first_probe >= _adaptive.COLD_PROBE_RATIO * probe
+    assert not control.offloading  # the probe found offload slower
+    # The probe of the slower mode cost under 5% of the time before it.
+    assert clock.now <= 1.05 * done / inline_rate
+
+
+def test_one_cpu_never_probes_offload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_adaptive, "_VERDICTS", {})
+    monkeypatch.setattr(_adaptive._offload, "CPUS", 1)
+    control = Controller(OffloadPolicy(inline_limit=0), "one-cpu")
+    assert not any(control.launch(control.batch_size) for _ in range(100_000))

@@ -10,13 +10,24 @@ faster. So each scheduler measures its own path and keeps whatever is faster.
 
 A :class:`Controller` counts the bytes its scheduler launches and the time they take,
 in *epochs* of ``EPOCH_BATCHES`` offload batches' worth of bytes. It starts in the mode
-its *site* (pipeline stream, file write, socket send...) last settled on in this process
-(inline the first time), and with that site's probing period. After ``period`` measured
-epochs it *probes* the other mode for one measured epoch (after any switch, a window's
-worth of bytes only warms up: the window fills or drains) and keeps whichever has the
-higher median rate over its last three epochs, inline on a tie within ``MARGIN``. While
-the verdict holds the period doubles up to ``MAX_STAY``, so probing costs a few percent
-of a long stream; when the verdict flips it starts again from one.
+its *site* (pipeline stream, file write, socket send...) last settled on in this process,
+and with that site's probing period. After ``period`` measured epochs it *probes* the
+other mode for one measured epoch (after any switch, a window's worth of bytes only
+warms up: the window fills or drains) and keeps whichever has the higher median rate
+over its last three epochs, inline on a tie within ``MARGIN``. While the verdict holds
+the period doubles up to ``MAX_STAY``, so probing costs a few percent of a long stream;
+when the verdict flips it starts again from one.
+
+No cold start: a site with no verdict yet (the first stream of a process: every command,
+every short job) starts inline, which is never slower than ``policy=None``, and probes
+offload only once it has run ``COLD_PROBE_RATIO`` times the probe's own bytes inline
+(:func:`_first_period`). What the probe then costs, if offload turns out slower, is
+bounded by the work before it: a probe at half the inline speed costs 1/32 of it. What
+is known before the first batch decides the rest: with one CPU (affinity and cgroup
+quota, :data:`~._offload.CPUS`) offload cannot pay and a fresh site never probes it. (The
+adaptive policy's first probe used to come after one epoch, 16 MiB: on the project's
+loaded 2-vCPU VM offload ran at 0.4x inline there, and the first 256 MiB stream of a
+process ran at 0.47-0.79x ``policy=None``; docs/ENGINE.md.)
 
 One-shot calls (:func:`~._batches.run_verified`) have the caller run jobs itself while helper
 threads take others; a helper that gets no core simply claims little. The share the
@@ -33,6 +44,7 @@ from __future__ import annotations
 import os
 import time
 
+from . import _offload
 from ._offload import OffloadPolicy
 
 __all__ = ["INLINE_BATCH", "Controller", "OneShotVerdict", "oneshot_verdict"]
@@ -44,6 +56,8 @@ EPOCH_BATCHES = 4
 MARGIN = 1.05
 MAX_STAY = 32
 MIN_HELPER_SHARE = 0.15
+#: A fresh site's first probe waits until it ran this many times the probe's bytes inline.
+COLD_PROBE_RATIO = 32
 
 #: The last verdict of every site in this process (True: offload) and its probing period.
 _VERDICTS: dict[str, tuple[bool, int]] = {}
@@ -82,7 +96,10 @@ class Controller:
         self._policy = policy
         self._site = site
         self._adaptive = policy.adaptive
-        chosen, period = _VERDICTS.get(site, (False, 1)) if policy.adaptive else (True, 1)
+        if not policy.adaptive:
+            chosen, period = True, 1
+        else:
+            chosen, period = _VERDICTS.get(site) or (False, _first_period(policy))
         self._chosen = self._offload = chosen
         self._period = self._stay = period
         self._rates: dict[bool, list[float]] = {False: [], True: []}
@@ -156,6 +173,17 @@ class Controller:
             self._offload = offload
             self._warm = self._warmup()
             self._epoch_bytes = 0
+
+
+def _first_period(policy: OffloadPolicy) -> int:
+    """Inline epochs before a fresh site's first probe of offload: enough that the probe
+    (a window's warm-up and one epoch) is 1/COLD_PROBE_RATIO of the work before it; never,
+    in effect, on one CPU."""
+    if _offload.CPUS < 2:
+        return 1 << 62
+    epoch = EPOCH_BATCHES * policy.batch_size
+    probe = policy.max_in_flight * policy.batch_size + epoch
+    return -(-COLD_PROBE_RATIO * probe // epoch)
 
 
 class OneShotVerdict:

@@ -32,6 +32,7 @@ else:  # read by typing.get_type_hints, which imports it then (~10 ms with loggi
     futures = LazyModule("concurrent.futures")
 
 __all__ = [
+    "CPUS",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_INLINE_LIMIT",
     "DEFAULT_MAX_IN_FLIGHT",
@@ -119,8 +120,10 @@ def _cpu_quota(directory: str, files: tuple[str, ...]) -> int | None:
     return -(-quota // period) if quota > 0 and period > 0 else None
 
 
+#: The CPUs this process may use, read once at import.
+CPUS = cpu_budget()
 #: Threads of the shared pool: the CPUs this process may use (at least 2).
-DEFAULT_WORKERS = max(2, cpu_budget())
+DEFAULT_WORKERS = max(2, CPUS)
 #: One batch per worker plus one being emitted keeps every worker busy.
 DEFAULT_MAX_IN_FLIGHT = DEFAULT_WORKERS + 1
 

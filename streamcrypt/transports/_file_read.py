@@ -21,7 +21,7 @@ import anyio.lowlevel
 from anyio.abc import ByteReceiveStream
 
 from ..codecs import ReadAt, SegmentJob, SegmentLayout
-from ..engine import CLAIM_SIZE, OffloadPolicy, OrderedBatches, WorkerCalls
+from ..engine import CLAIM_SIZE, OffloadPolicy, OrderedBatches, Pending, WorkerCalls, wait_future
 from ..errors import BrokenTransformError, InvalidParameterError, TruncatedStreamError
 
 #: Bytes per piece when the policy is None (no batch size to follow).
@@ -193,13 +193,18 @@ class _PreadJob:
 class _RandomReader:
     """Random access through a SegmentLayout, with read-ahead for sequential reads.
 
-    A read is served from the *span* last opened (whole segments around the position,
-    about the size of the read); past it, the next span comes from the engine's
-    scheduler. From a file descriptor, spans are read and opened on workers (``pread``
-    and the cipher in one job); once a read continues the span before it, up to
-    ``max_in_flight`` spans ahead are already in flight; a seek elsewhere drops them.
-    Random reads read only the segments they cover. A span whose segment fails opens up to that segment: reads before it succeed,
-    a read that touches it raises, the rest of the file stays readable.
+    A read is served from the *span* last opened (whole segments around the position),
+    kept as output objects of about the read's size (whole segments), so that a read
+    that continues the one before returns one of them uncopied. Past the span, the next
+    span comes from the engine's scheduler. From a file descriptor, spans are read and
+    opened on workers (``pread`` and the cipher in one job, about ``CLAIM_SIZE`` each,
+    claimed by the workers and by the loop while it waits); the first span after a seek
+    is one read's worth, and once a read continues the span before it, spans of about
+    ``policy.batch_size`` are read ahead, up to ``max_in_flight`` of them, so the workers
+    decrypt one while the next is read (memory: about ``batch_size x (max_in_flight +
+    1)``); a seek elsewhere drops them. Random reads read only the segments they cover.
+    A span whose segment fails opens up to that segment: reads before it succeed, a read
+    that touches it raises, the rest of the file stays readable.
     """
 
     def __init__(
@@ -216,21 +221,22 @@ class _RandomReader:
         self.size = layout.plaintext_size
         self.position = 0
         self.piece = policy.batch_size if policy is not None else _INLINE_PIECE
-        self._cache = b""
-        self._cache_start = 0
+        self._segment = layout.codec.full_plaintext(1)
+        # The plaintext of the span last opened: consecutive objects from _cache_start.
+        self._cache: list[bytes] = []
+        self._cache_start = self._cache_end = 0
         # Read-ahead runs only where the worker can read by itself (a descriptor) and a
         # policy lets work leave the loop.
         self._fd = source.fd if isinstance(source, _FdSource) and policy is not None else None
         self._batches = self._new_batches()
         self._spans: deque[tuple[int, int]] = deque()  # plaintext ranges in flight, in order
-        self._span = 0
+        self._out = self._segment  # plaintext bytes per output object (about a read)
         self._dropped: list[OrderedBatches] = []
+        # policy=None: the next span's ciphertext being read (offset, length, the read).
+        self._ahead: tuple[int, int, Pending[bytes]] | None = None
 
     def _new_batches(self) -> OrderedBatches:
-        # One output object per span, so a read of exactly a span returns it uncopied.
-        return OrderedBatches(
-            self._policy, site="file-read", always_offload=self._fd is not None, piece=1 << 62
-        )
+        return OrderedBatches(self._policy, site="file-read", always_offload=self._fd is not None)
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -238,54 +244,86 @@ class _RandomReader:
         parts: list[bytes] = []
         pos = start
         while pos < stop:
-            offset = pos - self._cache_start
-            if 0 <= offset < len(self._cache):
-                take = min(stop - pos, len(self._cache) - offset)
-                parts.append(self._cache[offset : offset + take])
-                pos += take
+            if self._cache_start <= pos < self._cache_end:
+                pos = self._take(pos, stop, parts)
             else:
                 await self._load(pos, stop - pos)
         self.position = pos
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _span_size(self, want: int) -> int:
-        seg = self._layout.codec.full_plaintext(1)
-        return min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
+    def _take(self, pos: int, stop: int, parts: list[bytes]) -> int:
+        """Append the cached plaintext from ``pos`` (cached) up to ``stop`` or the cache's
+        end to ``parts`` (a whole object uncopied); returns where that ends."""
+        base = self._cache_start
+        for piece in self._cache:
+            end = base + len(piece)
+            if pos < end:
+                take = min(stop, end) - pos
+                parts.append(piece[pos - base : pos - base + take])
+                pos += take
+                if pos >= stop:
+                    break
+            base = end
+        return pos
 
     def _queue(self, start: int, jobs: list[Any]) -> None:
         self._batches.queue(jobs)
         self._batches.launch()
         self._spans.append((start, start + sum(job.out_size for job in jobs)))
 
-    def _queue_span(self, start: int) -> None:
-        """Queue, as one batch of claim-sized jobs, the span of whole segments from
-        plaintext ``start`` (a segment boundary), each job reading its own ciphertext."""
+    def _queue_span(self, start: int, span: int) -> None:
+        """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
+        ``start`` (a segment boundary): jobs of about CLAIM_SIZE that each read their own
+        ciphertext, none across the boundary of an output object. The span is planned
+        once; its jobs are cut from it by the segment sizes, as ``SegmentJob.split``."""
         assert self._fd is not None
-        layout = self._layout
-        first = layout.segment_of(start)
-        last = layout.segment_of(min(self.size, start + self._span) - 1)
-        per = max(1, CLAIM_SIZE // layout.codec.full_ciphertext(1))
+        planned = self._layout.plan(start, start + span)
+        assert planned is not None
+        whole, pos, length, _skip = planned
+        codec = whole.codec
+        full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
+        per_out = max(1, self._out // self._segment)  # segments per output object
+        per_job = -(-per_out // -(-per_out * full // CLAIM_SIZE))  # ~CLAIM_SIZE, even split
+        end = pos + length
+        index = whole.first_index
+        last = index + whole.count - 1
         jobs: list[Any] = []
-        for i in range(first, last + 1, per):
-            j = min(last, i + per - 1)
-            planned = layout.plan(layout.plaintext_offset(i), layout.plaintext_offset(j + 1))
-            assert planned is not None
-            job, offset, length, _skip = planned
-            jobs.append(_PreadJob(self._fd, job, offset, length))
-            if job.final:  # a range that reaches the end took the final segment with it
-                break
+        while index <= last:
+            out_last = min(last, index + per_out - 1)
+            while index <= out_last:
+                j = min(out_last, index + per_job - 1)
+                n = j - index + 1
+                size = end - pos if j == last else n * full + (full0 - full if index == 0 else 0)
+                job = SegmentJob(codec, False, index, n, b"", whole.final and j == last)
+                jobs.append(_PreadJob(self._fd, job, pos, size))
+                pos += size
+                index = j + 1
         self._queue(start, jobs)
 
     async def _queue_direct(self, start: int) -> None:
-        """Without read-ahead: fetch the span's ciphertext here, then queue its job."""
-        planned = self._layout.plan(start, start + self._span)
+        """Without workers that read for themselves: fetch the span's ciphertext (the
+        read started ahead, if any), then queue its job. While reads go forward from a
+        descriptor (``policy=None``: the cipher runs on the loop), the next span's
+        ciphertext is read on a worker while this one is opened."""
+        planned = self._layout.plan(start, start + self._out)
         assert planned is not None
         job, offset, length, _skip = planned
-        job.data = await self._source.read_at(offset, length)
-        if len(job.data) != length:
+        ahead = self._ahead
+        if ahead is not None and ahead[:2] == (offset, length):
+            data = await wait_future(ahead[2])  # cancelled: the read stays ahead
+        else:
+            data = await self._source.read_at(offset, length)
+        self._ahead = None
+        if len(data) != length:
             raise TruncatedStreamError(
                 "the file is shorter than when it was opened: it was truncated meanwhile"
             )
+        job.data = data
+        if isinstance(self._source, _FdSource) and start == self._cache_end:
+            nxt = self._layout.plan(start + self._out, start + 2 * self._out)
+            if nxt is not None:
+                _, at, size, _ = nxt
+                self._ahead = (at, size, self._threads.start(_pread_all, self._source.fd, at, size))
         self._queue(start, [job])
 
     async def _load(self, pos: int, want: int) -> None:
@@ -295,33 +333,38 @@ class _RandomReader:
         if not self._spans or self._spans[0][0] != start:
             self._restart(want)
             if self._fd is not None:
-                self._queue_span(start)
+                self._queue_span(start, self._out)
             else:
                 await self._queue_direct(start)
         span_start, span_stop = self._spans.popleft()
         await self._batches.wait()
         parts, error = self._batches.pop()
-        sequential = span_start == self._cache_start + len(self._cache)
-        out = parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
-        self._cache, self._cache_start = out, span_start
+        sequential = span_start == self._cache_end
+        self._cache = [part if isinstance(part, bytes) else bytes(part) for part in parts]
+        self._cache_start = span_start
+        self._cache_end = span_start + sum(map(len, self._cache))
         if error is not None:
             self._restart(want)
-            if pos >= span_start + len(out):
+            if pos >= self._cache_end:
                 raise error
             return
         if self._fd is not None and sequential:  # read ahead while reads go forward
             nxt = self._spans[-1][1] if self._spans else span_stop
             while nxt < self.size and not self._batches.window_full:
-                self._queue_span(nxt)
+                self._queue_span(nxt, self._out)
                 nxt = self._spans[-1][1]
 
     def _restart(self, want: int) -> None:
-        """Drop what is in flight (a seek, or a failed span) and size spans for ``want``."""
+        """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
         if self._batches.broken or not self._batches.idle:
             self._dropped.append(self._batches)
             self._batches = self._new_batches()
         self._spans.clear()
-        self._span = self._span_size(want)
+        seg = self._segment
+        self._out = min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
+        # A group of jobs becomes one object once it holds more than out - seg bytes: at
+        # the end of each output object, also one whose segment 0 is shorter (Tink).
+        self._batches.piece = self._out - seg + 1
 
     async def seek(self, offset: int, whence: int) -> int:
         if whence == io.SEEK_SET:
