@@ -47,6 +47,7 @@ from streamcrypt.errors import (
     InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
+    StreamCryptError,
     UnknownKeyError,
 )
 from streamcrypt.keys import SecretKey
@@ -466,6 +467,36 @@ def test_latest_names_the_newest_snapshot_wherever_a_snapshot_is_taken(tmp_path:
     assert run(sb.backup, src, store, KEY, name="c", parent="latest").parent == "b"
     assert run(sb.forget, store, KEY, ["latest"]) == ["c"]
     assert run(sb.list_snapshots, store, backend="trio") == ["a", "b"]
+
+
+def test_latest_is_the_last_created_whatever_the_names_and_never_a_planted_file(
+    tmp_path: Path,
+) -> None:
+    """``latest`` follows the signed creation time, not name order (a custom name sorts
+    after every default time name: review F1); a file someone without the key planted in
+    snapshots/ is not listed when its name is not a snapshot's, and makes ``latest`` fail
+    rather than fall back to an older snapshot when it is (review F2)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "notes.txt").write_text("v1 (old data)\n")
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="pre-upgrade")
+    (src / "notes.txt").write_text("v2\n")
+    newest = run(sb.backup, src, store, KEY).snapshot  # a UTC time: sorts first
+    assert newest < "pre-upgrade"
+    restored = run(sb.restore, store, "latest", tmp_path / "dest", KEY)
+    assert restored.snapshot == newest
+    assert (tmp_path / "dest" / "notes.txt").read_text() == "v2\n"
+    snapshots = tmp_path / "store" / "snapshots"
+    (snapshots / "2099-12-31T000000.000000Z\x1b[2J").write_bytes(b"planted")
+    assert run(sb.list_snapshots, store) == sorted([newest, "pre-upgrade"])
+    (snapshots / "zzz-planted").write_bytes(os.urandom(200))
+    with pytest.raises(StreamCryptError):
+        run(sb.restore, store, "latest", tmp_path / "dest2", KEY)
+    assert not (tmp_path / "dest2").exists()
+    with pytest.raises(StreamCryptError):
+        run(sb.forget, store, KEY, ["latest"])
+    assert (snapshots / "pre-upgrade").exists() and (snapshots / newest).exists()
 
 
 def test_the_store_api_is_async() -> None:

@@ -424,3 +424,18 @@ async def test_wrap_reads_detect_the_format_too(name: str, seekable: bool, tmp_p
     async with EncryptedFile.wrap(stream, "rb", **read) as f:
         assert await f.read() == DATA
     await opened.aclose()
+
+
+@pytest.mark.parametrize("aad", [5, [1, 2], "ctx"], ids=["int", "list", "str"])
+@pytest.mark.parametrize("case", ["native", "tink", "cobblestone", "envelope", "secretstream"])
+def test_an_aad_that_is_not_bytes_is_a_typed_error_at_every_entry(case: str, aad: object) -> None:
+    """aad= is checked once, where every format's options are (review F3: ``aad=5`` was
+    sealed as five zero bytes, then raised a bare TypeError)."""
+    fmt, writing, reading = CASES[case]
+    sealed = streamcrypt.encrypt_bytes(DATA, format=fmt, **writing)
+    with pytest.raises(InvalidParameterError, match="aad= must be bytes-like"):
+        streamcrypt.encrypt_bytes(DATA, format=fmt, **{**writing, "aad": aad})
+    with pytest.raises(InvalidParameterError, match="aad= must be bytes-like"):
+        streamcrypt.decrypt_bytes(sealed, format=fmt, **{**reading, "aad": aad})
+    with pytest.raises(InvalidParameterError, match="aad= must be bytes-like"):
+        streamcrypt.encrypt(chunks(DATA), format=fmt, **{**writing, "aad": aad})

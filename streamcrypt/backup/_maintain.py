@@ -37,7 +37,7 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, open_location
+from ._store import Store, open_location, snapshot_names
 from ._work import run_blocking
 
 
@@ -63,8 +63,9 @@ def _snapshot_files(
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []
-    names = (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(f"{root}/snapshots", detail=False))
-    return sorted(n for n in names if not n.startswith("."))
+    return snapshot_names(
+        p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(f"{root}/snapshots", detail=False)
+    )
 
 
 # -- verify -----------------------------------------------------------------------------------

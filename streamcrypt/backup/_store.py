@@ -26,7 +26,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -156,17 +156,28 @@ class Index:
 def check_snapshot_name(name: str) -> str:
     """``name`` if it can name a file in ``snapshots/``: one component that
     :func:`streamcrypt.paths.name_parts` takes, not hidden (no leading dot: temporaries),
-    no backslash (a store is read on every platform), not :data:`LATEST`. Raises
-    :class:`InvalidParameterError`."""
+    no backslash (a store is read on every platform), nothing unprintable (names are
+    shown), not :data:`LATEST`. Raises :class:`InvalidParameterError`."""
     try:
         one = len(name_parts(name, what="a snapshot name", local=True)) == 1
     except UnsafePathError:
         one = False
-    if not one or name.startswith(".") or "\\" in name:
+    if not one or name.startswith(".") or "\\" in name or not name.isprintable():
         raise InvalidParameterError(f"{name!r} is not a snapshot name")
     if name == LATEST:
         raise InvalidParameterError(f"{LATEST!r} names the newest snapshot; choose another name")
     return name
+
+
+def snapshot_names(files: Iterable[str]) -> list[str]:
+    """The names among ``files`` (of ``snapshots/``) that a snapshot can have, sorted."""
+    names = []
+    for name in files:
+        try:
+            names.append(check_snapshot_name(name))
+        except InvalidParameterError:
+            pass
+    return sorted(names)
 
 
 class Store:
@@ -384,20 +395,27 @@ class Store:
     # -- snapshots -------------------------------------------------------------------------------
 
     async def snapshot_names(self) -> list[str]:
-        """Snapshot names, in name order (default names sort by time)."""
-        return sorted(await self.list_files("snapshots"))
+        """Snapshot names, in name order; a file no snapshot could be named (see
+        :func:`check_snapshot_name`: planted by someone without the key) is left out."""
+        return snapshot_names(await self.list_files("snapshots"))
 
     async def find_snapshot(self, name: str) -> str:
-        """The snapshot ``name`` stands for: itself, or for :data:`LATEST` the last in name
-        order (default names are UTC times: the newest). Raises
-        :class:`InvalidParameterError` (not a snapshot name), :class:`SnapshotNotFoundError`
-        (``latest`` in a store without snapshots)."""
+        """The snapshot ``name`` stands for: itself, or for :data:`LATEST` the one whose
+        signed manifest was created last (names are the user's: they need not sort by
+        time). Raises :class:`InvalidParameterError` (not a snapshot name),
+        :class:`SnapshotNotFoundError` (``latest`` in a store without snapshots), and for
+        ``latest`` as :meth:`load_snapshot` for any snapshot that does not verify (never
+        an older one in its place)."""
         if name != LATEST:
             return check_snapshot_name(name)
-        names = await self.snapshot_names()
-        if not names:
+        newest: tuple[str, str] | None = None
+        for candidate in await self.snapshot_names():
+            created = (await self.load_snapshot(candidate)).created
+            if newest is None or (created, candidate) > newest:
+                newest = (created, candidate)
+        if newest is None:
             raise SnapshotNotFoundError(f"no snapshot in the store, so no {LATEST!r}")
-        return names[-1]
+        return newest[1]
 
     async def load_snapshot(self, name: str) -> Manifest:
         """Verify, decrypt and parse snapshot ``name`` (or :data:`LATEST`). Raises

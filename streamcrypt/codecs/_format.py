@@ -236,7 +236,12 @@ class SegmentedFormat:
     def check_options(self, options: FormatOptions, mode: str) -> None:
         """Raise :class:`~streamcrypt.errors.InvalidParameterError` for an option this
         format does not take in ``mode`` (``"wb"`` or ``"rb"``), naming the format, the
-        keyword and the ones it takes, then as :attr:`check` for their values."""
+        keyword and the ones it takes, or for an ``aad=`` that is not bytes-like; then as
+        :attr:`check` for their values."""
+        if not isinstance(options.aad, bytes | bytearray | memoryview):
+            raise InvalidParameterError(
+                f"aad= must be bytes-like, not {type(options.aad).__name__}"
+            )
         takes = self.writes if mode == "wb" else self.reads
         untaken, defaults = _untaken(takes)
         # One native comparison in the common case; the rare other one names the option.
