@@ -19,7 +19,7 @@ import threading
 from _queue import SimpleQueue  # C; the queue module would import more
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, TypeVarTuple, Unpack
 
 from .._lazy import LazyModule
 from ..errors import BrokenTransformError, InvalidParameterError
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 T_co = TypeVar("T_co", covariant=True)
 
 # These are bounds, not tuning: whether work between them leaves the loop is measured on
@@ -155,13 +156,13 @@ class OffloadPolicy:
         if self.inline_limit < 0:
             raise InvalidParameterError("inline_limit must be >= 0")
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Pending[T]:
+    def submit(self, fn: Callable[[Unpack[Ts]], T], *args: *Ts) -> Pending[T]:
         """Start ``fn(*args)`` on a worker thread; returns at once."""
         if self.executor is not None:
             return self.executor.submit(fn, *args)
         return start(fn, *args, workers=self.workers)
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
         """``fn(*args)`` on a worker thread, awaited (for one-off work such as a KDF)."""
         return await wait_future(self.submit(fn, *args))
 
@@ -392,7 +393,7 @@ class WorkerCalls:
         future.add_done_callback(self._running.discard)
         return future
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
         """``fn(*args)`` on a worker, awaited."""
         return await wait_future(self.start(fn, *args))
 

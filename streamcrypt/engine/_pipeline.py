@@ -358,7 +358,7 @@ class Pipeline:
         copy needed to keep them, as a request body queued for an app).
         """
         push, done = _as_push(sink, kept)
-        return Feeder(self._build(push, done, "pipeline-feeder"), self._piece_size)
+        return Feeder._start(self._build(push, done, "pipeline-feeder"), self._piece_size)
 
     async def run(self, source: Source, sink: Sink) -> None:
         """Drive everything from ``source`` into ``sink``."""
@@ -411,12 +411,21 @@ class Pipeline:
 
 class Feeder:
     """Drives a pipeline from pushed data; every output goes to the sink before
-    ``send`` returns, except what a segmented stage holds back for its next batch."""
+    ``send`` returns, except what a segmented stage holds back for its next batch.
+    Made by :meth:`Pipeline.feeder`; it has no public constructor."""
 
-    def __init__(self, runners: list[_Stage], piece_size: int) -> None:
-        self._runners = runners
-        self._piece = piece_size
-        self._closed = False
+    _runners: list[_Stage]
+    _piece: int
+    _closed: bool
+
+    def __init__(self) -> None:
+        raise TypeError("Feeder has no public constructor: use Pipeline.feeder()")
+
+    @classmethod
+    def _start(cls, runners: list[_Stage], piece_size: int) -> Feeder:
+        feeder = cls.__new__(cls)
+        feeder._runners, feeder._piece, feeder._closed = runners, piece_size, False
+        return feeder
 
     async def send(self, data: Buffer) -> None:
         """Push ``data`` through the stages (large data in batch-sized pieces)."""

@@ -69,7 +69,7 @@ name is here.
 
 from __future__ import annotations
 
-from ._body import AwsBodyDecryptor, AwsDecryptor, AwsEncryptor
+from ._body import AwsDecryptor, AwsEncryptor
 from ._descriptor import FORMAT
 from ._frames import AwsFrameCodec
 from ._header import (
@@ -103,7 +103,6 @@ __all__ = [
     "MAX_SIGNED_FRAMES",
     "PUBLIC_KEY_FIELD",
     "SUITES",
-    "AwsBodyDecryptor",
     "AwsDecryptor",
     "AwsEncryptor",
     "AwsFrameCodec",
