@@ -1,13 +1,13 @@
 """Sphinx configuration: the streamcrypt documentation site (``make docs``).
 
-The guides are the Markdown files beside this one (MyST); the API reference is generated
+The pages are the Markdown files beside this one (MyST): the Quickstart, the guides
+(``guides/``), the specifications and internals; the API reference is generated
 from the docstrings, one page per public module (``_ext/api_pages.py`` says what goes on
 each page and fails the build when a public name goes undocumented).
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,21 +51,6 @@ extensions.append("api_pages")
 autosummary_context = {"api": api_pages.plan()}
 
 
-def _readme_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:
-    """README.md links files by their path in the repository; included into index.md
-    they are resolved from docs/: the examples and bench results become downloads from one
-    level up, the changelog and the security policy their pages here."""
-    if relative_path.name == "README.md":
-        text = content[0].replace("](examples/", "](../examples/")
-        text = text.replace("](CHANGELOG.md)", "](changelog.md)")
-        text = text.replace("](SECURITY.md)", "](security.md)")
-        content[0] = re.sub(
-            r"\[bench/(RESULTS[\w-]*\.md)\]\(bench/\1\)",
-            r"{download}`bench/\1 <../bench/\1>`",
-            text,
-        )
-
-
 def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     """Resolve a bare name in a docstring (``:class:`FormatError```, written for the
     reader of the source) to the one documented object of that name, if there is one."""
@@ -84,5 +69,4 @@ def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
 
 
 def setup(app: Any) -> None:
-    app.connect("include-read", _readme_links)
     app.connect("missing-reference", _short_names)

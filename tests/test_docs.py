@@ -1,20 +1,37 @@
-"""The docs stay true: every Python block of README.md and docs/*.md runs as written, the
-README's shell session of the ``streamcrypt`` command runs, and the first screen shows the
-two set-up commands."""
+"""The docs stay true: every Python block of README.md and docs/ runs as written; the
+quickstart and the guides run section by section as a newcomer follows them (shell lines,
+then the programs, servers started in the background on 127.0.0.1 and stopped after);
+the shell session of the ``streamcrypt`` command runs; the README's first screen shows
+the install line and the two set-up commands; the API reference lists public modules only."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import REPO
 
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [
+    REPO / "README.md",
+    *sorted(
+        p
+        for p in (REPO / "docs").rglob("*.md")
+        if not p.relative_to(REPO / "docs").parts[0].startswith("_")
+    ),
+]
+#: Pages a newcomer follows top to bottom: each ``##`` section runs as one session.
+TASK_PAGES = [REPO / "docs" / "quickstart.md", *sorted((REPO / "docs" / "guides").glob("*.md"))]
 #: A fenced block: its info string (``python``, ``sh``, ``{include} ../README.md``...) and code.
 _FENCE = re.compile(r"^```([^`\n]*)\n(.*?)^```[ \t]*$", flags=re.S | re.M)
 
@@ -40,7 +57,8 @@ def _blocks(path: Path) -> list[Block]:
 
 
 ALL = [block for path in DOCS for block in _blocks(path)]
-PYTHON = [b for b in ALL if b.language == "python"]
+#: Blocks that run on their own (the task pages' blocks run in their sections, below).
+PYTHON = [b for b in ALL if b.language == "python" and b.path not in TASK_PAGES]
 
 
 def _is_cli_session(block: Block) -> bool:
@@ -53,15 +71,15 @@ def _is_cli_session(block: Block) -> bool:
     )
 
 
-CLI_SESSIONS = [b for b in ALL if _is_cli_session(b)]
+CLI_SESSIONS = [b for b in ALL if _is_cli_session(b) and b.path not in TASK_PAGES]
 
 
 def test_the_blocks_are_found() -> None:
     """Guards the extraction: a broken pattern must not make the tests below vacuous."""
     readme = [b for b in PYTHON if b.path.name == "README.md"]
-    assert len(readme) >= 4, [b.name for b in PYTHON]
+    assert len(readme) == 1, [b.name for b in PYTHON]  # the first screen's one example
     assert all(b.code.strip() for b in PYTHON)
-    assert any(b.path.name == "README.md" for b in CLI_SESSIONS)
+    assert any(b.path.name == "overview.md" for b in CLI_SESSIONS)  # the command's session
 
 
 def _run(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -101,23 +119,93 @@ def test_cli_session_runs(block: Block, tmp_path: Path) -> None:
     assert "meet at noon" in out.stdout  # a decryption to standard output came back
 
 
-def test_readme_first_screen_has_exactly_the_two_commands() -> None:
-    first_screen = "\n".join((REPO / "README.md").read_text().splitlines()[:40])
-    shell = [b for b in _blocks(REPO / "README.md") if b.language == "sh" and b.line <= 40]
-    assert len(shell) == 1 and "make demo" in first_screen and "make test" in first_screen
-    commands = [ln.split("#")[0].strip() for ln in shell[0].code.splitlines() if ln.strip()]
-    assert commands == ["make demo", "make test"]
+def test_readme_first_screen_has_the_install_line_the_two_commands_and_one_example() -> None:
+    """What it is, ``pip install streamcrypt``, ``make demo`` and ``make test`` (in that
+    order, nothing else to type), and one example; the tables live on the site."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    first_screen = [b for b in _blocks(REPO / "README.md") if b.line <= 40]
+    shell = [b for b in first_screen if b.language == "sh"]
+    commands = [ln.split("#")[0].strip() for b in shell for ln in b.code.splitlines() if ln.strip()]
+    assert commands == ["pip install streamcrypt", "make demo", "make test"]
+    assert [b.language for b in first_screen] == ["sh", "sh", "python"]
+    assert not any(ln.startswith("|") for ln in lines), "tables belong on the site"
 
 
-def test_readme_points_to_the_command_its_reference_and_the_examples() -> None:
+def test_readme_points_to_the_command_its_reference_and_the_guides() -> None:
     readme = (REPO / "README.md").read_text()
     assert "`streamcrypt` command" in readme and "docs/CLI.md" in readme
+    for page in ["docs/quickstart.md", *(f"docs/guides/{p.name}" for p in TASK_PAGES[1:])]:
+        assert f"({page})" in readme, page
+
+
+def test_the_examples_page_shows_every_example() -> None:
+    page = (REPO / "docs" / "examples.md").read_text()
     for example in sorted((REPO / "examples").glob("*.py")):
-        assert f"examples/{example.name}" in readme, example.name
+        assert f"{{literalinclude}} ../examples/{example.name}" in page, example.name
+
+
+#: A Markdown link: ``[text](target)``.
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_lead_to_files_of_the_repository(path: Path) -> None:
+    """A link to a page or file that is not there (an ARCHITECTURE document, say) is a
+    dead end on the site and on GitHub alike."""
+    for target in _LINK.findall(path.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        assert (path.parent / target.split("#")[0]).exists(), (path.name, target)
+
+
+SITE_PAGES = [p for p in DOCS if p.parent != REPO]
+
+
+@pytest.mark.parametrize("path", SITE_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_site_pages_link_pages_by_name_not_by_repository_path(path: Path) -> None:
+    """On the site a page is a link with a title, not the text "docs/FORMAT.md"."""
+    assert not re.findall(r"\bdocs/\w+\.md", path.read_text()), path.name
 
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+#: Modules only an extra installs (pyproject.toml's optional dependencies).
+_EXTRA_MODULES = [
+    "aiohttp",
+    "starlette",
+    "rich",
+    "fsspec",
+    "zstandard",
+    "pyfastcdc",
+    "dask",
+    "distributed",
+    "matplotlib",
+    "Crypto",
+    "argon2",
+    "coincurve",
+    "sphinx",
+]
+
+
+def test_make_demo_installs_the_package_alone_and_the_demo_needs_no_more() -> None:
+    """``make demo`` builds the venv with no extra (``make test`` with all of them), and
+    the demo imports no module an extra brings."""
+    makefile = (REPO / "Makefile").read_text()
+    demo = re.search(r"^demo: (.+)$", makefile, flags=re.M)
+    assert demo is not None and demo.group(1).strip() == "$(DEMO_STAMP)"
+    recipe = re.search(r"^\$\(DEMO_STAMP\):.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+    assert recipe is not None and "$(call install,)" in recipe.group(1)
+    assert re.search(r"^test: \$\(STAMP\)$", makefile, flags=re.M)
+    probe = (
+        "import runpy, sys; sys.argv = ['demo', '--mib', '1'];"
+        "runpy.run_module('streamcrypt._demo', run_name='__main__');"
+        f"print(sorted(m for m in {_EXTRA_MODULES!r} if m in sys.modules))"
+    )
+    out = _run([sys.executable, "-c", probe], REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
 def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
@@ -134,3 +222,197 @@ def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
     hashes = [line.split()[-1] for line in out.stdout.splitlines() if "BLAKE3" in line]
     assert len(hashes) == 3 and len(set(hashes)) == 1
 
+
+# The quickstart and the guides, section by section -------------------------------------
+
+#: ``# name.py: how to run it``, the first line of a program a task page saves and runs;
+#: "until Ctrl-C" there marks a server, started in the background.
+_PROGRAM = re.compile(r"^# (\w+\.py)\b(.*)$")
+#: The one port the task pages' servers listen on; each run substitutes a free one.
+DOC_PORT = "8765"
+#: ``command  # prints: text``: a shell line whose output must contain the text.
+_SHELL_PRINTS = re.compile(r"#\s*prints:\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class Section:
+    path: Path
+    title: str
+    blocks: tuple[Block, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(REPO)}#{self.title}"
+
+
+def _sections(path: Path) -> list[Section]:
+    text = path.read_text()
+    heads = [(m.start(), m.group(1)) for m in re.finditer(r"^## (.+)$", text, flags=re.M)]
+    bounds = [*heads, (len(text) + 1, "")]
+    blocks = _blocks(path)
+    found = []
+    for (start, title), (end, _) in itertools.pairwise(bounds):
+        first, last = text.count("\n", 0, start) + 1, text.count("\n", 0, end) + 1
+        mine = tuple(b for b in blocks if first <= b.line < last and b.language in ("python", "sh"))
+        if any(b.language == "python" or _shell_lines(b) for b in mine):
+            found.append(Section(path, title, mine))
+    return found
+
+
+def _shell_lines(block: Block) -> list[str]:
+    """A shell block's commands, but the install lines (the test venv has everything)."""
+    lines = [ln for ln in block.code.splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln for ln in lines if not ln.lstrip().startswith("pip install")]
+
+
+SECTIONS = [s for page in TASK_PAGES for s in _sections(page)]
+
+
+def _needs(section: Section) -> str | None:
+    """A program the section runs that this machine lacks (the age command is a
+    peer installed outside Python: ``apt-get install age``)."""
+    code = "\n".join(ln for b in section.blocks if b.language == "sh" for ln in _shell_lines(b))
+    for program in ("age", "age-keygen"):
+        if re.search(rf"(^|[|;&]\s*){program}\s", code, flags=re.M) and not shutil.which(program):
+            return program
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(server: subprocess.Popen[str], port: int, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            _, err = server.communicate()
+            pytest.fail(f"{name} exited with {server.returncode} before listening:\n{err}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"{name} did not listen on 127.0.0.1:{port} within 60 s")
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    """Ctrl-C, as the reader stops it; killed if that does not stop it."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGINT)
+    try:
+        server.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.communicate()
+
+
+def test_the_task_pages_have_sections() -> None:
+    """Guards the extraction: every task page runs, the quickstart all five tasks with
+    both processes of the two-process ones."""
+    assert {s.path for s in SECTIONS} == set(TASK_PAGES)
+    quick = [s for s in SECTIONS if s.path.name == "quickstart.md"]
+    assert len(quick) == 5, [s.title for s in quick]
+    servers = [b for s in quick for b in s.blocks if "until Ctrl-C" in b.code.split("\n", 1)[0]]
+    assert len(servers) == 2
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.name)
+def test_task_section_runs(section: Section, tmp_path: Path) -> None:
+    """The section's blocks in order in one empty directory, as a reader types them:
+    shell blocks with bash; ``# name.py`` programs saved and run (servers in the
+    background, stopped at the end); other Python blocks run as they are. Every printed
+    line with a comment giving its output must print that."""
+    missing = _needs(section)
+    if missing:
+        pytest.skip(f"the {missing!r} command is not installed (apt-get install age)")
+    port = str(_free_port())
+    servers: list[tuple[subprocess.Popen[str], str]] = []
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    try:
+        for block in section.blocks:
+            code = block.code.replace(DOC_PORT, port)
+            if block.language == "sh":
+                lines = _shell_lines(block)
+                if not lines:
+                    continue
+                for line in lines:
+                    out = _run(["bash", "-euo", "pipefail", "-c", line], tmp_path)
+                    assert out.returncode == 0, f"{block.name}: {line}\n{out.stderr}"
+                    expected = _SHELL_PRINTS.search(line)
+                    if expected:
+                        assert expected.group(1) in out.stdout, (block.name, line, out.stdout)
+                continue
+            program = _PROGRAM.match(code.split("\n", 1)[0])
+            args = [sys.executable, "-u", "-W", "error"]
+            if program is None:
+                args += ["-c", code]
+            else:
+                (tmp_path / program.group(1)).write_text(code)
+                args.append(program.group(1))
+                if "until Ctrl-C" in program.group(2):
+                    assert DOC_PORT in block.code, f"{block.name}: a server listens on {DOC_PORT}"
+                    server = subprocess.Popen(
+                        args,
+                        cwd=tmp_path,
+                        env=env,
+                        text=True,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
+                    servers.append((server, block.name))
+                    _wait_for_port(server, int(port), block.name)
+                    continue
+            out = _run(args, tmp_path)
+            assert out.returncode == 0, f"{block.name} failed:\n{out.stderr}"
+            for expected in _PRINTED.findall(block.code):
+                assert expected in out.stdout, (block.name, expected, out.stdout)
+        for server, name in servers:  # served every client and still serves
+            assert server.poll() is None, f"{name} stopped:\n{server.communicate()[1]}"
+    finally:
+        for server, _ in servers:
+            _stop(server)
+
+
+# The API reference ----------------------------------------------------------------------
+
+
+def _api_modules() -> list[str]:
+    """The modules docs/api.md gives a page (its autosummary entries)."""
+    text = (REPO / "docs" / "api.md").read_text()
+    return re.findall(r"^   (streamcrypt[\w.]*)$", text, flags=re.M)
+
+
+def _api_plan() -> tuple[dict[str, Any], dict[str, str]]:
+    """What the site's extension puts on each page, and the modules it leaves out."""
+    sys.path.insert(0, str(REPO / "docs" / "_ext"))
+    try:
+        import api_pages
+    finally:
+        sys.path.remove(str(REPO / "docs" / "_ext"))
+    return dict(api_pages.plan()), dict(api_pages.NOT_API)
+
+
+def test_the_api_reference_lists_public_library_modules_only() -> None:
+    """No private module (``_lazy``, ``_demo``, ``cli._parser``...) and not the command's
+    entry point; every public library module has its page (sphinx -W checks the names)."""
+    listed = _api_modules()
+    plan, not_api = _api_plan()
+    assert listed and len(listed) == len(set(listed))
+    assert [m for m in listed if any(p.startswith("_") for p in m.split("."))] == []
+    assert not set(listed) & set(not_api)
+    assert set(listed) == set(plan)
+
+
+def test_the_top_level_names_are_documented_on_the_top_level_page() -> None:
+    plan, _ = _api_plan()
+    top = plan["streamcrypt"].members
+    for name in ["open", "KeyRing", "SecretKey", "serve", "connect"]:
+        assert name in top, name
+    for name in ["encrypt", "decrypt", "encrypt_bytes", "decrypt_bytes"]:
+        assert name in top, name
+    keys = plan["streamcrypt.keys"]
+    assert ("KeyRing", "streamcrypt.KeyRing") in keys.aliases
