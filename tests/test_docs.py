@@ -386,14 +386,35 @@ def _api_modules() -> list[str]:
     return re.findall(r"^   (streamcrypt[\w.]*)$", text, flags=re.M)
 
 
-def _api_plan() -> tuple[dict[str, Any], dict[str, str]]:
-    """What the site's extension puts on each page, and the modules it leaves out."""
+def _api_pages() -> Any:
+    """The site's extension (docs/_ext/api_pages.py), which decides what each page shows."""
     sys.path.insert(0, str(REPO / "docs" / "_ext"))
     try:
         import api_pages
     finally:
         sys.path.remove(str(REPO / "docs" / "_ext"))
+    return api_pages
+
+
+def _api_plan() -> tuple[dict[str, Any], dict[str, str]]:
+    """What the site's extension puts on each page, and the modules it leaves out."""
+    api_pages = _api_pages()
     return dict(api_pages.plan()), dict(api_pages.NOT_API)
+
+
+def test_signatures_name_types_by_their_public_path() -> None:
+    """A dataclass's annotations name private modules (``codecs._format``); the reference
+    shows the public name, and leaves a name no public module exports as it is."""
+    public_text = _api_pages()._public_text
+    sig = "(derive: ~Callable[[~streamcrypt.codecs._format.FormatOptions], ~streamcrypt.backup._store.Location])"
+    assert (
+        public_text(sig)
+        == "(derive: ~Callable[[~streamcrypt.codecs.FormatOptions], ~streamcrypt.backup.Location])"
+    )
+    assert (
+        public_text("streamcrypt.codecs._format.not_exported")
+        == "streamcrypt.codecs._format.not_exported"
+    )
 
 
 def test_the_api_reference_lists_public_library_modules_only() -> None:
@@ -416,3 +437,13 @@ def test_the_top_level_names_are_documented_on_the_top_level_page() -> None:
         assert name in top, name
     keys = plan["streamcrypt.keys"]
     assert ("KeyRing", "streamcrypt.KeyRing") in keys.aliases
+
+
+def test_the_task_pages_use_public_names_only() -> None:
+    """What a newcomer copies from the Quickstart and the guides imports nothing private
+    (no ``streamcrypt._demo``, ``streamcrypt.cli._io``, ``_AIOHTTP_NAMES``...)."""
+    private = re.compile(r"streamcrypt(\.\w+)*\._\w+|from streamcrypt[\w.]* import .*\b_\w+")
+    blocks = [b for s in SECTIONS for b in s.blocks if b.language == "python"]
+    assert blocks
+    for block in blocks:
+        assert not private.search(block.code), (block.name, private.search(block.code))

@@ -23,6 +23,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -221,6 +222,38 @@ def _check(app: Any, env: Any) -> None:
                 )
 
 
+#: A dotted name through a private module: ``streamcrypt.codecs._format.FormatOptions``.
+_PRIVATE_PATH = re.compile(r"\bstreamcrypt((?:\.[A-Za-z]\w*)*)((?:\._\w+)+)\.([A-Za-z]\w*)\b")
+
+
+def _public_path(match: re.Match[str]) -> str:
+    """The name where the reference documents it (its public module), if that exports it."""
+    public = "streamcrypt" + match.group(1)
+    module = importlib.import_module(public)
+    if match.group(3) in exported(module):
+        return f"{public}.{match.group(3)}"
+    return match.group(0)
+
+
+def _public_signature(
+    app: Any,
+    what: str,
+    name: str,
+    obj: Any,
+    options: Any,
+    signature: str | None,
+    returns: str | None,
+) -> tuple[str | None, str | None]:
+    """Signatures name types by their public path, never through a private module (a
+    dataclass's annotations come out as ``streamcrypt.codecs._format.FormatOptions``)."""
+    return _public_text(signature), _public_text(returns)
+
+
+def _public_text(text: str | None) -> str | None:
+    return None if text is None else _PRIVATE_PATH.sub(_public_path, text)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("env-updated", _check)
+    app.connect("autodoc-process-signature", _public_signature)
     return {"parallel_read_safe": True}
