@@ -82,12 +82,27 @@ def test_the_blocks_are_found() -> None:
     assert any(b.path.name == "overview.md" for b in CLI_SESSIONS)  # the command's session
 
 
-def _run(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _env(*first: Path) -> dict[str, str]:
+    """The environment with ``first`` and the venv's scripts (the streamcrypt command)
+    first on the PATH, as an activated venv has them."""
     env = dict(os.environ)
-    # The venv's scripts (the streamcrypt command) first, as an activated venv has them.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = os.pathsep.join(
+        [*map(str, first), str(Path(sys.executable).parent), env.get("PATH", "")]
+    )
+    return env
+
+
+def _run(
+    args: list[str], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        args, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False
+        args,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env or _env(),
+        check=False,
     )
 
 
@@ -268,14 +283,32 @@ def _shell_lines(block: Block) -> list[str]:
 SECTIONS = [s for page in TASK_PAGES for s in _sections(page)]
 
 
-def _needs(section: Section) -> str | None:
-    """A program the section runs that this machine lacks (the age command is a
-    peer installed outside Python: ``apt-get install age``)."""
+def _uses_age(section: Section) -> bool:
+    """The section runs the ``age`` command (or ``age-keygen``)."""
     code = "\n".join(ln for b in section.blocks if b.language == "sh" for ln in _shell_lines(b))
-    for program in ("age", "age-keygen"):
-        if re.search(rf"(^|[|;&]\s*){program}\s", code, flags=re.M) and not shutil.which(program):
-            return program
-    return None
+    return bool(re.search(r"(^|[|;&]\s*)age(-keygen)?\s", code, flags=re.M))
+
+
+#: Who plays the ``age`` command in a section that runs it: the real one (a peer
+#: installed outside Python, ``apt-get install age``; skipped without it) and rage through
+#: pyrage, the test suite's age peer (tests/age_via_pyrage.py), on every machine.
+AGE_COMMANDS = ["age", "pyrage"]
+SECTION_RUNS = [
+    pytest.param(s, who, id=f"{s.name}[{who}]" if who else s.name)
+    for s in SECTIONS
+    for who in (AGE_COMMANDS if _uses_age(s) else [None])
+]
+
+
+def _age_via_pyrage(directory: Path) -> Path:
+    """``age`` and ``age-keygen`` scripts in ``directory`` that run tests/age_via_pyrage.py."""
+    directory.mkdir()
+    shim = REPO / "tests" / "age_via_pyrage.py"
+    for name in ("age", "age-keygen"):
+        script = directory / name
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{shim}" {name} "$@"\n')
+        script.chmod(0o755)
+    return directory
 
 
 def _free_port() -> int:
@@ -319,19 +352,20 @@ def test_the_task_pages_have_sections() -> None:
     assert len(servers) == 2
 
 
-@pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.name)
-def test_task_section_runs(section: Section, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("section", "age"), SECTION_RUNS)
+def test_task_section_runs(
+    section: Section, age: str | None, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The section's blocks in order in one empty directory, as a reader types them:
     shell blocks with bash; ``# name.py`` programs saved and run (servers in the
     background, stopped at the end); other Python blocks run as they are. Every printed
     line with a comment giving its output must print that."""
-    missing = _needs(section)
-    if missing:
-        pytest.skip(f"the {missing!r} command is not installed (apt-get install age)")
+    if age == "age" and not (shutil.which("age") and shutil.which("age-keygen")):
+        pytest.skip("the age command is not installed (apt-get install age); pyrage plays it")
+    shims = [_age_via_pyrage(tmp_path_factory.mktemp("shims") / "bin")] if age == "pyrage" else []
+    env = _env(*shims)
     port = str(_free_port())
     servers: list[tuple[subprocess.Popen[str], str]] = []
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     try:
         for block in section.blocks:
             code = block.code.replace(DOC_PORT, port)
@@ -340,7 +374,7 @@ def test_task_section_runs(section: Section, tmp_path: Path) -> None:
                 if not lines:
                     continue
                 for line in lines:
-                    out = _run(["bash", "-euo", "pipefail", "-c", line], tmp_path)
+                    out = _run(["bash", "-euo", "pipefail", "-c", line], tmp_path, env=env)
                     assert out.returncode == 0, f"{block.name}: {line}\n{out.stderr}"
                     expected = _SHELL_PRINTS.search(line)
                     if expected:
@@ -366,7 +400,7 @@ def test_task_section_runs(section: Section, tmp_path: Path) -> None:
                     servers.append((server, block.name))
                     _wait_for_port(server, int(port), block.name)
                     continue
-            out = _run(args, tmp_path)
+            out = _run(args, tmp_path, env=env)
             assert out.returncode == 0, f"{block.name} failed:\n{out.stderr}"
             for expected in _PRINTED.findall(block.code):
                 assert expected in out.stdout, (block.name, expected, out.stdout)
