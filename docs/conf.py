@@ -8,6 +8,7 @@ each page and fails the build when a public name goes undocumented).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,13 @@ extensions.append("api_pages")
 autosummary_context = {"api": api_pages.plan()}
 
 
+def _titled_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:
+    """A file included from the repository's root (SECURITY.md) links a page by its path,
+    ``[docs/FORMAT.md](docs/FORMAT.md)``, which reads well on GitHub; on the site the link
+    shows the page's title instead (MyST fills an empty link text with it)."""
+    content[0] = re.sub(r"\[(docs/[\w/-]+\.md)\]\(\1\)", r"[](\1)", content[0])
+
+
 def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     """Resolve a bare name in a docstring (``:class:`FormatError```, written for the
     reader of the source) to the one documented object of that name, if there is one."""
@@ -69,4 +77,5 @@ def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
 
 
 def setup(app: Any) -> None:
+    app.connect("include-read", _titled_links)
     app.connect("missing-reference", _short_names)
