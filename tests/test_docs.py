@@ -481,3 +481,52 @@ def test_the_task_pages_use_public_names_only() -> None:
     assert blocks
     for block in blocks:
         assert not private.search(block.code), (block.name, private.search(block.code))
+
+
+def _toctrees(path: Path) -> list[tuple[str, list[str]]]:
+    """Each toctree of a page: its caption and its entries, in order."""
+    found = []
+    for block in _blocks(path):
+        if block.language == "{toctree}":
+            caption = re.search(r"^:caption: (.+)$", block.code, flags=re.M)
+            entries = [
+                ln.strip()
+                for ln in block.code.splitlines()
+                if ln.strip() and not ln.startswith(":")
+            ]
+            found.append((caption.group(1) if caption else "", entries))
+    return found
+
+
+def test_the_site_opens_on_the_quickstart_then_the_guides_and_ends_with_the_internals() -> None:
+    """The sidebar as the anchors order it: how-to first, tables after, specs apart."""
+    trees = _toctrees(REPO / "docs" / "index.md")
+    captions = [caption for caption, _ in trees]
+    assert (
+        captions[:2] == ["Getting started", "Guides"]
+        and captions[-1] == "Specifications and internals"
+    )
+    assert trees[0][1] == ["quickstart"]
+    assert sorted(f"guides/{p.stem}" for p in TASK_PAGES[1:]) == sorted(
+        e for e in trees[1][1] if e.startswith("guides/")
+    )
+    internals = {"FORMAT", "FORMATS", "BACKUP", "CLUSTER", "ENGINE", "FUZZING", "SEEDS"}
+    assert set(trees[-1][1]) == internals
+    assert not internals & {e for _, entries in trees[:-1] for e in entries}
+    about = dict(trees)["About"]
+    assert "comparison" in about and "benchmarks" in about
+    listed = {e for _, entries in trees for e in entries}
+    pages = {str(p.relative_to(REPO / "docs").with_suffix("")) for p in SITE_PAGES}
+    assert pages - listed == {"index"}, "every page is in the sidebar"
+
+
+def test_the_api_reference_names_no_missing_document() -> None:
+    """docs/api.md once sent the reader to an ARCHITECTURE document the repository lacks."""
+    text = (REPO / "docs" / "api.md").read_text()
+    for word in set(re.findall(r"\b[A-Z]{5,}\b", text)):
+        assert (REPO / "docs" / f"{word}.md").exists() or (REPO / f"{word}.md").exists(), word
+
+
+def test_site_pages_show_the_examples_rather_than_download_them() -> None:
+    for path in SITE_PAGES:
+        assert not re.search(r"\]\([./]*examples/\w+\.py\)", path.read_text()), path.name
