@@ -7,13 +7,25 @@ EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,ecies,docs,dist
 
 .PHONY: demo test test-all bench fuzz fuzz-smoke lint docs dist lock clean
 
-$(STAMP): pyproject.toml constraints.txt
+# The venv with the package and the given extras, pinned by constraints.txt: $(call install,EXTRAS).
+define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.$(1)'
+endef
+
+$(STAMP): pyproject.toml constraints.txt
+	$(call install,[$(EXTRAS)])
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the package alone (anyio, cryptography, PyNaCl, blake3): no extra.
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	$(call install,)
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m streamcrypt._demo
 
 test: $(STAMP)

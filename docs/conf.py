@@ -1,6 +1,7 @@
 """Sphinx configuration: the streamcrypt documentation site (``make docs``).
 
-The guides are the Markdown files beside this one (MyST); the API reference is generated
+The pages are the Markdown files beside this one (MyST): the Quickstart, the guides
+(``guides/``), the specifications and internals; the API reference is generated
 from the docstrings, one page per public module (``_ext/api_pages.py`` says what goes on
 each page and fails the build when a public name goes undocumented).
 """
@@ -51,19 +52,11 @@ extensions.append("api_pages")
 autosummary_context = {"api": api_pages.plan()}
 
 
-def _readme_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:
-    """README.md links files by their path in the repository; included into index.md
-    they are resolved from docs/: the examples and bench results become downloads from one
-    level up, the changelog and the security policy their pages here."""
-    if relative_path.name == "README.md":
-        text = content[0].replace("](examples/", "](../examples/")
-        text = text.replace("](CHANGELOG.md)", "](changelog.md)")
-        text = text.replace("](SECURITY.md)", "](security.md)")
-        content[0] = re.sub(
-            r"\[bench/(RESULTS[\w-]*\.md)\]\(bench/\1\)",
-            r"{download}`bench/\1 <../bench/\1>`",
-            text,
-        )
+def _titled_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:
+    """A file included from the repository's root (SECURITY.md) links a page by its path,
+    ``[docs/FORMAT.md](docs/FORMAT.md)``, which reads well on GitHub; on the site the link
+    shows the page's title instead (MyST fills an empty link text with it)."""
+    content[0] = re.sub(r"\[(docs/[\w/-]+\.md)\]\(\1\)", r"[](\1)", content[0])
 
 
 def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
@@ -84,5 +77,5 @@ def _short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
 
 
 def setup(app: Any) -> None:
-    app.connect("include-read", _readme_links)
+    app.connect("include-read", _titled_links)
     app.connect("missing-reference", _short_names)

@@ -3,10 +3,11 @@
 Every public module (no ``_`` in its dotted name) gets a page (autosummary, template
 ``_templates/autosummary/module.rst``) documenting each name of its ``__all__``:
 
-* classes and functions where they are defined: on the page of the public module that
-  exports them from its private submodules (``streamcrypt.keys`` for
-  ``streamcrypt.keys._secret.SecretKey``); a page that re-exports a name documented
-  elsewhere links to it instead (``streamcrypt.SecretKey``);
+* the names the top-level package exports (``streamcrypt.open``, ``streamcrypt.KeyRing``,
+  ...) on its page; other classes and functions where they are defined: on the page of
+  the public module that exports them from its private submodules (``streamcrypt.codecs``
+  for ``streamcrypt.codecs._format.FormatOptions``); a page that re-exports a name
+  documented elsewhere links to it instead (``streamcrypt.keys.KeyRing``);
 * constants and type aliases (which carry no docstring of their own) with the ``#:``
   comment above their assignment, or failing that the plain ``#`` comment block there,
   and the expression they are assigned (when short).
@@ -22,6 +23,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -89,11 +91,21 @@ class Page:
     aliases: list[tuple[str, str]] = field(default_factory=list)
 
 
+#: Public modules that are not library API, and where they are documented instead.
+NOT_API: dict[str, str] = {
+    "streamcrypt.cli": "the streamcrypt command's entry point: CLI.md is its reference",
+}
+
+
 def public_modules() -> list[str]:
-    """Every public module of the package."""
+    """Every public module of the package that is library API (not in :data:`NOT_API`)."""
     found = pkgutil.walk_packages(streamcrypt.__path__, "streamcrypt.")
     names = ["streamcrypt", *(info.name for info in found)]
-    return [n for n in names if not any(part.startswith("_") for part in n.split("."))]
+    return [
+        n
+        for n in names
+        if not any(part.startswith("_") for part in n.split(".")) and n not in NOT_API
+    ]
 
 
 def exported(module: ModuleType) -> list[str]:
@@ -101,11 +113,16 @@ def exported(module: ModuleType) -> list[str]:
 
 
 def _home(obj: Any) -> tuple[str, str] | None:
-    """The public module (and name there) that documents a class or function: its
-    defining module with the private parts dropped (``a.b._c`` -> ``a.b``)."""
+    """The public module (and name there) that documents a class or function: the
+    top-level package for the names it exports (``streamcrypt.KeyRing``, the names people
+    remember, documented where they are imported from), else its defining module with
+    the private parts dropped (``a.b._c`` -> ``a.b``)."""
     defined = getattr(obj, "__module__", None)
     if not isinstance(defined, str) or not defined.startswith("streamcrypt"):
         return None
+    for name in exported(streamcrypt):
+        if getattr(streamcrypt, name) is obj:
+            return "streamcrypt", name
     parts = defined.split(".")
     while any(p.startswith("_") for p in parts):
         parts.pop()
@@ -205,6 +222,38 @@ def _check(app: Any, env: Any) -> None:
                 )
 
 
+#: A dotted name through a private module: ``streamcrypt.codecs._format.FormatOptions``.
+_PRIVATE_PATH = re.compile(r"\bstreamcrypt((?:\.[A-Za-z]\w*)*)((?:\._\w+)+)\.([A-Za-z]\w*)\b")
+
+
+def _public_path(match: re.Match[str]) -> str:
+    """The name where the reference documents it (its public module), if that exports it."""
+    public = "streamcrypt" + match.group(1)
+    module = importlib.import_module(public)
+    if match.group(3) in exported(module):
+        return f"{public}.{match.group(3)}"
+    return match.group(0)
+
+
+def _public_signature(
+    app: Any,
+    what: str,
+    name: str,
+    obj: Any,
+    options: Any,
+    signature: str | None,
+    returns: str | None,
+) -> tuple[str | None, str | None]:
+    """Signatures name types by their public path, never through a private module (a
+    dataclass's annotations come out as ``streamcrypt.codecs._format.FormatOptions``)."""
+    return _public_text(signature), _public_text(returns)
+
+
+def _public_text(text: str | None) -> str | None:
+    return None if text is None else _PRIVATE_PATH.sub(_public_path, text)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("env-updated", _check)
+    app.connect("autodoc-process-signature", _public_signature)
     return {"parallel_read_safe": True}
