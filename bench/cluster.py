@@ -34,7 +34,7 @@ def _cluster(workers: int) -> LocalCluster:
         processes=True,
         threads_per_worker=1,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=":0",  # None means the fixed 8787, taken by a second run
         silence_logs=40,
     )
 

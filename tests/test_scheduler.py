@@ -317,7 +317,20 @@ async def test_ordered_calls_cancelled_or_stopped_leaves_nothing_running() -> No
 
 def test_run_all_uses_helpers_and_returns_one_bytes() -> None:
     policy = OffloadPolicy(inline_limit=0, workers=2)
-    jobs = [FakeJob(i, CLAIM_SIZE, 0.002) for i in range(16)]
+    helper_started = threading.Event()
+
+    class WaitsForAHelper(FakeJob):
+        """The caller's jobs wait (bounded) until a helper took one: on a loaded machine
+        the caller could otherwise claim every job before a helper thread ran."""
+
+        def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+            if threading.current_thread() is threading.main_thread():
+                helper_started.wait(10)
+            else:
+                helper_started.set()
+            return super().run_into(out)
+
+    jobs = [WaitsForAHelper(i, CLAIM_SIZE, 0.002) for i in range(16)]
     out = run_all(jobs, policy, head=b"HEAD")
     assert type(out) is bytes
     assert out == b"HEAD" + expected(jobs)

@@ -429,8 +429,9 @@ def _read_field(data: bytes, pos: int) -> tuple[int, int, int | bytes | None, in
     markers 3 and 4, which the caller pairs up).
     """
     tag, pos = _read_varint(data, pos, 5)
+    tag &= 0xFFFF_FFFF  # as tink's C++ parser reads a tag: bits of a fifth byte past 32 drop
     number, wire = tag >> 3, tag & 7
-    if tag >> 32 or number == 0:
+    if number == 0:
         raise FormatError("malformed protobuf in the keyset (bad field tag)")
     if wire == 0:
         value, pos = _read_varint(data, pos, 10)
