@@ -42,6 +42,7 @@ from streamcrypt.transports import EncryptedFile, _file_read, open_file, remove_
 pytestmark = pytest.mark.anyio
 
 KEY = bytes(range(32))
+AGE_ID = X25519Identity.generate()
 OTHER_KEY = bytes(range(1, 33))
 SEG = 1024
 CT_SEG = SEG + 16
@@ -479,9 +480,9 @@ async def test_truncated_files(tmp_path: Path) -> None:
         (10, TruncatedStreamError),
         (hs - 1, TruncatedStreamError),
         (hs, TruncatedStreamError),
-        (hs + 3 * CT_SEG, FormatError),
-        (hs + 3 * CT_SEG + 5, FormatError),
-        (len(raw) - 500 - 16 + 3, FormatError),
+        (hs + 3 * CT_SEG, TruncatedStreamError),  # as the stream path says
+        (hs + 3 * CT_SEG + 5, TruncatedStreamError),
+        (len(raw) - 500 - 16 + 3, TruncatedStreamError),
     ]
     for cut, error in at_open:
         cut_path = tmp_path / f"cut{cut}.enc"
@@ -1228,3 +1229,40 @@ async def test_a_detected_format_open_cannot_read_is_refused_typed(tmp_path: Pat
         wrapped = anyio.wrap_file(io.BytesIO(path.read_bytes()))
         async with EncryptedFile.wrap(wrapped, "rb", passphrase="pw"):
             pytest.fail("the body must not run")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "writing", "reading", "segment"),
+    [
+        ("native", {"key": KEY, "segment_size": 4096}, {"key": KEY}, 4096 + 16),
+        ("age", {"recipients": [AGE_ID.recipient]}, {"identities": [AGE_ID]}, 65536 + 16),
+    ],
+    ids=["native", "age"],
+)
+@pytest.mark.parametrize("tail", [0, 5])
+def test_a_file_cut_after_a_whole_segment_gets_the_stream_paths_verdict(
+    tmp_path: Path,
+    fmt: str,
+    writing: dict[str, Any],
+    reading: dict[str, Any],
+    segment: int,
+    tail: int,
+) -> None:
+    """Random access (the layout from the file's size) and the stream path give one verdict:
+    a cut just after a whole segment (plus fewer bytes than a tag) is a truncation, not a
+    FormatError through open() and a TruncatedStreamError through decrypt_bytes."""
+    sealed = encrypt_bytes(plaintext(3 * 65536 + 100, 3), format=fmt, **writing)
+    header = len(sealed) - (3 * 65536 + 100) - 16 * ((3 * 65536 + 100) // (segment - 16) + 1)
+    cut = sealed[: header + segment + tail]
+    with pytest.raises(TruncatedStreamError) as streamed:
+        decrypt_bytes(cut, format=fmt, **reading)
+    path = tmp_path / "cut"
+    path.write_bytes(cut)
+
+    async def read() -> bytes:
+        async with open_file(path, "rb", format=fmt, **reading) as f:
+            return await f.read()
+
+    with pytest.raises(TruncatedStreamError) as opened:
+        anyio.run(read)
+    assert str(opened.value) == str(streamed.value)

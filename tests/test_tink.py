@@ -592,8 +592,8 @@ def test_random_access_errors(sample: Any) -> None:
     # Truncated at a boundary: a read of the (apparent) last segment fails.
     with pytest.raises(AuthenticationError):
         _range(ct[:12288], keyset, 12000, 12100, aad=AD)
-    # A stream length that cannot hold the final segment's tag.
-    with pytest.raises(FormatError):
+    # A stream length that cannot hold the final segment's tag: cut after a whole segment.
+    with pytest.raises(TruncatedStreamError):
         _range(ct[: 8192 + 10], keyset, 0, 10, aad=AD)
     with pytest.raises(AuthenticationError):
         _range(ct, keyset, 0, 10, aad=b"wrong")

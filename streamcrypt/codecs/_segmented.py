@@ -33,7 +33,6 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from ..abc import Buffer, Lifecycle
 from ..errors import (
-    FormatError,
     InvalidParameterError,
     LimitExceededError,
     TruncatedStreamError,
@@ -590,9 +589,9 @@ class SegmentLayout:
         n, tail = divmod(rest, full)
         if c.final_may_be_full and tail == 0:
             return 1 + n
-        if tail < c.overhead:
-            raise FormatError(
-                "the stream length does not match its segment size: truncated or extended"
+        if tail < c.overhead:  # cut after a whole segment: what the stream path says
+            raise TruncatedStreamError(
+                f"the stream ended after {1 + n} segment(s) without its final segment"
             )
         return 2 + n
 
