@@ -16,9 +16,10 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .. import transports as _transports  # its names load on first use (start-up)
 from .._lazy import LazyModule
 from ..abc import Buffer
 from ..errors import UnsafePathError
@@ -141,7 +142,7 @@ def _read_some(fd: int, size: int) -> bytes:
 class Input:
     """A file or standard input, read as an async iterator of chunks.
 
-    ``peek(n)`` reads ahead without consuming (for format detection and key-id checks).
+    ``peek_now(n)`` reads ahead without consuming (for format detection and key-id checks).
     ``interactive=True`` returns whatever one read gives (for live pipes such as
     ``connect``), instead of filling each piece. The synchronous :meth:`read` reads in
     the thread that calls it.
@@ -197,21 +198,11 @@ class Input:
         return self._took(_read_some(self._fd, size))
 
     def peek_now(self, n: int) -> bytes:
-        """:meth:`peek`, for the synchronous commands."""
+        """At least ``n`` leading bytes (fewer only if the input is shorter), not consumed,
+        for the synchronous commands."""
         have = b"".join(self._ahead)
         while len(have) < n and not self._eof:
             chunk = self._took(_read_some(self._fd, READ_SIZE))
-            have += chunk
-        self._ahead = [have] if have else []
-        return have
-
-    async def peek(self, n: int) -> bytes:
-        """At least ``n`` leading bytes (fewer only if the input is shorter), not consumed."""
-        have = b"".join(self._ahead)
-        while len(have) < n:
-            chunk = await self._read()
-            if not chunk:
-                break
             have += chunk
         self._ahead = [have] if have else []
         return have
@@ -400,18 +391,12 @@ class FileOutput(Output):
     def commit_now(self) -> None:
         try:
             self._finish()
+            fd, self._fd = self._fd, None
+            assert fd is not None
+            _transports.commit_temporary(fd, self._tmp, self.name, durable=self._durable)
         except BaseException as exc:
             self.abort_now()
             if isinstance(exc, OSError):  # name the file the user gave, not the temporary
-                raise _cannot_write(self.name, exc) from None
-            raise
-        fd, self._fd = self._fd, None
-        assert fd is not None
-        try:
-            _atomic().commit_temporary(fd, self._tmp, self.name, durable=self._durable)
-        except BaseException as exc:
-            _atomic().discard_temporary(None, self._tmp)  # commit_temporary closed fd
-            if isinstance(exc, OSError):
                 raise _cannot_write(self.name, exc) from None
             raise
 
@@ -420,16 +405,7 @@ class FileOutput(Output):
         try:
             self._writer.close(drop=True)
         finally:
-            _atomic().discard_temporary(fd, self._tmp)
-
-
-def _atomic() -> ModuleType:
-    """:mod:`streamcrypt.transports` (its temporary-file helpers), imported when a file
-    output needs it: the package brings sockets and TLS, which standard output and
-    ``/dev/null`` do not need (start-up)."""
-    from .. import transports
-
-    return transports
+            _transports.discard_temporary(fd, self._tmp)
 
 
 def _cannot_write(path: str, exc: OSError) -> CliError:
@@ -527,7 +503,7 @@ def open_output_now(
         if special:
             return StdoutOutput(os.open(path, os.O_WRONLY | os.O_CLOEXEC), path)
         target = _target(path)
-        fd, tmp = _atomic().create_temporary(target)
+        fd, tmp = _transports.create_temporary(target)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return FileOutput(target, fd, tmp, durable=durable)
