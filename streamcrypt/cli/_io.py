@@ -140,18 +140,14 @@ def _read_some(fd: int, size: int) -> bytes:
 
 
 class Input:
-    """A file or standard input, read as an async iterator of chunks.
+    """A file or standard input: :meth:`read` reads in the thread that calls it;
+    :meth:`peek_now` reads ahead without consuming (for format detection and key-id
+    checks); :meth:`chunks` is an async iterator of whatever each read gives (for live
+    pipes such as ``connect``)."""
 
-    ``peek_now(n)`` reads ahead without consuming (for format detection and key-id checks).
-    ``interactive=True`` returns whatever one read gives (for live pipes such as
-    ``connect``), instead of filling each piece. The synchronous :meth:`read` reads in
-    the thread that calls it.
-    """
-
-    def __init__(self, path: str | None, *, interactive: bool = False) -> None:
+    def __init__(self, path: str | None) -> None:
         self.name = path if path not in (None, "-") else "-"
         self._own = self.name != "-"
-        self._interactive = interactive
         if self._own:
             assert path is not None
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -178,15 +174,6 @@ class Input:
             self.progress.advance(len(chunk))
         return chunk
 
-    async def _read(self) -> bytes:
-        if self._eof:
-            return b""
-        if self._interactive:
-            chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
-        else:
-            chunk = await anyio.to_thread.run_sync(_read_some, self._fd, READ_SIZE)
-        return self._took(chunk)
-
     def read(self, size: int = READ_SIZE) -> bytes:
         """The next piece of at most ``size`` bytes (``b""`` at the end), for the
         synchronous commands (no event loop); bytes peeked come first, whatever their
@@ -210,11 +197,10 @@ class Input:
     async def chunks(self) -> AsyncIterator[bytes]:
         while self._ahead:
             yield self._ahead.pop(0)
-        while True:
-            chunk = await self._read()
-            if not chunk:
-                return
-            yield chunk
+        while not self._eof:
+            chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
+            if self._took(chunk):
+                yield chunk
 
     def close(self) -> None:
         if self._own and self._fd >= 0:
