@@ -82,7 +82,6 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 _Headers: TypeAlias = list[tuple[bytes, bytes]]
 
 _log = logging.getLogger("streamcrypt.transports.asgi")
-_IDENTITY = {b"", b"identity"}
 _NO_BODY_STATUS = {204, 304}
 #: Response messages that carry no body bytes: passed through as they are.
 _HEADERS_ONLY = {"http.response.trailers", "http.response.early_hint"}

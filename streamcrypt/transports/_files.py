@@ -50,11 +50,9 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..abc import Buffer, Chain, Transform
@@ -102,8 +100,6 @@ __all__ = [
     "open_file",
     "remove_stale_temporaries",
 ]
-
-T = TypeVar("T")
 
 _MODES = ("rb", "wb")
 _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
@@ -278,8 +274,43 @@ class EncryptedFile:
         ``format=None`` writes the native format and reads the one the first bytes name,
         as :func:`open_file`.
         """
-        checked, fmt, opts = _prepared(locals())
-        return FileOpener(_open_wrapped(stream, checked, fmt, opts, policy, close_wrapped))
+        mode, fmt, opts = _prepared(locals())
+        threads = WorkerCalls(policy)
+
+        async def opening() -> EncryptedFile:
+            if mode == "wb":
+                if not isinstance(stream, ByteSendStream) and not hasattr(stream, "write"):
+                    raise InvalidParameterError(
+                        "wrap(..., 'wb') needs an object with async write() or an anyio "
+                        "ByteSendStream"
+                    )
+                assert fmt is not None  # writes name their format
+                enc, tail = await threads.run(_encryptor, fmt, opts)
+                sink = _StreamSink(stream, close_wrapped)
+                return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
+            if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
+                try:
+                    base = await stream.tell()
+                    end = await stream.seek(0, io.SEEK_END)
+                    if end is None:
+                        end = await stream.tell()
+                except (OSError, ValueError):  # io.UnsupportedOperation is both
+                    pass
+                else:
+                    source = _SeekableSource(stream, base, end - base, close_wrapped)
+                    return await _open_reader_on(source, fmt, opts, policy, threads)
+            if not (
+                isinstance(stream, ByteReceiveStream)
+                or hasattr(stream, "read")
+                or isinstance(stream, AsyncIterable)
+            ):
+                raise InvalidParameterError(
+                    "wrap(..., 'rb') needs an async file, an anyio ByteReceiveStream, "
+                    "an object with async read() or an async iterable of bytes"
+                )
+            return await _open_sequential(stream, fmt, opts, policy, threads, close_wrapped)
+
+        return FileOpener(opening)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -610,51 +641,6 @@ def open_file(
         return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
 
     return FileOpener(opening)
-
-
-def _open_wrapped(
-    stream: Any,
-    mode: Literal["rb", "wb"],
-    fmt: SegmentedFormat | None,
-    opts: FormatOptions,
-    policy: OffloadPolicy | None,
-    close: bool,
-) -> Callable[[], Any]:
-    threads = WorkerCalls(policy)
-
-    async def opening() -> EncryptedFile:
-        if mode == "wb":
-            if not isinstance(stream, ByteSendStream) and not hasattr(stream, "write"):
-                raise InvalidParameterError(
-                    "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
-                )
-            assert fmt is not None  # writes name their format
-            enc, tail = await threads.run(_encryptor, fmt, opts)
-            sink = _StreamSink(stream, close)
-            return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
-        if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
-            try:
-                base = await stream.tell()
-                end = await stream.seek(0, io.SEEK_END)
-                if end is None:
-                    end = await stream.tell()
-            except (OSError, ValueError):  # io.UnsupportedOperation is both
-                pass
-            else:
-                source = _SeekableSource(stream, base, end - base, close)
-                return await _open_reader_on(source, fmt, opts, policy, threads)
-        if not (
-            isinstance(stream, ByteReceiveStream)
-            or hasattr(stream, "read")
-            or isinstance(stream, AsyncIterable)
-        ):
-            raise InvalidParameterError(
-                "wrap(..., 'rb') needs an async file, an anyio ByteReceiveStream, "
-                "an object with async read() or an async iterable of bytes"
-            )
-        return await _open_sequential(stream, fmt, opts, policy, threads, close)
-
-    return opening
 
 
 async def _open_sequential(
