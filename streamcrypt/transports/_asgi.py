@@ -267,7 +267,6 @@ class _Responder:
     async def run(self) -> None:
         headers: _Headers = list(self.scope.get("headers", []))
         scope = dict(self.scope)
-        receive: Receive = self.receive
         method = str(scope.get("method", "GET"))
         path = str(scope.get("path", ""))
         has_body = announces_body(
@@ -280,23 +279,18 @@ class _Responder:
         if rule is RequestRule.REFUSE:
             await self._answer_error(UnsupportedFormatError("request body not in aes128gcm"))
             return
-        guard: _ClearGuard | None = None
+        wrapped: _DecryptingReceive | _ClearGuard | None = None
         if rule is RequestRule.DECRYPT:
-            self.decrypting = _DecryptingReceive(self.receive, self.mw)
-            receive = self.decrypting
+            wrapped = self.decrypting = _DecryptingReceive(self.receive, self.mw)
             scope["headers"] = _without(headers, b"content-encoding", b"content-length")
         elif settings.decrypt_requests and not settings.clear_allowed(method, path):
             # Judged bodiless: any body byte that comes anyway is refused, never handed over.
-            guard = _ClearGuard(self.receive)
-            receive = guard
+            wrapped = _ClearGuard(self.receive)
         scope[BODY_DECRYPTED] = rule is RequestRule.DECRYPT
         try:
-            await self.mw.app(scope, receive, self._send)
+            await self.mw.app(scope, wrapped or self.receive, self._send)
         except StreamCryptError as exc:
-            expected = self.decrypting.error if self.decrypting is not None else None
-            if guard is not None:
-                expected = guard.error
-            if expected is None or exc is not expected:
+            if wrapped is None or exc is not wrapped.error:
                 raise
             if self.mode == "swallow":
                 return  # an error answer went out already
