@@ -33,6 +33,7 @@ from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
+from ._config import check_timeout
 from ._deadline import timed_out, with_timeout
 from ._socket import on_asyncio
 
@@ -193,8 +194,7 @@ class EncryptionSettings:
             raise InvalidParameterError(
                 f"on_unencryptable must be 'encrypt' or 'refuse', not {self.on_unencryptable!r}"
             )
-        if self.body_timeout is not None and not self.body_timeout > 0:
-            raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
+        check_timeout(self.body_timeout, "body_timeout")
         if self.body_min_rate is not None and not self.body_min_rate > 0:
             raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
         EceEncryptor(self.key, record_size=self.record_size)  # the record size and key, now
