@@ -14,7 +14,7 @@ from support import REPO
 from streamcrypt.codecs.noise import NoiseHandshake, generate_keypair
 from streamcrypt.errors import HandshakeError, InvalidPublicKeyError
 from streamcrypt.primitives import Ed25519PublicKey
-from streamcrypt.transports import create_temporary, discard_temporary
+from streamcrypt.transports import create_temporary, discard_temporary, write_atomic
 
 
 def _mode(fd: int) -> int:
@@ -39,6 +39,17 @@ def test_temporaries_are_never_wider_than_their_final_mode(tmp_path: Path) -> No
     fd, tmp = create_temporary(str(public))  # widened while still empty: harmless
     assert _mode(fd) == 0o644
     discard_temporary(fd, tmp)
+
+
+def test_a_failed_commit_leaves_no_temporary(tmp_path: Path) -> None:
+    """commit_temporary removes the temporary when the rename fails (here: the
+    destination is a directory), so write_atomic and every caller leave nothing behind."""
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "inside").write_text("keep")
+    with pytest.raises(OSError):
+        write_atomic(str(tmp_path / "dest"), b"new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest"]
+    assert (tmp_path / "dest" / "inside").read_text() == "keep"
 
 
 def test_small_order_ed25519_keys_are_refused() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import LazyModule
 from ..errors import FormatError, InvalidSignatureError
 from ._errors import EXIT_DATA, EXIT_IO, EXIT_USAGE, CliError, describe
-from ._io import Input, Output, Progress, check_output, open_output
+from ._io import Input, Progress, check_output, open_output, open_output_now
 from ._keyfiles import (
     load_key_file,
     new_key_text,
@@ -79,16 +79,12 @@ def run_keygen(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
         if public is not None:
-            _say_plain(f"Public key: {public}")
+            print(f"Public key: {public}", file=sys.stderr, flush=True)
         return 0
     write_key_file(args.output, text, force=args.force)
     if public is not None:
         print(public, flush=True)
     return 0
-
-
-def _say_plain(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------- hash
@@ -102,11 +98,12 @@ def _hash_tap(algo: str, key: bytes | None) -> _primitives.HashTap:
     return _primitives.Sha256Tap() if algo == "sha256" else _primitives.Sha512Tap()
 
 
-async def _digest(
+def _digest(
     inp: Input,
     tap: _primitives.HashTap | _primitives.Ed25519phSigner | _primitives.Ed25519phVerifier,
 ) -> None:
-    async for chunk in inp.chunks():
+    """Feed all of ``inp`` to ``tap``, read in this thread."""
+    while chunk := inp.read():
         tap.update(chunk)
 
 
@@ -117,22 +114,18 @@ def _hash_one(
     stderr if ``report``)."""
     try:
         inp = Input(name)
+        try:
+            tap = _hash_tap(algo, key)
+            with Progress(f"hashing {inp.name}", inp.size, enabled=not quiet) as progress:
+                inp.progress = progress
+                _digest(inp, tap)
+            tap.finalize()
+        finally:
+            inp.close()
     except OSError as exc:
         if report:
             _say(f"error: {describe(exc)}")
         return None
-    try:
-        tap = _hash_tap(algo, key)
-        with Progress(f"hashing {inp.name}", inp.size, enabled=not quiet) as progress:
-            inp.progress = progress
-            anyio.run(_digest, inp, tap)
-        tap.finalize()
-    except OSError as exc:
-        if report:
-            _say(f"error: {describe(exc)}")
-        return None
-    finally:
-        inp.close()
     return tap.hexdigest()
 
 
@@ -226,19 +219,15 @@ def run_sign(args: argparse.Namespace) -> int:
     try:
         with Progress("signing", inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-
-            async def main() -> None:
-                await _digest(inp, signer)
-                signer.finalize()
-                out: Output = await open_output(args.output)
-                try:
-                    await out.write(base64.b64encode(signer.signature()) + b"\n")
-                except BaseException:
-                    await out.abort()
-                    raise
-                await out.commit()
-
-            anyio.run(main)
+            _digest(inp, signer)
+        signer.finalize()
+        out = open_output_now(args.output)
+        try:
+            out.put(base64.b64encode(signer.signature()) + b"\n")
+        except BaseException:
+            out.abort_now()
+            raise
+        out.commit_now()
     finally:
         inp.close()
     return 0
@@ -269,7 +258,7 @@ def run_verify(args: argparse.Namespace) -> int:
         verifier = _primitives.Ed25519phVerifier(public, signature)
         with Progress("verifying", inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
-            anyio.run(_digest, inp, verifier)
+            _digest(inp, verifier)
         try:
             verifier.finalize()
         except InvalidSignatureError:
@@ -330,7 +319,7 @@ async def _pipe(stream: _transports.EncryptedStream, output: str | None) -> None
     whole one. What comes in is committed (``-o FILE`` renamed into place) only after
     the peer's authenticated close; if the peer aborted, the temporary is removed and
     the peer's error (:class:`TruncatedStreamError`, exit 1) ends the command."""
-    stdin = Input(None, interactive=True)
+    stdin = Input(None)
     out = await open_output(output)
 
     async def outgoing() -> None:
@@ -359,17 +348,14 @@ async def _pipe(stream: _transports.EncryptedStream, output: str | None) -> None
             await stream.aclose()  # an abort unless outgoing() sent the close record
 
 
-def _unwrap_group(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _run_async(fn: Callable[[], Awaitable[None]]) -> None:
     try:
         anyio.run(fn)
     except BaseExceptionGroup as group:
-        raise _unwrap_group(group) from None
+        exc: BaseException = group
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        raise exc from None
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -51,7 +51,6 @@ from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
 from ._io import (
     Input,
-    Output,
     Progress,
     StdoutOutput,
     check_output,
@@ -714,26 +713,19 @@ def _stages(plan: Plan, inp: Input) -> list[Transform]:
         raise CliError(describe(exc), EXIT_KEY) from None
 
 
-def _stream(plan: Plan, inp: Input, out: Output) -> None:
-    """Run the plan from ``inp`` into ``out`` in this thread (no event loop: see
-    :mod:`._drive`); ``out`` is committed only after a clean end."""
-    try:
-        # Reading a regular file never blocks for long: any thread may do it.
-        threads = DEFAULT_WORKERS if inp.size is not None else 1
-        drive(_stages(plan, inp), inp.read, out.put, threads=threads)
-    except BaseException:
-        out.abort_now()
-        raise
-    out.commit_now()
-
-
-def _run(
-    args: argparse.Namespace, planner: Callable[[argparse.Namespace], Plan], *, decrypting: bool
-) -> int:
+def _run(args: argparse.Namespace, *, decrypting: bool) -> int:
+    """``encrypt`` or ``decrypt``: on a Dask cluster with ``--scheduler``, else here."""
+    if getattr(args, "scheduler", None):
+        return run_cluster(args, "decrypt" if decrypting else "encrypt")
+    # A local run given what only a cluster run takes: a usage error, not ignored.
+    if getattr(args, "destination", None):
+        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
+    if getattr(args, "key_env", None):
+        raise _usage("--key-env (a key in the workers' environment) needs --scheduler; use -k")
     check_output(args.output)  # before any work: a bad -o fails at once
     inp = Input(args.input)
     try:
-        plan = planner(args)
+        plan = _plan_decrypt(args) if decrypting else _plan_encrypt(args)
         if (
             not decrypting
             and args.output in (None, "-")
@@ -749,9 +741,15 @@ def _run(
         with Progress(verb, inp.size, enabled=not args.quiet) as progress:
             inp.progress = progress
             out = open_output_now(args.output, durable=args.fsync, only_file=_only_file(args))
+            # The plan runs in this thread (no event loop: see ._drive); reading a regular
+            # file never blocks for long, so any thread may do it. ``out`` is committed
+            # only after a clean end.
             try:
-                _stream(plan, inp, out)
+                threads = DEFAULT_WORKERS if inp.size is not None else 1
+                drive(_stages(plan, inp), inp.read, out.put, threads=threads)
+                out.commit_now()
             except BaseException as exc:
+                out.abort_now()
                 if decrypting and isinstance(out, StdoutOutput) and out.written:
                     raise CliError(
                         f"decryption failed ({describe(exc)}) after {out.written} bytes "
@@ -765,25 +763,11 @@ def _run(
     return 0
 
 
-def _refuse_cluster_options(args: argparse.Namespace) -> None:
-    """A local run given what only a cluster run takes: a usage error, not ignored."""
-    if getattr(args, "destination", None):
-        raise _usage("a second positional (DST_URL) needs --scheduler; use -o OUT")
-    if getattr(args, "key_env", None):
-        raise _usage("--key-env (a key in the workers' environment) needs --scheduler; use -k")
-
-
 def run_encrypt(args: argparse.Namespace) -> int:
     """``streamcrypt encrypt`` (on a Dask cluster with ``--scheduler``)."""
-    if getattr(args, "scheduler", None):
-        return run_cluster(args, "encrypt")
-    _refuse_cluster_options(args)
-    return _run(args, _plan_encrypt, decrypting=False)
+    return _run(args, decrypting=False)
 
 
 def run_decrypt(args: argparse.Namespace) -> int:
     """``streamcrypt decrypt`` (on a Dask cluster with ``--scheduler``)."""
-    if getattr(args, "scheduler", None):
-        return run_cluster(args, "decrypt")
-    _refuse_cluster_options(args)
-    return _run(args, _plan_decrypt, decrypting=True)
+    return _run(args, decrypting=True)

@@ -20,15 +20,10 @@ code   meaning
 from __future__ import annotations
 
 from ..errors import (
-    AuthenticationError,
-    FormatError,
-    HandshakeError,
     InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
-    LimitExceededError,
     StreamCryptError,
-    TruncatedStreamError,
     UnknownKeyError,
 )
 
@@ -66,18 +61,9 @@ def exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError):
         return EXIT_KEY
-    if isinstance(
-        exc,
-        AuthenticationError
-        | TruncatedStreamError
-        | FormatError
-        | LimitExceededError
-        | HandshakeError,
-    ):
-        return EXIT_DATA
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE
-    if isinstance(exc, StreamCryptError):
+    if isinstance(exc, StreamCryptError):  # authentication, format, truncation, limits...
         return EXIT_DATA
     import anyio  # here, not at the top: the command's start-up skips it (docs/CLI.md)
 

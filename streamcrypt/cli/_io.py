@@ -16,9 +16,10 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .. import transports as _transports  # its names load on first use (start-up)
 from .._lazy import LazyModule
 from ..abc import Buffer
 from ..errors import UnsafePathError
@@ -144,18 +145,14 @@ def _read_some(fd: int, size: int) -> bytes:
 
 
 class Input:
-    """A file or standard input, read as an async iterator of chunks.
+    """A file or standard input: :meth:`read` reads in the thread that calls it;
+    :meth:`peek_now` reads ahead without consuming (for format detection and key-id
+    checks); :meth:`chunks` is an async iterator of whatever each read gives (for live
+    pipes such as ``connect``)."""
 
-    ``peek(n)`` reads ahead without consuming (for format detection and key-id checks).
-    ``interactive=True`` returns whatever one read gives (for live pipes such as
-    ``connect``), instead of filling each piece. The synchronous :meth:`read` reads in
-    the thread that calls it.
-    """
-
-    def __init__(self, path: str | None, *, interactive: bool = False) -> None:
+    def __init__(self, path: str | None) -> None:
         self.name = path if path not in (None, "-") else "-"
         self._own = self.name != "-"
-        self._interactive = interactive
         if self._own:
             assert path is not None
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -182,15 +179,6 @@ class Input:
             self.progress.advance(len(chunk))
         return chunk
 
-    async def _read(self) -> bytes:
-        if self._eof:
-            return b""
-        if self._interactive:
-            chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
-        else:
-            chunk = await anyio.to_thread.run_sync(_read_some, self._fd, READ_SIZE)
-        return self._took(chunk)
-
     def read(self, size: int = READ_SIZE) -> bytes:
         """The next piece of at most ``size`` bytes (``b""`` at the end), for the
         synchronous commands (no event loop); bytes peeked come first, whatever their
@@ -202,7 +190,8 @@ class Input:
         return self._took(_read_some(self._fd, size))
 
     def peek_now(self, n: int) -> bytes:
-        """:meth:`peek`, for the synchronous commands."""
+        """At least ``n`` leading bytes (fewer only if the input is shorter), not consumed,
+        for the synchronous commands."""
         have = b"".join(self._ahead)
         while len(have) < n and not self._eof:
             chunk = self._took(_read_some(self._fd, READ_SIZE))
@@ -210,25 +199,13 @@ class Input:
         self._ahead = [have] if have else []
         return have
 
-    async def peek(self, n: int) -> bytes:
-        """At least ``n`` leading bytes (fewer only if the input is shorter), not consumed."""
-        have = b"".join(self._ahead)
-        while len(have) < n:
-            chunk = await self._read()
-            if not chunk:
-                break
-            have += chunk
-        self._ahead = [have] if have else []
-        return have
-
     async def chunks(self) -> AsyncIterator[bytes]:
         while self._ahead:
             yield self._ahead.pop(0)
-        while True:
-            chunk = await self._read()
-            if not chunk:
-                return
-            yield chunk
+        while not self._eof:
+            chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
+            if self._took(chunk):
+                yield chunk
 
     def close(self) -> None:
         if self._own and self._fd >= 0:
@@ -405,18 +382,12 @@ class FileOutput(Output):
     def commit_now(self) -> None:
         try:
             self._finish()
+            fd, self._fd = self._fd, None
+            assert fd is not None
+            _transports.commit_temporary(fd, self._tmp, self.name, durable=self._durable)
         except BaseException as exc:
             self.abort_now()
             if isinstance(exc, OSError):  # name the file the user gave, not the temporary
-                raise _cannot_write(self.name, exc) from None
-            raise
-        fd, self._fd = self._fd, None
-        assert fd is not None
-        try:
-            _atomic().commit_temporary(fd, self._tmp, self.name, durable=self._durable)
-        except BaseException as exc:
-            _atomic().discard_temporary(None, self._tmp)  # commit_temporary closed fd
-            if isinstance(exc, OSError):
                 raise _cannot_write(self.name, exc) from None
             raise
 
@@ -425,16 +396,7 @@ class FileOutput(Output):
         try:
             self._writer.close(drop=True)
         finally:
-            _atomic().discard_temporary(fd, self._tmp)
-
-
-def _atomic() -> ModuleType:
-    """:mod:`streamcrypt.transports` (its temporary-file helpers), imported when a file
-    output needs it: the package brings sockets and TLS, which standard output and
-    ``/dev/null`` do not need (start-up)."""
-    from .. import transports
-
-    return transports
+            _transports.discard_temporary(fd, self._tmp)
 
 
 def _cannot_write(path: str, exc: OSError) -> CliError:
@@ -532,7 +494,7 @@ def open_output_now(
         if special:
             return StdoutOutput(os.open(path, os.O_WRONLY | os.O_CLOEXEC), path)
         target = _target(path)
-        fd, tmp = _atomic().create_temporary(target)
+        fd, tmp = _transports.create_temporary(target)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return FileOutput(target, fd, tmp, durable=durable)

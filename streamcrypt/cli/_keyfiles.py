@@ -330,19 +330,6 @@ def write_key_file(path: str, text: str, *, force: bool, mode: int = 0o600) -> N
             raise
         os.close(fd)
         return
-    # imported here: the transports package brings sockets and TLS (start-up)
-    from ..transports import commit_temporary, create_temporary, discard_temporary
+    from ..transports import write_atomic  # here: only a replaced file needs it (start-up)
 
-    tmp_fd, tmp = create_temporary(path, mode=mode)  # owner-only from creation on
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(tmp_fd, view) :]
-    except BaseException:
-        discard_temporary(tmp_fd, tmp)
-        raise
-    try:
-        commit_temporary(tmp_fd, tmp, path)
-    except BaseException:
-        discard_temporary(None, tmp)
-        raise
+    write_atomic(path, data, mode=mode)  # owner-only from creation on

@@ -68,21 +68,24 @@ from ..errors import (
 )
 from ..keys import KeyRing
 from . import _AIOHTTP_NAMES
-from ._asgi import _DECRYPT_FAILED
 from ._config import config_of
 from ._http import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
-    BodyDeadline,
     EncryptionSettings,
     RequestRule,
     Unencryptable,
     announces_body,
     content_codings,
+    encrypt_whole,
+    failure_text,
     feed_piecewise,
+    send_file,
     send_piecewise,
+    unencryptable,
+    vary_content_encoding,
 )
 
 __all__ = sorted(_AIOHTTP_NAMES)  # one list: the package loads these names lazily
@@ -92,7 +95,6 @@ _MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)
 #: Shared by a request and its clone: whether a response of it went through prepare().
 _PREPARED: web.RequestKey[list[bool]] = web.RequestKey("streamcrypt_prepared", list)
 _AES = CONTENT_ENCODING
-_FILE_CHUNK = 1 << 20
 _READ_LIMIT = 1 << 16
 
 
@@ -115,9 +117,7 @@ def _error(status: int, text: str) -> web.Response:
 
 
 def _decrypt_error(exc: StreamCryptError) -> web.Response:
-    status = exc.http_status
-    text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
-    return _error(status, f"{text} ({type(exc).__name__})")
+    return _error(*failure_text(exc))
 
 
 def _refusal(what: str, path: str) -> web.Response:
@@ -129,11 +129,9 @@ def _set_encoding(headers: CIMultiDict[str]) -> None:
     codings = _codings(headers)
     headers.popall(hdrs.CONTENT_ENCODING, None)
     headers[hdrs.CONTENT_ENCODING] = ", ".join([*codings, _AES])
-    vary = headers.get(hdrs.VARY)
-    if vary is None:
-        headers[hdrs.VARY] = "Content-Encoding"
-    elif not {v.strip().lower() for v in vary.split(",")} & {"*", "content-encoding"}:
-        headers[hdrs.VARY] = vary + ", Content-Encoding"
+    vary = vary_content_encoding(headers.get(hdrs.VARY))
+    if vary is not None:
+        headers[hdrs.VARY] = vary
 
 
 class EncryptedStreamResponse(web.StreamResponse):
@@ -265,11 +263,7 @@ class _DecryptingReader(StreamReader):
         self._sc_control = _PullControl(loop, request.protocol)
         super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
-        self._sc_deadline = BodyDeadline(settings.body_timeout, settings.body_min_rate)
-        self._sc_feeder = pipeline(
-            EceDecryptor(settings.key, max_record_size=settings.max_record_size),
-            policy=settings.policy,
-        ).feeder(self._sc_put, kept=True)
+        self._sc_feeder, self._sc_deadline = settings.request_body(self._sc_put)
         self.sc_error: StreamCryptError | None = None
 
     async def _sc_put(self, plaintext: Buffer) -> None:
@@ -303,23 +297,14 @@ async def _file_response(
     out.content_length = size
     await out.prepare(request)
     if request.method != hdrs.METH_HEAD:
-        async with await anyio.open_file(path, "rb") as file:
-            while chunk := await file.read(_FILE_CHUNK):
-                await out.write(chunk)
+        await send_file(path, out.write)
     await out.write_eof()
     return out
 
 
 async def _encrypt_body(resp: web.Response, settings: EncryptionSettings, body: bytes) -> None:
     """Replace a whole body by its encryption (offloaded when large); marks ``resp``."""
-    encryptor = EceEncryptor(settings.key, record_size=settings.record_size)
-    size = encrypted_length(len(body), settings.record_size, keyid=encryptor.header.keyid)
-    if settings.policy is not None and len(body) >= settings.policy.inline_limit:
-        data = await pipeline(encryptor, policy=settings.policy).collect(body)
-    else:
-        data = encryptor.update(body) + encryptor.finalize()
-    if len(data) != size:  # pragma: no cover - encrypted_length and the codec disagree
-        raise AssertionError("aes128gcm length mismatch")
+    data = await encrypt_whole(settings.encryptor(), body, settings.policy)
     _set_encoding(resp.headers)
     resp.headers.pop(hdrs.CONTENT_LENGTH, None)
     resp.body = data
@@ -356,10 +341,9 @@ async def _seal(
         return await _file_response(resp, path, request)
     if not isinstance(resp, web.Response):
         return _refusal("an unprepared stream response", request.path)
-    if resp.status == 206 or _codings(resp.headers):
-        if refuse:
-            what = "a ranged 206 answer" if resp.status == 206 else "an already encoded body"
-            return _refusal(what, request.path)
+    what = unencryptable(resp.status, _codings(resp.headers))
+    if what is not None and refuse:
+        return _refusal(what, request.path)
     if resp.compression:
         return _refusal("a body aiohttp would compress after encryption", request.path)
     body = resp.body

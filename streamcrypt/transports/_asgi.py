@@ -49,7 +49,7 @@ from typing import Any, Literal, TypeAlias, cast
 import anyio
 
 from ..abc import Buffer
-from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor, encrypted_length
+from ..codecs.ece import CONTENT_ENCODING, EceEncryptor, encrypted_length
 from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ..keys import HoldsSecrets, KeyRing
@@ -59,14 +59,18 @@ from ._http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
-    BodyDeadline,
     EncryptionSettings,
     RequestRule,
     Unencryptable,
     announces_body,
     content_codings,
+    encrypt_whole,
+    failure_text,
     feed_piecewise,
+    send_file,
     send_piecewise,
+    unencryptable,
+    vary_content_encoding,
 )
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -78,9 +82,6 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 _Headers: TypeAlias = list[tuple[bytes, bytes]]
 
 _log = logging.getLogger("streamcrypt.transports.asgi")
-#: Bytes read from a file at a time for a ``http.response.pathsend`` message.
-_FILE_CHUNK = 1 << 20
-_IDENTITY = {b"", b"identity"}
 _NO_BODY_STATUS = {204, 304}
 #: Response messages that carry no body bytes: passed through as they are.
 _HEADERS_ONLY = {"http.response.trailers", "http.response.early_hint"}
@@ -102,16 +103,6 @@ def _codings(headers: _Headers) -> list[str]:
     return content_codings(v for k, v in headers if k.lower() == b"content-encoding")
 
 
-def _add_vary(headers: _Headers, token: bytes) -> _Headers:
-    existing = _get(headers, b"vary")
-    if existing is None:
-        return [*headers, (b"vary", token)]
-    names = {t.strip().lower() for t in existing.split(b",")}
-    if b"*" in names or token.lower() in names:
-        return headers
-    return [*_without(headers, b"vary"), (b"vary", existing + b", " + token)]
-
-
 def _error_response(status: int, text: str) -> tuple[Message, Message]:
     body = text.encode() + b"\n"
     start: Message = {
@@ -129,20 +120,6 @@ def _error_response(status: int, text: str) -> tuple[Message, Message]:
 #: The scope key saying whether the app's request body was decrypted (True) or came in
 #: clear (False: no body, an allowed path or method, or decrypt_requests=False).
 BODY_DECRYPTED = "streamcrypt.body_decrypted"
-
-_DECRYPT_FAILED = {
-    400: "400 Bad Request: the aes128gcm request body failed to decrypt",
-    408: "408 Request Timeout: the request body stalled",
-    413: "413 Content Too Large: the aes128gcm request body exceeds this server's limits",
-    415: "415 Unsupported Media Type: this server accepts request bodies in the aes128gcm "
-    "content coding only",
-}
-
-
-def _failure_text(exc: StreamCryptError) -> tuple[int, str]:
-    status = exc.http_status
-    text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
-    return status, f"{text} ({type(exc).__name__})"
 
 
 class EncryptionMiddleware(HoldsSecrets):
@@ -210,13 +187,9 @@ class _DecryptingReceive:
     def __init__(self, receive: Receive, mw: EncryptionMiddleware) -> None:
         self._receive = receive
         self._ready: deque[bytes] = deque()
-        self._feeder: Feeder = pipeline(
-            EceDecryptor(mw.settings.key, max_record_size=mw.settings.max_record_size),
-            policy=mw.settings.policy,
-        ).feeder(self._collect, kept=True)
+        self._feeder, self._deadline = mw.settings.request_body(self._collect)
         self._complete = False  # the whole body authenticated
         self._final_given = False
-        self._deadline = BodyDeadline(mw.settings.body_timeout, mw.settings.body_min_rate)
         self.error: StreamCryptError | None = None
 
     async def _collect(self, plaintext: Buffer) -> None:
@@ -294,7 +267,6 @@ class _Responder:
     async def run(self) -> None:
         headers: _Headers = list(self.scope.get("headers", []))
         scope = dict(self.scope)
-        receive: Receive = self.receive
         method = str(scope.get("method", "GET"))
         path = str(scope.get("path", ""))
         has_body = announces_body(
@@ -307,23 +279,18 @@ class _Responder:
         if rule is RequestRule.REFUSE:
             await self._answer_error(UnsupportedFormatError("request body not in aes128gcm"))
             return
-        guard: _ClearGuard | None = None
+        wrapped: _DecryptingReceive | _ClearGuard | None = None
         if rule is RequestRule.DECRYPT:
-            self.decrypting = _DecryptingReceive(self.receive, self.mw)
-            receive = self.decrypting
+            wrapped = self.decrypting = _DecryptingReceive(self.receive, self.mw)
             scope["headers"] = _without(headers, b"content-encoding", b"content-length")
         elif settings.decrypt_requests and not settings.clear_allowed(method, path):
             # Judged bodiless: any body byte that comes anyway is refused, never handed over.
-            guard = _ClearGuard(self.receive)
-            receive = guard
+            wrapped = _ClearGuard(self.receive)
         scope[BODY_DECRYPTED] = rule is RequestRule.DECRYPT
         try:
-            await self.mw.app(scope, receive, self._send)
+            await self.mw.app(scope, wrapped or self.receive, self._send)
         except StreamCryptError as exc:
-            expected = self.decrypting.error if self.decrypting is not None else None
-            if guard is not None:
-                expected = guard.error
-            if expected is None or exc is not expected:
+            if wrapped is None or exc is not wrapped.error:
                 raise
             if self.mode == "swallow":
                 return  # an error answer went out already
@@ -332,7 +299,7 @@ class _Responder:
             await self._answer_error(exc)
 
     async def _answer_error(self, exc: StreamCryptError) -> None:
-        await self._answer(*_failure_text(exc))
+        await self._answer(*failure_text(exc))
 
     async def _answer(self, status: int, text: str) -> None:
         """Send this short answer instead of the app's response, and drop the app's."""
@@ -381,16 +348,18 @@ class _Responder:
             await self.send(message)
             return
         codings = _codings(headers)
-        if status == 206 or codings:
-            what = "a ranged 206 answer" if status == 206 else "an already encoded body"
-            if self.mw.settings.on_unencryptable == "refuse":
-                await self._refuse(what)
-                return
+        what = unencryptable(status, codings)
+        if what is not None and self.mw.settings.on_unencryptable == "refuse":
+            await self._refuse(what)
+            return
         self.mode = "encrypt"
         coding = ", ".join([*codings, CONTENT_ENCODING]).encode()
-        headers = _without(headers, b"content-encoding")
-        headers.append((b"content-encoding", coding))
-        self.start = {**message, "headers": _add_vary(headers, b"Content-Encoding")}
+        headers = [*_without(headers, b"content-encoding"), (b"content-encoding", coding)]
+        vary = _get(headers, b"vary")
+        added = vary_content_encoding(None if vary is None else vary.decode("latin-1"))
+        if added is not None:
+            headers = [*_without(headers, b"vary"), (b"vary", added.encode("latin-1"))]
+        self.start = {**message, "headers": headers}
 
     def _set_length(self, plaintext_length: int | None, encryptor: EceEncryptor) -> None:
         assert self.start is not None
@@ -423,9 +392,6 @@ class _Responder:
     async def _send_body(self, body: bytes) -> None:
         await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
-    def _encryptor(self) -> EceEncryptor:
-        return EceEncryptor(self.mw.settings.key, record_size=self.mw.settings.record_size)
-
     async def _passed_plain(self, message: Message, what: str) -> bool:
         """Send ``message`` as it is when the response is not encrypted (True); refuse
         one before ``http.response.start``."""
@@ -443,21 +409,16 @@ class _Responder:
         more = bool(message.get("more_body", False))
         if self.feeder is None and not more:
             # The whole body at once: exact Content-Length, one message.
-            encryptor = self._encryptor()
+            encryptor = self.mw.settings.encryptor()
             if self.head:
                 self._set_length(self._app_length() if not body else len(body), encryptor)
-                await self._send_start()
-                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
-                self.mode = "done"
+                await self._finish()
                 return
             self._set_length(len(body), encryptor)
-            data = await pipeline(encryptor, policy=self.mw.settings.policy).collect(body)
-            await self._send_start()
-            await self.send({"type": "http.response.body", "body": data, "more_body": False})
-            self.mode = "done"
+            await self._finish(await encrypt_whole(encryptor, body, self.mw.settings.policy))
             return
         if self.feeder is None:
-            encryptor = self._encryptor()
+            encryptor = self.mw.settings.encryptor()
             self._set_length(self._app_length(), encryptor)
             self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
         # A streamed body goes out as the app produces it, not in batch-size bursts.
@@ -465,11 +426,12 @@ class _Responder:
         if not more:
             await self._finish()
 
-    async def _finish(self) -> None:
-        assert self.feeder is not None
-        await self.feeder.aclose()
+    async def _finish(self, last: bytes = b"") -> None:
+        """Send the final body message (``last``, after what the feeder still holds)."""
+        if self.feeder is not None:
+            await self.feeder.aclose()
         await self._send_start()
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await self.send({"type": "http.response.body", "body": last, "more_body": False})
         self.mode = "done"
 
     async def _on_pathsend(self, message: Message) -> None:
@@ -480,14 +442,13 @@ class _Responder:
             return
         if self.feeder is not None:
             raise RuntimeError("ASGI app sent http.response.pathsend after body messages")
-        path = anyio.Path(message["path"])
-        size = (await path.stat()).st_size
+        size = (await anyio.Path(message["path"]).stat()).st_size
         app_length = self._app_length()
-        encryptor = self._encryptor()
+        encryptor = self.mw.settings.encryptor()
         self._set_length(size if app_length is None or app_length == size else None, encryptor)
-        self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
+        feeder = self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(
+            self._emit
+        )
         if not self.head:
-            async with await anyio.open_file(path, "rb") as file:
-                while chunk := await file.read(_FILE_CHUNK):
-                    await feed_piecewise(self.feeder, chunk)
+            await send_file(message["path"], lambda chunk: feed_piecewise(feeder, chunk))
         await self._finish()

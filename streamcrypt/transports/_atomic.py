@@ -75,13 +75,18 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
 
 def commit_temporary(fd: int, tmp: str, dest: str, *, durable: bool = True) -> None:
     """Close the temporary and rename it over ``dest``; ``durable``: fsync the temporary
-    first and the directory after (a crash then leaves the old ``dest`` or the new one)."""
+    first and the directory after (a crash then leaves the old ``dest`` or the new one).
+    If that fails the temporary is removed: a failed commit leaves nothing behind."""
     try:
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, dest)
+        try:
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+    except BaseException:
+        discard_temporary(None, tmp)
+        raise
     if durable:
         fsync_directory(os.path.dirname(os.path.abspath(dest)))
 

@@ -48,7 +48,8 @@ AcceptPeer = Callable[[bytes], bool | Awaitable[bool]]
 KeyInput = Buffer | SecretKey
 
 
-def _timeout(value: float | None, name: str) -> None:
+def check_timeout(value: float | None, name: str) -> None:
+    """The one rule of every timeout option (sockets, HTTP bodies): seconds > 0 or None."""
     if value is not None and (isinstance(value, bool) or not value > 0):
         raise InvalidParameterError(f"{name} must be a positive number of seconds or None")
 
@@ -78,7 +79,7 @@ class StreamConfig(HoldsSecrets):
                 f"policy must be an OffloadPolicy or None, not {type(self.policy).__name__}"
             )
         for name in ("handshake_timeout", "idle_timeout", "record_timeout"):
-            _timeout(getattr(self, name), name)
+            check_timeout(getattr(self, name), name)
         # What no side could use fails now; what one side lacks, when that side starts.
         ProtocolConfig.check_keys(
             psk=self.psk,

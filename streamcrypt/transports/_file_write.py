@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import anyio
 from anyio.abc import ByteSendStream
 
 from ..abc import Buffer, Transform
@@ -69,13 +68,7 @@ class _AtomicFileSink:
         await self._written()
         fd, self._fd = self._fd, None
         assert fd is not None
-        try:
-            await self._threads.run(commit_temporary, fd, self.tmp, self._dest)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._threads.settle()
-                await self._threads.run(discard_temporary, None, self.tmp)
-            raise
+        await self._threads.run(commit_temporary, fd, self.tmp, self._dest)
 
     async def abort(self) -> None:
         fd, self._fd = self._fd, None

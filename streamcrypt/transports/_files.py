@@ -50,11 +50,9 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..abc import Buffer, Chain, Transform
@@ -102,8 +100,6 @@ __all__ = [
     "open_file",
     "remove_stale_temporaries",
 ]
-
-T = TypeVar("T")
 
 _MODES = ("rb", "wb")
 _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
@@ -177,24 +173,6 @@ def _layout(
         return read_at(offset, length)
 
     return fmt.layout(opts, cached, size)
-
-
-def _format(name: str) -> SegmentedFormat:
-    fmt = FORMATS.get(name)
-    if fmt is None:
-        raise UnsupportedFormatError(
-            f"unknown file format {name!r}; streamcrypt.open speaks {', '.join(sorted(FORMATS))}"
-        )
-    return fmt
-
-
-def _check_mode(mode: str) -> Literal["rb", "wb"]:
-    if mode in _MODES:
-        return "rb" if mode == "rb" else "wb"
-    raise InvalidParameterError(
-        f"mode {mode!r} is not supported: encrypted files are binary and read or written "
-        "whole; text modes (and append/update modes) are out of scope. Use 'rb' or 'wb'"
-    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -296,31 +274,43 @@ class EncryptedFile:
         ``format=None`` writes the native format and reads the one the first bytes name,
         as :func:`open_file`.
         """
-        checked, fmt, opts = _prepared(
-            mode,
-            format,
-            FormatOptions(
-                key=key,
-                suite=suite,
-                segment_size=segment_size,
-                aad=aad,
-                recipients=one_or_many(recipients),
-                identities=one_or_many(identities),
-                passphrase=passphrase,
-                work_factor=work_factor,
-                max_work_factor=max_work_factor,
-                armor=armor,
-                password=password,
-                password2=password2,
-                expected_size=expected_size,
-                encryption_context=None if encryption_context is None else dict(encryption_context),
-                allow_legacy=allow_legacy,
-                allow_unverified=allow_unverified,
-                max_encrypted_data_keys=max_encrypted_data_keys,
-            ),
-        )
-        found = None if format is None and checked == "rb" else fmt  # None: detect it
-        return FileOpener(_open_wrapped(stream, checked, found, opts, policy, close_wrapped))
+        mode, fmt, opts = _prepared(locals())
+        threads = WorkerCalls(policy)
+
+        async def opening() -> EncryptedFile:
+            if mode == "wb":
+                if not isinstance(stream, ByteSendStream) and not hasattr(stream, "write"):
+                    raise InvalidParameterError(
+                        "wrap(..., 'wb') needs an object with async write() or an anyio "
+                        "ByteSendStream"
+                    )
+                assert fmt is not None  # writes name their format
+                enc, tail = await threads.run(_encryptor, fmt, opts)
+                sink = _StreamSink(stream, close_wrapped)
+                return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
+            if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
+                try:
+                    base = await stream.tell()
+                    end = await stream.seek(0, io.SEEK_END)
+                    if end is None:
+                        end = await stream.tell()
+                except (OSError, ValueError):  # io.UnsupportedOperation is both
+                    pass
+                else:
+                    source = _SeekableSource(stream, base, end - base, close_wrapped)
+                    return await _open_reader_on(source, fmt, opts, policy, threads)
+            if not (
+                isinstance(stream, ByteReceiveStream)
+                or hasattr(stream, "read")
+                or isinstance(stream, AsyncIterable)
+            ):
+                raise InvalidParameterError(
+                    "wrap(..., 'rb') needs an async file, an anyio ByteReceiveStream, "
+                    "an object with async read() or an async iterable of bytes"
+                )
+            return await _open_sequential(stream, fmt, opts, policy, threads, close_wrapped)
+
+        return FileOpener(opening)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -493,24 +483,42 @@ class FileOpener:
 
 
 def _prepared(
-    mode: str, format: str | None, opts: FormatOptions
-) -> tuple[Literal["rb", "wb"], SegmentedFormat, FormatOptions]:
-    """The checked mode, the format and its options, checked against the format for that
-    mode: what ``open_file`` and ``EncryptedFile.wrap`` do at the call. ``format=None``:
-    native when writing, told by the first bytes when reading (checked then). Armor is
-    refused (:class:`InvalidParameterError`): an armored file has no random access."""
-    checked = _check_mode(mode)
-    fmt = _format(format or "native")
-    if format is not None or checked == "wb":
-        fmt.check_options(opts, checked)
-    else:
+    given: Mapping[str, Any],
+) -> tuple[Literal["rb", "wb"], SegmentedFormat | None, FormatOptions]:
+    """What ``open_file`` and ``EncryptedFile.wrap`` do at the call, from their keywords
+    (``locals()``): the checked mode, the format, and its options (each keyword named
+    as a :class:`FormatOptions` field) checked against the format for that mode.
+    ``format=None``: native when writing; when reading ``None``, the format the first
+    bytes tell (its options checked then). Armor is refused (:class:`InvalidParameterError`): an armored file has no
+    random access."""
+    mode, format = given["mode"], given["format"]
+    if mode not in _MODES:
+        raise InvalidParameterError(
+            f"mode {mode!r} is not supported: encrypted files are binary and read or "
+            "written whole; text modes (and append/update modes) are out of scope. Use "
+            "'rb' or 'wb'"
+        )
+    fmt = FORMATS.get(format or "native")
+    if fmt is None:
+        raise UnsupportedFormatError(
+            f"unknown file format {format!r}; streamcrypt.open speaks {', '.join(sorted(FORMATS))}"
+        )
+    fields = {name: given[name] for name in FormatOptions._fields if name in given}
+    fields["recipients"] = one_or_many(fields["recipients"])
+    fields["identities"] = one_or_many(fields["identities"])
+    if fields["encryption_context"] is not None:
+        fields["encryption_context"] = dict(fields["encryption_context"])
+    opts = FormatOptions(**fields)
+    if format is None and mode == "rb":
         check_detectable(opts)
+    else:
+        fmt.check_options(opts, mode)
     if opts.armor:
         raise InvalidParameterError(
             "files are binary: armored text has no random access (armor a stream with "
             "streamcrypt.encrypt(..., armor=True))"
         )
-    return checked, fmt, opts
+    return mode, None if format is None and mode == "rb" else fmt, opts
 
 
 async def _load_layout(
@@ -543,12 +551,16 @@ async def _load_layout(
 
 async def _open_reader_on(
     source: _RandomAccess,
-    fmt: SegmentedFormat,
+    fmt: SegmentedFormat | None,
     opts: FormatOptions,
     policy: OffloadPolicy | None,
     threads: WorkerCalls,
 ) -> EncryptedFile:
+    """The random-access reader over ``source``, its format told by its first bytes when
+    ``fmt`` is ``None``; ``source`` is closed if that fails."""
     try:
+        if fmt is None:
+            fmt = _detect(await source.read_at(0, min(source.size, DETECT_BYTES)), opts)
         layout = await _load_layout(source, fmt, opts, threads)
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -613,107 +625,22 @@ def open_file(
     :class:`UnknownKeyError`, :class:`FormatError`, :class:`TruncatedStreamError`,
     :class:`InvalidSignatureError` (a signed AWS file altered).
     """
-    checked, fmt, opts = _prepared(
-        mode,
-        format,
-        FormatOptions(
-            key=key,
-            suite=suite,
-            segment_size=segment_size,
-            aad=aad,
-            recipients=one_or_many(recipients),
-            identities=one_or_many(identities),
-            passphrase=passphrase,
-            work_factor=work_factor,
-            max_work_factor=max_work_factor,
-            armor=armor,
-            password=password,
-            password2=password2,
-            expected_size=expected_size,
-            encryption_context=None if encryption_context is None else dict(encryption_context),
-            allow_legacy=allow_legacy,
-            allow_unverified=allow_unverified,
-            max_encrypted_data_keys=max_encrypted_data_keys,
-        ),
-    )
+    checked, fmt, opts = _prepared(locals())
     dest = os.fspath(path)
     threads = WorkerCalls(policy)
 
     async def opening() -> EncryptedFile:
-        if checked == "wb":
-            enc, tail = await threads.run(_encryptor, fmt, opts)
-            with anyio.CancelScope(shield=True):  # never leave a temporary behind
-                fd, tmp = await threads.run(create_temporary, dest)
-            sink = _AtomicFileSink(dest, fd, tmp, threads)
-            return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
-        with anyio.CancelScope(shield=True):  # never leak the descriptor
-            fd, size = await threads.run(_open_for_reading, dest)
-        source = _FdSource(fd, size, threads)
-        found = fmt
-        if format is None:  # the file's first bytes tell its format
-            try:
-                found = _detect(await source.read_at(0, min(size, DETECT_BYTES)), opts)
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await source.aclose()
-                raise
-        return await _open_reader_on(source, found, opts, policy, threads)
+        if fmt is None or checked == "rb":
+            with anyio.CancelScope(shield=True):  # never leak the descriptor
+                fd, size = await threads.run(_open_for_reading, dest)
+            return await _open_reader_on(_FdSource(fd, size, threads), fmt, opts, policy, threads)
+        enc, tail = await threads.run(_encryptor, fmt, opts)
+        with anyio.CancelScope(shield=True):  # never leave a temporary behind
+            fd, tmp = await threads.run(create_temporary, dest)
+        sink = _AtomicFileSink(dest, fd, tmp, threads)
+        return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
 
     return FileOpener(opening)
-
-
-def _open_wrapped(
-    stream: Any,
-    mode: Literal["rb", "wb"],
-    fmt: SegmentedFormat | None,
-    opts: FormatOptions,
-    policy: OffloadPolicy | None,
-    close: bool,
-) -> Callable[[], Any]:
-    threads = WorkerCalls(policy)
-
-    async def opening() -> EncryptedFile:
-        if mode == "wb":
-            if not isinstance(stream, ByteSendStream) and not hasattr(stream, "write"):
-                raise InvalidParameterError(
-                    "wrap(..., 'wb') needs an object with async write() or an anyio ByteSendStream"
-                )
-            assert fmt is not None  # writes name their format
-            enc, tail = await threads.run(_encryptor, fmt, opts)
-            sink = _StreamSink(stream, close)
-            return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
-        if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
-            try:
-                base = await stream.tell()
-                end = await stream.seek(0, io.SEEK_END)
-                if end is None:
-                    end = await stream.tell()
-            except (OSError, ValueError):  # io.UnsupportedOperation is both
-                pass
-            else:
-                source = _SeekableSource(stream, base, end - base, close)
-                chosen = fmt
-                if chosen is None:  # the first bytes tell the format
-                    try:
-                        head = await source.read_at(0, min(source.size, DETECT_BYTES))
-                        chosen = _detect(head, opts)
-                    except BaseException:
-                        with anyio.CancelScope(shield=True):
-                            await source.aclose()
-                        raise
-                return await _open_reader_on(source, chosen, opts, policy, threads)
-        if not (
-            isinstance(stream, ByteReceiveStream)
-            or hasattr(stream, "read")
-            or isinstance(stream, AsyncIterable)
-        ):
-            raise InvalidParameterError(
-                "wrap(..., 'rb') needs an async file, an anyio ByteReceiveStream, "
-                "an object with async read() or an async iterable of bytes"
-            )
-        return await _open_sequential(stream, fmt, opts, policy, threads, close)
-
-    return opening
 
 
 async def _open_sequential(

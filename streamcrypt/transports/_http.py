@@ -20,16 +20,20 @@ trickles holds a request for about ``body_timeout``, not for as long as it likes
 from __future__ import annotations
 
 import enum
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypeVar
 
+import anyio
+
 from ..abc import Buffer
-from ..codecs.ece import CONTENT_ENCODING, EceEncryptor
-from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy
-from ..errors import InvalidParameterError
+from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor
+from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
+from ._config import check_timeout
 from ._deadline import timed_out, with_timeout
 from ._socket import on_asyncio
 
@@ -73,6 +77,41 @@ DEFAULT_BODY_MIN_RATE = 500.0
 #: Methods whose requests carry no body unless they say so (Content-Length,
 #: Transfer-Encoding).
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE", "TRACE", "CONNECT"})
+#: Bytes read from a file at a time when a file response is encrypted.
+FILE_CHUNK = 1 << 20
+
+_DECRYPT_FAILED = {
+    400: "400 Bad Request: the aes128gcm request body failed to decrypt",
+    408: "408 Request Timeout: the request body stalled",
+    413: "413 Content Too Large: the aes128gcm request body exceeds this server's limits",
+    415: "415 Unsupported Media Type: this server accepts request bodies in the aes128gcm "
+    "content coding only",
+}
+
+
+def failure_text(exc: StreamCryptError) -> tuple[int, str]:
+    """The status and short text a request whose body failed (``exc``) is answered with."""
+    status = exc.http_status
+    text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
+    return status, f"{text} ({type(exc).__name__})"
+
+
+def unencryptable(status: int, codings: list[str]) -> str | None:
+    """What a gzip middleware would pass through untouched in this response (a ranged
+    206 answer, a body already encoded), for ``on_unencryptable``; ``None``: nothing."""
+    if status == 206:
+        return "a ranged 206 answer"
+    return "an already encoded body" if codings else None
+
+
+def vary_content_encoding(vary: str | None) -> str | None:
+    """The ``Vary`` value of an encrypted response whose ``Vary`` was ``vary``:
+    ``Content-Encoding`` added; ``None`` when ``vary`` already covers it."""
+    if vary is None:
+        return "Content-Encoding"
+    if {t.strip().lower() for t in vary.split(",")} & {"*", "content-encoding"}:
+        return None
+    return vary + ", Content-Encoding"
 
 
 class RequestRule(enum.Enum):
@@ -155,8 +194,7 @@ class EncryptionSettings:
             raise InvalidParameterError(
                 f"on_unencryptable must be 'encrypt' or 'refuse', not {self.on_unencryptable!r}"
             )
-        if self.body_timeout is not None and not self.body_timeout > 0:
-            raise InvalidParameterError("body_timeout must be a positive number of seconds or None")
+        check_timeout(self.body_timeout, "body_timeout")
         if self.body_min_rate is not None and not self.body_min_rate > 0:
             raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
         EceEncryptor(self.key, record_size=self.record_size)  # the record size and key, now
@@ -206,6 +244,19 @@ class EncryptionSettings:
         if not has_body or self.clear_allowed(method, path):
             return RequestRule.CLEAR
         return RequestRule.REFUSE
+
+    def encryptor(self) -> EceEncryptor:
+        """A response body's encryptor (the key ring's active key, ``record_size``)."""
+        return EceEncryptor(self.key, record_size=self.record_size)
+
+    def request_body(
+        self, sink: Callable[[Buffer], Awaitable[None]]
+    ) -> tuple[Feeder, BodyDeadline]:
+        """How one request body is read: a decrypting feeder whose ``sink`` gets each
+        verified record's plaintext as ``bytes``, and the body's :class:`BodyDeadline`."""
+        decryptor = EceDecryptor(self.key, max_record_size=self.max_record_size)
+        feeder = pipeline(decryptor, policy=self.policy).feeder(sink, kept=True)
+        return feeder, BodyDeadline(self.body_timeout, self.body_min_rate)
 
     def clear_allowed(self, method: str, path: str) -> bool:
         """Whether this request's body may come in clear."""
@@ -288,3 +339,22 @@ async def send_piecewise(view: memoryview, write: Callable[[bytes], Awaitable[ob
     the pipeline reuses the buffer), each awaited: the socket's own backpressure."""
     for off in range(0, len(view), SEND_PIECE):
         await write(bytes(view[off : off + SEND_PIECE]))
+
+
+async def encrypt_whole(
+    encryptor: EceEncryptor, body: Buffer, policy: OffloadPolicy | None
+) -> bytes:
+    """A whole body's encryption: on the loop below the policy's inline limit, through
+    the pipeline (offloaded) above it."""
+    if policy is not None and len(body) >= policy.inline_limit:
+        return await pipeline(encryptor, policy=policy).collect(body)
+    return encryptor.update(body) + encryptor.finalize()
+
+
+async def send_file(
+    path: str | os.PathLike[str], write: Callable[[bytes], Awaitable[object]]
+) -> None:
+    """Hand the file at ``path`` to ``write`` :data:`FILE_CHUNK` bytes at a time."""
+    async with await anyio.open_file(path, "rb") as file:
+        while chunk := await file.read(FILE_CHUNK):
+            await write(chunk)

@@ -346,31 +346,18 @@ def _stream(transport: asyncio.BaseTransport, protocol: Any) -> ProtocolStream:
     return ProtocolStream(cast(asyncio.Transport, transport), protocol)
 
 
-class _Accepted:
-    """Connections the server accepted that ``accept()`` has not taken yet."""
-
-    def __init__(self) -> None:
-        self.streams: deque[ProtocolStream] = deque()
-        self.arrived = _Wakeup()
-        self.closed = False
-
-    def deliver(self, stream: ProtocolStream) -> None:
-        if self.closed:
-            stream._transport.abort()
-            return
-        self.streams.append(stream)
-        self.arrived.wake()
-
-
 class ProtocolListener(SocketListener):
     """A TCP listener (asyncio only) whose connections are :class:`ProtocolStream`;
     create with :meth:`create`. ``serve()`` is anyio's: accept, then start the handler.
     Connections accepted before ``accept()`` asks wait in a queue (their reads bounded
     by their buffers); ``aclose()`` stops listening and closes those still queued."""
 
-    def __init__(self, server: asyncio.Server, accepted: _Accepted) -> None:
-        self._server = server
-        self._accepted = accepted
+    _server: asyncio.Server
+
+    def __init__(self) -> None:
+        self._streams: deque[ProtocolStream] = deque()
+        self._arrived = _Wakeup()
+        self._closed = False
         self._accept_guard = ResourceGuard("accepting connections from")
 
     @classmethod
@@ -379,16 +366,22 @@ class ProtocolListener(SocketListener):
     ) -> ProtocolListener:
         """Bind ``host:port`` (``None``: every interface; ``port=0``: a free port) and
         listen; raises ``OSError`` if it cannot bind."""
-        accepted = _Accepted()  # before the server: it may accept while create_server runs
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: _AcceptedProtocol(accepted.deliver),
+        self = cls()  # before the server: it may accept while create_server runs
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _AcceptedProtocol(self._deliver),
             host,
             port,
             backlog=min(backlog, 65535),
             reuse_address=True,
         )
-        return cls(server, accepted)
+        return self
+
+    def _deliver(self, stream: ProtocolStream) -> None:
+        if self._closed:
+            stream._transport.abort()
+            return
+        self._streams.append(stream)
+        self._arrived.wake()
 
     @property
     def _raw_socket(self) -> socket.socket:
@@ -396,23 +389,21 @@ class ProtocolListener(SocketListener):
         return sock
 
     async def accept(self) -> ProtocolStream:
-        accepted = self._accepted
         with self._accept_guard:
-            while not accepted.streams:
-                if accepted.closed:
+            while not self._streams:
+                if self._closed:
                     raise ClosedResourceError
-                await accepted.arrived.wait()
+                await self._arrived.wait()
             await asyncio.sleep(0)
-            return accepted.streams.popleft()
+            return self._streams.popleft()
 
     async def aclose(self) -> None:
-        accepted = self._accepted
-        if not accepted.closed:
-            accepted.closed = True
+        if not self._closed:
+            self._closed = True
             self._server.close()
-            while accepted.streams:
-                accepted.streams.popleft()._transport.abort()
-            accepted.arrived.wake()
+            while self._streams:
+                self._streams.popleft()._transport.abort()
+            self._arrived.wake()
         await asyncio.sleep(0)
 
 

@@ -586,18 +586,7 @@ class EncryptedStream(ByteStream):
                 if state is _RECEIVE_CLOSED or state is _ENDED:
                     await anyio.lowlevel.checkpoint()
                     raise EndOfStream
-                records = self._records
-                assert records is not None
-                if records.buffered or self._receiving.in_flight:
-                    await checkpoint_if_cancelled()
-                    return await self._receive_records(max_bytes, False)
-                # Nothing buffered: the read is the cancellation point (and a checkpoint);
-                # a read that is one small record is opened here (the first step of
-                # _receive_records, kept in this frame: one coroutine fewer per message).
-                data = self._take_chunk(await self._transport_receive(records), max_bytes)
-                if data is not None:
-                    return data
-                return await self._receive_records(max_bytes, True)
+                return await self._receive_records(max_bytes)
             except (StreamCryptError, BrokenResourceError, OSError) as exc:
                 raise self._fail(exc) from None
 
@@ -627,39 +616,22 @@ class EncryptedStream(ByteStream):
                 self._pending_pos = start + take
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _take_chunk(self, chunk: bytes, max_bytes: int) -> bytes | None:
-        """A chunk read with nothing buffered: if it is one whole small data record (a small
-        message), its plaintext, opened from the chunk itself with no copy into the record
-        buffer and no scheduler; else ``None``, the chunk buffered (or an empty record
-        consumed) for :meth:`_receive_records`."""
-        records = self._records
-        assert records is not None
-        if len(chunk) > self._small_receive:
-            records.receive_data(chunk)
-            return None
-        data = records.open_whole(chunk)
-        if data is None:
-            records.receive_data(chunk)
-            return None
-        if not data:
-            return None  # an empty record, consumed: read on
-        if len(data) <= max_bytes:
-            return data
-        self._pending.append(data)
-        self._pending_pos = 0
-        return self._take_pending(max_bytes)
+    async def _receive_records(self, max_bytes: int) -> bytes:
+        """The one receive path: open what is buffered (a few small records inline, runs
+        of them on the scheduler), read on when that is nothing, hand out.
 
-    async def _receive_records(self, max_bytes: int, checkpointed: bool) -> bytes:
-        """The receive path after :meth:`receive`'s first step: open (a few buffered
-        records inline, runs of them on the scheduler), read on, hand out.
-
-        Cancellation may strike only before records are consumed: once records are
-        handed to the scheduler (their counters advanced) they stay there until a call
-        returns them, and a call that has them yields with a shielded checkpoint.
-        ``checkpointed``: this call already read from the transport (a checkpoint).
+        A read that is exactly one small data record, with nothing buffered (a small
+        message), is opened from the chunk read itself, with no scheduler. Cancellation
+        may strike only before records are consumed: once records are handed to the
+        scheduler (their counters advanced) they stay there until a call returns them,
+        and a call that has them yields with a shielded checkpoint. With nothing
+        buffered, the transport read is the cancellation point (and the checkpoint).
         """
         records = self._records
         assert records is not None
+        checkpointed = False
+        if records.buffered or self._receiving.in_flight:
+            await checkpoint_if_cancelled()
         while True:
             sched = self._receiving
             if sched.in_flight:
@@ -692,9 +664,15 @@ class EncryptedStream(ByteStream):
                         await cancel_shielded_checkpoint()
                     raise EndOfStream
                 # Nothing, or part of a record, is buffered: read on.
-                records.receive_data(await self._transport_receive(records))
+                chunk = await self._transport_receive(records)
                 checkpointed = True
-                continue
+                data = records.open_whole(chunk) if len(chunk) <= self._small_receive else None
+                if data is None:
+                    records.receive_data(chunk)
+                    continue
+                if not data:
+                    continue  # an empty record, consumed: read on
+                opened = [data]
             if not checkpointed:
                 await cancel_shielded_checkpoint()
             first = opened[0]
