@@ -37,8 +37,6 @@ from .errors import InvalidParameterError, StreamCryptError
 from .keys import Argon2Params, PasswordParams
 from .primitives import Ed25519PrivateKey, Ed25519PublicKey
 
-__all__ = ["decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"]
-
 
 def encrypt_bytes(
     plaintext: Buffer,

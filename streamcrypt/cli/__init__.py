@@ -38,7 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if width >= MIN_COLUMNS:
             sys.stdout.write(top_help(width))
             return 0
-    from ._parser import PROG, age_style, build_parser  # argparse: after --version
+    from ._parser import age_style, build_parser  # argparse: after --version
+    from ._usage import PROG
 
     line = age_style(given)
     parser = build_parser(line[0] if line else "")

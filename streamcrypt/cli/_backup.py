@@ -19,8 +19,6 @@ from ._keyfiles import load_key_file, new_key_text, write_key_file
 if TYPE_CHECKING:
     from ..keys import SecretKey
 
-__all__ = ["add_backup_arguments", "run_backup"]
-
 #: The actions that open the store with its master key (``-k KEYFILE``).
 _KEYED = ("backup", "restore", "verify", "forget", "prune")
 #: The actions that show a progress bar (``-q`` turns it off).

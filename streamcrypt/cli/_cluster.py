@@ -32,14 +32,6 @@ if TYPE_CHECKING:
     from .. import cluster
     from ..keys import SecretKey
 
-__all__ = [
-    "OPERATIONS",
-    "add_cluster_arguments",
-    "add_cluster_command",
-    "load_symmetric_key",
-    "run_cluster",
-]
-
 
 class _KeySource:
     """One key of a job: the options naming a key file and a worker environment variable."""

@@ -35,17 +35,6 @@ else:  # imported by the commands that use them: keygen needs none (start-up)
     _primitives = LazyModule("streamcrypt.primitives")
     _transports = LazyModule("streamcrypt.transports")  # sockets, TLS, files
 
-__all__ = [
-    "run_bench",
-    "run_clean",
-    "run_connect",
-    "run_hash",
-    "run_keygen",
-    "run_serve",
-    "run_sign",
-    "run_verify",
-]
-
 
 def _say(message: str) -> None:
     print(f"streamcrypt: {message}", file=sys.stderr, flush=True)

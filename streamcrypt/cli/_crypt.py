@@ -83,8 +83,6 @@ else:  # each format is imported when the command first uses it (start-up)
     _rclone = LazyModule("streamcrypt.codecs.rclone")
     _tink = LazyModule("streamcrypt.codecs.tink")
 
-__all__ = ["run_decrypt", "run_encrypt"]
-
 #: ``--kdf``: each level's Argon2id preset in :mod:`streamcrypt.keys`, by name (read when
 #: used: the password KDFs cost start-up to import).
 KDF_LEVELS = {"interactive": "INTERACTIVE", "moderate": "MODERATE", "sensitive": "SENSITIVE"}

@@ -53,8 +53,6 @@ SEQUENTIAL_SIZE = 4 << 20
 #: pieces and their output in memory.
 MAX_THREADS = 8
 
-__all__ = ["MAX_THREADS", "PIECE_SIZE", "SEQUENTIAL_SIZE", "drive", "keep_freed_memory"]
-
 _Push = Callable[[Buffer], None]
 
 

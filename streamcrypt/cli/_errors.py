@@ -27,18 +27,6 @@ from ..errors import (
     UnknownKeyError,
 )
 
-__all__ = [
-    "EXIT_DATA",
-    "EXIT_INTERRUPTED",
-    "EXIT_IO",
-    "EXIT_KEY",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "CliError",
-    "describe",
-    "exit_code",
-]
-
 EXIT_OK = 0
 EXIT_DATA = 1
 EXIT_USAGE = 2

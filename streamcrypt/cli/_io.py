@@ -34,21 +34,6 @@ if TYPE_CHECKING:
 else:  # imported on first use: encrypt and decrypt run without an event loop (start-up)
     anyio = LazyModule("anyio", "anyio.to_thread")
 
-__all__ = [
-    "READ_SIZE",
-    "WRITEBACK_STEP",
-    "WRITE_AHEAD",
-    "FileOutput",
-    "Input",
-    "Output",
-    "Progress",
-    "StdoutOutput",
-    "check_output",
-    "open_output",
-    "open_output_now",
-    "takes_back",
-]
-
 #: Bytes asked of the operating system per read.
 READ_SIZE = 4 << 20
 #: Seconds of work before the progress bar appears (so short runs stay quiet).

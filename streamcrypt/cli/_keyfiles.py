@@ -46,18 +46,6 @@ else:  # imported when a key of that kind is first read or made (start-up)
     _tink = LazyModule("streamcrypt.codecs.tink")
     _tink_keyset = LazyModule("streamcrypt.codecs.tink_keyset")
 
-__all__ = [
-    "AGE_IDENTITY_KINDS",
-    "AGE_RECIPIENT_KINDS",
-    "KeyFile",
-    "KeyFileError",
-    "load_key_file",
-    "new_key_text",
-    "parse_public_key",
-    "public_lines",
-    "write_key_file",
-]
-
 _MAGIC_FIELD = _kf.KEY_FILE_MAGIC
 _VERSION = _kf.KEY_FILE_VERSION
 _MAX_KEY_FILE = 1 << 20

@@ -15,22 +15,6 @@ import argparse
 from ._cluster import add_cluster_arguments
 from ._usage import FORMATS
 
-__all__ = [
-    "AGE_WORK_FACTOR",
-    "AWS_KEY_NAME",
-    "AWS_NAMESPACE",
-    "HASH_ALGOS",
-    "KDF_LEVEL_NAMES",
-    "KEY_SIZES",
-    "KEY_TYPES",
-    "MAGICS",
-    "NATIVE_MAX_HEADER_SIZE",
-    "SEGMENT_SIZE",
-    "SUITES",
-    "add_arguments",
-    "add_native_arguments",
-]
-
 #: ``keygen --type``.
 KEY_TYPES = ("symmetric", "x25519", "ed25519", "age", "age-pq")
 #: ``keygen --size``: :data:`streamcrypt.keys.keyfile.KEY_SIZES`, not imported (start-up);

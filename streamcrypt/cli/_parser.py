@@ -20,8 +20,6 @@ TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (star
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-__all__ = ["PROG", "age_style", "build_parser"]
-
 #: Commands that work only in a source checkout: not listed in --help nor in errors.
 _HIDDEN = ("bench",)
 Runner = Callable[[argparse.Namespace], int]

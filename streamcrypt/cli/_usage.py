@@ -12,17 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = [
-    "COMMANDS",
-    "DESCRIPTION",
-    "EPILOG",
-    "FORMATS",
-    "MIN_COLUMNS",
-    "PROG",
-    "columns",
-    "top_help",
-]
-
 PROG = "streamcrypt"
 DESCRIPTION = (
     "Streaming encryption, hashing, signing and encrypted pipes. Reference: "

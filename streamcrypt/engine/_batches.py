@@ -48,16 +48,6 @@ from ._adaptive import INLINE_BATCH, Controller, oneshot_verdict
 from ._memory import Fresh
 from ._offload import DEFAULT_POLICY, OffloadPolicy, Pending, wait_future
 
-__all__ = [
-    "CLAIM_SIZE",
-    "Emit",
-    "Job",
-    "OrderedBatches",
-    "ordered_calls",
-    "run_segmented",
-    "run_verified",
-]
-
 #: Bytes of work a thread claims at a time inside a batch: small enough that the loop can
 #: take over most of a batch and that the last claim finishes soon, large enough that
 #: claiming (about a microsecond) is lost in the kernel time (80 us at 3 GB/s).

@@ -29,8 +29,6 @@ import sys
 
 from ..abc import Buffer
 
-__all__ = ["Fresh", "keep_freed_memory"]
-
 #: Below this a fresh output is a bytearray copied once; above it, filled in place. Made
 #: in place, an object costs ~2 us of ctypes calls whatever its size; a bytearray
 #: costs its zeroing and the copy, as much at about 16 KiB (64 KiB: 3.1 us).

@@ -31,21 +31,6 @@ if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need
 else:  # read by typing.get_type_hints, which imports it then (~10 ms with logging)
     futures = LazyModule("concurrent.futures")
 
-__all__ = [
-    "CPUS",
-    "DEFAULT_BATCH_SIZE",
-    "DEFAULT_INLINE_LIMIT",
-    "DEFAULT_MAX_IN_FLIGHT",
-    "DEFAULT_POLICY",
-    "DEFAULT_WORKERS",
-    "OffloadPolicy",
-    "Pending",
-    "Task",
-    "WorkerCalls",
-    "start",
-    "wait_future",
-]
-
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 T_co = TypeVar("T_co", covariant=True)

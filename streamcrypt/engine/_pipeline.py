@@ -57,8 +57,6 @@ from ._adaptive import INLINE_BATCH, Controller
 from ._batches import OrderedBatches
 from ._offload import DEFAULT_POLICY, OffloadPolicy
 
-__all__ = ["Feeder", "Pipeline", "Sink", "Source", "pipeline"]
-
 T = TypeVar("T")
 
 #: What a pipeline reads: an async iterable of byte chunks (anyio byte receive streams

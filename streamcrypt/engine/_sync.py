@@ -31,8 +31,6 @@ from typing import Generic, TypeVar
 from ..abc import Buffer
 from ._offload import start
 
-__all__ = ["WriteBehind", "run_in_turns"]
-
 #: Buffers per ``write`` call at most (one ``writev``).
 _IOV_MAX = 64
 

@@ -17,8 +17,6 @@ from ..abc import Buffer
 from ..errors import InvalidParameterError
 from ._secret import key_bytes
 
-__all__ = ["HashName", "hkdf", "hkdf_expand", "hkdf_extract"]
-
 #: The hashes HKDF runs over.
 HashName = Literal["sha256", "sha384", "sha512"]
 

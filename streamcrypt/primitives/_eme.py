@@ -27,8 +27,6 @@ from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import HoldsSecrets, SecretKey
 from ._gf128 import double, doublings
 
-__all__ = ["EME_MAX_BLOCKS", "Eme"]
-
 #: Most 16-byte blocks one EME call takes (2 KiB, as the EME-32 construction allows).
 EME_MAX_BLOCKS = 128
 

@@ -7,8 +7,6 @@ GF(2^128) arithmetic in streamcrypt; no native library it uses exposes the opera
 
 from __future__ import annotations
 
-__all__ = ["double", "doublings"]
-
 _MASK = (1 << 128) - 1
 #: x^7 + x^2 + x + 1: the low terms of the field polynomial x^128 + x^7 + x^2 + x + 1.
 _REDUCTION = 0x87

@@ -67,7 +67,6 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from ..keys import KeyRing
-from . import _AIOHTTP_NAMES
 from ._config import config_of
 from ._http import (
     DEFAULT_BODY_MIN_RATE,
@@ -87,8 +86,6 @@ from ._http import (
     unencryptable,
     vary_content_encoding,
 )
-
-__all__ = sorted(_AIOHTTP_NAMES)  # one list: the package loads these names lazily
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
 _MARK: web.ResponseKey[bool] = web.ResponseKey("streamcrypt_encrypted", bool)

@@ -14,14 +14,6 @@ import os
 import secrets
 import stat
 
-__all__ = [
-    "commit_temporary",
-    "create_temporary",
-    "discard_temporary",
-    "fsync_directory",
-    "write_atomic",
-]
-
 #: A temporary is always new (never an existing file or a link planted in its place).
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 

@@ -93,14 +93,6 @@ from ._file_read import (
 )
 from ._file_write import _AtomicFileSink, _StreamSink, _Writer
 
-__all__ = [
-    "FORMATS",
-    "EncryptedFile",
-    "FileOpener",
-    "open_file",
-    "remove_stale_temporaries",
-]
-
 _MODES = ("rb", "wb")
 _TEMP_RE = re.compile(r"^\..+\.streamcrypt-[0-9a-f]{16}\.tmp$")
 
