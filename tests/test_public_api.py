@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 import typing
 from pathlib import Path
 from types import ModuleType
@@ -361,3 +362,52 @@ def test_a_lazy_package_shows_type_checkers_what_it_exports(name: str) -> None:
             assert getattr(package, alias.name) is getattr(home, alias.name), alias.name
             seen.append(alias.name)
     assert sorted(seen) == sorted(package.__all__)
+
+
+#: Parameters typed ``Any`` on purpose: options passed through to fsspec or a filesystem
+#: object it made, and ``hash_tap``'s options, which depend on the tap's name.
+ANY_ALLOWED = {"storage_options", "fs", "options"}
+
+
+def _signatures() -> list[tuple[str, inspect.Signature]]:
+    found: list[tuple[str, inspect.Signature]] = []
+    seen: set[int] = set()
+    for module_name in PUBLIC:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            members = (
+                [(f"{name}.{m}", v) for m, v in vars(obj).items() if not m.startswith("_")]
+                + [(f"{name}.__init__", vars(obj).get("__init__"))]
+                if isinstance(obj, type)
+                else [(name, obj)]
+            )
+            for where, member in members:
+                function = getattr(member, "__func__", member)
+                if not callable(function) or isinstance(function, type):
+                    continue
+                try:
+                    found.append((f"{module_name}.{where}", inspect.signature(function)))
+                except (TypeError, ValueError):
+                    continue
+    return found
+
+
+def test_public_signatures_name_no_private_type_and_no_needless_any() -> None:
+    """A public function or constructor whose parameter is typed by a private class (a
+    user cannot make one) or by ``Any`` (issue 26: EncryptedFile took ``_Writer``, Feeder
+    ``list[_Stage]``, OffloadPolicy.run ``*args: Any``) is plumbing showing."""
+    bad = []
+    signatures = _signatures()
+    for where, signature in signatures:
+        for p in signature.parameters.values():
+            hint = str(p.annotation)
+            private = [w for w in re.findall(r"[\w.]+", hint) if w.split(".")[-1][:1] == "_"]
+            private = [w for w in private if w.split(".")[-1] not in ("_T", "_empty")]
+            if private or (re.search(r"\bAny\b", hint) and p.name not in ANY_ALLOWED):
+                bad.append(f"{where}({p.name}: {hint})")
+    assert len(signatures) > 500
+    assert not bad

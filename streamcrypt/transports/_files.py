@@ -47,7 +47,15 @@ import io
 import os
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+)
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -215,21 +223,30 @@ class EncryptedFile:
     ``ClosedResourceError``; two tasks at once, anyio's ``BusyResourceError``.
     """
 
-    def __init__(
-        self, mode: Literal["rb", "wb"], impl: _Writer | _RandomReader | _SequentialReader
-    ) -> None:
-        self.mode = mode
-        self._impl = impl
-        self._closed = False
-        self._failure: BaseException | None = None  # what abandoned a write
-        self._guard = anyio.ResourceGuard("using")
+    mode: Literal["rb", "wb"]
+    _impl: _Writer | _RandomReader | _SequentialReader
+    _closed: bool
+    _failure: BaseException | None  # what abandoned a write
+    _guard: anyio.ResourceGuard
+
+    def __init__(self) -> None:
+        raise TypeError("EncryptedFile has no public constructor: use streamcrypt.open or wrap")
+
+    @classmethod
+    def _start(
+        cls, mode: Literal["rb", "wb"], impl: _Writer | _RandomReader | _SequentialReader
+    ) -> EncryptedFile:
+        file = cls.__new__(cls)
+        file.mode, file._impl, file._closed, file._failure = mode, impl, False, None
+        file._guard = anyio.ResourceGuard("using")
+        return file
 
     # -- construction ---------------------------------------------------------------------
 
     @classmethod
     def wrap(
         cls,
-        stream: Any,
+        stream: object,
         mode: Literal["rb", "wb"],
         *,
         key: KeyLike | None = None,
@@ -279,7 +296,7 @@ class EncryptedFile:
                 assert fmt is not None  # writes name their format
                 enc, tail = await threads.run(_encryptor, fmt, opts)
                 sink = _StreamSink(stream, close_wrapped)
-                return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
+                return EncryptedFile._start("wb", _Writer(enc, tail, sink, policy, threads))
             if hasattr(stream, "seek") and hasattr(stream, "tell") and hasattr(stream, "read"):
                 try:
                     base = await stream.tell()
@@ -453,12 +470,12 @@ class EncryptedFile:
 class FileOpener:
     """What :func:`open_file` returns: ``async with`` it, or ``await`` it for the file."""
 
-    def __init__(self, opening: Callable[[], Any]) -> None:
+    def __init__(self, opening: Callable[[], Awaitable[EncryptedFile]]) -> None:
         self._opening = opening
         self._file: EncryptedFile | None = None
 
     def __await__(self) -> Generator[Any, None, EncryptedFile]:
-        return self._opening().__await__()  # type: ignore[no-any-return]
+        return self._opening().__await__()
 
     async def __aenter__(self) -> EncryptedFile:
         self._file = await self._opening()
@@ -558,7 +575,7 @@ async def _open_reader_on(
         with anyio.CancelScope(shield=True):
             await source.aclose()
         raise
-    return EncryptedFile("rb", _RandomReader(source, layout, policy, threads))
+    return EncryptedFile._start("rb", _RandomReader(source, layout, policy, threads))
 
 
 def open_file(
@@ -630,7 +647,7 @@ def open_file(
         with anyio.CancelScope(shield=True):  # never leave a temporary behind
             fd, tmp = await threads.run(create_temporary, dest)
         sink = _AtomicFileSink(dest, fd, tmp, threads)
-        return EncryptedFile("wb", _Writer(enc, tail, sink, policy, threads))
+        return EncryptedFile._start("wb", _Writer(enc, tail, sink, policy, threads))
 
     return FileOpener(opening)
 
@@ -678,4 +695,4 @@ async def _open_sequential(
     chunks.push_back(bytes(head[need:]))
     out = pipeline(dec, policy=policy).stream(chunks)
     piece = policy.batch_size if policy is not None else _INLINE_PIECE
-    return EncryptedFile("rb", _SequentialReader(out, close_stream, piece))
+    return EncryptedFile._start("rb", _SequentialReader(out, close_stream, piece))
