@@ -1266,3 +1266,22 @@ def test_a_file_cut_after_a_whole_segment_gets_the_stream_paths_verdict(
     with pytest.raises(TruncatedStreamError) as opened:
         anyio.run(read)
     assert str(opened.value) == str(streamed.value)
+
+
+@pytest.mark.parametrize("fmt", [None, "age"])
+def test_an_armored_age_file_is_refused_by_name_with_the_way_to_read_it(
+    tmp_path: Path, fmt: str | None
+) -> None:
+    """Armored text has no random access: open() says so and names decrypt, whether the
+    format was detected or named (it said FormatError "not an age file")."""
+    path = tmp_path / "armored.age"
+    sealed = encrypt_bytes(b"hello", format="age", recipients=[AGE_ID.recipient], armor=True)
+    path.write_bytes(sealed)
+
+    async def read() -> bytes:
+        async with open_file(path, "rb", format=fmt, identities=[AGE_ID]) as f:
+            return await f.read()
+
+    with pytest.raises(UnsupportedFormatError, match=r"armored age file.*streamcrypt\.decrypt"):
+        anyio.run(read)
+    assert decrypt_bytes(sealed, identities=[AGE_ID]) == b"hello"

@@ -143,12 +143,19 @@ def _detect(head: bytes, opts: FormatOptions) -> SegmentedFormat:
     """The format of a file starting with ``head`` (``codecs.detect_format``), refused
     with :class:`UnsupportedFormatError` when :func:`open_file` cannot read it (the
     envelope, armored age: no random access)."""
-    fmt = detect_format(head, opts)
-    if fmt.name not in FORMATS:
+    return _readable(detect_format(head, opts), head)
+
+
+def _readable(fmt: SegmentedFormat, head: bytes) -> SegmentedFormat:
+    """``fmt`` if :func:`open_file` can read a file of it starting with ``head``, else
+    :class:`UnsupportedFormatError` naming the way to read it."""
+    armored = fmt.armor is not None and head.lstrip().startswith(fmt.armor.begin)
+    if fmt.name not in FORMATS or armored:
         readable = ", ".join(FORMATS)
         raise UnsupportedFormatError(
-            f"this is {'an' if fmt.name[0] in 'aeiou' else 'a'} {fmt.name} file: "
-            f"streamcrypt.open reads {readable}; read it with streamcrypt.decrypt"
+            f"this is {'an' if fmt.name[0] in 'aeiou' else 'a'} {'armored ' * armored}"
+            f"{fmt.name} file: streamcrypt.open reads {readable}"
+            f"{' (binary)' * armored}; read it with streamcrypt.decrypt"
         )
     return fmt
 
@@ -568,8 +575,8 @@ async def _open_reader_on(
     """The random-access reader over ``source``, its format told by its first bytes when
     ``fmt`` is ``None``; ``source`` is closed if that fails."""
     try:
-        if fmt is None:
-            fmt = _detect(await source.read_at(0, min(source.size, DETECT_BYTES)), opts)
+        head = await source.read_at(0, min(source.size, DETECT_BYTES))
+        fmt = _detect(head, opts) if fmt is None else _readable(fmt, head)
         layout = await _load_layout(source, fmt, opts, threads)
     except BaseException:
         with anyio.CancelScope(shield=True):
