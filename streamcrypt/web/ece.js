@@ -15,7 +15,8 @@
 // altered, reordered or malformed body. Key ids are the UTF-8 key ids of a streamcrypt
 // KeyRing: the middleware writes its active key's id and reads a request's key by it.
 //
-// Memory: an encryptor or decryptor holds at most one record plus the chunk it was given.
+// Memory: an encryptor or decryptor holds one record being filled, the chunk it was
+// given, and at most 8 records in WebCrypto at once (WINDOW), released in order.
 
 const SALT_SIZE = 16;
 const TAG_SIZE = 16;
@@ -179,6 +180,27 @@ class ByteQueue {
   }
 }
 
+/** Records sealed or opened at once: WebCrypto answers each call a task later, so one
+ *  record at a time would wait a round trip per record; a window keeps several in flight
+ *  and bounds memory to WINDOW records. Output stays in order. */
+const WINDOW = 8;
+
+class InFlight {
+  constructor() {
+    this.queue = [];
+  }
+  /** Add a job; once WINDOW are waiting, hand the oldest's result to release(). */
+  async add(job, release) {
+    job.catch(() => {}); // awaited below, in order; this only stops "unhandled" reports
+    this.queue.push(job);
+    while (this.queue.length > WINDOW) release(await this.queue.shift());
+  }
+  /** Hand every waiting result to release(), in order. */
+  async drain(release) {
+    while (this.queue.length) release(await this.queue.shift());
+  }
+}
+
 function toBytes(chunk) {
   if (typeof chunk === "string") return encoder.encode(chunk);
   return bytesOf(chunk, "a stream chunk");
@@ -207,6 +229,7 @@ export function encryptStream({ key, keyid = "", recordSize = DEFAULT_RECORD_SIZ
   if (saltBytes.length !== SALT_SIZE) throw new InvalidParameterError("the salt is 16 bytes");
   const dataSize = recordSize - OVERHEAD;
   const pending = new ByteQueue();
+  const inflight = new InFlight();
   let derived = null;
   let index = 0;
 
@@ -232,12 +255,13 @@ export function encryptStream({ key, keyid = "", recordSize = DEFAULT_RECORD_SIZ
     async transform(chunk, controller) {
       pending.push(toBytes(chunk));
       // A record is sealed as not-last only once more data follows it.
-      const jobs = [];
-      while (pending.length > dataSize) jobs.push(seal(pending.take(dataSize), false));
-      for (const record of await Promise.all(jobs)) controller.enqueue(record);
+      const release = (record) => controller.enqueue(record);
+      while (pending.length > dataSize) await inflight.add(seal(pending.take(dataSize), false), release);
     },
     async flush(controller) {
-      controller.enqueue(await seal(pending.take(pending.length), true));
+      const release = (record) => controller.enqueue(record);
+      await inflight.add(seal(pending.take(pending.length), true), release);
+      await inflight.drain(release);
     },
   });
 }
@@ -256,6 +280,7 @@ export function encryptStream({ key, keyid = "", recordSize = DEFAULT_RECORD_SIZ
 export function decryptStream({ key, maxRecordSize = DEFAULT_MAX_RECORD_SIZE } = {}) {
   if (key === undefined || key === null) throw new InvalidParameterError("decryptStream needs a key");
   const pending = new ByteQueue();
+  const inflight = new InFlight();
   let rs = 0;
   let derived = null;
   let index = 0;
@@ -318,24 +343,26 @@ export function decryptStream({ key, maxRecordSize = DEFAULT_MAX_RECORD_SIZE } =
       pending.push(toBytes(chunk));
       if (!derived && !(await readHeader())) return;
       // Hold back one full record until a byte after it shows it is not the last.
-      const jobs = [];
-      while (pending.length > rs) jobs.push(open(pending.take(rs), false));
-      records += jobs.length;
-      for (const plain of await Promise.all(jobs)) if (plain.length) controller.enqueue(plain);
+      const release = (plain) => plain.length && controller.enqueue(plain);
+      while (pending.length > rs) {
+        records++;
+        await inflight.add(open(pending.take(rs), false), release);
+      }
     },
     async flush(controller) {
       if (!derived) {
         if (pending.length >= HEADER_SIZE) await readHeader(); // raises on a bad header
         throw new TruncatedStreamError("the aes128gcm body ends inside its header: it was cut off");
       }
+      const release = (plain) => plain.length && controller.enqueue(plain);
+      await inflight.drain(release); // an earlier record's failure comes first
       if (pending.length === 0 && records === 0) {
         throw new TruncatedStreamError("the aes128gcm body has a header and no record: it was cut off");
       }
       if (pending.length === 0) {
         throw new TruncatedStreamError("the aes128gcm body ends before its last record: it was cut off");
       }
-      const plain = await open(pending.take(pending.length), true);
-      if (plain.length) controller.enqueue(plain);
+      release(await open(pending.take(pending.length), true));
     },
   });
 }
@@ -399,6 +426,25 @@ function counted(stream, onProgress) {
   );
 }
 
+/** A stream's bytes as a Blob, gathered 4 MiB at a time, so the page's heap holds one
+ *  such piece while the browser's blob storage holds the rest. */
+async function toBlob(stream) {
+  const blobs = [];
+  let parts = [];
+  let size = 0;
+  for await (const part of stream) {
+    parts.push(part);
+    size += part.length;
+    if (size >= 4 << 20) {
+      blobs.push(new Blob(parts));
+      parts = [];
+      size = 0;
+    }
+  }
+  blobs.push(new Blob(parts));
+  return new Blob(blobs);
+}
+
 /**
  * fetch() with an aes128gcm request body and response.
  *
@@ -437,9 +483,7 @@ export async function encryptedFetch(input, options = {}) {
       init.body = sealed;
       init.duplex = "half";
     } else if (upload === "buffer") {
-      const parts = [];
-      for await (const part of sealed) parts.push(part);
-      init.body = new Blob(parts);
+      init.body = await toBlob(sealed);
     } else {
       throw new InvalidParameterError(`upload must be "stream" or "buffer", not ${JSON.stringify(upload)}`);
     }
