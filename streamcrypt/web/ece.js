@@ -288,12 +288,9 @@ export function decryptStream({ key, maxRecordSize = DEFAULT_MAX_RECORD_SIZE } =
 
   const readHeader = async () => {
     if (pending.length < HEADER_SIZE) return false;
-    const head = pending.chunks[0].length >= HEADER_SIZE ? pending.chunks[0] : null;
-    const fixed = head ?? (() => {
-      const copy = pending.take(pending.length);
-      pending.push(copy);
-      return copy;
-    })();
+    // The fixed part read from one piece: join the queue into one when it came in smaller ones.
+    if (pending.chunks[0].length < HEADER_SIZE) pending.push(pending.take(pending.length));
+    const fixed = pending.chunks[0];
     const view = new DataView(fixed.buffer, fixed.byteOffset, HEADER_SIZE);
     const size = view.getUint32(SALT_SIZE);
     const idlen = fixed[20];
