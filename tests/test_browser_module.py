@@ -4,17 +4,25 @@ Writes vectors with :mod:`streamcrypt.codecs.ece` (every record-size edge, key i
 padding, and broken bodies with the error class the Python decoder raises for each) and
 runs ``node --expose-gc --test tests/js/`` on them: the module must decrypt every body, encrypt the
 same plaintext to the same bytes under the same salt, and raise the same typed error.
+The same run points ``encryptedFetch`` at examples/filedrop's app (the real
+EncryptionMiddleware) under uvicorn, both upload modes (Node streams over HTTP/1.1).
 Also checks that the module is in the package (so in the wheel) and served by the
 middlewares at their opt-in route.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -104,6 +112,34 @@ def _vectors() -> dict[str, list[dict[str, object]]]:
     return {"bodies": bodies, "broken": broken}
 
 
+@contextlib.contextmanager
+def _filedrop_server(storage: Path, ring: KeyRing) -> Iterator[str]:
+    """examples/filedrop's app (EncryptionMiddleware on /sealed) under uvicorn on
+    127.0.0.1, a random port, in a thread; yields the base URL."""
+    import uvicorn
+
+    spec = importlib.util.spec_from_file_location("filedrop_app", ROOT / "examples/filedrop/app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(module.build_app(storage, ring), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
 def test_node_runs_the_module_tests_on_python_vectors(tmp_path: Path) -> None:
     assert NODE is not None, "node (>= 20) is needed for the browser module's tests"
     vectors = _vectors()
@@ -114,19 +150,22 @@ def test_node_runs_the_module_tests_on_python_vectors(tmp_path: Path) -> None:
     }
     path = tmp_path / "ece-vectors.json"
     path.write_text(json.dumps(vectors))
-    out = subprocess.run(
-        [NODE, "--expose-gc", "--test", "tests/js/"],
-        cwd=ROOT,
-        env={**os.environ, "ECE_VECTORS": str(path)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    ring = KeyRing([SecretKey.generate(16, key_id="2026-12")])
+    with _filedrop_server(tmp_path / "drops", ring) as base:
+        server = f"{base} {ring.active.secret_bytes().hex()} 2026-12"
+        out = subprocess.run(
+            [NODE, "--expose-gc", "--test", "tests/js/"],
+            cwd=ROOT,
+            env={**os.environ, "ECE_VECTORS": str(path), "ECE_SERVER": server},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
     report = out.stdout + out.stderr
     assert out.returncode == 0, report[-4000:]
     counts = dict(re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", report, re.M))
-    assert counts == {"pass": "10", "fail": "0", "skipped": "0", "cancelled": "0"}, report[-2000:]
+    assert counts == {"pass": "13", "fail": "0", "skipped": "0", "cancelled": "0"}, report[-2000:]
     ran = len(vectors["bodies"]) + len(vectors["broken"])
     assert f"python vectors: {ran}" in report
 
