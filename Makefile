@@ -23,11 +23,13 @@ browser-peers:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 	command -v node >/dev/null || (echo "node >= 20 is needed for tests/js (the browser module)" && false)
 
-test: $(STAMP) browser-peers
+test: $(STAMP)
+	@$(MAKE) --no-print-directory browser-peers
 	$(BIN)/python -m pytest -q
 
 # Long soaks and gigabyte runs (marked slow) on top of the normal suite.
-test-all: $(STAMP) browser-peers
+test-all: $(STAMP)
+	@$(MAKE) --no-print-directory browser-peers
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 bench: $(STAMP)
