@@ -6,7 +6,8 @@
    ``packaging.metadata`` (what ``twine check`` does, offline and without twine's
    dependencies): name, version (that of ``streamcrypt.__version__``), licence expression
    and file, the README as a Markdown description, every extra, the console script.
-2. **Contents**: the wheel holds the package and its ``py.typed`` and nothing of the
+2. **Contents**: the wheel holds the package, its ``py.typed`` and the browser module
+   (``streamcrypt/web/ece.js`` and ``ece.d.ts``) and nothing of the
    source tree (tests, docs, bench); the sdist holds what a clone needs to run the tests
    (the vendored vectors included) and build the docs.
 3. **Smoke test** per extra: a fresh venv with the wheel and that extra alone (and one
@@ -116,7 +117,13 @@ def check_wheel(wheel: Path, project: dict[str, object]) -> None:
         entry_points = z.read(f"{info}/entry_points.txt").decode()
     if "streamcrypt = streamcrypt.cli:run" not in entry_points:
         fail("the wheel has no streamcrypt console script")
-    for needed in ("streamcrypt/__init__.py", "streamcrypt/py.typed", f"{info}/licenses/LICENSE"):
+    for needed in (
+        "streamcrypt/__init__.py",
+        "streamcrypt/py.typed",
+        "streamcrypt/web/ece.js",  # the browser module and its types (docs/browser.md)
+        "streamcrypt/web/ece.d.ts",
+        f"{info}/licenses/LICENSE",
+    ):
         if needed not in names:
             fail(f"the wheel lacks {needed}")
     stray = [n for n in names if not n.startswith(("streamcrypt/", f"{info}/"))]
@@ -140,6 +147,7 @@ def check_sdist(sdist: Path, project: dict[str, object]) -> None:
         "docs/conf.py",
         "docs/CLI.md",
         "tests/support.py",
+        "tests/js/ece.test.mjs",
         "tests/vectors/README.md",
         "tests/vectors/SHA256SUMS",
         "tests/vectors/age-testkit/x25519",

@@ -24,6 +24,7 @@ SECTIONS = [
     "backup",
     "cluster",
     "cli",
+    "browser",
 ]
 
 

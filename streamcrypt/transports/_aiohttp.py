@@ -444,6 +444,9 @@ def _middleware(settings: EncryptionSettings) -> Any:
     async def encryption(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        if module := settings.browser_module(request.method, request.path):
+            status, headers, body = module
+            return web.Response(status=status, headers=headers, body=body)
         if not settings.selects(request.path):
             return await handler(request)
         reader: _DecryptingReader | None = None
@@ -538,6 +541,7 @@ def setup_encryption(
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     body_min_rate: float | None = DEFAULT_BODY_MIN_RATE,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
+    serve_browser_module: str | None = None,
 ) -> None:
     """Encrypt ``app``'s responses and decrypt its ``aes128gcm`` requests.
 
@@ -545,7 +549,8 @@ def setup_encryption(
     :class:`~streamcrypt.transports.EncryptionMiddleware`: requests fail closed (415 for
     a body not in aes128gcm unless its path or method is allowed in clear;
     ``request[BODY_DECRYPTED_KEY]`` says which the handler got), a body that stalls or
-    trickles past its deadline gets 408. Installs the middleware (outermost) and the
+    trickles past its deadline gets 408; ``serve_browser_module`` serves the browser
+    module at that path (docs/browser.md). Installs the middleware (outermost) and the
     ``on_response_prepare`` guard, and keeps the options in the app for
     :class:`EncryptedStreamResponse`. Raises :class:`InvalidParameterError` for bad
     options.

@@ -137,7 +137,9 @@ class EncryptionMiddleware(HoldsSecrets):
     come in clear; ``max_record_size`` a request may announce (413 above it);
     ``body_timeout`` and ``body_min_rate`` (408: a body gets ``body_timeout`` seconds
     plus one per ``body_min_rate`` bytes, and no wait longer than ``body_timeout``);
-    ``policy``: the offload policy of the pipelines. Requests fail closed: a
+    ``policy``: the offload policy of the pipelines; ``serve_browser_module``: a path
+    (e.g. ``"/streamcrypt/ece.js"``) where the browser module is served (docs/browser.md;
+    ``None``: not served). Requests fail closed: a
     request that announces a body not encrypted with ``aes128gcm`` gets 415 before the app
     runs, unless its path or method is in ``allow_clear_paths`` / ``allow_clear_methods``;
     the scope's :data:`BODY_DECRYPTED` key says whether the app's body was decrypted.
@@ -166,11 +168,20 @@ class EncryptionMiddleware(HoldsSecrets):
         body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
         body_min_rate: float | None = DEFAULT_BODY_MIN_RATE,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
+        serve_browser_module: str | None = None,
     ) -> None:
         self.app = app
         self.settings = config_of(EncryptionSettings, locals())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (
+            module := self.settings.browser_module(scope["method"], scope.get("path", ""))
+        ):
+            status, headers, body = module
+            raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+            await send({"type": "http.response.start", "status": status, "headers": raw})
+            await send({"type": "http.response.body", "body": body})
+            return
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
             await self.app(scope, receive, send)
             return

@@ -20,10 +20,12 @@ trickles holds a request for about ``body_timeout``, not for as long as it likes
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal, TypeAlias, TypeVar
 
 import anyio
@@ -184,6 +186,7 @@ class EncryptionSettings:
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT
     body_min_rate: float | None = DEFAULT_BODY_MIN_RATE
     policy: OffloadPolicy | None = DEFAULT_POLICY
+    serve_browser_module: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, KeyRing):
@@ -197,6 +200,13 @@ class EncryptionSettings:
         check_timeout(self.body_timeout, "body_timeout")
         if self.body_min_rate is not None and not self.body_min_rate > 0:
             raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
+        route = self.serve_browser_module
+        if route is not None and (
+            not isinstance(route, str) or not route.startswith("/") or "?" in route or "/." in route
+        ):
+            raise InvalidParameterError(
+                f"serve_browser_module must be a path like '/ece.js', not {route!r}"
+            )
         EceEncryptor(self.key, record_size=self.record_size)  # the record size and key, now
         # Normalise what may come as any iterable.
         set_ = object.__setattr__
@@ -212,10 +222,30 @@ class EncryptionSettings:
             )
 
     def selects(self, path: str) -> bool:
-        """Whether requests to ``path`` are handled (:func:`path_matches`)."""
+        """Whether requests to ``path`` are handled (:func:`path_matches`); never the
+        browser module's route."""
+        if path == self.serve_browser_module:
+            return False
         if self.include_paths is not None and not path_matches(path, self.include_paths):
             return False
         return not path_matches(path, self.exclude_paths)
+
+    def browser_module(self, method: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+        """The answer (status, headers, body) to a request for the browser module at the
+        ``serve_browser_module`` route, ``None`` for any other request: the one route
+        rule of both middlewares. The module is public code, so it goes in clear."""
+        if path != self.serve_browser_module:
+            return None
+        if method not in ("GET", "HEAD"):
+            return 405, {"Allow": "GET, HEAD", "Content-Length": "0"}, b""
+        source = _browser_module_source()
+        headers = {
+            "Content-Type": "text/javascript; charset=utf-8",
+            "Content-Length": str(len(source)),
+            "Cache-Control": "no-cache",
+            "X-Content-Type-Options": "nosniff",
+        }
+        return 200, headers, source if method == "GET" else b""
 
     def encrypts_type(self, content_type: str | bytes | None) -> bool:
         """Whether a response of this ``Content-Type`` is encrypted (``text/*`` works)."""
@@ -263,6 +293,12 @@ class EncryptionSettings:
         return method.upper() in self.allow_clear_methods or path_matches(
             path, self.allow_clear_paths
         )
+
+
+@functools.cache
+def _browser_module_source() -> bytes:
+    """streamcrypt/web/ece.js, the browser module shipped in the package (docs/browser.md)."""
+    return (resources.files("streamcrypt") / "web" / "ece.js").read_bytes()
 
 
 def announces_body(method: str, content_length: str | bytes | None, chunked: bool) -> bool:
