@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,ecies,docs,dist
 
-.PHONY: demo test test-all browser-peers bench fuzz fuzz-smoke lint docs dist lock clean
+.PHONY: demo test test-all peers bench fuzz fuzz-smoke lint docs dist lock clean
 
 # The venv with the package and the given extras, pinned by constraints.txt: $(call install,EXTRAS).
 define install
@@ -28,20 +28,21 @@ $(DEMO_STAMP): pyproject.toml constraints.txt
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m streamcrypt._demo
 
-# The browser end (tests/test_browser_*.py, docs/browser.md) runs in Debian's chromium,
-# installed here (as root, like the other peers; never Playwright's own browser download),
-# and its module's tests run under node (>= 20).
-browser-peers:
-	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
+# Peers outside Python that the tests run, from Debian (as root, like the CI machine):
+# chromium for the browser end (tests/test_browser_*.py, docs/browser.md; never
+# Playwright's own browser download) and age for the docs' age tasks (tests/test_docs.py).
+# node (>= 20, for tests/js) is part of the machine.
+peers:
+	command -v chromium >/dev/null && command -v age-keygen >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age)
 	command -v node >/dev/null || (echo "node >= 20 is needed for tests/js (the browser module)" && false)
 
 test: $(STAMP)
-	@$(MAKE) --no-print-directory browser-peers
+	@$(MAKE) --no-print-directory peers
 	$(BIN)/python -m pytest -q
 
 # Long soaks and gigabyte runs (marked slow) on top of the normal suite.
 test-all: $(STAMP)
-	@$(MAKE) --no-print-directory browser-peers
+	@$(MAKE) --no-print-directory peers
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 bench: $(STAMP)

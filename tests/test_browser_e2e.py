@@ -1,6 +1,6 @@
 """End to end in headless Chromium: the example file drop (examples/filedrop) under uvicorn.
 
-Debian's ``chromium`` (``make test`` installs it: the Makefile's ``browser-peers``),
+Debian's ``chromium`` (``make test`` installs it: the Makefile's ``peers``),
 driven by Playwright with ``executable_path`` (never Playwright's own browser download).
 The app runs on 127.0.0.1 on a random port, started and stopped here. Each size (1 KiB,
 1 MiB, 64 MiB) goes up through the drop page (encrypted in the page, the server stores
@@ -47,7 +47,7 @@ WAIT_MS = 60_000
 
 def launch_chromium(playwright: Any) -> Any:
     """Debian's chromium under Playwright (the benchmark uses it too)."""
-    assert os.path.exists(CHROMIUM), "chromium is missing: `make test` installs it (browser-peers)"
+    assert os.path.exists(CHROMIUM), "chromium is missing: `make test` installs it (peers)"
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
