@@ -4,21 +4,26 @@ A Starlette app under uvicorn (a process of its own, ``EncryptionMiddleware`` on
 ``/sealed``, the browser module served at ``/ece.js``) and one page that times, in the
 page: a 256 MiB download read with a plain ``fetch`` against the same bytes as an
 ``aes128gcm`` response decrypted as it streams (``encryptedFetch``: every record verified
-before its bytes are read); a 256 MiB upload of a Blob with a plain ``fetch`` against
-``encryptedFetch``'s (encrypted in the page into a Blob, then sent: Chromium does not
-stream a fetch upload over HTTP/1.1). Memory: the renderer process's peak RSS
-(sampled from ``/proc`` every 20 ms, less its RSS before the run) and the page's peak
-``performance.memory.usedJSHeapSize`` (Chromium's precise memory info). Rows alternate
-plain and encrypted runs and quote medians.
+before its bytes are read); the page's own cost without the server's: a stored
+``aes128gcm`` file (written once before timing, served as a plain file with no
+middleware, as the file drop serves a drop) decrypted as it streams (``decryptStream``)
+against a plain ``fetch`` of a stored plain file of the same size; a 256 MiB upload of a
+Blob with a plain ``fetch`` against ``encryptedFetch``'s (encrypted in the page into a
+Blob, then sent: Chromium does not stream a fetch upload over HTTP/1.1). Memory: the
+renderer process's peak RSS (sampled from ``/proc`` every 20 ms, less its RSS before the
+run) and the page's peak ``performance.memory.usedJSHeapSize`` (Chromium's precise memory
+info). Rows alternate plain and encrypted runs and quote medians.
 """
 
 from __future__ import annotations
 
 import socket
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from ._procs import ServerProcess, announce
@@ -40,7 +45,7 @@ ARGS = [
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>bench</title>
 <script type="module">
-import { encryptedFetch } from "/ece.js";
+import { decryptStream, encryptedFetch } from "/ece.js";
 window.key = Uint8Array.from("%KEY%".match(/../g), (h) => parseInt(h, 16));
 window.keyid = "%KEYID%";
 let peakHeap = 0;
@@ -80,6 +85,11 @@ window.bench = async (what, size, memory) => {
     n = await drain((await fetch(`/sealed/blob?size=${size}`)).body);
   } else if (what === "download-sealed") {
     n = await drain((await encryptedFetch(`/sealed/blob?size=${size}`, { key, keyid })).body);
+  } else if (what === "stored-plain") {
+    n = await drain((await fetch(`/stored/plain-${size}`)).body);
+  } else if (what === "stored-sealed") {  // stored ciphertext, decrypted as the file drop does
+    const body = (await fetch(`/stored/sealed-${size}`)).body;
+    n = await drain(body.pipeThrough(decryptStream({ key })));
   } else {
     const block = new Uint8Array(1 << 20).map((_, i) => i & 255);
     // Plain: a Blob of the bytes. Sealed: the same bytes as a stream, encrypted into a
@@ -104,6 +114,19 @@ window.ready = true;
 </script>"""
 
 
+#: What the page times (``window.bench``), in the order each round runs them, and each
+#: row's label; a row's "vs plain" is against the ``-plain`` row of its kind.
+LABELS = {
+    "download-plain": "download, plain fetch",
+    "download-ciphertext": "download, plain fetch of the aes128gcm body (not decrypted)",
+    "download-sealed": "download, aes128gcm (ece.js)",
+    "stored-plain": "download of a stored plain file, plain fetch",
+    "stored-sealed": "download of a stored aes128gcm file, decrypted as it streams (ece.js)",
+    "upload-plain": "upload, plain fetch",
+    "upload-sealed": "upload, aes128gcm (ece.js)",
+}
+
+
 def _generated(size: int) -> AsyncIterator[bytes]:
     async def gen() -> AsyncIterator[bytes]:
         left = size
@@ -116,25 +139,55 @@ def _generated(size: int) -> AsyncIterator[bytes]:
 
 
 def serve(args: list[str]) -> None:
-    """The server process: ``python -m bench._procs browser KEYHEX``."""
+    """The server process: ``python -m bench._procs browser KEYHEX SIZE...``."""
+    with tempfile.TemporaryDirectory(prefix="bench-browser-") as tmp:
+        _serve(args[0], [int(n) for n in args[1:]], Path(tmp))
+
+
+def _serve(keyhex: str, sizes: list[int], tmp: Path) -> None:
+    """Store a plain file and its aes128gcm ciphertext of each size in ``tmp``, then serve."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+    from starlette.responses import (
+        FileResponse,
+        HTMLResponse,
+        JSONResponse,
+        Response,
+        StreamingResponse,
+    )
     from starlette.routing import Route
 
+    import streamcrypt
+    from streamcrypt.codecs.ece import OVERHEAD
     from streamcrypt.keys import KeyRing, SecretKey
-    from streamcrypt.transports import EncryptionMiddleware
+    from streamcrypt.transports import DEFAULT_HTTP_RECORD_SIZE, EncryptionMiddleware
 
-    ring = KeyRing([SecretKey(bytes.fromhex(args[0]), key_id="bench")])
+    ring = KeyRing([SecretKey(bytes.fromhex(keyhex), key_id="bench")])
+    stored: dict[str, Path] = {}
+    for size in sizes:
+        plain = (BLOCK * -(-size // len(BLOCK)))[:size]
+        # The middleware's records (rs 64 KiB), and its key id.
+        sealed = streamcrypt.encrypt_bytes(
+            plain, ring, format="ece", segment_size=DEFAULT_HTTP_RECORD_SIZE - OVERHEAD
+        )
+        for name, body in ((f"plain-{size}", plain), (f"sealed-{size}", sealed)):
+            stored[name] = tmp / name
+            stored[name].write_bytes(body)
 
     async def page(request: Request) -> Response:
-        html = PAGE.replace("%KEY%", args[0]).replace("%KEYID%", "bench")
+        html = PAGE.replace("%KEY%", keyhex).replace("%KEYID%", "bench")
         return HTMLResponse(html)
 
     async def blob(request: Request) -> Response:
         size = int(request.query_params["size"])
         return StreamingResponse(_generated(size), media_type="application/octet-stream")
+
+    async def file(request: Request) -> Response:
+        path = stored.get(request.path_params["name"])
+        if path is None:
+            return Response("no such file\n", status_code=404)
+        return FileResponse(path, media_type="application/octet-stream")
 
     async def upload(request: Request) -> Response:
         n = 0
@@ -147,6 +200,7 @@ def serve(args: list[str]) -> None:
             Route("/", page),
             Route("/plain/blob", blob),
             Route("/sealed/blob", blob),
+            Route("/stored/{name}", file),
             Route("/plain/upload", upload, methods=["POST"]),
             Route("/sealed/upload", upload, methods=["POST"]),
         ]
@@ -207,18 +261,15 @@ def run(report: Report, quick: bool = False) -> None:
     size = (32 if quick else 256) * MiB
     small = size // 4
     repeat = 2 if quick else 3
-    kinds = (
-        "download-plain",
-        "download-ciphertext",
-        "download-sealed",
-        "upload-plain",
-        "upload-sealed",
-    )
+    kinds = tuple(LABELS)
     key = os.urandom(16).hex()
     times: dict[str, list[float]] = {}
     memory: dict[tuple[str, int], tuple[int, int]] = {}
     failures: list[str] = []
-    with ServerProcess("browser", key) as server, sync_playwright() as p:
+    with (
+        ServerProcess("browser", key, str(small), str(size), timeout=300) as server,
+        sync_playwright() as p,
+    ):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
 
         def once(what: str, n: int, measure: bool) -> tuple[float, int, int] | None:
@@ -264,33 +315,30 @@ def run(report: Report, quick: bool = False) -> None:
             f"renderer RSS peak, {small // MiB} / {size // MiB} MiB body (MiB)",
         ],
     )
-    for kind in ("download", "upload"):
+    for what, label in LABELS.items():
+        if what not in times:
+            continue
+        kind = what.split("-")[0]
         plain = statistics.median(times.get(f"{kind}-plain", [float("nan")]))
-        for mode in ("plain", "ciphertext", "sealed"):
-            what = f"{kind}-{mode}"
-            if what not in times:
-                continue
-            secs = statistics.median(times[what])
-            label = (
-                f"{kind}, "
-                + {
-                    "plain": "plain fetch",
-                    "ciphertext": "plain fetch of the aes128gcm body (not decrypted)",
-                    "sealed": "aes128gcm (ece.js)",
-                }[mode]
-            )
-            mem = [memory.get((what, n), (-MiB, -MiB)) for n in (small, size)]
-            t.add(
-                label,
-                size / secs / 1e6,
-                plain / secs,
-                f"{mem[0][1] / MiB:.1f} / {mem[1][1] / MiB:.1f}",
-                f"{mem[0][0] / MiB:.0f} / {mem[1][0] / MiB:.0f}",
-            )
+        secs = statistics.median(times[what])
+        mem = [memory.get((what, n), (-MiB, -MiB)) for n in (small, size)]
+        t.add(
+            label,
+            size / secs / 1e6,
+            plain / secs,
+            f"{mem[0][1] / MiB:.1f} / {mem[1][1] / MiB:.1f}",
+            f"{mem[0][0] / MiB:.0f} / {mem[1][0] / MiB:.0f}",
+        )
     t.notes += [
         "the ciphertext row reads the encrypted response without decrypting it: the same "
         "server work (the middleware encrypting on the same 2 cores) and the same bytes on "
         "the wire, so the sealed row against it is the page's own cost",
+        "the stored rows take the server's encryption out: an aes128gcm file (64 KiB records) "
+        "written before timing and served as a plain file (Starlette's FileResponse, no "
+        "middleware: how the file drop serves a drop), decrypted in the page as it streams "
+        "(decryptStream, each record verified before release), against a plain fetch of a "
+        "stored plain file of the body's size served the same way ('vs plain' is against that "
+        "row)",
         "download: read to the end in the page (the sealed one decrypted as it streams, "
         "each 64 KiB record verified before release); upload: a Blob of the size sent "
         "plain, or the same bytes as a stream encrypted into a Blob by encryptedFetch (upload: 'buffer', gathered "
