@@ -16,6 +16,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` without importing typing (start-up)
 if TYPE_CHECKING:
     # Plumbing re-exported for streamcrypt's own layers (``X as X``: not in ``__all__``).
+    from ._adaptive import INLINE_BATCH as INLINE_BATCH
     from ._batches import CLAIM_SIZE as CLAIM_SIZE
     from ._batches import OrderedBatches as OrderedBatches
     from ._batches import ordered_calls as ordered_calls
@@ -49,6 +50,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "._adaptive": ("INLINE_BATCH",),
         "._batches": (
             "CLAIM_SIZE",
             "OrderedBatches",

@@ -32,7 +32,7 @@ import anyio
 
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceDecryptor, EceEncryptor
-from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..engine import DEFAULT_POLICY, INLINE_BATCH, Feeder, OffloadPolicy, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
 from ._config import check_timeout
@@ -380,11 +380,13 @@ async def send_piecewise(view: memoryview, write: Callable[[bytes], Awaitable[ob
 async def encrypt_whole(
     encryptor: EceEncryptor, body: Buffer, policy: OffloadPolicy | None
 ) -> bytes:
-    """A whole body's encryption: on the loop below the policy's inline limit, through
-    the pipeline (offloaded) above it."""
-    if policy is not None and len(body) >= policy.inline_limit:
-        return await pipeline(encryptor, policy=policy).collect(body)
-    return encryptor.update(body) + encryptor.finalize()
+    """A whole body's encryption: in one call on the loop below the policy's inline limit
+    (and never more than the engine's inline batch), else through the pipeline, which
+    offloads it or, with ``policy=None``, yields to the loop between inline batches."""
+    small = min(INLINE_BATCH if policy is None else policy.inline_limit, INLINE_BATCH)
+    if len(body) < small:
+        return encryptor.update(body) + encryptor.finalize()
+    return await pipeline(encryptor, policy=policy).collect(body)
 
 
 async def send_file(
