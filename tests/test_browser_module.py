@@ -262,7 +262,7 @@ async def test_aiohttp_setup_serves_the_module() -> None:
     _check_module_answers(answers)
 
 
-@pytest.mark.parametrize("route", ["ece.js", "/a/../ece.js", "/ece.js?x=1", 5])
+@pytest.mark.parametrize("route", ["ece.js", "/a/../ece.js", "/ece.js?x=1", 5, "/", "/static/"])
 def test_bad_module_routes_refused(route: object) -> None:
     from streamcrypt.transports import EncryptionMiddleware
 

@@ -202,10 +202,14 @@ class EncryptionSettings:
             raise InvalidParameterError("body_min_rate must be a positive bytes/s figure or None")
         route = self.serve_browser_module
         if route is not None and (
-            not isinstance(route, str) or not route.startswith("/") or "?" in route or "/." in route
+            not isinstance(route, str)
+            or not route.startswith("/")
+            or route.endswith("/")  # "/" or a directory would hide the app's own pages
+            or "?" in route
+            or "/." in route
         ):
             raise InvalidParameterError(
-                f"serve_browser_module must be a path like '/ece.js', not {route!r}"
+                f"serve_browser_module must be a file path like '/ece.js', not {route!r}"
             )
         EceEncryptor(self.key, record_size=self.record_size)  # the record size and key, now
         # Normalise what may come as any iterable.
