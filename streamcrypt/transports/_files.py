@@ -537,13 +537,22 @@ def _prepared(
     return mode, None if format is None and mode == "rb" else fmt, opts
 
 
+#: Bytes of a file's start read at open: its format's marker and most headers.
+_FIRST_READ = 4096
+
+
 async def _load_layout(
-    source: _RandomAccess, fmt: SegmentedFormat, opts: FormatOptions, threads: WorkerCalls
+    source: _RandomAccess,
+    fmt: SegmentedFormat,
+    opts: FormatOptions,
+    threads: WorkerCalls,
+    head: bytes,
 ) -> SegmentLayout:
+    """The layout of ``source``, whose first ``min(size, _FIRST_READ)`` bytes are ``head``
+    (read more while the header is longer)."""
     size = source.size
-    want = min(size, 4096)
+    want = min(size, _FIRST_READ)
     while True:
-        head = await source.read_at(0, want)
         need = _header_size(fmt, head)
         if need is not None and need <= len(head):
             break
@@ -552,6 +561,7 @@ async def _load_layout(
         if want >= fmt.max_header_size:
             raise FormatError("the file's header is longer than any valid header")
         want = min(size, max(need or 0, 2 * want))
+        head = await source.read_at(0, want)
     reader = source.blocking_reader()
     layout = await threads.run(_layout, fmt, opts, head[:need], size, reader)
     _ = layout.plaintext_size  # raises FormatError / TruncatedStreamError for a cut file
@@ -575,9 +585,10 @@ async def _open_reader_on(
     """The random-access reader over ``source``, its format told by its first bytes when
     ``fmt`` is ``None``; ``source`` is closed if that fails."""
     try:
-        head = await source.read_at(0, min(source.size, DETECT_BYTES))
-        fmt = _detect(head, opts) if fmt is None else _readable(fmt, head)
-        layout = await _load_layout(source, fmt, opts, threads)
+        head = await source.read_at(0, min(source.size, _FIRST_READ))  # read once
+        start = head[:DETECT_BYTES]
+        fmt = _detect(start, opts) if fmt is None else _readable(fmt, start)
+        layout = await _load_layout(source, fmt, opts, threads, head)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await source.aclose()
