@@ -408,25 +408,32 @@ class Store:
         an older one in its place)."""
         if name != LATEST:
             return check_snapshot_name(name)
-        newest: tuple[str, str] | None = None
-        for candidate in await self.snapshot_names():
-            created = (await self.load_snapshot(candidate)).created
-            if newest is None or (created, candidate) > newest:
-                newest = (created, candidate)
-        if newest is None:
-            raise SnapshotNotFoundError(f"no snapshot in the store, so no {LATEST!r}")
-        return newest[1]
+        return (await self._newest()).snapshot
 
     async def load_snapshot(self, name: str) -> Manifest:
         """Verify, decrypt and parse snapshot ``name`` (or :data:`LATEST`). Raises
         :class:`InvalidSignatureError`, :class:`AuthenticationError`,
         :class:`FormatError`, :class:`SnapshotNotFoundError`."""
-        name = await self.find_snapshot(name)
+        if name == LATEST:
+            return await self._newest()
+        name = check_snapshot_name(name)
         try:
             data = await self.read(f"snapshots/{name}")
         except FileNotFoundError:
             raise SnapshotNotFoundError(f"no snapshot {name!r} in the store") from None
         return await self._run(open_snapshot, self.keys, name, data)
+
+    async def _newest(self) -> Manifest:
+        """The snapshot whose signed manifest was created last, every snapshot verified on
+        the way (the one place :data:`LATEST` is decided)."""
+        newest: Manifest | None = None
+        for candidate in await self.snapshot_names():
+            manifest = await self.load_snapshot(candidate)
+            if newest is None or (manifest.created, candidate) > (newest.created, newest.snapshot):
+                newest = manifest
+        if newest is None:
+            raise SnapshotNotFoundError(f"no snapshot in the store, so no {LATEST!r}")
+        return newest
 
     async def write_snapshot(self, manifest: Manifest) -> None:
         name = check_snapshot_name(manifest.snapshot)
