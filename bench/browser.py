@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -31,17 +32,9 @@ from ._report import Report
 
 MiB = 1 << 20
 BLOCK = bytes(range(256)) * 4096
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-gpu",
-    "--enable-precise-memory-info",
-    "--js-flags=--expose-gc",
-]
+#: Flags beside the end-to-end tests' (tests/test_browser_e2e.py, the one list of what
+#: keeps Chromium off this machine's closed network): memory figures and gc() for the page.
+MEASURING_ARGS = ["--enable-precise-memory-info", "--js-flags=--expose-gc"]
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>bench</title>
 <script type="module">
@@ -258,6 +251,9 @@ def run(report: Report, quick: bool = False) -> None:
 
     from playwright.sync_api import sync_playwright
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # as seeds.py
+    from test_browser_e2e import CHROMIUM, CHROMIUM_ARGS
+
     size = (32 if quick else 256) * MiB
     small = size // 4
     repeat = 2 if quick else 3
@@ -270,7 +266,9 @@ def run(report: Report, quick: bool = False) -> None:
         ServerProcess("browser", key, str(small), str(size), timeout=300) as server,
         sync_playwright() as p,
     ):
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *MEASURING_ARGS], headless=True
+        )
 
         def once(what: str, n: int, measure: bool) -> tuple[float, int, int] | None:
             context = browser.new_context()
@@ -306,7 +304,7 @@ def run(report: Report, quick: bool = False) -> None:
             browser.close()
 
     t = report.table(
-        f"Browser: {size // MiB} MiB through Chromium {_version()} (loopback, uvicorn)",
+        f"Browser: {size // MiB} MiB through Chromium {_version(CHROMIUM)} (loopback, uvicorn)",
         [
             "what",
             "MB/s",
@@ -352,10 +350,10 @@ def run(report: Report, quick: bool = False) -> None:
     ]
 
 
-def _version() -> str:
+def _version(chromium: str) -> str:
     import subprocess
 
-    out = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, check=False)
+    out = subprocess.run([chromium, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.split()[1] if out.stdout else "?"
 
 
