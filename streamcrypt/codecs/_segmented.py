@@ -40,6 +40,14 @@ from ..errors import (
 from ..keys import HoldsSecrets
 
 
+def _no_final_segment(count: int) -> TruncatedStreamError:
+    """A stream cut after ``count`` whole segments: one verdict and message whether it was
+    streamed or laid out from its size."""
+    return TruncatedStreamError(
+        f"the stream ended after {count} segment(s) without its final segment"
+    )
+
+
 class SegmentCodec(HoldsSecrets):
     """A keyed, per-stream segment format. Subclasses set the geometry and the two pure functions.
 
@@ -485,9 +493,7 @@ class SegmentedDecryptor(_Segmenter):
             if codec is None:
                 raise TruncatedStreamError("the stream ended inside its header")
             if self._held_len < codec.overhead:
-                raise TruncatedStreamError(
-                    f"the stream ended after {self._index} segment(s) without its final segment"
-                )
+                raise _no_final_segment(self._index)
             job = self._job(codec, self._take_held(), 1, final=True)
         except Exception as exc:
             raise self._break(exc) from None
@@ -590,9 +596,7 @@ class SegmentLayout:
         if c.final_may_be_full and tail == 0:
             return 1 + n
         if tail < c.overhead:  # cut after a whole segment: what the stream path says
-            raise TruncatedStreamError(
-                f"the stream ended after {1 + n} segment(s) without its final segment"
-            )
+            raise _no_final_segment(1 + n)
         return 2 + n
 
     def ciphertext_offset(self, index: int) -> int:
