@@ -8,13 +8,8 @@ format. Formats are the codecs' descriptors (:data:`streamcrypt.codecs.FORMATS`)
 table (:data:`_USES`) says which options each takes, one function per format and
 direction turns the command line into :class:`~streamcrypt.codecs.FormatOptions`, the
 descriptor builds the transforms (armor included), and decryption asks the descriptors
-which one the input's first bytes are. Then the data streams in this thread, without
-an event loop (:mod:`._drive`): the input is read in pieces, each pushed through the
-format's sans-I/O transforms and queued for the output's writer thread, so memory stays
-bounded by a piece per thread and stage and the writer's queue. A regular file is
-worked on in turns by one thread per core, each reading a piece, sealing or opening it
-and passing it on in order; other inputs are read by the calling thread, segments
-sealed or opened by it and helpers side by side.
+which one the input's first bytes are. Then the data streams without an event loop
+(:mod:`._drive`), memory bounded by a piece per thread and stage and the writer's queue.
 
 Decryption releases only segments that verified. To a file (``-o``) the output is a
 temporary beside the destination, renamed into place only after the whole stream

@@ -2,40 +2,13 @@
 
 Theory of operation
 -------------------
-**Contents.** An encrypted file is ``"RCLONE\\x00\\x00" || nonce (24) || block_0 || ...``.
-The plaintext is cut into 64 KiB blocks; block *i* is a NaCl secretbox (XSalsa20-Poly1305,
-16-byte tag first) under the 32-byte data key with nonce ``nonce + i`` (the 24 bytes read
-as one little-endian integer, incremented per block). The last block holds 1..65536 bytes;
-an empty file is the 32-byte header alone. So the body is a segmented stream
-(:class:`RcloneCodec` on the shared segmented core): blocks are independent, sealed and
-opened in parallel, and read by random access (:func:`layout`, ``FORMAT.read_range``).
-
-**No final-block marker.** Nothing in a block says it is the last one, and no length is
-stored: a file cut exactly at a block boundary (32 + k * 65552 bytes) is a valid, shorter
-rclone file, and no reader, rclone included, can tell. A cut *inside* a block is detected
-(that block no longer opens: :class:`AuthenticationError`; a tail of 1..16 bytes:
-:class:`TruncatedStreamError`), and reordered, duplicated or spliced blocks fail (their
-nonce differs). What streamcrypt does about the rest: everything it releases has verified;
-pass ``expected_size=`` (the plaintext size from a listing, a manifest, a database) to
-:class:`RcloneDecryptor`, :func:`layout` or ``streamcrypt.open`` and a shorter (or longer)
-file raises :class:`TruncatedStreamError` (:class:`FormatError`); random-access readers
-compute the plaintext size from the file size (rclone's ``DecryptedSize``), which is only
-as trustworthy as that file size.
-
-**Keys.** ``scrypt(password, salt, N=16384, r=8, p=1, 80 bytes)`` split into the data key
-(32), the name key (32) and the name tweak (16). The salt is ``password2`` (rclone's
-"salt" option) when set, else rclone's fixed default salt. The passwords in rclone.conf
-are *obscured* (:func:`reveal` / :func:`obscure`: AES-256-CTR under a key published in
-rclone's source, random IV, unpadded URL-safe base64): obscuring is not encryption.
-
-**Names.** Each path segment is encrypted on its own. ``standard``: PKCS#7-pad to 16 bytes,
-EME-AES-256 (name key, name tweak; deterministic, so equal names encrypt equally), then
-``base32`` (lower-case base32hex, unpadded; decoding ignores case), ``base64`` (unpadded
-URL-safe) or ``base32768``. ``obfuscate``: a keyed character rotation (no security, only
-hides names from casual view). ``off``: names in clear plus a suffix (``.bin``). With
-``directory_name_encryption=False`` only the last segment of a path is transformed. A
-version string ``-vYYYY-MM-DD-HHMMSS-mmm`` on the last segment stays in clear, as rclone
-keeps it.
+File contents are ``"RCLONE\\x00\\x00" || nonce (24) || block_0 || ...``: 64 KiB blocks,
+each a NaCl secretbox under the data key with nonce ``nonce + i``, so a segmented stream
+(:class:`RcloneCodec` on the shared segmented core, random access by :func:`layout`).
+No block is marked last: a cut at a block boundary is a valid shorter file for every
+reader, so ``expected_size=`` turns a known plaintext size into a check. Keys come from
+scrypt of the password (and ``password2``); names are EME-AES-256, obfuscated or kept.
+The formats, in full: docs/FORMATS.md ("rclone crypt").
 """
 
 from __future__ import annotations

@@ -2,41 +2,16 @@
 
 Theory of operation
 -------------------
-Offload pays only when the threads it adds get a core and the GIL. Neither is knowable
-in advance: two vCPUs may give no more than one, and a loop thread that runs Python
-without pause (a source generator, a consumer, many small chunks) starves workers of
-the GIL, which they retake after every kernel call; then running the kernel inline is
-faster. So each scheduler measures its own path and keeps whatever is faster.
-
-A :class:`Controller` counts the bytes its scheduler launches and the time they take,
-in *epochs* of ``EPOCH_BATCHES`` offload batches' worth of bytes. It starts in the mode
-its *site* (pipeline stream, file write, socket send...) last settled on in this process,
-and with that site's probing period. After ``period`` measured epochs it *probes* the
-other mode for one measured epoch (after any switch, a window's worth of bytes only
-warms up: the window fills or drains) and keeps whichever has the higher median rate
-over its last three epochs, inline on a tie within ``MARGIN``. While the verdict holds
-the period doubles up to ``MAX_STAY``, so probing costs a few percent of a long stream;
-when the verdict flips it starts again from one.
-
-No cold start: a site with no verdict yet (the first stream of a process: every command,
-every short job) starts inline, which is never slower than ``policy=None``, and probes
-offload only once it has run ``COLD_PROBE_RATIO`` times the probe's own bytes inline
-(:func:`_first_period`). What the probe then costs, if offload turns out slower, is
-bounded by the work before it: a probe at half the inline speed costs 1/32 of it. What
-is known before the first batch decides the rest: with one CPU (affinity and cgroup
-quota, :data:`~._offload.CPUS`) offload cannot pay and a fresh site never probes it. (The
-adaptive policy's first probe used to come after one epoch, 16 MiB: on the project's
-loaded 2-vCPU VM offload ran at 0.4x inline there, and the first 256 MiB stream of a
-process ran at 0.47-0.79x ``policy=None``; docs/ENGINE.md.)
-
-One-shot calls (:func:`~._batches.run_verified`) have the caller run jobs itself while helper
-threads take others; a helper that gets no core simply claims little. The share the
-helpers claimed is the measurement there: when they take under ``MIN_HELPER_SHARE``,
-the next calls run without them, and try again after a doubling number of calls.
-
-Short work never reaches a measurement and runs in its site's last verdict; work below
-the policy's ``inline_limit`` never leaves the loop; ``adaptive=False`` offloads every
-batch of at least ``inline_limit``.
+Offload pays only when the threads it adds get a core and the GIL, which no constant can
+predict, so a :class:`Controller` per scheduler measures its own path in *epochs* of
+``EPOCH_BATCHES`` batches' worth of bytes: it starts in the mode its *site* last settled
+on in this process, probes the other mode after ``period`` epochs and keeps the faster
+(median of three epochs, inline on a tie within ``MARGIN``), doubling the period up to
+``MAX_STAY`` while the verdict holds. A site with no verdict runs inline and first probes
+once it ran ``COLD_PROBE_RATIO`` times the probe's bytes (:func:`_first_period`); with
+one CPU it never probes. One-shot calls (:func:`~._batches.run_verified`) measure the
+share their helpers claim instead (``MIN_HELPER_SHARE``). Figures and reasons:
+docs/ENGINE.md ("Inline or offload").
 """
 
 from __future__ import annotations

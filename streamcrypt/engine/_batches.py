@@ -2,36 +2,20 @@
 
 Theory of operation
 -------------------
-Work arrives as *jobs* (:class:`Job`): pure functions such as "seal segments 40-55" or
-"open these records" that write at most ``out_size`` bytes into a buffer they are given
-and report how much they wrote and whether they failed. The owner (a pipeline stage, an
-encrypted file, an encrypted socket) decides counters, nonces and finality on the loop
-thread before it hands jobs over, so nothing here can desynchronise a stream.
-
-:class:`OrderedBatches` groups jobs into batches of about the controller's batch size and
-runs each batch inline, on the loop thread, or on a worker thread, as its
-:class:`~._adaptive.Controller` decides from what it measures; at most ``max_in_flight``
-batches are outstanding. Batches are taken back strictly in order, so output order never
-depends on which thread finished first. Inside a batch, jobs (cut into pieces of about
-``CLAIM_SIZE``) are *claimed* one at a time from a shared counter: when the loop must wait
-for a batch whose worker is slow to get a core, it claims the rest and runs it itself,
-and a batch a busy pool has not started is taken back whole.
-
-A job that fails stops its batch: the output of the jobs before it and the verified part
-of the failing job are handed out with the failure, everything after is dropped, and the
-scheduler is broken for good. The async drivers (:meth:`put`, :meth:`flush`) also break
-it on cancellation or when the consumer fails, since output may then be lost; the
-low-level :meth:`wait` changes nothing when cancelled (a receiver can resume).
-
-Output model (measured, see docs/ENGINE.md): fresh memory costs a page fault per 4 KiB,
-on this project's VMs about 1 ms per MiB, more than AES-GCM itself. So output is written
-once, where it will be read: in *reuse* mode into a few recycled buffers lent to a
-consumer that is done with them before it asks for more (sinks); otherwise into a new
-``bytes`` object per batch, filled in place by the worker (:class:`~._memory.Fresh`), which
-the consumer keeps without a copy and the allocator recycles when it is dropped.
-:func:`run_verified` (one-shot calls) fills one such object with the whole output, the
-calling thread and helper threads claiming pieces of it. :func:`ordered_calls` runs
-calls whose results are Python objects (blocking file work) through the same scheduler.
+Work arrives as *jobs* (:class:`Job`): pure functions ("seal segments 40-55") that write
+at most ``out_size`` bytes into a buffer they are given; the owner decides counters,
+nonces and finality on the loop thread first, so nothing here can desynchronise a stream.
+:class:`OrderedBatches` groups jobs into batches, runs each inline or on a worker as its
+:class:`~._adaptive.Controller` decides, keeps at most ``max_in_flight`` outstanding and
+takes them back strictly in order; inside a batch, pieces of about ``CLAIM_SIZE`` are
+claimed from a shared counter, so the loop runs the rest of a batch whose worker got no
+core. A failing job stops its batch: what verified before it is handed out with the
+failure, nothing after, and the scheduler is broken for good (so is it on cancellation
+or a failed consumer in the async drivers; the low-level :meth:`wait` is resumable).
+Output is written once, where it will be read: recycled buffers lent to a sink (*reuse*
+mode) or new ``bytes`` filled in place (:class:`~._memory.Fresh`). :func:`run_verified`
+(one-shot calls) is the same claiming over one output object; :func:`ordered_calls` runs
+blocking calls through the same scheduler. Measurements and reasons: docs/ENGINE.md.
 """
 
 from __future__ import annotations

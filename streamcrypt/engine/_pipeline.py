@@ -2,35 +2,16 @@
 
 Theory of operation
 -------------------
-A pipeline is a list of stages, each a sans-I/O transform. Bytes from the source are
-cut into pieces of at most ``policy.batch_size`` and pushed through the stages in order;
-each stage pushes its output to the next, the last one to the sink.
-
-* A *segmented* stage (anything with ``feed``/``finish`` returning
-  :class:`~streamcrypt.codecs.SegmentJob` s: the container, envelope, age,
-  Tink, C2SP, RFC 8188) hands its jobs to the engine's one scheduler,
-  :class:`~._batches.OrderedBatches`, which runs them in ordered, bounded batches,
-  inline or on workers as measured (see :mod:`._adaptive`). Counters and finality are
-  decided on the loop thread by ``feed`` before dispatch; while a header is pending
-  (an encryptor's password KDF, a decryptor reading its header) ``feed``/``finish`` run
-  on a worker, so a KDF never runs on the event loop.
-* Any other transform runs its ``update`` inline, or on a worker thread when its
-  controller finds that pays (one piece at a time: such transforms are stateful).
-
-A push below the policy's ``inline_limit`` (at most 1 MiB) that finds nothing in flight
-is fed and its jobs run at once on the loop thread, their output pushed as one piece:
-what the scheduler would do inline, without gathering a batch (for one HTTP body message
-the batch machinery cost more than the AES).
-
-Output: a segmented stage whose consumer is done with each piece before it returns (a
-callable sink, a plain stage) gets views of reused buffers; one whose output is kept (the
-async iterator, a byte stream, a downstream segmented stage, a feeder's sink given
-``kept=True``) gets new ``bytes``, written in place by whichever thread ran the work and
-never copied.
-
-Memory is bounded by ``max_in_flight`` batches of input and output plus one segment of
-each stage: never by the stream length. A pipeline emits in batches; for interactive
-traffic use records (:class:`~streamcrypt.transports.EncryptedStream`) or ``policy=None``.
+Bytes from the source are cut into pieces of at most ``policy.batch_size`` and pushed
+through the stages in order. A *segmented* stage (``feed``/``finish`` returning
+:class:`~streamcrypt.codecs.SegmentJob` s) hands its jobs to
+:class:`~._batches.OrderedBatches`; while its header is pending (a password KDF)
+``feed``/``finish`` run on a worker, never on the loop. Any other transform is stateful
+and runs one piece at a time, inline or on a worker as its controller measures. A push
+below ``inline_limit`` that finds nothing in flight runs at once on the loop thread.
+Output kept by the consumer is new ``bytes`` written in place; a consumer done with each
+piece gets views of reused buffers. Memory is bounded by ``max_in_flight`` batches plus
+one segment per stage, never by the stream length. docs/ENGINE.md has the rest.
 """
 
 from __future__ import annotations
