@@ -26,7 +26,7 @@ $(DEMO_STAMP): pyproject.toml constraints.txt
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m streamcrypt._demo
+	$(BIN)/python examples/demo.py
 
 # Peers outside Python that the tests run, from Debian (as root, like the CI machine):
 # chromium for the browser end (tests/test_browser_*.py, docs/browser.md; never

@@ -215,7 +215,7 @@ def test_make_demo_installs_the_package_alone_and_the_demo_needs_no_more() -> No
     assert re.search(r"^test: \$\(STAMP\)$", makefile, flags=re.M)
     probe = (
         "import runpy, sys; sys.argv = ['demo', '--mib', '1'];"
-        "runpy.run_module('streamcrypt._demo', run_name='__main__');"
+        "runpy.run_path('examples/demo.py', run_name='__main__');"
         f"print(sorted(m for m in {_EXTRA_MODULES!r} if m in sys.modules))"
     )
     out = _run([sys.executable, "-c", probe], REPO)
@@ -225,7 +225,7 @@ def test_make_demo_installs_the_package_alone_and_the_demo_needs_no_more() -> No
 
 def test_demo_runs_end_to_end_and_checks_hashes(tmp_path: object) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "streamcrypt._demo", "--mib", "8"],
+        [sys.executable, "examples/demo.py", "--mib", "8"],
         capture_output=True,
         text=True,
         timeout=120,

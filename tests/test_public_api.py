@@ -63,7 +63,6 @@ LAYERS = {
     "cluster": 5,
     "_api": 5,
     "cli": 5,
-    "_demo": 5,
     "testing": 5,
     "__init__": 5,
     "__main__": 5,

@@ -1,32 +1,21 @@
 """The streamcrypt envelope, version 1: the native container for passwords and public keys.
 
-The wire format is specified once, in docs/FORMAT.md ("The streamcrypt envelope"); this
-module implements it.
+The wire format and its rules are specified once, in docs/FORMAT.md ("The streamcrypt
+envelope"); this module implements it.
 
 Theory of operation
 -------------------
-A random *file key* is wrapped once per recipient into a *stanza* (passphrase: Argon2id
-or scrypt; X25519; ECIES secp256k1 or x25519), each ending with a check value that lets
-an identity find its own stanza without revealing to anyone else whom a stanza is for.
-The header carries the stanzas and a MAC keyed from the file key; the payload is a native
-container keyed from it too, with the header as associated data, so no stanza can be
-swapped, dropped or added unnoticed. A signed envelope ends with an Ed25519ph signature
-over everything before it (encrypt-then-sign); a signed envelope is read only with
-``verify_with`` (its signer's key) or ``allow_unverified=True``. The recipient model
-(one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
-``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
-writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
-the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
-
-Parallelism: the container's segments are sealed and opened on worker threads by the
-engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
-tap that hashes the ciphertext as it comes out (in order) and appends the signature. A
-verifying decryptor holds back the last 64 bytes and hashes the rest in ``feed()``; it
-holds the segments' jobs too (copied, at most ``max_buffered`` bytes) and gives them to
-the engine only once ``finish()`` checked the signature, so nothing comes out unchecked
-and segment opening stays parallel. ``allow_unverified=True`` with ``verify_with``
-releases segments as they verify and checks the signature at the end (the CLI does so
-into an atomic output file, removed unless the signature verifies).
+A random *file key* is wrapped once per recipient into a *stanza* whose check value lets
+an identity find its own without telling anyone else whom it is for; the header's MAC
+and the payload (a native container, the header as associated data) are keyed from the
+file key, so no stanza can be swapped, dropped or added unnoticed. The recipient model
+and the X25519 key pair are age's (``codecs._stanza``, ``codecs._x25519``). A signing
+encryptor is the segmented encryptor, then a tap that hashes the ciphertext in order and
+appends the signature; a verifying decryptor holds back the last 64 bytes and gives the
+segments' jobs to the engine only once ``finish()`` checked the signature, so segments
+still open in parallel and nothing comes out unchecked. ``_header`` holds the wire form,
+``_recipients`` the stanza types, ``_stream`` the transforms; this module holds
+:data:`FORMAT`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 4. Check BLAKE3 hashes of what was sent, what was stored and what was read back, and
    print a short report with throughput.
 
-``python -m streamcrypt._demo [--mib N]``; exit status 1 if anything does not match.
+``python examples/demo.py [--mib N]`` (what ``make demo`` runs); exit status 1 if anything does not match.
 """
 
 from __future__ import annotations
@@ -23,11 +23,17 @@ from pathlib import Path
 
 import anyio
 
-from .codecs.noise import generate_keypair
-from .keys import KeyRing
-from .primitives import Blake3Tap
-from .primitives.hazmat import AesCtrEncryptor
-from .transports import EncryptedStream, EncryptedStreamAttribute, connect, open_file, serve
+from streamcrypt.codecs.noise import generate_keypair
+from streamcrypt.keys import KeyRing
+from streamcrypt.primitives import Blake3Tap
+from streamcrypt.primitives.hazmat import AesCtrEncryptor
+from streamcrypt.transports import (
+    EncryptedStream,
+    EncryptedStreamAttribute,
+    connect,
+    open_file,
+    serve,
+)
 
 CHUNK = 1 << 20
 _SEED_KEY = bytes(range(32))
@@ -124,7 +130,7 @@ async def run_demo(mib: int = 256, directory: str | None = None) -> bool:
 
 
 def main() -> None:
-    """``python -m streamcrypt._demo [--mib N]``: run the demo end to end (``make demo``)."""
+    """``python examples/demo.py [--mib N]`` (what ``make demo`` runs): run the demo end to end (``make demo``)."""
     parser = argparse.ArgumentParser(
         prog="python -m streamcrypt._demo", description=__doc__.split("\n")[0]
     )
