@@ -13,6 +13,7 @@ __all__ = [
     "BrokenTransformError",
     "FormatError",
     "HandshakeError",
+    "InsecureKeyFileWarning",
     "InvalidKeySizeError",
     "InvalidNonceSizeError",
     "InvalidPaddingError",
@@ -152,3 +153,10 @@ class SnapshotNotFoundError(StreamCryptError, FileNotFoundError):
     Also a ``FileNotFoundError``, as a missing file is."""
 
     http_status = 404
+
+
+class InsecureKeyFileWarning(StreamCryptError, UserWarning):
+    """A file holding a secret (a key file, an identity, a passphrase file) may be read or
+    written by other users (group or other permission bits set), as OpenSSH refuses; a
+    warning, not an error, since container runtimes mount secrets 0644. Fix with
+    ``chmod 600``; silence with :mod:`warnings` filters."""

@@ -101,3 +101,11 @@ def envelope_decrypt(ciphertext: bytes, **options: Any) -> bytes:
 
     decryptor = EnvelopeDecryptor(**options)
     return decryptor.update(ciphertext) + decryptor.finalize()
+
+
+def write_secret(path: Path, content: str | bytes) -> Path:
+    """Write a file that holds a secret (a key file, a passphrase) as a user should: mode
+    0600, which readers expect (others may read a 0644 file: InsecureKeyFileWarning)."""
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    path.chmod(0o600)
+    return path

@@ -25,7 +25,7 @@ from pathlib import Path
 import blake3
 import pyrage
 import pytest
-from support import REPO
+from support import REPO, write_secret
 
 import streamcrypt
 from streamcrypt.keys import SecretKey
@@ -357,7 +357,8 @@ def test_missing_files_and_bad_keys(work: Path, key: Path) -> None:
     assert sc("decrypt", "-k", key, "nothere.sc", cwd=work).returncode == 4
     no_key_file = sc("encrypt", "-k", "nokey.key", "-o", "out.sc", "in.bin", cwd=work)
     assert no_key_file.returncode == 3 and not (work / "out.sc").exists()
-    (work / "short.key").write_text(
+    write_secret(
+        work / "short.key",
         "streamcrypt-key: 1\ntype: symmetric\nid: x\nkey: " + base64.b64encode(b"k" * 16).decode()
     )
     short = sc("encrypt", "-k", "short.key", "-o", "out.sc", "in.bin", cwd=work)
@@ -372,7 +373,7 @@ def test_older_hex_key_files_are_read_and_others_are_named(work: Path) -> None:
     """One key-file format (issue 18): the examples' older 64-hex-digit files still work
     with -k, and a file in neither form gets a message naming the forms, not identities."""
     raw = os.urandom(32)
-    (work / "old.key").write_text(raw.hex() + "\n")
+    write_secret(work / "old.key", raw.hex() + "\n")
     enc = sc("encrypt", "-k", "old.key", "-o", "old.sc", "in.bin", cwd=work)
     assert enc.returncode == 0
     import streamcrypt
@@ -380,7 +381,7 @@ def test_older_hex_key_files_are_read_and_others_are_named(work: Path) -> None:
     assert streamcrypt.decrypt_bytes((work / "old.sc").read_bytes(), raw) == DATA
     dec = sc("decrypt", "-k", "old.key", "-o", "old.out", "old.sc", cwd=work)
     assert dec.returncode == 0 and (work / "old.out").read_bytes() == DATA
-    (work / "junk.key").write_text("not a key at all\n")
+    write_secret(work / "junk.key", "not a key at all\n")
     junk = sc("encrypt", "-k", "junk.key", "-o", "junk.sc", "in.bin", cwd=work)
     assert junk.returncode == 3 and not (work / "junk.sc").exists()
     assert b"streamcrypt-key: 1" in junk.stderr and b"64 hex digits" in junk.stderr
@@ -422,8 +423,8 @@ def test_envelope_recipient_and_passphrase(work: Path, public: dict[str, str]) -
     assert dec.returncode == 0 and dec.stdout == DATA
     wrong = sc("decrypt", "-i", "other.x", "-o", "x.bin", "e.sc", cwd=work)
     assert wrong.returncode == 3 and not (work / "x.bin").exists()
-    (work / "pw").write_text("correct horse\n")
-    (work / "bad-pw").write_text("battery staple\n")
+    write_secret(work / "pw", "correct horse\n")
+    write_secret(work / "bad-pw", "battery staple\n")
     enc = sc("encrypt", "--passphrase-file", "pw", "--kdf", "interactive", cwd=work, stdin=DATA)
     assert enc.returncode == 0
     ok = sc("decrypt", "--passphrase-file", "pw", cwd=work, stdin=enc.stdout)
@@ -484,7 +485,7 @@ def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, st
     assert other.returncode == 1 and b"is not a streamcrypt container" in other.stderr
     dec = sc("decrypt", "-k", "id.age", cwd=work, stdin=armored.stdout)
     assert dec.returncode == 0 and dec.stdout == DATA
-    (work / "pw").write_text("hunter2\n")
+    write_secret(work / "pw", "hunter2\n")
     enc = sc(
         "encrypt", "--format", "age", "--passphrase-file", "pw", "--work-factor", "10",
         "-o", "p.age", "in.bin", cwd=work,
@@ -505,7 +506,7 @@ def test_age_armor_and_passphrase_through_pipes(work: Path, public: dict[str, st
 def test_rclone_round_trip_detection_and_wrong_password(work: Path) -> None:
     from streamcrypt.codecs import rclone
 
-    (work / "pw").write_text("correct horse\n")
+    write_secret(work / "pw", "correct horse\n")
     (work / "salt").write_text("pinch of salt\n")
     secrets = ("--passphrase-file", "pw", "--password2-file", "salt")
     enc = sc("encrypt", "--format", "rclone", *secrets, "-o", "r.bin", "in.bin", cwd=work)
@@ -539,8 +540,8 @@ def test_aws_raw_aes_key_round_trip_interop_and_errors(work: Path) -> None:
     from aws_encryption_sdk.key_providers.raw import RawMasterKey
 
     aes = os.urandom(32)
-    (work / "aes.key").write_bytes(aes)
-    (work / "other.key").write_bytes(os.urandom(32))
+    write_secret(work / "aes.key", aes)
+    write_secret(work / "other.key", os.urandom(32))
     names = ("--key-namespace", "ns", "--key-name", "key-1")
     enc = sc("encrypt", "-k", "aes.key", *names, "--context", "purpose=test", "-o", "a.bin",
              "in.bin", cwd=work)  # fmt: skip
@@ -580,7 +581,7 @@ def test_aws_signed_message_releases_nothing_before_its_signature(work: Path) ->
     codec holds the plaintext until the signature verified), and an output file is never
     made (frames go into the atomic temporary, which is removed). The signature is the
     last bytes of the message: every frame before it is authentic under the data key."""
-    (work / "aes.key").write_bytes(os.urandom(32))
+    write_secret(work / "aes.key", os.urandom(32))
     enc = sc("encrypt", "-k", "aes.key", "-o", "a.bin", "in.bin", cwd=work)
     assert enc.returncode == 0
     sealed = bytearray((work / "a.bin").read_bytes())
@@ -606,7 +607,7 @@ def test_tink_keyset_interop(work: Path) -> None:
     handle = tink.new_keyset_handle(streaming_aead.streaming_aead_key_templates.AES128_GCM_HKDF_4KB)
     text = io.StringIO()
     cleartext_keyset_handle.write(tink.JsonKeysetWriter(text), handle)
-    (work / "ks.json").write_text(text.getvalue())
+    write_secret(work / "ks.json", text.getvalue())
     enc = sc("encrypt", "-k", "ks.json", "--aad", "ctx", "-o", "t.tink", "in.bin", cwd=work)
     assert enc.returncode == 0
     primitive = handle.primitive(streaming_aead.StreamingAead)
@@ -630,7 +631,7 @@ def test_tink_keyset_interop(work: Path) -> None:
 )
 def test_hostile_tink_keyset_is_a_key_problem(work: Path, keyset: str) -> None:
     """docs/CLI.md: a malformed key file exits 3 (issue 14)."""
-    (work / "bad.json").write_text(keyset)
+    write_secret(work / "bad.json", keyset)
     proc = sc("decrypt", "--format", "tink", "-k", "bad.json", "-o", "x", "in.bin", cwd=work)
     assert proc.returncode == 3, proc.stderr
     assert b"bad.json" in proc.stderr and not (work / "x").exists()
@@ -694,7 +695,8 @@ def test_sign_and_verify(work: Path, public: dict[str, str]) -> None:
     assert tampered.returncode == 1 and tampered.stdout == b""
     other_data = sc("verify", "-p", "sign.pub", "-s", "in.sig", cwd=work, stdin=DATA + b"!")
     assert other_data.returncode == 1
-    wrong_kind = sc("sign", "-k", "in.sig", "in.bin", cwd=work)
+    write_secret(work / "sig-as.key", sig.stdout)  # the wrong kind of file, kept private
+    wrong_kind = sc("sign", "-k", "sig-as.key", "in.bin", cwd=work)
     assert wrong_kind.returncode == 3
 
 
@@ -1005,7 +1007,7 @@ def test_passphrase_prompt_without_echo(work: Path) -> None:
     assert code == 0, seen
     assert b"Passphrase:" in seen and b"Confirm passphrase:" in seen
     assert b"open sesame" not in seen  # no echo
-    (work / "pw").write_text("open sesame\n")
+    write_secret(work / "pw", "open sesame\n")
     back = sc("decrypt", "--passphrase-file", "pw", "p.sc", cwd=work)
     assert back.returncode == 0 and back.stdout == DATA
     code, seen = _on_a_terminal(["decrypt", "--passphrase", "-o", "x", "p.sc"], work, [b"nope"])
@@ -1112,7 +1114,7 @@ def test_age_style_command_line_with_recipients_file(work: Path, public: dict[st
     # -r given a file says to use -R, and never echoes what it read
     mistaken = sc("-r", "recips.txt", "in.bin", cwd=work)
     assert mistaken.returncode == 3 and b"give a file of recipients with -R" in mistaken.stderr
-    (work / "bad.txt").write_text(f"{public['id.age']}\nAGE-SECRET-KEY-1NOTAKEY\n")
+    write_secret(work / "bad.txt", f"{public['id.age']}\nAGE-SECRET-KEY-1NOTAKEY\n")
     bad = sc("-R", "bad.txt", "in.bin", cwd=work)
     assert bad.returncode == 3 and b"bad.txt line 2 does not parse" in bad.stderr
     assert b"NOTAKEY" not in bad.stderr
@@ -1134,7 +1136,7 @@ def test_age_habits_write_age(work: Path, key: Path) -> None:
     code, seen = _on_a_terminal(["-p", "-o", "notes.age", "in.bin"], work, [b"pw", b"pw"])
     assert code == 0, seen
     assert pyrage.passphrase.decrypt((work / "notes.age").read_bytes(), "pw") == DATA
-    (work / "pw.txt").write_text("pw\n")
+    write_secret(work / "pw.txt", "pw\n")
     age_line = sc("--passphrase-file", "pw.txt", "-o", "notes.bin", "in.bin", cwd=work)
     named = sc("encrypt", "--passphrase-file", "pw.txt", "-o", "named.AGE", "in.bin", cwd=work)
     native = sc("encrypt", "--passphrase-file", "pw.txt", "-o", "native.sc", "in.bin", cwd=work)

@@ -27,6 +27,7 @@ pytest.importorskip("fsspec")
 
 from cluster_keys import key_b
 from distributed import Client, LocalCluster
+from support import write_secret
 
 from streamcrypt import cluster
 from streamcrypt.codecs import container
@@ -50,7 +51,7 @@ TESTS = Path(__file__).resolve().parent
 def ring_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ring") / "ring.json"
     ring = KeyRing([SecretKey(KEY_A, key_id="a"), SecretKey(KEY_B, key_id="b")], active="b")
-    path.write_text(ring.to_json(RING_PASSWORD, params=INTERACTIVE))
+    write_secret(path, ring.to_json(RING_PASSWORD, params=INTERACTIVE))
     return path
 
 
@@ -325,7 +326,7 @@ def test_killed_worker_mid_task_is_retried(client: Client, tmp_path: Path) -> No
 
 def test_providers_pickle_without_secrets(tmp_path: Path, ring_file: Path) -> None:
     keyfile = tmp_path / "k"
-    keyfile.write_text(KEY_A.hex() + "\n")
+    write_secret(keyfile, KEY_A.hex() + "\n")
     providers = [
         cluster.EnvKey("SC_TEST_KEY_A", key_id="a"),
         cluster.FileKey(str(keyfile)),
@@ -339,7 +340,7 @@ def test_providers_pickle_without_secrets(tmp_path: Path, ring_file: Path) -> No
         assert pickle.loads(blob) == p or isinstance(p, cluster.CallableKey)
         assert "bytes hidden" not in repr(p) and KEY_A.hex() not in repr(p)
     assert cluster.FileKey(str(keyfile)).resolve() == SecretKey(KEY_A)
-    (tmp_path / "pw").write_text(RING_PASSWORD + "\n")
+    write_secret(tmp_path / "pw", RING_PASSWORD + "\n")
     ring = providers[2].resolve()
     assert isinstance(ring, KeyRing) and ring.active_id == "b"
     with pytest.raises(TypeError):

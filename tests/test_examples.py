@@ -25,6 +25,7 @@ from types import ModuleType
 
 import anyio
 import pytest
+from support import write_secret
 
 import streamcrypt
 from streamcrypt.errors import (
@@ -80,8 +81,7 @@ def write_key(path: Path, key: SecretKey) -> Path:
 
 def write_hex_key(path: Path, key: SecretKey) -> Path:
     """A key file in the older form the examples used to write: 64 hex digits."""
-    path.write_text(key.secret_bytes().hex() + "\n")
-    return path
+    return write_secret(path, key.secret_bytes().hex() + "\n")
 
 
 def streamcrypt_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from support import write_secret
 
 import streamcrypt
 from streamcrypt.cli import _options as cli_options
@@ -37,14 +38,14 @@ def test_round_trip_mode_and_no_overwrite(tmp_path: Path, size: int) -> None:
 def test_reads_the_older_hex_form(tmp_path: Path) -> None:
     raw = bytes(range(32))
     path = tmp_path / "old.key"
-    path.write_text("# a comment\n" + raw.hex()[:32] + "\n  " + raw.hex()[32:].upper() + "\n")
+    write_secret(path, "# a comment\n" + raw.hex()[:32] + "\n  " + raw.hex()[32:].upper() + "\n")
     assert SecretKey.from_file(path) == SecretKey(raw)
 
 
 def test_field_names_case_and_missing_id(tmp_path: Path) -> None:
     raw = b"k" * 32
     path = tmp_path / "k.key"
-    path.write_text(f"Streamcrypt-Key: 1\nTYPE: symmetric\nKey: {base64.b64encode(raw).decode()}\n")
+    write_secret(path, f"Streamcrypt-Key: 1\nTYPE: symmetric\nKey: {base64.b64encode(raw).decode()}\n")
     assert SecretKey.from_file(path) == SecretKey(raw)
 
 
@@ -74,14 +75,14 @@ def test_bad_files_name_the_file_and_the_problem(
     tmp_path: Path, text: str, error: type[Exception], says: str
 ) -> None:
     path = tmp_path / "bad.key"
-    path.write_text(text)
+    write_secret(path, text)
     with pytest.raises(error, match=says) as info:
         SecretKey.from_file(path)
     assert str(path) in str(info.value)
 
 
 def test_binary_and_missing_files(tmp_path: Path) -> None:
-    (tmp_path / "bin.key").write_bytes(b"\xff\xfe" * 40)
+    write_secret(tmp_path / "bin.key", b"\xff\xfe" * 40)
     with pytest.raises(InvalidParameterError, match="not a text key file"):
         SecretKey.from_file(tmp_path / "bin.key")
     with pytest.raises(FileNotFoundError):

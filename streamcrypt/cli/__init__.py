@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from ._errors import EXIT_INTERRUPTED, EXIT_IO
 
@@ -52,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.age_style = line is not given  # age's own command line (no command word)
     runner: Runner = args.run
     try:
-        return runner(args)
+        with warnings.catch_warnings():  # the library's warnings, one line each
+            warnings.showwarning = _show_warning
+            return runner(args)
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{PROG}: interrupted\n")
         return EXIT_INTERRUPTED
@@ -64,6 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stderr.write(f"{PROG}: error: {describe(exc)}\n")
         return exit_code(exc)
+
+
+def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
+    """A warning (e.g. a key file others may read) as one line on stderr."""
+    from ._usage import PROG
+
+    sys.stderr.write(f"{PROG}: warning: {message}\n")
 
 
 def run() -> None:

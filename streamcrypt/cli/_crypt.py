@@ -41,6 +41,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
+from ..keys import keyfile as _keyfile
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -90,15 +91,23 @@ def _usage(message: str) -> CliError:
     return CliError(message, EXIT_USAGE)
 
 
+#: The longest passphrase file the command reads (its first line is the passphrase).
+_MAX_SECRET_LINE = 1 << 16
+
+
 def _first_line(path: str, what: str) -> str:
     """The first line of a secret's file (a passphrase, rclone's password2)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            line = f.readline().rstrip("\r\n")
-    except UnicodeDecodeError:  # its message would show a byte of the secret
-        raise KeyFileError(f"the {what} file {path} is not valid UTF-8") from None
+        raw = _keyfile.read_secret_file(path, _MAX_SECRET_LINE, f"{what} file")
     except OSError as exc:
         raise KeyFileError(f"cannot read the {what} file {path}: {describe(exc)}") from None
+    first = raw[:_MAX_SECRET_LINE].split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        line = first.decode("utf-8")
+    except UnicodeDecodeError:
+        line = None  # raised below, outside the handler: its message shows a secret byte
+    if line is None:
+        raise KeyFileError(f"the {what} file {path} is not valid UTF-8")
     if not line:
         raise KeyFileError(f"the {what} file {path} is empty")
     return line
@@ -133,9 +142,9 @@ def _aad(args: argparse.Namespace) -> bytes:
 
 @dataclass
 class _Keys:
-    key: KeyFile | None = None
-    identities: list[KeyFile] = field(default_factory=list)
-    passphrase: str | None = None
+    key: KeyFile | None = field(default=None, repr=False)
+    identities: list[KeyFile] = field(default_factory=list, repr=False)
+    passphrase: str | None = field(default=None, repr=False)
     #: ``-k`` when it holds 16, 24 or 32 raw bytes (an AES key for --format aws): no text
     #: key file is that short.
     raw_key: bytes | None = field(default=None, repr=False)

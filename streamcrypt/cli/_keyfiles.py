@@ -105,10 +105,14 @@ class KeyFile:
 # --------------------------------------------------------------------------------- reading
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, *, secret: bool = True) -> str:
+    """A key file's text; a ``secret`` one is read by :func:`keyfile.read_secret_file`,
+    which warns when others may read it."""
     try:
         if path == "-":  # standard input (keygen -y)
             raw = sys.stdin.buffer.read(_MAX_KEY_FILE + 1)
+        elif secret:
+            raw = _kf.read_secret_file(path, _MAX_KEY_FILE)
         else:
             with open(path, "rb") as f:
                 raw = f.read(_MAX_KEY_FILE + 1)
@@ -211,7 +215,7 @@ def parse_public_key(value: str, *, kind: Literal["ed25519", "x25519"]) -> bytes
     text = value
     source = "the public key"
     if os.path.exists(value):
-        keyfile_text = _read_text(value)
+        keyfile_text = _read_text(value, secret=False)  # a private key is read again below
         source = value
         lines = _kf.key_file_lines(keyfile_text)
         if len(lines) != 1 or lines[0].upper().startswith(("AGE-SECRET-KEY-", "SC-")):

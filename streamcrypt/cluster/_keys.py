@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
-from ..keys import KeyRing, SecretKey, key_bytes, keyfile
+from ..keys import KeyRing, SecretKey, key_bytes, keyfile, secret_text_bytes
 
 #: What a provider resolves to: a key, or a ring (its active key encrypts, any key by id
 #: decrypts).
@@ -26,20 +27,23 @@ KeyMaterial = SecretKey | KeyRing
 _KEY_SIZE = 32
 
 
-def _decode_key(text: bytes, where: str) -> bytes:
-    """32 raw bytes, 64 hex digits or base64 of 32 bytes (surrounding whitespace ignored)."""
-    if len(text) == _KEY_SIZE:
+def _decode_key(text: bytes, where: str, *, raw: bool = False) -> bytes:
+    """64 hex digits or base64 of 32 bytes (surrounding whitespace ignored); with ``raw``
+    (a file) also 32 raw bytes, unless they are all printable ASCII: such a value is typed
+    text (a password, a hex key of the wrong size), never key material."""
+    if raw and len(text) == _KEY_SIZE and not all(0x20 <= b < 0x7F for b in text):
         return text
     stripped = text.strip()
     try:
         if len(stripped) == 2 * _KEY_SIZE:
             return bytes.fromhex(stripped.decode("ascii"))
-        raw = base64.b64decode(stripped, validate=True)
+        decoded = base64.b64decode(stripped, validate=True)
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raw = b""
-    if len(raw) != _KEY_SIZE:
-        raise InvalidKeySizeError(f"{where} must hold a 32-byte key (raw, 64 hex digits or base64)")
-    return raw
+        decoded = b""
+    if len(decoded) != _KEY_SIZE:
+        forms = "raw, 64 hex digits or base64" if raw else "64 hex digits or base64"
+        raise InvalidKeySizeError(f"{where} must hold a 32-byte key ({forms})")
+    return decoded
 
 
 class KeyProvider:
@@ -69,14 +73,14 @@ class EnvKey(KeyProvider):
                 f"environment variable {self.variable} is not set on this worker; "
                 "set it in the environment the workers start in"
             )
-        raw = _decode_key(value.encode(), f"environment variable {self.variable}")
+        what = f"environment variable {self.variable}"
+        raw = _decode_key(secret_text_bytes(value, what), what)
         return SecretKey(raw, key_id=self.key_id)
 
 
 def _read_file(path: str, what: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read(1 << 20)
+        return keyfile.read_secret_file(path, 1 << 20, what)
     except OSError as exc:
         raise UnknownKeyError(
             f"{what} {path!r} cannot be read on this worker ({exc.strerror or exc})"
@@ -86,7 +90,8 @@ def _read_file(path: str, what: str) -> bytes:
 @dataclass(frozen=True, slots=True)
 class FileKey(KeyProvider):
     """The key in a file on each worker: a ``streamcrypt keygen`` key file (its id is used
-    unless ``key_id`` is given), 32 raw bytes, 64 hex digits or base64."""
+    unless ``key_id`` is given), 64 hex digits, base64, or 32 raw bytes that are not all
+    printable (printable text of 32 characters is a typed password, never a key)."""
 
     path: str
     key_id: str = ""
@@ -97,14 +102,17 @@ class FileKey(KeyProvider):
             text = data.decode("utf-8", "replace")
             key = keyfile.secret_key_from_text(text, source=f"key file {self.path!r}")
             return SecretKey(key.secret_bytes(), key_id=self.key_id or key.key_id)
-        raw = _decode_key(data, f"key file {self.path!r}")
+        raw = _decode_key(data, f"key file {self.path!r}", raw=True)
         return SecretKey(raw, key_id=self.key_id)
 
 
 # A KeyRing file's password KDF (Argon2id) takes a good part of a second: each worker
-# process opens a ring once and keeps it while the file is unchanged.
-_RINGS: dict[tuple[object, ...], KeyRing] = {}
+# process keeps the ring it opened last per file, with what it was opened from (the file's
+# mtime and size, and a digest of the password under a key of this process), so a changed
+# file or password opens it again and the ring of an older version is let go.
+_RINGS: dict[str, tuple[tuple[object, ...], KeyRing]] = {}
 _RINGS_LOCK = threading.Lock()
+_DIGEST_KEY = os.urandom(32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,7 @@ class KeyRingFile(KeyProvider):
                     f"environment variable {self.password_env} (the key ring password) "
                     "is not set on this worker"
                 )
-            return value.encode()
+            return secret_text_bytes(value, f"environment variable {self.password_env}")
         assert self.password_file is not None
         return _read_file(self.password_file, "key ring password file").rstrip(b"\r\n")
 
@@ -143,13 +151,18 @@ class KeyRingFile(KeyProvider):
             raise UnknownKeyError(
                 f"key ring file {self.path!r} cannot be read on this worker ({exc.strerror or exc})"
             ) from None
-        cache_key = (self.path, self.password_env, self.password_file, st.st_mtime_ns, st.st_size)
+        password = self._password()
+        opened_from = (
+            st.st_mtime_ns,
+            st.st_size,
+            hmac.digest(_DIGEST_KEY, password, "sha256"),
+        )
         with _RINGS_LOCK:
-            ring = _RINGS.get(cache_key)
-            if ring is None:
-                text = _read_file(self.path, "key ring file")
-                ring = KeyRing.from_json(text, self._password())
-                _RINGS[cache_key] = ring
+            cached = _RINGS.get(self.path)
+            if cached is not None and cached[0] == opened_from:
+                return cached[1]
+            ring = KeyRing.from_json(_read_file(self.path, "key ring file"), password)
+            _RINGS[self.path] = (opened_from, ring)
             return ring
 
 

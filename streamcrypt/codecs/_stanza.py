@@ -39,7 +39,7 @@ from ..errors import (
     LimitExceededError,
     UnknownKeyError,
 )
-from ..keys import HoldsSecrets
+from ..keys import HoldsSecrets, secret_text_bytes
 from ..primitives import ChaCha20Poly1305Suite
 from ._segmented import SegmentCodec
 
@@ -216,16 +216,10 @@ def check_shape(stanza: Stanza, nargs: int) -> None:
 
 
 def passphrase_bytes(passphrase: str | Buffer) -> bytes:
-    """A passphrase as bytes (``str`` as UTF-8); :class:`InvalidParameterError` for
-    another type or an empty one."""
-    if isinstance(passphrase, str):
-        raw = passphrase.encode("utf-8")
-    elif isinstance(passphrase, bytes | bytearray | memoryview):
-        raw = bytes(passphrase)
-    else:
-        raise InvalidParameterError(
-            f"a passphrase must be str or bytes, not {type(passphrase).__name__}"
-        )
+    """A passphrase as bytes (:func:`~streamcrypt.keys.secret_text_bytes`);
+    :class:`InvalidParameterError` for another type, text that is not valid, or an empty
+    one."""
+    raw = secret_text_bytes(passphrase, "a passphrase")
     if not raw:
         raise InvalidParameterError("a passphrase cannot be empty")
     return raw

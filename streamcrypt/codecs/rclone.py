@@ -34,7 +34,7 @@ from ..errors import (
     TruncatedStreamError,
     UnsafePathError,
 )
-from ..keys import HoldsSecrets, random_bytes
+from ..keys import HoldsSecrets, random_bytes, secret_text_bytes
 from ..paths import name_parts
 from ..primitives import Eme, XSalsa20Poly1305
 from . import _base32768
@@ -143,9 +143,9 @@ class RcloneKeys(HoldsSecrets):
                 "an rclone crypt password must not be empty (rclone turns an empty password "
                 "into all-zero keys: use RcloneKeys.from_material(bytes(80)) for that)"
             )
-        salt = password2.encode() if password2 else DEFAULT_SALT
+        salt = secret_text_bytes(password2, "password2") if password2 else DEFAULT_SALT
         kdf = Scrypt(salt=salt, length=_KEY_MATERIAL, n=16384, r=8, p=1)
-        return cls.from_material(kdf.derive(password.encode()))
+        return cls.from_material(kdf.derive(secret_text_bytes(password)))
 
     @classmethod
     def from_config(cls, password: str, password2: str = "") -> RcloneKeys:
@@ -164,7 +164,11 @@ def obscure(value: str, *, iv: bytes | None = None) -> str:
     iv = random_bytes(16) if iv is None else bytes(iv)
     if len(iv) != 16:
         raise InvalidParameterError(f"the obscuring IV is 16 bytes, got {len(iv)}")
-    return base64.urlsafe_b64encode(iv + _ctr(iv, value.encode())).rstrip(b"=").decode()
+    return (
+        base64.urlsafe_b64encode(iv + _ctr(iv, secret_text_bytes(value, "the value to obscure")))
+        .rstrip(b"=")
+        .decode()
+    )
 
 
 def reveal(value: str) -> str:
@@ -175,7 +179,8 @@ def reveal(value: str) -> str:
     try:
         return _ctr(raw[:16], raw[16:]).decode()
     except UnicodeDecodeError:
-        raise FormatError("the revealed value is not UTF-8: is it obscured?") from None
+        pass  # raised below, outside the handler: the decode error holds the revealed bytes
+    raise FormatError("the revealed value is not UTF-8: is it obscured?")
 
 
 def _b64url_decode(text: str, what: str) -> bytes:

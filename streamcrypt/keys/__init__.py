@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ._secret import constant_time_equal as constant_time_equal
     from ._secret import key_bytes as key_bytes
     from ._secret import random_bytes as random_bytes
+    from ._secret import secret_text_bytes as secret_text_bytes
     from ._secret import wipe as wipe
 
 # Where each name is defined: imported from there on first use (the password KDFs
@@ -72,6 +73,7 @@ _TABLE = {
         "constant_time_equal",
         "key_bytes",
         "random_bytes",
+        "secret_text_bytes",
         "wipe",
     ),
 }

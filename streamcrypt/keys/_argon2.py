@@ -19,8 +19,7 @@ from typing import Any, Literal
 from .._lazy import import_extra
 from ..abc import Buffer
 from ..errors import InvalidParameterError, LimitExceededError
-from ._password import _password_bytes
-from ._secret import SecretKey
+from ._secret import SecretKey, secret_text_bytes
 
 #: The Argon2 variants :func:`argon2` computes.
 Argon2Variant = Literal["argon2d", "argon2i", "argon2id"]
@@ -67,7 +66,7 @@ def argon2(
         raise InvalidParameterError(
             f"Argon2 variant must be one of {', '.join(ARGON2_VARIANTS)}, got {variant!r}"
         )
-    pw = _password_bytes(password)
+    pw = secret_text_bytes(password, "a password")
     salt_b, key_b, ad_b = _bytes(salt, "salt"), _bytes(key, "key"), _bytes(ad, "ad")
     lanes = _int_in(lanes, 1, (1 << 24) - 1, "Argon2 lanes")
     passes = _int_in(passes, 1, _U32, "Argon2 passes")

@@ -37,7 +37,7 @@ from ..errors import (
     LimitExceededError,
     UnsupportedFormatError,
 )
-from ._secret import SecretKey
+from ._secret import SecretKey, secret_text_bytes
 
 #: Bytes of salt Argon2id takes (libsodium's ``crypto_pwhash_SALTBYTES``).
 ARGON2_SALT_SIZE: int = _argon2id.SALTBYTES
@@ -174,14 +174,6 @@ def check_read_params(
         )
 
 
-def _password_bytes(password: str | Buffer) -> bytes:
-    if isinstance(password, str):
-        return password.encode("utf-8")
-    if isinstance(password, bytes | bytearray | memoryview):
-        return bytes(password)
-    raise InvalidParameterError(f"a password must be str or bytes, got {type(password).__name__}")
-
-
 def derive_key_from_password(
     password: str | Buffer,
     salt: Buffer,
@@ -196,7 +188,7 @@ def derive_key_from_password(
     ``length`` >= 1. Raises :class:`InvalidParameterError`, and
     :class:`LimitExceededError` when the process cannot get the KDF's memory.
     """
-    pw = _password_bytes(password)
+    pw = secret_text_bytes(password, "a password")
     salt_b = bytes(salt)
     if isinstance(params, Argon2Params):
         if len(salt_b) != ARGON2_SALT_SIZE:
@@ -242,7 +234,9 @@ def hash_password(password: str | Buffer, params: Argon2Params = INTERACTIVE) ->
     if not isinstance(params, Argon2Params):
         raise InvalidParameterError("hash_password takes Argon2Params (scrypt is for keys only)")
     with _kdf_memory(params):
-        encoded = _argon2id.str(_password_bytes(password), opslimit=params.ops, memlimit=params.mem)
+        encoded = _argon2id.str(
+            secret_text_bytes(password, "a password"), opslimit=params.ops, memlimit=params.mem
+        )
     return encoded.decode("ascii")
 
 
@@ -285,7 +279,7 @@ def verify_password(
     raw, params = _parse_encoded(encoded)
     check_read_params(params, max_params=max_params)
     try:
-        return bool(_argon2id.verify(raw, _password_bytes(password)))
+        return bool(_argon2id.verify(raw, secret_text_bytes(password, "a password")))
     except nacl.exceptions.InvalidkeyError:
         return False
 

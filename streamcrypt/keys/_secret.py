@@ -54,6 +54,30 @@ def key_bytes(
     return raw
 
 
+def secret_text_bytes(secret: str | Buffer, what: str = "a password") -> bytes:
+    """A password, passphrase or key text as bytes (``str`` as UTF-8, bytes-like as is):
+    the one place a secret ``str`` is encoded.
+
+    Raises :class:`InvalidParameterError` naming only ``what`` and the type: for another
+    type, and for a ``str`` that is not valid text (a lone surrogate, which is what a
+    non-UTF-8 byte in an environment variable or argument becomes), whose encoding error
+    would carry the whole secret in its arguments.
+    """
+    if isinstance(secret, str):
+        try:
+            return secret.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # raised below, outside the handler: no secret in __context__ either
+        raise InvalidParameterError(
+            f"{what} is not valid text: it holds a character that has no UTF-8 form (a "
+            "non-UTF-8 byte read from the environment or a command line); its value is "
+            "not shown"
+        )
+    if isinstance(secret, bytes | bytearray | memoryview):
+        return bytes(secret)
+    raise InvalidParameterError(f"{what} must be str or bytes, not {type(secret).__name__}")
+
+
 def random_bytes(n: int) -> bytes:
     """``n`` bytes from the operating system's CSPRNG."""
     if n < 0:

@@ -22,9 +22,11 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import stat
+import warnings
 from collections.abc import Sequence
 
-from ..errors import InvalidKeySizeError, InvalidParameterError
+from ..errors import InsecureKeyFileWarning, InvalidKeySizeError, InvalidParameterError
 from ._secret import SecretKey, key_bytes
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "created_comment",
     "key_file_fields",
     "key_file_lines",
+    "read_secret_file",
     "read_secret_key_file",
     "secret_key_file_text",
     "secret_key_from_text",
@@ -127,6 +130,27 @@ def secret_key_from_text(text: str, *, source: str = "key file") -> SecretKey:
     return SecretKey(b64_key(fields["key"], source, sizes=KEY_SIZES), key_id=key_id)
 
 
+def read_secret_file(path: str | os.PathLike[str], limit: int, what: str = "key file") -> bytes:
+    """At most ``limit + 1`` bytes of a file that holds a secret: the one place streamcrypt
+    opens one (key files, identities, passphrase and password files, on the command line
+    and on cluster workers). Warns with :class:`InsecureKeyFileWarning` when the file is a
+    regular file that group or others may read or write (its mode, from the open file).
+
+    Raises :class:`OSError` when the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:
+            warnings.warn(
+                InsecureKeyFileWarning(
+                    f"{what} {os.fspath(path)} may be read or written by other users "
+                    f"(mode {stat.S_IMODE(mode):04o}); restrict it with chmod 600"
+                ),
+                stacklevel=2,
+            )
+        return f.read(limit + 1)
+
+
 def read_secret_key_file(path: str | os.PathLike[str]) -> SecretKey:
     """:meth:`SecretKey.from_file`: read a symmetric key file (either accepted form).
 
@@ -134,8 +158,7 @@ def read_secret_key_file(path: str | os.PathLike[str]) -> SecretKey:
     (or :class:`InvalidKeySizeError`) when it is not a symmetric key file.
     """
     source = os.fspath(path)
-    with open(path, "rb") as f:
-        raw = f.read(_MAX_KEY_FILE + 1)
+    raw = read_secret_file(path, _MAX_KEY_FILE)
     if len(raw) > _MAX_KEY_FILE:
         raise InvalidParameterError(f"{source} is too large to be a key file")
     try:
