@@ -393,7 +393,7 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
         f"ceiling: the most encrypted / plain can be here. One thread seals {seal:.2f} and "
         f"opens {open_:.2f} GB/s with AES-128-GCM on 64 KiB records, so each encrypted GB "
         f"needs {crypto:.2f} CPU-seconds more than the plain transfer's own CPU (the 'CPU "
-        f"s/GB plain' column: client and server process, every thread); spread over the "
+        f"s/GB' columns' plain figures, server plus client, every thread); spread over the "
         f"{os.cpu_count() or 1} cores with nothing wasted, that is the fastest an encrypted "
         "transfer can go"
     )
