@@ -274,6 +274,36 @@ def _client(stack: str, mode: str, server: ServerProcess, ring: KeyRing) -> _Cli
     return _Client(stack.split()[0], url, ring if mode == "encrypted" else None)
 
 
+def _cpu_ns(pid: int) -> float:
+    """CPU seconds every thread of process ``pid`` ran, to the nanosecond (the scheduler's
+    own count, ``/proc/PID/task/*/schedstat``; ``/proc/PID/stat`` counts 10 ms ticks,
+    a sixth of what a 64 MiB transfer costs)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended
+            pass
+    return total / 1e9
+
+
+def _server_clocked(
+    call: Callable[[], Awaitable[object]],
+    server: ServerProcess,
+    into: dict[str, list[float]],
+    name: str,
+) -> Callable[[], Awaitable[object]]:
+    """``call``, appending the server's CPU seconds of each run to ``into[name]``."""
+
+    async def clocked() -> None:
+        c0 = _cpu_ns(server.pid)
+        await call()
+        into.setdefault(name, []).append(_cpu_ns(server.pid) - c0)
+
+    return clocked
+
+
 async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) -> None:
     size = 64 << 20
     rounds = 3 if quick else 7
@@ -287,15 +317,18 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
             "encrypted GB/s",
             "encrypted / plain",
             "ceiling",
-            "CPU s/GB plain",
-            "CPU s/GB encrypted",
+            "server CPU s/GB plain / enc",
+            "client CPU s/GB plain / enc",
+            "AES CPU s/GB",
+            "enc - plain - AES",
         ],
     )
     seal, open_ = aesgcm_rates(16, DEFAULT_HTTP_RECORD_SIZE)
     crypto = 1 / seal + 1 / open_  # CPU-seconds per GB the encrypted rows add
     out_of_reach: list[str] = []  # rows whose ceiling lies under the target
     for stack in STACKS:
-        cpu: dict[str, list[float]] = {}
+        cpu: dict[str, list[float]] = {}  # both ends
+        server: dict[str, list[float]] = {}  # the server process alone
         with ExitStack() as procs:
             servers = {mode: procs.enter_context(_server(stack, mode, key)) for mode in MODES}
             clients = {mode: _client(stack, mode, servers[mode], ring) for mode in MODES}
@@ -303,15 +336,25 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
                 variants: dict[str, Callable[[], Awaitable[object]]] = {}
                 clocks: dict[str, Callable[[], float]] = {}
                 for mode in MODES:
-                    variants[f"{mode}|down"] = functools.partial(clients[mode].request, 0, size)
-                    variants[f"{mode}|up"] = functools.partial(clients[mode].request, size, 0)
-                    clocks[f"{mode}|down"] = clocks[f"{mode}|up"] = servers[mode].cpu_seconds
+                    for direction, up, down in (("down", 0, size), ("up", size, 0)):
+                        name = f"{mode}|{direction}"
+                        call = functools.partial(clients[mode].request, up, down)
+                        variants[name] = _server_clocked(call, servers[mode], server, name)
+                        clocks[name] = functools.partial(_cpu_ns, servers[mode].pid)
                 times = await interleaved_async(variants, rounds, cpu=cpu, server_cpu=clocks)
         med = {k: statistics.median(v) for k, v in times.items()}
         per_gb = {k: statistics.median(v) * 1e9 / size for k, v in cpu.items()}
+        # The warm-up round is in ``server`` too: its first entry is dropped.
+        at_server = {k: statistics.median(v[1:]) * 1e9 / size for k, v in server.items()}
+        at_client = {
+            k: statistics.median(c - s for c, s in zip(cpu[k], server[k][1:], strict=True))
+            * 1e9
+            / size
+            for k in cpu
+        }
         for direction, label in (("down", "response (download)"), ("up", "upload")):
             plain, enc = med[f"plain|{direction}"], med[f"encrypted|{direction}"]
-            plain_cpu = per_gb[f"plain|{direction}"]
+            plain_cpu, enc_cpu = per_gb[f"plain|{direction}"], per_gb[f"encrypted|{direction}"]
             ceiling = min(1.0, crypto_ceiling(plain_cpu, crypto) * plain * 1e9 / size)
             if ceiling < 0.7:
                 out_of_reach.append(f"{stack} {label}")
@@ -322,8 +365,10 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
                 gbps(size, enc),
                 plain / enc,
                 ceiling,
-                plain_cpu,
-                per_gb[f"encrypted|{direction}"],
+                f"{at_server[f'plain|{direction}']:.2f} / {at_server[f'encrypted|{direction}']:.2f}",
+                f"{at_client[f'plain|{direction}']:.2f} / {at_client[f'encrypted|{direction}']:.2f}",
+                crypto,
+                enc_cpu - plain_cpu - crypto,
             )
     t.notes.append(
         f"medians of {rounds} interleaved rounds (plain down, plain up, encrypted down, "
@@ -338,10 +383,17 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
         "target (issue 12): encrypted >= 0.7x plain"
     )
     t.notes.append(
+        "CPU s/GB: CPU-seconds (user + system, every thread) per GB moved, medians; server: "
+        "the server process, client: this process; 'AES CPU s/GB': one thread's AES-128-GCM "
+        "seal plus open of a GB on the records' size, measured in this run; 'enc - plain - "
+        "AES': what an encrypted exchange costs (both ends) beyond the plain one and its AES "
+        "(target, issue 28: <= 0.15)"
+    )
+    t.notes.append(
         f"ceiling: the most encrypted / plain can be here. One thread seals {seal:.2f} and "
         f"opens {open_:.2f} GB/s with AES-128-GCM on 64 KiB records, so each encrypted GB "
         f"needs {crypto:.2f} CPU-seconds more than the plain transfer's own CPU (the 'CPU "
-        f"s/GB plain' column: client and server process, every thread); spread over the "
+        f"s/GB' columns' plain figures, server plus client, every thread); spread over the "
         f"{os.cpu_count() or 1} cores with nothing wasted, that is the fastest an encrypted "
         "transfer can go"
     )

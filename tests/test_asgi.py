@@ -40,7 +40,7 @@ from streamcrypt.transports import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
-from streamcrypt.transports._http import EncryptionSettings
+from streamcrypt.transports._http import RESPONSE_PIECE, BodyFeed, EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
@@ -158,6 +158,73 @@ async def test_small_streamed_response_costs_its_size() -> None:
     assert header is not None and header.record_size == DEFAULT_HTTP_RECORD_SIZE == 1 << 16
     assert len(r.content) == 1024 + header.size + 17
     assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"s" * 1024
+
+
+async def test_a_streamed_response_leaves_in_pieces_of_whole_records() -> None:
+    """Each piece of a streamed body (RESPONSE_PIECE of whole records, counted from the start
+    of the body whatever the app's writes are) leaves as one body message: never a
+    message per record or a slice of a piece (issue 28: a server write costs ~25 us
+    whatever its size), and no record straddles two pieces."""
+    keys = ring()
+    rs = 5000  # a 64 KiB slice of the ciphertext would not be whole records
+    writes = [os.urandom(n) for n in (1 << 20, 3, 70_001, 1 << 20, 262_143, 9)]
+    body = b"".join(writes)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for chunk in writes:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    sent: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            assert isinstance(message["body"], bytes)
+            sent.append(message["body"])
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    mw = EncryptionMiddleware(app, key=keys, record_size=rs)
+    await mw({"type": "http", "method": "GET", "path": "/", "headers": []}, receive, send)
+    assert streamcrypt.decrypt_bytes(b"".join(sent), keys, format="ece") == body
+    header = read_header(sent[0])
+    assert header is not None and len(sent[0]) == header.size  # the header, on its own
+    piece = (RESPONSE_PIECE - 1) // (rs - OVERHEAD) * rs  # the ciphertext of one piece
+    middle = [len(m) for m in sent[1:-1] if m]
+    # Whole records, at most a piece (a write's end may end a piece early); the last
+    # message carries the final, short record.
+    assert middle and all(n % rs == 0 and n <= piece for n in middle[:-1]), middle
+    assert middle[-1] % rs and middle[-1] <= piece + rs
+    assert len(middle) <= -(-len(body) // (piece // rs * (rs - OVERHEAD))) + len(writes)
+
+
+async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces() -> None:
+    """BodyFeed (both middlewares' one body feed) pushes pieces that end at multiples of
+    its piece size counted from the body's start, whatever the writes are, each flushed,
+    and awaits ``pause`` before every piece after a write's first."""
+    pushed: list[int] = []
+    events: list[str] = []
+
+    class Feeder:
+        async def send(self, data: memoryview) -> None:
+            pushed.append(len(data))
+            events.append("send")
+
+        async def flush(self) -> None:
+            events.append("flush")
+
+    async def pause() -> None:
+        events.append("pause")
+
+    feed = BodyFeed(Feeder(), 100, pause)  # type: ignore[arg-type]
+    for size in (30, 250, 20, 0, 100):
+        await feed.send(b"x" * size)
+    # Offsets 30, 100, 200, 280, 300, 400: every piece boundary is a multiple of 100.
+    assert pushed == [30, 70, 100, 80, 20, 100]
+    assert events[:7] == ["send", "flush", "send", "flush", "pause", "send", "flush"]
+    assert events.count("pause") == 2  # inside the 250-byte write only
 
 
 async def test_record_size_and_head() -> None:

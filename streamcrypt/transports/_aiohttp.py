@@ -60,7 +60,7 @@ from ..codecs.ece import (
     EceKeySource,
     encrypted_length,
 )
-from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..engine import DEFAULT_POLICY, OffloadPolicy, pipeline
 from ..errors import (
     InvalidParameterError,
     StreamCryptError,
@@ -73,16 +73,16 @@ from ._http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    BodyFeed,
     EncryptionSettings,
     RequestRule,
     Unencryptable,
     announces_body,
     content_codings,
     encrypt_whole,
+    encrypted_feed,
     failure_text,
-    feed_piecewise,
     send_file,
-    send_piecewise,
     unencryptable,
     vary_content_encoding,
 )
@@ -160,7 +160,7 @@ class EncryptedStreamResponse(web.StreamResponse):
         self._sc_key = key
         self._sc_record_size = record_size
         self._sc_policy = policy
-        self._sc_feeder: Feeder | None = None
+        self._sc_feed: BodyFeed | None = None
         self[_MARK] = True
 
     def enable_compression(
@@ -196,28 +196,25 @@ class EncryptedStreamResponse(web.StreamResponse):
         if plain_length is not None:
             size = encrypted_length(int(plain_length), record_size, keyid=encryptor.header.keyid)
             self.headers[hdrs.CONTENT_LENGTH] = str(size)
-        self._sc_feeder = pipeline(encryptor, policy=policy).feeder(self._sc_sink)
+        self._sc_feed = encrypted_feed(encryptor, policy, super().write)
         return await super().prepare(request)
-
-    async def _sc_sink(self, view: memoryview) -> None:
-        await send_piecewise(view, super().write)
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Encrypt and send ``data`` (its complete records leave before this returns)."""
-        if self._sc_feeder is None:
+        if self._sc_feed is None:
             raise RuntimeError("Cannot call write() before prepare()")
         if self._eof_sent:
             raise RuntimeError("Cannot call write() after write_eof()")
-        await feed_piecewise(self._sc_feeder, data)
+        await self._sc_feed.send(data)
 
     async def write_eof(self, data: bytes = b"") -> None:
         """Send ``data``, the last record and the end of the body."""
         if self._eof_sent:
             return
-        if self._sc_feeder is None:
+        if self._sc_feed is None:
             raise RuntimeError("Cannot call write_eof() before prepare()")
-        await feed_piecewise(self._sc_feeder, data)
-        await self._sc_feeder.aclose()
+        await self._sc_feed.send(data)
+        await self._sc_feed.aclose()
         await super().write_eof()
 
 
@@ -260,7 +257,10 @@ class _DecryptingReader(StreamReader):
         self._sc_control = _PullControl(loop, request.protocol)
         super().__init__(self._sc_control, _READ_LIMIT, loop=loop)
         self._sc_source = request.content
-        self._sc_feeder, self._sc_deadline = settings.request_body(self._sc_put)
+        # The room event is replaced on each pause: wait on the one current then.
+        self._sc_feed, self._sc_deadline = settings.request_body(
+            self._sc_put, lambda: self._sc_control.room.wait()
+        )
         self.sc_error: StreamCryptError | None = None
 
     async def _sc_put(self, plaintext: Buffer) -> None:
@@ -272,12 +272,12 @@ class _DecryptingReader(StreamReader):
                 await self._sc_control.room.wait()
                 chunk = await self._sc_deadline.read(self._sc_source.readany, len)
                 if not chunk:
-                    await self._sc_feeder.aclose()
+                    await self._sc_feed.aclose()
                     self.feed_eof()
                     return
                 # Records reach the handler as they verify; a large read is decrypted
                 # only as fast as the handler takes the plaintext.
-                await feed_piecewise(self._sc_feeder, chunk, self._sc_control.room.wait)
+                await self._sc_feed.send(chunk)
         except StreamCryptError as exc:
             self.sc_error = exc
             self.set_exception(exc)

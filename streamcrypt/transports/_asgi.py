@@ -8,8 +8,9 @@ request it picks, a per-request responder wraps ``send`` and ``receive``.
 Responses: ``http.response.start`` is held until the first body message, since only then
 is it known whether the whole body arrived at once. A body in one message is encrypted
 whole and sent with the exact ``Content-Length`` (:func:`encrypted_length`); a streamed
-body goes chunk by chunk through a pipeline feeder whose sink sends body messages, so
-memory stays bounded by the policy's batches, never by the body; ``Content-Length`` is
+body goes through a pipeline feeder in pieces of whole records (:class:`~._http.BodyFeed`),
+each piece's ciphertext one body message, so memory stays bounded by a piece, never by
+the body; ``Content-Length`` is
 then fixed from the app's own one when it gave one, else dropped. ``Content-Encoding:
 aes128gcm`` and ``Vary: Content-Encoding`` are added and the final message is always
 sent after the encryptor finalized. Where a gzip middleware fails open (a
@@ -50,7 +51,7 @@ import anyio
 
 from ..abc import Buffer
 from ..codecs.ece import CONTENT_ENCODING, EceEncryptor, encrypted_length
-from ..engine import DEFAULT_POLICY, Feeder, OffloadPolicy, pipeline
+from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ..keys import HoldsSecrets, KeyRing
 from ._config import config_of
@@ -59,16 +60,16 @@ from ._http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    BodyFeed,
     EncryptionSettings,
     RequestRule,
     Unencryptable,
     announces_body,
     content_codings,
     encrypt_whole,
+    encrypted_feed,
     failure_text,
-    feed_piecewise,
     send_file,
-    send_piecewise,
     unencryptable,
     vary_content_encoding,
 )
@@ -198,7 +199,7 @@ class _DecryptingReceive:
     def __init__(self, receive: Receive, mw: EncryptionMiddleware) -> None:
         self._receive = receive
         self._ready: deque[bytes] = deque()
-        self._feeder, self._deadline = mw.settings.request_body(self._collect)
+        self._feed, self._deadline = mw.settings.request_body(self._collect)
         self._complete = False  # the whole body authenticated
         self._final_given = False
         self.error: StreamCryptError | None = None
@@ -219,9 +220,9 @@ class _DecryptingReceive:
                 return message  # http.disconnect: the client is gone
             try:
                 # Verified records reach the app as the client sends them.
-                await feed_piecewise(self._feeder, message.get("body", b""))
+                await self._feed.send(message.get("body", b""))
                 if not message.get("more_body", False):
-                    await self._feeder.aclose()
+                    await self._feed.aclose()
                     self._complete = True
             except StreamCryptError as exc:
                 self._ready.clear()
@@ -270,7 +271,7 @@ class _Responder:
         self.start: Message | None = None  # held http.response.start
         self.started = False  # something went to the client
         self.mode: Literal["pending", "encrypt", "plain", "swallow", "done"] = "pending"
-        self.feeder: Feeder | None = None
+        self.feed: BodyFeed | None = None
         self.head = scope.get("method") == "HEAD"
 
     # -- request side -----------------------------------------------------------------
@@ -395,13 +396,11 @@ class _Responder:
             self.started = True
             await self.send(self.start)
 
-    async def _emit(self, view: memoryview) -> None:
+    async def _emit(self, body: bytes) -> None:
+        """Send one piece of ciphertext (the pipeline made it for this message)."""
         await self._send_start()
         if not self.head:
-            await send_piecewise(view, self._send_body)
-
-    async def _send_body(self, body: bytes) -> None:
-        await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self.send({"type": "http.response.body", "body": body, "more_body": True})
 
     async def _passed_plain(self, message: Message, what: str) -> bool:
         """Send ``message`` as it is when the response is not encrypted (True); refuse
@@ -418,7 +417,7 @@ class _Responder:
             return
         body = message.get("body", b"")
         more = bool(message.get("more_body", False))
-        if self.feeder is None and not more:
+        if self.feed is None and not more:
             # The whole body at once: exact Content-Length, one message.
             encryptor = self.mw.settings.encryptor()
             if self.head:
@@ -428,19 +427,19 @@ class _Responder:
             self._set_length(len(body), encryptor)
             await self._finish(await encrypt_whole(encryptor, body, self.mw.settings.policy))
             return
-        if self.feeder is None:
+        if self.feed is None:
             encryptor = self.mw.settings.encryptor()
             self._set_length(self._app_length(), encryptor)
-            self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(self._emit)
+            self.feed = encrypted_feed(encryptor, self.mw.settings.policy, self._emit)
         # A streamed body goes out as the app produces it, not in batch-size bursts.
-        await feed_piecewise(self.feeder, body)
+        await self.feed.send(body)
         if not more:
             await self._finish()
 
     async def _finish(self, last: bytes = b"") -> None:
         """Send the final body message (``last``, after what the feeder still holds)."""
-        if self.feeder is not None:
-            await self.feeder.aclose()
+        if self.feed is not None:
+            await self.feed.aclose()
         await self._send_start()
         await self.send({"type": "http.response.body", "body": last, "more_body": False})
         self.mode = "done"
@@ -451,15 +450,13 @@ class _Responder:
         if self.mw.settings.on_unencryptable == "refuse":
             await self._refuse("a file path send")
             return
-        if self.feeder is not None:
+        if self.feed is not None:
             raise RuntimeError("ASGI app sent http.response.pathsend after body messages")
         size = (await anyio.Path(message["path"]).stat()).st_size
         app_length = self._app_length()
         encryptor = self.mw.settings.encryptor()
         self._set_length(size if app_length is None or app_length == size else None, encryptor)
-        feeder = self.feeder = pipeline(encryptor, policy=self.mw.settings.policy).feeder(
-            self._emit
-        )
+        feed = self.feed = encrypted_feed(encryptor, self.mw.settings.policy, self._emit)
         if not self.head:
-            await send_file(message["path"], lambda chunk: feed_piecewise(feeder, chunk))
+            await send_file(message["path"], feed.send)
         await self._finish()
