@@ -16,7 +16,8 @@ over everything before it (encrypt-then-sign); a signed envelope is read only wi
 (one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
 ``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
 writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
-the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
+the stanza types, ``_stream`` the transforms, ``_rekey`` the header re-keyed (the
+segments kept); this module holds :data:`FORMAT`.
 
 Parallelism: the container's segments are sealed and opened on worker threads by the
 engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
@@ -61,6 +62,7 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
+from ._rekey import rekey_header
 from ._stream import DEFAULT_MAX_BUFFERED, EnvelopeDecryptor, EnvelopeEncryptor, layout
 
 __all__ = [
@@ -94,6 +96,7 @@ __all__ = [
     "parse_header",
     "parse_identity",
     "parse_recipient",
+    "rekey_header",
 ]
 
 
@@ -106,6 +109,23 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
         passphrase=options.passphrase,
         aad=options.aad,
         allow_unverified=options.allow_unverified,
+        max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
+    )
+
+
+def _rekey(
+    options: FormatOptions,
+    head: bytes,
+    add: tuple[RecipientLike, ...],
+    remove: tuple[RecipientLike, ...],
+) -> tuple[bytes, int]:
+    return rekey_header(
+        head,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        add=add,
+        remove=remove,
+        aad=options.aad,
         max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
     )
 
@@ -139,4 +159,5 @@ FORMAT = SegmentedFormat(
     ),
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,
+    rekey=_rekey,
 )
