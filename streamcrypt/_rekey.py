@@ -56,6 +56,7 @@ async def rekey(
     *,
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     add: Iterable[RecipientLike] | RecipientLike = (),
     remove: Iterable[RecipientLike] | RecipientLike = (),
     aad: Buffer = b"",
@@ -71,13 +72,14 @@ async def rekey(
     files) whose stanzas are appended. ``remove``: recipients whose stanzas are dropped;
     ssh-ed25519 / ssh-rsa stanzas in age name their key, every other stanza only opens for
     its identity, so give the identity of an X25519, ML-KEM or ECIES recipient to remove
-    it. The header is authenticated before it is rewritten, the payload is not read
+    it, or give ``recipients``: the whole new list (alone, without ``add`` and
+    ``remove``), every old stanza dropped. The header is authenticated before it is rewritten, the payload is not read
     (a tampered payload still fails when decrypted).
 
     Raises :class:`~streamcrypt.errors.UnknownKeyError` (nothing given unwraps the file
     key; a recipient to remove whose stanza cannot be told apart),
     :class:`~streamcrypt.errors.AuthenticationError` (the header does not authenticate),
-    :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left, a
+    :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left; ``recipients`` with ``add`` or ``remove``; a
     passphrase not alone in age, a signed envelope, an option the format does not take),
     :class:`~streamcrypt.errors.UnsupportedFormatError` (a format without recipients, or
     armored), :class:`~streamcrypt.errors.FormatError`, :class:`OSError` (a symbolic
@@ -110,6 +112,7 @@ async def rekey(
                 else f"an armored {fmt.name} file cannot be re-keyed in place: dearmor it first"
             )
         fmt.check_options(options, "rb")
+        options = options._replace(recipients=one_or_many(recipients))
         try:
             header, old_size = await calls.run(fmt.rekey, options, head, adding, removing)
         except TruncatedStreamError:

@@ -121,6 +121,26 @@ async def test_an_ssh_stanza_is_removed_by_its_public_key_alone(tmp_path: Path) 
         streamcrypt.decrypt_bytes(raw, identities=[ssh])
 
 
+async def test_recipients_replaces_every_stanza_none_of_which_need_be_told_apart(
+    tmp_path: Path,
+) -> None:
+    """The way to drop an X25519 recipient whose identity the caller does not hold."""
+    a, b, c = (age.X25519Identity.generate() for _ in range(3))
+    path = age_file(tmp_path, a.recipient, b.recipient)
+    before = path.read_bytes()
+    with pytest.raises(InvalidParameterError, match="alone"):
+        await streamcrypt.rekey(path, identities=a, recipients=c.recipient, add=a.recipient)
+    assert path.read_bytes() == before
+    await streamcrypt.rekey(path, identities=a, recipients=[a.recipient, str(c.recipient)])
+    after = path.read_bytes()
+    assert len(age.parse_header(after).stanzas) == 2  # type: ignore[union-attr]
+    for ident in (a, c):
+        assert streamcrypt.decrypt_bytes(after, identities=[ident]) == DATA
+    with pytest.raises(UnknownKeyError):
+        streamcrypt.decrypt_bytes(after, identities=[b])
+    assert age_payload(after) == age_payload(before)
+
+
 @pytest.mark.parametrize(
     ("case", "error"),
     [
@@ -231,9 +251,15 @@ async def test_envelope_round_trips_add_and_remove(tmp_path: Path, aad: bytes) -
             streamcrypt.decrypt_bytes(after, identities=[gone], aad=aad)
     assert envelope_payload(after) == envelope_payload(before)
     assert len(envelope.parse_header(after).stanzas) == 1  # type: ignore[union-attr]
+    await streamcrypt.rekey(path, identities=[b], recipients=[e.recipient], aad=aad)
+    only_e = path.read_bytes()
+    assert streamcrypt.decrypt_bytes(only_e, identities=[e], aad=aad) == DATA
+    with pytest.raises(UnknownKeyError):
+        streamcrypt.decrypt_bytes(only_e, identities=[b], aad=aad)
+    after = only_e
     if aad:  # the associated data is checked before anything is rewritten
         with pytest.raises(AuthenticationError):
-            await streamcrypt.rekey(path, identities=[b], add=[a.recipient], aad=b"other")
+            await streamcrypt.rekey(path, identities=[e], add=[a.recipient], aad=b"other")
         assert path.read_bytes() == after
 
 
@@ -361,7 +387,13 @@ def test_the_command_end_to_end(tmp_path: Path) -> None:
     assert go_age_decrypts(b_file, files[0]) == DATA
     assert age_payload(files[0].read_bytes()) == age_payload(originals[0])
 
-    assert sc("rekey", "-i", a_file, files[1], cwd=tmp_path).returncode == 2  # nothing asked
+    run = sc("rekey", "-i", a_file, "-r", c, files[1], cwd=tmp_path)  # only c, b dropped
+    assert run.returncode == 0, run.stderr
+    assert go_age_decrypts(b_file, files[1]) is None
+    assert go_age_decrypts(c_file, files[1]) == DATA
+
+    assert sc("rekey", "-i", c_file, files[1], cwd=tmp_path).returncode == 2  # nothing asked
+    assert sc("rekey", "-i", c_file, "-r", c, "-x", c, files[1], cwd=tmp_path).returncode == 2
     bad = sc("rekey", "-i", a_file, "-a", "AGE-SECRET-KEY-1NOTAKEY", files[1], cwd=tmp_path)
     assert bad.returncode == 3 and b"AGE-SECRET" not in bad.stderr
     assert leftovers(tmp_path) == []

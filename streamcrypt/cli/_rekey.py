@@ -58,6 +58,25 @@ def add_rekey_arguments(p: argparse.ArgumentParser) -> None:
         help="a file of recipients to add, one per line ('#' comments); repeatable",
     )
     p.add_argument(
+        "-r",
+        "--recipient",
+        dest="set_recipient",
+        metavar="RECIPIENT",
+        action="append",
+        default=[],
+        help="the whole new list of recipients (every old one goes), as encrypt's -r; "
+        "repeatable; not with -a, -A, -x",
+    )
+    p.add_argument(
+        "-R",
+        "--recipients-file",
+        dest="set_recipients_file",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a file of the whole new list of recipients, as encrypt's -R; repeatable",
+    )
+    p.add_argument(
         "-x",
         "--remove-recipient",
         dest="remove",
@@ -91,8 +110,12 @@ def _parsed(text: str, where: str) -> str:
 
 def run_rekey(args: argparse.Namespace) -> int:
     """``streamcrypt rekey``: 0 when every FILE was re-keyed, else the first failure's code."""
-    if not (args.recipient or args.recipients_file or args.remove):
-        raise _usage("rekey needs recipients to add (-a, -A) or to remove (-x)")
+    changes = bool(args.recipient or args.recipients_file or args.remove)
+    whole = bool(args.set_recipient or args.set_recipients_file)
+    if changes and whole:
+        raise _usage("rekey takes -r/-R (the whole new list) or -a/-A/-x, not both")
+    if not changes and not whole:
+        raise _usage("rekey needs recipients to add (-a, -A), to remove (-x), or -r/-R")
     identities: list[IdentityLike] = []
     for path in args.identity:
         kf = load_key_file(path)
@@ -102,7 +125,11 @@ def run_rekey(args: argparse.Namespace) -> int:
     passphrase = _read_passphrase(args, confirm=False)
     if not identities and passphrase is None:
         raise _usage("rekey needs what opens the files: -i IDENTITY, -p or --passphrase-file")
-    add = [_parsed(text, where) for text, where in _recipient_texts(args)]
+    add = [_parsed(text, where.replace("-r ", "-a ", 1)) for text, where in _recipient_texts(args)]
+    listed = argparse.Namespace(
+        recipient=args.set_recipient, recipients_file=args.set_recipients_file
+    )
+    recipients = [_parsed(text, where) for text, where in _recipient_texts(listed)]
     remove = [_parsed(t.strip(), f"-x recipient number {n}") for n, t in enumerate(args.remove, 1)]
     aad = args.aad.encode("utf-8") if args.aad is not None else b""
     status = EXIT_OK
@@ -112,6 +139,7 @@ def run_rekey(args: argparse.Namespace) -> int:
             path,
             identities=identities,
             passphrase=passphrase,
+            recipients=recipients,
             add=add,
             remove=remove,
             aad=aad,

@@ -210,8 +210,9 @@ class SegmentedFormat:
     at once, by the same segment rule as the batch path, the options already checked;
     they return ``None`` for any other message, which then takes the engine's path.
     ``rekey`` (a format with recipient stanzas) rewrites the header at the start of
-    ``head`` with the read options' identities, recipients added and removed: the new
-    header and the length of the old one (``streamcrypt.rekey``).
+    ``head`` with the read options' identities, recipients added and removed (or the
+    options' ``recipients``, the whole new list): the new header and the length of the
+    old one (``streamcrypt.rekey``).
     """
 
     name: str

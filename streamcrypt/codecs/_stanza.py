@@ -369,6 +369,7 @@ def rekeyed_stanzas(
     stanzas: Sequence[Stanza],
     file_key: bytes,
     identities: Sequence[Identity],
+    recipients: Sequence[Recipient],
     add: Sequence[Recipient],
     remove: Sequence[Recipient],
     *,
@@ -376,7 +377,8 @@ def rekeyed_stanzas(
     names: Callable[[Stanza, Recipient], bool],
     wrap: Callable[[Recipient, bytes], list[Stanza]],
 ) -> list[Stanza]:
-    """A header's stanzas with those of ``remove`` dropped and ``add``'s wrapped on.
+    """A header's stanzas with those of ``remove`` dropped and ``add``'s wrapped on; or,
+    given ``recipients`` (alone), only theirs: every old stanza goes.
 
     A stanza belongs to a recipient to remove when ``names(stanza, recipient)`` says so
     (a stanza that carries its key's tag, as age's ssh stanzas do) or when one of
@@ -384,8 +386,16 @@ def rekeyed_stanzas(
     one stanza) to ``file_key``. The other stanzas (X25519, ML-KEM, ECIES, passphrase,
     unknown types) do not say whom they are for: that is their privacy. Raises
     :class:`UnknownKeyError` for a recipient to remove with no stanza told apart, and
-    :class:`InvalidParameterError` when no stanza would be left.
+    :class:`InvalidParameterError` when no stanza would be left, or for ``recipients``
+    with ``add`` or ``remove``.
     """
+    if recipients:
+        if add or remove:
+            raise InvalidParameterError(
+                "recipients= is the whole new list of recipients: give it alone, or change "
+                "the list with add= and remove="
+            )
+        return [s for r in recipients for s in wrap(r, file_key)]
     dropped: set[int] = set()
     for recipient in remove:
         owners = [i for i in identities if getattr(i, "recipient", None) == recipient]

@@ -153,6 +153,7 @@ def _rekey(
         head,
         identities=options.identities,
         passphrase=options.passphrase,
+        recipients=options.recipients,
         add=add,
         remove=remove,
         max_work_factor=cast(int, or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),

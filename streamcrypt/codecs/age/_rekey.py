@@ -44,14 +44,16 @@ def rekey_header(
     *,
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     add: Iterable[RecipientLike] | RecipientLike = (),
     remove: Iterable[RecipientLike] | RecipientLike = (),
     max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
 ) -> tuple[bytes, int]:
     """The header of the age file starting ``head``, re-keyed: recipients ``add``ed,
-    ``remove``d; returns the new header and the old header's length (the payload nonce
-    and chunks after it stay as they are).
+    ``remove``d, or replaced by ``recipients`` (the whole new list; alone); returns the
+    new header and the old header's length (the payload nonce and chunks after it stay
+    as they are).
 
     ``identities`` / ``passphrase`` must unwrap the file key. Raises
     :class:`UnknownKeyError` (they do not, or a recipient to remove has no stanza that can
@@ -64,12 +66,13 @@ def rekey_header(
     if header is None:
         raise TruncatedStreamError("the data ends inside the age header")
     idents = _identity_list(identities, passphrase, max_work_factor)
-    adding, removing = _recipients(add), _recipients(remove)
+    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
     file_key = _open_file_key(header, idents)
     stanzas = _stanza.rekeyed_stanzas(
         header.stanzas,
         file_key,
         idents,
+        whole,
         adding,
         removing,
         opens=_opens,

@@ -123,6 +123,7 @@ def _rekey(
         head,
         identities=options.identities,
         passphrase=options.passphrase,
+        recipients=options.recipients,
         add=add,
         remove=remove,
         aad=options.aad,

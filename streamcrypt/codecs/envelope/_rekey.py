@@ -48,6 +48,7 @@ def rekey_header(
     *,
     identities: Iterable[IdentityLike] | IdentityLike = (),
     passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     add: Iterable[RecipientLike] | RecipientLike = (),
     remove: Iterable[RecipientLike] | RecipientLike = (),
     aad: Buffer = b"",
@@ -55,8 +56,9 @@ def rekey_header(
     max_scrypt: ScryptParams = MAX_SCRYPT_READ_PARAMS,
 ) -> tuple[bytes, int]:
     """The envelope and container headers of the envelope starting ``head``, re-keyed:
-    recipients ``add``ed, ``remove``d; returns the new headers and the old ones' length
-    (the segments after them stay as they are).
+    recipients ``add``ed, ``remove``d, or replaced by ``recipients`` (the whole new list;
+    alone); returns the new headers and the old ones' length (the segments after them
+    stay as they are).
 
     ``identities`` / ``passphrase`` (and the ``aad`` it was written with) must open it.
     Raises :class:`UnknownKeyError` (they do not, or a recipient to remove was not told
@@ -75,7 +77,7 @@ def rekey_header(
             "(decrypt and encrypt it again to sign it anew)"
         )
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
-    adding, removing = _recipients(add), _recipients(remove)
+    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
     associated = bytes(aad)
     file_key = _open_file_key(parsed, idents, associated)
     mac_key, payload_key = _keys(file_key)
@@ -94,6 +96,7 @@ def rekey_header(
         parsed.stanzas,
         file_key,
         idents,
+        whole,
         adding,
         removing,
         opens=_unwrap,
