@@ -37,9 +37,11 @@ from .errors import TruncatedStreamError, UnsupportedFormatError
 from .keys import Argon2Params
 from .transports import commit_temporary, create_temporary, discard_temporary
 
-#: Bytes read first to find the header (an age header with a post-quantum stanza or an
-#: envelope with a few stanzas fit); a longer header is read again up to :data:`_MAX_HEAD`.
-_FIRST_HEAD = 64 << 10
+#: Bytes read first to find the header: the longest envelope header and its container
+#: header fit (so the envelope's file key, a password KDF maybe, is never unwrapped
+#: twice), and age headers of up to 65 KiB; a longer age header is read again (its
+#: parse fails before any key work) up to :data:`_MAX_HEAD`.
+_FIRST_HEAD = 65 << 10
 #: Longest head read: age's header cap (1 MiB) and then some for the envelope's two headers.
 _MAX_HEAD = (1 << 20) + (2 << 10)
 #: Payload bytes copied per worker call (a cancellation is seen between calls).
@@ -73,14 +75,15 @@ async def rekey(
     ssh-ed25519 / ssh-rsa stanzas in age name their key, every other stanza only opens for
     its identity, so give the identity of an X25519, ML-KEM or ECIES recipient to remove
     it, or give ``recipients``: the whole new list (alone, without ``add`` and
-    ``remove``), every old stanza dropped. The header is authenticated before it is rewritten, the payload is not read
-    (a tampered payload still fails when decrypted).
+    ``remove``), every old stanza dropped. The header is authenticated before it is
+    rewritten; the payload is not read (a tampered payload still fails when decrypted).
 
     Raises :class:`~streamcrypt.errors.UnknownKeyError` (nothing given unwraps the file
     key; a recipient to remove whose stanza cannot be told apart),
     :class:`~streamcrypt.errors.AuthenticationError` (the header does not authenticate),
-    :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left; ``recipients`` with ``add`` or ``remove``; a
-    passphrase not alone in age, a signed envelope, an option the format does not take),
+    :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left,
+    ``recipients`` with ``add`` or ``remove``, a passphrase not alone in age, classic and
+    post-quantum mixed, a signed envelope, an option the format does not take),
     :class:`~streamcrypt.errors.UnsupportedFormatError` (a format without recipients, or
     armored), :class:`~streamcrypt.errors.FormatError`, :class:`OSError` (a symbolic
     link or not a regular file among them: the file is opened without following links).
@@ -133,7 +136,7 @@ async def rekey(
         with anyio.CancelScope(shield=True):
             await calls.settle()  # nothing may still use the descriptors below
             if out is not None and not committing:  # a commit cleans up after itself
-                discard_temporary(out, tmp)
+                await calls.run(discard_temporary, out, tmp)
         raise
     finally:
         os.close(src)

@@ -109,6 +109,18 @@ async def test_payload_bytes_are_kept_and_the_header_remacs(tmp_path: Path) -> N
         streamcrypt.decrypt_bytes(bytes(tampered), identities=[b])
 
 
+async def test_a_header_longer_than_the_first_read_is_read_again(tmp_path: Path) -> None:
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    many = [age.X25519Identity.generate().recipient for _ in range(800)]
+    path = age_file(tmp_path, *many, a.recipient)
+    before = path.read_bytes()
+    assert age.parse_header(before).size > _rekey._FIRST_HEAD  # type: ignore[union-attr]
+    await streamcrypt.rekey(path, identities=a, add=b.recipient)
+    after = path.read_bytes()
+    assert streamcrypt.decrypt_bytes(after, identities=[b]) == DATA
+    assert age_payload(after) == age_payload(before)
+
+
 async def test_an_ssh_stanza_is_removed_by_its_public_key_alone(tmp_path: Path) -> None:
     a = age.X25519Identity.generate()
     ssh = age.SshEd25519Identity.generate()
