@@ -16,8 +16,7 @@ over everything before it (encrypt-then-sign); a signed envelope is read only wi
 (one ``Stanza``, the protocols, trying identities, the header reader) is age's, in
 ``codecs._stanza``, and so is the X25519 key pair (``codecs._x25519``): the envelope
 writes its own x25519 stanza for it. ``_header`` holds the wire form, ``_recipients``
-the stanza types, ``_stream`` the transforms, ``_rekey`` the header re-keyed (the
-segments kept); this module holds :data:`FORMAT`.
+the stanza types, ``_stream`` the transforms; this module holds :data:`FORMAT`.
 
 Parallelism: the container's segments are sealed and opened on worker threads by the
 engine, signed or not. A signing encryptor is a chain: the segmented encryptor, then a
