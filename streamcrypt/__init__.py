@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._api import decrypt_bytes as decrypt_bytes
     from ._api import encrypt as encrypt
     from ._api import encrypt_bytes as encrypt_bytes
+    from ._rekey import rekey as rekey
     from .engine import OffloadPolicy as OffloadPolicy
     from .engine import Pipeline as Pipeline
     from .engine import pipeline as pipeline
@@ -52,6 +53,7 @@ __all__ = [
     "encrypt_bytes",
     "errors",
     "pipeline",
+    "rekey",
     "serve",
 ]
 __version__ = "0.1.0"
@@ -62,6 +64,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "._api": ("decrypt", "decrypt_bytes", "encrypt", "encrypt_bytes"),
+        "._rekey": ("rekey",),
         ".engine": ("OffloadPolicy", "Pipeline", "pipeline"),
         ".keys": ("KeyRing", "SecretKey"),
         ".transports": ("EncryptedFile", "EncryptedStream", "connect", "serve", "open=open_file"),

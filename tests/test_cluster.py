@@ -411,10 +411,10 @@ def test_cli_rekey_and_verify_objects_in_subprocesses(client: Client, tmp_path: 
     run = _cli("encrypt", "--scheduler", address, src, enc, "-k", old)
     assert run.returncode == 0 and "encrypt: 2/2 objects" in run.stderr, run.stderr
     run = _cli(
-        "rekey", "--scheduler", address, enc, rek, "--old-key", old,
+        "rekey-objects", "--scheduler", address, enc, rek, "--old-key", old,
         "--new-key-env", "SC_TEST_KEY_B", "--suite", "chacha20-poly1305",
     )  # fmt: skip
-    assert run.returncode == 0 and "rekey: 2/2 objects" in run.stderr, run.stderr
+    assert run.returncode == 0 and "rekey-objects: 2/2 objects" in run.stderr, run.stderr
     for rel, data in files.items():
         blob = (tmp_path / "rek" / rel).read_bytes()
         assert container.read_header(blob)[0].suite == "chacha20-poly1305"  # type: ignore[index]
@@ -448,14 +448,14 @@ def test_cli_rekey_and_verify_objects_in_subprocesses(client: Client, tmp_path: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["rekey", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k"],
-         "rekey --scheduler takes the new key from one of --new-key KEYFILE or --new-key-env"),
-        (["rekey", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k",
+        (["rekey-objects", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k"],
+         "rekey-objects --scheduler takes the new key from one of --new-key KEYFILE or --new-key-env"),
+        (["rekey-objects", "--scheduler", "tcp://127.0.0.1:1", "a", "b", "--old-key", "k",
           "--old-key-env", "V", "--new-key", "k"],
          "takes the old key from one of --old-key KEYFILE or --old-key-env VAR"),
         (["verify-objects", "--scheduler", "tcp://127.0.0.1:1", "a"],
          "verify-objects --scheduler takes the key from one of -k KEYFILE or --key-env VAR"),
-        (["rekey", "a", "b", "--old-key", "k", "--new-key", "k"], "--scheduler"),
+        (["rekey-objects", "a", "b", "--old-key", "k", "--new-key", "k"], "--scheduler"),
         (["verify-objects", "a", "b", "--scheduler", "x", "-k", "k"], "unrecognized"),
         (["verify", "--scheduler", "tcp://127.0.0.1:1", "a", "-k", "k"],
          "run 'streamcrypt verify-objects --scheduler ADDRESS SRC_URL'"),

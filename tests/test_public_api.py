@@ -62,6 +62,7 @@ LAYERS = {
     "backup": 5,
     "cluster": 5,
     "_api": 5,
+    "_rekey": 5,
     "cli": 5,
     "testing": 5,
     "__init__": 5,

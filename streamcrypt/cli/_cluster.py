@@ -1,5 +1,5 @@
 """The cluster commands: ``encrypt``/``decrypt --scheduler ADDRESS SRC_URL DST_URL``,
-``rekey --scheduler ADDRESS SRC_URL DST_URL`` and ``verify-objects --scheduler ADDRESS
+``rekey-objects --scheduler ADDRESS SRC_URL DST_URL`` and ``verify-objects --scheduler ADDRESS
 SRC_URL``, each the matching many-objects job of :mod:`streamcrypt.cluster` on a Dask
 cluster (the ``streamcrypt[dask]`` extra; docs/CLUSTER.md).
 
@@ -81,7 +81,9 @@ class _Job:
 _JOBS = {
     "encrypt": _Job("encrypt", "encrypt_objects", (_KEY,), destination=True, encrypts=True),
     "decrypt": _Job("decrypt", "decrypt_objects", (_KEY,), destination=True, encrypts=False),
-    "rekey": _Job("rekey", "rekey_objects", (_OLD_KEY, _NEW_KEY), destination=True, encrypts=True),
+    "rekey": _Job(
+        "rekey-objects", "rekey_objects", (_OLD_KEY, _NEW_KEY), destination=True, encrypts=True
+    ),
     "verify": _Job("verify-objects", "verify_objects", (_KEY,), destination=False, encrypts=False),
 }
 OPERATIONS = tuple(_JOBS)
@@ -123,7 +125,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_cluster_command(p: argparse.ArgumentParser, operation: str) -> None:
-    """The whole command line of a cluster-only command (``rekey``, ``verify-objects``),
+    """The whole command line of a cluster-only command (``rekey-objects``, ``verify-objects``),
     apart from the native format options (``--suite``, ``--segment-size``) a caller adds
     for a job that encrypts."""
     job = _JOBS[operation]

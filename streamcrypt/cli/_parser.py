@@ -136,8 +136,13 @@ def build_parser(command_word: str | None = None) -> _Parser:
     )
     add_arguments(p, decrypt=True)
 
+    p = command("rekey", _lazy("._rekey", "run_rekey"))
+    if command_word in (None, "rekey"):
+        from ._rekey import add_rekey_arguments
+
+        add_rekey_arguments(p)
     p = command(
-        "rekey",
+        "rekey-objects",
         _lazy("._cluster", "run_cluster", operation="rekey"),
     )
     add_cluster_command(p, "rekey")

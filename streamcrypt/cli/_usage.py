@@ -33,7 +33,8 @@ COMMANDS: dict[str, str] = {
     "keygen": "generate a key file (mode 0600), or print a key's public half",
     "encrypt": f"encrypt a file or stdin ({', '.join(FORMATS)})",
     "decrypt": "decrypt a file or stdin, releasing only verified data",
-    "rekey": "re-encrypt objects under a new key on a Dask cluster (key rotation)",
+    "rekey": "add or remove recipients of age files and envelopes in place",
+    "rekey-objects": "re-encrypt objects under a new key on a Dask cluster (key rotation)",
     "verify-objects": (
         "authenticate encrypted objects end to end on a Dask cluster, writing nothing"
     ),

@@ -209,6 +209,10 @@ class SegmentedFormat:
     ``open_message`` (a format without armor) run a whole message that fits one segment
     at once, by the same segment rule as the batch path, the options already checked;
     they return ``None`` for any other message, which then takes the engine's path.
+    ``rekey`` (a format with recipient stanzas) rewrites the header at the start of
+    ``head`` with the read options' identities, recipients added and removed (or the
+    options' ``recipients``, the whole new list): the new header and the length of the
+    old one (``streamcrypt.rekey``).
     """
 
     name: str
@@ -227,6 +231,13 @@ class SegmentedFormat:
     armor: TextArmor | None = None
     seal_message: Callable[[FormatOptions, Buffer], bytes | None] | None = None
     open_message: Callable[[FormatOptions, Buffer], bytes | None] | None = None
+    rekey: (
+        Callable[
+            [FormatOptions, bytes, tuple[RecipientLike, ...], tuple[RecipientLike, ...]],
+            tuple[bytes, int],
+        ]
+        | None
+    ) = None
 
     def __post_init__(self) -> None:
         unknown = (self.writes | self.reads) - {name for name, _ in _DEFAULTS}

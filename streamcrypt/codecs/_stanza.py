@@ -357,3 +357,58 @@ class StanzaHeaderReader(Generic[_H]):
             self._open(parsed)
             self.header = header = parsed
         return self._payload(header, data)
+
+
+def rekeyed_stanzas(
+    stanzas: Sequence[Stanza],
+    file_key: bytes,
+    identities: Sequence[Identity],
+    recipients: Sequence[Recipient],
+    add: Sequence[Recipient],
+    remove: Sequence[Recipient],
+    *,
+    opens: Callable[[Identity, Stanza], bytes | None],
+    names: Callable[[Stanza, Recipient], bool],
+    wrap: Callable[[Recipient, bytes], list[Stanza]],
+) -> list[Stanza]:
+    """A header's stanzas with those of ``remove`` dropped and ``add``'s wrapped on; or,
+    given ``recipients`` (alone), only theirs: every old stanza goes.
+
+    A stanza belongs to a recipient to remove when ``names(stanza, recipient)`` says so
+    (a stanza that carries its key's tag, as age's ssh stanzas do) or when one of
+    ``identities`` whose ``recipient`` it is opens it (``opens``: the format's rule for
+    one stanza) to ``file_key``. The other stanzas (X25519, ML-KEM, ECIES, passphrase,
+    unknown types) do not say whom they are for: that is their privacy. Raises
+    :class:`UnknownKeyError` for a recipient to remove with no stanza told apart, and
+    :class:`InvalidParameterError` when no stanza would be left, or for ``recipients``
+    with ``add`` or ``remove``.
+    """
+    if recipients:
+        if add or remove:
+            raise InvalidParameterError(
+                "recipients= is the whole new list of recipients: give it alone, or change "
+                "the list with add= and remove="
+            )
+        return [s for r in recipients for s in wrap(r, file_key)]
+    dropped: set[int] = set()
+    for recipient in remove:
+        owners = [i for i in identities if getattr(i, "recipient", None) == recipient]
+        found = [
+            n
+            for n, stanza in enumerate(stanzas)
+            if names(stanza, recipient) or any(opens(i, stanza) == file_key for i in owners)
+        ]
+        if not found:
+            raise UnknownKeyError(
+                f"cannot remove {str(recipient)[:80]}: no stanza can be told to be its own "
+                "(it is not a recipient, or its stanza type does not name its key: X25519, "
+                "ML-KEM, ECIES; give its identity too to remove it)"
+            )
+        dropped.update(found)
+    kept = [s for n, s in enumerate(stanzas) if n not in dropped]
+    out = kept + [s for r in add for s in wrap(r, file_key)]
+    if not out:
+        raise InvalidParameterError(
+            "removing every recipient would leave a file nobody can open: add one first"
+        )
+    return out

@@ -37,9 +37,10 @@ the cap raises :class:`LimitExceededError`.
 Where things are (as in Go age): ``_header`` (the text form, strict parsing, the MAC),
 one module per recipient family (``_scrypt``, ``_ssh``, ``_mlkem``; the X25519 pair
 is shared with the envelope, ``codecs._x25519``), ``_recipients`` (their text forms
-and finding the file key), ``_payload`` (the chunks and the transforms); this module
-re-exports the public names and holds :data:`FORMAT`, the one entry the layers above
-use (one-shot calls are ``streamcrypt.encrypt_bytes(..., format="age")``).
+and finding the file key), ``_payload`` (the chunks and the transforms), ``_rekey``
+(a header re-keyed, the payload kept); this module re-exports the public names and
+holds :data:`FORMAT`, the one entry the layers above use (one-shot calls are
+``streamcrypt.encrypt_bytes(..., format="age")``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
+from ._rekey import rekey_header
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR, ScryptIdentity, ScryptRecipient
 from ._ssh import SshEd25519Identity, SshEd25519Recipient, SshRsaIdentity, SshRsaRecipient
 
@@ -110,6 +112,7 @@ __all__ = [
     "parse_identities",
     "parse_identity",
     "parse_recipient",
+    "rekey_header",
 ]
 
 
@@ -140,6 +143,23 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
     )
 
 
+def _rekey(
+    options: FormatOptions,
+    head: bytes,
+    add: tuple[RecipientLike, ...],
+    remove: tuple[RecipientLike, ...],
+) -> tuple[bytes, int]:
+    return rekey_header(
+        head,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        recipients=options.recipients,
+        add=add,
+        remove=remove,
+        max_work_factor=cast(int, or_default(options.max_work_factor, DEFAULT_MAX_WORK_FACTOR)),
+    )
+
+
 #: age v1's format descriptor (binary; armor is a stage in front).
 FORMAT = SegmentedFormat(
     "age",
@@ -162,4 +182,5 @@ FORMAT = SegmentedFormat(
     layout=_layout,
     opens_files=True,
     armor=ARMOR,
+    rekey=_rekey,
 )

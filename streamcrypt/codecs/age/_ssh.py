@@ -357,3 +357,17 @@ def _ssh_identity(text: str) -> SshEd25519Identity | SshRsaIdentity:
     raise UnsupportedFormatError(
         "only ssh-ed25519 and ssh-rsa private keys are supported as age identities"
     )
+
+
+def names_stanza(stanza: Stanza, recipient: object) -> bool:
+    """Whether ``stanza`` is an ssh stanza for ``recipient`` by its key tag (the one kind
+    of age stanza that names its key; a tag is 4 bytes, so at worst another key's
+    stanza with an equal tag matches too)."""
+    if isinstance(recipient, SshEd25519Recipient):
+        kind = _SSH_ED25519
+    elif isinstance(recipient, SshRsaRecipient):
+        kind = _SSH_RSA
+    else:
+        return False
+    tag = b64encode(recipient._tag).decode()
+    return stanza.kind == kind and len(stanza.args) >= 2 and stanza.args[1] == tag

@@ -50,6 +50,7 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
+from ._rekey import rekey_header
 from ._stream import DEFAULT_MAX_BUFFERED, EnvelopeDecryptor, EnvelopeEncryptor, layout
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "parse_header",
     "parse_identity",
     "parse_recipient",
+    "rekey_header",
 ]
 
 
@@ -95,6 +97,24 @@ def _layout(options: FormatOptions, read_at: ReadAt, stream_size: int) -> Segmen
         passphrase=options.passphrase,
         aad=options.aad,
         allow_unverified=options.allow_unverified,
+        max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
+    )
+
+
+def _rekey(
+    options: FormatOptions,
+    head: bytes,
+    add: tuple[RecipientLike, ...],
+    remove: tuple[RecipientLike, ...],
+) -> tuple[bytes, int]:
+    return rekey_header(
+        head,
+        identities=options.identities,
+        passphrase=options.passphrase,
+        recipients=options.recipients,
+        add=add,
+        remove=remove,
+        aad=options.aad,
         max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
     )
 
@@ -128,4 +148,5 @@ FORMAT = SegmentedFormat(
     ),
     detect=lambda head: head.startswith(MAGIC),
     layout=_layout,
+    rekey=_rekey,
 )

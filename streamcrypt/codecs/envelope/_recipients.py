@@ -58,10 +58,13 @@ from ._header import (
     CHECK_SIZE,
     ECIES_SECP256K1,
     ECIES_X25519,
+    MAC_SIZE,
     MAX_STANZAS,
     SCRYPT,
     X25519,
     EnvelopeHeader,
+    _keys,
+    _mac,
 )
 
 _ZERO_NONCE = bytes(12)
@@ -373,15 +376,23 @@ _IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
 )
 
 
-def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity]) -> bytes:
-    """Each stanza in turn, with each identity (shown that stanza alone)."""
-    return _stanza.open_file_key(
+def _open_file_key(header: EnvelopeHeader, identities: Sequence[Identity], aad: bytes) -> bytes:
+    """The file key (each stanza in turn, with each identity shown that stanza alone),
+    once the header MAC checked (:class:`AuthenticationError`)."""
+    file_key = _stanza.open_file_key(
         (partial(_unwrap, i, s) for s in header.stanzas for i in identities),
         lambda: (
             "no stanza of this envelope opens with the given identities or passphrase: "
             "wrong private key or passphrase, or not addressed to you"
         ),
     )
+    mac_key, _ = _keys(file_key)
+    body = header.raw[:-MAC_SIZE]
+    if not hmac.compare_digest(_mac(mac_key, body, aad), header.raw[-MAC_SIZE:]):
+        raise AuthenticationError(
+            "envelope header did not authenticate: wrong associated data or a tampered header"
+        )
+    return file_key
 
 
 # --------------------------------------------------------------------------- streams

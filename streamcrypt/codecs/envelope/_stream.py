@@ -3,12 +3,10 @@ keyed from the file key), the signature tap, the encryptor and the decryptor."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable, Sequence
 
 from ...abc import Buffer, Chain, Lifecycle
 from ...errors import (
-    AuthenticationError,
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
@@ -43,7 +41,6 @@ from .._segmented import (
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from ._header import (
     FILE_KEY_SIZE,
-    MAC_SIZE,
     SIGNATURE_SIZE,
     EnvelopeHeader,
     _encode_header,
@@ -211,13 +208,7 @@ class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
         return _parse_header(data)
 
     def _open(self, header: EnvelopeHeader) -> None:
-        file_key = _open_file_key(header, self._identities)
-        mac_key, payload_key = _keys(file_key)
-        body = header.raw[:-MAC_SIZE]
-        if not hmac.compare_digest(_mac(mac_key, body, self._aad), header.raw[-MAC_SIZE:]):
-            raise AuthenticationError(
-                "envelope header did not authenticate: wrong associated data or a tampered header"
-            )
+        _, payload_key = _keys(_open_file_key(header, self._identities, self._aad))
         _check_signer(header, self._verify, self._allow_unverified)
         self._payload_key = payload_key
 

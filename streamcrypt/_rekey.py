@@ -1,0 +1,184 @@
+"""Recipients changed in place: ``await streamcrypt.rekey(path, identities=..., add=...,
+remove=...)`` rewrites the header of an age file or an envelope, the payload untouched.
+
+Theory of operation
+-------------------
+The format is detected from the file's first bytes; its descriptor's ``rekey`` (a pure
+function in the codec: the old header's bytes in, the new header's bytes out) unwraps
+the file key with the caller's identities, checks the old header's authentication, and
+writes the new stanzas and MAC under the same file key. The payload depends on the file
+key only, so its bytes stay as they are.
+
+The file is replaced atomically, as every file streamcrypt writes: the new header, then
+the payload copied from the old file, go to a temporary beside it, which is fsynced and
+renamed over the file (``os.replace``), the directory fsynced. Until the rename the file
+is untouched; a failure or a cancellation removes the temporary. The copy runs in the
+kernel (``os.copy_file_range``: no byte passes through Python, and a file system with
+shared extents may share them), falling back to a chunked copy where it is refused; it
+is still a copy, so re-keying takes time in proportion to the payload (bench/backup.py
+``rekey`` rows give the figures). Every blocking call runs on the engine's workers
+(:class:`~streamcrypt.engine.WorkerCalls`); the payload is copied in steps of
+:data:`_STEP` bytes, so a cancellation is seen between steps.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+
+import anyio
+
+from .abc import Buffer
+from .codecs import FORMATS, FormatOptions, IdentityLike, RecipientLike, detect_format, one_or_many
+from .engine import DEFAULT_POLICY, OffloadPolicy, WorkerCalls
+from .errors import TruncatedStreamError, UnsupportedFormatError
+from .keys import Argon2Params
+from .transports import commit_temporary, create_temporary, discard_temporary
+
+#: Bytes read first to find the header: the longest envelope header and its container
+#: header fit (so the envelope's file key, a password KDF maybe, is never unwrapped
+#: twice), and age headers of up to 65 KiB; a longer age header is read again (its
+#: parse fails before any key work) up to :data:`_MAX_HEAD`.
+_FIRST_HEAD = 65 << 10
+#: Longest head read: age's header cap (1 MiB) and then some for the envelope's two headers.
+_MAX_HEAD = (1 << 20) + (2 << 10)
+#: Payload bytes copied per worker call (a cancellation is seen between calls).
+_STEP = 256 << 20
+#: Bytes per read/write where the kernel copy is refused.
+_CHUNK = 1 << 20
+#: copy_file_range's refusals that a plain copy gets round (another file system, an old
+#: kernel, a file system or sandbox without it).
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
+
+
+async def rekey(
+    path: str | os.PathLike[str],
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    add: Iterable[RecipientLike] | RecipientLike = (),
+    remove: Iterable[RecipientLike] | RecipientLike = (),
+    aad: Buffer = b"",
+    max_work_factor: int | Argon2Params | None = None,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+) -> None:
+    """Add and/or remove recipients of the age file or envelope at ``path`` by rewriting
+    its header; the payload's bytes are kept. Atomic: on any failure or cancellation the
+    file is as it was and no temporary is left.
+
+    ``identities`` / ``passphrase`` (and for an envelope the ``aad`` it was written with)
+    must unwrap the file key. ``add``: recipients (objects, their texts, or recipient
+    files) whose stanzas are appended. ``remove``: recipients whose stanzas are dropped;
+    ssh-ed25519 / ssh-rsa stanzas in age name their key, every other stanza only opens for
+    its identity, so give the identity of an X25519, ML-KEM or ECIES recipient to remove
+    it, or give ``recipients``: the whole new list (alone, without ``add`` and
+    ``remove``), every old stanza dropped. The header is authenticated before it is
+    rewritten; the payload is not read (a tampered payload still fails when decrypted).
+
+    Raises :class:`~streamcrypt.errors.UnknownKeyError` (nothing given unwraps the file
+    key; a recipient to remove whose stanza cannot be told apart),
+    :class:`~streamcrypt.errors.AuthenticationError` (the header does not authenticate),
+    :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left,
+    ``recipients`` with ``add`` or ``remove``, a passphrase not alone in age, classic and
+    post-quantum mixed, a signed envelope, an option the format does not take),
+    :class:`~streamcrypt.errors.UnsupportedFormatError` (a format without recipients, or
+    armored), :class:`~streamcrypt.errors.FormatError`, :class:`OSError` (a symbolic
+    link or not a regular file among them: the file is opened without following links).
+    """
+    options = FormatOptions(
+        aad=aad,
+        identities=one_or_many(identities),
+        passphrase=passphrase,
+        max_work_factor=max_work_factor,
+    )
+    adding: tuple[RecipientLike, ...] = one_or_many(add)
+    removing: tuple[RecipientLike, ...] = one_or_many(remove)
+    calls = WorkerCalls(policy)
+    dest = os.fspath(path)
+    with anyio.CancelScope(shield=True):  # a descriptor opened is a descriptor closed
+        src, size = await calls.run(_open_source, dest)
+    out: int | None = None
+    tmp = ""
+    committing = False
+    try:
+        head = await calls.run(os.pread, src, min(size, _FIRST_HEAD), 0)
+        fmt = next((f for f in FORMATS.values() if f.identifies(head)), None)
+        if fmt is None:
+            fmt = detect_format(head, options)  # raises what tells no format
+        if fmt.rekey is None or (fmt.detect is not None and not fmt.detect(head)):
+            raise UnsupportedFormatError(
+                f"a {fmt.name} file has no recipients to change in place"
+                if fmt.rekey is None
+                else f"an armored {fmt.name} file cannot be re-keyed in place: dearmor it first"
+            )
+        fmt.check_options(options, "rb")
+        options = options._replace(recipients=one_or_many(recipients))
+        try:
+            header, old_size = await calls.run(fmt.rekey, options, head, adding, removing)
+        except TruncatedStreamError:
+            if len(head) == size:
+                raise
+            head = await calls.run(os.pread, src, min(size, _MAX_HEAD), 0)
+            header, old_size = await calls.run(fmt.rekey, options, head, adding, removing)
+        with anyio.CancelScope(shield=True):  # a temporary made is a temporary known
+            fd, tmp = await calls.run(create_temporary, dest)
+        out = fd
+        await calls.run(_write_all, fd, header)
+        offset = old_size
+        while offset < size:
+            offset += await calls.run(_copy, src, fd, offset, min(_STEP, size - offset))
+        committing = True
+        await calls.run(commit_temporary, fd, tmp, dest)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await calls.settle()  # nothing may still use the descriptors below
+            if out is not None and not committing:  # a commit cleans up after itself
+                await calls.run(discard_temporary, out, tmp)
+        raise
+    finally:
+        os.close(src)
+
+
+def _open_source(path: str) -> tuple[int, int]:
+    """The file opened for reading without following a link, and its size; raises
+    :class:`OSError` (``ELOOP`` for a link) and :class:`UnsupportedFormatError` for
+    what is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsupportedFormatError(f"{path} is not a regular file: only files are re-keyed")
+    return fd, st.st_size
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _copy(src: int, dst: int, offset: int, count: int) -> int:
+    """Copy ``count`` bytes of ``src`` from ``offset`` to ``dst``'s position, in the
+    kernel where it can; raises :class:`TruncatedStreamError` if ``src`` ends first."""
+    done = 0
+    kernel = hasattr(os, "copy_file_range")
+    while done < count:
+        n = -1
+        if kernel:
+            try:
+                n = os.copy_file_range(src, dst, count - done, offset + done)
+            except OSError as exc:
+                if exc.errno not in _NO_KERNEL_COPY:
+                    raise
+                kernel = False
+        if n < 0:
+            data = os.pread(src, min(_CHUNK, count - done), offset + done)
+            _write_all(dst, data)
+            n = len(data)
+        if n == 0:
+            raise TruncatedStreamError("the file got shorter while it was re-keyed")
+        done += n
+    return done

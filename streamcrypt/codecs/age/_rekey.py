@@ -1,0 +1,99 @@
+"""Re-keying an age header: the same file key wrapped to other recipients, the payload
+untouched (sans-I/O: the old header's bytes in, the new header's bytes out).
+
+The file key is unwrapped with the caller's identities and the old header's MAC checked,
+so a header is never re-MACed unless it was authentic. The kept stanzas are copied as
+they are (unknown and plugin stanzas included), the added recipients' stanzas appended,
+and the MAC computed anew under the same file key; the payload nonce and chunks that
+follow the header stay valid, since they depend on the file key only.
+
+Which stanza to remove: ssh-ed25519 and ssh-rsa stanzas carry their key's tag, so a
+public key names them; an X25519 or ML-KEM stanza does not say whom it is for (age's
+recipient privacy), so it is removed only when the caller also gives its identity. A
+passphrase (scrypt) stanza must stay a file's only stanza: adding a recipient to a
+passphrase file, or a passphrase to a file with recipients, is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ...abc import Buffer
+from ...errors import InvalidParameterError, TruncatedStreamError
+from .. import _stanza
+from .._format import one_or_many
+from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
+from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
+from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
+from ._scrypt import DEFAULT_MAX_WORK_FACTOR, ScryptRecipient
+from ._ssh import names_stanza
+
+
+def _recipients(given: Iterable[RecipientLike] | RecipientLike) -> list[Recipient]:
+    """Recipients as age reads them; an empty list when none is given."""
+    items: tuple[RecipientLike, ...] = one_or_many(given)
+    return _RECIPIENTS(items, None, ScryptRecipient) if items else []
+
+
+def _opens(identity: Identity, stanza: Stanza) -> bytes | None:
+    return identity.unwrap([stanza])
+
+
+def rekey_header(
+    head: Buffer,
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    add: Iterable[RecipientLike] | RecipientLike = (),
+    remove: Iterable[RecipientLike] | RecipientLike = (),
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+) -> tuple[bytes, int]:
+    """The header of the age file starting ``head``, re-keyed: recipients ``add``ed,
+    ``remove``d, or replaced by ``recipients`` (the whole new list; alone); returns the
+    new header and the old header's length (the payload nonce and chunks after it stay
+    as they are).
+
+    ``identities`` / ``passphrase`` must unwrap the file key. Raises
+    :class:`UnknownKeyError` (they do not, or a recipient to remove has no stanza that can
+    be told apart), :class:`AuthenticationError` (the header MAC fails),
+    :class:`InvalidParameterError` (no recipient left, a passphrase stanza not alone,
+    post-quantum mixed with classic), :class:`FormatError` and
+    :class:`TruncatedStreamError` (``head`` ends inside the header).
+    """
+    header = parse_header(head, max_size=max_header_size)
+    if header is None:
+        raise TruncatedStreamError("the data ends inside the age header")
+    idents = _identity_list(identities, passphrase, max_work_factor)
+    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
+    file_key = _open_file_key(header, idents)
+    stanzas = _stanza.rekeyed_stanzas(
+        header.stanzas,
+        file_key,
+        idents,
+        whole,
+        adding,
+        removing,
+        opens=_opens,
+        names=names_stanza,
+        wrap=lambda r, key: r.wrap(key),
+    )
+    _check_mix(stanzas)
+    return _build_header(file_key, stanzas), header.size
+
+
+def _check_mix(stanzas: list[Stanza]) -> None:
+    """age's rules on the set of stanzas: a passphrase alone; post-quantum not mixed."""
+    kinds = [s.kind for s in stanzas]
+    if "scrypt" in kinds and len(kinds) > 1:
+        raise InvalidParameterError(
+            "a passphrase (scrypt) stanza must be an age file's only stanza: a passphrase "
+            "file cannot get recipients, nor a file with recipients a passphrase"
+        )
+    classic = {"X25519", "ssh-ed25519", "ssh-rsa"}
+    if "mlkem768x25519" in kinds and classic.intersection(kinds):
+        raise InvalidParameterError(
+            "post-quantum recipients must not be mixed with classic ones "
+            "(the file would be only as strong as the weakest)"
+        )

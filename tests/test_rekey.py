@@ -1,0 +1,411 @@
+"""Recipients changed in place (``streamcrypt.rekey``, ``streamcrypt rekey``): age files
+and envelopes get a new header, the payload's bytes stay, the Go ``age`` binary agrees,
+and a failure or cancellation leaves the file as it was with no temporary beside it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import streamcrypt
+from streamcrypt import _rekey
+from streamcrypt.codecs import age, envelope
+from streamcrypt.errors import (
+    AuthenticationError,
+    InvalidParameterError,
+    UnknownKeyError,
+    UnsupportedFormatError,
+)
+from streamcrypt.primitives import Ed25519PrivateKey
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = os.urandom(300_000)  # five age chunks, a partial last one
+needs_age = pytest.mark.skipif(
+    not (shutil.which("age") and shutil.which("age-keygen")), reason="`make peers` installs age"
+)
+
+
+def age_file(tmp_path: Path, *recipients: object, data: bytes = DATA) -> Path:
+    path = tmp_path / "data.age"
+    path.write_bytes(streamcrypt.encrypt_bytes(data, format="age", recipients=list(recipients)))
+    return path
+
+
+def age_payload(raw: bytes) -> bytes:
+    """What follows an age header: the payload nonce and the chunks."""
+    header = age.parse_header(raw)
+    assert header is not None
+    return raw[header.size :]
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def keygen(directory: Path, name: str) -> tuple[Path, str]:
+    """An age identity file made by the Go age-keygen, and its recipient."""
+    path = directory / name
+    subprocess.run(["age-keygen", "-o", str(path)], check=True, capture_output=True)
+    public = subprocess.run(["age-keygen", "-y", str(path)], check=True, capture_output=True)
+    return path, public.stdout.decode().strip()
+
+
+def go_age_encrypt(path: Path, *recipients: str) -> Path:
+    """``DATA`` encrypted by the Go age binary to ``recipients``."""
+    args = [x for r in recipients for x in ("-r", r)]
+    subprocess.run(["age", *args, "-o", str(path), "-"], input=DATA, check=True)
+    return path
+
+
+def go_age_decrypts(identity: Path, path: Path) -> bytes | None:
+    run = subprocess.run(["age", "-d", "-i", str(identity), str(path)], capture_output=True)
+    return run.stdout if run.returncode == 0 else None
+
+
+# ------------------------------------------------------------------------------ age
+
+
+@needs_age
+async def test_go_age_opens_with_the_added_identity_not_the_removed_one(tmp_path: Path) -> None:
+    a_file, a = keygen(tmp_path, "a.key")
+    b_file, b = keygen(tmp_path, "b.key")
+    c_file, c = keygen(tmp_path, "c.key")
+    path = go_age_encrypt(tmp_path / "data.age", a, b)
+    before = path.read_bytes()
+    await streamcrypt.rekey(path, identities=a_file, add=c, remove=a)  # a's own stanza: by -i
+    after = path.read_bytes()
+    assert go_age_decrypts(c_file, path) == DATA
+    assert go_age_decrypts(b_file, path) == DATA  # the stanza kept is b's, untouched
+    assert go_age_decrypts(a_file, path) is None
+    assert age_payload(after) == age_payload(before)  # nonce and chunks: the same bytes
+    assert len(age_payload(before)) > len(DATA)
+    assert leftovers(tmp_path) == []
+
+
+async def test_payload_bytes_are_kept_and_the_header_remacs(tmp_path: Path) -> None:
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(tmp_path, a.recipient)
+    before = path.read_bytes()
+    mode = 0o640
+    path.chmod(mode)
+    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    after = path.read_bytes()
+    assert age_payload(after) == age_payload(before)
+    assert after != before and (path.stat().st_mode & 0o777) == mode
+    for ident in (a, b):
+        assert streamcrypt.decrypt_bytes(after, identities=[ident]) == DATA
+    tampered = bytearray(after)
+    tampered[30] ^= 1  # inside the first stanza's share: the MAC must catch it
+    with pytest.raises((AuthenticationError, UnknownKeyError)):
+        streamcrypt.decrypt_bytes(bytes(tampered), identities=[b])
+
+
+async def test_a_header_longer_than_the_first_read_is_read_again(tmp_path: Path) -> None:
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    many = [age.X25519Identity.generate().recipient for _ in range(800)]
+    path = age_file(tmp_path, *many, a.recipient)
+    before = path.read_bytes()
+    assert age.parse_header(before).size > _rekey._FIRST_HEAD  # type: ignore[union-attr]
+    await streamcrypt.rekey(path, identities=a, add=b.recipient)
+    after = path.read_bytes()
+    assert streamcrypt.decrypt_bytes(after, identities=[b]) == DATA
+    assert age_payload(after) == age_payload(before)
+
+
+async def test_an_ssh_stanza_is_removed_by_its_public_key_alone(tmp_path: Path) -> None:
+    a = age.X25519Identity.generate()
+    ssh = age.SshEd25519Identity.generate()
+    path = age_file(tmp_path, a.recipient, ssh.recipient)
+    await streamcrypt.rekey(path, identities=[a], remove=[str(ssh.recipient)])
+    raw = path.read_bytes()
+    assert [s.kind for s in age.parse_header(raw).stanzas] == ["X25519"]  # type: ignore[union-attr]
+    assert streamcrypt.decrypt_bytes(raw, identities=[a]) == DATA
+    with pytest.raises(UnknownKeyError):
+        streamcrypt.decrypt_bytes(raw, identities=[ssh])
+
+
+async def test_recipients_replaces_every_stanza_none_of_which_need_be_told_apart(
+    tmp_path: Path,
+) -> None:
+    """The way to drop an X25519 recipient whose identity the caller does not hold."""
+    a, b, c = (age.X25519Identity.generate() for _ in range(3))
+    path = age_file(tmp_path, a.recipient, b.recipient)
+    before = path.read_bytes()
+    with pytest.raises(InvalidParameterError, match="alone"):
+        await streamcrypt.rekey(path, identities=a, recipients=c.recipient, add=a.recipient)
+    assert path.read_bytes() == before
+    await streamcrypt.rekey(path, identities=a, recipients=[a.recipient, str(c.recipient)])
+    after = path.read_bytes()
+    assert len(age.parse_header(after).stanzas) == 2  # type: ignore[union-attr]
+    for ident in (a, c):
+        assert streamcrypt.decrypt_bytes(after, identities=[ident]) == DATA
+    with pytest.raises(UnknownKeyError):
+        streamcrypt.decrypt_bytes(after, identities=[b])
+    assert age_payload(after) == age_payload(before)
+
+
+@pytest.mark.parametrize(
+    ("case", "error"),
+    [
+        ("wrong identity", UnknownKeyError),
+        ("remove every recipient", InvalidParameterError),
+        ("remove an X25519 recipient without its identity", UnknownKeyError),
+        ("remove a recipient the file does not have", UnknownKeyError),
+        ("mix post-quantum with classic", InvalidParameterError),
+        ("tampered header", AuthenticationError),
+    ],
+)
+async def test_refusals_are_typed_and_leave_the_file_as_it_was(
+    tmp_path: Path, case: str, error: type[Exception]
+) -> None:
+    a, b, other = (age.X25519Identity.generate() for _ in range(3))
+    path = age_file(tmp_path, a.recipient, b.recipient)
+    if case == "tampered header":
+        raw = bytearray(path.read_bytes())
+        at = raw.index(b"\n---") - 2  # in the last body line of the last stanza
+        raw[at] = ord("B") if raw[at] == ord("A") else ord("A")  # still base64
+        path.write_bytes(bytes(raw))
+    before = path.read_bytes()
+    kwargs = {
+        "wrong identity": {"identities": [other], "add": [other.recipient]},
+        "remove every recipient": {"identities": [a, b], "remove": [a.recipient, b.recipient]},
+        "remove an X25519 recipient without its identity": {
+            "identities": [a],
+            "remove": [b.recipient],
+        },
+        "remove a recipient the file does not have": {
+            "identities": [a, other],
+            "remove": [other.recipient],
+        },
+        "mix post-quantum with classic": {
+            "identities": [a],
+            "add": [age.MLKEM768X25519Identity.generate().recipient],
+        },
+        "tampered header": {"identities": [a], "add": [other.recipient]},
+    }[case]
+    with pytest.raises(error):
+        await streamcrypt.rekey(path, **kwargs)  # type: ignore[arg-type]
+    assert path.read_bytes() == before
+    assert leftovers(tmp_path) == []
+
+
+async def test_a_passphrase_file_takes_no_recipient(tmp_path: Path) -> None:
+    path = tmp_path / "pw.age"
+    raw = streamcrypt.encrypt_bytes(DATA, format="age", passphrase="pw", work_factor=8)
+    path.write_bytes(raw)
+    with pytest.raises(InvalidParameterError, match="only stanza"):
+        await streamcrypt.rekey(path, passphrase="pw", add=age.X25519Identity.generate().recipient)
+    assert path.read_bytes() == raw
+
+
+async def test_what_has_no_recipients_in_place_is_refused(tmp_path: Path) -> None:
+    a = age.X25519Identity.generate()
+    armored = tmp_path / "armored.age"
+    armored.write_bytes(
+        streamcrypt.encrypt_bytes(DATA, format="age", recipients=[a.recipient], armor=True)
+    )
+    native = tmp_path / "native.sc"
+    native.write_bytes(streamcrypt.encrypt_bytes(DATA, os.urandom(32)))
+    for path in (armored, native):
+        before = path.read_bytes()
+        with pytest.raises(UnsupportedFormatError):
+            await streamcrypt.rekey(path, identities=[a], add=[a.recipient])
+        assert path.read_bytes() == before
+    link = tmp_path / "link.age"
+    link.symlink_to(age_file(tmp_path, a.recipient))
+    with pytest.raises(OSError):  # never replaced through a link
+        await streamcrypt.rekey(link, identities=[a], add=[a.recipient])
+    assert link.is_symlink()
+
+
+# ------------------------------------------------------------------------- envelope
+
+
+def envelope_payload(raw: bytes) -> bytes:
+    """What follows the envelope header and the container header: the segments."""
+    header = envelope.parse_header(raw)
+    assert header is not None
+    inner = streamcrypt.codecs.container.read_header(raw[header.size :])
+    assert inner is not None
+    return raw[header.size + inner[1] + streamcrypt.codecs.container.TAG_SIZE :]
+
+
+@pytest.mark.parametrize("aad", [b"", b"bound context"])
+async def test_envelope_round_trips_add_and_remove(tmp_path: Path, aad: bytes) -> None:
+    a = envelope.X25519Identity.generate(text_form="envelope")
+    b = envelope.X25519Identity.generate(text_form="envelope")
+    e = envelope.EciesIdentity.generate()
+    path = tmp_path / "data.sc"
+    path.write_bytes(
+        streamcrypt.encrypt_bytes(
+            DATA, format="envelope", recipients=[a.recipient, e.recipient], aad=aad
+        )
+    )
+    before = path.read_bytes()
+    await streamcrypt.rekey(path, identities=[a], add=[str(b.recipient)], aad=aad)
+    added = path.read_bytes()
+    for ident in (a, b, e):
+        assert streamcrypt.decrypt_bytes(added, identities=[ident], aad=aad) == DATA
+    await streamcrypt.rekey(path, identities=[b, a, e], remove=[a.recipient, e.recipient], aad=aad)
+    after = path.read_bytes()
+    assert streamcrypt.decrypt_bytes(after, identities=[b], aad=aad) == DATA
+    for gone in (a, e):
+        with pytest.raises(UnknownKeyError):
+            streamcrypt.decrypt_bytes(after, identities=[gone], aad=aad)
+    assert envelope_payload(after) == envelope_payload(before)
+    assert len(envelope.parse_header(after).stanzas) == 1  # type: ignore[union-attr]
+    await streamcrypt.rekey(path, identities=[b], recipients=[e.recipient], aad=aad)
+    only_e = path.read_bytes()
+    assert streamcrypt.decrypt_bytes(only_e, identities=[e], aad=aad) == DATA
+    with pytest.raises(UnknownKeyError):
+        streamcrypt.decrypt_bytes(only_e, identities=[b], aad=aad)
+    after = only_e
+    if aad:  # the associated data is checked before anything is rewritten
+        with pytest.raises(AuthenticationError):
+            await streamcrypt.rekey(path, identities=[e], add=[a.recipient], aad=b"other")
+        assert path.read_bytes() == after
+
+
+async def test_a_signed_envelope_is_refused(tmp_path: Path) -> None:
+    a = envelope.X25519Identity.generate(text_form="envelope")
+    path = tmp_path / "signed.sc"
+    raw = streamcrypt.encrypt_bytes(
+        DATA, format="envelope", recipients=[a.recipient], sign_with=Ed25519PrivateKey.generate()
+    )
+    path.write_bytes(raw)
+    with pytest.raises(InvalidParameterError, match="signed"):
+        await streamcrypt.rekey(path, identities=[a], add=[a.recipient])
+    assert path.read_bytes() == raw
+
+
+# ------------------------------------------------------------ failure, cancellation
+
+
+async def test_cancellation_at_any_point_leaves_the_old_file_or_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The payload is copied in many slow steps; cancelled at points before, during and
+    after the copy, the file is whole (old or re-keyed) and no temporary is left."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    copy = _rekey._copy
+    steps: list[int] = []
+
+    def slow_copy(src: int, dst: int, offset: int, count: int) -> int:
+        steps.append(offset)
+        time.sleep(0.01)
+        return copy(src, dst, offset, count)
+
+    monkeypatch.setattr(_rekey, "_STEP", 16 << 10)
+    monkeypatch.setattr(_rekey, "_copy", slow_copy)
+    outcomes = set()
+    for delay in (0.0, 0.0002, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.05, 0.12, 5.0):
+        path = age_file(tmp_path, a.recipient)
+        before = path.read_bytes()
+        steps.clear()
+        with anyio.move_on_after(delay):
+            await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+        raw = path.read_bytes()
+        assert leftovers(tmp_path) == []
+        if raw == before:
+            outcomes.add("old after a copy" if steps else "old")
+        else:
+            assert streamcrypt.decrypt_bytes(raw, identities=[b]) == DATA
+            assert age_payload(raw) == age_payload(before)
+            outcomes.add("new")
+    # cancelled in the middle of the copy at least once, and completed at least once
+    assert {"old after a copy", "new"} <= outcomes, outcomes
+
+
+async def test_a_failing_copy_leaves_the_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(tmp_path, a.recipient)
+    before = path.read_bytes()
+
+    def broken(src: int, dst: int, offset: int, count: int) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_rekey, "_copy", broken)
+    with pytest.raises(OSError, match="No space"):
+        await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    assert path.read_bytes() == before
+    assert leftovers(tmp_path) == []
+
+
+def test_the_plain_copy_serves_where_the_kernel_copy_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(3 * _rekey._CHUNK + 5)
+    src.write_bytes(data)
+
+    def refuse(*args: object) -> int:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    with open(src, "rb") as s, open(dst, "wb") as d:
+        assert _rekey._copy(s.fileno(), d.fileno(), 7, len(data) - 7) == len(data) - 7
+    assert dst.read_bytes() == data[7:]
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def sc(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *map(str, args)],
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+@needs_age
+def test_the_command_end_to_end(tmp_path: Path) -> None:
+    a_file, a = keygen(tmp_path, "a.key")
+    b_file, b = keygen(tmp_path, "b.key")
+    c_file, c = keygen(tmp_path, "c.key")
+    (tmp_path / "more.txt").write_text(f"# recipients\n{c}\n")
+    files = [tmp_path / "one.age", tmp_path / "two.age"]
+    for path in files:
+        go_age_encrypt(path, a)
+    originals = [p.read_bytes() for p in files]
+
+    run = sc("rekey", "-i", b_file, "-a", c, *files, cwd=tmp_path)  # b opens nothing
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.decode().count("streamcrypt: error: ") == 2
+    assert [p.read_bytes() for p in files] == originals
+
+    run = sc("rekey", "-i", a_file, "-a", b, "-A", "more.txt", *files, cwd=tmp_path)
+    assert run.returncode == 0 and run.stderr == b"", run.stderr
+    for path in files:
+        assert go_age_decrypts(b_file, path) == DATA
+        assert go_age_decrypts(c_file, path) == DATA
+
+    run = sc("rekey", "-i", a_file, "-x", a, files[0], cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert go_age_decrypts(a_file, files[0]) is None
+    assert go_age_decrypts(b_file, files[0]) == DATA
+    assert age_payload(files[0].read_bytes()) == age_payload(originals[0])
+
+    run = sc("rekey", "-i", a_file, "-r", c, files[1], cwd=tmp_path)  # only c, b dropped
+    assert run.returncode == 0, run.stderr
+    assert go_age_decrypts(b_file, files[1]) is None
+    assert go_age_decrypts(c_file, files[1]) == DATA
+
+    assert sc("rekey", "-i", c_file, files[1], cwd=tmp_path).returncode == 2  # nothing asked
+    assert sc("rekey", "-i", c_file, "-r", c, "-x", c, files[1], cwd=tmp_path).returncode == 2
+    bad = sc("rekey", "-i", a_file, "-a", "AGE-SECRET-KEY-1NOTAKEY", files[1], cwd=tmp_path)
+    assert bad.returncode == 3 and b"AGE-SECRET" not in bad.stderr
+    assert leftovers(tmp_path) == []
