@@ -14,7 +14,9 @@ A random 16-byte *file key* is wrapped once per recipient in a *stanza*: X25519
 (HKDF-SHA-256 over the shared secret with salt ``share || recipient``, then
 ChaCha20-Poly1305 with a zero nonce), scrypt (a passphrase; must be the only stanza) or
 the hybrid post-quantum ``mlkem768x25519`` (HPKE with ML-KEM-768 + X25519); existing SSH
-keys serve as ``ssh-ed25519`` (X25519 with a tweak) and ``ssh-rsa`` (RSA-OAEP). An identity
+keys serve as ``ssh-ed25519`` (X25519 with a tweak) and ``ssh-rsa`` (RSA-OAEP); plugin
+recipients and identities (``age1NAME1...``, ``AGE-PLUGIN-NAME-1...``) run the program
+``age-plugin-NAME`` (c2sp.org/age-plugin: ``_plugin``, ``_plugin_process``). An identity
 unwraps the file key from a stanza addressed to it; the header MAC, keyed with
 ``HKDF(file key, "", "header")``, then authenticates the whole header. The payload key
 is ``HKDF(file key, salt = nonce, "payload")`` and the payload is a STREAM of 64 KiB
@@ -64,6 +66,8 @@ from ._header import (
 )
 from ._mlkem import MLKEM768X25519Identity, MLKEM768X25519Recipient
 from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, layout
+from ._plugin import PluginUI
+from ._plugin_process import PluginIdentity, PluginRecipient
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
@@ -94,6 +98,9 @@ __all__ = [
     "IdentityLike",
     "MLKEM768X25519Identity",
     "MLKEM768X25519Recipient",
+    "PluginIdentity",
+    "PluginRecipient",
+    "PluginUI",
     "Recipient",
     "RecipientLike",
     "ScryptIdentity",
