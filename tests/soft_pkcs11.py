@@ -55,7 +55,7 @@ def write_plugin(directory: str, name: str = "age-plugin-pkcs11") -> str:
         f.write(
             f"#!{sys.executable}\n"
             "import sys\n"
-            f"sys.path.insert(0, {here!r})\n"
+            f"sys.path[:0] = [{here!r}, {os.path.dirname(here)!r}]\n"
             "from soft_pkcs11 import SoftKey\n"
             "from streamcrypt.cli._age_plugin_pkcs11 import main\n"
             "sys.exit(main(key_for=SoftKey.from_uri))\n"

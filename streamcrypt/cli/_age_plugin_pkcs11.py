@@ -19,6 +19,7 @@ software key with the same three names. A PIN the key asks for comes from
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import os
 import sys
@@ -26,20 +27,21 @@ from collections.abc import Callable, Sequence
 from typing import BinaryIO, Protocol
 
 from .. import keys as _keys
-from ..codecs._bech32 import bech32_decode, bech32_encode
-from ..codecs._stanza import Stanza, b64encode
-from ..codecs.age._plugin import (
+from ..codecs.age import (
+    PluginIdentity,
+    PluginRecipient,
+    PluginReply,
     PluginServer,
-    Reply,
+    Stanza,
     UnwrapRequest,
     WrapRequest,
+    plugin_identity,
+    plugin_recipient,
 )
 from ..errors import AuthenticationError, FormatError, PluginError, StreamCryptError
 
 NAME = "pkcs11"
 STANZA_TYPE = "pkcs11"
-_RECIPIENT_HRP = f"age1{NAME}"
-_IDENTITY_HRP = f"AGE-PLUGIN-{NAME.upper()}-"
 _TAG_SIZE = 4
 _MAX_WRAPPED = 1024
 _PIN_ENV = "AGE_PLUGIN_PKCS11_PIN"
@@ -69,12 +71,12 @@ def token_key(uri: str, *, pin: Callable[[], str] | None = None) -> TokenKey:
 
 def recipient_for(uri: str) -> str:
     """The recipient ``age1pkcs111...`` of the key ``uri`` names."""
-    return bech32_encode(_RECIPIENT_HRP, _check_uri(uri).encode())
+    return plugin_recipient(NAME, _check_uri(uri).encode())
 
 
 def identity_for(uri: str) -> str:
     """The identity ``AGE-PLUGIN-PKCS11-1...`` of the key ``uri`` names."""
-    return bech32_encode(_IDENTITY_HRP, _check_uri(uri).encode(), upper=True)
+    return plugin_identity(NAME, _check_uri(uri).encode())
 
 
 def _check_uri(uri: str) -> str:
@@ -83,20 +85,22 @@ def _check_uri(uri: str) -> str:
     return uri
 
 
-def uri_of(text: str, hrp: str) -> str:
-    """The URI in a recipient or identity of this plugin; :class:`FormatError` if not one."""
-    got, payload = bech32_decode(text)
-    if got != hrp.lower():
-        raise FormatError(f"not a {NAME} plugin key")
+def uri_of(text: str, kind: str) -> str:
+    """The URI in a recipient or identity (``kind``) of this plugin; :class:`FormatError`
+    if it is not one."""
+    key = PluginRecipient(text) if kind == "recipient" else PluginIdentity(text)
+    if key.name != NAME:
+        raise FormatError(f"not a {NAME} plugin {kind}")
     try:
-        return _check_uri(payload.decode("utf-8"))
+        return _check_uri(key.data.decode("utf-8"))
     except UnicodeDecodeError:
         raise FormatError("the PKCS#11 URI is not UTF-8") from None
 
 
 def key_tag(uri: str) -> str:
     """The stanza argument that names the key: base64 of SHA-256(URI)[:4]."""
-    return b64encode(hashlib.sha256(uri.encode()).digest()[:_TAG_SIZE]).decode()
+    digest = hashlib.sha256(uri.encode()).digest()[:_TAG_SIZE]
+    return base64.b64encode(digest).decode().rstrip("=")
 
 
 class _Session:
@@ -112,16 +116,16 @@ class _Session:
             self._stdout.write(data)
             self._stdout.flush()
 
-    def next_event(self) -> WrapRequest | UnwrapRequest | Reply:
+    def next_event(self) -> WrapRequest | UnwrapRequest | PluginReply:
         self._flush()
         while (event := self.server.next_event()) is None:
             self.server.receive_data(self._stdin.read1(65536))  # type: ignore[attr-defined]
         return event
 
-    def command(self, command: str, *args: str, body: bytes = b"") -> Reply:
+    def command(self, command: str, *args: str, body: bytes = b"") -> PluginReply:
         self.server.send(command, *args, body=body)
         reply = self.next_event()
-        assert isinstance(reply, Reply)
+        assert isinstance(reply, PluginReply)
         return reply
 
     def done(self) -> None:
@@ -148,20 +152,20 @@ def _error(session: _Session, *args: str, message: str) -> _Failed:
     return _Failed()
 
 
-def _uris(session: _Session, kind: str, texts: Sequence[str], hrp: str) -> list[str]:
+def _uris(session: _Session, kind: str, texts: Sequence[str]) -> list[str]:
     """The URIs in ``texts``; an ``error kind INDEX`` for the first that is not ours."""
     uris: list[str] = []
     for index, text in enumerate(texts):
         try:
-            uris.append(uri_of(text, hrp))
+            uris.append(uri_of(text, kind))
         except FormatError as exc:
             raise _error(session, kind, str(index), message=str(exc)) from None
     return uris
 
 
 def _wrap(session: _Session, request: WrapRequest, key_for: KeyFor) -> None:
-    uris = _uris(session, "recipient", request.recipients, _RECIPIENT_HRP)
-    uris += _uris(session, "identity", request.identities, _IDENTITY_HRP)
+    uris = _uris(session, "recipient", request.recipients)
+    uris += _uris(session, "identity", request.identities)
     try:
         keys = [key_for(uri, pin=session.pin) for uri in uris]
         stanzas = [
@@ -176,9 +180,7 @@ def _wrap(session: _Session, request: WrapRequest, key_for: KeyFor) -> None:
 
 
 def _unwrap(session: _Session, request: UnwrapRequest, key_for: KeyFor) -> None:
-    tags = {
-        key_tag(uri): uri for uri in _uris(session, "identity", request.identities, _IDENTITY_HRP)
-    }
+    tags = {key_tag(uri): uri for uri in _uris(session, "identity", request.identities)}
     for file_index, stanzas in enumerate(request.files):
         ours = [(i, s) for i, s in enumerate(stanzas) if s.kind == STANZA_TYPE]
         for i, stanza in ours:
@@ -191,7 +193,11 @@ def _unwrap(session: _Session, request: UnwrapRequest, key_for: KeyFor) -> None:
             if uri is None:
                 continue
             try:
-                file_key = key_for(uri, pin=session.pin).unwrap(stanza.body)
+                key = key_for(uri, pin=session.pin)
+            except StreamCryptError as exc:
+                raise _error(session, "internal", message=f"no token key: {exc}") from None
+            try:
+                file_key = key.unwrap(stanza.body)
             except AuthenticationError:
                 where = (str(file_index), str(i))
                 raise _error(session, "stanza", *where, message="wrong key or tampered") from None

@@ -66,8 +66,8 @@ from ._header import (
 )
 from ._mlkem import MLKEM768X25519Identity, MLKEM768X25519Recipient
 from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, layout
-from ._plugin import PluginUI
-from ._plugin_process import PluginIdentity, PluginRecipient
+from ._plugin import PluginReply, PluginServer, PluginUI, UnwrapRequest, WrapRequest
+from ._plugin_process import PluginIdentity, PluginRecipient, plugin_identity, plugin_recipient
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
@@ -100,6 +100,8 @@ __all__ = [
     "MLKEM768X25519Recipient",
     "PluginIdentity",
     "PluginRecipient",
+    "PluginReply",
+    "PluginServer",
     "PluginUI",
     "Recipient",
     "RecipientLike",
@@ -110,6 +112,8 @@ __all__ = [
     "SshRsaIdentity",
     "SshRsaRecipient",
     "Stanza",
+    "UnwrapRequest",
+    "WrapRequest",
     "X25519Identity",
     "X25519Recipient",
     "layout",
@@ -117,6 +121,8 @@ __all__ = [
     "parse_identities",
     "parse_identity",
     "parse_recipient",
+    "plugin_identity",
+    "plugin_recipient",
 ]
 
 

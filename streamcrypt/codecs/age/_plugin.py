@@ -35,6 +35,7 @@ from enum import Enum
 from typing import Literal, TypeAlias
 
 from ...errors import FormatError, PluginError
+from ...keys import HoldsSecrets
 from .._stanza import Stanza, b64decode, b64encode
 from ._header import FILE_KEY_SIZE, _encode_stanza, _read_stanza
 
@@ -174,10 +175,10 @@ class _Machine:
                 self._end()
                 return
             for stanza in self._reader.feed(data):
-                if self._state is _State.DONE:
+                if self.finished:  # (a method: the state changed in _handle)
                     raise PluginError("age plugin protocol: data after the final 'done'")
                 self._handle(stanza)
-            if self._state is _State.DONE and not self._reader.idle:
+            if self.finished and not self._reader.idle:
                 raise PluginError("age plugin protocol: data after the final 'done'")
         except PluginError as exc:
             self._state = _State.BROKEN
@@ -366,7 +367,7 @@ _CLIENT_COMMANDS: dict[Machine, dict[str, _Handler]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class WrapRequest:
+class WrapRequest(HoldsSecrets):
     """recipient-v1's phase 1, complete: what to wrap to and the file keys (by index)."""
 
     recipients: tuple[str, ...] = field(repr=False)
@@ -377,7 +378,7 @@ class WrapRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class UnwrapRequest:
+class UnwrapRequest(HoldsSecrets):
     """identity-v1's phase 1, complete: the identities and each file's stanzas (by index)."""
 
     identities: tuple[str, ...] = field(repr=False)
@@ -385,7 +386,7 @@ class UnwrapRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class PluginReply:
     """The client's answer to the last command: ``ok`` (with its arguments and body),
     ``fail`` or ``unsupported`` (both ``ok=False``)."""
 
@@ -394,13 +395,13 @@ class Reply:
     body: bytes = field(default=b"", repr=False)
 
 
-Event: TypeAlias = WrapRequest | UnwrapRequest | Reply
+Event: TypeAlias = WrapRequest | UnwrapRequest | PluginReply
 
 
 class PluginServer(_Machine):
     """The plugin's side of one session: :meth:`next_event` gives the phase-1 request
     (:class:`WrapRequest` / :class:`UnwrapRequest`) once the client's ``done`` came, then
-    a :class:`Reply` to each command sent with :meth:`send`; :meth:`done` ends the session.
+    a :class:`PluginReply` to each command sent with :meth:`send`; :meth:`done` ends the session.
     Raises :class:`PluginError` for anything out of protocol, and for a command sent
     before the phase-1 request was read or while the last one waits for its reply."""
 
@@ -429,7 +430,7 @@ class PluginServer(_Machine):
         return self._events.pop(0) if self._events else None
 
     def send(self, command: str, *args: str, body: bytes = b"") -> None:
-        """Send a phase-2 command; its :class:`Reply` comes as an event before the next."""
+        """Send a phase-2 command; its :class:`PluginReply` comes as an event before the next."""
         if self._state is not _State.PHASE2 or self._events:
             raise PluginError("age plugin protocol: read the request before answering it")
         if self._awaiting:
@@ -500,7 +501,7 @@ class PluginServer(_Machine):
         if stanza.kind not in ("ok", "fail", "unsupported"):
             raise PluginError(f"age plugin protocol: {stanza.kind[:40]!r} is not a reply")
         self._awaiting = False
-        self._events.append(Reply(stanza.kind == "ok", stanza.args[1:], stanza.body))
+        self._events.append(PluginReply(stanza.kind == "ok", stanza.args[1:], stanza.body))
 
 
 def _one_arg(args: tuple[str, ...], command: str) -> str:

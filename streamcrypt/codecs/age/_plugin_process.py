@@ -26,10 +26,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from typing import IO
 
 from ...errors import FormatError, InvalidParameterError, PluginError
 from ...keys import HoldsSecrets
-from .._bech32 import bech32_decode
+from .._bech32 import bech32_decode, bech32_encode
 from .._stanza import PublicKey, Recipient, Stanza
 from ._mlkem import MLKEM768X25519Recipient
 from ._plugin import PluginClient, PluginUI
@@ -138,7 +139,7 @@ def _exchange(
                     break
 
 
-def _write(sel: selectors.BaseSelector, stdin: object, pending: bytes) -> bytes:
+def _write(sel: selectors.BaseSelector, stdin: IO[bytes], pending: bytes) -> bytes:
     """Write what the pipe takes of ``pending``; the rest. A plugin that closed its input
     gets nothing more (its end of output tells the machine what happened)."""
     fd = sel.get_key(stdin).fd
@@ -193,12 +194,13 @@ class PluginRecipient(PublicKey):
     that is not a plugin recipient; :meth:`wrap` raises :class:`PluginError`.
     """
 
-    __slots__ = ("_identity", "name", "timeout", "ui")
+    __slots__ = ("_identity", "data", "name", "timeout", "ui")
 
     def __init__(
         self, text: str, *, timeout: float = DEFAULT_TIMEOUT, ui: PluginUI | None = None
     ) -> None:
-        self.name = _parse(text, "recipient")
+        #: The plugin's name and the data the recipient carries for it.
+        self.name, self.data = _parse(text, "recipient")
         self._public = text.encode()
         self._identity = False
         self.timeout = timeout
@@ -228,12 +230,12 @@ class PluginIdentity(HoldsSecrets):
     :class:`PluginRecipient`. Raises :class:`FormatError` for text that is not a plugin
     identity; :meth:`unwrap` raises :class:`PluginError`. Its text is treated as secret."""
 
-    __slots__ = ("_text", "name", "timeout", "ui")
+    __slots__ = ("_data", "_text", "name", "timeout", "ui")
 
     def __init__(
         self, text: str, *, timeout: float = DEFAULT_TIMEOUT, ui: PluginUI | None = None
     ) -> None:
-        self.name = _parse(text, "identity")
+        self.name, self._data = _parse(text, "identity")
         self._text = text
         self.timeout = timeout
         self.ui = ui or PluginUI()
@@ -243,6 +245,11 @@ class PluginIdentity(HoldsSecrets):
         client = PluginClient.unwrap(self.name, self._text, stanzas, ui=self.ui)
         run_session(client, self.timeout)
         return client.file_key
+
+    @property
+    def data(self) -> bytes:
+        """The data the identity carries for its plugin (secret for some plugins)."""
+        return self._data
 
     @property
     def recipient(self) -> PluginRecipient:
@@ -263,12 +270,29 @@ class PluginIdentity(HoldsSecrets):
     __str__ = __repr__
 
 
-def _parse(text: str, kind: str) -> str:
-    hrp, _ = bech32_decode(text)
+def _parse(text: str, kind: str) -> tuple[str, bytes]:
+    hrp, data = bech32_decode(text)
     name = plugin_name(hrp, kind)
     if name is None:
         raise FormatError(f"not an age plugin {kind}")
-    return name
+    return name, data
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.fullmatch(name.lower()):
+        raise InvalidParameterError("an age plugin name is letters, digits and - _ . +")
+    return name.lower()
+
+
+def plugin_recipient(name: str, data: bytes) -> str:
+    """The recipient ``age1NAME1...`` carrying ``data`` for plugin ``name``
+    (:class:`InvalidParameterError` for a name the spec does not allow)."""
+    return bech32_encode("age1" + _check_name(name), data)
+
+
+def plugin_identity(name: str, data: bytes) -> str:
+    """The identity ``AGE-PLUGIN-NAME-1...`` carrying ``data`` for plugin ``name``."""
+    return bech32_encode(f"age-plugin-{_check_name(name)}-", data, upper=True)
 
 
 def wrap_all(recipients: Iterable[Recipient], file_key: bytes) -> list[Stanza]:
