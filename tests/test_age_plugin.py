@@ -552,3 +552,63 @@ def test_the_plugin_reports_a_tampered_stanza_of_its_key() -> None:
     unwrap = PluginClient.unwrap("pkcs11", identity_for(URI), [tampered], ui=PluginUI())
     with pytest.raises(PluginError, match="failed \\(stanza 0 0\\): wrong key or tampered"):
         _serve("identity-v1", unwrap)
+
+
+# ------------------------------------------------------------------------ the command
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _sc(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *args],
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+
+
+def test_the_command_takes_plugin_recipients_and_identities(plugins: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_bytes(MESSAGE)
+    (tmp_path / "id.txt").write_text(f"# token key\n{identity_for(URI)}\n")
+    (tmp_path / "team.txt").write_text(f"{recipient_for(OTHER_URI)}\n")
+    made = _sc("-r", recipient_for(URI), "-R", "team.txt", "-o", "a.age", "in.txt", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    header = age.parse_header((tmp_path / "a.age").read_bytes())
+    assert header is not None and [s.args[1] for s in header.stanzas] == [
+        key_tag(URI),
+        key_tag(OTHER_URI),
+    ]
+    read = _sc("-d", "-i", "id.txt", "a.age", cwd=tmp_path)
+    assert read.returncode == 0 and read.stdout == MESSAGE, read.stderr
+    # -e -i: the identity file's plugin identity as a recipient (age's add-identity)
+    assert _sc("encrypt", "-i", "id.txt", "-o", "b.age", "in.txt", cwd=tmp_path).returncode == 0
+    assert _sc("decrypt", "-i", "id.txt", "b.age", cwd=tmp_path).stdout == MESSAGE
+    if AGE is not None:
+        assert _age("-d", "-i", str(tmp_path / "id.txt"), str(tmp_path / "b.age")) == MESSAGE
+
+
+def test_the_command_exits_3_for_a_missing_or_failing_plugin(plugins: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_bytes(b"x")
+    missing = _sc("-r", age.plugin_recipient("nosuch", b"k"), "-o", "a.age", "in.txt", cwd=tmp_path)
+    assert missing.returncode == 3
+    assert b"no age-plugin-nosuch on PATH" in missing.stderr
+    assert not (tmp_path / "a.age").exists()
+    (tmp_path / "id.txt").write_text(identity_for(URI) + "\n")
+    no_public = _sc("keygen", "-y", "id.txt", cwd=tmp_path)
+    assert no_public.returncode == 3 and b"plugin identity" in no_public.stderr
+
+
+def test_the_console_script_names_the_plugin_main(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    from streamcrypt.cli import _age_plugin_pkcs11
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["age-plugin-pkcs11"] == "streamcrypt.cli._age_plugin_pkcs11:main"
+    assert _age_plugin_pkcs11.main(["--identity", URI]) == 0
+    assert capsys.readouterr().out == f"# recipient: {recipient_for(URI)}\n{identity_for(URI)}\n"
+    assert _age_plugin_pkcs11.main(["--identity", URI + ";pin-value=1234"]) == 1
+    assert "without pin-value" in capsys.readouterr().err

@@ -20,13 +20,9 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ...errors import FormatError, InvalidParameterError, PluginError
 from ...keys import HoldsSecrets
@@ -34,6 +30,10 @@ from .._bech32 import bech32_decode, bech32_encode
 from .._stanza import PublicKey, Recipient, Stanza
 from ._mlkem import MLKEM768X25519Recipient
 from ._plugin import PluginClient, PluginUI
+
+if TYPE_CHECKING:  # the process modules are imported when a plugin runs (start-up)
+    import selectors
+    import subprocess
 
 #: Seconds a plugin may take to answer (each exchange, not the whole session): long
 #: enough for a token that asks for a touch.
@@ -60,6 +60,8 @@ def plugin_name(hrp: str, kind: str) -> str | None:
 def plugin_path(name: str) -> str:
     """The program ``age-plugin-NAME`` on ``PATH``'s absolute entries; :class:`PluginError`
     when there is none."""
+    import shutil  # here: only a plugin needs it (the command's start-up)
+
     entries = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(p)]
     program = f"age-plugin-{name}"
     found = shutil.which(program, path=os.pathsep.join(entries))
@@ -72,6 +74,9 @@ def run_session(client: PluginClient, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Run ``client``'s session with its plugin until it finishes; :class:`PluginError`
     when the plugin is missing, fails, hangs (``timeout`` seconds without an answer),
     floods or leaves the protocol. The process is gone when this returns or raises."""
+    import subprocess
+    import tempfile
+
     argv = [plugin_path(client.name), f"--age-plugin={client.machine}"]
     try:
         proc = subprocess.Popen(
@@ -98,6 +103,8 @@ def run_session(client: PluginClient, timeout: float = DEFAULT_TIMEOUT) -> None:
 def _exchange(
     proc: subprocess.Popen[bytes], client: PluginClient, timeout: float, stderr: bytearray
 ) -> None:
+    import selectors
+
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     with selectors.DefaultSelector() as sel:
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
@@ -157,6 +164,8 @@ def _write(sel: selectors.BaseSelector, stdin: IO[bytes], pending: bytes) -> byt
 def _stop(proc: subprocess.Popen[bytes], *, graceful: bool) -> None:
     """Close the pipes, give a plugin that finished ``_EXIT_GRACE`` to exit, kill it
     otherwise, and reap it."""
+    import subprocess
+
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             try:
