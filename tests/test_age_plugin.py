@@ -324,6 +324,13 @@ def test_label_sets_must_agree(plugins: Path) -> None:
         streamcrypt.encrypt_bytes(b"x", format="age", recipients=[labelled, classic])
     header = age.parse_header(streamcrypt.encrypt_bytes(b"x", format="age", recipients=labelled))
     assert header is not None and header.stanzas[0].args == ("pq-ish",)
+    # a post-quantum plugin goes with age's own post-quantum recipients, a classic one not
+    pq = age.MLKEM768X25519Identity.generate()
+    both = streamcrypt.encrypt_bytes(b"pq", format="age", recipients=[labelled, pq.recipient])
+    assert streamcrypt.decrypt_bytes(both, format="age", identities=pq) == b"pq"
+    classic_plugin = age.parse_recipient(recipient_for(URI))
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        streamcrypt.encrypt_bytes(b"x", format="age", recipients=[classic_plugin, pq.recipient])
 
 
 # ------------------------------------------------------------------ the state machines

@@ -119,7 +119,8 @@ def _recipient_list(
     out = _RECIPIENTS(recipients, passphrase, lambda p: ScryptRecipient(p, work_factor=work_factor))
     if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
         raise InvalidParameterError("a passphrase must be a file's only recipient in age")
-    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out]
+    # plugins declare their kind by labels, checked when they wrap (_plugin_process.wrap_all)
+    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out if not isinstance(r, PluginRecipient)]
     if any(pq) and not all(pq):
         raise InvalidParameterError(
             "post-quantum recipients must not be mixed with classic ones "
