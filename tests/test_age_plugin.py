@@ -14,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -619,3 +620,27 @@ def test_the_console_script_names_the_plugin_main(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out == f"# recipient: {recipient_for(URI)}\n{identity_for(URI)}\n"
     assert _age_plugin_pkcs11.main(["--identity", URI + ";pin-value=1234"]) == 1
     assert "without pin-value" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_leaves_no_plugin_behind(plugins: Path) -> None:
+    """The session runs on the engine's worker; a caller cancelled while a plugin hangs
+    returns at once, and the plugin is killed and reaped when its answer's time is up."""
+    import anyio
+
+    pidfile = _fake(plugins, "hangs", FAKES["hangs"][0])
+    recipient = age.PluginRecipient(bech32_encode("age1hangs", b"key"), timeout=1.0)
+
+    async def source() -> AsyncIterator[bytes]:
+        yield b"x" * 100_000
+
+    started = time.monotonic()
+    with anyio.move_on_after(0.3) as scope:
+        async for _ in streamcrypt.encrypt(source(), format="age", recipients=recipient):
+            pass
+    assert scope.cancelled_caught
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not _gone(pidfile):
+        assert time.monotonic() < deadline, "the plugin outlived its timeout"
+        await anyio.sleep(0.05)
+    assert time.monotonic() - started < 6
