@@ -109,6 +109,22 @@ def test_go_age_refuses_a_file_for_another_token_key(plugins: Path, tmp_path: Pa
     assert done.returncode != 0 and done.stdout == b""
 
 
+@needs_age
+def test_go_age_with_a_token_that_needs_a_pin_from_the_environment(
+    plugins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    identity = tmp_path / "identity.txt"
+    identity.write_text(identity_for(PIN_URI) + "\n")
+    monkeypatch.setenv("AGE_PLUGIN_PKCS11_PIN", soft_pkcs11.PIN)
+    ciphertext = _age("-r", recipient_for(PIN_URI), data=b"pinned")
+    assert _age("-d", "-i", str(identity), data=ciphertext) == b"pinned"
+    monkeypatch.setenv("AGE_PLUGIN_PKCS11_PIN", "0000")
+    done = subprocess.run(
+        [AGE or "age", "-d", "-i", str(identity)], input=ciphertext, capture_output=True, timeout=60
+    )
+    assert done.returncode != 0 and b"the token refused the PIN" in done.stderr
+
+
 def test_streamcrypt_client_with_its_own_plugin(plugins: Path) -> None:
     x25519 = age.X25519Identity.generate()
     recipients = [recipient_for(URI), recipient_for(OTHER_URI), x25519.recipient]
