@@ -526,9 +526,72 @@ def run(report: Report, quick: bool = False) -> None:
         _one_shot(report, [1 << 20, 64 << 20] + ([] if quick else [256 << 20]), rounds)
         _files(report, (256 if quick else 1024) << 20, 3, tmp)
     _formats(report, (64 if quick else 256) << 20, rounds)
+    _age_plugin(report, rounds)
     run_messages(report, quick)
     _soak(report, (1 if quick else 4) << 30)
     _first_stream(report, 256 << 20, 3 if quick else 5)
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 30: the per-file cost of an age plugin recipient
+# ---------------------------------------------------------------------------------------
+
+
+def _age_plugin(report: Report, rounds: int, files: int = 10) -> None:
+    """A 1 KiB age file to a plugin recipient and back (age-plugin-pkcs11 with the tests'
+    software token key: a process started and one exchange per file) against an X25519
+    recipient, in this process through ``streamcrypt.encrypt_bytes`` / ``decrypt_bytes``."""
+    from streamcrypt.cli._age_plugin_pkcs11 import identity_for, recipient_for
+    from streamcrypt.codecs.age import X25519Identity
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import soft_pkcs11
+
+    uri = "pkcs11:token=soft;object=bench"
+    x25519 = X25519Identity.generate()
+    keys = {
+        "X25519": (x25519.recipient, x25519),
+        "plugin (age-plugin-pkcs11)": (recipient_for(uri), identity_for(uri)),
+    }
+    data = os.urandom(1024)
+    t = report.table(
+        f"age, per file: a plugin recipient against X25519 (1 KiB files, ms per file, "
+        f"medians of {rounds} interleaved rounds of {files})",
+        ["recipient", "encrypt ms", "decrypt ms", "encrypt vs X25519", "decrypt vs X25519"],
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-age-plugin-") as d:
+        soft_pkcs11.write_plugin(d)
+        path = os.environ["PATH"]
+        os.environ["PATH"] = d + os.pathsep + path
+        try:
+            sealed = {
+                n: sc.encrypt_bytes(data, format="age", recipients=r) for n, (r, _) in keys.items()
+            }
+            variants: dict[str, Callable[[], object]] = {}
+            for name, (recipient, identity) in keys.items():
+                variants[f"{name} encrypt"] = lambda r=recipient: [
+                    sc.encrypt_bytes(data, format="age", recipients=r) for _ in range(files)
+                ]
+                variants[f"{name} decrypt"] = lambda i=identity, c=sealed[name]: [
+                    sc.decrypt_bytes(c, format="age", identities=i) for _ in range(files)
+                ]
+            medians = interleaved(variants, rounds)
+        finally:
+            os.environ["PATH"] = path
+    base_enc, base_dec = medians["X25519 encrypt"], medians["X25519 decrypt"]
+    for name in keys:
+        enc, dec = medians[f"{name} encrypt"], medians[f"{name} decrypt"]
+        t.add(
+            name,
+            enc / files * 1e3,
+            dec / files * 1e3,
+            f"{enc / base_enc:.0f}x",
+            f"{dec / base_dec:.0f}x",
+        )
+    t.notes.append(
+        "the plugin is a Python program: its start-up (the interpreter and streamcrypt's "
+        "imports) is most of its cost; a plugin in Go or Rust starts in a few ms"
+    )
 
 
 # ---------------------------------------------------------------------------------------

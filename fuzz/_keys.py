@@ -17,6 +17,8 @@ AGE_X25519 = age.X25519Identity(bytes(range(1, 33)))
 AGE_PQ = age.MLKEM768X25519Identity(bytes(range(2, 34)))
 AGE_IDENTITIES: list[age.IdentityLike] = [AGE_X25519, AGE_PQ]
 ENVELOPE_X25519 = envelope.X25519Identity(bytes(range(3, 35)))
+PLUGIN_RECIPIENT = age.plugin_recipient("fuzz", b"recipient data")
+PLUGIN_IDENTITY = age.plugin_identity("fuzz", b"identity data")
 
 #: Password-KDF caps the targets read with. The library's defaults (1 GiB, several
 #: seconds) would make every hostile stanza a deliberate second of work; lowered, a call

@@ -7,6 +7,7 @@ Plaintexts are short and segments small, so a mutation lands near a boundary oft
 
 from __future__ import annotations
 
+import base64
 import io
 from collections.abc import Callable
 
@@ -67,6 +68,30 @@ DICTIONARY: dict[str, list[bytes]] = {
     "cli-keyfile": [b"streamcrypt-key: 1\n", b"type: ", b"key: ", b"AGE-SECRET-KEY-1", b"{"],
     "armor": [b"-----BEGIN AGE ENCRYPTED FILE-----", b"-----END AGE ENCRYPTED FILE-----", b"\r\n"],
 }
+DICTIONARY["age-plugin-identity"] = [
+    b"-> ",
+    b"\n\n",
+    b"-> done\n\n",
+    b"-> file-key 0\n",
+    b"-> error ",
+    b"-> msg\n",
+    b"-> confirm ",
+    b"-> request-secret\n",
+    b"A" * 64 + b"\n",
+]
+DICTIONARY["age-plugin-recipient"] = [
+    *DICTIONARY["age-plugin-identity"],
+    b"-> recipient-stanza 0 ",
+    b"-> labels ",
+]
+DICTIONARY["age-plugin-server"] = [
+    b"-> add-identity ",
+    b"-> add-recipient ",
+    b"-> wrap-file-key\n",
+    b"-> recipient-stanza 0 ",
+    b"-> extension-labels\n\n",
+    b"-> done\n\n",
+]
 DICTIONARY["age-armored"] = DICTIONARY["age"] + DICTIONARY["armor"]
 DICTIONARY["keyring-clear"] = DICTIONARY["keyring"]
 
@@ -208,6 +233,61 @@ def _secretstream() -> list[bytes]:
     return [*out, b"".join(theirs)]
 
 
+def _stanzas(*stanzas: tuple[tuple[str, ...], bytes]) -> bytes:
+    from streamcrypt.codecs.age._header import _encode_stanza
+
+    return b"".join(_encode_stanza(age.Stanza(args, body)) for args, body in stanzas)
+
+
+_B64_YES = base64.b64encode(b"yes").decode().rstrip("=")
+#: A plugin's phase 2 as the clients see it: every request a plugin may make.
+_PLUGIN_ASKS = (
+    (("msg",), b"touch the token"),
+    (("grease-cmd", "x"), b"\x00" * 80),
+    (("confirm", _B64_YES), b"go on?"),
+    (("request-secret",), b"PIN"),
+    (("request-public",), b"name"),
+)
+
+
+def _plugin_identity() -> list[bytes]:
+    done = (("done",), b"")
+    return [
+        _stanzas(*_PLUGIN_ASKS, (("file-key", "0"), bytes(16)), done),
+        _stanzas((("error", "stanza", "0", "0"), b"bad stanza"), done),
+        _stanzas(done),
+    ]
+
+
+def _plugin_recipient() -> list[bytes]:
+    done = (("done",), b"")
+    stanza = (("recipient-stanza", "0", "fuzz", "tag"), bytes(24))
+    return [
+        _stanzas(*_PLUGIN_ASKS, stanza, stanza, done),
+        _stanzas((("labels", "postquantum", "x"), b""), stanza, done),
+        _stanzas((("error", "recipient", "0"), b"not mine"), done),
+    ]
+
+
+def _plugin_server() -> list[bytes]:
+    done = (("done",), b"")
+    unwrap = _stanzas(
+        (("add-identity", K.PLUGIN_IDENTITY), b""),
+        (("recipient-stanza", "0", "X25519", "abc"), bytes(32)),
+        (("grease", "-"), b"\xff" * 70),
+        (("recipient-stanza", "1", "fuzz", "t"), bytes(24)),
+        done,
+    )
+    wrap = _stanzas(
+        (("add-recipient", K.PLUGIN_RECIPIENT), b""),
+        (("add-identity", K.PLUGIN_IDENTITY), b""),
+        (("wrap-file-key",), bytes(16)),
+        (("extension-labels",), b""),
+        done,
+    )
+    return [b"\x00" + unwrap, b"\xff" + wrap]
+
+
 def _encrypt(enc: Transform, plaintext: bytes) -> bytes:
     return enc.update(plaintext) + enc.finalize()
 
@@ -308,6 +388,9 @@ def make_seeds() -> dict[str, list[bytes]]:
         "keyring": _keyring(clear=False),
         "keyring-clear": _keyring(clear=True),
         "cli-keyfile": _keyfiles(),
+        "age-plugin-identity": _plugin_identity(),
+        "age-plugin-recipient": _plugin_recipient(),
+        "age-plugin-server": _plugin_server(),
         "armor": [armor.armor(p) for p in PLAINTEXTS]
         + [armor.armor(bytes(100)).replace(b"\n", b"\r\n")],
     }

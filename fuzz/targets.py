@@ -29,6 +29,8 @@ from streamcrypt.codecs import (
     tink,
     tink_keyset,
 )
+from streamcrypt.codecs.age._header import _encode_stanza
+from streamcrypt.codecs.age._plugin import PluginClient, PluginServer, PluginUI
 from streamcrypt.keys import KeyRing
 
 from . import _keys as K
@@ -141,6 +143,64 @@ def _noise(data: bytes) -> bytes:
     if not data:
         return noise_side(0).read_message(b"")
     return noise_side(data[0] % len(K.NOISE_SCENARIOS)).read_message(data[1:])
+
+
+#: The answers a fuzzed plugin gets: every request answered (so every path runs).
+_PLUGIN_UI = PluginUI(
+    message=lambda text: None,
+    request_secret=lambda prompt: "1234",
+    request_public=lambda prompt: "public",
+    confirm=lambda prompt, yes, no: no is None,
+)
+
+
+def _plugin_client(machine: str) -> Callable[[Sequence[bytes]], bytes]:
+    """A client of ``machine`` fed a plugin's output: its answers, then what it got."""
+
+    def decode(pieces: Sequence[bytes]) -> bytes:
+        if machine == "recipient-v1":
+            client = PluginClient.wrap("fuzz", K.PLUGIN_RECIPIENT, bytes(16), ui=_PLUGIN_UI)
+        else:
+            stanzas = [age.Stanza(("X25519", "x"), bytes(32))]
+            client = PluginClient.unwrap("fuzz", K.PLUGIN_IDENTITY, stanzas, ui=_PLUGIN_UI)
+        out = bytearray(client.data_to_send())
+        for piece in pieces:
+            if piece:  # b"" is the end of the plugin's output, given once below
+                client.receive_data(piece)
+                out += client.data_to_send()
+        client.receive_data(b"")
+        out += b"".join(_encode_stanza(s) for s in client.stanzas)
+        out += b" ".join(sorted(label.encode() for label in client.labels))
+        return bytes(out) + (client.file_key or b"")
+
+    return decode
+
+
+def _plugin_server(pieces: Sequence[bytes]) -> bytes:
+    """The plugin's side fed a client's phase 1 (the first byte picks the state machine):
+    the request it read."""
+    data = b"".join(pieces)
+    machine = "identity-v1" if data[:1] < b"\x80" else "recipient-v1"
+    server = PluginServer(machine)  # type: ignore[arg-type]
+    skip = 1
+    for piece in pieces:
+        piece, skip = piece[skip:], max(0, skip - len(piece))
+        if piece:
+            server.receive_data(piece)
+    event = server.next_event()
+    if isinstance(event, age.WrapRequest):
+        parts = [*event.recipients, *event.identities, *(k.hex() for k in event.file_keys)]
+        return "\n".join([*parts, str(event.labels)]).encode()
+    if isinstance(event, age.UnwrapRequest):
+        files = [b"".join(_encode_stanza(s) for s in f) for f in event.files]
+        return "\n".join(event.identities).encode() + b"\x00".join(files)
+    return b""
+
+
+def _stress_plugin() -> list[bytes]:
+    """A plugin's output near the session cap: long messages, each answered."""
+    message = _encode_stanza(age.Stanza(("msg",), bytes(48 << 10)))
+    return [message * 15 + b"-> done\n\n"]
 
 
 _KEYFILE_DIR = tempfile.mkdtemp(
@@ -295,5 +355,8 @@ TARGETS: dict[str, Target] = {
         Target("keyring-clear", _whole(_ring(True)), chunked=False),
         Target("cli-keyfile", _whole(_keyfile), chunked=False, typed=(KeyFileError,)),
         Target("armor", _stream(armor.ArmorDecoder), stress=_big(1 << 20, armor.armor)),
+        Target("age-plugin-identity", _plugin_client("identity-v1"), stress=_stress_plugin),
+        Target("age-plugin-recipient", _plugin_client("recipient-v1")),
+        Target("age-plugin-server", _plugin_server),
     )
 }

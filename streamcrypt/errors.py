@@ -25,6 +25,7 @@ __all__ = [
     "NotFinalizedError",
     "PeerRejectedError",
     "PeerTimeoutError",
+    "PluginError",
     "SnapshotNotFoundError",
     "StoreLockedError",
     "StreamCryptError",
@@ -90,6 +91,14 @@ class PeerTimeoutError(StreamCryptError, TimeoutError):
     """The peer made no progress within a timeout (a stalled handshake, record or body)."""
 
     http_status = 408
+
+
+class PluginError(StreamCryptError):
+    """An age plugin failed: not found on ``PATH``, exited or hung, sent more than the
+    protocol's caps or something out of protocol, or reported an error of its own (its
+    message is quoted)."""
+
+    http_status = 502
 
 
 class LimitExceededError(StreamCryptError, OverflowError):

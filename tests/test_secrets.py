@@ -245,6 +245,13 @@ def _factories() -> dict[str, Callable[[], object]]:
     return {
         "streamcrypt.codecs.age.AgeCodec": lambda: age.AgeCodec(k(32)),
         "streamcrypt.codecs.age.MLKEM768X25519Identity": lambda: age.MLKEM768X25519Identity(k(32)),
+        "streamcrypt.codecs.age.PluginIdentity": lambda: age.PluginIdentity(
+            age.plugin_identity("x", k(32))
+        ),
+        "streamcrypt.codecs.age.WrapRequest": lambda: age.WrapRequest((), (), (k(16),)),
+        "streamcrypt.codecs.age.UnwrapRequest": lambda: age.UnwrapRequest(
+            (age.plugin_identity("x", k(32)),), ()
+        ),
         "streamcrypt.codecs.age.ScryptIdentity": lambda: age.ScryptIdentity(PASS),
         "streamcrypt.codecs.age.ScryptRecipient": lambda: age.ScryptRecipient(PASS),
         "streamcrypt.codecs.age.SshEd25519Identity": lambda: age.SshEd25519Identity(k(32)),
@@ -378,6 +385,8 @@ EXEMPT = {
     "streamcrypt.codecs.SegmentedEncryptor": "base of the encryptors, which are checked",
     "streamcrypt.codecs.SegmentedDecryptor": "base of the decryptors, which are checked",
     "streamcrypt.codecs.tink.TinkStreamingCodec": "abstract base of the two Tink codecs",
+    "streamcrypt.codecs.age.PluginUI": "holds the callbacks that answer a plugin "
+    "(request_secret names one), no secret",
 }
 
 _NONCES = {"nonce": (12, 24, 8, 16), "iv": (16, 32), "tweak": (16,)}

@@ -136,6 +136,30 @@ def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
     return phrase
 
 
+def _plugin_ui() -> _age.PluginUI:
+    """How the command answers an age plugin, as age does: messages on standard error, a
+    PIN or secret asked for on the terminal (answered ``fail`` without one)."""
+
+    def secret(prompt: str) -> str | None:
+        try:
+            os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+        except OSError:
+            return None
+        import getpass  # here: only a prompt needs it (start-up)
+
+        return getpass.getpass(f"{prompt}: ")
+
+    return _age.PluginUI(message=lambda text: print(text, file=sys.stderr), request_secret=secret)
+
+
+def _with_plugin_ui(keys: list[Any]) -> list[Any]:
+    """``keys``, the age plugin ones given the terminal (:func:`_plugin_ui`)."""
+    for key in keys:
+        if isinstance(key, _age.PluginRecipient | _age.PluginIdentity):
+            key.ui = _plugin_ui()
+    return keys
+
+
 def _aad(args: argparse.Namespace) -> bytes:
     return args.aad.encode("utf-8") if args.aad is not None else b""
 
@@ -398,7 +422,9 @@ def _recipients(
 
 
 def _age_writing(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
-    recipients = _recipients(args, keys, "age", _age.parse_recipient, _AGE_MESSAGES)
+    recipients = _with_plugin_ui(
+        _recipients(args, keys, "age", _age.parse_recipient, _AGE_MESSAGES)
+    )
     if recipients and keys.passphrase is not None:
         raise _usage("age files take either recipients or a passphrase, not both")
     work = args.work_factor if args.work_factor is not None else _age.DEFAULT_WORK_FACTOR
@@ -536,7 +562,7 @@ def _age_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:
         f"({AGE_IDENTITY_KINDS}) or --passphrase",
         "the input is an age file: give -i IDENTITY or --passphrase",
     )
-    return FormatOptions(identities=tuple(identities), passphrase=keys.passphrase)
+    return FormatOptions(identities=tuple(_with_plugin_ui(identities)), passphrase=keys.passphrase)
 
 
 def _envelope_reading(args: argparse.Namespace, keys: _Keys) -> FormatOptions:

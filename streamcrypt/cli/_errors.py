@@ -10,7 +10,8 @@ code   meaning
 2      usage: bad or conflicting options, an output that would be overwritten, no terminal
        to prompt on
 3      key problem: a key file missing, unreadable, malformed, of the wrong kind or size;
-       no key given; the data names a key (key id, recipient) the given keys do not hold
+       no key given; the data names a key (key id, recipient) the given keys do not hold;
+       an age plugin missing, failing or out of protocol
 4      I/O: an input file missing or unreadable, an output that cannot be written, a
        network connection refused or lost
 130    interrupted (Ctrl-C)
@@ -23,6 +24,7 @@ from ..errors import (
     InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
+    PluginError,
     StreamCryptError,
     UnknownKeyError,
 )
@@ -47,7 +49,7 @@ def exit_code(exc: BaseException) -> int:
     """The documented exit code for ``exc`` (see the module docstring)."""
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError):
+    if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | PluginError):
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE

@@ -9,8 +9,9 @@ Four kinds of file, all UTF-8 text, ``#`` lines are comments (docs/CLI.md has th
   for RFC 8188 HTTP bodies);
 * X25519 identities: one ``SC-X25519-SECRET-1...`` line (the envelope's Bech32 form),
   with a ``# public key: sc-x25519-pub1...`` comment;
-* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them, or an
-  SSH private key file (Ed25519 or RSA; OpenSSH or PEM), as age's ``-i ~/.ssh/id_rsa``;
+* age identities: ``AGE-SECRET-KEY-1...`` lines, as ``age-keygen`` writes them (and
+  plugin identities, ``AGE-PLUGIN-NAME-1...``), or an SSH private key file (Ed25519 or
+  RSA; OpenSSH or PEM), as age's ``-i ~/.ssh/id_rsa``;
 * Tink keysets: a cleartext JSON keyset (read only).
 
 Every failure here is a key problem: :class:`KeyFileError` (exit code 3). Messages name
@@ -53,11 +54,13 @@ _MAX_KEY_FILE = 1 << 20
 KeyKind = Literal["symmetric", "ed25519", "x25519", "age", "tink"]
 
 #: Every recipient form age encryption takes (for messages).
-AGE_RECIPIENT_KINDS = "age1..., age1pq1..., 'ssh-ed25519 AAAA...' or 'ssh-rsa AAAA...'"
+AGE_RECIPIENT_KINDS = (
+    "age1..., age1pq1..., a plugin's age1NAME1..., 'ssh-ed25519 AAAA...' or 'ssh-rsa AAAA...'"
+)
 #: Every identity file form age takes (for messages).
 AGE_IDENTITY_KINDS = (
-    "AGE-SECRET-KEY-1... or AGE-SECRET-KEY-PQ-1... lines, or an ssh-ed25519 or ssh-rsa "
-    "private key such as ~/.ssh/id_ed25519"
+    "AGE-SECRET-KEY-1..., AGE-SECRET-KEY-PQ-1... or AGE-PLUGIN-NAME-1... lines, or an "
+    "ssh-ed25519 or ssh-rsa private key such as ~/.ssh/id_ed25519"
 )
 
 
@@ -156,7 +159,7 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
     raws: list[bytes] = []
     for number, line in enumerate(lines, 1):
         ident: _envelope.X25519Identity | _envelope.EciesIdentity | _age.AnyIdentity
-        if line.upper().startswith("AGE-SECRET-KEY-"):
+        if line.upper().startswith(("AGE-SECRET-KEY-", "AGE-PLUGIN-")):
             ident = _age.parse_identity(line)
             age_ids.append(ident)
         elif line.upper().startswith("SC-"):
@@ -165,7 +168,7 @@ def _load_identities(path: str, lines: Sequence[str]) -> KeyFile:
         else:
             raise KeyFileError(
                 f"{path}: line {number} is not an identity (AGE-SECRET-KEY-1..., "
-                "AGE-SECRET-KEY-PQ-1... or SC-X25519-SECRET-1...)"
+                "AGE-SECRET-KEY-PQ-1..., AGE-PLUGIN-NAME-1... or SC-X25519-SECRET-1...)"
             )
         if isinstance(ident, _age.X25519Identity):  # an X25519 key pair serves Noise too
             raws.append(ident.secret_key().secret_bytes())
@@ -195,7 +198,7 @@ def load_key_file(path: str) -> KeyFile:
     try:
         if ":" in lines[0]:
             return _load_fields(path, lines, text)
-        if not lines[0].upper().startswith(("AGE-SECRET-KEY-", "SC-")):
+        if not lines[0].upper().startswith(("AGE-SECRET-KEY-", "AGE-PLUGIN-", "SC-")):
             # the older symmetric form (64 hex digits), or a clear message about the format
             return KeyFile(path, "symmetric", symmetric=_kf.secret_key_from_text(text, source=path))
         return _load_identities(path, lines)
@@ -251,6 +254,11 @@ def public_lines(kf: KeyFile) -> list[str]:
     if kf.ed25519 is not None:
         return [base64.b64encode(kf.ed25519.public_bytes()).decode()]
     if kf.kind == "age":
+        if any(isinstance(ident, _age.PluginIdentity) for ident in kf.age_identities):
+            raise KeyFileError(
+                f"{kf.path} holds an age plugin identity: its recipient comes from the "
+                "plugin (e.g. age-plugin-pkcs11 --identity URI prints both)"
+            )
         return [str(ident.recipient) for ident in kf.age_identities]
     if kf.kind == "x25519":
         return [str(ident.recipient) for ident in kf.envelope_identities]

@@ -37,6 +37,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     LimitExceededError,
+    PluginError,
     UnknownKeyError,
 )
 from ..keys import HoldsSecrets, secret_text_bytes
@@ -302,15 +303,17 @@ def open_file_key(
     """The file key from the first attempt (an identity shown stanzas) that unwraps one.
 
     An attempt that fails with :class:`AuthenticationError` (a stanza of ours that was
-    tampered with), :class:`InvalidPublicKeyError` or :class:`LimitExceededError` (KDF
-    parameters over the caps) is set aside: it is raised only when no attempt opens.
+    tampered with), :class:`InvalidPublicKeyError`, :class:`LimitExceededError` (KDF
+    parameters over the caps) or :class:`PluginError` (an age plugin that failed: the
+    spec lets a reader try the next identity) is set aside: it is raised only when no
+    attempt opens.
     Nothing opens: :class:`UnknownKeyError` with ``no_match()``.
     """
     deferred: Exception | None = None
     for attempt in attempts:
         try:
             file_key = attempt()
-        except (AuthenticationError, InvalidPublicKeyError, LimitExceededError) as exc:
+        except (AuthenticationError, InvalidPublicKeyError, LimitExceededError, PluginError) as exc:
             deferred = deferred or exc
             continue
         if file_key is not None:

@@ -14,7 +14,9 @@ A random 16-byte *file key* is wrapped once per recipient in a *stanza*: X25519
 (HKDF-SHA-256 over the shared secret with salt ``share || recipient``, then
 ChaCha20-Poly1305 with a zero nonce), scrypt (a passphrase; must be the only stanza) or
 the hybrid post-quantum ``mlkem768x25519`` (HPKE with ML-KEM-768 + X25519); existing SSH
-keys serve as ``ssh-ed25519`` (X25519 with a tweak) and ``ssh-rsa`` (RSA-OAEP). An identity
+keys serve as ``ssh-ed25519`` (X25519 with a tweak) and ``ssh-rsa`` (RSA-OAEP); plugin
+recipients and identities (``age1NAME1...``, ``AGE-PLUGIN-NAME-1...``) run the program
+``age-plugin-NAME`` (c2sp.org/age-plugin: ``_plugin``, ``_plugin_process``). An identity
 unwraps the file key from a stanza addressed to it; the header MAC, keyed with
 ``HKDF(file key, "", "header")``, then authenticates the whole header. The payload key
 is ``HKDF(file key, salt = nonce, "payload")`` and the payload is a STREAM of 64 KiB
@@ -65,6 +67,8 @@ from ._header import (
 )
 from ._mlkem import MLKEM768X25519Identity, MLKEM768X25519Recipient
 from ._payload import AgeCodec, AgeDecryptor, AgeEncryptor, layout
+from ._plugin import PluginReply, PluginServer, PluginUI, UnwrapRequest, WrapRequest
+from ._plugin_process import PluginIdentity, PluginRecipient, plugin_identity, plugin_recipient
 from ._recipients import (
     AnyIdentity,
     AnyRecipient,
@@ -96,6 +100,11 @@ __all__ = [
     "IdentityLike",
     "MLKEM768X25519Identity",
     "MLKEM768X25519Recipient",
+    "PluginIdentity",
+    "PluginRecipient",
+    "PluginReply",
+    "PluginServer",
+    "PluginUI",
     "Recipient",
     "RecipientLike",
     "ScryptIdentity",
@@ -105,6 +114,8 @@ __all__ = [
     "SshRsaIdentity",
     "SshRsaRecipient",
     "Stanza",
+    "UnwrapRequest",
+    "WrapRequest",
     "X25519Identity",
     "X25519Recipient",
     "layout",
@@ -112,6 +123,8 @@ __all__ = [
     "parse_identities",
     "parse_identity",
     "parse_recipient",
+    "plugin_identity",
+    "plugin_recipient",
     "rekey_header",
 ]
 

@@ -137,35 +137,43 @@ class _HeaderScan:
         return None
 
 
+def _read_stanza(lines: Sequence[bytes], i: int, end: int) -> tuple[Stanza, int]:
+    """The stanza whose ``-> `` line is ``lines[i]`` (its body in the lines before
+    ``end``) and the index of the line after it; :class:`FormatError` if malformed.
+    The age header and the plugin protocol (``_plugin``) read stanzas with it."""
+    line = lines[i]
+    if not line.startswith(b"-> "):
+        raise FormatError("age header line is neither a stanza ('-> ') nor the MAC ('---')")
+    try:
+        args = tuple(line[3:].decode("ascii").split(" "))
+    except UnicodeDecodeError:
+        raise FormatError("age stanza arguments must be visible ASCII") from None
+    i += 1  # the arguments are checked as the Stanza is made
+    body = bytearray()
+    while True:
+        if i >= end:
+            raise FormatError(
+                "age stanza body must end with a line shorter than 64 columns "
+                "(an empty line after a full one)"
+            )
+        chunk = lines[i]
+        i += 1
+        if len(chunk) > _COLUMNS or not _B64.fullmatch(chunk):
+            raise FormatError("age stanza body line is not base64 of at most 64 columns")
+        body += chunk
+        if len(chunk) < _COLUMNS:
+            break
+    return Stanza(args, b64decode(bytes(body), "stanza body")), i
+
+
 def _parse_complete(text: bytes) -> AgeHeader:
     lines = text.split(b"\n")[:-1]  # text ends with LF; the last line is the MAC line
     last = len(lines) - 1
     stanzas: list[Stanza] = []
     i = 1
     while i < last:
-        line = lines[i]
-        if not line.startswith(b"-> "):
-            raise FormatError("age header line is neither a stanza ('-> ') nor the MAC ('---')")
-        try:
-            args = tuple(line[3:].decode("ascii").split(" "))
-        except UnicodeDecodeError:
-            raise FormatError("age stanza arguments must be visible ASCII") from None
-        i += 1  # the arguments are checked as the Stanza is made
-        body = bytearray()
-        while True:
-            if i >= last:
-                raise FormatError(
-                    "age stanza body must end with a line shorter than 64 columns "
-                    "(an empty line after a full one)"
-                )
-            chunk = lines[i]
-            i += 1
-            if len(chunk) > _COLUMNS or not _B64.fullmatch(chunk):
-                raise FormatError("age stanza body line is not base64 of at most 64 columns")
-            body += chunk
-            if len(chunk) < _COLUMNS:
-                break
-        stanzas.append(Stanza(args, b64decode(bytes(body), "stanza body")))
+        stanza, i = _read_stanza(lines, i, last)
+        stanzas.append(stanza)
     if not stanzas:
         raise FormatError("age header has no recipient stanza")
     mac_line = _MAC_LINE.fullmatch(lines[last])
@@ -180,7 +188,8 @@ def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
 
 
 def _encode_stanza(stanza: Stanza) -> bytes:
-    """A stanza as header text: the argument line and the 64-column body lines."""
+    """A stanza as header text: the argument line and the 64-column body lines (the
+    plugin protocol's framing too)."""
     body = b64encode(stanza.body)
     lines = [body[i : i + _COLUMNS] for i in range(0, len(body), _COLUMNS)]
     if not lines or len(lines[-1]) == _COLUMNS:

@@ -27,6 +27,7 @@ from ._header import (
     _HeaderScan,
     _parse_complete,
 )
+from ._plugin_process import wrap_all
 from ._recipients import (
     _identity_list,
     _open_file_key,
@@ -123,7 +124,7 @@ class AgeEncryptor(SegmentedEncryptor):
         def build() -> tuple[SegmentCodec, bytes]:
             file_key = random_bytes(FILE_KEY_SIZE)
             nonce = random_bytes(NONCE_SIZE)
-            header = _build_header(file_key, [s for r in targets for s in r.wrap(file_key)])
+            header = _build_header(file_key, wrap_all(targets, file_key))
             return _payload_codec(file_key, nonce), header + nonce
 
         super().__init__(build=build)

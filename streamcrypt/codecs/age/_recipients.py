@@ -15,6 +15,7 @@ from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
 from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac
 from ._mlkem import _HRP_PQ, _HRP_PQ_SECRET, MLKEM768X25519Identity, MLKEM768X25519Recipient
+from ._plugin_process import PluginIdentity, PluginRecipient, plugin_name
 from ._scrypt import ScryptIdentity, ScryptRecipient
 from ._ssh import (
     _PEM_BEGIN,
@@ -28,15 +29,23 @@ from ._ssh import (
 )
 
 #: What :func:`parse_recipient` returns.
-AnyRecipient = X25519Recipient | MLKEM768X25519Recipient | SshEd25519Recipient | SshRsaRecipient
+AnyRecipient = (
+    X25519Recipient
+    | MLKEM768X25519Recipient
+    | SshEd25519Recipient
+    | SshRsaRecipient
+    | PluginRecipient
+)
 #: What :func:`parse_identity` returns.
-AnyIdentity = X25519Identity | MLKEM768X25519Identity | SshEd25519Identity | SshRsaIdentity
+AnyIdentity = (
+    X25519Identity | MLKEM768X25519Identity | SshEd25519Identity | SshRsaIdentity | PluginIdentity
+)
 
 
 def parse_recipient(text: str) -> AnyRecipient:
-    """Parse ``age1...`` (or the same X25519 key as ``sc-x25519-pub1...``), ``age1pq1...``
-    or an SSH public key line (``ssh-ed25519 AAAA...``,
-    ``ssh-rsa AAAA...``).
+    """Parse ``age1...`` (or the same X25519 key as ``sc-x25519-pub1...``), ``age1pq1...``,
+    an SSH public key line (``ssh-ed25519 AAAA...``, ``ssh-rsa AAAA...``) or a plugin
+    recipient (``age1NAME1...``, wrapped by ``age-plugin-NAME``).
 
     Raises :class:`FormatError` (:class:`UnsupportedFormatError` for another SSH key type,
     :class:`InvalidKeySizeError` for an RSA key under 2048 bits).
@@ -50,14 +59,18 @@ def parse_recipient(text: str) -> AnyRecipient:
         return MLKEM768X25519Recipient.parse(text)
     if hrp in (prefix for prefix, _ in PREFIXES.values()):
         return X25519Recipient.parse(text)
+    if plugin_name(hrp, "recipient") is not None:
+        return PluginRecipient(text)
     raise FormatError(
-        "unknown age recipient type: expected age1..., age1pq1..., ssh-ed25519 or ssh-rsa"
+        "unknown age recipient type: expected age1..., age1pq1..., age1NAME1... (a plugin), "
+        "ssh-ed25519 or ssh-rsa"
     )
 
 
 def parse_identity(text: str) -> AnyIdentity:
-    """Parse ``AGE-SECRET-KEY-1...``, ``AGE-SECRET-KEY-PQ-1...`` or an unencrypted SSH
-    (Ed25519 or RSA, OpenSSH or PEM) private key file's text; raises :class:`FormatError`."""
+    """Parse ``AGE-SECRET-KEY-1...``, ``AGE-SECRET-KEY-PQ-1...``, a plugin identity
+    (``AGE-PLUGIN-NAME-1...``) or an unencrypted SSH (Ed25519 or RSA, OpenSSH or PEM)
+    private key file's text; raises :class:`FormatError`."""
     if text.lstrip().startswith(_PEM_BEGIN):
         return _ssh_identity(text)
     hrp, _ = bech32_decode(text)
@@ -65,7 +78,11 @@ def parse_identity(text: str) -> AnyIdentity:
         return MLKEM768X25519Identity.parse(text)
     if hrp in (prefix for _, prefix in PREFIXES.values()):
         return X25519Identity.parse(text)
-    raise FormatError("unknown age identity type: expected AGE-SECRET-KEY-1... or -PQ-1...")
+    if plugin_name(hrp, "identity") is not None:
+        return PluginIdentity(text)
+    raise FormatError(
+        "unknown age identity type: expected AGE-SECRET-KEY-1..., -PQ-1... or AGE-PLUGIN-NAME-1..."
+    )
 
 
 def parse_identities(text: str) -> list[AnyIdentity]:
@@ -80,13 +97,15 @@ def parse_identities(text: str) -> list[AnyIdentity]:
 _RECIPIENTS: _stanza.KeyList[Recipient] = _stanza.KeyList(
     "wrap",
     parse_recipient,
-    "a recipient must be an age1..., age1pq1..., ssh-ed25519 or ssh-rsa string or a Recipient",
+    "a recipient must be an age1..., age1pq1..., age1NAME1..., ssh-ed25519 or ssh-rsa string "
+    "or a Recipient",
     "give at least one recipient or a passphrase",
 )
 _IDENTITIES: _stanza.KeyList[Identity] = _stanza.KeyList(
     "unwrap",
     parse_identity,
-    "an identity must be an AGE-SECRET-KEY-... string, an SSH private key file's text "
+    "an identity must be an AGE-SECRET-KEY-... or AGE-PLUGIN-... string, an SSH private "
+    "key file's text "
     "or an Identity",
     "give at least one identity or a passphrase",
 )
@@ -100,7 +119,8 @@ def _recipient_list(
     out = _RECIPIENTS(recipients, passphrase, lambda p: ScryptRecipient(p, work_factor=work_factor))
     if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
         raise InvalidParameterError("a passphrase must be a file's only recipient in age")
-    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out]
+    # plugins declare their kind by labels, checked when they wrap (_plugin_process.wrap_all)
+    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out if not isinstance(r, PluginRecipient)]
     if any(pq) and not all(pq):
         raise InvalidParameterError(
             "post-quantum recipients must not be mixed with classic ones "
