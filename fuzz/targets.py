@@ -210,7 +210,8 @@ _KEYFILE_DIR = tempfile.mkdtemp(
 
 def _keyfile(data: bytes) -> object:
     path = os.path.join(_KEYFILE_DIR, "key")
-    with open(path, "wb") as f:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as keygen writes it
+    with open(fd, "wb") as f:
         f.write(data)
     return load_key_file(path)
 
