@@ -22,7 +22,6 @@ from streamcrypt import backup as sb
 from streamcrypt.codecs import container
 from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.codecs.backup import (
-    CDC_MAX_SIZE,
     PACK_HEADER_SIZE,
     BackupKeys,
     DataKeys,
@@ -37,6 +36,7 @@ from streamcrypt.errors import (
     UnknownKeyError,
 )
 from streamcrypt.keys import SecretKey
+from streamcrypt.primitives import CDC_MAX_SIZE
 
 
 def stored_bytes(store: Path) -> int:

@@ -57,7 +57,7 @@ async def create_write_only(
     texts = recipient_texts(recipients)
     writer = SecretKey.generate()
     keys = BackupKeys.writer(writer)
-    config = StoreConfig.new(keys, texts, **params)
+    config = replace(StoreConfig.new(keys, **params), recipients=texts)
 
     def make() -> None:
         fs, root, local = open_location(location, storage_options)

@@ -194,7 +194,7 @@ def run_backup(args: argparse.Namespace) -> int:
         print(f"{args.store} is now wrapped to: {', '.join(recipients)}")
         return 0
     key = _master_key(args.key) if args.key else None
-    ids = {"identities": _identities(args.identity)} if not args.key else {}
+    ids = None if args.key else _identities(args.identity)
     if args.action == "backup":
         with Progress("backing up", None, enabled=not args.quiet) as bar:
             report = anyio.run(
@@ -202,7 +202,7 @@ def run_backup(args: argparse.Namespace) -> int:
                     api.backup,
                     args.src,
                     args.store,
-                    key,
+                    _master_key(args.key),
                     name=args.name,
                     use_cache=not args.no_cache,
                     cache_dir=args.cache_dir,
@@ -222,7 +222,7 @@ def run_backup(args: argparse.Namespace) -> int:
                     args.dest,
                     key,
                     progress=bar.update,
-                    **ids,
+                    identities=ids,
                 )
             )
         print(restored.summary())
@@ -235,7 +235,7 @@ def run_backup(args: argparse.Namespace) -> int:
                     key,
                     read_data=not args.quick,
                     progress=bar.update,
-                    **ids,
+                    identities=ids,
                 )
             )
         print(checked.summary())
@@ -244,9 +244,11 @@ def run_backup(args: argparse.Namespace) -> int:
                 f"verify found {len(checked.problems)} problems in {args.store}", EXIT_DATA
             )
     elif args.action == "forget":
-        names = anyio.run(partial(api.forget, args.store, key, args.snapshots, **ids))
+        names = anyio.run(partial(api.forget, args.store, key, args.snapshots, identities=ids))
         print(f"forgot {', '.join(names)}; prune frees their space")
     else:
-        pruned = anyio.run(partial(api.prune, args.store, key, max_unused=args.max_unused, **ids))
+        pruned = anyio.run(
+            partial(api.prune, args.store, key, max_unused=args.max_unused, identities=ids)
+        )
         print(pruned.summary())
     return 0
