@@ -316,10 +316,8 @@ class StoreConfig:
     recipients: tuple[str, ...] = ()
 
     @classmethod
-    def new(cls, keys: BackupKeys, recipients: tuple[str, ...] = (), **params: int) -> StoreConfig:
-        return cls(
-            random_bytes(16).hex(), keys.signing.public_bytes(), recipients=recipients, **params
-        )
+    def new(cls, keys: BackupKeys, **params: int) -> StoreConfig:
+        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), **params)
 
     @property
     def write_only(self) -> bool:
