@@ -307,17 +307,17 @@ class StoreConfig:
 
     store_id: str
     signer: bytes
+    #: A write-only store's age recipients (text); empty for a symmetric store.
+    recipients: tuple[str, ...] = ()
     avg_size: int = CDC_AVG_SIZE
     min_size: int = CDC_MIN_SIZE
     max_size: int = CDC_MAX_SIZE
     pack_size: int = DEFAULT_PACK_SIZE
     zstd_level: int = DEFAULT_ZSTD_LEVEL
-    #: A write-only store's age recipients (text); empty for a symmetric store.
-    recipients: tuple[str, ...] = ()
 
     @classmethod
     def new(cls, keys: BackupKeys, **params: int) -> StoreConfig:
-        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), **params)
+        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), (), **params)
 
     @property
     def write_only(self) -> bool:
