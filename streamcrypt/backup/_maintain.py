@@ -20,7 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs.age import IdentityLike
+from ..codecs import IdentityLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,

@@ -26,7 +26,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs.age import IdentityLike
+from ..codecs import IdentityLike
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, Manifest, Node, PackOpener
 from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, StreamCryptError

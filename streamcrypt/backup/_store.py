@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ..codecs.age import IdentityLike
+from ..codecs import IdentityLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from ..codecs.age import IdentityLike, RecipientLike
+from ..codecs import IdentityLike, RecipientLike
 from ..codecs.backup import (
     BackupKeys,
     Manifest,

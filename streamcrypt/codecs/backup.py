@@ -95,7 +95,6 @@ from ..primitives import (
 )
 from . import container
 from ._stanza import IdentityLike, RecipientLike, key_lines
-from .age import AgeDecryptor, AgeEncryptor, parse_recipient
 
 __all__ = [
     "DEFAULT_PACK_SIZE",
@@ -398,6 +397,8 @@ def recipient_texts(recipients: Iterable[RecipientLike] | RecipientLike) -> tupl
     of them, one a line): what a write-only store's config lists. Raises
     :class:`FormatError` for a key that is not an age recipient,
     :class:`InvalidParameterError` for a recipient without a text form, or none."""
+    from .age import parse_recipient  # write-only stores only: age stays out of start-up
+
     given = [recipients] if isinstance(recipients, str | os.PathLike) else recipients
     out: list[str] = []
     for item in given:  # type: ignore[union-attr]
@@ -427,6 +428,8 @@ def recipient_texts(recipients: Iterable[RecipientLike] | RecipientLike) -> tupl
 def seal_key_file(recipients: Sequence[str], label: str, secret: bytes) -> bytes:
     """An age file to ``recipients`` holding ``secret`` (a session's or the writer's),
     bound to ``label`` (the session id's hex, or ``"writer"``)."""
+    from .age import AgeEncryptor
+
     enc = AgeEncryptor(recipients=list(recipients))
     return enc.update(_KEY_FILE_MAGIC + label.encode() + b"\x00" + secret) + enc.finalize()
 
@@ -437,6 +440,8 @@ def open_key_file(
     """The secret of a key file written by :func:`seal_key_file` for ``label``. Raises
     :class:`UnknownKeyError` (no identity opens it), :class:`AuthenticationError`,
     :class:`FormatError` (not a key file, or one for another label)."""
+    from .age import AgeDecryptor
+
     dec = AgeDecryptor(identities=identities)
     try:
         plain = dec.update(data) + dec.finalize()
