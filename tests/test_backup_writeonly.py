@@ -139,6 +139,8 @@ def test_every_read_with_what_the_writer_holds_fails_typed(
             run(call, store, writer)
     with pytest.raises(UnknownKeyError):
         run(sb.forget, store, writer, ["one"])
+    with pytest.raises(InvalidParameterError, match="parent"):
+        run(sb.backup, wo["src"], store, writer, parent="one", cache_dir=tmp_path)
     assert run(sb.list_snapshots, store) == ["one", "two"]
 
     opened = run(sb.Store.open, store, writer)
@@ -205,6 +207,25 @@ def test_the_store_config_binds_its_recipients_to_the_writers_signature(
     with pytest.raises(InvalidSignatureError):
         run(sb.backup, tmp_path / "src", store, writer, cache_dir=tmp_path / "c")
     assert not (store / "snapshots").exists()
+
+
+def test_a_store_opens_with_the_key_of_its_kind(tmp_path: Path) -> None:
+    ident = X25519Identity.generate()
+    symmetric, write_only = tmp_path / "sym", tmp_path / "wo"
+    key = SecretKey.generate()
+    run(sb.Store.open, symmetric, key, create=True)
+    writer = new_write_only(write_only, ident)
+    with pytest.raises(InvalidParameterError):
+        run(sb.verify, symmetric, identities=ident)  # a symmetric store has no identity
+    with pytest.raises(InvalidParameterError):
+        run(sb.verify, write_only, writer, identities=ident)  # one of them, not both
+    with pytest.raises(InvalidParameterError):
+        run(sb.rekey, symmetric, identities=ident, add=str(ident.recipient))
+    with pytest.raises(FileExistsError):
+        run(sb.create_write_only, write_only, str(ident.recipient))
+    with pytest.raises(UnknownKeyError):  # another writer key: the config names its signer
+        run(sb.backup, tmp_path, write_only, SecretKey.generate(), cache_dir=tmp_path / "c")
+    assert run(sb.verify, write_only, identities=ident).ok
 
 
 def test_rekey_changes_who_reads_without_rewriting_the_data(tmp_path: Path) -> None:

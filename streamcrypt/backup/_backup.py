@@ -471,6 +471,11 @@ async def backup(
         store, key, create=True, policy=policy, storage_options=storage_options
     )
     write_only = opened.config.write_only
+    if write_only and parent is not None:
+        raise InvalidParameterError(
+            "a write-only store's writer reads no snapshot, so parent= does not apply: "
+            "its metadata cache is in cache_dir"
+        )
     async with opened.lock(exclusive=True):
         if name in await opened.snapshot_names():
             raise InvalidParameterError(f"snapshot {name!r} already exists in the store")
