@@ -252,6 +252,7 @@ class Store:
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
         if (key is None) == (identities is None):
             raise InvalidParameterError("give the store's key= or its identities=, one of them")
+        # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
         await store._run(store._open_sync, key, identities, create, params)
         return store
