@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -332,3 +333,35 @@ def test_killed_write_only_backup_leaves_a_consistent_store(tmp_path: Path) -> N
     assert checked.ok and checked.orphan_packs == 0
     run(sb.restore, store, "again", tmp_path / "dest", identities=ident)
     assert listing(tmp_path / "dest") == listing(src)
+
+
+@pytest.mark.skipif(shutil.which("age") is None, reason="`make peers` installs age")
+def test_the_store_key_files_are_age_files_the_go_age_binary_opens(tmp_path: Path) -> None:
+    """The recipient model is age's: an identity made by age-keygen opens the store, and
+    the age binary decrypts its key files (to the labelled secret, nothing else)."""
+    subprocess.run(["age-keygen", "-o", str(tmp_path / "owner.age")], check=True,
+                   capture_output=True)  # fmt: skip
+    identity_text = (tmp_path / "owner.age").read_text()
+    recipient = next(
+        line.split(": ", 1)[1] for line in identity_text.splitlines() if "public key" in line
+    )
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "f.txt").write_text("hello from the writer\n" * 100)
+    writer: SecretKey = run(sb.create_write_only, store, recipient)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "c")
+    paths = sorted((store / "keys").iterdir())
+    assert len(paths) == 2  # the writer's secret and one backup session's
+    for path in paths:
+        done = subprocess.run(
+            ["age", "-d", "-i", str(tmp_path / "owner.age"), str(path)],
+            capture_output=True,
+            check=True,
+        )
+        label = path.name.encode()
+        assert done.stdout.startswith(b"streamcrypt-backup v1 key file\x00" + label + b"\x00")
+        assert len(done.stdout) == len(b"streamcrypt-backup v1 key file\x00" + label) + 33
+        if path.name == "writer":
+            assert done.stdout.endswith(writer.secret_bytes())
+    run(sb.restore, store, "one", tmp_path / "out", identities=tmp_path / "owner.age")
+    assert listing(tmp_path / "out") == listing(src)
