@@ -119,3 +119,40 @@ def test_the_progress_bar_takes_the_librarys_done_and_total() -> None:
     bar.update(10, 100)
     bar.update(40, 100)
     assert (bar._done, bar._total) == (40, 100)
+
+
+def test_a_write_only_store_from_the_command(tmp_path: Path) -> None:
+    from streamcrypt.codecs.age import X25519Identity
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "data.bin").write_bytes(random.Random(9).randbytes(MiB))
+    owner, other = X25519Identity.generate(), X25519Identity.generate()
+    (tmp_path / "owner.id").write_text(owner.to_string() + "\n")
+    (tmp_path / "other.id").write_text(other.to_string() + "\n")
+    (tmp_path / "recipients").write_text(f"# the owner\n{owner.recipient}\n")
+
+    done = sc("backup", "init", "writer.key", "store", "-R", "recipients", cwd=tmp_path)
+    assert done.returncode == 0 and b"write-only" in done.stdout
+    assert stat.S_IMODE((tmp_path / "writer.key").stat().st_mode) == 0o600
+    assert sc("backup", "init", "writer.key", "store", cwd=tmp_path).returncode == 2  # no -r
+    writer, cache = ("-k", "writer.key"), ("--cache-dir", "cache")
+    done = sc("backup", "backup", "-q", "src", "store", *writer, *cache, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = sc("backup", "restore", "-q", "store", "latest", "out", *writer, cwd=tmp_path)
+    assert done.returncode == 3 and b"identity" in done.stderr and not (tmp_path / "out").exists()
+    assert sc("backup", "verify", "store", *writer, cwd=tmp_path).returncode == 3
+    both = ("-k", "writer.key", "-i", "owner.id")
+    assert sc("backup", "verify", "store", *both, cwd=tmp_path).returncode == 2
+
+    done = sc(
+        "backup", "rekey", "store", "-i", "owner.id", "-a", str(other.recipient), cwd=tmp_path
+    )
+    assert done.returncode == 0 and str(other.recipient).encode() in done.stdout
+    done = sc(
+        "backup", "rekey", "store", "-i", "other.id", "-x", str(owner.recipient), cwd=tmp_path
+    )
+    assert done.returncode == 0
+    assert sc("backup", "verify", "-q", "store", "-i", "owner.id", cwd=tmp_path).returncode == 3
+    done = sc("backup", "restore", "-q", "store", "latest", "out", "-i", "other.id", cwd=tmp_path)
+    assert done.returncode == 0 and tree(tmp_path / "out") == tree(src)

@@ -275,6 +275,7 @@ def _factories() -> dict[str, Callable[[], object]]:
             aws.AwsDecryptor(aws.RawAesKeyring("ns", "name", k(32))).body
         ),
         "streamcrypt.codecs.backup.BackupKeys": _backup_keys,
+        "streamcrypt.codecs.backup.DataKeys": lambda: backup.DataKeys.derive(k(32), bytes(16)),
         "streamcrypt.codecs.backup.PackWriter": lambda: backup.PackWriter(_backup_keys()),
         "streamcrypt.codecs.backup.PackOpener": lambda: backup.PackOpener(
             _backup_keys(), bytes(32), backup.PackWriter(_backup_keys()).finish()[:64]

@@ -12,6 +12,14 @@ threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store
 
 Wherever a snapshot name is taken, :data:`LATEST` (``"latest"``) names the newest one.
 
+A *write-only* store (:func:`create_write_only`) is made with age recipients: the
+machine that backs up holds only the writer key it returns, which backs up but opens
+nothing; restore, verify, forget, prune and :func:`rekey` take ``identities=``::
+
+    writer = await create_write_only("/mnt/store", "age1...")
+    await backup("~/Documents", "/mnt/store", writer)
+    await restore("/mnt/store", "latest", "./restored", identities=identity)
+
 Needs the ``backup`` extra (``pyfastcdc``, ``zstandard``, ``fsspec``).
 """
 
@@ -29,6 +37,7 @@ from ._maintain import (
 )
 from ._restore import RestoreReport, restore
 from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
+from ._writeonly import create_write_only, rekey
 
 __all__ = [
     "LATEST",
@@ -43,10 +52,12 @@ __all__ = [
     "Store",
     "VerifyReport",
     "backup",
+    "create_write_only",
     "default_snapshot_name",
     "forget",
     "list_snapshots",
     "prune",
+    "rekey",
     "restore",
     "salvage",
     "verify",

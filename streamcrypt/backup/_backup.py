@@ -49,6 +49,7 @@ from ..keys import SecretKey
 from ._store import Index, Store, check_snapshot_name
 from ._tree import ScanEntry, scan_tree
 from ._work import run_blocking, submit
+from ._writeonly import load_cache, save_cache
 
 #: Called as ``progress(bytes_done, bytes_total)`` as work completes.
 Progress = Callable[[int, int], None]
@@ -296,7 +297,7 @@ class _PackSink:
         self.chunks_new = self.bytes_new = self.bytes_stored = self.packs = 0
 
     def known(self, chunk_id: bytes) -> bool:
-        return chunk_id in self.index.chunks or chunk_id in self.pending
+        return chunk_id in self.index or chunk_id in self.pending
 
     async def add(self, blob: _NewBlob) -> None:
         if self.known(blob.chunk_id):
@@ -412,7 +413,7 @@ def _unchanged(entry: ScanEntry, old: Node | None, index: Index) -> bool:
         and old.mtime_ns == st.st_mtime_ns
         and old.ctime_ns == st.st_ctime_ns
         and old.inode == st.st_ino
-        and all(c in index.chunks for c in old.chunks)
+        and all(c in index for c in old.chunks)
     )
 
 
@@ -441,35 +442,53 @@ def _plan(work: _Work, todo: list[ScanEntry]) -> deque[_SmallFiles | _LargeFile]
 async def backup(
     source: str | os.PathLike[str],
     store: str | os.PathLike[str],
-    master: SecretKey,
+    key: SecretKey,
     *,
     name: str | None = None,
     parent: str | None = None,
     use_cache: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> BackupReport:
     """Back up the tree ``source`` into ``store`` (a path or fsspec URL) as a new snapshot.
 
-    ``parent`` names the snapshot whose metadata serves as the cache (default: the newest
-    of the same source); ``use_cache=False`` reads every file. ``policy`` decides where
-    the work runs (``None``: all inline). Raises :class:`UnknownKeyError` (the store
-    belongs to another key), :class:`StoreLockedError`, :class:`InvalidParameterError`
-    (bad or existing snapshot name), typed errors of a damaged store, ``OSError``.
+    ``key`` is the store's master key (a new symmetric store is made if none is there),
+    or a write-only store's writer key. ``parent`` names the snapshot whose metadata
+    serves as the cache (default: the newest of the same source); a write-only store's
+    writer reads no snapshot and keeps its cache in ``cache_dir`` (default
+    ``$XDG_CACHE_HOME/streamcrypt/backup``); ``use_cache=False`` reads every file.
+    ``policy`` decides where the work runs (``None``: all inline). Raises
+    :class:`UnknownKeyError` (the store belongs to another key),
+    :class:`StoreLockedError`, :class:`InvalidParameterError` (bad or existing snapshot
+    name), typed errors of a damaged store, ``OSError``.
     """
     started = time.perf_counter()
     src = await run_blocking(None, _source_dir, source)
     name = check_snapshot_name(name or default_snapshot_name())
     opened = await Store.open(
-        store, master, create=True, policy=policy, storage_options=storage_options
+        store, key, create=True, policy=policy, storage_options=storage_options
     )
+    write_only = opened.config.write_only
+    if write_only and parent is not None:
+        raise InvalidParameterError(
+            "a write-only store's writer reads no snapshot, so parent= does not apply: "
+            "its metadata cache is in cache_dir"
+        )
     async with opened.lock(exclusive=True):
         if name in await opened.snapshot_names():
             raise InvalidParameterError(f"snapshot {name!r} already exists in the store")
         index = await opened.load_index()
-        await salvage(opened, index)
-        base = await _find_parent(opened, src, parent) if use_cache else None
+        if opened.keys.reader:
+            await salvage(opened, index)
+        await opened.begin_session()
+        if not use_cache:
+            base = None
+        elif write_only:
+            base = await run_blocking(policy, load_cache, opened, cache_dir, src)
+        else:
+            base = await _find_parent(opened, src, parent)
         exclude = opened.root if opened.is_local else None
         scan = await run_blocking(policy, scan_tree, src, exclude)
         total = scan.total_bytes
@@ -528,6 +547,8 @@ async def backup(
             name, datetime.now(UTC).isoformat(), src, socket.gethostname(), tuple(nodes)
         )
         await opened.write_snapshot(manifest)
+        if write_only:
+            await run_blocking(policy, save_cache, opened, cache_dir, manifest)
 
     files = [n for n in nodes if n.kind == "file"]
     return BackupReport(

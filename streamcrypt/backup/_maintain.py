@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from ..codecs import IdentityLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
@@ -37,7 +38,7 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, open_location, snapshot_names
+from ._store import Store, open_location, open_reader, snapshot_names
 from ._work import run_blocking
 
 
@@ -154,8 +155,9 @@ def _check_pack(
 
 async def verify(
     store: str | os.PathLike[str],
-    master: SecretKey,
+    key: SecretKey | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike | None = None,
     read_data: bool = True,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
@@ -164,11 +166,12 @@ async def verify(
     """Check that every snapshot and every chunk of the store authenticates, without
     restoring (``read_data=False``: pack tables and the index only).
 
-    Problems are reported, not raised. Raises :class:`UnknownKeyError`,
-    :class:`StoreLockedError`, ``OSError``.
+    ``key``: the master key; a write-only store's ``identities``. Problems are reported,
+    not raised. Raises :class:`UnknownKeyError` (also for a write-only store's writer
+    key), :class:`StoreLockedError`, ``OSError``.
     """
     started = time.perf_counter()
-    opened = await Store.open(store, master, policy=policy, storage_options=storage_options)
+    opened = await open_reader(store, key, identities, policy, storage_options, "verify")
     problems: list[Problem] = []
     async with opened.lock(exclusive=False):
         index_errors: list[str] = []
@@ -251,17 +254,18 @@ async def verify(
 
 async def forget(
     store: str | os.PathLike[str],
-    master: SecretKey,
+    key: SecretKey | None,
     names: Sequence[str],
     *,
+    identities: Iterable[IdentityLike] | IdentityLike | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """Delete snapshots (``latest``: the newest) and return their names; their chunks
     stay until :func:`prune`. Raises :class:`SnapshotNotFoundError` for a name the store
     lacks (then nothing is deleted), :class:`InvalidParameterError`,
-    :class:`StoreLockedError`."""
-    opened = await Store.open(store, master, policy=policy, storage_options=storage_options)
+    :class:`StoreLockedError`, :class:`UnknownKeyError`."""
+    opened = await open_reader(store, key, identities, policy, storage_options, "forget")
     async with opened.lock(exclusive=True):
         present: set[str] = set(await opened.snapshot_names())
         chosen = [await opened.find_snapshot(name) for name in names]
@@ -303,8 +307,9 @@ def _repack(store: Store, pack_id: bytes, used: list[BlobEntry]) -> list[tuple[B
 
 async def prune(
     store: str | os.PathLike[str],
-    master: SecretKey,
+    key: SecretKey | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike | None = None,
     max_unused: float = 0.1,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
@@ -318,9 +323,10 @@ async def prune(
     if not 0 <= max_unused < 1:
         raise InvalidParameterError("max_unused is a fraction in [0, 1)")
     started = time.perf_counter()
-    opened = await Store.open(store, master, policy=policy, storage_options=storage_options)
+    opened = await open_reader(store, key, identities, policy, storage_options, "prune")
     async with opened.lock(exclusive=True):
         index = await opened.load_index()
+        old_ids = await opened.list_files("ids")
         referenced: set[bytes] = set()
         for name in await opened.snapshot_names():
             manifest = await opened.load_snapshot(name)
@@ -357,6 +363,7 @@ async def prune(
                 kept[pack_id] = entries
 
         written: dict[bytes, list[BlobEntry]] = {}
+        await opened.begin_session()
         writer = PackWriter(opened.keys)
 
         async def flush(w: PackWriter) -> None:
@@ -376,6 +383,7 @@ async def prune(
 
         await opened.write_index({**kept, **written})
         await opened.delete([f"index/{name}" for name in index.files])
+        await opened.delete([f"ids/{name}" for name in old_ids])
         await opened.delete([opened.pack_path(pid) for pid in drop + [p for p, _ in rewrite]])
         temporaries = await opened.temporaries()
         await opened.delete(temporaries)

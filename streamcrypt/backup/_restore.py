@@ -21,18 +21,19 @@ import secrets
 import shutil
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from ..codecs import IdentityLike
 from ..codecs.backup import PACK_HEADER_SIZE, BlobEntry, Manifest, Node, PackOpener
 from ..engine import DEFAULT_POLICY, OffloadPolicy, ordered_calls
 from ..errors import FormatError, StreamCryptError
 from ..keys import SecretKey
 from ..paths import local_paths
 from ._backup import Progress
-from ._store import Index, Store, require_chunks
+from ._store import Index, Store, open_reader, require_chunks
 from ._work import run_blocking
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -253,14 +254,16 @@ async def restore(
     store: str | os.PathLike[str],
     name: str,
     dest: str | os.PathLike[str],
-    master: SecretKey,
+    key: SecretKey | None = None,
     *,
+    identities: Iterable[IdentityLike] | IdentityLike | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> RestoreReport:
     """Restore snapshot ``name`` (``latest``: the newest) into the new directory ``dest``,
-    verifying every chunk.
+    verifying every chunk; the store opens with its master ``key``, or a write-only
+    store with its ``identities`` (its writer key cannot restore: :class:`UnknownKeyError`).
 
     ``dest`` appears only once everything verified; on failure nothing is left behind.
     Raises :class:`InvalidSignatureError` (snapshot altered or renamed, wrong key),
@@ -271,7 +274,7 @@ async def restore(
     """
     started = time.perf_counter()
     dest_path = await run_blocking(None, _new_destination, dest)
-    opened = await Store.open(store, master, policy=policy, storage_options=storage_options)
+    opened = await open_reader(store, key, identities, policy, storage_options, "restore")
     async with opened.lock(exclusive=False):
         manifest = await opened.load_snapshot(name)
         index = await opened.load_index()

@@ -7,6 +7,9 @@ Layout (docs/BACKUP.md)::
     STORE/index/<random id>      encrypted index files: pack id -> blob entries
     STORE/snapshots/<name>       signed, encrypted manifests
     STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive)
+    STORE/keys/<session id>      write-only stores: each backup session's key (age file)
+    STORE/keys/writer            write-only stores: the writer's secret (age file)
+    STORE/ids/<index file name>  write-only stores: the chunk ids an index file names
 
 Every write goes to a temporary name beside its destination and is renamed into place
 after an fsync on local storage (a PUT is already atomic on object stores), so a killed
@@ -28,20 +31,27 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from ..codecs import IdentityLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
+    SESSION_ID_SIZE,
     BackupKeys,
     BlobEntry,
+    DataKeys,
     Manifest,
     PackOpener,
     StoreConfig,
+    decode_ids,
     decode_index,
+    encode_ids,
     encode_index,
+    open_key_file,
     open_snapshot,
+    seal_key_file,
     seal_snapshot,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy
@@ -51,9 +61,10 @@ from ..errors import (
     SnapshotNotFoundError,
     StoreLockedError,
     StreamCryptError,
+    UnknownKeyError,
     UnsafePathError,
 )
-from ..keys import SecretKey, load_json
+from ..keys import SecretKey, load_json, random_bytes
 from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
@@ -138,11 +149,14 @@ class Location:
 
 @dataclass(slots=True)
 class Index:
-    """All index files of a store, merged: chunk id -> location, pack id -> entries."""
+    """All index files of a store, merged: chunk id -> location, pack id -> entries; for
+    a write-only store's writer, which reads no index file, the chunk ids of its id lists
+    (``ids``). ``in`` asks either."""
 
     chunks: dict[bytes, Location] = field(default_factory=dict)
     packs: dict[bytes, list[BlobEntry]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    ids: set[bytes] = field(default_factory=set)
 
     def add_pack(self, pack_id: bytes, entries: Sequence[BlobEntry]) -> None:
         self.packs[pack_id] = list(entries)
@@ -150,7 +164,7 @@ class Index:
             self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
 
     def __contains__(self, chunk_id: object) -> bool:
-        return chunk_id in self.chunks
+        return chunk_id in self.chunks or chunk_id in self.ids
 
 
 def check_snapshot_name(name: str) -> str:
@@ -219,32 +233,98 @@ class Store:
     async def open(
         cls,
         location: str | os.PathLike[str],
-        master: SecretKey,
+        key: SecretKey | None = None,
         *,
+        identities: Iterable[IdentityLike] | IdentityLike | None = None,
         create: bool = False,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
         **params: int,
     ) -> Store:
         """Open the store at ``location`` (a path or an fsspec URL); ``create`` makes a new
-        one there if none exists (``params``: :class:`StoreConfig` sizes)."""
+        symmetric one there if none exists (``params``: :class:`StoreConfig` sizes).
+
+        A symmetric store opens with its master ``key``; a write-only store with its
+        writer key (``key``: back up only) or with ``identities`` (everything). Raises
+        :class:`UnknownKeyError` (another store's key, an identity the store is not
+        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind).
+        """
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
-        keys = BackupKeys.derive(master)
-        placeholder = StoreConfig("", keys.signing.public_bytes())
-        store = cls(fs, root, keys, placeholder, policy, local=local)
-        store.config = await store._run(store._open_config, create, params)
+        if (key is None) == (identities is None):
+            raise InvalidParameterError("give the store's key= or its identities=, one of them")
+        # keys and config come from the store itself: _open_sync sets both before return
+        store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
+        await store._run(store._open_sync, key, identities, create, params)
         return store
 
-    def _open_config(self, create: bool, params: dict[str, int]) -> StoreConfig:
+    def _open_sync(
+        self,
+        key: SecretKey | None,
+        identities: Iterable[IdentityLike] | IdentityLike | None,
+        create: bool,
+        params: dict[str, int],
+    ) -> None:
         path = self._path("config")
-        if self.fs.exists(path):
-            return StoreConfig.decode(self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1), self.keys)
-        if not create:
-            raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
-        config = StoreConfig.new(self.keys, **params)
-        self.fs.makedirs(self.root, exist_ok=True)
-        self.write_sync("config", config.encode(self.keys))
-        return config
+        if not self.fs.exists(path):
+            if not create:
+                raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
+            if key is None:
+                raise InvalidParameterError("a new store is made with a key (or recipients)")
+            self.keys = BackupKeys.derive(key)
+            self.config = StoreConfig.new(self.keys, **params)
+            self.fs.makedirs(self.root, exist_ok=True)
+            self.write_sync("config", self.config.encode(self.keys))
+            return
+        raw = self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1)
+        config = StoreConfig.decode(raw)
+        if not config.write_only:
+            if key is None:
+                raise InvalidParameterError("a symmetric store opens with its key=, not identities")
+            self.keys = BackupKeys.derive(key)
+        elif identities is None:
+            assert key is not None
+            self.keys = BackupKeys.writer(key)
+        else:
+            writer = open_key_file(identities, "writer", self.read_sync("keys/writer"))
+            keys = BackupKeys.writer(SecretKey(writer))
+            opens: dict[bytes, DataKeys] = {}
+            for name in self._list_sync("keys", False):
+                if name != "writer":
+                    session = self._session_id(name)
+                    secret = open_key_file(identities, name, self.read_sync(f"keys/{name}"))
+                    opens[session] = DataKeys.derive(secret, session)
+            self.keys = replace(keys, opens=opens, reader=True)
+        self.config = StoreConfig.decode(raw, self.keys)
+
+    @staticmethod
+    def _session_id(name: str) -> bytes:
+        try:
+            session = bytes.fromhex(name)
+        except ValueError:
+            session = b""
+        if len(session) != SESSION_ID_SIZE:
+            raise FormatError(f"keys/{name} is not a session key file's name")
+        return session
+
+    async def begin_session(self) -> None:
+        """Before a write-only store's backup or prune writes anything: a fresh session
+        secret, stored first as an age file to the store's recipients, seals what this
+        run writes (no-op for a symmetric store)."""
+        if not self.config.write_only:
+            return
+        session, secret = random_bytes(SESSION_ID_SIZE), random_bytes(32)
+        data = seal_key_file(self.config.recipients, session.hex(), secret)
+        await self.write(f"keys/{session.hex()}", data)
+        self.keys = self.keys.sealing(DataKeys.derive(secret, session))
+
+    def require_reader(self, action: str) -> None:
+        """Raise :class:`UnknownKeyError` when these keys cannot open the store's data
+        (a write-only store's writer key): ``action`` needs the identity."""
+        if not self.keys.reader:
+            raise UnknownKeyError(
+                f"this store is write-only and its writer key cannot {action}: that needs "
+                "the store's identity (identities=, or -i IDENTITY)"
+            )
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -307,7 +387,7 @@ class Store:
 
     def _temporaries_sync(self) -> list[str]:
         out = []
-        for sub in ("data", "index", "snapshots", "locks", ""):
+        for sub in ("data", "index", "ids", "keys", "snapshots", "locks", ""):
             base = self._path(sub) if sub else self.root
             if not self.fs.exists(base):
                 continue
@@ -361,11 +441,15 @@ class Store:
     # -- index ----------------------------------------------------------------------------------
 
     async def load_index(self, errors: list[str] | None = None) -> Index:
-        """Read and merge every index file. Raises :class:`AuthenticationError` and
-        :class:`FormatError` naming the index file that fails (with ``errors``, appends
-        the message there and goes on)."""
-        names = sorted(await self.list_files("index"))
+        """Read and merge every index file (a write-only store's writer: every id list).
+        Raises :class:`AuthenticationError` and :class:`FormatError` naming the index
+        file that fails (with ``errors``, appends the message there and goes on)."""
         index = Index()
+        if not self.keys.reader:
+            for name in sorted(await self.list_files("ids")):
+                index.ids |= await self._run(self._load_ids, name)
+            return index
+        names = sorted(await self.list_files("index"))
 
         def load(name: str) -> dict[bytes, list[BlobEntry]]:
             try:
@@ -386,10 +470,20 @@ class Store:
             index.files.append(name)
         return index
 
+    def _load_ids(self, name: str) -> set[bytes]:
+        try:
+            return decode_ids(self.keys, self.read_sync(f"ids/{name}"))
+        except StreamCryptError as exc:
+            raise type(exc)(f"id list {name}: {exc}") from None
+
     async def write_index(self, packs: dict[bytes, list[BlobEntry]]) -> str:
-        """Write an index file for ``packs``; returns its name."""
+        """Write an index file for ``packs`` (in a write-only store, then its id list of
+        the same name); returns its name."""
         name = secrets.token_hex(16)
         await self.write(f"index/{name}", encode_index(self.keys, packs))
+        if self.config.write_only:
+            ids = {e.chunk_id for entries in packs.values() for e in entries}
+            await self.write(f"ids/{name}", encode_ids(self.keys, ids))
         return name
 
     # -- snapshots -------------------------------------------------------------------------------
@@ -540,3 +634,20 @@ def require_chunks(index: Index, manifest: Manifest) -> None:
                     f"{node.path!r}: chunk {cid.hex()[:16]}... is missing from the store "
                     f"(snapshot {manifest.snapshot!r})"
                 )
+
+
+async def open_reader(
+    location: str | os.PathLike[str],
+    key: SecretKey | None,
+    identities: Iterable[IdentityLike] | IdentityLike | None,
+    policy: OffloadPolicy | None,
+    storage_options: dict[str, Any] | None,
+    action: str,
+) -> Store:
+    """The store opened with keys that read it (the master key, or a write-only store's
+    identities); a write-only store's writer key is refused (:class:`UnknownKeyError`)."""
+    opened = await Store.open(
+        location, key, identities=identities, policy=policy, storage_options=storage_options
+    )
+    opened.require_reader(action)
+    return opened

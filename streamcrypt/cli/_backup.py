@@ -1,17 +1,24 @@
-"""``streamcrypt backup ACTION``: init, backup, snapshots, restore, verify, forget, prune.
+"""``streamcrypt backup ACTION``: init, backup, snapshots, restore, verify, forget, prune,
+rekey.
 
 Each action is one call of :mod:`streamcrypt.backup` (docs/BACKUP.md) with the
 command's key files, progress bar, messages and exit codes (docs/CLI.md, "backup").
 The store's master key is a symmetric key file, as ``init`` (or ``keygen``) writes it.
+``init -r RECIPIENT STORE`` makes a write-only store instead and writes its writer key
+(a symmetric key file too, for ``backup -k``); the other actions then take the
+store's identity (``-i IDENTITY``, an age identity file).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from functools import partial
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from ..keys.keyfile import secret_key_file_text
 from ._errors import EXIT_DATA, EXIT_USAGE, CliError
 from ._io import Progress
 from ._keyfiles import load_key_file, new_key_text, write_key_file
@@ -19,8 +26,10 @@ from ._keyfiles import load_key_file, new_key_text, write_key_file
 if TYPE_CHECKING:
     from ..keys import SecretKey
 
-#: The actions that open the store with its master key (``-k KEYFILE``).
+#: The actions that open the store with its master key (``-k KEYFILE``) or, for a
+#: write-only store, its identity (``-i IDENTITY``; ``backup`` takes the writer key).
 _KEYED = ("backup", "restore", "verify", "forget", "prune")
+_READERS = ("restore", "verify", "forget", "prune")
 #: The actions that show a progress bar (``-q`` turns it off).
 _LONG = ("backup", "restore", "verify")
 
@@ -32,9 +41,23 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
     def action(name: str, help: str) -> argparse.ArgumentParser:
         return actions.add_parser(name, help=help, description=help)
 
-    p = action("init", "write a new master key file (mode 0600)")
+    p = action(
+        "init",
+        "write a new master key file (mode 0600); with -r/-R, make the write-only STORE "
+        "for those recipients and write its writer key",
+    )
     p.add_argument("keyfile", metavar="KEYFILE")
+    p.add_argument("store", nargs="?", metavar="STORE", help="the write-only store to make")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
+    _recipient_options(p, "-r", "--recipient", "an age recipient (age1...) of the store")
+    p.add_argument(
+        "-R",
+        "--recipients-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file of age recipients, one a line",
+    )
     p = action("backup", "back up SRC_DIR into STORE as a new snapshot")
     p.add_argument("src", metavar="SRC_DIR")
     p.add_argument("store", metavar="STORE", help="a directory or an fsspec URL (s3://...)")
@@ -52,6 +75,10 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
     p = action("forget", "delete snapshots ('latest': the newest); prune frees their space")
     p.add_argument("store", metavar="STORE")
     p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT")
+    p = action("rekey", "add or remove recipients of a write-only store (data untouched)")
+    p.add_argument("store", metavar="STORE")
+    _recipient_options(p, "-a", "--add-recipient", "an age recipient to add")
+    _recipient_options(p, "-x", "--remove-recipient", "an age recipient to remove")
     p = action("prune", "delete what no snapshot uses")
     p.add_argument("store", metavar="STORE")
     p.add_argument(
@@ -61,14 +88,63 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         help="rewrite packs with more than this fraction unused (default 0.1)",
     )
-    for name in _KEYED:
-        actions.choices[name].add_argument(
-            "-k", "--key", required=True, metavar="KEYFILE", help="the store's master key file"
+    actions.choices["backup"].add_argument(
+        "-k",
+        "--key",
+        required=True,
+        metavar="KEYFILE",
+        help="the store's master key file, or a write-only store's writer key",
+    )
+    actions.choices["backup"].add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="a write-only store's metadata cache (default ~/.cache/streamcrypt/backup)",
+    )
+    for name in (*_READERS, "rekey"):
+        keys = actions.choices[name].add_mutually_exclusive_group(required=True)
+        if name != "rekey":
+            keys.add_argument("-k", "--key", metavar="KEYFILE", help="the store's master key file")
+        keys.add_argument(
+            "-i",
+            "--identity",
+            action="append",
+            metavar="IDENTITY",
+            help="an age identity file of a write-only store (repeatable)",
         )
     for name in _LONG:
         actions.choices[name].add_argument(
             "-q", "--quiet", action="store_true", help="no progress bar"
         )
+
+
+def _recipient_options(p: argparse.ArgumentParser, short: str, long: str, help: str) -> None:
+    p.add_argument(short, long, action="append", default=[], metavar="RECIPIENT", help=help)
+
+
+def _identities(paths: list[str]) -> list[Any]:
+    """The age identities of ``-i`` files."""
+    found: list[Any] = []
+    for path in paths:
+        kf = load_key_file(path)
+        kf.require("x25519", "age", purpose="-i takes an age identity file")
+        found.extend(kf.age_identities or kf.envelope_identities)
+    return found
+
+
+def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
+    if args.store is None:
+        raise CliError("init -r/-R makes a write-only store: give KEYFILE STORE", EXIT_USAGE)
+    if os.path.lexists(args.keyfile) and not args.force:
+        raise CliError(f"{args.keyfile} exists (use -f to replace it)", EXIT_USAGE)
+    recipients = [*args.recipient, *(Path(f) for f in args.recipients_file)]
+    writer = anyio.run(api.create_write_only, args.store, recipients)
+    write_key_file(args.keyfile, secret_key_file_text(writer), force=args.force)
+    print(
+        f"made the write-only store {args.store}; wrote its writer key to {args.keyfile}: "
+        "it backs up, and cannot restore or read anything; restore, verify, forget, prune "
+        "and rekey take -i IDENTITY"
+    )
+    return 0
 
 
 def _master_key(path: str) -> SecretKey:
@@ -81,7 +157,9 @@ def _master_key(path: str) -> SecretKey:
 def run_backup(args: argparse.Namespace) -> int:
     """Run ``streamcrypt backup ACTION``. Typed errors go to :func:`streamcrypt.cli.main`,
     which maps them to exit codes; a ``verify`` that found problems exits 1."""
-    if args.action == "init":
+    if args.action == "init" and not (args.recipient or args.recipients_file):
+        if args.store is not None:
+            raise CliError("init STORE makes a write-only store: give -r or -R", EXIT_USAGE)
         text, _ = new_key_text("symmetric", None)
         write_key_file(args.keyfile, text, force=args.force)
         print(f"wrote a new master key to {args.keyfile}; keep it apart from the store")
@@ -95,11 +173,28 @@ def run_backup(args: argparse.Namespace) -> int:
             "backup needs the backup extra: pip install 'streamcrypt[backup]'", EXIT_USAGE
         ) from None
 
+    if args.action == "init":
+        return _init_write_only(args, api, anyio)
     if args.action == "snapshots":
         for name in anyio.run(partial(api.list_snapshots, args.store)):
             print(name)
         return 0
-    key = _master_key(args.key)
+    if args.action == "rekey":
+        if not (args.add_recipient or args.remove_recipient):
+            raise CliError("rekey needs -a or -x RECIPIENT", EXIT_USAGE)
+        recipients = anyio.run(
+            partial(
+                api.rekey,
+                args.store,
+                identities=_identities(args.identity),
+                add=args.add_recipient,
+                remove=args.remove_recipient,
+            )
+        )
+        print(f"{args.store} is now wrapped to: {', '.join(recipients)}")
+        return 0
+    key = _master_key(args.key) if args.key else None
+    ids = None if args.key else _identities(args.identity)
     if args.action == "backup":
         with Progress("backing up", None, enabled=not args.quiet) as bar:
             report = anyio.run(
@@ -107,9 +202,10 @@ def run_backup(args: argparse.Namespace) -> int:
                     api.backup,
                     args.src,
                     args.store,
-                    key,
+                    _master_key(args.key),
                     name=args.name,
                     use_cache=not args.no_cache,
+                    cache_dir=args.cache_dir,
                     progress=bar.update,
                 )
             )
@@ -119,13 +215,28 @@ def run_backup(args: argparse.Namespace) -> int:
     elif args.action == "restore":
         with Progress("restoring", None, enabled=not args.quiet) as bar:
             restored = anyio.run(
-                partial(api.restore, args.store, args.snapshot, args.dest, key, progress=bar.update)
+                partial(
+                    api.restore,
+                    args.store,
+                    args.snapshot,
+                    args.dest,
+                    key,
+                    progress=bar.update,
+                    identities=ids,
+                )
             )
         print(restored.summary())
     elif args.action == "verify":
         with Progress("verifying", None, enabled=not args.quiet) as bar:
             checked = anyio.run(
-                partial(api.verify, args.store, key, read_data=not args.quick, progress=bar.update)
+                partial(
+                    api.verify,
+                    args.store,
+                    key,
+                    read_data=not args.quick,
+                    progress=bar.update,
+                    identities=ids,
+                )
             )
         print(checked.summary())
         if not checked.ok:
@@ -133,9 +244,11 @@ def run_backup(args: argparse.Namespace) -> int:
                 f"verify found {len(checked.problems)} problems in {args.store}", EXIT_DATA
             )
     elif args.action == "forget":
-        names = anyio.run(api.forget, args.store, key, args.snapshots)
+        names = anyio.run(partial(api.forget, args.store, key, args.snapshots, identities=ids))
         print(f"forgot {', '.join(names)}; prune frees their space")
     else:
-        pruned = anyio.run(partial(api.prune, args.store, key, max_unused=args.max_unused))
+        pruned = anyio.run(
+            partial(api.prune, args.store, key, max_unused=args.max_unused, identities=ids)
+        )
         print(pruned.summary())
     return 0

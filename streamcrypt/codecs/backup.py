@@ -3,17 +3,43 @@
 Theory of operation
 -------------------
 A store (layout and rationale: docs/BACKUP.md) holds content-defined chunks of files,
-each stored once under its *chunk id*: keyed BLAKE3 of the chunk's plaintext. Every key
-comes from one 32-byte master key by HKDF-SHA256 under its own label
-(:class:`BackupKeys`), so no key serves two purposes.
+each stored once under its *chunk id*: keyed BLAKE3 of the chunk's plaintext. Keys come
+in two parts (:class:`BackupKeys`), each derived by HKDF-SHA256 under its own label, so
+no key serves two purposes:
+
+- the *writer's* keys, from one 32-byte secret: the chunk-id key, the chunker seed, the
+  Ed25519 key that signs snapshots and the config, and the keys of the writer's id lists
+  and metadata cache;
+- the *data* keys (:class:`DataKeys`) that seal and open packs, index files and
+  snapshots.
+
+A **symmetric store** derives both parts from its one master key. A **write-only store**
+is made with age recipients instead (``age1...``; the recipient model of
+:mod:`streamcrypt.codecs.age`): its config lists them, and the writer holds only the
+writer's secret. Each backup run (a *session*) draws a fresh 32-byte session secret,
+stores it once as an age file to the recipients (``keys/<session id>``, before anything
+it seals), and derives that run's data keys from it; packs, index files and snapshots
+name their session (a pack in its header, an index file or snapshot as its container's
+key id). The writer forgets the session secret when the run ends, so it can never open
+what it stored; the identity unwraps the session files and opens everything. The
+writer's secret itself is stored to the recipients too (``keys/writer``): the identity
+recomputes chunk ids, checks and makes signatures, and changing the recipients rewraps
+only the small files in ``keys/`` (:func:`seal_key_file`), never the data.
+
+The writer deduplicates against what it can read: an *id list* per index file (the
+chunk ids that index names, sealed under a key of the writer's secret, so only a holder
+of the writer's secret reads or writes them) and its own metadata cache (the last
+snapshot's manifest of a source, kept on the writer's machine under another such key).
 
 **Blobs and packs.** A chunk is compressed with zstd (kept raw when that does not make
 it smaller) and sealed as one *blob*; many blobs go into one *pack* file, as restic and
 borg do, so thousands of small files are not thousands of objects::
 
     pack    = header || blob_0 || ... || blob_n-1 || sealed table || u32_be(len(sealed table))
-    header  = "SCBK" | version u8 (= 1) | kind u8 (= 1, pack) | salt (32 random bytes)
-    key     = HKDF-SHA256(pack master key, salt, "streamcrypt-backup v1 pack " || pack id)
+    header  = "SCBK" | version u8 (= 1) | kind u8 | salt (32 bytes)
+              kind 1: symmetric store, the salt is random
+              kind 2: write-only store, the salt is session id (16) | random (16)
+    key     = HKDF-SHA256(pack data key, salt, "streamcrypt-backup v1 pack " || pack id)
     blob    = AES-256-GCM(key, nonce = u96_be(offset of the blob in the pack),
                           payload, aad = "blob" || chunk id || flags)
     table   = AES-256-GCM(key, nonce = 12 x 0xff, count u32 || count x entry,
@@ -35,10 +61,11 @@ checks it. The store's ``config`` is plain JSON, signed the same way.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import zstandard
@@ -67,6 +94,7 @@ from ..primitives import (
     blake3_keyed,
 )
 from . import container
+from ._stanza import IdentityLike, RecipientLike, key_lines
 
 __all__ = [
     "DEFAULT_PACK_SIZE",
@@ -75,17 +103,26 @@ __all__ = [
     "ID_SIZE",
     "MAX_CONFIG_SIZE",
     "PACK_HEADER_SIZE",
+    "SESSION_ID_SIZE",
     "BackupKeys",
     "BlobEntry",
+    "DataKeys",
     "Manifest",
     "Node",
     "PackOpener",
     "PackWriter",
     "StoreConfig",
     "compress_blob",
+    "decode_ids",
     "decode_index",
+    "encode_ids",
     "encode_index",
+    "open_cache",
+    "open_key_file",
     "open_snapshot",
+    "recipient_texts",
+    "seal_cache",
+    "seal_key_file",
     "seal_snapshot",
     "verify_snapshot_signature",
 ]
@@ -105,7 +142,11 @@ FLAG_ZSTD = 0x01
 _LABEL = b"streamcrypt-backup v1 "
 _MAGIC = b"SCBK"
 _KIND_PACK = 1
+#: Pack kind of a write-only store: the salt starts with the session id.
+_KIND_SESSION_PACK = 2
 _SALT_SIZE = 32
+#: Bytes of a write-only store's session id (it names ``keys/<hex>``).
+SESSION_ID_SIZE = 16
 #: Bytes of a pack file's header: magic, version and salt.
 PACK_HEADER_SIZE = len(_MAGIC) + 2 + _SALT_SIZE
 _TAG = 16
@@ -117,6 +158,12 @@ _INDEX_AAD = _LABEL + b"index"
 _SNAPSHOT_AAD = _LABEL + b"snapshot\x00"
 _SIGNED_SNAPSHOT = _LABEL + b"signed snapshot\x00"
 _SIGNED_CONFIG = _LABEL + b"signed config\x00"
+_IDS_MAGIC = b"SCBL\x01"
+_IDS_AAD = _LABEL + b"id list"
+_CACHE_AAD = _LABEL + b"writer cache\x00"
+_KEY_FILE_MAGIC = _LABEL + b"key file\x00"
+#: Bytes of a session or writer secret.
+_SECRET_SIZE = 32
 #: Largest plaintext a blob may declare (the chunker's maximum is 16 MiB).
 _MAX_BLOB = 1 << 24
 #: Largest manifest or index plaintext a reader decompresses.
@@ -129,37 +176,105 @@ MAX_CONFIG_SIZE = 1 << 16
 # -- keys ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, repr=False)
-class BackupKeys(HoldsSecrets):
-    """Every key of a store, derived from the master key (one HKDF label each)."""
+def _sub(secret: bytes, label: str, length: int = 32) -> bytes:
+    return hkdf(secret, info=_LABEL + label.encode(), length=length)
 
-    chunk_id: SecretKey
+
+@dataclass(frozen=True, slots=True, repr=False)
+class DataKeys(HoldsSecrets):
+    """The keys that seal and open packs, index files and snapshots: a symmetric store's
+    (``session`` empty) or one backup session's of a write-only store."""
+
+    session: bytes
     pack: SecretKey
     index: SecretKey
     snapshot: SecretKey
+
+    @classmethod
+    def derive(cls, secret: bytes, session: bytes = b"") -> DataKeys:
+        """The data keys of a master key or session secret (the session id, as hex, is
+        the key id its containers carry)."""
+        kid = session.hex()
+        return cls(
+            session=session,
+            pack=SecretKey(_sub(secret, "pack encryption")),
+            index=SecretKey(_sub(secret, "index encryption"), key_id=kid),
+            snapshot=SecretKey(_sub(secret, "snapshot encryption"), key_id=kid),
+        )
+
+    def __repr__(self) -> str:
+        return f"DataKeys(<hidden>, session={self.session.hex()!r})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class BackupKeys(HoldsSecrets):
+    """The keys one holder of a store has: the writer's part (chunk ids, chunker seed,
+    signing, id lists, cache), the data keys new objects are sealed under (``data``;
+    ``None`` until a write-only store's session begins), and, for a ``reader`` (the
+    master key, or a write-only store's identity), the data keys that open what is
+    stored (``opens``: session id -> keys). A write-only store's writer is no reader.
+    """
+
+    chunk_id: SecretKey
     signing: Ed25519PrivateKey
     chunker_seed: int = field(repr=False)
+    ids: SecretKey
+    cache: SecretKey
+    data: DataKeys | None = None
+    opens: Mapping[bytes, DataKeys] = field(default_factory=dict)
+    reader: bool = False
     _chunk_id_raw: bytes = field(default=b"", repr=False)
 
     @classmethod
-    def derive(cls, master: SecretKey) -> BackupKeys:
-        secret = master.secret_bytes()
-        if len(secret) != 32:
-            raise InvalidParameterError("a backup master key is 32 bytes")
-
-        def sub(label: str, length: int = 32) -> bytes:
-            return hkdf(secret, info=_LABEL + label.encode(), length=length)
-
-        chunk_id = sub("chunk id")
+    def writer(cls, secret_key: SecretKey) -> BackupKeys:
+        """A write-only store's writer keys (from the writer's secret): they seal nothing
+        until :meth:`sealing` gives them a session, and open nothing."""
+        secret = secret_key.secret_bytes()
+        if len(secret) != _SECRET_SIZE:
+            raise InvalidParameterError("a backup key is 32 bytes")
+        chunk_id = _sub(secret, "chunk id")
         return cls(
             chunk_id=SecretKey(chunk_id),
-            pack=SecretKey(sub("pack encryption")),
-            index=SecretKey(sub("index encryption")),
-            snapshot=SecretKey(sub("snapshot encryption")),
-            signing=Ed25519PrivateKey(sub("snapshot signing")),
-            chunker_seed=int.from_bytes(sub("chunker seed", 8), "big") >> 1,
+            signing=Ed25519PrivateKey(_sub(secret, "snapshot signing")),
+            chunker_seed=int.from_bytes(_sub(secret, "chunker seed", 8), "big") >> 1,
+            ids=SecretKey(_sub(secret, "id list encryption")),
+            cache=SecretKey(_sub(secret, "writer cache encryption")),
             _chunk_id_raw=chunk_id,
         )
+
+    @classmethod
+    def derive(cls, master: SecretKey) -> BackupKeys:
+        """A symmetric store's keys: both parts from its master key."""
+        keys = cls.writer(master)
+        data = DataKeys.derive(master.secret_bytes())
+        return replace(keys, data=data, opens={b"": data}, reader=True)
+
+    def sealing(self, data: DataKeys) -> BackupKeys:
+        """These keys sealing under ``data`` (a new session); a holder that opens what is
+        stored (the identity) opens it too, a writer still opens nothing."""
+        opens = {**self.opens, data.session: data} if self.reader else {}
+        return replace(self, data=data, opens=opens)
+
+    def sealer(self) -> DataKeys:
+        """The data keys new objects are sealed under; :class:`UnknownKeyError` before a
+        write-only store's session began."""
+        if self.data is None:
+            raise UnknownKeyError("no backup session began: nothing can be sealed yet")
+        return self.data
+
+    def opener(self, session: bytes, what: str) -> DataKeys:
+        """The data keys of ``session`` (empty: a symmetric store's). Raises
+        :class:`UnknownKeyError` when these keys cannot open it: a write-only store's
+        writer key, or an identity the session was not wrapped to."""
+        found = self.opens.get(session)
+        if found is None:
+            if not self.reader:
+                raise UnknownKeyError(
+                    f"{what} is sealed to a write-only store's recipients: opening it "
+                    "needs the store's identity, not the writer key"
+                )
+            raise UnknownKeyError(f"{what} belongs to a session these keys cannot open")
+        return found
 
     def chunk_id_of(self, data: Buffer) -> bytes:
         """The id of a chunk: keyed BLAKE3 of its plaintext (32 bytes)."""
@@ -191,6 +306,8 @@ class StoreConfig:
 
     store_id: str
     signer: bytes
+    #: A write-only store's age recipients (text); empty for a symmetric store.
+    recipients: tuple[str, ...] = ()
     avg_size: int = CDC_AVG_SIZE
     min_size: int = CDC_MIN_SIZE
     max_size: int = CDC_MAX_SIZE
@@ -199,10 +316,16 @@ class StoreConfig:
 
     @classmethod
     def new(cls, keys: BackupKeys, **params: int) -> StoreConfig:
-        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), **params)
+        return cls(random_bytes(16).hex(), keys.signing.public_bytes(), (), **params)
+
+    @property
+    def write_only(self) -> bool:
+        """A store made with recipients: its writer cannot read it back."""
+        return bool(self.recipients)
 
     def _doc(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {"recipients": list(self.recipients)} if self.recipients else {}
+        return extra | {
             "format": FORMAT,
             "version": VERSION,
             "id": self.store_id,
@@ -247,6 +370,7 @@ class StoreConfig:
                 max_size=int(chunker["max"]),
                 pack_size=int(doc["pack_size"]),
                 zstd_level=int(doc["zstd_level"]),
+                recipients=tuple(_text(r) for r in doc.get("recipients", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise FormatError(f"the store config is malformed ({type(exc).__name__})") from None
@@ -260,6 +384,75 @@ class StoreConfig:
                 )
             keys.signing.public_key().verify(_SIGNED_CONFIG + body.encode(), signature)
         return config
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError
+    return value
+
+
+def recipient_texts(recipients: Iterable[RecipientLike] | RecipientLike) -> tuple[str, ...]:
+    """The text forms of age recipients (``age1...``, ``ssh-ed25519 ...``; a text or file
+    of them, one a line): what a write-only store's config lists. Raises
+    :class:`FormatError` for a key that is not an age recipient,
+    :class:`InvalidParameterError` for a recipient without a text form, or none."""
+    from .age import parse_recipient  # write-only stores only: age stays out of start-up
+
+    given = [recipients] if isinstance(recipients, str | os.PathLike) else recipients
+    out: list[str] = []
+    for item in given:  # type: ignore[union-attr]
+        if isinstance(item, os.PathLike):
+            with open(item, encoding="utf-8") as f:
+                item = f.read()
+        for text in key_lines(item) if isinstance(item, str) else [str(item)]:
+            try:
+                recipient = str(parse_recipient(text))
+            except FormatError:
+                if not isinstance(item, str):
+                    raise InvalidParameterError(
+                        f"a write-only store's recipient needs an age text form, not "
+                        f"{type(item).__name__}"
+                    ) from None
+                raise
+            if recipient not in out:
+                out.append(recipient)
+    if not out:
+        raise InvalidParameterError("a write-only store needs at least one recipient")
+    return tuple(out)
+
+
+# -- key files (write-only stores) ----------------------------------------------------------------
+
+
+def seal_key_file(recipients: Sequence[str], label: str, secret: bytes) -> bytes:
+    """An age file to ``recipients`` holding ``secret`` (a session's or the writer's),
+    bound to ``label`` (the session id's hex, or ``"writer"``)."""
+    from .age import AgeEncryptor
+
+    enc = AgeEncryptor(recipients=list(recipients))
+    return enc.update(_KEY_FILE_MAGIC + label.encode() + b"\x00" + secret) + enc.finalize()
+
+
+def open_key_file(
+    identities: Iterable[IdentityLike] | IdentityLike, label: str, data: bytes
+) -> bytes:
+    """The secret of a key file written by :func:`seal_key_file` for ``label``. Raises
+    :class:`UnknownKeyError` (no identity opens it), :class:`AuthenticationError`,
+    :class:`FormatError` (not a key file, or one for another label)."""
+    from .age import AgeDecryptor
+
+    dec = AgeDecryptor(identities=identities)
+    try:
+        plain = dec.update(data) + dec.finalize()
+    except UnknownKeyError:
+        raise UnknownKeyError(
+            f"no identity given opens keys/{label}: the store is wrapped to other recipients"
+        ) from None
+    head = _KEY_FILE_MAGIC + label.encode() + b"\x00"
+    if len(plain) != len(head) + _SECRET_SIZE or not plain.startswith(head):
+        raise FormatError(f"keys/{label} is not the store's key file of that name")
+    return plain[len(head) :]
 
 
 # -- blobs ----------------------------------------------------------------------------------------
@@ -334,10 +527,10 @@ def _decode_entries(data: bytes, pos: int) -> tuple[list[BlobEntry], int]:
     return entries, end
 
 
-def _pack_cipher(keys: BackupKeys, pack_id: bytes, salt: bytes) -> AES256GCM:
+def _pack_cipher(data: DataKeys, pack_id: bytes, salt: bytes) -> AES256GCM:
     if len(pack_id) != ID_SIZE:
         raise InvalidParameterError("a pack id is 32 bytes")
-    key = hkdf(keys.pack.secret_bytes(), salt=salt, info=_LABEL + b"pack " + pack_id)
+    key = hkdf(data.pack.secret_bytes(), salt=salt, info=_LABEL + b"pack " + pack_id)
     return AES256GCM(key)
 
 
@@ -353,9 +546,11 @@ class PackWriter(HoldsSecrets):
 
     def __init__(self, keys: BackupKeys, pack_id: bytes | None = None) -> None:
         self.pack_id = random_bytes(ID_SIZE) if pack_id is None else pack_id
-        salt = random_bytes(_SALT_SIZE)
-        self._aead = _pack_cipher(keys, self.pack_id, salt)
-        self._header = _MAGIC + bytes([VERSION, _KIND_PACK]) + salt
+        data = keys.sealer()
+        kind = _KIND_SESSION_PACK if data.session else _KIND_PACK
+        salt = data.session + random_bytes(_SALT_SIZE - len(data.session))
+        self._aead = _pack_cipher(data, self.pack_id, salt)
+        self._header = _MAGIC + bytes([VERSION, kind]) + salt
         self._parts: list[bytes] = [self._header]
         self._size = len(self._header)
         self.entries: list[BlobEntry] = []
@@ -393,7 +588,8 @@ class PackOpener(HoldsSecrets):
     """Read a pack (sans-I/O): :meth:`table` from its tail, :meth:`payload` and
     :meth:`blob` from the sealed bytes of one blob.
 
-    Raises :class:`FormatError` (not a pack, malformed table) and
+    Raises :class:`FormatError` (not a pack, malformed table),
+    :class:`UnknownKeyError` (a write-only store's pack, and a writer's keys) and
     :class:`AuthenticationError` (a damaged, moved or renamed pack or blob).
     """
 
@@ -401,14 +597,17 @@ class PackOpener(HoldsSecrets):
 
     def __init__(self, keys: BackupKeys, pack_id: bytes, header: Buffer) -> None:
         head = bytes(header[:PACK_HEADER_SIZE])
-        if len(head) < PACK_HEADER_SIZE or head[:4] != _MAGIC or head[5] != _KIND_PACK:
+        kinds = (_KIND_PACK, _KIND_SESSION_PACK)
+        if len(head) < PACK_HEADER_SIZE or head[:4] != _MAGIC or head[5] not in kinds:
             raise FormatError(f"pack {pack_id.hex()[:16]}... is not a streamcrypt pack")
         if head[4] != VERSION:
             raise UnsupportedFormatError(f"pack version {head[4]}; this reads {VERSION}")
         self.keys = keys
         self.pack_id = pack_id
         self._header = head
-        self._aead = _pack_cipher(keys, pack_id, head[6:])
+        session = head[6 : 6 + SESSION_ID_SIZE] if head[5] == _KIND_SESSION_PACK else b""
+        data = keys.opener(session, f"pack {pack_id.hex()[:16]}...")
+        self._aead = _pack_cipher(data, pack_id, head[6:])
 
     @staticmethod
     def table_size(tail: Buffer) -> int:
@@ -480,6 +679,20 @@ def _open_doc(key: SecretKey, data: bytes, aad: bytes) -> bytes:
     return dec.update(data) + dec.finalize()
 
 
+def _session_of(keys: BackupKeys, data: bytes, what: str) -> DataKeys:
+    """The data keys that open the document ``data`` (by its container's key id: the
+    session's hex; empty in a symmetric store). Raises :class:`FormatError`,
+    :class:`UnknownKeyError`."""
+    parsed = container.read_header(data)
+    if parsed is None:
+        raise FormatError(f"{what} is truncated")
+    try:
+        session = bytes.fromhex(parsed[0].key_id)
+    except ValueError:
+        raise FormatError(f"{what} names no session") from None
+    return keys.opener(session, what)
+
+
 # -- index files --------------------------------------------------------------------------------
 
 
@@ -489,13 +702,14 @@ def encode_index(keys: BackupKeys, packs: Mapping[bytes, Sequence[BlobEntry]]) -
     for pack_id, entries in packs.items():
         parts += [pack_id, _encode_entries(entries)]
     plain = zstandard.ZstdCompressor(level=DEFAULT_ZSTD_LEVEL).compress(b"".join(parts))
-    return _seal_doc(keys.index, plain, _INDEX_AAD)
+    return _seal_doc(keys.sealer().index, plain, _INDEX_AAD)
 
 
 def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
     """Decrypt and parse an index file. Raises :class:`AuthenticationError`,
-    :class:`FormatError`."""
-    plain = _decompress(_open_doc(keys.index, data, _INDEX_AAD), _MAX_DOC, "index")
+    :class:`FormatError`, :class:`UnknownKeyError` (a write-only store's writer)."""
+    index_key = _session_of(keys, data, "an index file").index
+    plain = _decompress(_open_doc(index_key, data, _INDEX_AAD), _MAX_DOC, "index")
     if not plain.startswith(_INDEX_MAGIC):
         raise FormatError("not a streamcrypt backup index")
     pos = len(_INDEX_MAGIC)
@@ -511,6 +725,49 @@ def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
     if pos != len(plain):
         raise FormatError("a backup index has trailing bytes")
     return packs
+
+
+# -- id lists and the writer's cache (write-only stores) ---------------------------------------
+
+
+def encode_ids(keys: BackupKeys, chunk_ids: Iterable[bytes]) -> bytes:
+    """An id list: the chunk ids an index file names, sealed under the writer's id-list
+    key (only a holder of the writer's secret reads or forges one)."""
+    return _seal_doc(keys.ids, _IDS_MAGIC + b"".join(sorted(chunk_ids)), _IDS_AAD)
+
+
+def decode_ids(keys: BackupKeys, data: bytes) -> set[bytes]:
+    """The chunk ids of an id list. Raises :class:`AuthenticationError`,
+    :class:`FormatError`."""
+    plain = _open_doc(keys.ids, data, _IDS_AAD)
+    body = plain[len(_IDS_MAGIC) :]
+    if not plain.startswith(_IDS_MAGIC) or len(body) % ID_SIZE:
+        raise FormatError("not a streamcrypt backup id list")
+    return {body[i : i + ID_SIZE] for i in range(0, len(body), ID_SIZE)}
+
+
+def _cache_aad(store_id: str, source: str) -> bytes:
+    return _CACHE_AAD + store_id.encode() + b"\x00" + source.encode("utf-8", "surrogateescape")
+
+
+def seal_cache(keys: BackupKeys, store_id: str, manifest: Manifest) -> bytes:
+    """The writer's metadata cache of one source: its last manifest, sealed under the
+    writer's cache key and bound to the store and the source."""
+    plain = manifest.snapshot.encode() + b"\x00" + manifest.encode()
+    packed = zstandard.ZstdCompressor(level=3).compress(plain)
+    return _seal_doc(keys.cache, packed, _cache_aad(store_id, manifest.source))
+
+
+def open_cache(keys: BackupKeys, store_id: str, source: str, data: bytes) -> Manifest:
+    """The manifest a writer's cache holds. Raises :class:`AuthenticationError`,
+    :class:`FormatError`."""
+    plain = _decompress(
+        _open_doc(keys.cache, data, _cache_aad(store_id, source)), _MAX_DOC, "cache"
+    )
+    name, sep, body = plain.partition(b"\x00")
+    if not sep:
+        raise FormatError("a backup cache is malformed")
+    return Manifest.decode(body, name.decode("utf-8", "replace"))
 
 
 # -- snapshots ----------------------------------------------------------------------------------
@@ -653,7 +910,7 @@ def seal_snapshot(keys: BackupKeys, manifest: Manifest) -> bytes:
     """A snapshot file: Ed25519 signature (64 bytes) || encrypted, compressed manifest."""
     name = manifest.snapshot
     plain = zstandard.ZstdCompressor(level=9).compress(manifest.encode())
-    ciphertext = _seal_doc(keys.snapshot, plain, _SNAPSHOT_AAD + name.encode())
+    ciphertext = _seal_doc(keys.sealer().snapshot, plain, _SNAPSHOT_AAD + name.encode())
     return _sign(keys, _SIGNED_SNAPSHOT, _signed_snapshot(name, ciphertext)) + ciphertext
 
 
@@ -677,7 +934,10 @@ def verify_snapshot_signature(
 
 def open_snapshot(keys: BackupKeys, name: str, data: bytes) -> Manifest:
     """Verify, decrypt and parse a snapshot file. Raises :class:`InvalidSignatureError`,
-    :class:`AuthenticationError`, :class:`FormatError`."""
+    :class:`AuthenticationError`, :class:`FormatError`, :class:`UnknownKeyError` (a
+    write-only store's writer)."""
     verify_snapshot_signature(keys.signing.public_key(), name, data)
-    plain = _open_doc(keys.snapshot, data[ED25519_SIGNATURE_SIZE:], _SNAPSHOT_AAD + name.encode())
+    sealed = data[ED25519_SIGNATURE_SIZE:]
+    key = _session_of(keys, sealed, f"snapshot {name!r}").snapshot
+    plain = _open_doc(key, sealed, _SNAPSHOT_AAD + name.encode())
     return Manifest.decode(_decompress(plain, _MAX_DOC, "manifest"), name)

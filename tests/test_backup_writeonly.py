@@ -1,0 +1,367 @@
+"""Write-only backup stores: a writer that backs up and deduplicates but opens nothing,
+an identity that restores, verifies, forgets and prunes, recipients changed without
+touching the data, and a write-only backup killed with SIGKILL (docs/BACKUP.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_backup import MiB, listing, make_tree, run
+
+from streamcrypt import backup as sb
+from streamcrypt.codecs import container
+from streamcrypt.codecs.age import X25519Identity
+from streamcrypt.codecs.backup import (
+    PACK_HEADER_SIZE,
+    BackupKeys,
+    DataKeys,
+    PackOpener,
+    decode_index,
+    open_snapshot,
+)
+from streamcrypt.errors import (
+    AuthenticationError,
+    InvalidParameterError,
+    InvalidSignatureError,
+    UnknownKeyError,
+)
+from streamcrypt.keys import SecretKey
+from streamcrypt.primitives import CDC_MAX_SIZE
+
+
+def stored_bytes(store: Path) -> int:
+    return sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+
+
+def digests(store: Path, *subdirs: str) -> dict[str, str]:
+    return {
+        p.relative_to(store).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for sub in subdirs
+        for p in (store / sub).rglob("*")
+        if p.is_file()
+    }
+
+
+def new_write_only(store: Path, *identities: X25519Identity, pack_size: int = 1 << 18) -> SecretKey:
+    recipients = [str(i.recipient) for i in identities]
+    writer: SecretKey = run(sb.create_write_only, store, recipients, pack_size=pack_size)
+    return writer
+
+
+@pytest.fixture(scope="module")
+def wo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A write-only store with two snapshots: 'one' of a real tree, 'two' after a 16-byte
+    edit in the middle of a 9 MiB file."""
+    root = tmp_path_factory.mktemp("writeonly")
+    src, store, cache = root / "src", root / "store", root / "cache"
+    src.mkdir()
+    make_tree(src, random.Random(29))
+    identity = X25519Identity.generate()
+    writer = new_write_only(store, identity)
+    first = run(sb.backup, src, store, writer, name="one", cache_dir=cache)
+    size_one = stored_bytes(store)
+    before = listing(src)
+    with open(src / "data" / "large.bin", "r+b") as f:
+        f.seek(4 * MiB + 12345)
+        f.write(b"sixteen edited!!")
+    second = run(sb.backup, src, store, writer, name="two", cache_dir=cache)
+    return {
+        "root": root,
+        "src": src,
+        "store": store,
+        "identity": identity,
+        "writer": writer,
+        "first": first,
+        "second": second,
+        "size_one": size_one,
+        "size_two": stored_bytes(store),
+        "before": before,
+        "after": listing(src),
+    }
+
+
+def test_the_writer_backs_up_and_the_second_backup_stores_about_the_edit(
+    wo: dict[str, Any],
+) -> None:
+    first, second = wo["first"], wo["second"]
+    assert first.files_read == first.files and first.chunks_new > 10
+    assert second.files_read == 1  # the writer's own cache skipped every unchanged file
+    assert 1 <= second.chunks_new <= 3
+    grown = wo["size_two"] - wo["size_one"]
+    assert grown <= 2 * CDC_MAX_SIZE + 64 * 1024  # the edited chunks, a manifest, a key file
+    assert grown < first.bytes_stored / 10
+
+
+def test_a_writer_without_its_cache_still_deduplicates_through_the_id_lists(
+    wo: dict[str, Any], tmp_path: Path
+) -> None:
+    store = wo["store"]
+    before = stored_bytes(store)
+    report = run(sb.backup, wo["src"], store, wo["writer"], name="three", cache_dir=tmp_path)
+    assert report.files_read == report.files  # no cache: every file read again
+    assert report.chunks_new == 0  # ... and nothing stored twice
+    assert stored_bytes(store) - before < 64 * 1024
+    run(sb.forget, store, None, ["three"], identities=wo["identity"])
+
+
+def test_the_identity_restores_both_snapshots_byte_for_byte(
+    wo: dict[str, Any], tmp_path: Path
+) -> None:
+    ident = wo["identity"]
+    run(sb.restore, wo["store"], "one", tmp_path / "one", identities=ident)
+    run(sb.restore, wo["store"], "two", tmp_path / "two", identities=ident)
+    assert listing(tmp_path / "one") == wo["before"]
+    assert listing(tmp_path / "two") == wo["after"]
+    assert listing(tmp_path / "one") != listing(tmp_path / "two")
+    checked = run(sb.verify, wo["store"], identities=ident)
+    assert checked.ok and checked.snapshots == 2 and checked.chunks_verified > 10
+
+
+def test_every_read_with_what_the_writer_holds_fails_typed(
+    wo: dict[str, Any], tmp_path: Path
+) -> None:
+    store, writer = wo["store"], wo["writer"]
+    with pytest.raises(UnknownKeyError, match="write-only"):
+        run(sb.restore, store, "one", tmp_path / "out", writer)
+    assert not (tmp_path / "out").exists()
+    for call in (sb.verify, sb.prune):
+        with pytest.raises(UnknownKeyError, match="identity"):
+            run(call, store, writer)
+    with pytest.raises(UnknownKeyError):
+        run(sb.forget, store, writer, ["one"])
+    with pytest.raises(InvalidParameterError, match="parent"):
+        run(sb.backup, wo["src"], store, writer, parent="one", cache_dir=tmp_path)
+    assert run(sb.list_snapshots, store) == ["one", "two"]
+
+    opened = run(sb.Store.open, store, writer)
+    keys = opened.keys
+    assert not keys.reader
+    with pytest.raises(UnknownKeyError):
+        run(opened.load_snapshot, "one")
+    pack = next(p for p in (store / "data").rglob("*") if p.is_file())
+    pack_id = bytes.fromhex(pack.name)
+    data = pack.read_bytes()
+    index = next(p for p in (store / "index").iterdir()).read_bytes()
+    snapshot = (store / "snapshots" / "one").read_bytes()
+    with pytest.raises(UnknownKeyError):
+        PackOpener(keys, pack_id, data[:PACK_HEADER_SIZE])
+    with pytest.raises(UnknownKeyError):
+        decode_index(keys, index)
+    with pytest.raises(UnknownKeyError):
+        open_snapshot(keys, "one", snapshot)  # the manifest's file list
+
+    # Every data key the writer's secret could give, put where the session's belongs,
+    # still opens nothing: the data keys come from the session secret alone.
+    secret = writer.secret_bytes()
+    session = data[6:22]
+    as_master = BackupKeys.derive(writer)
+    with pytest.raises(UnknownKeyError):  # the writer's secret taken as a master key
+        PackOpener(as_master, pack_id, data[:PACK_HEADER_SIZE])
+    header = container.read_header(snapshot[64:])
+    assert header is not None
+    snapshot_session = bytes.fromhex(header[0].key_id)
+    guess = replace(
+        as_master,
+        opens={
+            session: DataKeys.derive(secret, session),
+            snapshot_session: DataKeys.derive(secret, snapshot_session),
+        },
+    )
+    opener = PackOpener(guess, pack_id, data)
+    with pytest.raises(AuthenticationError):
+        opener.table(data, len(data))
+    with pytest.raises(AuthenticationError):
+        open_snapshot(guess, "one", snapshot)
+
+
+def test_names_appear_nowhere_in_the_store_or_the_writers_cache(wo: dict[str, Any]) -> None:
+    blobs = [p.read_bytes() for p in wo["store"].rglob("*") if p.is_file()]
+    blobs += [p.read_bytes() for p in (wo["root"] / "cache").rglob("*") if p.is_file()]
+    assert len(list((wo["root"] / "cache").iterdir())) == 1
+    for needle in (b"readme.txt", b"large.bin", "ünïcode".encode(), b"streamcrypt backup example"):
+        assert not any(needle in blob for blob in blobs), needle
+
+
+def test_the_store_config_binds_its_recipients_to_the_writers_signature(
+    tmp_path: Path,
+) -> None:
+    ident, attacker = X25519Identity.generate(), X25519Identity.generate()
+    store = tmp_path / "store"
+    writer = new_write_only(store, ident)
+    outer = json.loads((store / "config").read_text())
+    body = outer["config"].replace(str(ident.recipient), str(attacker.recipient))
+    assert body != outer["config"]
+    (store / "config").write_text(json.dumps({**outer, "config": body}))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_bytes(b"secret" * 1000)
+    with pytest.raises(InvalidSignatureError):
+        run(sb.backup, tmp_path / "src", store, writer, cache_dir=tmp_path / "c")
+    assert not (store / "snapshots").exists()
+
+
+def test_a_store_opens_with_the_key_of_its_kind(tmp_path: Path) -> None:
+    ident = X25519Identity.generate()
+    symmetric, write_only = tmp_path / "sym", tmp_path / "wo"
+    key = SecretKey.generate()
+    run(sb.Store.open, symmetric, key, create=True)
+    writer = new_write_only(write_only, ident)
+    with pytest.raises(InvalidParameterError):
+        run(sb.verify, symmetric, identities=ident)  # a symmetric store has no identity
+    with pytest.raises(InvalidParameterError):
+        run(sb.verify, write_only, writer, identities=ident)  # one of them, not both
+    with pytest.raises(InvalidParameterError):
+        run(sb.rekey, symmetric, identities=ident, add=str(ident.recipient))
+    with pytest.raises(FileExistsError):
+        run(sb.create_write_only, write_only, str(ident.recipient))
+    with pytest.raises(UnknownKeyError):  # another writer key: the config names its signer
+        run(sb.backup, tmp_path, write_only, SecretKey.generate(), cache_dir=tmp_path / "c")
+    assert run(sb.verify, write_only, identities=ident).ok
+
+
+def test_rekey_changes_who_reads_without_rewriting_the_data(tmp_path: Path) -> None:
+    old, new, stranger = (X25519Identity.generate() for _ in range(3))
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(random.Random(1).randbytes(2 * MiB))
+    writer = new_write_only(store, old)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "c")
+    data_before = digests(store, "data", "index", "ids", "snapshots")
+    keys_before = digests(store, "keys")
+
+    with pytest.raises(UnknownKeyError):
+        run(sb.rekey, store, identities=stranger, add=str(stranger.recipient))
+    with pytest.raises(InvalidParameterError):
+        run(sb.rekey, store, identities=old, remove=str(old.recipient))  # none left
+    with pytest.raises(InvalidParameterError):
+        run(sb.rekey, store, identities=old, remove=str(new.recipient))  # not one
+    assert digests(store, "keys") == keys_before
+
+    now = run(sb.rekey, store, identities=old, add=str(new.recipient), remove=str(old.recipient))
+    assert now == (str(new.recipient),)
+    assert digests(store, "data", "index", "ids", "snapshots") == data_before
+    assert digests(store, "keys").keys() == keys_before.keys()
+    assert all(digests(store, "keys")[k] != v for k, v in keys_before.items())
+    with pytest.raises(UnknownKeyError):
+        run(sb.restore, store, "one", tmp_path / "x", identities=old)
+    run(sb.restore, store, "one", tmp_path / "one", identities=new)
+    assert listing(tmp_path / "one") == listing(src)
+
+    # the writer follows the signed config: its next session is wrapped to `new` only
+    (src / "b.bin").write_bytes(b"later" * 5000)
+    run(sb.backup, src, store, writer, name="two", cache_dir=tmp_path / "c")
+    run(sb.restore, store, "two", tmp_path / "two", identities=new)
+    assert listing(tmp_path / "two") == listing(src)
+    with pytest.raises(UnknownKeyError):
+        run(sb.verify, store, identities=old)
+
+
+def test_prune_rewrites_the_id_lists_so_the_writer_stores_what_prune_removed(
+    tmp_path: Path,
+) -> None:
+    ident = X25519Identity.generate()
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    gone = random.Random(5).randbytes(MiB)
+    (src / "keep.bin").write_bytes(random.Random(6).randbytes(MiB))
+    (src / "gone.bin").write_bytes(gone)
+    writer = new_write_only(store, ident)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "c")
+    (src / "gone.bin").unlink()
+    run(sb.backup, src, store, writer, name="two", cache_dir=tmp_path / "c")
+    run(sb.forget, store, None, ["one"], identities=ident)
+    pruned = run(sb.prune, store, identities=ident)
+    assert pruned.chunks_removed >= 2
+    assert len(list((store / "ids").iterdir())) == 1
+
+    (src / "gone.bin").write_bytes(gone)  # back: its chunks were pruned, so stored anew
+    report = run(sb.backup, src, store, writer, name="three", cache_dir=tmp_path / "c")
+    assert report.chunks_new >= 2
+    run(sb.restore, store, "three", tmp_path / "three", identities=ident)
+    assert listing(tmp_path / "three") == listing(src)
+    assert run(sb.verify, store, identities=ident).ok
+
+
+def test_killed_write_only_backup_leaves_a_consistent_store(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(48):
+        (src / f"f{i:02}.bin").write_bytes(rng.randbytes(MiB))
+    ident = X25519Identity.generate()
+    store = tmp_path / "store"
+    writer = new_write_only(store, ident, pack_size=1 << 16)
+    keyfile = tmp_path / "writer.key"
+    keyfile.write_text(writer.secret_bytes().hex())
+    cache = tmp_path / "cache"
+    command = ["backup", "backup", "-q", str(src), str(store), "-k", str(keyfile)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamcrypt", *command, "--cache-dir", str(cache)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        ids = store / "ids"
+        if ids.exists() and any(not p.name.startswith(".") for p in ids.iterdir()):
+            break  # a checkpoint landed: packs, their index file and its id list
+        time.sleep(0.002)
+    assert proc.poll() is None, "the backup finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert run(sb.list_snapshots, store) == []
+    assert not cache.exists() or not any(cache.iterdir())
+    checked = run(sb.verify, store, identities=ident)
+    assert checked.ok  # nothing references what is missing; unindexed packs are allowed
+
+    report = run(sb.backup, src, store, writer, name="again", cache_dir=cache)
+    assert report.files == 48
+    assert report.chunks_new < report.chunks  # the killed run's checkpoint was reused
+    assert run(sb.verify, store, identities=ident).ok
+    run(sb.prune, store, identities=ident)  # removes what the killed run left unindexed
+    checked = run(sb.verify, store, identities=ident)
+    assert checked.ok and checked.orphan_packs == 0
+    run(sb.restore, store, "again", tmp_path / "dest", identities=ident)
+    assert listing(tmp_path / "dest") == listing(src)
+
+
+@pytest.mark.skipif(shutil.which("age") is None, reason="`make peers` installs age")
+def test_the_store_key_files_are_age_files_the_go_age_binary_opens(tmp_path: Path) -> None:
+    """The recipient model is age's: an identity made by age-keygen opens the store, and
+    the age binary decrypts its key files (to the labelled secret, nothing else)."""
+    subprocess.run(["age-keygen", "-o", str(tmp_path / "owner.age")], check=True,
+                   capture_output=True)  # fmt: skip
+    identity_text = (tmp_path / "owner.age").read_text()
+    recipient = next(
+        line.split(": ", 1)[1] for line in identity_text.splitlines() if "public key" in line
+    )
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "f.txt").write_text("hello from the writer\n" * 100)
+    writer: SecretKey = run(sb.create_write_only, store, recipient)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "c")
+    paths = sorted((store / "keys").iterdir())
+    assert len(paths) == 2  # the writer's secret and one backup session's
+    for path in paths:
+        done = subprocess.run(
+            ["age", "-d", "-i", str(tmp_path / "owner.age"), str(path)],
+            capture_output=True,
+            check=True,
+        )
+        label = path.name.encode()
+        assert done.stdout.startswith(b"streamcrypt-backup v1 key file\x00" + label + b"\x00")
+        assert len(done.stdout) == len(b"streamcrypt-backup v1 key file\x00" + label) + 33
+        if path.name == "writer":
+            assert done.stdout.endswith(writer.secret_bytes())
+    run(sb.restore, store, "one", tmp_path / "out", identities=tmp_path / "owner.age")
+    assert listing(tmp_path / "out") == listing(src)
