@@ -11,6 +11,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from support import write_secret
 from test_cli import sc
 
 MiB = 1 << 20
@@ -128,8 +129,8 @@ def test_a_write_only_store_from_the_command(tmp_path: Path) -> None:
     src.mkdir()
     (src / "data.bin").write_bytes(random.Random(9).randbytes(MiB))
     owner, other = X25519Identity.generate(), X25519Identity.generate()
-    (tmp_path / "owner.id").write_text(owner.to_string() + "\n")
-    (tmp_path / "other.id").write_text(other.to_string() + "\n")
+    write_secret(tmp_path / "owner.id", owner.to_string() + "\n")
+    write_secret(tmp_path / "other.id", other.to_string() + "\n")
     (tmp_path / "recipients").write_text(f"# the owner\n{owner.recipient}\n")
 
     done = sc("backup", "init", "writer.key", "store", "-R", "recipients", cwd=tmp_path)
