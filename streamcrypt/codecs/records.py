@@ -25,7 +25,9 @@ checks the preamble against its configuration and refuses anything else. The Noi
 prologue is ``b"streamcrypt EncryptedStream\\x00"`` followed by the preamble, so a
 preamble changed on the wire makes the handshake fail. Then the Noise handshake messages
 (``Noise_<pattern>_25519_<cipher>_<hash>``, empty payloads) travel each behind a 2-byte
-big-endian length.
+big-endian length. A server that takes no more connections sends, instead of its first
+message, a zero-length frame and a reason byte (:data:`REFUSED_BUSY`: ``00 00 01``,
+busy), which the client raises as :class:`HandshakeError`, and closes.
 
 *Key confirmation.* Where the server writes the last handshake message (NNpsk0, NK, IK),
 nothing it has read proves that the client holds this session's keys: the first message
@@ -106,6 +108,7 @@ __all__ = [
     "MAX_RECORD_DATA",
     "PATTERNS",
     "RECORDS_PER_JOB",
+    "REFUSED_BUSY",
     "WIRE_OVERHEAD",
     "Complete",
     "Handshake",
@@ -151,6 +154,12 @@ PATTERNS: Final = {"NNpsk0": 1, "NK": 2, "IK": 3, "XX": 4}
 CIPHERS: Final = {"ChaChaPoly": 1, "AESGCM": 2}
 #: Noise hashes a preamble may name, with their wire codes.
 HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
+#: What a server sends instead of its first handshake message when it serves as many
+#: connections as it takes: a zero-length frame (never a Noise message) and reason 1.
+REFUSED_BUSY: Final = b"\x00\x00\x01"
+_REFUSALS: Final = {
+    1: "it serves as many connections as it takes (max_connections); try again later",
+}
 #: Handshake messages here carry empty payloads (at most 96 bytes); anything far larger
 #: is not a streamcrypt peer.
 MAX_HANDSHAKE_FRAME: Final = 1024
@@ -563,6 +572,11 @@ class Handshake:
         if len(inbox) < 2:
             return None
         length = int.from_bytes(inbox[:2], "big")
+        if length == 0 and not self._config.server_side:
+            if len(inbox) < 3:
+                return None
+            reason = _REFUSALS.get(inbox[2], f"reason {inbox[2]}, unknown to this version")
+            raise HandshakeError(f"the server refused the connection: {reason}")
         if length > MAX_HANDSHAKE_FRAME:
             raise FormatError(
                 f"handshake message {index} claims {length} bytes, over the "

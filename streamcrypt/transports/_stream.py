@@ -318,7 +318,7 @@ class EncryptedStream(ByteStream):
         :class:`InvalidKeySizeError` for bad options (before any I/O),
         :class:`PeerRejectedError` when ``accept_peer`` refuses,
         :class:`HandshakeError` (wrong key or PSK, the peer closed or refused, a
-        client that did not confirm its keys, the timeout passed),
+        server busy, a client that did not confirm its keys, the timeout passed),
         :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
@@ -374,8 +374,7 @@ class EncryptedStream(ByteStream):
                 raise HandshakeError(
                     "the peer closed the connection during the handshake: it refused our "
                     "handshake (check the keys, PSK, cipher and hash, and that both sides "
-                    "run the same streamcrypt protocol version) or serves as many "
-                    "connections as it takes"
+                    "run the same streamcrypt protocol version) or gave up"
                 ) from None
         self._protocol_name = done.protocol_name
         self._peer_static = done.peer_static
