@@ -35,6 +35,7 @@ from anyio import (
 from anyio.abc import ByteStream, SocketAttribute
 from noise.connection import Keypair, NoiseConnection
 
+from streamcrypt.codecs import records
 from streamcrypt.codecs.noise import generate_keypair
 from streamcrypt.codecs.records import MAX_RECORD_DATA, preferred_cipher
 from streamcrypt.engine import OffloadPolicy
@@ -263,14 +264,20 @@ async def test_xx_client_refuses_server() -> None:
     assert "closed the connection during the handshake" in str(server_err)
 
 
-async def test_xx_server_refuses_client() -> None:
-    sk, _, ck, _ = _keys()
+@pytest.mark.parametrize("pattern", ["XX", "IK"])
+async def test_server_refuses_client(pattern: str) -> None:
+    """The server vets the client's key once the client confirmed it (XX: its last
+    message; IK: its key confirmation record), so the client's handshake has ended when
+    the server refuses: it learns of the refusal when reading."""
+    sk, spk, ck, _ = _keys()
     left, right = _mem_pair()
     outcome: dict[str, Any] = {}
+    client_opts: dict[str, Any] = (
+        {"accept_peer": lambda k: True} if pattern == "XX" else {"server_public_key": spk}
+    )
 
     async def client_side() -> None:
-        client = await EncryptedStream.wrap(left, static_key=ck, accept_peer=lambda k: True)
-        # XX ends with the client's message: it only learns of the refusal when reading.
+        client = await EncryptedStream.wrap(left, static_key=ck, **client_opts)
         with pytest.raises(TruncatedStreamError):
             await client.receive()
         with pytest.raises(BrokenResourceError):
@@ -291,16 +298,6 @@ async def test_xx_server_refuses_client() -> None:
     assert outcome == {"client": True, "server": True}
 
 
-async def test_ik_refused_by_server_fails_client_handshake() -> None:
-    sk, spk, ck, _ = _keys()
-    client_err, server_err = await _both_fail(
-        {"server_public_key": spk, "static_key": ck},
-        {"static_key": sk, "accept_peer": lambda key: False},
-    )
-    assert type(client_err) is HandshakeError
-    assert isinstance(server_err, PeerRejectedError)
-
-
 async def test_server_with_accept_peer_refuses_anonymous_nk() -> None:
     sk, spk, _, _ = _keys()
     client_err, server_err = await _both_fail(
@@ -308,6 +305,145 @@ async def test_server_with_accept_peer_refuses_anonymous_nk() -> None:
     )
     assert isinstance(client_err, HandshakeError)
     assert isinstance(server_err, HandshakeError) and "anonymous NK" in str(server_err)
+
+
+def _client_options(pattern: str, spk: bytes, ck: bytes, psk: bytes) -> dict[str, Any]:
+    return {
+        "NNpsk0": {"psk": psk},
+        "NK": {"server_public_key": spk},
+        "IK": {"server_public_key": spk, "static_key": ck},
+        "XX": {"static_key": ck, "accept_peer": lambda key: True},
+    }[pattern]
+
+
+@pytest.mark.parametrize("pattern", sorted(records.PATTERNS))
+def test_a_replayed_first_message_never_completes_the_server_handshake(pattern: str) -> None:
+    """Sans-I/O, every pattern the protocol speaks: the client's first flight replayed
+    to a fresh server gets its answer, but never :class:`Complete` nor a vetting of the
+    client's key, whatever follows (a forged confirmation, the real client's second
+    flight from another session); the real client's own session completes (review 3)."""
+    sk, spk, ck, _ = _keys()
+    psk = random_bytes(32)
+    opts = _client_options(pattern, spk, ck, psk)
+    server_opts: dict[str, Any] = {"psk": psk} if pattern == "NNpsk0" else {"static_key": sk}
+    client = records.ProtocolConfig.make(
+        server_side=False, vets_peers="accept_peer" in opts, **_key_options(opts)
+    )
+    server = records.ProtocolConfig.make(
+        server_side=True, vets_peers=pattern == "XX", **server_opts
+    )
+
+    def step(handshake: records.Handshake) -> records.HandshakeEvent:
+        event = handshake.next_event()
+        while isinstance(event, records.VetPeer):
+            handshake.vetted()
+            event = handshake.next_event()
+        return event
+
+    # The real session: what the client sends, flight by flight.
+    genuine, real_server = records.Handshake(client), records.Handshake(server)
+    step(genuine)
+    flights = [genuine.data_to_send()]
+    while True:
+        real_server.receive_data(flights[-1])
+        if isinstance(step(real_server), records.Complete):
+            break
+        genuine.receive_data(real_server.data_to_send())
+        assert isinstance(step(genuine), records.Complete)
+        flights.append(genuine.data_to_send())
+    assert len(flights) == 2  # the first flight, then the last message or the confirmation
+
+    # The replays: the first flight gets an answer, never Complete nor a VetPeer, and
+    # nothing the replayer holds (the real client's later flight, a forged
+    # confirmation) completes the handshake.
+    for later in (flights[1], b"\x00\x10\x02" + bytes(16)):
+        replayed = records.Handshake(server)
+        replayed.receive_data(flights[0])
+        assert isinstance(replayed.next_event(), records.NeedData)
+        assert replayed.data_to_send()
+        replayed.receive_data(later)
+        with pytest.raises(HandshakeError):
+            replayed.next_event()
+
+
+def _key_options(opts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in opts.items() if k != "accept_peer"}
+
+
+@pytest.mark.parametrize("pattern", ["IK", "NK", "NNpsk0"])
+async def test_a_replayed_first_message_never_reaches_the_handler(pattern: str) -> None:
+    """An eavesdropper replays a client's first flight on new connections: the handler
+    never runs and ``accept_peer`` never sees the client's key for it; each replay is cut
+    at ``handshake_timeout`` (not ``idle_timeout``) and its slot freed, so the real
+    client still gets in with ``max_connections=1`` (review 3)."""
+    sk, spk, ck, cpk = _keys()
+    psk = random_bytes(32)
+    opts = _client_options(pattern, spk, ck, psk)
+    server_opts: dict[str, Any] = {"psk": psk} if pattern == "NNpsk0" else {"static_key": sk}
+    vetted: list[bytes] = []
+    if pattern == "IK":
+        server_opts["accept_peer"] = lambda key: vetted.append(key) or True
+    handled: list[bytes | None] = []
+
+    async def handler(stream: EncryptedStream) -> None:
+        handled.append(stream.extra(A.peer_static_key))
+        await stream.send(b"for the confirmed client")
+
+    first_flight = records.Handshake(
+        records.ProtocolConfig.make(server_side=False, **_key_options(opts))
+    )
+    first_flight.next_event()
+    replay = first_flight.data_to_send()
+    limit = 0.5
+    async with create_task_group() as tg:
+        port = await tg.start(
+            functools.partial(
+                serve,
+                handler,
+                **server_opts,
+                handshake_timeout=limit,
+                idle_timeout=30,
+                max_connections=1,
+            )
+        )
+        for _ in range(2):
+            async with await anyio.connect_tcp("127.0.0.1", port) as tcp:
+                await tcp.send(replay)
+                started = time.monotonic()
+                answer = b""
+                with anyio.fail_after(10), contextlib.suppress(EndOfStream, BrokenResourceError):
+                    while True:
+                        answer += await tcp.receive()
+                held = time.monotonic() - started
+            assert answer  # the server's message 2, and nothing sealed for the handler
+            assert limit * 0.8 < held < limit + 2.0, held
+        assert handled == [] and vetted == []
+        async with await connect("127.0.0.1", port, **opts) as client:
+            assert await client.receive() == b"for the confirmed client"  # server first
+        tg.cancel_scope.cancel()
+    assert handled == [cpk if pattern == "IK" else None]
+    assert vetted == ([cpk] if pattern == "IK" else [])
+
+
+@pytest.mark.parametrize("pattern", ["IK", "NK", "NNpsk0", "XX"])
+async def test_a_client_that_only_receives_gets_what_the_server_sends_first(
+    pattern: str,
+) -> None:
+    """The key confirmation leaves with the client's handshake, not with its first
+    data: a client that never sends still lets the server's handler start."""
+    sk, spk, ck, _ = _keys()
+    psk = random_bytes(32)
+    server_opts: dict[str, Any] = {"psk": psk} if pattern == "NNpsk0" else {"static_key": sk}
+    if pattern == "XX":
+        server_opts["accept_peer"] = lambda key: True
+    client, server = await _enc(client=_client_options(pattern, spk, ck, psk), server=server_opts)
+    async with create_task_group() as tg:
+        tg.start_soon(server.send, b"the server speaks first")
+        with anyio.fail_after(5):
+            assert await client.receive() == b"the server speaks first"
+    await server.send(b"and again")
+    assert await client.receive() == b"and again"
+    await _exchange(client, server)
 
 
 async def test_wrong_server_key_fails_both_sides() -> None:
@@ -517,9 +653,10 @@ async def test_rekey_after_the_interval() -> None:
         assert await server.receive() == b"m%d" % i
         await server.send(b"r%d" % i)
         assert await client.receive() == b"r%d" % i
-    # Proof that keys change: a receiver that rekeys on another schedule fails at record 4.
+    # Proof that keys change: a receiver that rekeys on another schedule fails at record 4
+    # (NNpsk0: the client's key confirmation is its first record, counted as any other).
     client, server = await _enc(client={"rekey_interval": 3}, server={"rekey_interval": 5})
-    for i in range(3):
+    for i in range(2):
         await client.send(b"m%d" % i)
         assert await server.receive() == b"m%d" % i
     await client.send(b"after the client's rekey")
@@ -790,7 +927,7 @@ async def test_short_length_prefix_is_format_error() -> None:
 
 async def test_oversized_handshake_length_prefix_is_format_error() -> None:
     left, right = _mem_pair()
-    await left.send(b"sc\x01\x01\x01\x03" + b"\xff\xff" + bytes(100))
+    await left.send(b"sc\x02\x01\x01\x03" + b"\xff\xff" + bytes(100))
     with pytest.raises(FormatError, match="claims 65535 bytes"):
         await EncryptedStream.wrap(right, server_side=True, psk=bytes(32))
     with pytest.raises(BrokenResourceError):
@@ -801,10 +938,10 @@ async def test_oversized_handshake_length_prefix_is_format_error() -> None:
     ("garbage", "error", "text"),
     [
         (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", FormatError, "preamble"),
-        (b"sc\x02\x01\x01\x03", FormatError, "version 2"),
-        (b"sc\x01\x09\x01\x03", FormatError, "unknown pattern"),
-        (b"sc\x01\x01\x01\x03\x00\x30" + bytes(48), HandshakeError, "refused"),
-        (b"sc\x01\x01", HandshakeError, "closed the connection"),
+        (b"sc\x01\x01\x01\x03", FormatError, "version 1"),
+        (b"sc\x02\x09\x01\x03", FormatError, "unknown pattern"),
+        (b"sc\x02\x01\x01\x03\x00\x30" + bytes(48), HandshakeError, "refused"),
+        (b"sc\x02\x01", HandshakeError, "closed the connection"),
     ],
 )
 async def test_garbage_handshakes(garbage: bytes, error: type[Exception], text: str) -> None:
@@ -817,7 +954,7 @@ async def test_garbage_handshakes(garbage: bytes, error: type[Exception], text: 
 
 async def test_stalled_handshake_times_out() -> None:
     left, right = _mem_pair()
-    await left.send(b"sc\x01")  # then nothing
+    await left.send(b"sc\x02")  # then nothing
     with anyio.fail_after(5), pytest.raises(HandshakeError, match=r"within 0\.2 s") as info:
         await EncryptedStream.wrap(right, server_side=True, psk=bytes(32), handshake_timeout=0.2)
     assert isinstance(info.value.__cause__, TimeoutError)
@@ -948,8 +1085,8 @@ async def test_server_survives_bad_clients(caplog: pytest.LogCaptureFixture) -> 
                     lambda i=i: good(f"xx{i}", static_key=ck, accept_peer=lambda k: k == spk)
                 )
             clients.start_soon(raw, b"\x16\x03\x01\x02\x00" + bytes(100))  # a TLS hello
-            clients.start_soon(raw, b"sc\x01\x02\x01\x03\xff\xff")  # oversized prefix
-            clients.start_soon(lambda: raw(b"sc\x01\x02\x01\x03", stall=1.0))  # stalls
+            clients.start_soon(raw, b"sc\x02\x02\x01\x03\xff\xff")  # oversized prefix
+            clients.start_soon(lambda: raw(b"sc\x02\x02\x01\x03", stall=1.0))  # stalls
             clients.start_soon(wrong_key)
             clients.start_soon(hooked, flip)  # tampered record
             clients.start_soon(hooked, lambda chunk: [chunk, chunk])  # replayed record
@@ -1001,7 +1138,7 @@ async def test_noiseprotocol_client_against_encrypted_stream_server(pattern: str
             await stream.receive()
 
     pid = {"NNpsk0": 1, "NK": 2, "XX": 4}[pattern]
-    preamble = b"sc\x01" + bytes((pid, 1, 3))
+    preamble = b"sc\x02" + bytes((pid, 1, 3))
     conn = NoiseConnection.from_name(f"Noise_{pattern}_25519_ChaChaPoly_BLAKE2s".encode())
     conn.set_prologue(b"streamcrypt EncryptedStream\x00" + preamble)
     conn.set_as_initiator()
@@ -1040,9 +1177,13 @@ async def test_noiseprotocol_client_against_encrypted_stream_server(pattern: str
             assert conn.handshake_finished
             send_cs = conn.noise_protocol.cipher_state_encrypt
             recv_cs = conn.noise_protocol.cipher_state_decrypt
+            first_flight = b""
+            if pattern != "XX":  # the server wrote the last message: confirm the keys first
+                confirm = (16).to_bytes(2, "big") + b"\x02"
+                first_flight = confirm + bytes(send_cs.encrypt_with_ad(confirm, b""))
             data = b"hello from noiseprotocol"
             header = (len(data) + 16).to_bytes(2, "big") + b"\x00"
-            await tcp.send(header + bytes(send_cs.encrypt_with_ad(header, data)))
+            await tcp.send(first_flight + header + bytes(send_cs.encrypt_with_ad(header, data)))
             header = await read(3)
             reply = recv_cs.decrypt_with_ad(header, await read(int.from_bytes(header[:2], "big")))
             assert header[2] == 0 and bytes(reply) == b"reply from streamcrypt"
@@ -1198,7 +1339,7 @@ async def test_rekey_inside_and_around_batches(pool: CountingPool, interval: int
     with pytest.raises(AuthenticationError):
         while True:
             out += await server.receive(1 << 20)
-    assert bytes(out) == data[: 3 * MAX_RECORD_DATA]
+    assert bytes(out) == data[: 2 * MAX_RECORD_DATA]  # the key confirmation came first
 
 
 async def test_cancelled_offloaded_send_breaks_the_stream(pool: CountingPool) -> None:
@@ -1428,8 +1569,9 @@ async def test_serve_refuses_connections_beyond_max_connections(
         held = [await connect("127.0.0.1", port, psk=psk) for _ in range(2)]
         for stream in held:
             assert await stream.receive() == b"in"
-        with pytest.raises((HandshakeError, BrokenResourceError)):  # closed, or reset
-            await connect("127.0.0.1", port, psk=psk)
+        for _ in range(5):  # told so, never a bare reset (review 3)
+            with pytest.raises(HandshakeError, match=r"refused the connection: .*max_connections"):
+                await connect("127.0.0.1", port, psk=psk)
         assert "(max_connections=2)" in caplog.text
         release.set()
         for stream in held:
@@ -1440,7 +1582,7 @@ async def test_serve_refuses_connections_beyond_max_connections(
                     async with await connect("127.0.0.1", port, psk=psk) as again:
                         assert await again.receive() == b"in"
                         break
-                except (HandshakeError, BrokenResourceError):
+                except HandshakeError:
                     await anyio.sleep(0.05)
         tg.cancel_scope.cancel()
     with pytest.raises(InvalidParameterError, match="max_connections"):

@@ -355,10 +355,25 @@ def test_cipher_state_nonce_encoding_and_failures(cipher: str) -> None:
     c = CipherState(cipher, b"k" * 32)
     with pytest.raises(AuthenticationError):
         c.decrypt(b"", b"short")
-    empty = CipherState(cipher)
-    assert not empty.has_key() and empty.encrypt(b"", b"clear") == b"clear"
     with pytest.raises(InvalidParameterError):
-        CipherState("AES256CTR")
+        CipherState("AES256CTR", b"k" * 32)
+
+
+@pytest.mark.parametrize("cipher", ["ChaChaPoly", "AESGCM"])
+def test_a_cipher_state_without_a_key_never_passes_data_in_clear(cipher: str) -> None:
+    """Noise's key-less pass-through is the handshake's business (inside SymmetricState):
+    a public CipherState with no key is refused, and one whose key is taken away is
+    broken, never a clear channel (review 3)."""
+    with pytest.raises(InvalidParameterError, match="needs a 32-byte key"):
+        CipherState(cipher, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        CipherState(cipher)  # type: ignore[call-arg]
+    cs = CipherState(cipher, b"k" * 32)
+    with pytest.raises(InvalidParameterError, match="in clear"):
+        cs.initialize_key(None)  # type: ignore[arg-type]
+    for call in (cs.encrypt, cs.decrypt):
+        with pytest.raises(BrokenTransformError):
+            call(b"hdr", b"forged, unauthenticated input of some length")
 
 
 def test_a_loaded_static_key_is_reused_across_handshakes() -> None:

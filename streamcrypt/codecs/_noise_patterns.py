@@ -90,6 +90,15 @@ class HandshakePattern:
         """True for N, K and X (and their PSK variants): only the initiator sends."""
         return len(self.messages) == 1
 
+    @property
+    def last_by_initiator(self) -> bool:
+        """True when the initiator writes the last message (XX, one-way patterns): the
+        responder's last read then proves the initiator holds this session's keys. When
+        the responder writes last (NN, NK, IK, NNpsk0 ...), nothing the responder read is
+        bound to its own ephemeral key, so a replayed first message reads as a fresh one
+        until the initiator sends something under the final keys."""
+        return len(self.messages) % 2 == 1
+
     def uses_local_static(self, initiator: bool) -> bool:
         """Whether the side ``initiator`` needs its own static key pair."""
         pre = self.initiator_pre if initiator else self.responder_pre

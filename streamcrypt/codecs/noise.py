@@ -148,18 +148,20 @@ def _dh(private: X25519PrivateKey, public: bytes) -> bytes:
 
 
 class CipherState(HoldsSecrets, Lifecycle):
-    """A Noise CipherState: key ``k`` (possibly empty) and nonce counter ``n``.
+    """A Noise CipherState: a 32-byte key ``k`` and nonce counter ``n``.
 
-    ``encrypt(ad, plaintext)`` and ``decrypt(ad, ciphertext)`` use and advance the nonce;
-    without a key they return the input unchanged (as the spec says, for the early
-    handshake). ``decrypt`` raises :class:`AuthenticationError`; running out of nonces or a
-    message over 65535 bytes raises :class:`LimitExceededError`. Any failure breaks the
-    state: later calls raise :class:`BrokenTransformError`.
+    ``encrypt(ad, plaintext)`` and ``decrypt(ad, ciphertext)`` use and advance the nonce.
+    The key is required (a missing one raises :class:`InvalidParameterError`): the spec's
+    key-less state, which passes data through in clear, exists only inside
+    :class:`SymmetricState`, for the early handshake. ``decrypt`` raises
+    :class:`AuthenticationError`; running out of nonces or a message over 65535 bytes
+    raises :class:`LimitExceededError`. Any failure breaks the state: later calls raise
+    :class:`BrokenTransformError`.
     """
 
-    __slots__ = ("_aead", "_cipher", "_key", "_n", "_native", "_nonce_order")
+    __slots__ = ("_aead", "_cipher", "_n", "_native", "_nonce_order")
 
-    def __init__(self, cipher: str, key: Buffer | SecretKey | None = None) -> None:
+    def __init__(self, cipher: str, key: Buffer | SecretKey) -> None:
         if cipher not in ("ChaChaPoly", "AESGCM"):
             raise InvalidParameterError(
                 f"unsupported Noise cipher {cipher!r}; use 'ChaChaPoly' or 'AESGCM'"
@@ -167,33 +169,34 @@ class CipherState(HoldsSecrets, Lifecycle):
         self._init_lifecycle()
         self._cipher = cipher
         self._nonce_order: Literal["little", "big"] = "little" if cipher == "ChaChaPoly" else "big"
-        self._aead: Aead | None = None
-        # The AEAD's native kernel (Noise nonces are 12 bytes: always the direct route),
-        # called straight from encrypt/decrypt: records are sealed one call deep.
-        self._native: AESGCM | ChaCha20Poly1305 | None = None
-        self._key: bytes | None = None
         self._n = 0
-        if key is not None:
-            self.initialize_key(key)
+        self.initialize_key(key)
 
-    def initialize_key(self, key: Buffer | SecretKey | None) -> None:
-        """Set a new key (``None`` empties it) and reset the nonce to zero."""
+    def initialize_key(self, key: Buffer | SecretKey) -> None:
+        """Set a new 32-byte key and reset the nonce to zero; raises
+        :class:`InvalidParameterError` for ``None`` (there is no key-less CipherState)
+        and :class:`InvalidKeySizeError` for another size."""
         self._check()
         if key is None:
-            self._key = self._aead = self._native = None
-        else:
-            raw = key_bytes(key, "a Noise cipher key")
-            if len(raw) != 32:
-                raise self._break(
-                    InvalidKeySizeError(f"a Noise cipher key is 32 bytes, got {len(raw)}")
+            raise self._break(
+                InvalidParameterError(
+                    "a Noise CipherState needs a 32-byte key: without one it would pass "
+                    "data through in clear"
                 )
-            self._set_key(raw)
+            )
+        raw = key_bytes(key, "a Noise cipher key")
+        if len(raw) != 32:
+            raise self._break(
+                InvalidKeySizeError(f"a Noise cipher key is 32 bytes, got {len(raw)}")
+            )
+        self._set_key(raw)
         self._n = 0
 
     def _set_key(self, raw: bytes) -> None:
-        self._key = raw
         self._aead = aead = self._kernel(raw)
-        self._native = aead.native(_ZERO4 + bytes(8))[0]
+        # The AEAD's native kernel (Noise nonces are 12 bytes: always the direct route),
+        # called straight from encrypt/decrypt: records are sealed one call deep.
+        self._native: AESGCM | ChaCha20Poly1305 = aead.native(_ZERO4 + bytes(8))[0]
 
     def _kernel(self, key: bytes) -> Aead:
         return ChaCha20Poly1305Suite(key) if self._cipher == "ChaChaPoly" else AES256GCM(key)
@@ -206,9 +209,6 @@ class CipherState(HoldsSecrets, Lifecycle):
     def nonce(self) -> int:
         """The nonce the next message will use."""
         return self._n
-
-    def has_key(self) -> bool:
-        return self._key is not None
 
     def set_nonce(self, nonce: int) -> None:
         """Set the next nonce (the spec's SetNonce, for out-of-order transports)."""
@@ -238,22 +238,18 @@ class CipherState(HoldsSecrets, Lifecycle):
         """
         native, n = self._native, self._n
         if (
-            native is not None
-            and n < MAX_NONCE
-            and len(plaintext) <= _MAX_PLAINTEXT
-            and self._state is State.OPEN
+            n < MAX_NONCE and len(plaintext) <= _MAX_PLAINTEXT and self._state is State.OPEN
         ):  # the common case, one call deep; anything else takes the checks below
             out = native.encrypt(_ZERO4 + n.to_bytes(8, self._nonce_order), plaintext, ad)
             self._n = n + 1
             return out
         self._check()
-        extra = TAGLEN if self._aead is not None else 0
-        if len(plaintext) + extra > MAX_MESSAGE_LEN:
+        if len(plaintext) + TAGLEN > MAX_MESSAGE_LEN:
             raise self._break(
-                _too_long("message", len(plaintext) + extra, "split the data into smaller messages")
+                _too_long(
+                    "message", len(plaintext) + TAGLEN, "split the data into smaller messages"
+                )
             )
-        if self._aead is None:
-            return bytes(plaintext)
         nonce = self._next_nonce()
         out = self._aead.seal(nonce, plaintext, ad)
         self._n += 1
@@ -267,8 +263,7 @@ class CipherState(HoldsSecrets, Lifecycle):
         """
         native, n = self._native, self._n
         if (
-            native is not None
-            and n < MAX_NONCE
+            n < MAX_NONCE
             and TAGLEN <= len(ciphertext) <= MAX_MESSAGE_LEN
             and self._state is State.OPEN
         ):  # the common case, one call deep; anything else takes the checks below
@@ -281,8 +276,6 @@ class CipherState(HoldsSecrets, Lifecycle):
         self._check()
         if len(ciphertext) > MAX_MESSAGE_LEN:
             raise self._break(_too_long("message", len(ciphertext), "check the peer's framing"))
-        if self._aead is None:
-            return bytes(ciphertext)
         nonce = self._next_nonce()
         if len(ciphertext) < TAGLEN:
             raise self._break(
@@ -301,25 +294,21 @@ class CipherState(HoldsSecrets, Lifecycle):
     def fixed_key(self) -> FixedKeyCipher:
         """The current key as a :class:`FixedKeyCipher` (explicit nonces, safe on any thread).
 
-        It keeps this key after :meth:`rekey`. Raises :class:`InvalidParameterError` without a
-        key.
+        It keeps this key after :meth:`rekey`.
         """
         self._check()
-        if self._aead is None:
-            raise InvalidParameterError("a CipherState without a key has no fixed key")
         kernel, _ = self._aead.native(_ZERO4 + bytes(8))
         return FixedKeyCipher(self._cipher, kernel, self._nonce_order)
 
     def rekey(self) -> None:
         """Replace the key with ``ENCRYPT(k, 2**64-1, b"", zeros)[:32]``; the nonce is kept."""
         self._check()
-        if self._aead is None:
-            raise self._break(InvalidParameterError("cannot rekey a CipherState without a key"))
         self._set_key(self._aead.seal(self._nonce_bytes(MAX_NONCE), _ZEROKEY, b"")[:32])
 
     def __repr__(self) -> str:
-        key = "<key hidden>" if self._aead is not None else "no key"
-        return f"CipherState({self._cipher}, {key}, nonce={self._n}, state={self._state.value})"
+        return (
+            f"CipherState({self._cipher}, <key hidden>, nonce={self._n}, state={self._state.value})"
+        )
 
 
 class FixedKeyCipher(HoldsSecrets):
@@ -394,6 +383,9 @@ class SymmetricState(HoldsSecrets):
 
     Method names follow the spec (MixKey, MixHash, MixKeyAndHash, EncryptAndHash,
     DecryptAndHash, Split). ``decrypt_and_hash`` raises :class:`AuthenticationError`.
+    Until the first MixKey there is no key and EncryptAndHash passes its input through,
+    as the spec says: that key-less state lives here only (``None``), never in a
+    :class:`CipherState`.
     """
 
     __slots__ = ("_cipher", "_cipher_state", "_digestmod", "_hash_name", "_hashlen", "ck", "h")
@@ -408,15 +400,15 @@ class SymmetricState(HoldsSecrets):
         else:
             self.h = self.hash(name)
         self.ck = self.h
-        self._cipher_state = CipherState(protocol.cipher)
+        self._cipher_state: CipherState | None = None
 
     @property
     def hash_len(self) -> int:
         return self._hashlen
 
-    @property
-    def cipher_state(self) -> CipherState:
-        return self._cipher_state
+    def has_key(self) -> bool:
+        """The spec's HasKey(): whether a MixKey has set a key yet."""
+        return self._cipher_state is not None
 
     def hash(self, data: bytes) -> bytes:
         return hashlib.new(self._hash_name.lower(), data).digest()
@@ -434,9 +426,15 @@ class SymmetricState(HoldsSecrets):
             out.append(prev)
         return tuple(out)
 
+    def _initialize_key(self, key: bytes) -> None:
+        if self._cipher_state is None:
+            self._cipher_state = CipherState(self._cipher, key)
+        else:
+            self._cipher_state.initialize_key(key)
+
     def mix_key(self, ikm: bytes) -> None:
         self.ck, temp_k = self.hkdf(ikm, 2)
-        self._cipher_state.initialize_key(temp_k[:32])
+        self._initialize_key(temp_k[:32])
 
     def mix_hash(self, data: bytes) -> None:
         self.h = self.hash(self.h + data)
@@ -444,15 +442,17 @@ class SymmetricState(HoldsSecrets):
     def mix_key_and_hash(self, ikm: bytes) -> None:
         self.ck, temp_h, temp_k = self.hkdf(ikm, 3)
         self.mix_hash(temp_h)
-        self._cipher_state.initialize_key(temp_k[:32])
+        self._initialize_key(temp_k[:32])
 
     def encrypt_and_hash(self, plaintext: bytes) -> bytes:
-        ciphertext = self._cipher_state.encrypt(self.h, plaintext)
+        cs = self._cipher_state
+        ciphertext = plaintext if cs is None else cs.encrypt(self.h, plaintext)
         self.mix_hash(ciphertext)
         return ciphertext
 
     def decrypt_and_hash(self, ciphertext: bytes) -> bytes:
-        plaintext = self._cipher_state.decrypt(self.h, ciphertext)
+        cs = self._cipher_state
+        plaintext = ciphertext if cs is None else cs.decrypt(self.h, ciphertext)
         self.mix_hash(ciphertext)
         return plaintext
 
@@ -759,7 +759,7 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
                     if psk_mode:
                         ss.mix_key(self._re)
                 elif token == "s":
-                    size = DHLEN + (TAGLEN if ss.cipher_state.has_key() else 0)
+                    size = DHLEN + (TAGLEN if ss.has_key() else 0)
                     self._rs = ss.decrypt_and_hash(data[pos : pos + size])
                     pos += size
                 elif token == "psk":

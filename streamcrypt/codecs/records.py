@@ -10,7 +10,7 @@ only moves bytes between them and a transport, as anyio's ``TLSStream`` does aro
 **Handshake** (:class:`Handshake`). The client opens with a 6-byte *preamble* naming what
 it is about to run::
 
-    b"sc"  version (1)  pattern id  cipher id  hash id
+    b"sc"  version (2)  pattern id  cipher id  hash id
 
     pattern id: 1 NNpsk0, 2 NK, 3 IK, 4 XX     cipher id: 1 ChaChaPoly, 2 AESGCM
     hash id:    1 SHA256, 2 SHA512, 3 BLAKE2s, 4 BLAKE2b
@@ -25,16 +25,35 @@ checks the preamble against its configuration and refuses anything else. The Noi
 prologue is ``b"streamcrypt EncryptedStream\\x00"`` followed by the preamble, so a
 preamble changed on the wire makes the handshake fail. Then the Noise handshake messages
 (``Noise_<pattern>_25519_<cipher>_<hash>``, empty payloads) travel each behind a 2-byte
-big-endian length. When a peer's static key arrives the machine pauses with a
-:class:`VetPeer` event until the caller vets it.
+big-endian length. A server that takes no more connections sends, instead of its first
+message, a zero-length frame and a reason byte (:data:`REFUSED_BUSY`: ``00 00 01``,
+busy), which the client raises as :class:`HandshakeError`, and closes.
+
+*Key confirmation.* Where the server writes the last handshake message (NNpsk0, NK, IK),
+nothing it has read proves that the client holds this session's keys: the first message
+does not depend on the server's fresh ephemeral key, so an eavesdropper's replay of it
+reads as a new client. So the client's first record, sent as soon as it has read the
+server's last message (before any data, waiting for nothing: no round trip is added, and
+a client that only receives sends it too), is a ``CONFIRM`` record (empty,
+sealed as any record under its send state, and counted as one: nonce 0), and the server
+holds the handshake open, under the handshake timeout, until that record opens under its
+receive state; anything else fails the handshake. Where the client writes last (XX), the
+server's reading of that message is the confirmation. In every pattern the machine
+returns :class:`Complete` only once this is done (version 1 had no confirmation).
+
+*Vetting.* When the server's static key arrives (XX message 2) the client pauses with a
+:class:`VetPeer` event until the caller vets it; the server vets the client's key (IK, XX)
+only once the client is confirmed, so a replayed first message never reaches it.
 
 **Records** (:class:`RecordStream`). After ``split()`` each direction is a sequence of::
 
     length (2 bytes, big-endian)  type (1 byte)  Noise transport message (length bytes)
 
 The message is ``CipherState.encrypt(ad=header, plaintext)`` where ``header`` is the 3
-bytes in front of it, so length and type are authenticated too. Types: ``DATA`` and
-``CLOSE`` (empty: the authenticated end of the stream). A record carries at most
+bytes in front of it, so length and type are authenticated too. Types: ``DATA`` (0),
+``CLOSE`` (1, empty: the authenticated end of the stream) and ``CONFIRM`` (2, empty: the
+client's key confirmation, its first record where the server wrote the last handshake
+message, and nowhere else). A record carries at most
 :data:`MAX_RECORD_DATA` bytes. Nonces are the Noise counters; every ``rekey_interval``
 records a direction calls ``CipherState.rekey()``. Keys and nonces are assigned on the
 caller's thread, in order (:func:`take_nonces`); sealing and opening are pure jobs over
@@ -81,6 +100,7 @@ from .noise import (
 __all__ = [
     "CIPHERS",
     "CLOSE",
+    "CONFIRM",
     "DATA",
     "DEFAULT_REKEY_INTERVAL",
     "HASHES",
@@ -88,6 +108,7 @@ __all__ = [
     "MAX_RECORD_DATA",
     "PATTERNS",
     "RECORDS_PER_JOB",
+    "REFUSED_BUSY",
     "WIRE_OVERHEAD",
     "Complete",
     "Handshake",
@@ -109,6 +130,9 @@ __all__ = [
 DATA: Final = 0
 #: Record type: the authenticated end of the stream (empty plaintext).
 CLOSE: Final = 1
+#: Record type: the client's key confirmation (empty plaintext), its first record where
+#: the server writes the last handshake message (NNpsk0, NK, IK).
+CONFIRM: Final = 2
 #: Bytes in front of each Noise message: length (2) and type (1).
 HEADER_LEN: Final = 3
 #: The most plaintext one record carries: the Noise message limit minus the tag.
@@ -121,7 +145,7 @@ RECORDS_PER_JOB: Final = 4
 DEFAULT_REKEY_INTERVAL: Final = 65536
 
 MAGIC: Final = b"sc"
-VERSION: Final = 1
+VERSION: Final = 2
 PREAMBLE_LEN: Final = 6
 PROLOGUE: Final = b"streamcrypt EncryptedStream\x00"
 #: Noise patterns a preamble may name, with their wire codes.
@@ -130,6 +154,12 @@ PATTERNS: Final = {"NNpsk0": 1, "NK": 2, "IK": 3, "XX": 4}
 CIPHERS: Final = {"ChaChaPoly": 1, "AESGCM": 2}
 #: Noise hashes a preamble may name, with their wire codes.
 HASHES: Final = {"SHA256": 1, "SHA512": 2, "BLAKE2s": 3, "BLAKE2b": 4}
+#: What a server sends instead of its first handshake message when it serves as many
+#: connections as it takes: a zero-length frame (never a Noise message) and reason 1.
+REFUSED_BUSY: Final = b"\x00\x00\x01"
+_REFUSALS: Final = {
+    1: "it serves as many connections as it takes (max_connections); try again later",
+}
 #: Handshake messages here carry empty payloads (at most 96 bytes); anything far larger
 #: is not a streamcrypt peer.
 MAX_HANDSHAKE_FRAME: Final = 1024
@@ -350,14 +380,13 @@ class VetPeer:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Complete:
-    """The handshake is done: the two directions' cipher states and what was agreed."""
+    """The handshake is done and the peer confirmed: the record layer and what was agreed."""
 
     protocol_name: str
     peer_static: bytes | None
     handshake_hash: bytes
-    send: CipherState
-    receive: CipherState
-    leftover: bytes  # bytes of the peer's first records that came with the last message
+    #: the record layer, holding the peer's first records that came with the handshake
+    records: RecordStream
 
     def __repr__(self) -> str:
         return f"Complete({self.protocol_name})"
@@ -370,13 +399,23 @@ HandshakeEvent = NeedData | VetPeer | Complete
 class Handshake:
     """One side's handshake as a state machine: ``receive_data`` / ``data_to_send`` /
     ``next_event``. Failures raise :class:`HandshakeError`, :class:`FormatError` or
-    :class:`UnsupportedFormatError` (then the connection must be closed)."""
+    :class:`UnsupportedFormatError` (then the connection must be closed).
+
+    :class:`Complete` comes only once the peer is confirmed: on the server, once a
+    message sealed under keys that depend on this connection's ephemeral key has opened
+    (the client's last handshake message, or its key confirmation record where the
+    server writes the last message), so a replayed first message never completes; on
+    the client, once the server's last message has been read. The server vets the
+    client's static key at that point, the client vets the server's as it arrives.
+    """
 
     def __init__(self, config: ProtocolConfig) -> None:
         self._config = config
         self._inbox = bytearray()
         self._outbox = bytearray()
         self._noise: NoiseHandshake | None = None
+        self._records: RecordStream | None = None
+        self._confirmed = False
         self._vetted = False
         self._awaiting_vet = False
         self._preamble = b""
@@ -426,6 +465,7 @@ class Handshake:
             return NeedData()
         noise = self._noise
         assert noise is not None
+        server = self._config.server_side
         while not noise.complete:
             if noise.needs_write:
                 sent = noise.write_message()
@@ -435,15 +475,60 @@ class Handshake:
             if message is None:
                 return NeedData()
             noise.read_message(message)
-            if not self._vetted and noise.remote_static is not None:
-                self._awaiting_vet = True
-                return VetPeer(noise.remote_static)
+            if not server and not self._vetted and noise.remote_static is not None:
+                return self._vet(noise.remote_static)
+        if self._records is None:
+            self._split(noise)
+        if not self._confirmed and not self._read_confirmation():
+            return NeedData()
+        if not self._vetted and noise.remote_static is not None:
+            return self._vet(noise.remote_static)  # the server's vetting: a confirmed key
+        records = self._records
+        assert records is not None
+        return Complete(noise.protocol_name, noise.remote_static, noise.handshake_hash, records)
+
+    def _vet(self, public_key: bytes) -> VetPeer:
+        self._awaiting_vet = True
+        return VetPeer(public_key)
+
+    def _split(self, noise: NoiseHandshake) -> None:
+        """The record layer from the final keys. Where the server wrote the last
+        handshake message, nothing it read yet proves the client's keys (a replayed first
+        message reads the same): the client sends a key confirmation record first, as its
+        first record, and the server waits for it."""
         send, receive = noise.split()
-        leftover = bytes(self._inbox)
+        records = RecordStream(send, receive, self._config.rekey_interval, bytes(self._inbox))
         self._inbox.clear()
-        return Complete(
-            noise.protocol_name, noise.remote_static, noise.handshake_hash, send, receive, leftover
-        )
+        self._records = records
+        confirm = not noise.protocol.pattern.last_by_initiator
+        if confirm and noise.initiator:
+            self._outbox += records.seal(CONFIRM, b"")
+        self._confirmed = not (confirm and self._config.server_side)
+
+    def _read_confirmation(self) -> bool:
+        """Open the client's key confirmation record once it has all come (the server
+        side); raises :class:`HandshakeError` for anything else."""
+        records = self._records
+        assert records is not None
+        if self._inbox:
+            records.receive_data(bytes(self._inbox))
+            self._inbox.clear()
+        try:
+            record = records.next_control()
+        except StreamCryptError as exc:
+            raise HandshakeError(
+                "the client's key confirmation did not open: the first handshake message "
+                "was replayed by someone without the client's keys, or the stream is corrupt"
+            ) from exc
+        if record is None:
+            return False
+        if record != (CONFIRM, b""):
+            raise HandshakeError(
+                f"the client sent a record of type {record[0]} where its key confirmation "
+                "belongs: it is not a conformant EncryptedStream client"
+            )
+        self._confirmed = True
+        return True
 
     def _read_preamble(self) -> bool:
         if len(self._inbox) < PREAMBLE_LEN:
@@ -487,6 +572,11 @@ class Handshake:
         if len(inbox) < 2:
             return None
         length = int.from_bytes(inbox[:2], "big")
+        if length == 0 and not self._config.server_side:
+            if len(inbox) < 3:
+                return None
+            reason = _REFUSALS.get(inbox[2], f"reason {inbox[2]}, unknown to this version")
+            raise HandshakeError(f"the server refused the connection: {reason}")
         if length > MAX_HANDSHAKE_FRAME:
             raise FormatError(
                 f"handshake message {index} claims {length} bytes, over the "
@@ -636,16 +726,22 @@ class RecordStream:
     (a malformed one raises).
     """
 
-    def __init__(self, done: Complete, rekey_interval: int | None) -> None:
-        self._send = done.send
-        self._receive = done.receive
+    def __init__(
+        self,
+        send: CipherState,
+        receive: CipherState,
+        rekey_interval: int | None,
+        leftover: bytes = b"",
+    ) -> None:
+        self._send = send
+        self._receive = receive
         self._interval = rekey_interval
         self._sent = 0
         self._received = 0
         # Received bytes are parsed where they came: ``_buf`` is a chunk as the transport
         # gave it (never written to, so jobs may keep views of it), or a small copy of
         # the one record that spanned two chunks, with the rest of the second in ``_next``.
-        self._buf: Buffer = done.leftover
+        self._buf: Buffer = leftover
         self._pos = 0
         self._next: Buffer | None = None
 

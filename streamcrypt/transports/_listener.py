@@ -18,7 +18,7 @@ from anyio import (
 from anyio.abc import AnyByteStream, Listener, SocketAttribute, TaskGroup, TaskStatus
 
 from ..abc import Buffer
-from ..codecs.records import DEFAULT_REKEY_INTERVAL
+from ..codecs.records import DEFAULT_REKEY_INTERVAL, REFUSED_BUSY
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import HoldsSecrets
@@ -46,6 +46,11 @@ logger = logging.getLogger("streamcrypt.transports")
 DEFAULT_MAX_CONNECTIONS: Final = 1024
 
 
+#: Seconds a refusal's three bytes may take to reach the kernel (an empty socket buffer
+#: takes them at once; a peer that keeps its window shut is not waited for).
+_REFUSAL_SEND: Final = 0.1
+
+
 def _check_cap(max_connections: int | None) -> None:
     if max_connections is not None and (isinstance(max_connections, bool) or max_connections < 1):
         raise InvalidParameterError(
@@ -63,6 +68,21 @@ def _peer_name(stream: AnyByteStream) -> str:
     return str(address)
 
 
+async def _refuse(transport: AnyByteStream) -> None:
+    """Tell a client over the cap that the server is busy (:data:`REFUSED_BUSY`, which its
+    handshake raises as :class:`HandshakeError`), then close: one small write (given at
+    most ``_REFUSAL_SEND``), no read. Closing with the client's first flight unread
+    resets the connection, but the reset follows the refusal on the wire and the client
+    reads what came before it first."""
+    try:
+        with anyio.move_on_after(_REFUSAL_SEND):
+            await transport.send(REFUSED_BUSY)
+    except (BrokenResourceError, ClosedResourceError, OSError):
+        pass  # the client is gone already
+    finally:
+        await aclose_forcefully(transport)
+
+
 class EncryptedListener(Listener[EncryptedStream], HoldsSecrets):
     """Wraps any anyio listener: each accepted stream runs the handshake (server side).
 
@@ -75,9 +95,11 @@ class EncryptedListener(Listener[EncryptedStream], HoldsSecrets):
 
     ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`; ``None``: no cap)
     bounds the connections served at once, handshakes included: one accepted beyond it is
-    refused, closed at once before its handshake (logged at the same bounded rate), so
-    that a flood of connections costs an accept each, not a connection's buffers; the
-    client's handshake fails with :class:`HandshakeError`.
+    refused before its handshake: told the server is busy and closed at once (logged at
+    the same bounded rate), so that a flood of connections costs an accept and a 3-byte
+    write each, not a connection's buffers; the client's handshake fails with
+    :class:`HandshakeError` ("the server refused the connection: it serves as many
+    connections as it takes").
     """
 
     def __init__(
@@ -136,7 +158,7 @@ class EncryptedListener(Listener[EncryptedStream], HoldsSecrets):
             peer = _peer_name(transport)
             cap = self.max_connections
             if cap is not None and self._open >= cap:
-                await aclose_forcefully(transport)
+                await _refuse(transport)
                 self.failures.failure(
                     f"refused the connection from {peer}: {self._open} encrypted "
                     f"connections are open, the most this listener serves at once "

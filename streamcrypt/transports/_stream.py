@@ -99,6 +99,7 @@ from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 from ..abc import Buffer
 from ..codecs.records import (
     CLOSE,
+    CONFIRM,
     DATA,
     DEFAULT_REKEY_INTERVAL,
     MAX_RECORD_DATA,
@@ -298,8 +299,11 @@ class EncryptedStream(ByteStream):
         private key) and, on the client, ``server_public_key`` (NK, or IK when the client
         has a static key too); a client with ``static_key`` alone runs XX and must give
         ``accept_peer``. ``accept_peer(public_key) -> bool`` (sync or async) vets the
-        peer's static key whenever one arrives; a server with ``accept_peer`` refuses
-        anonymous (NK) clients.
+        peer's static key: on the client as it arrives, on the server once the client
+        has proved it holds this session's keys (its last handshake message or key
+        confirmation record), so a replayed handshake never reaches it; a server with
+        ``accept_peer`` refuses anonymous (NK) clients. A server returns from ``wrap``
+        only once the client is so confirmed.
 
         ``cipher``: ``"auto"`` (accept both; as a client propose AES-GCM where the CPU
         has AES and carry-less multiply instructions, ChaCha20-Poly1305 elsewhere or when
@@ -313,8 +317,9 @@ class EncryptedStream(ByteStream):
         On any failure the transport is closed. Raises :class:`InvalidParameterError` /
         :class:`InvalidKeySizeError` for bad options (before any I/O),
         :class:`PeerRejectedError` when ``accept_peer`` refuses,
-        :class:`HandshakeError` (wrong key or PSK, the peer closed or refused, the
-        timeout passed), :class:`FormatError` for a peer that does not speak this
+        :class:`HandshakeError` (wrong key or PSK, the peer closed or refused, a
+        server busy, a client that did not confirm its keys, the timeout passed),
+        :class:`FormatError` for a peer that does not speak this
         protocol; transport errors stay anyio's.
         """
         settings = config_of(StreamConfig, locals())
@@ -368,13 +373,13 @@ class EncryptedStream(ByteStream):
             except EndOfStream:
                 raise HandshakeError(
                     "the peer closed the connection during the handshake: it refused our "
-                    "handshake (check the keys, PSK, cipher and hash) or serves as many "
-                    "connections as it takes"
+                    "handshake (check the keys, PSK, cipher and hash, and that both sides "
+                    "run the same streamcrypt protocol version) or gave up"
                 ) from None
         self._protocol_name = done.protocol_name
         self._peer_static = done.peer_static
         self._handshake_hash = done.handshake_hash
-        self._records = RecordStream(done, protocol.rekey_interval)
+        self._records = done.records
         self._state = _OPEN
 
     async def _vet(self, public_key: bytes) -> None:
@@ -483,6 +488,10 @@ class EncryptedStream(ByteStream):
     def _control(self, rtype: int, data: bytes) -> None:
         """A record that is not data: the peer's close (the receive side ends), or
         :class:`FormatError` (a close carrying data, a type this version does not know)."""
+        if rtype == CONFIRM:
+            raise FormatError(
+                "a key confirmation record after the handshake: the peer is not conformant"
+            )
         if rtype != CLOSE:
             raise FormatError(
                 f"authenticated record of unknown type {rtype}: the peer speaks a "
