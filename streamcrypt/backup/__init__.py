@@ -11,6 +11,8 @@ threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store
     assert (await verify("/mnt/store", key)).ok
 
 Wherever a snapshot name is taken, :data:`LATEST` (``"latest"``) names the newest one.
+A store may also live behind a REST server (``rest:http://user:TOKEN@host:port/``):
+:class:`RestServer` is one, append-only for writers (``streamcrypt backup serve``).
 
 Needs the ``backup`` extra (``pyfastcdc``, ``zstandard``, ``fsspec``).
 """
@@ -28,6 +30,7 @@ from ._maintain import (
     verify,
 )
 from ._restore import RestoreReport, restore
+from ._server import RestServer
 from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Problem",
     "Progress",
     "PruneReport",
+    "RestServer",
     "RestoreReport",
     "Store",
     "VerifyReport",
