@@ -132,6 +132,12 @@ def _permitted(role: str, method: str, kind: str, exists: bool) -> bool:
     return method == "POST" and not exists
 
 
+def _kept(kind: str) -> _Refused:
+    return _Refused(
+        AccessDeniedError.http_status, f"append-only: an existing {kind} object is never replaced"
+    )
+
+
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     """``(start, stop)`` of the one byte range asked for, ``None`` for the whole object
     (no header, or one this server ignores: several ranges, another unit). Raises
@@ -154,10 +160,10 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 def _open_slice(
-    path: str, range_header: str | None
+    path: str, range_header: str | None, read: bool
 ) -> tuple[int, int, tuple[int, int] | None, bytes]:
-    """Open ``path`` (no symlink, regular files only) and read its first slice:
-    ``(fd, size, range or None, first slice)``."""
+    """Open ``path`` (no symlink, regular files only) and, if ``read``, read its first
+    slice: ``(fd, size, range or None, first slice)``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except (FileNotFoundError, NotADirectoryError):
@@ -170,7 +176,7 @@ def _open_slice(
             raise _Refused(404, "not a file")
         span = _byte_range(range_header, st.st_size)
         start, stop = span or (0, st.st_size)
-        first = os.pread(fd, min(_SLICE, stop - start), start)
+        first = os.pread(fd, min(_SLICE, stop - start), start) if read else b""
     except BaseException:
         os.close(fd)
         raise
@@ -337,7 +343,11 @@ class RestServer:
         return role
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_blocking(self.policy, fn, *args)
+        """``fn(*args)`` on a worker thread, awaited to its end even when the request is
+        cancelled (each call is bounded: a slice, an fsync, a listing), so a descriptor is
+        never closed while a worker still uses it."""
+        with anyio.CancelScope(shield=True):
+            return await run_blocking(self.policy, fn, *args)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         role = self._role(scope)
@@ -363,7 +373,7 @@ class RestServer:
         if method in ("GET", "HEAD"):
             await self._get(method, path, scope, send)
         elif method == "POST":
-            await self._post(role, kind, path, receive, send)
+            await self._post(role, kind, path, scope, receive, send)
         elif method == "DELETE":
             if not _permitted(role, "DELETE", kind, True):
                 raise _Refused(
@@ -396,7 +406,7 @@ class RestServer:
 
     async def _get(self, method: str, path: str, scope: Scope, send: Send) -> None:
         ranged = _header(scope, b"range") if method == "GET" else None
-        fd, size, span, first = await self._run(_open_slice, path, ranged)
+        fd, size, span, first = await self._run(_open_slice, path, ranged, method == "GET")
         start, stop = span or (0, size)
         try:
             headers = [
@@ -423,32 +433,36 @@ class RestServer:
         finally:
             os.close(fd)
 
-    async def _post(self, role: str, kind: str, path: str, receive: Receive, send: Send) -> None:
+    async def _post(
+        self, role: str, kind: str, path: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        declared = _header(scope, b"content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_object_size:
+            raise self._too_large()
         replace = _permitted(role, "POST", kind, True)
         fd, tmp = await self._run(_new_temporary, path)
         try:
             await self._receive_body(receive, fd)
             if not replace and await self._run(os.path.lexists, path):
                 if not await self._run(_same_file, tmp, path):
-                    raise _Refused(
-                        AccessDeniedError.http_status,
-                        f"append-only: an existing {kind} object is never replaced",
-                    )
+                    raise _kept(kind)
                 await self._run(discard_temporary, fd, tmp)
             else:
                 await self._run(partial(commit_temporary, exclusive=not replace), fd, tmp, path)
             fd = -1
         except FileExistsError:
             fd = -1  # a concurrent upload of the same name won the link; commit removed ours
-            raise _Refused(
-                AccessDeniedError.http_status,
-                f"append-only: an existing {kind} object is never replaced",
-            ) from None
+            raise _kept(kind) from None
         finally:
             if fd != -1:
-                with anyio.CancelScope(shield=True):
-                    await self._run(discard_temporary, fd, tmp)
+                await self._run(discard_temporary, fd, tmp)
         await _respond(send, 200)
+
+    def _too_large(self) -> _Refused:
+        return _Refused(
+            LimitExceededError.http_status,
+            f"the body is over the limit of {self.max_object_size} bytes",
+        )
 
     async def _receive_body(self, receive: Receive, fd: int) -> None:
         """Write the request body to ``fd`` in slices. Raises :class:`_Refused` (408 on a
@@ -467,10 +481,7 @@ class RestServer:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_object_size:
-                raise _Refused(
-                    LimitExceededError.http_status,
-                    f"the body is over the limit of {self.max_object_size} bytes",
-                )
+                raise self._too_large()
             pending += body
             more = bool(message.get("more_body", False))
             if len(pending) >= _SLICE or (pending and not more):
