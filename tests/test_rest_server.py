@@ -541,3 +541,22 @@ def test_an_exclusive_commit_never_replaces_and_leaves_no_temporary(tmp_path: Pa
     commit_temporary(fd, tmp, str(tmp_path / "new"), exclusive=True)
     assert sorted(os.listdir(tmp_path)) == ["new", "object"]
     assert (tmp_path / "new").read_bytes() == b"fresh"
+
+
+def test_the_client_sends_again_on_a_connection_the_server_closed(server: Server) -> None:
+    files = RestFiles(f"http://127.0.0.1:{server.port}", token=WRITER)
+    files.makedirs(files.root)
+    path = f"{files.root}/snapshots/{HEX}"
+    files.pipe_file(path, b"first")
+    # The kept-alive connection dies while idle (as when the server's keep-alive expires).
+    [idle] = files._idle
+    assert idle.sock is not None
+    idle.sock.shutdown(socket.SHUT_RDWR)
+    files.pipe_file(path, b"first")  # sent again on a new connection: equal, accepted
+    assert files.cat_file(path) == b"first"
+    [idle] = files._idle
+    assert idle.sock is not None
+    idle.sock.shutdown(socket.SHUT_RDWR)
+    with pytest.raises(AccessDeniedError):
+        files.pipe_file(path, b"other")
+    files.close()
