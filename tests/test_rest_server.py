@@ -179,6 +179,15 @@ def test_the_store_backs_up_and_restores_through_the_append_only_server(
     assert tree_bytes(tmp_path / "r3") == second
 
 
+def test_messages_name_the_server_without_its_token(server: Server) -> None:
+    with pytest.raises(FileNotFoundError) as raised:
+        run(sb.list_snapshots, server.url())
+    assert f"127.0.0.1:{server.port}" in str(raised.value) and WRITER not in str(raised.value)
+    with pytest.raises(FileNotFoundError) as raised:
+        run(sb.verify, server.url(), KEY)
+    assert WRITER not in str(raised.value)
+
+
 def test_the_command_backs_up_through_the_server(server: Server, tmp_path: Path) -> None:
     src = make_tree(tmp_path / "src", 2)
     keyfile = tmp_path / "master.key"

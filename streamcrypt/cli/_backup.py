@@ -192,7 +192,7 @@ def run_backup(args: argparse.Namespace) -> int:
         print(checked.summary())
         if not checked.ok:
             raise CliError(
-                f"verify found {len(checked.problems)} problems in {args.store}", EXIT_DATA
+                f"verify found {len(checked.problems)} problems in the store", EXIT_DATA
             )
     elif args.action == "forget":
         names = anyio.run(api.forget, args.store, key, args.snapshots)
