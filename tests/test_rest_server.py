@@ -474,6 +474,9 @@ def test_a_server_takes_tokens_that_differ_and_does_not_pickle(tmp_path: Path) -
         RestServer(tmp_path)
     with pytest.raises(InvalidParameterError):
         RestServer(tmp_path, token="same", owner_token="same")
+    for url in ("ftp://127.0.0.1/", "http:///nohost", "127.0.0.1:8000"):
+        with pytest.raises(InvalidParameterError):
+            RestFiles(url)
     app = RestServer(tmp_path, token=WRITER, owner_token=OWNER)
     files = RestFiles(f"http://u:{WRITER}@127.0.0.1:1/")
     for obj in (app, files):

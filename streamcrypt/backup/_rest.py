@@ -44,6 +44,7 @@ class RestFiles:
     credentials). Raises :class:`InvalidParameterError` for another kind of URL."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        self._idle: list[http.client.HTTPConnection] = []
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidParameterError(
@@ -62,7 +63,6 @@ class RestFiles:
             self._auth["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         elif token:
             self._auth["Authorization"] = f"Bearer {token}"
-        self._idle: list[http.client.HTTPConnection] = []
 
     def __repr__(self) -> str:
         return f"<RestFiles {self.root!r}>"

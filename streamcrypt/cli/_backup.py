@@ -191,9 +191,7 @@ def run_backup(args: argparse.Namespace) -> int:
             )
         print(checked.summary())
         if not checked.ok:
-            raise CliError(
-                f"verify found {len(checked.problems)} problems in the store", EXIT_DATA
-            )
+            raise CliError(f"verify found {len(checked.problems)} problems in the store", EXIT_DATA)
     elif args.action == "forget":
         names = anyio.run(api.forget, args.store, key, args.snapshots)
         print(f"forgot {', '.join(names)}; prune frees their space")
