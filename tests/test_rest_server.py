@@ -218,7 +218,8 @@ def test_the_command_backs_up_through_the_server(server: Server, tmp_path: Path)
 
 def test_overwrites_and_deletes_are_refused_to_the_writer(server: Server) -> None:
     assert server.request("POST", "/?create=true")[0] == 200
-    for target in ("/config", f"/data/{HEX}", f"/index/{HEX}", f"/keys/{HEX}", f"/snapshots/{HEX}"):
+    objects = ("/config", f"/data/{HEX}", f"/index/{HEX}", f"/keys/{HEX}", f"/snapshots/{HEX}")
+    for target in (*objects, "/keys/writer", f"/ids/{HEX}"):
         assert server.request("POST", target, b"first")[0] == 200, target
         status, _, _ = server.request("POST", target, b"other content")
         assert status == 403, target
@@ -393,6 +394,12 @@ def test_lists_ranges_and_heads_follow_the_protocol(server: Server) -> None:
     assert not files.exists(f"{files.root}/snapshots/x") and files.exists(path)
     with pytest.raises(FileNotFoundError):
         files.cat_file(f"{files.root}/index/{HEX}")
+    # A write-only store's chunk-id files (ids/) are served beside restic's types.
+    assert files.exists(f"{files.root}/ids") and files.find(f"{files.root}/ids") == []
+    files.pipe_file(f"{files.root}/ids/{HEX}", b"ids")
+    assert files.find(f"{files.root}/ids") == [f"{files.root}/ids/{HEX}"]
+    assert files.cat_file(f"{files.root}/ids/{HEX}") == b"ids"
+    files.close()
 
 
 # -- limits -------------------------------------------------------------------------------------
@@ -519,6 +526,14 @@ def test_restic_uses_the_server_as_its_repository(server: Server, tmp_path: Path
     assert tree_bytes(restored) == tree_bytes(src)
     files = served_files(server.root)
     assert any(f.startswith("keys/") for f in files) and any(f.startswith("data/") for f in files)
+    assert sorted(p.name for p in server.root.iterdir()) == [
+        "config",
+        "data",
+        "index",
+        "keys",
+        "locks",
+        "snapshots",
+    ]  # restic's layout, nothing of the store's
 
     def snapshots() -> list[Any]:
         done = restic(WRITER, "snapshots", "--json")

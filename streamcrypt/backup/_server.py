@@ -2,7 +2,7 @@
 
 Theory of operation. One repository lives in ``root``, in the layout restic and the backup
 store share: ``config``, ``data/<2 hex>/<name>``, ``index/``, ``keys/``, ``locks/``,
-``snapshots/``. The requests (restic's docs, "REST Backend")::
+``snapshots/`` (and the store's ``ids/``). The requests (restic's docs, "REST Backend")::
 
     POST /?create=true                       create the layout (200 if it exists)
     HEAD | GET | POST | DELETE /config
@@ -66,8 +66,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-#: The object types of the protocol (besides the single ``config``).
-TYPES = ("data", "index", "keys", "locks", "snapshots")
+#: The object types of restic's protocol (besides the single ``config``): ``POST
+#: /?create=true`` makes their folders.
+RESTIC_TYPES = ("data", "index", "keys", "locks", "snapshots")
+#: The types served: restic's and ``ids`` (a write-only store's chunk-id files, one per
+#: index file; its folder appears with its first object).
+TYPES = (*RESTIC_TYPES, "ids")
 #: The media types of the two list formats.
 API_V1 = "application/vnd.x.restic.rest.v1"
 API_V2 = "application/vnd.x.restic.rest.v2"
@@ -206,7 +210,7 @@ def _delete(path: str) -> None:
 
 
 def _create_layout(root: str) -> None:
-    for kind in TYPES:
+    for kind in RESTIC_TYPES:
         os.makedirs(object_file(root, kind), mode=0o700, exist_ok=True)
 
 
