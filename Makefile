@@ -30,10 +30,11 @@ demo: $(DEMO_STAMP)
 
 # Peers outside Python that the tests run, from Debian (as root, like the CI machine):
 # chromium for the browser end (tests/test_browser_*.py, docs/browser.md; never
-# Playwright's own browser download) and age for the docs' age tasks (tests/test_docs.py).
+# Playwright's own browser download), age for the docs' age tasks (tests/test_docs.py) and
+# restic for the append-only store server (tests/test_rest_server.py).
 # node (>= 20, for tests/js) is part of the machine.
 peers:
-	command -v chromium >/dev/null && command -v age-keygen >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age)
+	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic)
 	command -v node >/dev/null || (echo "node >= 20 is needed for tests/js (the browser module)" && false)
 
 test: $(STAMP)

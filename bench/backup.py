@@ -116,7 +116,7 @@ class Streamcrypt(Tool):
         if not self.key.exists():
             self._run(*COMMAND, "init", str(self.key))
 
-    def backup(self, src: Path, store: Path) -> None:
+    def backup(self, src: Path, store: Path | str) -> None:
         self._run(*COMMAND, "backup", "-q", str(src), str(store), "-k", str(self.key))
 
     def restore(self, store: Path, dest: Path) -> None:
@@ -233,6 +233,7 @@ def run(report: Report, quick: bool = False) -> None:
                 shutil.rmtree(store)
                 shutil.rmtree(dest)
         growth = _dedup(work, tools, 3 if quick else 7)
+        _served(report, work, src, repeat)
 
         table = report.table(
             "Chunked backups: streamcrypt (streamcrypt backup) against restic",
@@ -423,4 +424,63 @@ def rekey_rows(report: Report, quick: bool = False) -> None:
         "O(header), which age's header (any length) does not give",
         "header rewrite alone: age.rekey_header on the file's first 64 KiB (unwrap, new "
         "stanza, new MAC; no I/O), the part of the work that does not grow with the payload",
+    ]
+
+
+def _start_server(work: Path, root: Path) -> tuple[subprocess.Popen[str], str]:
+    """``streamcrypt backup serve`` on a free loopback port; the store URL for its writer."""
+    token = work / "server.token"
+    token.write_text("bench-writer-token\n")
+    listen = ("--root", str(root), "--listen", "127.0.0.1:0", "--token-file", str(token))
+    proc = subprocess.Popen(
+        [*COMMAND, "serve", *listen],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "serving" not in line:
+        proc.kill()
+        raise RuntimeError(f"the store server did not start: {line!r}")
+    port = line.split("http://127.0.0.1:")[1].split("/")[0]
+    return proc, f"rest:http://writer:bench-writer-token@127.0.0.1:{port}/"
+
+
+def _served(report: Report, work: Path, src: Path, repeat: int) -> None:
+    """Backups through the append-only server on loopback against the local store, the
+    same tree and command, interleaved (the server started outside the timing)."""
+    tool = Streamcrypt(work)
+    times: dict[tuple[str, str], list[float]] = {}
+    for rep in range(repeat):
+        for where in ("local", "served") if rep % 2 == 0 else ("served", "local"):
+            root = work / f"store-{where}"
+            proc, store = _start_server(work, root) if where == "served" else (None, str(root))
+            try:
+                for what in ("first backup", "second backup"):
+                    if what == "second backup":
+                        _edit(src, rep)
+                    seconds = _timed(lambda: tool.backup(src, store))
+                    times.setdefault((where, what), []).append(seconds)
+            finally:
+                if proc is not None:
+                    proc.terminate()
+                    proc.wait()
+                    assert proc.stdout is not None
+                    proc.stdout.close()
+            shutil.rmtree(root)
+    table = report.table(
+        "Backups through the append-only store server (restic's REST protocol, loopback)",
+        ["measure", "local store", "through the server", "server / local", "target"],
+    )
+    for what in ("first backup", "second backup"):
+        local = statistics.median(times[("local", what)])
+        served = statistics.median(times[("served", what)])
+        table.add(f"{what} (s)", local, served, served / local, "<= 1.5")
+    table.notes += [
+        "the tree above; `streamcrypt backup` into a local directory against the same "
+        "command into rest:http://127.0.0.1:PORT/ served by `streamcrypt backup serve` "
+        "(uvicorn, h11, the writer's append-only token), each upload streamed to a "
+        "temporary, fsynced and linked into place; medians of "
+        f"{repeat} repetitions, interleaved",
     ]

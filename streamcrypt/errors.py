@@ -8,6 +8,7 @@ plaintext.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "AlreadyFinalizedError",
     "AuthenticationError",
     "BrokenTransformError",
@@ -155,6 +156,13 @@ class StoreLockedError(StreamCryptError):
     """
 
     http_status = 409
+
+
+class AccessDeniedError(StreamCryptError, PermissionError):
+    """A store server refused the request: no or wrong credentials, or an append-only
+    server asked to overwrite or delete (forget and prune need the owner's token)."""
+
+    http_status = 403
 
 
 class SnapshotNotFoundError(StreamCryptError, FileNotFoundError):

@@ -11,6 +11,8 @@ threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store
     assert (await verify("/mnt/store", key)).ok
 
 Wherever a snapshot name is taken, :data:`LATEST` (``"latest"``) names the newest one.
+A store may also live behind a REST server (``rest:http://user:TOKEN@host:port/``):
+:class:`RestServer` is one, append-only for writers (``streamcrypt backup serve``).
 
 A *write-only* store (:func:`create_write_only`) is made with age recipients: the
 machine that backs up holds only the writer key it returns, which backs up but opens
@@ -36,6 +38,7 @@ from ._maintain import (
     verify,
 )
 from ._restore import RestoreReport, restore
+from ._server import RestServer
 from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
 from ._writeonly import create_write_only, rekey
 
@@ -48,6 +51,7 @@ __all__ = [
     "Problem",
     "Progress",
     "PruneReport",
+    "RestServer",
     "RestoreReport",
     "Store",
     "VerifyReport",

@@ -60,7 +60,7 @@ def _snapshot_files(
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
-        raise FileNotFoundError(f"{os.fspath(location)!r} is not a backup store (no config)")
+        raise FileNotFoundError(f"{root!r} is not a backup store (no config)")
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []

@@ -128,9 +128,15 @@ class _LocalFiles:
 def open_location(
     location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
 ) -> tuple[Any, str, bool]:
-    """``(file system, root, is_local)``: a plain path is a local directory, anything
-    with a scheme (``s3://``, ``memory://``...) goes through fsspec."""
+    """``(file system, root, is_local)``: a plain path is a local directory,
+    ``rest:http://...`` a REST server (:mod:`._rest`), anything else with a scheme
+    (``s3://``, ``memory://``...) goes through fsspec."""
     text = os.fspath(location)
+    if text.startswith("rest:"):
+        from ._rest import RestFiles
+
+        files = RestFiles(text.removeprefix("rest:"), **(storage_options or {}))
+        return files, files.root, False
     if "://" not in text or text.startswith("file://"):
         return _LocalFiles(), os.path.abspath(text.removeprefix("file://")), True
     import fsspec

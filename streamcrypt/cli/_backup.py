@@ -88,6 +88,31 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         help="rewrite packs with more than this fraction unused (default 0.1)",
     )
+    p = action("serve", "serve a store over restic's REST protocol, append-only for writers")
+    p.add_argument("--root", required=True, metavar="DIR", help="the store's directory")
+    p.add_argument(
+        "--listen", default="127.0.0.1:8000", metavar="HOST:PORT", help="(port 0: any free)"
+    )
+    p.add_argument(
+        "--token-file", metavar="FILE", help="the writer's token: create and read, never delete"
+    )
+    p.add_argument(
+        "--owner-token-file", metavar="FILE", help="the owner's token: may also delete (prune)"
+    )
+    p.add_argument(
+        "--max-object-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="refuse larger uploads (default 1 GiB)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="abandon an upload that stalls this long (default 60)",
+    )
     actions.choices["backup"].add_argument(
         "-k",
         "--key",
@@ -154,6 +179,41 @@ def _master_key(path: str) -> SecretKey:
     return keyfile.symmetric
 
 
+def _token(path: str | None) -> str | None:
+    if path is None:
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.readline().strip() or None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run ``streamcrypt backup serve`` until interrupted (tokens come from files, so
+    they never show in the process list)."""
+    from ..backup import RestServer
+
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "backup serve needs uvicorn: pip install 'streamcrypt[server]'", EXIT_USAGE
+        ) from None
+    limits = {"max_object_size": args.max_object_size, "body_timeout": args.body_timeout}
+    app = RestServer(
+        args.root,
+        token=_token(args.token_file),
+        owner_token=_token(args.owner_token_file),
+        **{name: value for name, value in limits.items() if value is not None},
+    )
+    sock = RestServer.bind(args.listen)
+    host, port = sock.getsockname()[:2]
+    host = f"[{host}]" if ":" in host else host
+    deletes = "with the owner's token" if args.owner_token_file else "by nobody"
+    print(f"serving {app.root} on http://{host}:{port}/ (append-only; deletes {deletes})")
+    sys.stdout.flush()
+    app.serve(sock)
+    return 0
+
+
 def run_backup(args: argparse.Namespace) -> int:
     """Run ``streamcrypt backup ACTION``. Typed errors go to :func:`streamcrypt.cli.main`,
     which maps them to exit codes; a ``verify`` that found problems exits 1."""
@@ -173,6 +233,8 @@ def run_backup(args: argparse.Namespace) -> int:
             "backup needs the backup extra: pip install 'streamcrypt[backup]'", EXIT_USAGE
         ) from None
 
+    if args.action == "serve":
+        return _serve(args)
     if args.action == "init":
         return _init_write_only(args, api, anyio)
     if args.action == "snapshots":
@@ -240,9 +302,7 @@ def run_backup(args: argparse.Namespace) -> int:
             )
         print(checked.summary())
         if not checked.ok:
-            raise CliError(
-                f"verify found {len(checked.problems)} problems in {args.store}", EXIT_DATA
-            )
+            raise CliError(f"verify found {len(checked.problems)} problems in the store", EXIT_DATA)
     elif args.action == "forget":
         names = anyio.run(partial(api.forget, args.store, key, args.snapshots, identities=ids))
         print(f"forgot {', '.join(names)}; prune frees their space")

@@ -65,9 +65,13 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
     return fd, tmp
 
 
-def commit_temporary(fd: int, tmp: str, dest: str, *, durable: bool = True) -> None:
+def commit_temporary(
+    fd: int, tmp: str, dest: str, *, durable: bool = True, exclusive: bool = False
+) -> None:
     """Close the temporary and rename it over ``dest``; ``durable``: fsync the temporary
-    first and the directory after (a crash then leaves the old ``dest`` or the new one).
+    first and the directory after (a crash then leaves the old ``dest`` or the new one);
+    ``exclusive``: never replace an existing ``dest`` (a hard link, atomic, then the
+    temporary's name removed; ``FileExistsError`` where ``dest`` exists).
     If that fails the temporary is removed: a failed commit leaves nothing behind."""
     try:
         try:
@@ -75,7 +79,11 @@ def commit_temporary(fd: int, tmp: str, dest: str, *, durable: bool = True) -> N
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, dest)
+        if exclusive:
+            os.link(tmp, dest)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, dest)
     except BaseException:
         discard_temporary(None, tmp)
         raise

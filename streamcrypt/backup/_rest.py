@@ -1,0 +1,284 @@
+"""The backup store over restic's REST protocol: ``rest:http://[user:TOKEN@]host:port/``.
+
+:class:`RestFiles` makes the few file-system calls a :class:`~._store.Store` makes, with
+fsspec's names and result shapes (``exists``, ``cat_file``, ``pipe_file``, ``rm_file``,
+``ls``, ``find``, ``makedirs``), as requests to a REST server (``streamcrypt backup
+serve``, or restic's rest-server). The store's paths map onto the protocol's objects in
+one function, :meth:`RestFiles._object`: ``config`` is ``/config``,
+``data/<2 hex>/<id>`` is ``/data/<id>``, ``index|snapshots|locks|keys/<name>`` is
+``/<type>/<name>``; the folders are listings (``GET /<type>/``, API v2). A name the
+server would refuse (its rule, :func:`._server.valid_object_name`) fails here first.
+
+Credentials: the URL's ``user:TOKEN`` as HTTP basic auth (as restic sends them), or
+``token=`` (a storage option) as a bearer token. A 401 or 403 is
+:class:`~streamcrypt.errors.AccessDeniedError` (an append-only server refuses deletes
+and overwrites: ``forget`` and ``prune`` need the owner's token), a 404
+``FileNotFoundError``, anything else unexpected ``OSError``.
+
+Blocking (``http.client``): the store calls it on the engine's worker threads; each call
+takes an idle kept-alive connection or opens one. A request that fails on a reused
+connection (the server closed it while idle) is sent once more on a new one; this is
+safe for uploads too, as a server accepts a body equal to the stored object unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ssl
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ..errors import AccessDeniedError, FormatError, InvalidParameterError, LimitExceededError
+from ..keys import load_json
+from ._server import API_V2, TYPES, valid_object_name
+
+#: Seconds a connection may wait for the server on any one read or write.
+DEFAULT_TIMEOUT = 120.0
+
+
+class RestFiles:
+    """The store's file calls over the REST protocol, for the server at ``url``
+    (``http://[user:TOKEN@]host:port[/path]``, without the ``rest:`` of a location).
+    ``root`` is the prefix of every path the store passes (the URL without
+    credentials). Raises :class:`InvalidParameterError` for another kind of URL."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        self._idle: list[http.client.HTTPConnection] = []
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidParameterError(
+                "a REST store location is rest:http://[user:TOKEN@]host:port/ (or https)"
+            )
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        self._prefix = parts.path.rstrip("/")
+        self.root = f"{parts.scheme}://{netloc}{self._prefix}"
+        self._https = parts.scheme == "https"
+        self._address = (parts.hostname, parts.port)
+        self._timeout = timeout
+        self._auth: dict[str, str] = {}
+        if parts.password is not None:
+            pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
+            self._auth["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        elif token:
+            self._auth["Authorization"] = f"Bearer {token}"
+
+    def __repr__(self) -> str:
+        return f"<RestFiles {self.root!r}>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("RestFiles holds the server's credentials and does not pickle")
+
+    def close(self) -> None:
+        """Close the idle connections."""
+        while self._idle:
+            self._idle.pop().close()
+
+    def __del__(self) -> None:  # a Store has no close: its connections go with it
+        self.close()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _connect(self) -> http.client.HTTPConnection:
+        host, port = self._address
+        if self._https:
+            return http.client.HTTPSConnection(
+                host, port, timeout=self._timeout, context=ssl.create_default_context()
+            )
+        return http.client.HTTPConnection(host, port, timeout=self._timeout)
+
+    def _request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        """Send one request; the response and its whole body. Raises ``OSError`` when the
+        server cannot be reached."""
+        for attempt in (1, 2):
+            try:
+                conn, reused = self._idle.pop(), True
+            except IndexError:
+                conn, reused = self._connect(), False
+            try:
+                conn.request(
+                    method,
+                    self._prefix + target,
+                    body=body,
+                    headers={**self._auth, **(headers or {})},
+                )
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                if reused and attempt == 1:
+                    continue
+                raise OSError(f"{method} {self.root}{target} failed: {exc}") from None
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            else:
+                self._idle.append(conn)
+            return response, data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check(self, method: str, target: str, response: http.client.HTTPResponse) -> None:
+        """Raise the typed error for a response that is not a success."""
+        status = response.status
+        if status in (200, 206):
+            return
+        what = f"{method} {target}"
+        if status == 404:
+            raise FileNotFoundError(f"{self.root}{target}: no such object on the server")
+        if status == 401:
+            raise AccessDeniedError(
+                f"{self.root} refused the credentials ({what}): check the token in the URL"
+            )
+        if status == 403:
+            raise AccessDeniedError(
+                f"{self.root} refused {what}: the server is append-only for this token "
+                "(it never deletes or replaces an object); forget and prune need the "
+                "owner's token"
+            )
+        if status == 413:
+            raise LimitExceededError(f"{self.root} refused {what}: the object is too large")
+        raise OSError(f"{self.root} answered {status} {response.reason} to {what}")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def _relative(self, path: str) -> str:
+        path = path.rstrip("/")
+        if path == self.root:
+            return ""
+        if not path.startswith(self.root + "/"):
+            raise InvalidParameterError(f"{path!r} is not below {self.root!r}")
+        return path[len(self.root) + 1 :]
+
+    def _object(self, path: str) -> str | None:
+        """The request target of the object at ``path``, ``None`` for a folder. Raises
+        :class:`InvalidParameterError` for a name no server takes."""
+        parts = self._relative(path).split("/")
+        if parts == ["config"]:
+            return "/config"
+        if parts in ([""], ["data"]) or (len(parts) == 1 and parts[0] in TYPES):
+            return None
+        if parts[0] == "data" and len(parts) in (2, 3) and len(parts[1]) == 2:
+            if len(parts) == 2:
+                return None
+            if parts[2].startswith(parts[1]):
+                parts = ["data", parts[2]]
+        if len(parts) != 2 or not valid_object_name(parts[0], parts[1]):
+            raise InvalidParameterError(
+                f"{path!r} is not an object a REST server holds: a name of letters, digits, "
+                "'.', '_' and '-' (hex under data/), at most 200, not starting with a dot"
+            )
+        return f"/{parts[0]}/{parts[1]}"
+
+    def _path(self, kind: str, name: str) -> str:
+        if kind == "data":
+            return f"{self.root}/data/{name[:2]}/{name}"
+        return f"{self.root}/{kind}/{name}"
+
+    def _list(self, kind: str) -> dict[str, int]:
+        """Paths and sizes of the objects of ``kind`` (API v2 listing)."""
+        target = f"/{kind}/"
+        response, data = self._request("GET", target, headers={"Accept": API_V2})
+        if response.status == 404:
+            return {}
+        self._check("GET", target, response)
+        if response.getheader("Content-Type", "").split(";")[0].strip() != API_V2:
+            raise FormatError(f"{self.root} lists without sizes (REST API v1); v2 is needed")
+        doc = load_json(data, f"the listing of {kind}/ from {self.root}")
+        try:
+            found = {self._path(kind, e["name"]): int(e["size"]) for e in doc}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise FormatError(f"{self.root} sent a malformed listing of {kind}/: {exc}") from None
+        return {
+            p: size for p, size in found.items() if valid_object_name(kind, p.rsplit("/", 1)[1])
+        }
+
+    def _files_below(self, path: str, maxdepth: int | None) -> dict[str, int]:
+        rel = self._relative(path)
+        if rel == "":
+            response, _ = self._request("HEAD", "/config")
+            found = {}
+            if response.status != 404:
+                self._check("HEAD", "/config", response)
+                found[f"{self.root}/config"] = int(response.getheader("Content-Length") or 0)
+            if maxdepth is None or maxdepth > 1:
+                for kind in TYPES:
+                    found.update(self._list(kind))
+            return found
+        kind, _, sub = rel.partition("/")
+        listed = self._list(kind)
+        return {p: s for p, s in listed.items() if not sub or p.startswith(f"{path}/")}
+
+    # -- the file-system calls -----------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        target = self._object(path)
+        if target is None:
+            return True  # folders of a REST repository always exist (they list empty)
+        response, _ = self._request("HEAD", target)
+        if response.status == 404:
+            return False
+        self._check("HEAD", target, response)
+        return True
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        target = self._object(path)
+        if target is None:
+            raise IsADirectoryError(path)
+        start = start or 0
+        if end is not None and end <= start:
+            return b""
+        headers = {}
+        if start or end is not None:
+            headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        response, data = self._request("GET", target, headers=headers)
+        if response.status == 416:
+            return b""
+        self._check("GET", target, response)
+        if response.status == 200 and headers:  # a server that ignored the range
+            return data[start:end]
+        return data
+
+    def pipe_file(self, path: str, value: bytes) -> None:
+        target = self._object(path)
+        if target is None:
+            raise IsADirectoryError(path)
+        response, _ = self._request(
+            "POST", target, bytes(value), {"Content-Type": "application/octet-stream"}
+        )
+        self._check("POST", target, response)
+
+    def rm_file(self, path: str) -> None:
+        target = self._object(path)
+        if target is None:
+            raise IsADirectoryError(path)
+        response, _ = self._request("DELETE", target)
+        self._check("DELETE", target, response)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Create the repository when ``path`` is its root; other folders need nothing."""
+        if self._relative(path) == "":
+            response, _ = self._request("POST", "/?create=true")
+            self._check("POST", "/?create=true", response)
+
+    def ls(self, path: str, detail: bool = True) -> list[Any]:
+        found = self._files_below(path, 1)
+        if not detail:
+            return sorted(found)
+        return [{"name": p, "type": "file", "size": s} for p, s in sorted(found.items())]
+
+    def find(
+        self, path: str, maxdepth: int | None = None, detail: bool = False
+    ) -> dict[str, Any] | list[str]:
+        found = self._files_below(path, maxdepth)
+        if not detail:
+            return sorted(found)
+        return {p: {"name": p, "type": "file", "size": s} for p, s in found.items()}

@@ -1,0 +1,530 @@
+"""A store server speaking restic's REST backend protocol (v2), append-only by default.
+
+Theory of operation. One repository lives in ``root``, in the layout restic and the backup
+store share: ``config``, ``data/<2 hex>/<name>``, ``index/``, ``keys/``, ``locks/``,
+``snapshots/`` (and the store's ``ids/``). The requests (restic's docs, "REST Backend")::
+
+    POST /?create=true                       create the layout (200 if it exists)
+    HEAD | GET | POST | DELETE /config
+    GET /{type}/                             list: v2 JSON [{"name", "size"}] when the
+                                             Accept header asks for v2, else v1 names
+    HEAD | GET | POST | DELETE /{type}/{name}    GET honours one byte Range (206)
+
+Two tokens, each sent as a bearer token or as the password of HTTP basic auth (restic
+sends ``rest:http://user:TOKEN@host:port/`` as basic auth; the user name is not checked),
+compared in constant time. Who may do what is decided in one function,
+:func:`_permitted`: the *writer* creates objects and reads; an object that exists is
+never replaced and nothing is deleted, except under ``locks/`` (a client refreshes and
+removes its own locks; a lock holds no history). The *owner* may also delete and replace
+(``forget``, ``prune``). Without an owner token nobody can delete anything.
+
+Every request path becomes a file path in one function, :func:`object_file`: ``config``,
+or a known type and a name of letters, digits, ``.``, ``_`` and ``-`` (lower-case hex
+under ``data/``) that does not start with a dot. Nothing can name a file outside
+``root``, a directory, or a temporary (temporaries start with a dot).
+
+Memory per request is bounded: a body streams to a temporary beside its destination in
+slices of at most :data:`_SLICE` bytes, each piece of it must arrive within
+``body_timeout`` seconds (408), the whole within ``max_object_size`` bytes (413); the
+temporary is fsynced and linked into place, which never replaces an existing object
+(where replacing is allowed, renamed over it). A body equal to the existing object is
+accepted without change (a client's retry after a lost answer). Responses are read in
+slices too. File I/O runs on the engine's worker threads (:func:`._work.run_blocking`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import filecmp
+import hmac
+import json
+import logging
+import os
+import re
+import socket
+import stat
+from collections.abc import Awaitable, Callable, MutableMapping
+from functools import partial
+from typing import Any
+
+import anyio
+
+from ..engine import DEFAULT_POLICY, OffloadPolicy
+from ..errors import (
+    AccessDeniedError,
+    InvalidParameterError,
+    LimitExceededError,
+    PeerTimeoutError,
+    UnsafePathError,
+)
+from ..transports import commit_temporary, create_temporary, discard_temporary
+from ._work import run_blocking
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: The object types of restic's protocol (besides the single ``config``): ``POST
+#: /?create=true`` makes their folders.
+RESTIC_TYPES = ("data", "index", "keys", "locks", "snapshots")
+#: The types served: restic's and ``ids`` (a write-only store's chunk-id files, one per
+#: index file; its folder appears with its first object).
+TYPES = (*RESTIC_TYPES, "ids")
+#: The media types of the two list formats.
+API_V1 = "application/vnd.x.restic.rest.v1"
+API_V2 = "application/vnd.x.restic.rest.v2"
+#: The largest object accepted: the store's packs go up to 1 GiB (its config's limit),
+#: restic's to 128 MiB.
+DEFAULT_MAX_OBJECT_SIZE = 1 << 30
+#: Seconds a request body may stall between two pieces before it is abandoned (408).
+DEFAULT_BODY_TIMEOUT = 60.0
+#: Bytes moved per file call (and at most held per request): 1 MiB amortises a thread
+#: hop (tens of microseconds) to well under 1% of a write.
+_SLICE = 1 << 20
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+_HEX = re.compile(r"[0-9a-f]{2,200}")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_OWNER, _WRITER = "owner", "writer"
+_log = logging.getLogger("streamcrypt.backup.server")
+
+
+class _Refused(Exception):
+    """A request answered with an error status (the message goes to the log only)."""
+
+    def __init__(
+        self, status: int, reason: str, headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.headers = headers or []
+
+
+def valid_object_name(kind: str, name: str) -> bool:
+    """Whether ``name`` can name an object of ``kind`` (one of :data:`TYPES`)."""
+    return kind in TYPES and bool((_HEX if kind == "data" else _NAME).fullmatch(name))
+
+
+def object_file(root: str, kind: str, name: str | None = None) -> str:
+    """The file of object ``name`` of ``kind`` under ``root`` (``kind`` ``"config"``
+    without a name: the config; a type without a name: its directory). The one place a
+    request becomes a path; raises :class:`UnsafePathError` for anything else."""
+    if kind == "config" and name is None:
+        return os.path.join(root, "config")
+    if kind not in TYPES:
+        raise UnsafePathError(f"{kind[:40]!r} is not an object type of the store")
+    if name is None:
+        return os.path.join(root, kind)
+    if not valid_object_name(kind, name):
+        raise UnsafePathError(
+            f"{name[:80]!r} is not an object name: letters, digits, '.', '_', '-' "
+            "(lower-case hex in data/), at most 200, not starting with a dot"
+        )
+    if kind == "data":
+        return os.path.join(root, kind, name[:2], name)
+    return os.path.join(root, kind, name)
+
+
+def _permitted(role: str, method: str, kind: str, exists: bool) -> bool:
+    """Whether ``role`` may ``method`` an object of ``kind`` that ``exists`` (or not): the
+    one rule of append-only serving (module docstring)."""
+    if method in ("GET", "HEAD"):
+        return True
+    if role == _OWNER or kind == "locks":
+        return True
+    return method == "POST" and not exists
+
+
+def _kept(kind: str) -> _Refused:
+    return _Refused(
+        AccessDeniedError.http_status, f"append-only: an existing {kind} object is never replaced"
+    )
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, stop)`` of the one byte range asked for, ``None`` for the whole object
+    (no header, or one this server ignores: several ranges, another unit). Raises
+    :class:`_Refused` (416) when the range lies outside the object."""
+    match = _RANGE.fullmatch(header.strip()) if header else None
+    if match is None or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.groups()
+    if first:
+        start, stop = int(first), int(last) + 1 if last else size
+    else:
+        start, stop = max(0, size - int(last)), size
+    if start >= size or stop <= start:
+        raise _Refused(
+            416,
+            f"range {header!r} is outside the object ({size} bytes)",
+            [(b"content-range", f"bytes */{size}".encode())],
+        )
+    return start, min(stop, size)
+
+
+def _open_slice(
+    path: str, range_header: str | None, read: bool
+) -> tuple[int, int, tuple[int, int] | None, bytes]:
+    """Open ``path`` (no symlink, regular files only) and, if ``read``, read its first
+    slice: ``(fd, size, range or None, first slice)``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise _Refused(404, "no such object") from None
+    except OSError:
+        raise _Refused(404, "not a readable object") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused(404, "not a file")
+        span = _byte_range(range_header, st.st_size)
+        start, stop = span or (0, st.st_size)
+        first = os.pread(fd, min(_SLICE, stop - start), start) if read else b""
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size, span, first
+
+
+def _write_all(fd: int, data: bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _new_temporary(path: str) -> tuple[int, str]:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    return create_temporary(path, mode=0o600)
+
+
+def _same_file(a: str, b: str) -> bool:
+    return filecmp.cmp(a, b, shallow=False)
+
+
+def _delete(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        raise _Refused(404, "no such object") from None
+
+
+def _create_layout(root: str) -> None:
+    for kind in RESTIC_TYPES:
+        os.makedirs(object_file(root, kind), mode=0o700, exist_ok=True)
+
+
+def _listing(root: str, kind: str) -> list[tuple[str, int]]:
+    """``(name, size)`` of each object of ``kind`` (``data/`` spans its 2-hex folders)."""
+    top = object_file(root, kind)
+    folders = [top]
+    if kind == "data":
+        try:
+            with os.scandir(top) as it:
+                folders = [e.path for e in it if _HEX.fullmatch(e.name) and len(e.name) == 2]
+        except FileNotFoundError:
+            return []
+    found: list[tuple[str, int]] = []
+    for folder in folders:
+        try:
+            with os.scandir(folder) as it:
+                found.extend(
+                    (entry.name, entry.stat(follow_symlinks=False).st_size)
+                    for entry in it
+                    if valid_object_name(kind, entry.name) and entry.is_file(follow_symlinks=False)
+                )
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _credential(scope: Scope) -> bytes | None:
+    """The token a request carries: a bearer token or the password of basic auth."""
+    text = _header(scope, b"authorization")
+    if text is None:
+        return None
+    scheme, _, value = text.strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip().encode("latin-1")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        return decoded.partition(b":")[2]
+    return None
+
+
+async def _respond(
+    send: Send, status: int, body: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    head = [(b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RestServer:
+    """The ASGI app: one repository in ``root``, served by restic's REST protocol.
+
+    ``token``: the writer's (append-only); ``owner_token``: the owner's (may also
+    delete and replace); at least one is needed. ``max_object_size``, ``body_timeout``:
+    the limits of one request body. Run it with uvicorn (:meth:`serve`). Raises
+    :class:`InvalidParameterError` for missing or equal tokens.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        token: str | None = None,
+        owner_token: str | None = None,
+        max_object_size: int = DEFAULT_MAX_OBJECT_SIZE,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        policy: OffloadPolicy | None = DEFAULT_POLICY,
+    ) -> None:
+        if not token and not owner_token:
+            raise InvalidParameterError(
+                "a store server needs a writer token, an owner token or both"
+            )
+        if token and owner_token and hmac.compare_digest(token.encode(), owner_token.encode()):
+            raise InvalidParameterError("the writer's and the owner's tokens must differ")
+        if max_object_size < 1 or body_timeout <= 0:
+            raise InvalidParameterError("max_object_size and body_timeout must be positive")
+        self.root = os.path.abspath(os.fspath(root))
+        self.max_object_size = max_object_size
+        self.body_timeout = body_timeout
+        self.policy = policy
+        self._tokens = tuple(
+            (secret.encode(), role)
+            for secret, role in ((token, _WRITER), (owner_token, _OWNER))
+            if secret
+        )
+
+    def __repr__(self) -> str:
+        roles = "+".join(role for _, role in self._tokens)
+        return f"<RestServer {self.root!r} ({roles})>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a RestServer holds its tokens and does not pickle")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._dispatch(scope, receive, send)
+        except _Refused as exc:
+            level = logging.DEBUG if exc.status in (404, 416) else logging.WARNING
+            _log.log(
+                level, "refused %s %r: %s (%d)", scope["method"], scope["path"], exc, exc.status
+            )
+            body = b"" if scope["method"] == "HEAD" else f"{exc}\n".encode()
+            await _respond(send, exc.status, body, exc.headers)
+
+    def _role(self, scope: Scope) -> str:
+        """The role whose token the request carries; compares with every token (no early
+        exit). Raises :class:`_Refused` (401)."""
+        given = _credential(scope)
+        role = None
+        for secret, who in self._tokens:
+            if given is not None and hmac.compare_digest(given, secret):
+                role = who
+        if role is None:
+            raise _Refused(
+                401, "no valid token", [(b"www-authenticate", b'Basic realm="streamcrypt store"')]
+            )
+        return role
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on a worker thread, awaited to its end even when the request is
+        cancelled (each call is bounded: a slice, an fsync, a listing), so a descriptor is
+        never closed while a worker still uses it."""
+        with anyio.CancelScope(shield=True):
+            return await run_blocking(self.policy, fn, *args)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        role = self._role(scope)
+        method = scope["method"]
+        parts = scope["path"].split("/")[1:]
+        try:
+            if parts == [""]:
+                await self._repository(method, scope, send)
+                return
+            if parts == ["config"]:
+                kind, path = "config", object_file(self.root, "config")
+            elif len(parts) == 2 and parts[1] == "":
+                if method != "GET":
+                    raise _Refused(405, "a type folder is only listed")
+                await self._list(parts[0], scope, send)
+                return
+            elif len(parts) == 2:
+                kind, path = parts[0], object_file(self.root, parts[0], parts[1])
+            else:
+                raise UnsafePathError("not a path of the protocol")
+        except UnsafePathError as exc:
+            raise _Refused(400, str(exc)) from None
+        if method in ("GET", "HEAD"):
+            await self._get(method, path, scope, send)
+        elif method == "POST":
+            await self._post(role, kind, path, scope, receive, send)
+        elif method == "DELETE":
+            if not _permitted(role, "DELETE", kind, True):
+                raise _Refused(
+                    AccessDeniedError.http_status, f"append-only: {kind} objects are never deleted"
+                )
+            await self._run(_delete, path)
+            await _respond(send, 200)
+        else:
+            raise _Refused(405, "method not allowed")
+
+    async def _repository(self, method: str, scope: Scope, send: Send) -> None:
+        if method == "POST" and b"create=true" in bytes(scope.get("query_string", b"")).split(b"&"):
+            await self._run(_create_layout, self.root)
+            await _respond(send, 200)
+        elif method == "DELETE":
+            raise _Refused(501, "a repository is not deleted through the server")
+        else:
+            raise _Refused(400, "the repository root takes POST ?create=true only")
+
+    async def _list(self, kind: str, scope: Scope, send: Send) -> None:
+        if kind not in TYPES:
+            raise _Refused(404, "not an object type")
+        found = await self._run(_listing, self.root, kind)
+        if API_V2 in (_header(scope, b"accept") or ""):
+            doc: list[Any] = [{"name": name, "size": size} for name, size in found]
+            media = API_V2
+        else:
+            doc, media = [name for name, _ in found], API_V1
+        await _respond(send, 200, json.dumps(doc).encode(), [(b"content-type", media.encode())])
+
+    async def _get(self, method: str, path: str, scope: Scope, send: Send) -> None:
+        ranged = _header(scope, b"range") if method == "GET" else None
+        fd, size, span, first = await self._run(_open_slice, path, ranged, method == "GET")
+        start, stop = span or (0, size)
+        try:
+            headers = [
+                (b"content-length", str(stop - start).encode()),
+                (b"content-type", b"application/octet-stream"),
+                (b"accept-ranges", b"bytes"),
+            ]
+            if span is not None:
+                headers.append((b"content-range", f"bytes {start}-{stop - 1}/{size}".encode()))
+            status = 200 if span is None else 206
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            if method == "HEAD":
+                await send({"type": "http.response.body", "body": b""})
+                return
+            offset = start + len(first)
+            chunk = first
+            while offset < stop:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunk = await self._run(os.pread, fd, min(_SLICE, stop - offset), offset)
+                if not chunk:
+                    break  # the file shrank under us: the length sent cannot be met
+                offset += len(chunk)
+            await send({"type": "http.response.body", "body": chunk})
+        finally:
+            os.close(fd)
+
+    async def _post(
+        self, role: str, kind: str, path: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        declared = _header(scope, b"content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_object_size:
+            raise self._too_large()
+        replace = _permitted(role, "POST", kind, True)
+        fd, tmp = await self._run(_new_temporary, path)
+        try:
+            await self._receive_body(receive, fd)
+            if not replace and await self._run(os.path.lexists, path):
+                if not await self._run(_same_file, tmp, path):
+                    raise _kept(kind)
+                await self._run(discard_temporary, fd, tmp)
+            else:
+                await self._run(partial(commit_temporary, exclusive=not replace), fd, tmp, path)
+            fd = -1
+        except FileExistsError:
+            fd = -1  # a concurrent upload of the same name won the link; commit removed ours
+            raise _kept(kind) from None
+        finally:
+            if fd != -1:
+                await self._run(discard_temporary, fd, tmp)
+        await _respond(send, 200)
+
+    def _too_large(self) -> _Refused:
+        return _Refused(
+            LimitExceededError.http_status,
+            f"the body is over the limit of {self.max_object_size} bytes",
+        )
+
+    async def _receive_body(self, receive: Receive, fd: int) -> None:
+        """Write the request body to ``fd`` in slices. Raises :class:`_Refused` (408 on a
+        stall, 413 over the size limit, 400 when the client went away)."""
+        pending, total, more = bytearray(), 0, True
+        while more:
+            try:
+                with anyio.fail_after(self.body_timeout):
+                    message = await receive()
+            except TimeoutError:
+                raise _Refused(
+                    PeerTimeoutError.http_status, f"the body stalled for {self.body_timeout} s"
+                ) from None
+            if message["type"] == "http.disconnect":
+                raise _Refused(400, "the client went away before the end of the body")
+            body = message.get("body", b"")
+            total += len(body)
+            if total > self.max_object_size:
+                raise self._too_large()
+            pending += body
+            more = bool(message.get("more_body", False))
+            if len(pending) >= _SLICE or (pending and not more):
+                data, pending = pending, bytearray()
+                await self._run(_write_all, fd, data)
+
+    @staticmethod
+    def bind(listen: str) -> socket.socket:
+        """A listening TCP socket on ``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0: a free
+        one), for :meth:`serve`. Raises :class:`InvalidParameterError` for another form,
+        ``OSError`` when the address cannot be bound."""
+        host, sep, port = listen.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise InvalidParameterError(f"{listen!r} is not HOST:PORT (e.g. 127.0.0.1:8000)")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(port)))
+            sock.listen(128)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def serve(self, sock: socket.socket) -> None:
+        """Serve under uvicorn on the listening ``sock`` until SIGINT or SIGTERM (needs
+        uvicorn: the ``server`` extra). No access log: refusals are logged as warnings of
+        ``streamcrypt.backup.server`` (method, path, reason; never a header)."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self,
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            http="h11",
+            timeout_keep_alive=30,
+            limit_concurrency=64,
+        )
+        uvicorn.Server(config).run(sockets=[sock])
