@@ -320,3 +320,15 @@ def test_a_hostile_age_work_factor_is_refused_before_any_kdf_work(
     )
     with pytest.raises(LimitExceededError):
         streamcrypt.decrypt_bytes(header + bytes(32), format="age", passphrase="pw")
+
+
+def test_the_store_servers_token_files_are_read_as_secret_files(tmp_path: Path) -> None:
+    """``backup serve --token-file``: a token is a secret file like any other."""
+    from streamcrypt.cli import _backup
+
+    token = tmp_path / "token"
+    token.write_text("writer-token\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _backup._token(str(token)) == "writer-token"
+    assert [w.category for w in caught] == [InsecureKeyFileWarning]

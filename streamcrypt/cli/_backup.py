@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..keys.keyfile import secret_key_file_text
 from ._errors import EXIT_DATA, EXIT_USAGE, CliError
 from ._io import Progress
-from ._keyfiles import load_key_file, new_key_text, write_key_file
+from ._keyfiles import load_key_file, new_key_text, read_secret_line, write_key_file
 
 if TYPE_CHECKING:
     from ..keys import SecretKey
@@ -182,8 +182,7 @@ def _master_key(path: str) -> SecretKey:
 def _token(path: str | None) -> str | None:
     if path is None:
         return None
-    with open(path, encoding="utf-8") as f:
-        return f.readline().strip() or None
+    return read_secret_line(path, "token").strip() or None
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -41,7 +41,6 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import keyfile as _keyfile
 from ._cluster import run_cluster
 from ._drive import drive, keep_freed_memory
 from ._errors import EXIT_DATA, EXIT_KEY, EXIT_USAGE, CliError, describe, exit_code
@@ -60,6 +59,7 @@ from ._keyfiles import (
     KeyFileError,
     load_key_file,
     parse_public_key,
+    read_secret_line,
 )
 from ._options import AWS_KEY_NAME, AWS_NAMESPACE, MAGICS, NATIVE_MAX_HEADER_SIZE
 
@@ -91,33 +91,11 @@ def _usage(message: str) -> CliError:
     return CliError(message, EXIT_USAGE)
 
 
-#: The longest passphrase file the command reads (its first line is the passphrase).
-_MAX_SECRET_LINE = 1 << 16
-
-
-def _first_line(path: str, what: str) -> str:
-    """The first line of a secret's file (a passphrase, rclone's password2)."""
-    try:
-        raw = _keyfile.read_secret_file(path, _MAX_SECRET_LINE, f"{what} file")
-    except OSError as exc:
-        raise KeyFileError(f"cannot read the {what} file {path}: {describe(exc)}") from None
-    first = raw[:_MAX_SECRET_LINE].split(b"\n", 1)[0].rstrip(b"\r")
-    try:
-        line = first.decode("utf-8")
-    except UnicodeDecodeError:
-        line = None  # raised below, outside the handler: its message shows a secret byte
-    if line is None:
-        raise KeyFileError(f"the {what} file {path} is not valid UTF-8")
-    if not line:
-        raise KeyFileError(f"the {what} file {path} is empty")
-    return line
-
-
 def _read_passphrase(args: argparse.Namespace, *, confirm: bool) -> str | None:
     if args.passphrase and args.passphrase_file:
         raise _usage("give --passphrase or --passphrase-file, not both")
     if args.passphrase_file:
-        return _first_line(args.passphrase_file, "passphrase")
+        return read_secret_line(args.passphrase_file, "passphrase")
     if not args.passphrase:
         return None
     try:  # getpass prompts on /dev/tty: is there one?
@@ -290,7 +268,7 @@ def _rclone_keys(args: argparse.Namespace, keys: _Keys) -> _rclone.RcloneKeys:
         raise KeyFileError(
             "rclone crypt needs its password: --passphrase (prompt) or --passphrase-file FILE"
         )
-    salt = _first_line(args.password2_file, "password2") if args.password2_file else ""
+    salt = read_secret_line(args.password2_file, "password2") if args.password2_file else ""
     try:
         return _rclone.RcloneKeys.from_password(keys.passphrase, salt)
     except StreamCryptError as exc:

@@ -132,6 +132,30 @@ def _read_text(path: str, *, secret: bool = True) -> str:
         ) from None
 
 
+#: The longest passphrase file the command reads (its first line is the passphrase).
+_MAX_SECRET_LINE = 1 << 16
+
+
+def read_secret_line(path: str, what: str) -> str:
+    """The first line of a secret's file (a passphrase, rclone's password2, a server
+    token), read as every secret file is (:func:`keyfile.read_secret_file`); raises
+    :class:`KeyFileError` naming the file, never its contents."""
+    try:
+        raw = _kf.read_secret_file(path, _MAX_SECRET_LINE, f"{what} file")
+    except OSError as exc:
+        raise KeyFileError(f"cannot read the {what} file {path}: {exc.strerror or exc}") from None
+    first = raw[:_MAX_SECRET_LINE].split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        line = first.decode("utf-8")
+    except UnicodeDecodeError:
+        line = None  # raised below, outside the handler: its message shows a secret byte
+    if line is None:
+        raise KeyFileError(f"the {what} file {path} is not valid UTF-8")
+    if not line:
+        raise KeyFileError(f"the {what} file {path} is empty")
+    return line
+
+
 def _b64_key(value: str, path: str, what: str) -> bytes:
     try:
         return _kf.b64_key(value, path, what)
