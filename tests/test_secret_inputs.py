@@ -130,7 +130,7 @@ def test_secret_text_that_is_not_valid_is_a_typed_error_without_the_secret(
 def test_no_secret_str_is_encoded_outside_the_one_encoder() -> None:
     """``<secret>.encode(...)`` appears nowhere in the package but in secret_text_bytes:
     a new entry point that encodes a password itself would bring the bare error back."""
-    name = re.compile(r"(password|passphrase|secret|phrase)", re.I)
+    name = re.compile(r"(password|passphrase|secret|phrase|token|psk)", re.I)
     found = []
     for path in Path(streamcrypt.__file__).parent.rglob("*.py"):
         text = path.read_text()

@@ -58,6 +58,7 @@ from ..errors import (
     PeerTimeoutError,
     UnsafePathError,
 )
+from ..keys import secret_text_bytes
 from ..transports import commit_temporary, create_temporary, discard_temporary
 from ._work import run_blocking
 
@@ -293,8 +294,6 @@ class RestServer:
             raise InvalidParameterError(
                 "a store server needs a writer token, an owner token or both"
             )
-        if token and owner_token and hmac.compare_digest(token.encode(), owner_token.encode()):
-            raise InvalidParameterError("the writer's and the owner's tokens must differ")
         if max_object_size < 1 or body_timeout <= 0:
             raise InvalidParameterError("max_object_size and body_timeout must be positive")
         self.root = os.path.abspath(os.fspath(root))
@@ -302,10 +301,12 @@ class RestServer:
         self.body_timeout = body_timeout
         self.policy = policy
         self._tokens = tuple(
-            (secret.encode(), role)
+            (secret_text_bytes(secret, f"the {role}'s token"), role)
             for secret, role in ((token, _WRITER), (owner_token, _OWNER))
             if secret
         )
+        if len(self._tokens) == 2 and hmac.compare_digest(self._tokens[0][0], self._tokens[1][0]):
+            raise InvalidParameterError("the writer's and the owner's tokens must differ")
 
     def __repr__(self) -> str:
         roles = "+".join(role for _, role in self._tokens)
