@@ -207,6 +207,56 @@ async def test_a_passphrase_file_takes_no_recipient(tmp_path: Path) -> None:
     assert path.read_bytes() == raw
 
 
+_CLASSIC_PLUGIN = """#!{python}
+import os, sys
+data = b""
+while not data.endswith(b"-> done\\n\\n"):
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.buffer.write(b"-> recipient-stanza 0 classic-ish\\nAAAA\\n")
+sys.stdout.buffer.flush()
+os.read(0, 100)
+sys.stdout.buffer.write(b"-> done\\n\\n")
+sys.stdout.buffer.flush()
+"""
+
+
+async def test_who_may_share_a_file_is_one_rule_for_encrypting_and_rekeying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A classic plugin recipient (no labels) beside a post-quantum one is refused by
+    encrypt (label sets differ): rekey(add=) refuses it too, and adding beside a kept
+    plugin stanza, whose labels the header does not say, is refused."""
+    from streamcrypt.codecs._bech32 import bech32_encode
+
+    plugin = tmp_path / "bin" / "age-plugin-classic"
+    plugin.parent.mkdir()
+    plugin.write_text(_CLASSIC_PLUGIN.format(python=sys.executable))
+    plugin.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{plugin.parent}{os.pathsep}{os.environ['PATH']}")
+    classic = age.PluginRecipient(bech32_encode("age1classic", b"k"), timeout=10)
+    pq = age.MLKEM768X25519Identity.generate()
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        streamcrypt.encrypt_bytes(DATA, format="age", recipients=[classic, pq.recipient])
+    path = age_file(tmp_path, pq.recipient)
+    before = path.read_bytes()
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        await streamcrypt.rekey(path, identities=pq, add=classic)
+    assert path.read_bytes() == before
+    x = age.X25519Identity.generate()
+    mixed = tmp_path / "mixed.age"
+    mixed.write_bytes(
+        streamcrypt.encrypt_bytes(DATA, format="age", recipients=[classic, x.recipient])
+    )
+    before = mixed.read_bytes()
+    with pytest.raises(InvalidParameterError, match="classic-ish"):
+        await streamcrypt.rekey(mixed, identities=x, add=age.X25519Identity.generate().recipient)
+    assert mixed.read_bytes() == before
+    assert leftovers(tmp_path) == []
+
+
 async def test_what_has_no_recipients_in_place_is_refused(tmp_path: Path) -> None:
     a = age.X25519Identity.generate()
     armored = tmp_path / "armored.age"

@@ -304,22 +304,27 @@ def plugin_identity(name: str, data: bytes) -> str:
     return bech32_encode(f"age-plugin-{_check_name(name)}-", data, upper=True)
 
 
-def wrap_all(recipients: Iterable[Recipient], file_key: bytes) -> list[Stanza]:
-    """Every recipient's stanzas for ``file_key``, refused with
-    :class:`InvalidParameterError` unless all have the same label set (a plugin's
-    ``labels``; the native recipients': empty, post-quantum ``{"postquantum"}``)."""
-    stanzas: list[Stanza] = []
-    label_sets: set[frozenset[str]] = set()
-    for recipient in recipients:
-        if isinstance(recipient, PluginRecipient):
-            got, labels = recipient.wrap_with_labels(file_key)
-        else:
-            got, labels = recipient.wrap(file_key), _NATIVE_LABELS.get(type(recipient), frozenset())
-        stanzas += got
-        label_sets.add(labels)
-    if len(label_sets) > 1:
+def wrap_labelled(recipient: Recipient, file_key: bytes) -> tuple[list[Stanza], frozenset[str]]:
+    """One recipient's stanzas for ``file_key`` and its label set (a plugin's ``labels``;
+    the native recipients': empty, post-quantum ``{"postquantum"}``)."""
+    if isinstance(recipient, PluginRecipient):
+        return recipient.wrap_with_labels(file_key)
+    return recipient.wrap(file_key), _NATIVE_LABELS.get(type(recipient), frozenset())
+
+
+def check_labels(label_sets: Iterable[frozenset[str]]) -> None:
+    """The one rule on who may share a file: :class:`InvalidParameterError` unless every
+    label set is the same (encrypting and re-keying alike)."""
+    if len(set(label_sets)) > 1:
         raise InvalidParameterError(
             "these recipients cannot share a file: their label sets differ "
             "(e.g. a post-quantum plugin with classic recipients)"
         )
-    return stanzas
+
+
+def wrap_all(recipients: Iterable[Recipient], file_key: bytes) -> list[Stanza]:
+    """Every recipient's stanzas for ``file_key``; refused unless all have the same label
+    set (:func:`check_labels`)."""
+    wrapped = [wrap_labelled(r, file_key) for r in recipients]
+    check_labels(labels for _, labels in wrapped)
+    return [stanza for stanzas, _ in wrapped for stanza in stanzas]

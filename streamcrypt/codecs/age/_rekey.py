@@ -24,6 +24,7 @@ from .. import _stanza
 from .._format import one_or_many
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
+from ._plugin_process import check_labels, wrap_labelled
 from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR, ScryptRecipient
 from ._ssh import names_stanza
@@ -68,6 +69,13 @@ def rekey_header(
     idents = _identity_list(identities, passphrase, max_work_factor)
     whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
     file_key = _open_file_key(header, idents)
+    added: list[frozenset[str]] = []
+
+    def wrap(recipient: Recipient, key: bytes) -> list[Stanza]:
+        stanzas, labels = wrap_labelled(recipient, key)
+        added.append(labels)
+        return stanzas
+
     stanzas = _stanza.rekeyed_stanzas(
         header.stanzas,
         file_key,
@@ -77,23 +85,40 @@ def rekey_header(
         removing,
         opens=_opens,
         names=names_stanza,
-        wrap=lambda r, key: r.wrap(key),
+        wrap=wrap,
     )
-    _check_mix(stanzas)
+    kept = [s for s in stanzas if any(s is old for old in header.stanzas)]
+    _check_mix(stanzas, kept, added)
     return _build_header(file_key, stanzas), header.size
 
 
-def _check_mix(stanzas: list[Stanza]) -> None:
-    """age's rules on the set of stanzas: a passphrase alone; post-quantum not mixed."""
+#: The label sets of the native stanza types (c2sp.org/age-plugin, labels): what a kept
+#: stanza's recipient had when it was written. Other types (a plugin's) are not known.
+_KIND_LABELS: dict[str, frozenset[str]] = {
+    "X25519": frozenset(),
+    "ssh-ed25519": frozenset(),
+    "ssh-rsa": frozenset(),
+    "scrypt": frozenset(),
+    "mlkem768x25519": frozenset({"postquantum"}),
+}
+
+
+def _check_mix(stanzas: list[Stanza], kept: list[Stanza], added: list[frozenset[str]]) -> None:
+    """age's rules on the set of stanzas: a passphrase alone, and one label set for every
+    recipient (:func:`check_labels`, as encrypting checks it), the kept stanzas' read
+    from their types; an added recipient beside a kept stanza of a type whose labels
+    are not known (a plugin's) is refused, since the rule cannot be checked."""
     kinds = [s.kind for s in stanzas]
     if "scrypt" in kinds and len(kinds) > 1:
         raise InvalidParameterError(
             "a passphrase (scrypt) stanza must be an age file's only stanza: a passphrase "
             "file cannot get recipients, nor a file with recipients a passphrase"
         )
-    classic = {"X25519", "ssh-ed25519", "ssh-rsa"}
-    if "mlkem768x25519" in kinds and classic.intersection(kinds):
+    unknown = sorted({s.kind for s in kept if s.kind not in _KIND_LABELS})
+    if added and unknown:
         raise InvalidParameterError(
-            "post-quantum recipients must not be mixed with classic ones "
-            "(the file would be only as strong as the weakest)"
+            f"cannot add recipients beside stanzas of type {', '.join(unknown)[:80]}: their "
+            "label sets are not known, so whether they may share the file cannot be "
+            "checked; give the whole new list with recipients="
         )
+    check_labels([*added, *(_KIND_LABELS[s.kind] for s in kept)])
