@@ -38,3 +38,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         mark = "ok" if ran == expected else "SHORT"
         terminalreporter.write_line(f"{name:<60} {ran:>6} / {expected:<6} {mark}")
     terminalreporter.write_line(f"{'total':<60} {total:>6}")
+
+
+@pytest.fixture(scope="session")
+def softhsm() -> Any:
+    """A fresh SoftHSM2 token for this test session (tests/_softhsm.py); skips the test
+    where SoftHSM2 or python-pkcs11 is missing."""
+    import _softhsm
+
+    pytest.importorskip("pkcs11")
+    if _softhsm.module_path() is None:
+        pytest.skip("SoftHSM2 is not installed (make peers)")
+    return _softhsm.shared()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ._password import password_needs_rehash as password_needs_rehash
     from ._password import verify_password as verify_password
     from ._password import x25519_key_pair_from_password as x25519_key_pair_from_password
+    from ._pkcs11 import Pkcs11Key as Pkcs11Key
     from ._secret import HoldsSecrets as HoldsSecrets
     from ._secret import SecretKey as SecretKey
     from ._secret import as_secret_key as as_secret_key
@@ -47,6 +48,7 @@ _TABLE = {
     "._json": ("load_json",),
     "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract"),
     "._keyring": ("KeyRing",),
+    "._pkcs11": ("Pkcs11Key",),
     "._password": (
         "ARGON2_SALT_SIZE",
         "INTERACTIVE",
