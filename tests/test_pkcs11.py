@@ -424,3 +424,33 @@ def test_aws_messages_wrapped_in_the_token_open_in_the_sdk_and_back(
     other = aws.RawAesKeyring("streamcrypt-test", "aes-key-1", os.urandom(32))
     with pytest.raises(UnknownKeyError):  # the token key is what opens it
         streamcrypt.decrypt_bytes(theirs, key=other, format="aws")
+
+
+# ------------------------------------------------------------------ the command
+
+
+def _command(hsm: Any, *args: str, pin: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOKEN_PIN": pin, "SOFTHSM2_CONF": hsm.conf}
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrypt", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_keygen_makes_a_token_key(hsm: Any) -> None:
+    uri = hsm.uri("from-the-command", pin_env="TOKEN_PIN")
+    done = _command(hsm, "keygen", "--pkcs11", uri, pin=hsm.pin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == uri and "not extractable" in done.stderr
+    made = Pkcs11Key.from_uri(uri.replace("TOKEN_PIN", "X"), pin=hsm.pin_source)
+    assert made.attributes()["extractable"] is False
+    again = _command(hsm, "keygen", "--pkcs11", uri, pin=hsm.pin)
+    assert again.returncode == 2 and "already holds" in again.stderr
+    wrong = _command(hsm, "keygen", "--pkcs11", hsm.uri("x", pin_env="TOKEN_PIN"), pin="999999")
+    assert wrong.returncode == 3 and "wrong PIN" in wrong.stderr
+    assert "999999" not in wrong.stderr + wrong.stdout
+    no_pin = _command(hsm, "keygen", "--pkcs11", hsm.uri("y"), pin=hsm.pin)
+    assert no_pin.returncode == 2 and "pin-source" in no_pin.stderr

@@ -24,6 +24,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     StreamCryptError,
+    TokenError,
     UnknownKeyError,
 )
 
@@ -47,7 +48,7 @@ def exit_code(exc: BaseException) -> int:
     """The documented exit code for ``exc`` (see the module docstring)."""
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError):
+    if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | TokenError):
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE
