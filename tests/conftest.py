@@ -42,11 +42,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture(scope="session")
 def softhsm() -> Any:
-    """A fresh SoftHSM2 token for this test session (tests/_softhsm.py); skips the test
-    where SoftHSM2 or python-pkcs11 is missing."""
-    import _softhsm
+    """This process's fresh SoftHSM2 token (streamcrypt.testing.softhsm_token); skips the
+    test where SoftHSM2 or python-pkcs11 is missing."""
+    from streamcrypt.testing import softhsm_token
 
     pytest.importorskip("pkcs11")
-    if _softhsm.module_path() is None:
-        pytest.skip("SoftHSM2 is not installed (make peers)")
-    return _softhsm.shared()
+    try:
+        hsm = softhsm_token()
+    except RuntimeError as exc:  # SoftHSM2 is not installed (make peers)
+        pytest.skip(str(exc))
+    return hsm

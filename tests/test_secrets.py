@@ -224,12 +224,13 @@ def _rsa_key() -> Any:
 @functools.cache
 def _token_key() -> object:
     """A key in the SoftHSM2 test token whose bytes are the marker (imported)."""
-    import _softhsm
+    from streamcrypt.testing import softhsm_token
 
     pytest.importorskip("pkcs11")
-    if _softhsm.module_path() is None:
-        pytest.skip("SoftHSM2 is not installed (make peers)")
-    hsm = _softhsm.shared()
+    try:
+        hsm = softhsm_token()
+    except RuntimeError as exc:  # SoftHSM2 is not installed (make peers)
+        pytest.skip(str(exc))
     return Pkcs11Key.import_key(hsm.uri("secrets-marker"), k(32), pin=hsm.pin_source)
 
 
