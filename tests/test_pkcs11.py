@@ -454,3 +454,50 @@ def test_keygen_makes_a_token_key(hsm: Any) -> None:
     assert "999999" not in wrong.stderr + wrong.stdout
     no_pin = _command(hsm, "keygen", "--pkcs11", hsm.uri("y"), pin=hsm.pin)
     assert no_pin.returncode == 2 and "pin-source" in no_pin.stderr
+
+
+# ------------------------------------------------------------------ the cluster's key providers
+
+
+def test_cluster_workers_use_a_token_key(hsm: Any, token_key: Pkcs11Key, tmp_path: Path) -> None:
+    """Two worker processes each open the token (SOFTHSM2_CONF and the PIN variable are
+    in their environment): many objects, and one object by segment ranges."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("fsspec")
+    from support import local_cluster
+
+    from streamcrypt import cluster
+
+    provider = cluster.TokenKey(hsm.uri("main", pin_env="SC_TOKEN_PIN"))
+    assert hsm.pin not in repr(provider) + str(pickle.dumps(provider))
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {f"o{i}.bin": os.urandom(size) for i, size in enumerate((0, 70_000, 1 << 20))}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    os.environ["SC_TOKEN_PIN"] = hsm.pin  # the workers inherit it
+    try:
+        with local_cluster() as client:
+            enc = cluster.encrypt_objects(client, str(src), str(tmp_path / "enc"), provider)
+            assert enc.ok, enc.failures
+            big = cluster.encrypt_ranges(
+                client, str(src / "o2.bin"), str(tmp_path / "big.sc"), provider,
+                range_size=1 << 18, segment_size=1 << 16,
+            )  # fmt: skip
+            assert big.ok, big.failures
+            back = cluster.decrypt_ranges(
+                client, str(tmp_path / "big.sc"), str(tmp_path / "back.bin"), provider,
+                range_size=1 << 18,
+            )  # fmt: skip
+            assert back.ok, back.failures
+    finally:
+        del os.environ["SC_TOKEN_PIN"]
+    for name, data in files.items():
+        sealed = (tmp_path / "enc" / name).read_bytes()
+        assert sealed[4] == container.WRAPPED_VERSION
+        assert streamcrypt.decrypt_bytes(sealed, key=token_key) == data
+    assert (
+        streamcrypt.decrypt_bytes((tmp_path / "big.sc").read_bytes(), key=token_key)
+        == files["o2.bin"]
+    )
+    assert (tmp_path / "back.bin").read_bytes() == files["o2.bin"]
