@@ -220,6 +220,18 @@ def test_no_pin_in_repr_str_pickle_or_messages(hsm: Any, token_key: Pkcs11Key) -
     assert hsm.pin not in str(info.value)
 
 
+def test_a_lost_session_is_a_typed_error_once_then_reopened(hsm: Any, token_key: Pkcs11Key) -> None:
+    from streamcrypt.keys import _pkcs11
+
+    blob = token_key.wrap(b"s" * 32)
+    slot = _pkcs11._process().tokens[(hsm.module, hsm.token)]
+    slot.session.close()  # as a removed token or a logout would leave it
+    with pytest.raises(TokenError, match="the token failed"):
+        token_key.unwrap(blob)
+    assert token_key.unwrap(blob) == b"s" * 32  # a new session, the PIN asked again
+    assert _pkcs11._process().tokens[(hsm.module, hsm.token)] is not slot
+
+
 # ------------------------------------------------------------------ threads and fork
 
 

@@ -129,7 +129,7 @@ class Pkcs11Key(HoldsSecrets):
     :class:`UnknownKeyError` (no such key in the token), :class:`InvalidParameterError`.
     """
 
-    __slots__ = ("_key", "_key_pid", "_label", "_module", "_object_id", "_pin", "_token", "key_id")
+    __slots__ = ("_key", "_label", "_module", "_object_id", "_pin", "_slot", "_token", "key_id")
 
     _pickle_advice = "give each process the key's PKCS#11 URI and a PIN source"
 
@@ -166,7 +166,9 @@ class Pkcs11Key(HoldsSecrets):
         if not isinstance(self.key_id, str) or len(self.key_id.encode(errors="replace")) > 255:
             raise InvalidParameterError("a key id is a str of at most 255 bytes of UTF-8")
         self._key: Any = None
-        self._key_pid = 0
+        #: The session ``_key`` was found in: a key is found again in any other (a forked
+        #: child's, or one opened after the token dropped the last).
+        self._slot: _Token | None = None
         with self._locked():
             pass  # open the session and find the key now: errors at the call that names it
 
@@ -241,7 +243,7 @@ class Pkcs11Key(HoldsSecrets):
             attrs[p11.Attribute.ID] = where["object_id"]
         state = _process()
         with state.lock:
-            session = state.tokens[(where["module"], where["token"])].session
+            session = state.tokens[(where["module"], where["token"])].session  # opened above
             try:
                 if material is None:
                     session.generate_key(p11.KeyType.AES, 256, store=True, template=attrs)
@@ -268,12 +270,9 @@ class Pkcs11Key(HoldsSecrets):
         iv = random_bytes(IV_SIZE)
         p11 = _library()
         with self._locked() as key:
-            try:
-                sealed = key.encrypt(
-                    raw, mechanism=p11.Mechanism.AES_GCM, mechanism_param=_gcm(p11, iv, aad)
-                )
-            except p11.PKCS11Error as exc:
-                raise _pkcs11_error(exc, f"wrapping with {self!r}") from None
+            sealed = key.encrypt(
+                raw, mechanism=p11.Mechanism.AES_GCM, mechanism_param=_gcm(p11, iv, aad)
+            )
         return iv + bytes(sealed)
 
     def unwrap(self, wrapped: bytes, *, aad: Buffer = b"") -> bytes:
@@ -307,8 +306,6 @@ class Pkcs11Key(HoldsSecrets):
                     f"the wrapped key did not open with {self!r}: another key or "
                     "associated data, or a tampered blob"
                 ) from None
-            except p11.PKCS11Error as exc:
-                raise _pkcs11_error(exc, f"unwrapping with {self!r}") from None
         return bytes(opened)
 
     def attributes(self) -> dict[str, bool]:
@@ -353,7 +350,7 @@ class Pkcs11Key(HoldsSecrets):
         return value
 
     @contextmanager
-    def _session(self) -> Iterator[Any]:
+    def _session(self) -> Iterator[_Token]:
         """This process's logged-in session on the key's token, under the process lock
         (and, in a forked child that must initialize the module again, under
         :func:`_siblings_wait`)."""
@@ -361,11 +358,11 @@ class Pkcs11Key(HoldsSecrets):
         with state.lock, _siblings_wait(self._module, state.pid):
             yield self._open_session(state)
 
-    def _open_session(self, state: _Process) -> Any:
+    def _open_session(self, state: _Process) -> _Token:
         p11 = _library()
         slot = state.tokens.get((self._module, self._token))
-        if slot is not None and self._key is not None and self._key_pid == state.pid:
-            return slot.session  # this key logged in here already: no PIN asked again
+        if slot is not None and slot is self._slot:
+            return slot  # this key logged in here already: no PIN asked again
         pin = self._read_pin()
         digest = hmac.digest(state.pin_key, pin.encode(), "sha256")
         where = f"token {self._token!r} of {self._module}"
@@ -375,7 +372,7 @@ class Pkcs11Key(HoldsSecrets):
                     f"{where}: the PIN differs from the one the token took in this process "
                     "(wrong PIN)"
                 )
-            return slot.session
+            return slot
         try:
             lib = p11.lib(self._module)
             if _INITIALIZED.setdefault(self._module, state.pid) != state.pid:
@@ -401,19 +398,30 @@ class Pkcs11Key(HoldsSecrets):
             session = token.open(rw=True)
         except p11.PKCS11Error as exc:
             raise _pkcs11_error(exc, where) from None
-        state.tokens[(self._module, self._token)] = _Token(session, digest)
-        return session
+        slot = state.tokens[(self._module, self._token)] = _Token(session, digest)
+        return slot
 
     @contextmanager
     def _locked(self) -> Iterator[Any]:
-        """The key's token object, found once per process, with the process lock held."""
+        """The key's token object, found once per session, with the process lock held.
+
+        A failure of the token library in the block is :class:`TokenError`; one that says
+        the session is gone (closed, token removed, logged out) also drops it, so the
+        next call opens a new one."""
         p11 = _library()
-        with self._session() as session:
-            pid = os.getpid()
-            if self._key is None or self._key_pid != pid:
-                self._key = self._find(p11, session)
-                self._key_pid = pid
-            yield self._key
+        with self._session() as slot:
+            if self._slot is not slot:
+                self._key = self._find(p11, slot.session)
+                self._slot = slot
+            try:
+                yield self._key
+            except p11.PKCS11Error as exc:
+                if isinstance(exc, _session_gone(p11)):
+                    state = _process()
+                    if state.tokens.get((self._module, self._token)) is slot:
+                        del state.tokens[(self._module, self._token)]
+                    self._slot = None
+                raise _pkcs11_error(exc, f"using {self!r}") from None
 
     def _find(self, p11: Any, session: Any) -> Any:
         where = f"token {self._token!r}"
@@ -460,6 +468,18 @@ def _siblings_wait(module: str, pid: int) -> Iterator[None]:
     with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def _session_gone(p11: Any) -> tuple[type[Exception], ...]:
+    """The library's errors that mean the session (not the operation) is gone."""
+    return (
+        p11.SessionHandleInvalid,
+        p11.SessionClosed,
+        p11.DeviceRemoved,
+        p11.TokenNotPresent,
+        p11.UserNotLoggedIn,
+        p11.ObjectHandleInvalid,
+    )
 
 
 def _gcm(p11: Any, iv: bytes, aad: Buffer) -> Any:
