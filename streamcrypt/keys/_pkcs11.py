@@ -18,11 +18,15 @@ every call into a token goes through one lock per process. Each token has one lo
 session per process, opened on first use and shared by every key on that token (login is
 per application, not per session, in PKCS#11). A forked child inherits the parent's
 handles but not its library state: the first call in a child finalizes and initializes
-the module again and opens its own session (asking the PIN source again); the pid is
-checked on every call, so no fork hook is needed.
+the module again (siblings one at a time, :func:`_siblings_wait`) and opens its own
+session (asking the PIN source again); the pid is checked on every call, so no fork hook
+is needed. A session the token no longer knows (closed, token removed) is dropped on the
+error it causes; the next call opens another.
 
 PINs come from a callback or an environment variable, read when a session is opened; the
-key object keeps the source, never the PIN, and refuses to pickle.
+key object keeps the source, never the PIN, and refuses to pickle. The process keeps an
+HMAC of the PIN under a random per-process key, to refuse a second key on the same token
+with another PIN (the login is already made: the token would not check it).
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ class Pkcs11Key(HoldsSecrets):
     ``module`` is the PKCS#11 library path (e.g. ``/usr/lib/softhsm/libsofthsm2.so``),
     ``token`` the token's label, ``label`` and/or ``object_id`` (``CKA_ID``) pick the key.
     The PIN comes from ``pin`` (a callable returning it) or the environment variable
-    named by ``pin_env``; it is read when a session is opened and kept nowhere. ``key_id``
+    named by ``pin_env``; it is read when a session is opened, never stored. ``key_id``
     is the key's id in a :class:`~streamcrypt.keys.KeyRing` and in container headers
     (default: the label, else the hex ``CKA_ID``). The token is opened at once, so a
     wrong PIN or a missing key shows here.
