@@ -1,5 +1,6 @@
-"""Layer 0: key objects, key rings, key derivation and small byte utilities (among them
-:func:`load_json`, the one JSON reader for key rings, keysets and other text from outside)."""
+"""Layer 0: key objects (in memory, or held in a PKCS#11 token: :class:`Pkcs11Key`), key
+rings, key derivation and small byte utilities (among them :func:`load_json`, the one
+JSON reader for key rings, keysets and other text from outside)."""
 
 from __future__ import annotations
 
