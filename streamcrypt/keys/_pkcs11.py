@@ -18,10 +18,11 @@ every call into a token goes through one lock per process. Each token has one lo
 session per process, opened on first use and shared by every key on that token (login is
 per application, not per session, in PKCS#11). A forked child inherits the parent's
 handles but not its library state: the first call in a child finalizes and initializes
-the module again (siblings one at a time, :func:`_siblings_wait`) and opens its own
-session (asking the PIN source again); the pid is checked on every call, so no fork hook
+the module again and opens its own session (asking the PIN source again); the pid is checked on every call, so no fork hook
 is needed. A session the token no longer knows (closed, token removed) is dropped on the
-error it causes; the next call opens another.
+error it causes; the next call opens another. Opening a session, finding a key and
+making one also take a lock across processes (:func:`_across_processes`): SoftHSM2's
+token file is not safe against one process logging in while another starts.
 
 PINs come from a callback or an environment variable, read when a session is opened; the
 key object keeps the source, never the PIN, and refuses to pickle. The process keeps an
@@ -246,7 +247,7 @@ class Pkcs11Key(HoldsSecrets):
         if where.get("object_id") is not None:
             attrs[p11.Attribute.ID] = where["object_id"]
         state = _process()
-        with state.lock:
+        with state.lock, _across_processes(where["module"]):
             session = state.tokens[(where["module"], where["token"])].session  # opened above
             try:
                 if material is None:
@@ -356,17 +357,19 @@ class Pkcs11Key(HoldsSecrets):
     @contextmanager
     def _session(self) -> Iterator[_Token]:
         """This process's logged-in session on the key's token, under the process lock
-        (and, in a forked child that must initialize the module again, under
-        :func:`_siblings_wait`)."""
+        (and under :func:`_across_processes` unless this key's session is open here)."""
         state = _process()
-        with state.lock, _siblings_wait(self._module, state.pid):
-            yield self._open_session(state)
+        with state.lock:
+            slot = state.tokens.get((self._module, self._token))
+            if slot is not None and slot is self._slot:
+                yield slot
+                return
+            with _across_processes(self._module):
+                yield self._open_session(state)
 
     def _open_session(self, state: _Process) -> _Token:
         p11 = _library()
         slot = state.tokens.get((self._module, self._token))
-        if slot is not None and slot is self._slot:
-            return slot  # this key logged in here already: no PIN asked again
         pin = self._read_pin()
         digest = hmac.digest(state.pin_key, pin.encode(), "sha256")
         where = f"token {self._token!r} of {self._module}"
@@ -454,16 +457,15 @@ class Pkcs11Key(HoldsSecrets):
 
 
 @contextmanager
-def _siblings_wait(module: str, pid: int) -> Iterator[None]:
-    """In a forked child about to initialize ``module`` again, an exclusive ``flock`` on
-    the module's file while it does and opens its session: SoftHSM2 2.6 loses the token
-    (``CKR_GENERAL_ERROR``, no token of the label) when forked siblings initialize at
-    once (measured: 1 or 2 of 6 children failed in each of 3 runs; with this, none of 18).
-    A lock on the module file, not a file of ours, so processes share it with no path to
-    agree on; nowhere else (fresh processes and the parent never needed it)."""
-    if _INITIALIZED.get(module, pid) == pid:
-        yield
-        return
+def _across_processes(module: str) -> Iterator[None]:
+    """An exclusive ``flock`` on the module's file, held while this process initializes
+    the module, logs in, finds a key or makes one: SoftHSM2 2.6 rewrites its token file
+    at login and reads it at initialization without a lock that covers both, so a process
+    starting beside another one logging in loses the token (``CKR_GENERAL_ERROR``, no
+    token of the label). Measured: forked siblings, 1 or 2 of 6 failed in each of 3
+    runs; fresh processes on a token of 40 keys, 1 of 18; with this lock, none of 18
+    either way. A lock on the module file, not a file of ours, so processes share it with
+    no path to agree on; steady-state calls (a session and key already found) skip it."""
     try:
         handle = open(module, "rb")
     except OSError:
