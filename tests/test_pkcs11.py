@@ -210,6 +210,27 @@ def test_a_wrong_pin_in_a_fresh_process_is_the_tokens_refusal(
     assert "wrong PIN" in done.stdout and "999999" not in done.stdout
 
 
+def test_the_pin_is_asked_before_the_lock_across_processes(hsm: Any, token_key: Pkcs11Key) -> None:
+    """A PIN prompt may wait for a person: other processes must not wait with it."""
+    import fcntl
+
+    held: list[bool] = []
+
+    def pin() -> str:
+        with open(hsm.module, "rb") as probe:  # another open file: flock conflicts
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                held.append(False)
+                fcntl.flock(probe, fcntl.LOCK_UN)
+        return hsm.pin
+
+    Pkcs11Key(hsm.module, hsm.token, label="main", pin=pin)
+    assert held == [False]
+
+
 def test_no_pin_in_repr_str_pickle_or_messages(hsm: Any, token_key: Pkcs11Key) -> None:
     for text in (repr(token_key), str(token_key)):
         assert hsm.pin not in text and "main" in text

@@ -364,13 +364,13 @@ class Pkcs11Key(HoldsSecrets):
             if slot is not None and slot is self._slot:
                 yield slot
                 return
+            pin = self._read_pin()  # first: a prompt must not hold other processes up
             with _across_processes(self._module):
-                yield self._open_session(state)
+                yield self._open_session(state, pin)
 
-    def _open_session(self, state: _Process) -> _Token:
+    def _open_session(self, state: _Process, pin: str) -> _Token:
         p11 = _library()
         slot = state.tokens.get((self._module, self._token))
-        pin = self._read_pin()
         digest = hmac.digest(state.pin_key, pin.encode(), "sha256")
         where = f"token {self._token!r} of {self._module}"
         if slot is not None:
