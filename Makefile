@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,ecies,docs,dist
+EXTRAS := test,aiohttp,asgi,cli,bench,backup,dask,legacy,argon2,ecies,pkcs11,docs,dist
 
 .PHONY: demo test test-all peers bench fuzz fuzz-smoke lint docs dist lock clean
 
@@ -31,10 +31,11 @@ demo: $(DEMO_STAMP)
 # Peers outside Python that the tests run, from Debian (as root, like the CI machine):
 # chromium for the browser end (tests/test_browser_*.py, docs/browser.md; never
 # Playwright's own browser download), age for the docs' age tasks (tests/test_docs.py) and
-# restic for the append-only store server (tests/test_rest_server.py).
+# restic for the append-only store server (tests/test_rest_server.py); softhsm2 for the
+# PKCS#11 token (tests/test_pkcs11.py: a fresh token per test session).
 # node (>= 20, for tests/js) is part of the machine.
 peers:
-	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic)
+	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null && command -v softhsm2-util >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic softhsm2)
 	command -v node >/dev/null || (echo "node >= 20 is needed for tests/js (the browser module)" && false)
 
 test: $(STAMP)

@@ -23,6 +23,7 @@ SECTIONS = [
     "seeds",
     "backup",
     "cluster",
+    "keys",
     "cli",
     "browser",
 ]

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
+
 from streamcrypt.codecs import age, envelope
 from streamcrypt.codecs import tink_keyset as tk
 from streamcrypt.codecs.ecies import Cipher, Curve, NonceLength
-from streamcrypt.keys import Argon2Params, KeyRing, ScryptParams, SecretKey
+from streamcrypt.keys import Argon2Params, KeyRing, Pkcs11Key, ScryptParams, SecretKey
+from streamcrypt.testing import SOFTHSM_MODULES, softhsm_token
 
 KEY = bytes(range(32))
 KEY16 = bytes(range(16))
 AAD = b"fuzz"
 PASSPHRASE = "fuzz"
 RING = KeyRing([SecretKey(KEY, key_id="fuzz")])
+
+
+def token_available() -> bool:
+    """Whether a SoftHSM2 token can be made here (python-pkcs11 and Debian's softhsm2)."""
+    has_binding = importlib.util.find_spec("pkcs11") is not None
+    return has_binding and any(os.path.exists(p) for p in SOFTHSM_MODULES)
+
+
+@functools.cache
+def token_ring() -> KeyRing:
+    """A ring of one token key, "fuzz-token", holding :data:`KEY` (imported into this
+    process's SoftHSM2 token, so the committed seeds open in any process)."""
+    hsm = softhsm_token()
+    uri = hsm.uri("fuzz-token")
+    return KeyRing([Pkcs11Key.import_key(uri, KEY, pin=hsm.pin_source)])
+
 
 AGE_X25519 = age.X25519Identity(bytes(range(1, 33)))
 AGE_PQ = age.MLKEM768X25519Identity(bytes(range(2, 34)))

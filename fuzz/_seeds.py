@@ -374,6 +374,13 @@ def make_seeds() -> dict[str, list[bytes]]:
         "container": _stream_seeds(
             lambda p: _encrypt(container.StreamEncryptor(K.RING, aad=K.AAD, segment_size=seg), p)
         ),
+        "container-pkcs11": _stream_seeds(
+            lambda p: _encrypt(
+                container.StreamEncryptor(K.token_ring(), aad=K.AAD, segment_size=seg), p
+            )
+        )
+        if K.token_available()
+        else [],
         "envelope": _envelope(),
         "age": _age(),
         "age-armored": _age_armored(),

@@ -277,6 +277,16 @@ TARGETS: dict[str, Target] = {
                 _seal(lambda: container.StreamEncryptor(K.RING, aad=K.AAD, segment_size=1 << 20)),
             ),
         ),
+        *(
+            [
+                Target(
+                    "container-pkcs11",
+                    _stream(lambda: container.StreamDecryptor(K.token_ring(), aad=K.AAD)),
+                )
+            ]
+            if K.token_available()
+            else []
+        ),
         Target(
             "envelope",
             _stream(

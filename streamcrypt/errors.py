@@ -30,6 +30,8 @@ __all__ = [
     "SnapshotNotFoundError",
     "StoreLockedError",
     "StreamCryptError",
+    "TokenError",
+    "TokenPinError",
     "TruncatedStreamError",
     "UnknownKeyError",
     "UnsafePathError",
@@ -146,6 +148,19 @@ class BrokenTransformError(StreamCryptError, RuntimeError):
 
     ``__cause__`` holds the first failure.
     """
+
+
+class TokenError(StreamCryptError):
+    """A PKCS#11 token or its library failed: the module did not load, no token has the
+    label given, the token refused an operation, or a key there is not usable as it is
+    (extractable, of another type). The message names the module and token, never a PIN.
+    """
+
+    http_status = 503
+
+
+class TokenPinError(TokenError):
+    """A PKCS#11 token refused the PIN (wrong, locked or expired), or no PIN was given."""
 
 
 class StoreLockedError(StreamCryptError):

@@ -12,12 +12,20 @@
   dropped and extended segments, no plaintext before its tag, range reads. The project
   runs it over every format it speaks (``tests/test_codec_conformance.py``);
   :func:`check_segmented_format` runs it over a format descriptor.
+* :func:`softhsm_token` — a fresh SoftHSM2 token for this process, for testing code that
+  uses :class:`~streamcrypt.keys.Pkcs11Key` (Debian's ``softhsm2``).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import math
+import os
 import random
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -45,12 +53,14 @@ __all__ = [
     "LayoutOf",
     "MemoryByteStream",
     "RangeReader",
+    "SoftHsmToken",
     "WrapOptions",
     "check_byte_stream",
     "check_segmented_codec",
     "check_segmented_format",
     "encrypted_stream_pair",
     "memory_stream_pair",
+    "softhsm_token",
 ]
 
 
@@ -752,3 +762,66 @@ def check_segmented_format(
         segments=segments,
         seed=seed,
     )
+
+
+# ------------------------------------------------------------------ a PKCS#11 token
+
+#: Where distributions install SoftHSM2's PKCS#11 module.
+SOFTHSM_MODULES = (
+    "/usr/lib/softhsm/libsofthsm2.so",
+    "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
+    "/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so",
+)
+
+
+@dataclass(frozen=True)
+class SoftHsmToken:
+    """A SoftHSM2 test token: module path, token label, its (test) PIN, its config file."""
+
+    module: str
+    token: str
+    pin: str
+    conf: str
+
+    def uri(self, label: str, *, pin_env: str | None = None) -> str:
+        """The RFC 7512 URI of the key ``label`` in this token."""
+        query = f"module-path={self.module}"
+        if pin_env is not None:
+            query += f"&pin-source=env:{pin_env}"
+        return f"pkcs11:token={self.token};object={label}?{query}"
+
+    def pin_source(self) -> str:
+        """The PIN, as ``Pkcs11Key(pin=...)`` asks for it (a test token's PIN is no secret)."""
+        return self.pin
+
+
+@functools.cache
+def softhsm_token() -> SoftHsmToken:
+    """A fresh SoftHSM2 token (label ``streamcrypt-test``, PIN ``123456``) in a temporary
+    directory removed at exit, the same one on every call: SoftHSM2 reads its
+    configuration (``SOFTHSM2_CONF``, set here in ``os.environ``) once per process, when
+    the module initializes, so call this before the first PKCS#11 use. Raises
+    :class:`RuntimeError` where SoftHSM2 is not installed,
+    :class:`subprocess.CalledProcessError` if ``softhsm2-util`` fails."""
+    module = next((p for p in SOFTHSM_MODULES if os.path.exists(p)), None)
+    util = shutil.which("softhsm2-util")
+    if module is None or util is None:
+        raise RuntimeError("SoftHSM2 is not installed (Debian: apt-get install softhsm2)")
+    root = tempfile.mkdtemp(prefix="streamcrypt-softhsm-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    tokens = os.path.join(root, "tokens")
+    os.mkdir(tokens)
+    conf = os.path.join(root, "softhsm2.conf")
+    with open(conf, "w") as f:
+        f.write(
+            f"directories.tokendir = {tokens}\nobjectstore.backend = file\n"
+            "log.level = ERROR\nslots.removable = false\n"
+        )
+    os.environ["SOFTHSM2_CONF"] = conf
+    token, pin = "streamcrypt-test", "123456"
+    subprocess.run(
+        [util, "--init-token", "--free", "--label", token, "--pin", pin, "--so-pin", pin + "0"],
+        check=True,
+        capture_output=True,
+    )
+    return SoftHsmToken(module, token, pin, conf)

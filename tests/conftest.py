@@ -38,3 +38,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         mark = "ok" if ran == expected else "SHORT"
         terminalreporter.write_line(f"{name:<60} {ran:>6} / {expected:<6} {mark}")
     terminalreporter.write_line(f"{'total':<60} {total:>6}")
+
+
+@pytest.fixture(scope="session")
+def softhsm() -> Any:
+    """This process's fresh SoftHSM2 token (streamcrypt.testing.softhsm_token); skips the
+    test where SoftHSM2 or python-pkcs11 is missing."""
+    from streamcrypt.testing import softhsm_token
+
+    pytest.importorskip("pkcs11")
+    try:
+        hsm = softhsm_token()
+    except RuntimeError as exc:  # SoftHSM2 is not installed (make peers)
+        pytest.skip(str(exc))
+    return hsm

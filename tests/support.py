@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Iterator
@@ -109,3 +110,22 @@ def write_secret(path: Path, content: str | bytes) -> Path:
     path.write_bytes(content.encode() if isinstance(content, str) else content)
     path.chmod(0o600)
     return path
+
+
+@contextlib.contextmanager
+def local_cluster() -> Iterator[Any]:
+    """A Dask client on a LocalCluster of two single-thread worker processes on loopback
+    (they inherit ``os.environ`` as it is when this starts)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=":0",  # None means the fixed 8787, taken by a second run
+        ) as lc,
+        Client(lc) as client,
+    ):
+        yield client

@@ -26,8 +26,8 @@ pytest.importorskip("distributed")
 pytest.importorskip("fsspec")
 
 from cluster_keys import key_b
-from distributed import Client, LocalCluster
-from support import write_secret
+from distributed import Client
+from support import local_cluster, write_secret
 
 from streamcrypt import cluster
 from streamcrypt.codecs import container
@@ -68,16 +68,7 @@ def client() -> Iterator[Client]:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # worker processes inherit it
     try:
-        with (
-            LocalCluster(
-                n_workers=2,
-                processes=True,
-                threads_per_worker=1,
-                host="127.0.0.1",
-                dashboard_address=":0",  # None means the fixed 8787, taken by a second run
-            ) as lc,
-            Client(lc) as c,
-        ):
+        with local_cluster() as c:
             yield c
     finally:
         for k, v in saved.items():

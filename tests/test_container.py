@@ -199,7 +199,7 @@ def test_header_garbage_versions_suites_and_segment_sizes() -> None:
     ct = seal(b"abc")
     cases = {
         b"NOPE" + ct[4:]: FormatError,
-        ct[:4] + b"\x02" + ct[5:]: UnsupportedFormatError,
+        ct[:4] + b"\x03" + ct[5:]: UnsupportedFormatError,
         ct[:5] + b"\x09" + ct[6:]: UnsupportedFormatError,
         ct[:6] + (0).to_bytes(4, "big") + ct[10:]: FormatError,
         ct[:6] + (1 << 30).to_bytes(4, "big") + ct[10:]: FormatError,

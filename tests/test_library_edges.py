@@ -56,7 +56,7 @@ def test_a_key_of_the_wrong_type_says_what_a_key_must_be(entry: str, bad: object
 
 def test_the_native_format_names_a_key_ring_among_the_kinds_of_key() -> None:
     with pytest.raises(
-        InvalidParameterError, match=r"a SecretKey or a KeyRing \(32 bytes\), not str"
+        InvalidParameterError, match=r"a SecretKey, a Pkcs11Key or a KeyRing \(32 bytes\), not str"
     ):
         streamcrypt.encrypt_bytes(b"x", "secret")
 

@@ -35,7 +35,7 @@ import streamcrypt.primitives
 import streamcrypt.transports
 from streamcrypt.codecs import ecies
 from streamcrypt.errors import InvalidParameterError
-from streamcrypt.keys import HoldsSecrets, KeyRing, SecretKey
+from streamcrypt.keys import HoldsSecrets, KeyRing, Pkcs11Key, SecretKey
 from streamcrypt.primitives import (
     EdDsaBlake2bPrivateKey,
     eddsa_to_x25519_private,
@@ -221,6 +221,19 @@ def _rsa_key() -> Any:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+@functools.cache
+def _token_key() -> object:
+    """A key in the SoftHSM2 test token whose bytes are the marker (imported)."""
+    from streamcrypt.testing import softhsm_token
+
+    pytest.importorskip("pkcs11")
+    try:
+        hsm = softhsm_token()
+    except RuntimeError as exc:  # SoftHSM2 is not installed (make peers)
+        pytest.skip(str(exc))
+    return Pkcs11Key.import_key(hsm.uri("secrets-marker"), k(32), pin=hsm.pin_source)
+
+
 def _factories() -> dict[str, Callable[[], object]]:
     """Builders for the classes a key (and a nonce of some size) cannot build."""
     from streamcrypt.codecs import (
@@ -262,6 +275,7 @@ def _factories() -> dict[str, Callable[[], object]]:
         "streamcrypt.codecs.AgeEncryptor": lambda: age.AgeEncryptor(passphrase=PASS),
         "streamcrypt.codecs.aws.AwsFrameCodec": lambda: aws.AwsFrameCodec(k(32), bytes(32), 4096),
         "streamcrypt.codecs.aws.RawAesKeyring": lambda: aws.RawAesKeyring("ns", "name", k(32)),
+        "streamcrypt.keys.Pkcs11Key": _token_key,
         "streamcrypt.codecs.aws.RawRsaKeyring": lambda: aws.RawRsaKeyring(
             "ns", "name", private_key=rsa_key
         ),

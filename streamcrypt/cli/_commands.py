@@ -48,6 +48,8 @@ def run_keygen(args: argparse.Namespace) -> int:
     without ``-o``, the key to stdout and its public half to stderr, as age-keygen does.
     ``-y``: print the public half of each key in an existing key file instead."""
     to_stdout = args.output in (None, "-")
+    if args.pkcs11 is not None:
+        return _keygen_pkcs11(args)
     if args.public:
         if args.type is not None or args.key_id is not None or args.size or args.force:
             raise CliError("-y takes only an input key file and -o", EXIT_USAGE)
@@ -73,6 +75,23 @@ def run_keygen(args: argparse.Namespace) -> int:
     write_key_file(args.output, text, force=args.force)
     if public is not None:
         print(public, flush=True)
+    return 0
+
+
+def _keygen_pkcs11(args: argparse.Namespace) -> int:
+    """``keygen --pkcs11 URI``: a new AES-256 key in the token, non-extractable; prints
+    the URI that names it (no PIN: the URI's ``pin-source=env:VAR`` gives it)."""
+    if args.public or args.input or args.output or args.type or args.size or args.force:
+        raise CliError("--pkcs11 takes only the URI and --key-id", EXIT_USAGE)
+    if "pin-source=env:" not in args.pkcs11:
+        raise CliError(
+            "--pkcs11 needs the PIN's source in the URI: ...&pin-source=env:VAR", EXIT_USAGE
+        )
+    from ..keys import Pkcs11Key  # here: only this form needs it (start-up)
+
+    key = Pkcs11Key.generate(args.pkcs11, key_id=args.key_id)
+    print(args.pkcs11, flush=True)
+    print(f"made {key!r}, not extractable", file=sys.stderr, flush=True)
     return 0
 
 

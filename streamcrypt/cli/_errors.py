@@ -26,6 +26,7 @@ from ..errors import (
     InvalidPublicKeyError,
     PluginError,
     StreamCryptError,
+    TokenError,
     UnknownKeyError,
 )
 
@@ -49,7 +50,9 @@ def exit_code(exc: BaseException) -> int:
     """The documented exit code for ``exc`` (see the module docstring)."""
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | PluginError):
+    if isinstance(
+        exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | PluginError | TokenError
+    ):
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE

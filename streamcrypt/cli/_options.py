@@ -34,7 +34,7 @@ AGE_WORK_FACTOR = 18
 #: decryption rules them out by the input's first bytes without importing them.
 MAGICS = {"native": b"SCRY", "envelope": b"SCEV", "rclone": b"RCLONE\x00\x00"}
 #: :data:`streamcrypt.codecs.container.MAX_HEADER_SIZE`: the bytes decryption peeks at.
-NATIVE_MAX_HEADER_SIZE = 349
+NATIVE_MAX_HEADER_SIZE = 605
 #: The aws format's raw AES keyring names when ``--key-namespace``/``--key-name`` are left out.
 AWS_NAMESPACE = "streamcrypt"
 AWS_KEY_NAME = "default"

@@ -127,6 +127,12 @@ def build_parser(command_word: str | None = None) -> _Parser:
         help="symmetric: key bytes (default 32; 16 for RFC 8188 HTTP bodies)",
     )
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
+    p.add_argument(
+        "--pkcs11",
+        metavar="URI",
+        help="make a non-extractable AES-256 key in a PKCS#11 token instead of a file: "
+        "pkcs11:token=T;object=LABEL?module-path=LIB&pin-source=env:VAR",
+    )
 
     p = command("encrypt", _lazy("._crypt", "run_encrypt"))
     add_arguments(p, decrypt=False)

@@ -4,13 +4,13 @@ See docs/CLUSTER.md. Many objects: :func:`encrypt_objects`, :func:`decrypt_objec
 :func:`rekey_objects`, :func:`verify_objects`, one task per object. One huge object:
 :func:`encrypt_ranges`, :func:`verify_ranges`, one task per range of whole segments. Keys
 reach the workers through providers (:class:`EnvKey`, :class:`FileKey`,
-:class:`KeyRingFile`, :class:`CallableKey`), never in pickles.
+:class:`KeyRingFile`, :class:`TokenKey`, :class:`CallableKey`), never in pickles.
 """
 
 from __future__ import annotations
 
 from ._jobs import Failure, ObjectResult, Summary
-from ._keys import CallableKey, EnvKey, FileKey, KeyProvider, KeyRingFile
+from ._keys import CallableKey, EnvKey, FileKey, KeyProvider, KeyRingFile, TokenKey
 from ._objects import (
     CryptOptions,
     decrypt_objects,
@@ -30,6 +30,7 @@ __all__ = [
     "KeyRingFile",
     "ObjectResult",
     "Summary",
+    "TokenKey",
     "decrypt_objects",
     "decrypt_ranges",
     "encrypt_objects",

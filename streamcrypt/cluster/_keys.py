@@ -3,7 +3,7 @@
 A task sent to a Dask worker is pickled, and :class:`~streamcrypt.keys.SecretKey` refuses
 to be pickled. What travels instead is a provider: a small frozen object that says where
 the key comes from (an environment variable, a file, a password-protected KeyRing file, a
-callable of the user's) and reads it on the worker, at the start of each task. Its repr
+PKCS#11 token, a callable of the user's) and reads it on the worker, at the start of each task. Its repr
 names the source, never a secret; a KeyRing file's password is itself named by where it
 comes from (an environment variable or a file), so it never travels either.
 """
@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidKeySizeError, InvalidParameterError, UnknownKeyError
-from ..keys import KeyRing, SecretKey, key_bytes, keyfile, secret_text_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, key_bytes, keyfile, secret_text_bytes
 
-#: What a provider resolves to: a key, or a ring (its active key encrypts, any key by id
-#: decrypts).
-KeyMaterial = SecretKey | KeyRing
+#: What a provider resolves to: a key (in memory or in a token), or a ring (its active key
+#: encrypts, any key by id decrypts).
+KeyMaterial = SecretKey | Pkcs11Key | KeyRing
 _KEY_SIZE = 32
 
 
@@ -166,6 +166,29 @@ class KeyRingFile(KeyProvider):
             return ring
 
 
+_TOKEN_KEYS: dict[tuple[str, str | None], Pkcs11Key] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenKey(KeyProvider):
+    """A key in a PKCS#11 token each worker reaches, named by its RFC 7512 URI
+    (:meth:`~streamcrypt.keys.Pkcs11Key.from_uri`), the PIN by ``pin-source=env:NAME``
+    there (an environment variable of the worker). Each worker process opens it once.
+    Raises :class:`~streamcrypt.errors.TokenError` / ``TokenPinError`` on the worker."""
+
+    uri: str
+    key_id: str | None = None
+
+    def resolve(self) -> KeyMaterial:
+        with _RINGS_LOCK:
+            key = _TOKEN_KEYS.get((self.uri, self.key_id))
+            if key is None:
+                key = _TOKEN_KEYS[(self.uri, self.key_id)] = Pkcs11Key.from_uri(
+                    self.uri, key_id=self.key_id
+                )
+            return key
+
+
 @dataclass(frozen=True, slots=True)
 class CallableKey(KeyProvider):
     """A function of the user's, called on the worker, that returns the key (a
@@ -200,6 +223,7 @@ def as_provider(key: object, what: str = "key") -> KeyProvider:
     if isinstance(key, KeyProvider):
         return key
     raise InvalidParameterError(
-        f"{what} must be a key provider (EnvKey, FileKey, KeyRingFile or CallableKey), not "
+        f"{what} must be a key provider (EnvKey, FileKey, KeyRingFile, TokenKey or "
+        f"CallableKey), not "
         f"{type(key).__name__}: keys never travel to workers, providers say where to find them"
     )

@@ -42,13 +42,15 @@ ReadAt = Callable[[int, int], bytes]
 if TYPE_CHECKING:
     #: What ``key=`` takes, by format: bytes or a :class:`~streamcrypt.keys.SecretKey`
     #: (native, tink raw, cobblestone, ece, secretstream), a
-    #: :class:`~streamcrypt.keys.KeyRing` (native, ece), a Tink keyset or streaming key,
+    #: :class:`~streamcrypt.keys.KeyRing` (native, ece), a token-held
+    #: :class:`~streamcrypt.keys.Pkcs11Key` (native; in a raw AES keyring for aws), a Tink keyset or streaming key,
     #: :class:`~streamcrypt.codecs.rclone.RcloneKeys`, an AWS keyring or a list of them,
     #: and for reading RFC 8188 a key id lookup (mapping or callable).
     KeyLike: TypeAlias = (
         Buffer
         | keys.SecretKey
         | keys.KeyRing
+        | keys.Pkcs11Key
         | tink_keyset.TinkKeyLike
         | Sequence[tink_keyset.TinkStreamingKey]
         | rclone.RcloneKeys
@@ -68,6 +70,7 @@ else:  # the same unions, resolved by typing.get_type_hints only (no import at s
         "Buffer",
         "keys.SecretKey",
         "keys.KeyRing",
+        "keys.Pkcs11Key",
         "tink_keyset.TinkKeyLike",
         "Sequence[tink_keyset.TinkStreamingKey]",
         "rclone.RcloneKeys",

@@ -10,6 +10,12 @@ the header tag (so the tag commits to the master key and is checked before any s
 opened) and one for the segments. Segment *i* is sealed with nonce
 ``prefix || uint32_be(i) || last_flag``. The final segment is always shorter than a full
 one (possibly empty), so neither side needs read-ahead: a full segment is never final.
+
+Version 2 is the same container for a key that stays in a PKCS#11 token
+(:class:`~streamcrypt.keys.Pkcs11Key`): the writer makes a fresh 32-byte data key, the
+token wraps it (AES-256-GCM), the header carries the wrapped key after the key id, and the
+data key stands where the master key stands in version 1. A reader unwraps it in the
+token and goes on as in version 1.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import (
     AES256GCM,
     Aead,
@@ -66,6 +72,8 @@ __all__ = [
 #: The four bytes that start a native container.
 MAGIC = b"SCRY"
 VERSION = 1
+#: The version of a header that carries a token-wrapped data key (docs/FORMAT.md).
+WRAPPED_VERSION = 2
 #: Plaintext bytes per segment unless ``segment_size=`` says otherwise.
 DEFAULT_SEGMENT_SIZE = 65536
 #: Smallest ``segment_size`` a container may declare.
@@ -75,6 +83,11 @@ MAX_SEGMENT_SIZE = 1 << 24
 SALT_SIZE = 32
 TAG_SIZE = 32
 _INFO = b"streamcrypt container v1"
+#: The associated data of a token's wrap of a version-2 data key: a blob wrapped for a
+#: container opens for nothing else the token key wraps.
+_WRAP_AAD = b"streamcrypt container v2 data key"
+#: A wrapped data key's smallest size: GCM's IV and tag (around the 32-byte key: 60).
+_MIN_WRAPPED = 28
 
 #: Suite ids on the wire.
 SUITE_IDS: dict[str, int] = {
@@ -86,11 +99,11 @@ _SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XCh
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
 #: A segment's nonce suffix: segment counter, last-segment flag.
 _SUFFIX_INTO = struct.Struct(">IB").pack_into
-MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + TAG_SIZE
+MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + 1 + 255 + TAG_SIZE
 
-#: A native-container key: 32 bytes, a :class:`SecretKey`, or a :class:`KeyRing` (by key
-#: id).
-KeyLike = Buffer | SecretKey | KeyRing
+#: A native-container key: 32 bytes, a :class:`SecretKey`, a token-held
+#: :class:`Pkcs11Key`, or a :class:`KeyRing` of them (by key id).
+KeyLike = Buffer | SecretKey | Pkcs11Key | KeyRing
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,19 +115,38 @@ class ContainerHeader:
     salt: bytes
     nonce_prefix: bytes
     key_id: str
+    #: The token-wrapped data key of a version-2 header; empty in version 1.
+    wrapped: bytes = b""
 
     def body(self) -> bytes:
         """The header bytes that precede the tag."""
         return _body(
-            SUITE_IDS[self.suite], self.segment_size, self.salt, self.nonce_prefix, self.key_id
+            SUITE_IDS[self.suite],
+            self.segment_size,
+            self.salt,
+            self.nonce_prefix,
+            self.key_id,
+            self.wrapped,
         )
 
 
-def _body(suite_id: int, segment_size: int, salt: bytes, prefix: bytes, key_id: str) -> bytes:
-    """The header bytes that precede the tag (docs/FORMAT.md), written once."""
+def _body(
+    suite_id: int, segment_size: int, salt: bytes, prefix: bytes, key_id: str, wrapped: bytes
+) -> bytes:
+    """The header bytes that precede the tag (docs/FORMAT.md), written once: version 2
+    when there is a wrapped data key, which follows the key id."""
     kid = key_id.encode()
+    version = WRAPPED_VERSION if wrapped else VERSION
+    tail = bytes((len(wrapped),)) + wrapped if wrapped else b""
     return b"".join(
-        (_FIXED.pack(MAGIC, VERSION, suite_id, segment_size), salt, prefix, bytes((len(kid),)), kid)
+        (
+            _FIXED.pack(MAGIC, version, suite_id, segment_size),
+            salt,
+            prefix,
+            bytes((len(kid),)),
+            kid,
+            tail,
+        )
     )
 
 
@@ -199,28 +231,61 @@ def _derive(master: SecretKey, salt: bytes, body: bytes, aad: Buffer) -> tuple[b
 
 
 #: What ``key=`` may be, as error messages say it.
-_KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey or a KeyRing"
+_KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey, a Pkcs11Key or a KeyRing"
 
 
-def _master_key(key: KeyLike, key_id: str | None = None) -> SecretKey:
-    """The 32-byte master key: ``key`` itself, or from a :class:`KeyRing` its active key
-    (``key_id`` None: encrypting) or the key the header names. The one place key material
-    becomes a container key, so every path checks its size (:class:`InvalidKeySizeError`)
-    and a ring cannot pass a short key; raises :class:`UnknownKeyError` for an id the ring
-    lacks."""
+def _master_key(key: KeyLike, header: ContainerHeader | None = None) -> SecretKey:
+    """The 32-byte key the header's derivation takes: for a writer (``header`` None)
+    ``key`` itself or a :class:`KeyRing`'s active key, for a reader the key the header
+    names; for a token key, the data key the header's wrapped key opens to in the token.
+    The one place key material becomes a container key, so every path checks its size
+    (:class:`InvalidKeySizeError`) and a ring cannot pass a short key; raises
+    :class:`UnknownKeyError` for an id the ring lacks, :class:`AuthenticationError` for a
+    wrapped key that does not open or a header whose version does not fit the key."""
     what = "a container key"
     if isinstance(key, KeyRing):
-        if key_id == "":
+        if header is not None and header.key_id == "":
             raise UnknownKeyError("the stream names no key id, so a KeyRing cannot pick a key")
-        key = key.active if key_id is None else key.get(key_id)
-        what = f"the container key {key.key_id!r} of the KeyRing"
-    return as_secret_key(key, 32, what=what, kinds=_KEY_KINDS)
+        entry = key.active if header is None else key.get(header.key_id)
+        what = f"the container key {entry.key_id!r} of the KeyRing"
+        chosen: Buffer | SecretKey | Pkcs11Key = entry
+    else:
+        chosen = key
+    if isinstance(chosen, Pkcs11Key):
+        if header is None or not header.wrapped:
+            raise AuthenticationError(
+                "container header did not authenticate: a token key reads only headers "
+                "with a wrapped data key (version 2)"
+            )
+        data_key = chosen.unwrap(header.wrapped, aad=_WRAP_AAD)
+        return as_secret_key(data_key, 32, what="an unwrapped data key", kinds=_KEY_KINDS)
+    if header is not None and header.wrapped:
+        raise AuthenticationError(
+            "container header did not authenticate: it carries a token-wrapped data key "
+            "(version 2), so it opens only with the token key it names"
+        )
+    return as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
 
 
-def _reader_key(key: KeyLike) -> SecretKey | KeyRing:
+def _writer_key(key: KeyLike) -> tuple[SecretKey, str, bytes]:
+    """A writer's header key, the key id its header names, and the token-wrapped data
+    key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`: then
+    the header key is a fresh data key, wrapped in the token)."""
+    chosen = key.active if isinstance(key, KeyRing) else key
+    if isinstance(chosen, Pkcs11Key):
+        data_key = random_bytes(32)
+        return SecretKey(data_key), chosen.key_id, chosen.wrap(data_key, aad=_WRAP_AAD)
+    master = _master_key(key)
+    return master, master.key_id, b""
+
+
+def _reader_key(key: KeyLike) -> SecretKey | Pkcs11Key | KeyRing:
     """A reader's key, checked at once, before any data (a wrong type or size): a ring
-    as it is, else as the :class:`SecretKey` the header's key derivation takes."""
-    return key if isinstance(key, KeyRing) else as_secret_key(key, 32, kinds=_KEY_KINDS)
+    or a token key as it is, else as the :class:`SecretKey` the header's key derivation
+    takes."""
+    if isinstance(key, KeyRing | Pkcs11Key):
+        return key
+    return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -236,8 +301,8 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     magic, version, suite_id, segment_size = _FIXED.unpack_from(data)
     if magic != MAGIC:
         raise FormatError("not a streamcrypt container (bad magic)")
-    if version != VERSION:
-        raise UnsupportedFormatError(f"unsupported container version {version}; this reads 1")
+    if version not in (VERSION, WRAPPED_VERSION):
+        raise UnsupportedFormatError(f"unsupported container version {version}; this reads 1 and 2")
     suite = _SUITES.get(suite_id)
     if suite is None:
         raise UnsupportedFormatError(f"unknown container suite id {suite_id}")
@@ -263,7 +328,21 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     except UnicodeDecodeError:
         raise FormatError("header key id is not valid UTF-8") from None
     pos += kid_len
-    return ContainerHeader(suite.name, segment_size, salt, prefix, key_id), pos
+    wrapped = b""
+    if version == WRAPPED_VERSION:
+        if len(data) < pos + 1:
+            return None
+        wrapped_len = data[pos]
+        if wrapped_len < _MIN_WRAPPED:
+            raise FormatError(
+                f"header wrapped key of {wrapped_len} bytes is shorter than any wrapped key"
+            )
+        pos += 1
+        if len(data) < pos + wrapped_len:
+            return None
+        wrapped = bytes(data[pos : pos + wrapped_len])
+        pos += wrapped_len
+    return ContainerHeader(suite.name, segment_size, salt, prefix, key_id, wrapped), pos
 
 
 def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
@@ -281,7 +360,7 @@ def _keyed(
     """The codec of a parsed ``header`` whose tag lies at ``head[pos:]``, once the tag
     checked: the one place a reader turns a header into keys."""
     body = head[:pos]
-    seg_key, tag = _derive(_master_key(key, header.key_id), header.salt, body, aad)
+    seg_key, tag = _derive(_master_key(key, header), header.salt, body, aad)
     if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
@@ -307,7 +386,7 @@ def _start(
             f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
         )
     _check_segment_size(segment_size)
-    master = _master_key(key)
+    master, key_id, wrapped = _writer_key(key)
     aead_cls = _SUITES[suite_id]
     prefix_len = aead_cls.nonce_size - 5
     if salt is None and nonce_prefix is None:
@@ -320,7 +399,7 @@ def _start(
         raise InvalidParameterError(
             f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
         )
-    body = _body(suite_id, segment_size, salt, prefix, master.key_id)
+    body = _body(suite_id, segment_size, salt, prefix, key_id, wrapped)
     seg_key, tag = _derive(master, salt, body, aad)
     return ContainerCodec(aead_cls(seg_key), prefix, segment_size), body + tag
 

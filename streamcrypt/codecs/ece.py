@@ -61,7 +61,7 @@ from ..errors import (
     TruncatedStreamError,
     UnknownKeyError,
 )
-from ..keys import KeyRing, SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hkdf, random_bytes
 from ..primitives import AES128GCM
 from ._format import SegmentedFormat, or_default
 from ._segmented import BatchCodec, SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentJob
@@ -458,7 +458,7 @@ class EceEncryptor(SegmentedEncryptor):
         _check_padding(padding, record_size)
         kid = _keyid_bytes(keyid)
         if isinstance(key, KeyRing):
-            ikm: EceKey = key.active
+            ikm: EceKey = _in_memory(key.active)
             kid = kid or _keyid_bytes(key.active.key_id)
         else:
             ikm = key
@@ -469,6 +469,17 @@ class EceEncryptor(SegmentedEncryptor):
         if padding:
             jobs = self.feed(bytes(padding))  # moved behind the delimiter by the codec
             assert not jobs
+
+
+def _in_memory(key: SecretKey | Pkcs11Key) -> SecretKey:
+    """A key ring's key for RFC 8188, which has no place for a token-wrapped data key:
+    a :class:`Pkcs11Key` is refused with :class:`InvalidParameterError`."""
+    if isinstance(key, Pkcs11Key):
+        raise InvalidParameterError(
+            f"aes128gcm (RFC 8188) has no place for a token-wrapped data key, so the token "
+            f"key {key.key_id!r} cannot encrypt or decrypt it; use a key in memory"
+        )
+    return key
 
 
 def _lookup(source: EceKeySource, keyid: bytes) -> EceKey:
@@ -486,7 +497,7 @@ def _lookup(source: EceKeySource, keyid: bytes) -> EceKey:
             raise UnknownKeyError("the aes128gcm body names no key id, so a KeyRing cannot pick")
         if text is None:
             raise UnknownKeyError("the aes128gcm key id is not UTF-8, so no KeyRing id matches")
-        return source.get(text)
+        return _in_memory(source.get(text))
     if isinstance(source, Mapping):
         table: Mapping[Any, EceKey] = source
         found = table.get(keyid)

@@ -1,5 +1,6 @@
-"""Layer 0: key objects, key rings, key derivation and small byte utilities (among them
-:func:`load_json`, the one JSON reader for key rings, keysets and other text from outside)."""
+"""Layer 0: key objects (in memory, or held in a PKCS#11 token: :class:`Pkcs11Key`), key
+rings, key derivation and small byte utilities (among them :func:`load_json`, the one
+JSON reader for key rings, keysets and other text from outside)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ._password import password_needs_rehash as password_needs_rehash
     from ._password import verify_password as verify_password
     from ._password import x25519_key_pair_from_password as x25519_key_pair_from_password
+    from ._pkcs11 import Pkcs11Key as Pkcs11Key
     from ._secret import HoldsSecrets as HoldsSecrets
     from ._secret import SecretKey as SecretKey
     from ._secret import as_secret_key as as_secret_key
@@ -48,6 +50,7 @@ _TABLE = {
     "._json": ("load_json",),
     "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract"),
     "._keyring": ("KeyRing",),
+    "._pkcs11": ("Pkcs11Key",),
     "._password": (
         "ARGON2_SALT_SIZE",
         "INTERACTIVE",

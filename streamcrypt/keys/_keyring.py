@@ -58,7 +58,11 @@ from ._password import (
     check_read_params,
     derive_key_from_password,
 )
+from ._pkcs11 import Pkcs11Key
 from ._secret import HoldsSecrets, SecretKey, random_bytes
+
+#: What a key ring holds: key bytes in memory, or a key that stays in a PKCS#11 token.
+RingKey = SecretKey | Pkcs11Key
 
 _FORMAT = "streamcrypt_keyring"
 _VERSION = 1
@@ -120,14 +124,16 @@ class KeyRing(HoldsSecrets):
     Rotation adds a new active key and keeps the old ones, so data written under them
     stays readable without re-encryption. ``repr`` lists ids only. Serialize with
     :meth:`to_json` (secrets encrypted under a password) and load with :meth:`from_json`.
+    An entry may be a :class:`Pkcs11Key`, whose key stays in its token: formats that
+    support it (the native container) then wrap a fresh data key per stream there.
     """
 
     __slots__ = ("_active", "_keys")
 
     _pickle_advice = "serialize it with to_json(password)"
 
-    def __init__(self, keys: Iterable[SecretKey] = (), *, active: str | None = None) -> None:
-        self._keys: dict[str, SecretKey] = {}
+    def __init__(self, keys: Iterable[RingKey] = (), *, active: str | None = None) -> None:
+        self._keys: dict[str, RingKey] = {}
         self._active: str | None = None
         for key in keys:
             self.add(key)
@@ -136,11 +142,11 @@ class KeyRing(HoldsSecrets):
         elif self._keys:
             self._active = next(reversed(self._keys))
 
-    def add(self, key: SecretKey, *, activate: bool = False) -> None:
+    def add(self, key: RingKey, *, activate: bool = False) -> None:
         """Add ``key`` (it must carry a unique, non-empty ``key_id``)."""
-        if not isinstance(key, SecretKey):
+        if not isinstance(key, SecretKey | Pkcs11Key):
             raise InvalidParameterError(
-                f"a KeyRing holds SecretKey objects, not {type(key).__name__}"
+                f"a KeyRing holds SecretKey or Pkcs11Key objects, not {type(key).__name__}"
             )
         if not key.key_id:
             raise InvalidParameterError("a key in a KeyRing needs a non-empty key_id")
@@ -161,7 +167,7 @@ class KeyRing(HoldsSecrets):
         self.add(key, activate=True)
         return key
 
-    def remove(self, key_id: str) -> SecretKey:
+    def remove(self, key_id: str) -> RingKey:
         """Drop a retired key (data under it can no longer be decrypted here)."""
         key = self.get(key_id)
         if key_id == self._active:
@@ -170,7 +176,7 @@ class KeyRing(HoldsSecrets):
         return key
 
     @property
-    def active(self) -> SecretKey:
+    def active(self) -> RingKey:
         """The key used for encryption. Raises :class:`UnknownKeyError` on an empty ring."""
         if self._active is None:
             raise UnknownKeyError("the KeyRing is empty: add or rotate in a key first")
@@ -181,7 +187,7 @@ class KeyRing(HoldsSecrets):
         """The id of the active key (``None`` on an empty ring)."""
         return self._active
 
-    def get(self, key_id: str) -> SecretKey:
+    def get(self, key_id: str) -> RingKey:
         """The key with this id, or :class:`UnknownKeyError` (ids are public: plain lookup)."""
         try:
             return self._keys[key_id]
@@ -199,6 +205,8 @@ class KeyRing(HoldsSecrets):
         probe = material.secret_bytes() if isinstance(material, SecretKey) else bytes(material)
         found: str | None = None
         for key_id, key in self._keys.items():
+            if not isinstance(key, SecretKey):
+                continue  # a token key's bytes are not here to compare
             if hmac.compare_digest(key.secret_bytes(), probe) and found is None:
                 found = key_id
         return found
@@ -209,7 +217,8 @@ class KeyRing(HoldsSecrets):
     def wipe(self) -> None:
         """Best-effort overwrite of every key's bytes; the ring is empty afterwards."""
         for key in self._keys.values():
-            key.wipe()
+            if isinstance(key, SecretKey):
+                key.wipe()
         self._keys.clear()
         self._active = None
 
@@ -219,7 +228,7 @@ class KeyRing(HoldsSecrets):
     def __len__(self) -> int:
         return len(self._keys)
 
-    def __iter__(self) -> Iterator[SecretKey]:
+    def __iter__(self) -> Iterator[RingKey]:
         return iter(self._keys.values())
 
     def __repr__(self) -> str:
@@ -242,12 +251,18 @@ class KeyRing(HoldsSecrets):
         Without a password the secrets would be written in clear: that raises
         :class:`InvalidParameterError` unless ``insecure_plaintext=True``.
         """
+        secrets = [key for key in self._keys.values() if isinstance(key, SecretKey)]
+        if len(secrets) != len(self._keys):
+            raise InvalidParameterError(
+                "a KeyRing with a Pkcs11Key cannot be serialized (the key is in its token): "
+                "keep the token key's URI and add the key to the ring when loading"
+            )
         meta: dict[str, Any] = {
             _FORMAT: _VERSION,
             "active": self._active,
-            "keys": [{"id": k, "size": len(v)} for k, v in self._keys.items()],
+            "keys": [{"id": k.key_id, "size": len(k)} for k in secrets],
         }
-        material = b"".join(key.secret_bytes() for key in self._keys.values())
+        material = b"".join(key.secret_bytes() for key in secrets)
         if password is None:
             if not insecure_plaintext:
                 raise InvalidParameterError(

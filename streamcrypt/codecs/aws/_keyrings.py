@@ -19,7 +19,7 @@ from ...errors import (
     InvalidParameterError,
     UnknownKeyError,
 )
-from ...keys import HoldsSecrets, constant_time_equal, random_bytes
+from ...keys import HoldsSecrets, Pkcs11Key, constant_time_equal, random_bytes
 from ._header import _IV, _TAG, _U16, AwsHeader, EncryptedDataKey, _derive, _header_tag
 
 
@@ -40,29 +40,41 @@ def _text(value: str | bytes, what: str) -> bytes:
 
 
 class RawAesKeyring(HoldsSecrets):
-    """The raw AES keyring: AES-GCM wrapping under a 128/192/256-bit key you hold.
+    """The raw AES keyring: AES-GCM wrapping under a 128/192/256-bit key you hold, in
+    memory or in a PKCS#11 token (a :class:`~streamcrypt.keys.Pkcs11Key`: the token runs
+    the AES-GCM of the data key, the message is the same).
 
     Interoperates with the SDKs' raw AES keyring and ``RawMasterKey`` (AES-GCM wrapping):
     ``namespace`` is the provider id, ``name`` the key name. Raises
-    :class:`InvalidKeySizeError`.
+    :class:`InvalidKeySizeError`; with a token key, :class:`TokenError` when the token fails.
     """
 
     __slots__ = ("_aead", "_name", "_namespace")
 
-    def __init__(self, namespace: str | bytes, name: str | bytes, wrapping_key: Buffer) -> None:
+    def __init__(
+        self, namespace: str | bytes, name: str | bytes, wrapping_key: Buffer | Pkcs11Key
+    ) -> None:
+        self._namespace = _text(namespace, "namespace")
+        self._name = _text(name, "key name")
+        if isinstance(wrapping_key, Pkcs11Key):
+            self._aead: AESGCM | Pkcs11Key = wrapping_key
+            return
         key = bytes(wrapping_key)
         if len(key) not in (16, 24, 32):
             raise InvalidKeySizeError(
                 f"a raw AES wrapping key is 16, 24 or 32 bytes, got {len(key)}"
             )
-        self._namespace = _text(namespace, "namespace")
-        self._name = _text(name, "key name")
         self._aead = AESGCM(key)
 
     def wrap(self, data_key: bytes, context: bytes) -> EncryptedDataKey:
-        iv = random_bytes(_IV)
+        if isinstance(self._aead, Pkcs11Key):  # the token draws the IV: iv || ct || tag
+            sealed = self._aead.wrap(data_key, aad=context)
+            iv, ciphertext = sealed[:_IV], sealed[_IV:]
+        else:
+            iv = random_bytes(_IV)
+            ciphertext = self._aead.encrypt(iv, data_key, context)
         info = self._name + struct.pack(">II", _TAG * 8, _IV) + iv
-        return EncryptedDataKey(self._namespace, info, self._aead.encrypt(iv, data_key, context))
+        return EncryptedDataKey(self._namespace, info, ciphertext)
 
     def unwrap(self, keys: Sequence[EncryptedDataKey], context: bytes) -> bytes | None:
         n = len(self._name)
@@ -73,8 +85,10 @@ class RawAesKeyring(HoldsSecrets):
             if info[:n] != self._name or info[n : n + 8] != struct.pack(">II", _TAG * 8, _IV):
                 continue
             try:
+                if isinstance(self._aead, Pkcs11Key):
+                    return self._aead.unwrap(info[n + 8 :] + edk.ciphertext, aad=context)
                 return self._aead.decrypt(info[n + 8 :], edk.ciphertext, context)
-            except InvalidTag:
+            except (InvalidTag, AuthenticationError):
                 continue
         return None
 
