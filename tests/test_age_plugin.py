@@ -16,6 +16,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -96,6 +97,41 @@ def test_streamcrypt_encrypts_to_the_plugin_and_go_age_decrypts(
     identity = tmp_path / "identity.txt"
     identity.write_text(f"# a token key\n{identity_for(URI)}\n")
     assert _age("-d", "-i", str(identity), data=ciphertext) == MESSAGE
+
+
+@needs_age
+def test_go_age_and_streamcrypt_through_the_plugin_with_a_softhsm2_token_key(
+    softhsm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The installed plugin's own key (streamcrypt.keys.Pkcs11Key in a SoftHSM2 token,
+    not the software stand-in), both ways with Go age; the key stays in the token."""
+    from streamcrypt.keys import Pkcs11Key
+
+    monkeypatch.setenv("SC_TEST_AGE_TOKEN_PIN", softhsm.pin)
+    uri = softhsm.uri("age-plugin-key", pin_env="SC_TEST_AGE_TOKEN_PIN")
+    Pkcs11Key.generate(uri, pin=softhsm.pin_source)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    plugin = bin_dir / "age-plugin-pkcs11"
+    repo = Path(__file__).resolve().parent.parent
+    plugin.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(repo)!r})\n"
+        "from streamcrypt.cli._age_plugin_pkcs11 import main\nsys.exit(main())\n"
+    )
+    plugin.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    from_go = _age("-r", recipient_for(uri), data=MESSAGE)
+    assert b"\n-> pkcs11 " in from_go
+    assert streamcrypt.decrypt_bytes(from_go, format="age", identities=identity_for(uri)) == MESSAGE
+    ours = streamcrypt.encrypt_bytes(MESSAGE, format="age", recipients=recipient_for(uri))
+    identity = tmp_path / "identity.txt"
+    identity.write_text(identity_for(uri) + "\n")
+    identity.chmod(0o600)
+    assert _age("-d", "-i", str(identity), data=ours) == MESSAGE
+    other = softhsm.uri("age-plugin-other", pin_env="SC_TEST_AGE_TOKEN_PIN")
+    Pkcs11Key.generate(other, pin=softhsm.pin_source)
+    with pytest.raises((PluginError, streamcrypt.errors.UnknownKeyError)):
+        streamcrypt.decrypt_bytes(from_go, format="age", identities=identity_for(other))
 
 
 @needs_age

@@ -530,3 +530,22 @@ def test_the_api_reference_names_no_missing_document() -> None:
 def test_site_pages_show_the_examples_rather_than_download_them() -> None:
     for path in SITE_PAGES:
         assert not re.search(r"\]\([./]*examples/\w+\.py\)", path.read_text()), path.name
+
+
+def test_make_test_fails_a_run_in_which_a_test_skipped(tmp_path: Path) -> None:
+    """``make test`` sets STREAMCRYPT_NO_SKIPS=1, under which the suite's conftest turns
+    any skip (a peer or an extra missing) into a failed run; without it a skip passes."""
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^test: .*\n((?:\t.*\n)+)", makefile, flags=re.M)
+    assert recipe is not None
+    assert "STREAMCRYPT_NO_SKIPS=1 $(BIN)/python -m pytest" in recipe.group(1)
+    shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(REPO / "tests" / "support.py", tmp_path / "support.py")
+    (tmp_path / "test_peer.py").write_text(
+        "import pytest\n\ndef test_needs_a_peer():\n    pytest.skip('the peer is missing')\n"
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
+    for value, code in (("1", 1), ("", 0)):
+        env = {**os.environ, "STREAMCRYPT_NO_SKIPS": value, "PYTHONPATH": str(tmp_path)}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert done.returncode == code, done.stdout + done.stderr

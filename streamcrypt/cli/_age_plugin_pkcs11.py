@@ -12,8 +12,8 @@ the body is the file key as the token wrapped it (docs/FORMATS.md).
 The plugin side of the protocol is the sans-I/O ``codecs.age._plugin.PluginServer``;
 :func:`serve` is its blocking adapter over standard input and output. The token key
 comes from one function, :func:`token_key` (``key_for`` of :func:`main`), so tests give a
-software key with the same three names. A PIN the key asks for comes from
-``AGE_PLUGIN_PKCS11_PIN`` or else from the client (``request-secret``).
+software key with the same three names. A PIN the key asks for comes from the URI's
+``pin-source=env:VAR``, else ``AGE_PLUGIN_PKCS11_PIN``, else the client (``request-secret``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import BinaryIO, Protocol
 
-from .. import keys as _keys
 from ..codecs.age import (
     PluginIdentity,
     PluginRecipient,
@@ -60,13 +59,15 @@ KeyFor = Callable[..., TokenKey]
 
 
 def token_key(uri: str, *, pin: Callable[[], str] | None = None) -> TokenKey:
-    """The token key ``uri`` names (the one seam to the PKCS#11 module); raises
-    :class:`PluginError` when streamcrypt has no PKCS#11 support installed."""
-    key_type = getattr(_keys, "Pkcs11Key", None)
-    if key_type is None:
-        raise PluginError("this streamcrypt has no PKCS#11 support (install streamcrypt[pkcs11])")
-    key: TokenKey = key_type.from_uri(uri, pin=pin)
-    return key
+    """The token key ``uri`` names (:meth:`streamcrypt.keys.Pkcs11Key.from_uri`); raises
+    :class:`PluginError` when the ``pkcs11`` extra is not installed."""
+    try:
+        from ..keys import Pkcs11Key
+
+        return Pkcs11Key.from_uri(uri, pin=pin)
+    except ImportError:
+        pass  # raised below, outside the handler
+    raise PluginError("this streamcrypt has no PKCS#11 support (install streamcrypt[pkcs11])")
 
 
 def recipient_for(uri: str) -> str:
@@ -143,6 +144,12 @@ class _Session:
         return reply.body.decode("utf-8", "replace")
 
 
+def _pin_for(session: _Session, uri: str) -> Callable[[], str] | None:
+    """Where the PIN for ``uri`` comes from: the URI's own ``pin-source`` when it names
+    one (the key reads it), else :meth:`_Session.pin`."""
+    return None if "pin-source=" in uri else session.pin
+
+
 class _Failed(Exception):
     """An ``error`` was sent: the session ends (age stops at the first one)."""
 
@@ -167,7 +174,7 @@ def _wrap(session: _Session, request: WrapRequest, key_for: KeyFor) -> None:
     uris = _uris(session, "recipient", request.recipients)
     uris += _uris(session, "identity", request.identities)
     try:
-        keys = [key_for(uri, pin=session.pin) for uri in uris]
+        keys = [key_for(uri, pin=_pin_for(session, uri)) for uri in uris]
         stanzas = [
             (index, Stanza((STANZA_TYPE, key_tag(uri)), key.wrap(file_key)))
             for index, file_key in enumerate(request.file_keys)
@@ -193,7 +200,7 @@ def _unwrap(session: _Session, request: UnwrapRequest, key_for: KeyFor) -> None:
             if uri is None:
                 continue
             try:
-                key = key_for(uri, pin=session.pin)
+                key = key_for(uri, pin=_pin_for(session, uri))
             except StreamCryptError as exc:
                 raise _error(session, "internal", message=f"no token key: {exc}") from None
             try:
