@@ -39,6 +39,7 @@ def keygen(argv: list[str]) -> None:
     text = f"# created: {created}\n# public key: {public}\n{identity}\n"
     if args.output:
         Path(args.output).write_text(text)
+        Path(args.output).chmod(0o600)  # as age-keygen creates it
         print(f"Public key: {public}", file=sys.stderr)
     else:
         sys.stdout.write(text)

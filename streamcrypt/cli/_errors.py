@@ -51,7 +51,8 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, CliError):
         return exc.code
     if isinstance(
-        exc, UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | PluginError | TokenError
+        exc,
+        UnknownKeyError | InvalidKeySizeError | InvalidPublicKeyError | PluginError | TokenError,
     ):
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):

@@ -105,20 +105,13 @@ _KIND_LABELS: dict[str, frozenset[str]] = {
 
 def _check_mix(stanzas: list[Stanza], kept: list[Stanza], added: list[frozenset[str]]) -> None:
     """age's rules on the set of stanzas: a passphrase alone, and one label set for every
-    recipient (:func:`check_labels`, as encrypting checks it), the kept stanzas' read
-    from their types; an added recipient beside a kept stanza of a type whose labels
-    are not known (a plugin's) is refused, since the rule cannot be checked."""
+    recipient (:func:`check_labels`, as encrypting checks it), the kept stanzas' read from
+    their types. A kept stanza of another type (a plugin's, or the grease age writes) says
+    nothing of its labels and is left out: only what the header shows is checked."""
     kinds = [s.kind for s in stanzas]
     if "scrypt" in kinds and len(kinds) > 1:
         raise InvalidParameterError(
             "a passphrase (scrypt) stanza must be an age file's only stanza: a passphrase "
             "file cannot get recipients, nor a file with recipients a passphrase"
         )
-    unknown = sorted({s.kind for s in kept if s.kind not in _KIND_LABELS})
-    if added and unknown:
-        raise InvalidParameterError(
-            f"cannot add recipients beside stanzas of type {', '.join(unknown)[:80]}: their "
-            "label sets are not known, so whether they may share the file cannot be "
-            "checked; give the whole new list with recipients="
-        )
-    check_labels([*added, *(_KIND_LABELS[s.kind] for s in kept)])
+    check_labels([*added, *(_KIND_LABELS[s.kind] for s in kept if s.kind in _KIND_LABELS)])
