@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from streamcrypt import backup as sb
 from streamcrypt.codecs.backup import (
     BackupKeys,
+    BlobEntry,
     Manifest,
     Node,
     PackOpener,
@@ -440,6 +441,43 @@ def test_prune_drops_what_no_snapshot_uses(tmp_path: Path) -> None:
     assert run(sb.verify, store, KEY).ok
     run(sb.restore, store, "b", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
+
+
+def test_prune_keeps_every_pack_an_appended_index_file_contradicts(tmp_path: Path) -> None:
+    """Review 4 H1: someone who can only append (a compromised writer with the key, through
+    the append-only server) adds a fake pack and an index file sorting first that points
+    every chunk at it, and another that lists a real pack as empty. prune deletes no real
+    pack: a chunk listed twice keeps both copies unless one was read and verified."""
+    rng = random.Random(11)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(rng.randbytes(3 * MiB))
+    (src / "note.txt").write_text("history\n")
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="before")
+
+    async def append_lies() -> None:
+        opened = await sb.Store.open(store, KEY)
+        index = await opened.load_index()
+        fake = b"\xff" * 32
+        await opened.write_pack(fake, b"not a pack")
+        entries = [
+            BlobEntry(cid, loc.entry.flags, 0, loc.entry.length, loc.entry.raw_length)
+            for cid, loc in index.chunks.items()
+        ]
+        await opened.write("index/" + "0" * 32, encode_index(opened.keys, {fake: entries}))
+        real = next(iter(index.packs))
+        await opened.write("index/" + "f" * 32, encode_index(opened.keys, {real: []}))
+
+    anyio.run(append_lies)
+    packs_before = {p.name for p in (store / "data").rglob("*") if p.is_file()}
+    report = run(sb.prune, store, KEY)
+    assert report.packs_deleted == 1  # the fake one: none of its copies verified
+    packs_after = {p.name for p in (store / "data").rglob("*") if p.is_file()}
+    assert packs_before - packs_after == {"ff" * 32}
+    run(sb.restore, store, "before", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+    assert run(sb.verify, store, KEY).ok
 
 
 def test_latest_names_the_newest_snapshot_wherever_a_snapshot_is_taken(tmp_path: Path) -> None:

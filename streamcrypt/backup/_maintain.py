@@ -8,6 +8,13 @@ packs with nothing referenced are deleted, packs with more than ``max_unused`` o
 bytes unreferenced are rewritten (blobs move still sealed and compressed; only the pack
 key changes), the new index is written before any old index file or pack is deleted, so
 a prune killed at any point leaves every snapshot restorable.
+
+What an index file says is not taken on trust (anyone who can append to the store can
+add one): a chunk a snapshot uses that index files place in several packs keeps every
+one of them unless prune read one copy and it authenticated and hashed back to its id
+(:func:`_choose_copies`); then only that copy is kept, and a pack that lists the chunk
+elsewhere is rewritten without it. A pack is deleted only when it holds no chunk a
+snapshot uses except copies verified elsewhere.
 """
 
 from __future__ import annotations
@@ -305,6 +312,55 @@ def _repack(store: Store, pack_id: bytes, used: list[BlobEntry]) -> list[tuple[B
     return [(e, opener.payload(e, data[e.offset : e.offset + e.length])) for e in used]
 
 
+def _verified_copies(store: Store, pack_id: bytes, entries: list[BlobEntry]) -> set[BlobEntry]:
+    """The ``entries`` of ``pack_id`` whose blobs authenticate and hash back to their
+    ids; none when the pack does not open (worker thread)."""
+    try:
+        data = memoryview(store.read_pack_sync(pack_id))
+        opener = PackOpener(store.keys, pack_id, data)
+    except (StreamCryptError, OSError):
+        return set()
+    good = set()
+    for e in entries:
+        try:
+            opener.blob(e, data[e.offset : e.offset + e.length])
+        except StreamCryptError:
+            continue
+        good.add(e)
+    return good
+
+
+Copy = tuple[bytes, BlobEntry]
+
+
+async def _choose_copies(
+    store: Store, packs: dict[bytes, list[BlobEntry]], referenced: set[bytes]
+) -> dict[bytes, Copy | None]:
+    """For each referenced chunk in ``packs``: the one copy prune keeps (its only one, or
+    the first listed that was read and verified), or ``None`` when it has several and
+    none verified (then prune keeps them all). The one place prune decides which copy of
+    a chunk may go."""
+    holders: dict[bytes, list[Copy]] = {}
+    for pack_id, entries in packs.items():
+        for e in entries:
+            if e.chunk_id in referenced:
+                holders.setdefault(e.chunk_id, []).append((pack_id, e))
+    doubtful: dict[bytes, list[BlobEntry]] = {}
+    for copies in holders.values():
+        if len(copies) > 1:
+            for pack_id, e in copies:
+                doubtful.setdefault(pack_id, []).append(e)
+    good: set[Copy] = set()
+    for pack_id, entries in doubtful.items():
+        verified = await run_blocking(store.policy, _verified_copies, store, pack_id, entries)
+        good |= {(pack_id, e) for e in verified}
+        await store.refresh_lock()
+    return {
+        cid: copies[0] if len(copies) == 1 else next((c for c in copies if c in good), None)
+        for cid, copies in holders.items()
+    }
+
+
 async def prune(
     store: str | os.PathLike[str],
     key: SecretKey | None = None,
@@ -343,20 +399,22 @@ async def prune(
         drop: list[bytes] = [pid for pid in stored if pid not in index.packs]  # orphans
         rewrite: list[tuple[bytes, list[BlobEntry]]] = []
         removed = 0
-        for pack_id, entries in index.packs.items():
-            if pack_id not in stored:
-                continue  # lost; verify reports it
-            used = [
-                e
-                for e in entries
-                if e.chunk_id in referenced and index.chunks[e.chunk_id].pack_id == pack_id
-            ]
+        present = {pid: entries for pid, entries in index.packs.items() if pid in stored}
+        chosen = await _choose_copies(opened, present, referenced)  # lost packs: verify's
+        for pack_id, entries in present.items():
+            used, elsewhere = [], False
+            for e in entries:
+                if e.chunk_id in referenced:
+                    if chosen[e.chunk_id] in (None, (pack_id, e)):
+                        used.append(e)
+                    else:
+                        elsewhere = True  # a verified copy is kept in another place
             size = stored[pack_id]
             unused = sum(e.length for e in entries) - sum(e.length for e in used)
             if not used:
                 drop.append(pack_id)
                 removed += len(entries)
-            elif unused > max_unused * size:
+            elif elsewhere or unused > max_unused * size:
                 rewrite.append((pack_id, used))
                 removed += len(entries) - len(used)
             else:

@@ -165,7 +165,16 @@ class Index:
     ids: set[bytes] = field(default_factory=set)
 
     def add_pack(self, pack_id: bytes, entries: Sequence[BlobEntry]) -> None:
-        self.packs[pack_id] = list(entries)
+        """Merge what one index file says ``pack_id`` holds: entries are added to those
+        other files gave (never replaced: an index file appended later cannot make a
+        pack look emptier than it is); a chunk's first location wins (``chunks``), the
+        others stay in ``packs`` for :func:`prune` to weigh."""
+        known = self.packs.get(pack_id)
+        if known is None:
+            self.packs[pack_id] = list(entries)
+        else:
+            seen = set(known)
+            known += [e for e in entries if e not in seen]
         for e in entries:
             self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
 
