@@ -29,6 +29,7 @@ from streamcrypt.codecs.backup import (
     PackOpener,
     decode_index,
     open_snapshot,
+    seal_key_file,
 )
 from streamcrypt.errors import (
     AuthenticationError,
@@ -365,3 +366,28 @@ def test_the_store_key_files_are_age_files_the_go_age_binary_opens(tmp_path: Pat
             assert done.stdout.endswith(writer.secret_bytes())
     run(sb.restore, store, "one", tmp_path / "out", identities=tmp_path / "owner.age")
     assert listing(tmp_path / "out") == listing(src)
+
+
+def test_key_files_not_the_stores_block_nothing_and_verify_names_them(tmp_path: Path) -> None:
+    """Review 4 M1: one object appended under keys/ (junk, or a session key wrapped to a
+    stranger) made the identity unable to open the store. A session key is unwrapped only
+    when an object names its session; verify reports the ones that do not open."""
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    (src / "a.txt").write_text("precious history\n")
+    identity = X25519Identity.generate()
+    writer = new_write_only(store, identity)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "cache")
+    (store / "keys" / "zz").write_bytes(b"junk")
+    stranger = str(X25519Identity.generate().recipient)
+    (store / "keys" / ("ab" * 16)).write_bytes(seal_key_file([stranger], "ab" * 16, bytes(32)))
+    report = run(sb.verify, store, identities=identity)
+    assert {p.kind for p in report.problems} == {"key"}
+    assert sorted(p.message.split()[0] for p in report.problems) == ["keys/" + "ab" * 16, "keys/zz"]
+    run(sb.restore, store, "one", tmp_path / "out", identities=identity)
+    assert listing(tmp_path / "out") == listing(src)
+    other = X25519Identity.generate()
+    run(sb.rekey, store, identities=identity, add=str(other.recipient))
+    run(sb.prune, store, identities=other)
+    run(sb.restore, store, "one", tmp_path / "out2", identities=other)
+    assert listing(tmp_path / "out2") == listing(src)

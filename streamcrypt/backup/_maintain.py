@@ -83,7 +83,7 @@ def _snapshot_files(
 class Problem:
     """One thing wrong with a store, and the files (``snapshot:path``) it affects."""
 
-    kind: str  # "snapshot", "index", "missing", "pack", "chunk"
+    kind: str  # "snapshot", "index", "key", "missing", "pack", "chunk"
     message: str
     files: tuple[str, ...] = ()
 
@@ -184,6 +184,7 @@ async def verify(
         index_errors: list[str] = []
         index = await opened.load_index(errors=index_errors)
         problems += [Problem("index", msg) for msg in index_errors]
+        problems += [Problem("key", msg) for msg in await opened.key_file_problems()]
         users: dict[bytes, list[str]] = {}
         names = await opened.snapshot_names()
         for name in names:

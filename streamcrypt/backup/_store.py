@@ -29,7 +29,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -209,6 +209,38 @@ def snapshot_names(files: Iterable[str]) -> list[str]:
     return sorted(names)
 
 
+class _SessionKeys(Mapping[bytes, DataKeys]):
+    """A write-only store's session keys as its identity sees them: ``keys/<session
+    id>`` is read and unwrapped when an object first names that session, never before,
+    so a key file that does not open (anyone can append one) blocks nothing but the
+    objects that name it. Iterating gives the sessions unwrapped so far."""
+
+    def __init__(self, store: Store, identities: Iterable[IdentityLike] | IdentityLike) -> None:
+        self._store = store
+        self._identities = identities
+        self._opened: dict[bytes, DataKeys] = {}
+
+    def __getitem__(self, session: bytes) -> DataKeys:
+        found = self._opened.get(session)
+        if found is None:
+            if len(session) != SESSION_ID_SIZE:
+                raise KeyError(session)
+            name = session.hex()
+            try:
+                data = self._store.read_sync(f"keys/{name}")
+            except FileNotFoundError:
+                raise KeyError(session) from None
+            secret = open_key_file(self._identities, name, data)
+            found = self._opened[session] = DataKeys.derive(secret, session)
+        return found
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(list(self._opened))
+
+    def __len__(self) -> int:
+        return len(self._opened)
+
+
 class Store:
     """An opened backup store: keys, config, and async access to its files.
 
@@ -302,24 +334,29 @@ class Store:
         else:
             writer = open_key_file(identities, "writer", self.read_sync("keys/writer"))
             keys = BackupKeys.writer(SecretKey(writer))
-            opens: dict[bytes, DataKeys] = {}
-            for name in self._list_sync("keys", False):
-                if name != "writer":
-                    session = self._session_id(name)
-                    secret = open_key_file(identities, name, self.read_sync(f"keys/{name}"))
-                    opens[session] = DataKeys.derive(secret, session)
-            self.keys = replace(keys, opens=opens, reader=True)
+            self.keys = replace(keys, opens=_SessionKeys(self, identities), reader=True)
         self.config = StoreConfig.decode(raw, self.keys)
 
-    @staticmethod
-    def _session_id(name: str) -> bytes:
-        try:
-            session = bytes.fromhex(name)
-        except ValueError:
-            session = b""
-        if len(session) != SESSION_ID_SIZE:
-            raise FormatError(f"keys/{name} is not a session key file's name")
-        return session
+    def _key_file_problems_sync(self) -> list[str]:
+        """The files of ``keys/`` that do not open as this store's session keys (they
+        block nothing: :class:`_SessionKeys`); the identity only."""
+        if not (self.config.write_only and self.keys.reader):
+            return []
+        problems = []
+        for name in self._list_sync("keys", False):
+            if name == "writer":
+                continue
+            try:
+                self.keys.opens[bytes.fromhex(name)]
+            except (KeyError, ValueError, StreamCryptError) as exc:
+                problems.append(
+                    f"keys/{name} does not open as a session key of the store "
+                    f"({type(exc).__name__}): not the store's; the owner may delete it"
+                )
+        return problems
+
+    async def key_file_problems(self) -> list[str]:
+        return await self._run(self._key_file_problems_sync)
 
     async def begin_session(self) -> None:
         """Before a write-only store's backup or prune writes anything: a fresh session

@@ -109,7 +109,10 @@ async def rekey(
 
     def rewrap() -> None:
         for name in opened._list_sync("keys", False):
-            secret = open_key_file(identities, name, opened.read_sync(f"keys/{name}"))
+            try:
+                secret = open_key_file(identities, name, opened.read_sync(f"keys/{name}"))
+            except StreamCryptError:
+                continue  # not the store's (anyone can add one): verify reports it
             opened.write_sync(f"keys/{name}", seal_key_file(config.recipients, name, secret))
         opened.write_sync("config", config.encode(opened.keys))
 
