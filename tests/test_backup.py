@@ -392,10 +392,11 @@ def test_lock_keeps_two_writers_apart_and_stale_locks_go(tmp_path: Path) -> None
         async with opened.lock(exclusive=True):
             with pytest.raises(StoreLockedError, match="locked"):
                 await sb.backup(src, store, KEY)
-            with pytest.raises(StoreLockedError):
-                await sb.verify(store, KEY)  # readers wait for writers too
+            assert (await sb.verify(store, KEY)).ok  # no lock stops a reader
         async with opened.lock(exclusive=False):
             assert (await sb.verify(store, KEY)).ok  # two readers are fine
+            with pytest.raises(StoreLockedError):
+                await sb.prune(store, KEY)  # a writer waits for readers
 
     anyio.run(second_while_first_holds)
     # a lock left by a dead process on this host is stale
@@ -833,14 +834,46 @@ def test_deeply_nested_or_huge_json_is_a_format_error(tmp_path: Path) -> None:
         keyset_from_json(DEEP)
 
 
-def test_a_deeply_nested_lock_file_is_a_conflict_not_a_crash(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "planted",
+    [
+        DEEP,
+        "{not json",
+        "[]",
+        json.dumps({"host": "elsewhere", "pid": 1, "time": 4e9, "exclusive": True}),
+        json.dumps({"host": "elsewhere", "pid": 1, "time": "soon", "exclusive": True}),
+        '{"host": "elsewhere", "pid": 1, "time": NaN, "exclusive": true}',
+    ],
+    ids=["deep", "garbage", "not-an-object", "future", "time-not-a-number", "nan"],
+)
+def test_a_lock_no_holder_writes_is_stale(tmp_path: Path, planted: str) -> None:
+    """Review 4 M4: a lock that does not parse, or dated in the future, was a live
+    exclusive lock for good (anyone who can append to locks/ could plant one)."""
     store = new_store(tmp_path / "store")
     (store / "locks").mkdir(exist_ok=True)
-    (store / "locks" / "planted").write_text(DEEP)
+    (store / "locks" / "planted").write_text(planted)
     src = tmp_path / "src"
     src.mkdir()
-    with pytest.raises(StoreLockedError):
-        run(sb.backup, src, store, KEY, name="x")
+    (src / "f").write_text("data")
+    run(sb.backup, src, store, KEY, name="x")
+    assert list((store / "locks").iterdir()) == []
+    (store / "locks" / "planted").write_text(planted)
+    run(sb.prune, store, KEY)
+    assert list((store / "locks").iterdir()) == []
+
+
+def test_a_live_exclusive_lock_does_not_stop_a_restore(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "store")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data")
+    run(sb.backup, src, store, KEY, name="x")
+    lock = {"host": "elsewhere", "pid": 1, "time": time.time() + 60, "exclusive": True}
+    (store / "locks" / "held").write_text(json.dumps(lock))
+    run(sb.restore, store, "x", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+    with pytest.raises(StoreLockedError, match="elsewhere"):
+        run(sb.prune, store, KEY)
 
 
 def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(

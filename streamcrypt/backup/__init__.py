@@ -39,11 +39,12 @@ from ._maintain import (
 )
 from ._restore import RestoreReport, restore
 from ._server import RestServer
-from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
+from ._store import LATEST, LOCK_CLOCK_SKEW_SECONDS, LOCK_STALE_SECONDS, Index, Location, Store
 from ._writeonly import create_write_only, rekey
 
 __all__ = [
     "LATEST",
+    "LOCK_CLOCK_SKEW_SECONDS",
     "LOCK_STALE_SECONDS",
     "BackupReport",
     "Index",

@@ -174,8 +174,9 @@ async def verify(
     restoring (``read_data=False``: pack tables and the index only).
 
     ``key``: the master key; a write-only store's ``identities``. Problems are reported,
-    not raised. Raises :class:`UnknownKeyError` (also for a write-only store's writer
-    key), :class:`StoreLockedError`, ``OSError``.
+    not raised (a lock never stops a verify; one beside a prune may report packs the
+    prune just removed). Raises :class:`UnknownKeyError` (also for a write-only store's
+    writer key), ``OSError``.
     """
     started = time.perf_counter()
     opened = await open_reader(store, key, identities, policy, storage_options, "verify")

@@ -269,8 +269,9 @@ async def restore(
     Raises :class:`InvalidSignatureError` (snapshot altered or renamed, wrong key),
     :class:`AuthenticationError` (a damaged chunk or pack; the message names the file),
     :class:`FormatError` (a chunk missing from the store, a malformed manifest),
-    :class:`SnapshotNotFoundError`, :class:`UnknownKeyError`, :class:`StoreLockedError`,
-    ``FileExistsError`` when ``dest`` exists, ``OSError``.
+    :class:`SnapshotNotFoundError`, :class:`UnknownKeyError`, ``FileExistsError`` when
+    ``dest`` exists, ``OSError`` (also a pack a prune running beside it deleted: run it
+    again; a lock never stops a restore).
     """
     started = time.perf_counter()
     dest_path = await run_blocking(None, _new_destination, dest)

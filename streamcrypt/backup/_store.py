@@ -75,6 +75,8 @@ T = TypeVar("T")
 LATEST = "latest"
 #: A lock not refreshed for this long is stale (a live holder refreshes it every 5 min).
 LOCK_STALE_SECONDS = 30 * 60
+#: A lock dated further ahead than this (clocks of two hosts disagree by less) is stale.
+LOCK_CLOCK_SKEW_SECONDS = 5 * 60
 _LOCK_REFRESH_SECONDS = 5 * 60
 
 
@@ -590,56 +592,69 @@ class Store:
     # -- locking ----------------------------------------------------------------------------------
 
     @staticmethod
-    def _stale(doc: dict[str, Any], now: float) -> bool:
-        if now - float(doc.get("time", 0)) > LOCK_STALE_SECONDS:
+    def _stale(doc: object, now: float) -> bool:
+        """Whether a lock no longer holds: not refreshed for :data:`LOCK_STALE_SECONDS`,
+        its process gone (same host), or one no holder writes (anyone who can append to
+        the store can plant one): a lock that does not parse, or dated more than
+        :data:`LOCK_CLOCK_SKEW_SECONDS` ahead. The one place a lock's life is decided."""
+        if not isinstance(doc, dict):
             return True
+        when = doc.get("time")
+        if isinstance(when, bool) or not isinstance(when, int | float):
+            return True
+        if not now - LOCK_STALE_SECONDS <= when <= now + LOCK_CLOCK_SKEW_SECONDS:
+            return True  # also NaN and infinities
         if doc.get("host") != socket.gethostname():
             return False
         try:
             os.kill(int(doc["pid"]), 0)
         except ProcessLookupError:
             return True
-        except (PermissionError, KeyError, ValueError, TypeError):
+        except (PermissionError, KeyError, ValueError, TypeError, OverflowError):
             return False
         return False
 
-    def _conflicts_sync(self, exclusive: bool, own: str | None) -> list[str]:
-        """Descriptions of live locks that conflict; stale ones are removed."""
+    def _conflicts_sync(self, own: str | None) -> list[str]:
+        """Descriptions of the live locks beside ``own``; stale ones are removed."""
         now = time.time()
         conflicts = []
         for name in self._list_sync("locks", False):
             if name == own:
                 continue
+            doc: object
             try:
                 text = self.read_sync(f"locks/{name}", 0, MAX_CONFIG_SIZE + 1)
                 doc = load_json(text, "a lock file", max_size=MAX_CONFIG_SIZE)
-                if not isinstance(doc, dict):
-                    raise FormatError("a lock file is not a JSON object")
             except FileNotFoundError:
                 continue
             except FormatError:
-                doc = {}
-            if doc and self._stale(doc, now):
+                doc = None
+            if self._stale(doc, now):
                 self._delete_sync([f"locks/{name}"])
                 continue
-            if exclusive or doc.get("exclusive", True):
-                age = now - float(doc.get("time", now))
-                conflicts.append(
-                    f"{'exclusive' if doc.get('exclusive', True) else 'shared'} lock of "
-                    f"process {doc.get('pid', '?')} on {doc.get('host', '?')}, "
-                    f"refreshed {age:.0f} s ago"
-                )
+            assert isinstance(doc, dict)
+            conflicts.append(
+                f"{'exclusive' if doc.get('exclusive', True) else 'shared'} lock of "
+                f"process {doc.get('pid', '?')!r} on {doc.get('host', '?')!r}, "
+                f"refreshed {now - float(doc['time']):.0f} s ago"
+            )
         return conflicts
 
     def _acquire_sync(self, exclusive: bool) -> None:
+        """Write this process's lock; an exclusive one first checks, and after writing
+        checks again, that no other live lock exists. A shared lock (restore, verify) is
+        blocked by none: it only keeps prune and backup away, so nobody who can plant a
+        lock can keep the owner from reading the store."""
+
         def refuse(conflicts: list[str]) -> StoreLockedError:
             return StoreLockedError(
-                f"the store is locked ({'; '.join(conflicts)}): another backup, prune or "
-                f"forget is running; a lock goes stale after {LOCK_STALE_SECONDS // 60} "
-                "minutes without refresh or when its process is gone"
+                f"the store is locked ({'; '.join(conflicts)}): another backup, prune, "
+                f"forget, restore or verify is running; a lock goes stale after "
+                f"{LOCK_STALE_SECONDS // 60} minutes without refresh or when its process "
+                "is gone"
             )
 
-        if conflicts := self._conflicts_sync(exclusive, None):
+        if exclusive and (conflicts := self._conflicts_sync(None)):
             raise refuse(conflicts)
         name = secrets.token_hex(16)
         self._lock_doc = {
@@ -650,7 +665,7 @@ class Store:
         }
         self.write_sync(f"locks/{name}", json.dumps(self._lock_doc).encode())
         # Two processes may both have written a lock: each one that sees the other backs off.
-        if conflicts := self._conflicts_sync(exclusive, name):
+        if exclusive and (conflicts := self._conflicts_sync(name)):
             self._delete_sync([f"locks/{name}"])
             raise refuse(conflicts)
         self._lock_name, self._lock_time = name, time.monotonic()
@@ -664,9 +679,10 @@ class Store:
 
     @asynccontextmanager
     async def lock(self, *, exclusive: bool) -> AsyncIterator[None]:
-        """Hold a lock: exclusive for backup, prune and forget, shared for reading.
+        """Hold a lock: exclusive for backup, prune and forget (refused beside any live
+        lock), shared for reading (never refused).
 
-        Raises :class:`StoreLockedError` when a live conflicting lock exists.
+        Raises :class:`StoreLockedError` when an exclusive lock meets a live one.
         """
         await self._run(self._acquire_sync, exclusive)
         try:
