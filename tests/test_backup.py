@@ -7,10 +7,12 @@ killed with SIGKILL in a subprocess that the next run completes.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import os
 import random
+import re
 import signal
 import socket
 import stat
@@ -27,6 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamcrypt import backup as sb
+from streamcrypt.backup._rest import RestFiles
+from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.codecs.backup import (
     BackupKeys,
     BlobEntry,
@@ -545,7 +549,7 @@ def test_the_store_api_is_async() -> None:
 
     functions = [getattr(sb, n) for n in sb.__all__ if inspect.isfunction(getattr(sb, n))]
     blocking = [f.__name__ for f in functions if not inspect.iscoroutinefunction(f)]
-    assert blocking == ["default_snapshot_name"]  # a name, no I/O
+    assert blocking == ["default_snapshot_name", "shown_location"]  # names, no I/O
     assert len(functions) >= 7
 
 
@@ -928,3 +932,44 @@ def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(
     (tmp_path / "src-link").symlink_to(src)  # the source itself may be a link (the caller's)
     via_link = {e.path for e in _tree.scan_tree(str(tmp_path / "src-link")).entries}
     assert via_link == {"d", "link-of-its-own"}  # d is a link to outside now: kept as one
+
+
+def test_a_store_location_is_shown_without_its_credentials(tmp_path: Path) -> None:
+    """Review 4 L1: create_write_only put a rest: URL's token into its FileExistsError."""
+    shown = sb.shown_location
+    assert shown("rest:http://me:TOKEN@host:8000/x?t=1#f") == "rest:http://host:8000/x"
+    assert shown("s3://key:secret@bucket/p?token=t") == "s3://bucket/p"
+    assert shown("rest:http://[::1") == "rest:http://..."
+    assert shown(tmp_path) == str(tmp_path)
+    assert RestFiles("http://me:TOKEN@h:1/p/").root == "http://h:1/p"
+    store = "memory://me:TOKEN@host/store-" + os.urandom(4).hex()
+    recipient = str(X25519Identity.generate().recipient)
+    run(sb.create_write_only, store, [recipient])
+    with pytest.raises(FileExistsError) as caught:
+        run(sb.create_write_only, store, [recipient])
+    assert "TOKEN" not in str(caught.value) and "host/store-" in str(caught.value)
+
+
+def test_every_message_naming_a_store_goes_through_shown_location() -> None:
+    """A message (an f-string raised or printed) in the store's code or its command that
+    formats a location, store or root does it through backup.shown_location; RestFiles'
+    root is built without credentials (asserted above)."""
+    sensitive = re.compile(r"(os\.fspath\()?(location|store|root|url|self\.root|args\.store)\)?")
+    base = Path(sb.__file__).parent
+    files = [p for p in base.glob("*.py") if p.name != "_server.py"]
+    files.append(base.parent / "cli" / "_backup.py")
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            printed = isinstance(node, ast.Call) and ast.unparse(node.func) == "print"
+            if not (isinstance(node, ast.Raise) or printed):
+                continue
+            for inner in ast.walk(node):
+                if not isinstance(inner, ast.FormattedValue):
+                    continue
+                text = ast.unparse(inner.value)
+                if path.name == "_rest.py" and text == "self.root":
+                    continue
+                if sensitive.fullmatch(text):
+                    offenders.append(f"{path.name}:{inner.lineno}: {{{text}}}")
+    assert offenders == []

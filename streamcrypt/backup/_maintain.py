@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, open_location, open_reader, snapshot_names
+from ._store import Store, open_location, open_reader, shown_location, snapshot_names
 from ._work import run_blocking
 
 
@@ -67,7 +67,7 @@ def _snapshot_files(
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
-        raise FileNotFoundError(f"{root!r} is not a backup store (no config)")
+        raise FileNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []

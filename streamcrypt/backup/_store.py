@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from ..codecs import IdentityLike
 from ..codecs.backup import (
@@ -125,6 +126,23 @@ class _LocalFiles:
                 full = os.path.join(top, name)
                 found[full] = {"name": full, "type": "file", "size": os.lstat(full).st_size}
         return found if detail else sorted(found)
+
+
+def shown_location(location: str | os.PathLike[str]) -> str:
+    """``location`` as a message may show it: a URL without its user name, password,
+    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``). Every
+    message that names a store goes through this one function."""
+    text = os.fspath(location)
+    scheme = "rest:" if text.startswith("rest:") else ""
+    url = text.removeprefix(scheme)
+    if "://" not in url:
+        return text
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return scheme + url.split("://", 1)[0] + "://..."
+    netloc = parts.netloc.rpartition("@")[2]
+    return scheme + urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def open_location(
@@ -316,7 +334,9 @@ class Store:
         path = self._path("config")
         if not self.fs.exists(path):
             if not create:
-                raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
+                raise FileNotFoundError(
+                    f"{shown_location(self.root)!r} is not a backup store (no config)"
+                )
             if key is None:
                 raise InvalidParameterError("a new store is made with a key (or recipients)")
             self.keys = BackupKeys.derive(key)

@@ -35,7 +35,7 @@ from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ..primitives import blake3_keyed
 from ..transports import write_atomic
-from ._store import Store, open_location
+from ._store import Store, open_location, shown_location
 from ._work import run_blocking
 
 
@@ -63,7 +63,7 @@ async def create_write_only(
         fs, root, local = open_location(location, storage_options)
         store = Store(fs, root, keys, config, policy, local=local)
         if fs.exists(store._path("config")):
-            raise FileExistsError(f"{os.fspath(location)!r} already holds a backup store")
+            raise FileExistsError(f"{shown_location(location)!r} already holds a backup store")
         fs.makedirs(store.root, exist_ok=True)
         store.write_sync("keys/writer", seal_key_file(texts, "writer", writer.secret_bytes()))
         store.write_sync("config", config.encode(keys))  # last: the store exists from here

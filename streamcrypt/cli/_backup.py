@@ -165,7 +165,8 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
     writer = anyio.run(api.create_write_only, args.store, recipients)
     write_key_file(args.keyfile, secret_key_file_text(writer), force=args.force)
     print(
-        f"made the write-only store {args.store}; wrote its writer key to {args.keyfile}: "
+        f"made the write-only store {api.shown_location(args.store)}; "
+        f"wrote its writer key to {args.keyfile}: "
         "it backs up, and cannot restore or read anything; restore, verify, forget, prune "
         "and rekey take -i IDENTITY"
     )
@@ -252,7 +253,7 @@ def run_backup(args: argparse.Namespace) -> int:
                 remove=args.remove_recipient,
             )
         )
-        print(f"{args.store} is now wrapped to: {', '.join(recipients)}")
+        print(f"{api.shown_location(args.store)} is now wrapped to: {', '.join(recipients)}")
         return 0
     key = _master_key(args.key) if args.key else None
     ids = None if args.key else _identities(args.identity)
