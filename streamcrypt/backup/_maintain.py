@@ -165,6 +165,7 @@ async def verify(
     key: SecretKey | None = None,
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     read_data: bool = True,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
@@ -173,13 +174,15 @@ async def verify(
     """Check that every snapshot and every chunk of the store authenticates, without
     restoring (``read_data=False``: pack tables and the index only).
 
-    ``key``: the master key; a write-only store's ``identities``. Problems are reported,
-    not raised (a lock never stops a verify; one beside a prune may report packs the
+    ``key``: the master key; a write-only store's ``identities``; ``signer``: the
+    store's signer as ``backup init`` printed it, kept apart from the store
+    (:class:`InvalidSignatureError` when the config names another). Problems are
+    reported, not raised (a lock never stops a verify; one beside a prune may report packs the
     prune just removed). Raises :class:`UnknownKeyError` (also for a write-only store's
     writer key), ``OSError``.
     """
     started = time.perf_counter()
-    opened = await open_reader(store, key, identities, policy, storage_options, "verify")
+    opened = await open_reader(store, key, identities, policy, storage_options, "verify", signer)
     problems: list[Problem] = []
     async with opened.lock(exclusive=False):
         index_errors: list[str] = []
@@ -267,14 +270,16 @@ async def forget(
     names: Sequence[str],
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """Delete snapshots (``latest``: the newest) and return their names; their chunks
     stay until :func:`prune`. Raises :class:`SnapshotNotFoundError` for a name the store
     lacks (then nothing is deleted), :class:`InvalidParameterError`,
-    :class:`StoreLockedError`, :class:`UnknownKeyError`."""
-    opened = await open_reader(store, key, identities, policy, storage_options, "forget")
+    :class:`StoreLockedError`, :class:`UnknownKeyError`; ``signer``: as for
+    :func:`verify`."""
+    opened = await open_reader(store, key, identities, policy, storage_options, "forget", signer)
     async with opened.lock(exclusive=True):
         present: set[str] = set(await opened.snapshot_names())
         chosen = [await opened.find_snapshot(name) for name in names]
@@ -368,6 +373,7 @@ async def prune(
     key: SecretKey | None = None,
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     max_unused: float = 0.1,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
@@ -376,12 +382,13 @@ async def prune(
 
     Refuses (raises the snapshot's typed error) when a snapshot cannot be read, since its
     chunks could not be told apart from garbage. Raises :class:`StoreLockedError`,
-    :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``.
+    :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``;
+    ``signer``: as for :func:`verify`.
     """
     if not 0 <= max_unused < 1:
         raise InvalidParameterError("max_unused is a fraction in [0, 1)")
     started = time.perf_counter()
-    opened = await open_reader(store, key, identities, policy, storage_options, "prune")
+    opened = await open_reader(store, key, identities, policy, storage_options, "prune", signer)
     async with opened.lock(exclusive=True):
         index = await opened.load_index()
         old_ids = await opened.list_files("ids")

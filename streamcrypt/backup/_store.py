@@ -59,13 +59,14 @@ from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import (
     FormatError,
     InvalidParameterError,
+    InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
     StreamCryptError,
     UnknownKeyError,
     UnsafePathError,
 )
-from ..keys import SecretKey, load_json, random_bytes
+from ..keys import SecretKey, constant_time_equal, load_json, random_bytes
 from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
@@ -229,6 +230,26 @@ def snapshot_names(files: Iterable[str]) -> list[str]:
     return sorted(names)
 
 
+def signer_of(config: StoreConfig) -> str:
+    """The store's signer as ``backup init`` prints it: its Ed25519 public key, hex."""
+    return config.signer.hex()
+
+
+def check_signer(config: StoreConfig, signer: str) -> None:
+    """Raise :class:`InvalidSignatureError` unless the store's config names ``signer``.
+
+    The anchor outside the store: a write-only store's config and ``keys/writer`` are
+    checked against each other, so someone who can replace both (a local directory, a
+    bucket: not through the append-only server) could make the identity read a store of
+    theirs; the signer the owner kept from ``backup init`` tells the two apart.
+    """
+    if not constant_time_equal(signer_of(config).encode(), signer.strip().lower().encode()):
+        raise InvalidSignatureError(
+            "the store's config names another signer than the one given: the config and "
+            "writer key were replaced, or this is another store"
+        )
+
+
 class _SessionKeys(Mapping[bytes, DataKeys]):
     """A write-only store's session keys as its identity sees them: ``keys/<session
     id>`` is read and unwrapped when an object first names that session, never before,
@@ -304,6 +325,7 @@ class Store:
         *,
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
         create: bool = False,
+        signer: str | None = None,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
         **params: int,
@@ -314,7 +336,9 @@ class Store:
         A symmetric store opens with its master ``key``; a write-only store with its
         writer key (``key``: back up only) or with ``identities`` (everything). Raises
         :class:`UnknownKeyError` (another store's key, an identity the store is not
-        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind).
+        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind), and
+        with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
+        the store), :class:`InvalidSignatureError` when the config names another signer.
         """
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
         if (key is None) == (identities is None):
@@ -322,6 +346,8 @@ class Store:
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
         await store._run(store._open_sync, key, identities, create, params)
+        if signer is not None:
+            check_signer(store.config, signer)
         return store
 
     def _open_sync(
@@ -731,11 +757,18 @@ async def open_reader(
     policy: OffloadPolicy | None,
     storage_options: dict[str, Any] | None,
     action: str,
+    signer: str | None = None,
 ) -> Store:
     """The store opened with keys that read it (the master key, or a write-only store's
-    identities); a write-only store's writer key is refused (:class:`UnknownKeyError`)."""
+    identities); a write-only store's writer key is refused (:class:`UnknownKeyError`);
+    with ``signer``, see :meth:`Store.open`."""
     opened = await Store.open(
-        location, key, identities=identities, policy=policy, storage_options=storage_options
+        location,
+        key,
+        identities=identities,
+        signer=signer,
+        policy=policy,
+        storage_options=storage_options,
     )
     opened.require_reader(action)
     return opened

@@ -78,6 +78,7 @@ async def rekey(
     identities: Iterable[IdentityLike] | IdentityLike,
     add: Iterable[RecipientLike] | RecipientLike = (),
     remove: Iterable[RecipientLike] | RecipientLike = (),
+    signer: str | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
 ) -> tuple[str, ...]:
@@ -88,10 +89,16 @@ async def rekey(
     the old or the new recipients, and running it again with the same identity finishes
     it. Raises :class:`UnknownKeyError` when ``identities`` cannot unwrap the store's
     keys, :class:`InvalidParameterError` (a symmetric store, a recipient to remove that
-    is not one, no recipient left), :class:`StoreLockedError`.
+    is not one, no recipient left), :class:`StoreLockedError`, and with ``signer`` (as
+    ``backup init`` printed it) :class:`InvalidSignatureError` when the config names
+    another.
     """
     opened = await Store.open(
-        location, identities=identities, policy=policy, storage_options=storage_options
+        location,
+        identities=identities,
+        signer=signer,
+        policy=policy,
+        storage_options=storage_options,
     )
     if not opened.config.write_only:
         raise InvalidParameterError("a symmetric store has no recipients to change")
