@@ -7,10 +7,12 @@ killed with SIGKILL in a subprocess that the next run completes.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import os
 import random
+import re
 import signal
 import socket
 import stat
@@ -27,8 +29,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamcrypt import backup as sb
+from streamcrypt.backup._rest import RestFiles
+from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.codecs.backup import (
     BackupKeys,
+    BlobEntry,
     Manifest,
     Node,
     PackOpener,
@@ -391,10 +396,11 @@ def test_lock_keeps_two_writers_apart_and_stale_locks_go(tmp_path: Path) -> None
         async with opened.lock(exclusive=True):
             with pytest.raises(StoreLockedError, match="locked"):
                 await sb.backup(src, store, KEY)
-            with pytest.raises(StoreLockedError):
-                await sb.verify(store, KEY)  # readers wait for writers too
+            assert (await sb.verify(store, KEY)).ok  # no lock stops a reader
         async with opened.lock(exclusive=False):
             assert (await sb.verify(store, KEY)).ok  # two readers are fine
+            with pytest.raises(StoreLockedError):
+                await sb.prune(store, KEY)  # a writer waits for readers
 
     anyio.run(second_while_first_holds)
     # a lock left by a dead process on this host is stale
@@ -440,6 +446,43 @@ def test_prune_drops_what_no_snapshot_uses(tmp_path: Path) -> None:
     assert run(sb.verify, store, KEY).ok
     run(sb.restore, store, "b", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
+
+
+def test_prune_keeps_every_pack_an_appended_index_file_contradicts(tmp_path: Path) -> None:
+    """Review 4 H1: someone who can only append (a compromised writer with the key, through
+    the append-only server) adds a fake pack and an index file sorting first that points
+    every chunk at it, and another that lists a real pack as empty. prune deletes no real
+    pack: a chunk listed twice keeps both copies unless one was read and verified."""
+    rng = random.Random(11)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(rng.randbytes(3 * MiB))
+    (src / "note.txt").write_text("history\n")
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="before")
+
+    async def append_lies() -> None:
+        opened = await sb.Store.open(store, KEY)
+        index = await opened.load_index()
+        fake = b"\xff" * 32
+        await opened.write_pack(fake, b"not a pack")
+        entries = [
+            BlobEntry(cid, loc.entry.flags, 0, loc.entry.length, loc.entry.raw_length)
+            for cid, loc in index.chunks.items()
+        ]
+        await opened.write("index/" + "0" * 32, encode_index(opened.keys, {fake: entries}))
+        real = next(iter(index.packs))
+        await opened.write("index/" + "f" * 32, encode_index(opened.keys, {real: []}))
+
+    anyio.run(append_lies)
+    packs_before = {p.name for p in (store / "data").rglob("*") if p.is_file()}
+    report = run(sb.prune, store, KEY)
+    assert report.packs_deleted == 1  # the fake one: none of its copies verified
+    packs_after = {p.name for p in (store / "data").rglob("*") if p.is_file()}
+    assert packs_before - packs_after == {"ff" * 32}
+    run(sb.restore, store, "before", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+    assert run(sb.verify, store, KEY).ok
 
 
 def test_latest_names_the_newest_snapshot_wherever_a_snapshot_is_taken(tmp_path: Path) -> None:
@@ -506,7 +549,7 @@ def test_the_store_api_is_async() -> None:
 
     functions = [getattr(sb, n) for n in sb.__all__ if inspect.isfunction(getattr(sb, n))]
     blocking = [f.__name__ for f in functions if not inspect.iscoroutinefunction(f)]
-    assert blocking == ["default_snapshot_name"]  # a name, no I/O
+    assert blocking == ["default_snapshot_name", "shown_location"]  # names, no I/O
     assert len(functions) >= 7
 
 
@@ -795,14 +838,46 @@ def test_deeply_nested_or_huge_json_is_a_format_error(tmp_path: Path) -> None:
         keyset_from_json(DEEP)
 
 
-def test_a_deeply_nested_lock_file_is_a_conflict_not_a_crash(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "planted",
+    [
+        DEEP,
+        "{not json",
+        "[]",
+        json.dumps({"host": "elsewhere", "pid": 1, "time": 4e9, "exclusive": True}),
+        json.dumps({"host": "elsewhere", "pid": 1, "time": "soon", "exclusive": True}),
+        '{"host": "elsewhere", "pid": 1, "time": NaN, "exclusive": true}',
+    ],
+    ids=["deep", "garbage", "not-an-object", "future", "time-not-a-number", "nan"],
+)
+def test_a_lock_no_holder_writes_is_stale(tmp_path: Path, planted: str) -> None:
+    """Review 4 M4: a lock that does not parse, or dated in the future, was a live
+    exclusive lock for good (anyone who can append to locks/ could plant one)."""
     store = new_store(tmp_path / "store")
     (store / "locks").mkdir(exist_ok=True)
-    (store / "locks" / "planted").write_text(DEEP)
+    (store / "locks" / "planted").write_text(planted)
     src = tmp_path / "src"
     src.mkdir()
-    with pytest.raises(StoreLockedError):
-        run(sb.backup, src, store, KEY, name="x")
+    (src / "f").write_text("data")
+    run(sb.backup, src, store, KEY, name="x")
+    assert list((store / "locks").iterdir()) == []
+    (store / "locks" / "planted").write_text(planted)
+    run(sb.prune, store, KEY)
+    assert list((store / "locks").iterdir()) == []
+
+
+def test_a_live_exclusive_lock_does_not_stop_a_restore(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "store")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data")
+    run(sb.backup, src, store, KEY, name="x")
+    lock = {"host": "elsewhere", "pid": 1, "time": time.time() + 60, "exclusive": True}
+    (store / "locks" / "held").write_text(json.dumps(lock))
+    run(sb.restore, store, "x", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+    with pytest.raises(StoreLockedError, match="elsewhere"):
+        run(sb.prune, store, KEY)
 
 
 def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(
@@ -857,3 +932,44 @@ def test_a_directory_swapped_for_a_link_during_the_scan_is_not_listed(
     (tmp_path / "src-link").symlink_to(src)  # the source itself may be a link (the caller's)
     via_link = {e.path for e in _tree.scan_tree(str(tmp_path / "src-link")).entries}
     assert via_link == {"d", "link-of-its-own"}  # d is a link to outside now: kept as one
+
+
+def test_a_store_location_is_shown_without_its_credentials(tmp_path: Path) -> None:
+    """Review 4 L1: create_write_only put a rest: URL's token into its FileExistsError."""
+    shown = sb.shown_location
+    assert shown("rest:http://me:TOKEN@host:8000/x?t=1#f") == "rest:http://host:8000/x"
+    assert shown("s3://key:secret@bucket/p?token=t") == "s3://bucket/p"
+    assert shown("rest:http://[::1") == "rest:http://..."
+    assert shown(tmp_path) == str(tmp_path)
+    assert RestFiles("http://me:TOKEN@h:1/p/").root == "http://h:1/p"
+    store = "memory://me:TOKEN@host/store-" + os.urandom(4).hex()
+    recipient = str(X25519Identity.generate().recipient)
+    run(sb.create_write_only, store, [recipient])
+    with pytest.raises(FileExistsError) as caught:
+        run(sb.create_write_only, store, [recipient])
+    assert "TOKEN" not in str(caught.value) and "host/store-" in str(caught.value)
+
+
+def test_every_message_naming_a_store_goes_through_shown_location() -> None:
+    """A message (an f-string raised or printed) in the store's code or its command that
+    formats a location, store or root does it through backup.shown_location; RestFiles'
+    root is built without credentials (asserted above)."""
+    sensitive = re.compile(r"(os\.fspath\()?(location|store|root|url|self\.root|args\.store)\)?")
+    base = Path(sb.__file__).parent
+    files = [p for p in base.glob("*.py") if p.name != "_server.py"]
+    files.append(base.parent / "cli" / "_backup.py")
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            printed = isinstance(node, ast.Call) and ast.unparse(node.func) == "print"
+            if not (isinstance(node, ast.Raise) or printed):
+                continue
+            for inner in ast.walk(node):
+                if not isinstance(inner, ast.FormattedValue):
+                    continue
+                text = ast.unparse(inner.value)
+                if path.name == "_rest.py" and text == "self.root":
+                    continue
+                if sensitive.fullmatch(text):
+                    offenders.append(f"{path.name}:{inner.lineno}: {{{text}}}")
+    assert offenders == []

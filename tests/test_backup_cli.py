@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -133,7 +134,9 @@ def test_a_write_only_store_from_the_command(tmp_path: Path) -> None:
     write_secret(tmp_path / "other.id", other.to_string() + "\n")
     (tmp_path / "recipients").write_text(f"# the owner\n{owner.recipient}\n")
 
-    done = sc("backup", "init", "writer.key", "store", "-R", "recipients", cwd=tmp_path)
+    initialised = done = sc(
+        "backup", "init", "writer.key", "store", "-R", "recipients", cwd=tmp_path
+    )
     assert done.returncode == 0 and b"write-only" in done.stdout
     assert stat.S_IMODE((tmp_path / "writer.key").stat().st_mode) == 0o600
     assert sc("backup", "init", "writer.key", "store", cwd=tmp_path).returncode == 2  # no -r
@@ -155,5 +158,15 @@ def test_a_write_only_store_from_the_command(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert sc("backup", "verify", "-q", "store", "-i", "owner.id", cwd=tmp_path).returncode == 3
-    done = sc("backup", "restore", "-q", "store", "latest", "out", "-i", "other.id", cwd=tmp_path)
+    signer = re.search(rb"--signer ([0-9a-f]{64})", initialised.stdout)
+    assert signer is not None
+    pinned = ("--signer", signer.group(1).decode())
+    wrong = ("--signer", "00" * 32)
+    assert (
+        sc("backup", "verify", "-q", "store", "-i", "other.id", *wrong, cwd=tmp_path).returncode
+        == 1
+    )
+    done = sc(
+        "backup", "restore", "-q", "store", "latest", "out", "-i", "other.id", *pinned, cwd=tmp_path
+    )
     assert done.returncode == 0 and tree(tmp_path / "out") == tree(src)

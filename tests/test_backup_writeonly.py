@@ -29,6 +29,7 @@ from streamcrypt.codecs.backup import (
     PackOpener,
     decode_index,
     open_snapshot,
+    seal_key_file,
 )
 from streamcrypt.errors import (
     AuthenticationError,
@@ -365,3 +366,73 @@ def test_the_store_key_files_are_age_files_the_go_age_binary_opens(tmp_path: Pat
             assert done.stdout.endswith(writer.secret_bytes())
     run(sb.restore, store, "one", tmp_path / "out", identities=tmp_path / "owner.age")
     assert listing(tmp_path / "out") == listing(src)
+
+
+def test_key_files_not_the_stores_block_nothing_and_verify_names_them(tmp_path: Path) -> None:
+    """Review 4 M1: one object appended under keys/ (junk, or a session key wrapped to a
+    stranger) made the identity unable to open the store. A session key is unwrapped only
+    when an object names its session; verify reports the ones that do not open."""
+    src, store = tmp_path / "src", tmp_path / "store"
+    src.mkdir()
+    (src / "a.txt").write_text("precious history\n")
+    identity = X25519Identity.generate()
+    writer = new_write_only(store, identity)
+    run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "cache")
+    (store / "keys" / "zz").write_bytes(b"junk")
+    stranger = str(X25519Identity.generate().recipient)
+    (store / "keys" / ("ab" * 16)).write_bytes(seal_key_file([stranger], "ab" * 16, bytes(32)))
+    report = run(sb.verify, store, identities=identity)
+    assert {p.kind for p in report.problems} == {"key"}
+    assert sorted(p.message.split()[0] for p in report.problems) == ["keys/" + "ab" * 16, "keys/zz"]
+    run(sb.restore, store, "one", tmp_path / "out", identities=identity)
+    assert listing(tmp_path / "out") == listing(src)
+    other = X25519Identity.generate()
+    run(sb.rekey, store, identities=identity, add=str(other.recipient))
+    run(sb.prune, store, identities=other)
+    run(sb.restore, store, "one", tmp_path / "out2", identities=other)
+    assert listing(tmp_path / "out2") == listing(src)
+
+
+def test_the_signer_kept_from_init_refuses_a_store_whose_config_and_writer_were_swapped(
+    tmp_path: Path,
+) -> None:
+    """Review 4 M2: someone who can overwrite the store (no key: the recipients are in the
+    plain config) replaces config and keys/writer with their own, wrapped to the same
+    recipients; the identity alone cannot tell (the signer check is circular). The
+    signer printed by `backup init`, kept beside the identity, can."""
+    identity = X25519Identity.generate()
+    victim, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "payroll.txt").write_text("real data\n")
+    writer = new_write_only(victim, identity)
+    signer = BackupKeys.writer(writer).signing.public_bytes().hex()
+    run(sb.backup, src, victim, writer, name="2026-12-01", cache_dir=tmp_path / "c1")
+    run(sb.restore, victim, "2026-12-01", tmp_path / "ok", identities=identity, signer=signer)
+    assert (tmp_path / "ok" / "payroll.txt").read_text() == "real data\n"
+
+    recipients = json.loads(json.loads((victim / "config").read_text())["config"])["recipients"]
+    evil, evil_src = tmp_path / "evil", tmp_path / "evil-src"
+    evil_src.mkdir()
+    (evil_src / "payroll.txt").write_text("FORGED\n")
+    evil_writer = run(sb.create_write_only, evil, recipients)
+    run(sb.backup, evil_src, evil, evil_writer, name="2026-12-02", cache_dir=tmp_path / "c2")
+    for rel in ("config", "keys/writer"):
+        shutil.copy(evil / rel, victim / rel)
+    for sub in ("keys", "snapshots", "index", "ids", "data"):
+        for path in (evil / sub).rglob("*"):
+            target = victim / path.relative_to(evil)
+            if path.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, target)
+    for call in (
+        lambda: run(
+            sb.restore, victim, "latest", tmp_path / "x", identities=identity, signer=signer
+        ),
+        lambda: run(sb.verify, victim, identities=identity, signer=signer),
+        lambda: run(sb.prune, victim, identities=identity, signer=signer),
+        lambda: run(sb.forget, victim, None, ["2026-12-01"], identities=identity, signer=signer),
+        lambda: run(sb.rekey, victim, identities=identity, add=recipients[0], signer=signer),
+    ):
+        with pytest.raises(InvalidSignatureError, match="another signer"):
+            call()
+    assert not (tmp_path / "x").exists() and (victim / "snapshots" / "2026-12-01").exists()

@@ -39,11 +39,20 @@ from ._maintain import (
 )
 from ._restore import RestoreReport, restore
 from ._server import RestServer
-from ._store import LATEST, LOCK_STALE_SECONDS, Index, Location, Store
+from ._store import (
+    LATEST,
+    LOCK_CLOCK_SKEW_SECONDS,
+    LOCK_STALE_SECONDS,
+    Index,
+    Location,
+    Store,
+    shown_location,
+)
 from ._writeonly import create_write_only, rekey
 
 __all__ = [
     "LATEST",
+    "LOCK_CLOCK_SKEW_SECONDS",
     "LOCK_STALE_SECONDS",
     "BackupReport",
     "Index",
@@ -64,5 +73,6 @@ __all__ = [
     "rekey",
     "restore",
     "salvage",
+    "shown_location",
     "verify",
 ]

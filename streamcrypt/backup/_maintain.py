@@ -8,6 +8,13 @@ packs with nothing referenced are deleted, packs with more than ``max_unused`` o
 bytes unreferenced are rewritten (blobs move still sealed and compressed; only the pack
 key changes), the new index is written before any old index file or pack is deleted, so
 a prune killed at any point leaves every snapshot restorable.
+
+What an index file says is not taken on trust (anyone who can append to the store can
+add one): a chunk a snapshot uses that index files place in several packs keeps every
+one of them unless prune read one copy and it authenticated and hashed back to its id
+(:func:`_choose_copies`); then only that copy is kept, and a pack that lists the chunk
+elsewhere is rewritten without it. A pack is deleted only when it holds no chunk a
+snapshot uses except copies verified elsewhere.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from ..errors import (
 )
 from ..keys import SecretKey
 from ._backup import Progress
-from ._store import Store, open_location, open_reader, snapshot_names
+from ._store import Store, open_location, open_reader, shown_location, snapshot_names
 from ._work import run_blocking
 
 
@@ -60,7 +67,7 @@ def _snapshot_files(
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
-        raise FileNotFoundError(f"{root!r} is not a backup store (no config)")
+        raise FileNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []
@@ -76,7 +83,7 @@ def _snapshot_files(
 class Problem:
     """One thing wrong with a store, and the files (``snapshot:path``) it affects."""
 
-    kind: str  # "snapshot", "index", "missing", "pack", "chunk"
+    kind: str  # "snapshot", "index", "key", "missing", "pack", "chunk"
     message: str
     files: tuple[str, ...] = ()
 
@@ -158,6 +165,7 @@ async def verify(
     key: SecretKey | None = None,
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     read_data: bool = True,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
@@ -166,17 +174,21 @@ async def verify(
     """Check that every snapshot and every chunk of the store authenticates, without
     restoring (``read_data=False``: pack tables and the index only).
 
-    ``key``: the master key; a write-only store's ``identities``. Problems are reported,
-    not raised. Raises :class:`UnknownKeyError` (also for a write-only store's writer
-    key), :class:`StoreLockedError`, ``OSError``.
+    ``key``: the master key; a write-only store's ``identities``; ``signer``: the
+    store's signer as ``backup init`` printed it, kept apart from the store
+    (:class:`InvalidSignatureError` when the config names another). Problems are
+    reported, not raised (a lock never stops a verify; one beside a prune may report packs the
+    prune just removed). Raises :class:`UnknownKeyError` (also for a write-only store's
+    writer key), ``OSError``.
     """
     started = time.perf_counter()
-    opened = await open_reader(store, key, identities, policy, storage_options, "verify")
+    opened = await open_reader(store, key, identities, policy, storage_options, "verify", signer)
     problems: list[Problem] = []
     async with opened.lock(exclusive=False):
         index_errors: list[str] = []
         index = await opened.load_index(errors=index_errors)
         problems += [Problem("index", msg) for msg in index_errors]
+        problems += [Problem("key", msg) for msg in await opened.key_file_problems()]
         users: dict[bytes, list[str]] = {}
         names = await opened.snapshot_names()
         for name in names:
@@ -258,14 +270,16 @@ async def forget(
     names: Sequence[str],
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """Delete snapshots (``latest``: the newest) and return their names; their chunks
     stay until :func:`prune`. Raises :class:`SnapshotNotFoundError` for a name the store
     lacks (then nothing is deleted), :class:`InvalidParameterError`,
-    :class:`StoreLockedError`, :class:`UnknownKeyError`."""
-    opened = await open_reader(store, key, identities, policy, storage_options, "forget")
+    :class:`StoreLockedError`, :class:`UnknownKeyError`; ``signer``: as for
+    :func:`verify`."""
+    opened = await open_reader(store, key, identities, policy, storage_options, "forget", signer)
     async with opened.lock(exclusive=True):
         present: set[str] = set(await opened.snapshot_names())
         chosen = [await opened.find_snapshot(name) for name in names]
@@ -305,11 +319,61 @@ def _repack(store: Store, pack_id: bytes, used: list[BlobEntry]) -> list[tuple[B
     return [(e, opener.payload(e, data[e.offset : e.offset + e.length])) for e in used]
 
 
+def _verified_copies(store: Store, pack_id: bytes, entries: list[BlobEntry]) -> set[BlobEntry]:
+    """The ``entries`` of ``pack_id`` whose blobs authenticate and hash back to their
+    ids; none when the pack does not open (worker thread)."""
+    try:
+        data = memoryview(store.read_pack_sync(pack_id))
+        opener = PackOpener(store.keys, pack_id, data)
+    except (StreamCryptError, OSError):
+        return set()
+    good = set()
+    for e in entries:
+        try:
+            opener.blob(e, data[e.offset : e.offset + e.length])
+        except StreamCryptError:
+            continue
+        good.add(e)
+    return good
+
+
+Copy = tuple[bytes, BlobEntry]
+
+
+async def _choose_copies(
+    store: Store, packs: dict[bytes, list[BlobEntry]], referenced: set[bytes]
+) -> dict[bytes, Copy | None]:
+    """For each referenced chunk in ``packs``: the one copy prune keeps (its only one, or
+    the first listed that was read and verified), or ``None`` when it has several and
+    none verified (then prune keeps them all). The one place prune decides which copy of
+    a chunk may go."""
+    holders: dict[bytes, list[Copy]] = {}
+    for pack_id, entries in packs.items():
+        for e in entries:
+            if e.chunk_id in referenced:
+                holders.setdefault(e.chunk_id, []).append((pack_id, e))
+    doubtful: dict[bytes, list[BlobEntry]] = {}
+    for copies in holders.values():
+        if len(copies) > 1:
+            for pack_id, e in copies:
+                doubtful.setdefault(pack_id, []).append(e)
+    good: set[Copy] = set()
+    for pack_id, entries in doubtful.items():
+        verified = await run_blocking(store.policy, _verified_copies, store, pack_id, entries)
+        good |= {(pack_id, e) for e in verified}
+        await store.refresh_lock()
+    return {
+        cid: copies[0] if len(copies) == 1 else next((c for c in copies if c in good), None)
+        for cid, copies in holders.items()
+    }
+
+
 async def prune(
     store: str | os.PathLike[str],
     key: SecretKey | None = None,
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     max_unused: float = 0.1,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
@@ -318,12 +382,13 @@ async def prune(
 
     Refuses (raises the snapshot's typed error) when a snapshot cannot be read, since its
     chunks could not be told apart from garbage. Raises :class:`StoreLockedError`,
-    :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``.
+    :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``;
+    ``signer``: as for :func:`verify`.
     """
     if not 0 <= max_unused < 1:
         raise InvalidParameterError("max_unused is a fraction in [0, 1)")
     started = time.perf_counter()
-    opened = await open_reader(store, key, identities, policy, storage_options, "prune")
+    opened = await open_reader(store, key, identities, policy, storage_options, "prune", signer)
     async with opened.lock(exclusive=True):
         index = await opened.load_index()
         old_ids = await opened.list_files("ids")
@@ -343,20 +408,22 @@ async def prune(
         drop: list[bytes] = [pid for pid in stored if pid not in index.packs]  # orphans
         rewrite: list[tuple[bytes, list[BlobEntry]]] = []
         removed = 0
-        for pack_id, entries in index.packs.items():
-            if pack_id not in stored:
-                continue  # lost; verify reports it
-            used = [
-                e
-                for e in entries
-                if e.chunk_id in referenced and index.chunks[e.chunk_id].pack_id == pack_id
-            ]
+        present = {pid: entries for pid, entries in index.packs.items() if pid in stored}
+        chosen = await _choose_copies(opened, present, referenced)  # lost packs: verify's
+        for pack_id, entries in present.items():
+            used, elsewhere = [], False
+            for e in entries:
+                if e.chunk_id in referenced:
+                    if chosen[e.chunk_id] in (None, (pack_id, e)):
+                        used.append(e)
+                    else:
+                        elsewhere = True  # a verified copy is kept in another place
             size = stored[pack_id]
             unused = sum(e.length for e in entries) - sum(e.length for e in used)
             if not used:
                 drop.append(pack_id)
                 removed += len(entries)
-            elif unused > max_unused * size:
+            elif elsewhere or unused > max_unused * size:
                 rewrite.append((pack_id, used))
                 removed += len(entries) - len(used)
             else:

@@ -257,6 +257,7 @@ async def restore(
     key: SecretKey | None = None,
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
+    signer: str | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     progress: Progress | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -269,12 +270,15 @@ async def restore(
     Raises :class:`InvalidSignatureError` (snapshot altered or renamed, wrong key),
     :class:`AuthenticationError` (a damaged chunk or pack; the message names the file),
     :class:`FormatError` (a chunk missing from the store, a malformed manifest),
-    :class:`SnapshotNotFoundError`, :class:`UnknownKeyError`, :class:`StoreLockedError`,
-    ``FileExistsError`` when ``dest`` exists, ``OSError``.
+    :class:`SnapshotNotFoundError`, :class:`UnknownKeyError`, ``FileExistsError`` when
+    ``dest`` exists, ``OSError`` (also a pack a prune running beside it deleted: run it
+    again; a lock never stops a restore). ``signer``: the store's signer as ``backup
+    init`` printed it, kept apart from the store (:class:`InvalidSignatureError` when
+    the config names another).
     """
     started = time.perf_counter()
     dest_path = await run_blocking(None, _new_destination, dest)
-    opened = await open_reader(store, key, identities, policy, storage_options, "restore")
+    opened = await open_reader(store, key, identities, policy, storage_options, "restore", signer)
     async with opened.lock(exclusive=False):
         manifest = await opened.load_snapshot(name)
         index = await opened.load_index()

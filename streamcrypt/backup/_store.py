@@ -29,10 +29,11 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from ..codecs import IdentityLike
 from ..codecs.backup import (
@@ -58,13 +59,14 @@ from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import (
     FormatError,
     InvalidParameterError,
+    InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
     StreamCryptError,
     UnknownKeyError,
     UnsafePathError,
 )
-from ..keys import SecretKey, load_json, random_bytes
+from ..keys import SecretKey, constant_time_equal, load_json, random_bytes
 from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
@@ -75,6 +77,8 @@ T = TypeVar("T")
 LATEST = "latest"
 #: A lock not refreshed for this long is stale (a live holder refreshes it every 5 min).
 LOCK_STALE_SECONDS = 30 * 60
+#: A lock dated further ahead than this (clocks of two hosts disagree by less) is stale.
+LOCK_CLOCK_SKEW_SECONDS = 5 * 60
 _LOCK_REFRESH_SECONDS = 5 * 60
 
 
@@ -125,6 +129,23 @@ class _LocalFiles:
         return found if detail else sorted(found)
 
 
+def shown_location(location: str | os.PathLike[str]) -> str:
+    """``location`` as a message may show it: a URL without its user name, password,
+    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``). Every
+    message that names a store goes through this one function."""
+    text = os.fspath(location)
+    scheme = "rest:" if text.startswith("rest:") else ""
+    url = text.removeprefix(scheme)
+    if "://" not in url:
+        return text
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return scheme + url.split("://", 1)[0] + "://..."
+    netloc = parts.netloc.rpartition("@")[2]
+    return scheme + urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def open_location(
     location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
 ) -> tuple[Any, str, bool]:
@@ -165,7 +186,16 @@ class Index:
     ids: set[bytes] = field(default_factory=set)
 
     def add_pack(self, pack_id: bytes, entries: Sequence[BlobEntry]) -> None:
-        self.packs[pack_id] = list(entries)
+        """Merge what one index file says ``pack_id`` holds: entries are added to those
+        other files gave (never replaced: an index file appended later cannot make a
+        pack look emptier than it is); a chunk's first location wins (``chunks``), the
+        others stay in ``packs`` for :func:`prune` to weigh."""
+        known = self.packs.get(pack_id)
+        if known is None:
+            self.packs[pack_id] = list(entries)
+        else:
+            seen = set(known)
+            known += [e for e in entries if e not in seen]
         for e in entries:
             self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
 
@@ -198,6 +228,58 @@ def snapshot_names(files: Iterable[str]) -> list[str]:
         except InvalidParameterError:
             pass
     return sorted(names)
+
+
+def signer_of(config: StoreConfig) -> str:
+    """The store's signer as ``backup init`` prints it: its Ed25519 public key, hex."""
+    return config.signer.hex()
+
+
+def check_signer(config: StoreConfig, signer: str) -> None:
+    """Raise :class:`InvalidSignatureError` unless the store's config names ``signer``.
+
+    The anchor outside the store: a write-only store's config and ``keys/writer`` are
+    checked against each other, so someone who can replace both (a local directory, a
+    bucket: not through the append-only server) could make the identity read a store of
+    theirs; the signer the owner kept from ``backup init`` tells the two apart.
+    """
+    if not constant_time_equal(signer_of(config).encode(), signer.strip().lower().encode()):
+        raise InvalidSignatureError(
+            "the store's config names another signer than the one given: the config and "
+            "writer key were replaced, or this is another store"
+        )
+
+
+class _SessionKeys(Mapping[bytes, DataKeys]):
+    """A write-only store's session keys as its identity sees them: ``keys/<session
+    id>`` is read and unwrapped when an object first names that session, never before,
+    so a key file that does not open (anyone can append one) blocks nothing but the
+    objects that name it. Iterating gives the sessions unwrapped so far."""
+
+    def __init__(self, store: Store, identities: Iterable[IdentityLike] | IdentityLike) -> None:
+        self._store = store
+        self._identities = identities
+        self._opened: dict[bytes, DataKeys] = {}
+
+    def __getitem__(self, session: bytes) -> DataKeys:
+        found = self._opened.get(session)
+        if found is None:
+            if len(session) != SESSION_ID_SIZE:
+                raise KeyError(session)
+            name = session.hex()
+            try:
+                data = self._store.read_sync(f"keys/{name}")
+            except FileNotFoundError:
+                raise KeyError(session) from None
+            secret = open_key_file(self._identities, name, data)
+            found = self._opened[session] = DataKeys.derive(secret, session)
+        return found
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(list(self._opened))
+
+    def __len__(self) -> int:
+        return len(self._opened)
 
 
 class Store:
@@ -243,6 +325,7 @@ class Store:
         *,
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
         create: bool = False,
+        signer: str | None = None,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
         **params: int,
@@ -253,7 +336,9 @@ class Store:
         A symmetric store opens with its master ``key``; a write-only store with its
         writer key (``key``: back up only) or with ``identities`` (everything). Raises
         :class:`UnknownKeyError` (another store's key, an identity the store is not
-        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind).
+        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind), and
+        with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
+        the store), :class:`InvalidSignatureError` when the config names another signer.
         """
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
         if (key is None) == (identities is None):
@@ -261,6 +346,8 @@ class Store:
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
         await store._run(store._open_sync, key, identities, create, params)
+        if signer is not None:
+            check_signer(store.config, signer)
         return store
 
     def _open_sync(
@@ -273,7 +360,9 @@ class Store:
         path = self._path("config")
         if not self.fs.exists(path):
             if not create:
-                raise FileNotFoundError(f"{self.root!r} is not a backup store (no config)")
+                raise FileNotFoundError(
+                    f"{shown_location(self.root)!r} is not a backup store (no config)"
+                )
             if key is None:
                 raise InvalidParameterError("a new store is made with a key (or recipients)")
             self.keys = BackupKeys.derive(key)
@@ -293,24 +382,29 @@ class Store:
         else:
             writer = open_key_file(identities, "writer", self.read_sync("keys/writer"))
             keys = BackupKeys.writer(SecretKey(writer))
-            opens: dict[bytes, DataKeys] = {}
-            for name in self._list_sync("keys", False):
-                if name != "writer":
-                    session = self._session_id(name)
-                    secret = open_key_file(identities, name, self.read_sync(f"keys/{name}"))
-                    opens[session] = DataKeys.derive(secret, session)
-            self.keys = replace(keys, opens=opens, reader=True)
+            self.keys = replace(keys, opens=_SessionKeys(self, identities), reader=True)
         self.config = StoreConfig.decode(raw, self.keys)
 
-    @staticmethod
-    def _session_id(name: str) -> bytes:
-        try:
-            session = bytes.fromhex(name)
-        except ValueError:
-            session = b""
-        if len(session) != SESSION_ID_SIZE:
-            raise FormatError(f"keys/{name} is not a session key file's name")
-        return session
+    def _key_file_problems_sync(self) -> list[str]:
+        """The files of ``keys/`` that do not open as this store's session keys (they
+        block nothing: :class:`_SessionKeys`); the identity only."""
+        if not (self.config.write_only and self.keys.reader):
+            return []
+        problems = []
+        for name in self._list_sync("keys", False):
+            if name == "writer":
+                continue
+            try:
+                self.keys.opens[bytes.fromhex(name)]
+            except (KeyError, ValueError, StreamCryptError) as exc:
+                problems.append(
+                    f"keys/{name} does not open as a session key of the store "
+                    f"({type(exc).__name__}): not the store's; the owner may delete it"
+                )
+        return problems
+
+    async def key_file_problems(self) -> list[str]:
+        return await self._run(self._key_file_problems_sync)
 
     async def begin_session(self) -> None:
         """Before a write-only store's backup or prune writes anything: a fresh session
@@ -544,56 +638,69 @@ class Store:
     # -- locking ----------------------------------------------------------------------------------
 
     @staticmethod
-    def _stale(doc: dict[str, Any], now: float) -> bool:
-        if now - float(doc.get("time", 0)) > LOCK_STALE_SECONDS:
+    def _stale(doc: object, now: float) -> bool:
+        """Whether a lock no longer holds: not refreshed for :data:`LOCK_STALE_SECONDS`,
+        its process gone (same host), or one no holder writes (anyone who can append to
+        the store can plant one): a lock that does not parse, or dated more than
+        :data:`LOCK_CLOCK_SKEW_SECONDS` ahead. The one place a lock's life is decided."""
+        if not isinstance(doc, dict):
             return True
+        when = doc.get("time")
+        if isinstance(when, bool) or not isinstance(when, int | float):
+            return True
+        if not now - LOCK_STALE_SECONDS <= when <= now + LOCK_CLOCK_SKEW_SECONDS:
+            return True  # also NaN and infinities
         if doc.get("host") != socket.gethostname():
             return False
         try:
             os.kill(int(doc["pid"]), 0)
         except ProcessLookupError:
             return True
-        except (PermissionError, KeyError, ValueError, TypeError):
+        except (PermissionError, KeyError, ValueError, TypeError, OverflowError):
             return False
         return False
 
-    def _conflicts_sync(self, exclusive: bool, own: str | None) -> list[str]:
-        """Descriptions of live locks that conflict; stale ones are removed."""
+    def _conflicts_sync(self, own: str | None) -> list[str]:
+        """Descriptions of the live locks beside ``own``; stale ones are removed."""
         now = time.time()
         conflicts = []
         for name in self._list_sync("locks", False):
             if name == own:
                 continue
+            doc: object
             try:
                 text = self.read_sync(f"locks/{name}", 0, MAX_CONFIG_SIZE + 1)
                 doc = load_json(text, "a lock file", max_size=MAX_CONFIG_SIZE)
-                if not isinstance(doc, dict):
-                    raise FormatError("a lock file is not a JSON object")
             except FileNotFoundError:
                 continue
             except FormatError:
-                doc = {}
-            if doc and self._stale(doc, now):
+                doc = None
+            if self._stale(doc, now):
                 self._delete_sync([f"locks/{name}"])
                 continue
-            if exclusive or doc.get("exclusive", True):
-                age = now - float(doc.get("time", now))
-                conflicts.append(
-                    f"{'exclusive' if doc.get('exclusive', True) else 'shared'} lock of "
-                    f"process {doc.get('pid', '?')} on {doc.get('host', '?')}, "
-                    f"refreshed {age:.0f} s ago"
-                )
+            assert isinstance(doc, dict)
+            conflicts.append(
+                f"{'exclusive' if doc.get('exclusive', True) else 'shared'} lock of "
+                f"process {doc.get('pid', '?')!r} on {doc.get('host', '?')!r}, "
+                f"refreshed {now - float(doc['time']):.0f} s ago"
+            )
         return conflicts
 
     def _acquire_sync(self, exclusive: bool) -> None:
+        """Write this process's lock; an exclusive one first checks, and after writing
+        checks again, that no other live lock exists. A shared lock (restore, verify) is
+        blocked by none: it only keeps prune and backup away, so nobody who can plant a
+        lock can keep the owner from reading the store."""
+
         def refuse(conflicts: list[str]) -> StoreLockedError:
             return StoreLockedError(
-                f"the store is locked ({'; '.join(conflicts)}): another backup, prune or "
-                f"forget is running; a lock goes stale after {LOCK_STALE_SECONDS // 60} "
-                "minutes without refresh or when its process is gone"
+                f"the store is locked ({'; '.join(conflicts)}): another backup, prune, "
+                f"forget, restore or verify is running; a lock goes stale after "
+                f"{LOCK_STALE_SECONDS // 60} minutes without refresh or when its process "
+                "is gone"
             )
 
-        if conflicts := self._conflicts_sync(exclusive, None):
+        if exclusive and (conflicts := self._conflicts_sync(None)):
             raise refuse(conflicts)
         name = secrets.token_hex(16)
         self._lock_doc = {
@@ -604,7 +711,7 @@ class Store:
         }
         self.write_sync(f"locks/{name}", json.dumps(self._lock_doc).encode())
         # Two processes may both have written a lock: each one that sees the other backs off.
-        if conflicts := self._conflicts_sync(exclusive, name):
+        if exclusive and (conflicts := self._conflicts_sync(name)):
             self._delete_sync([f"locks/{name}"])
             raise refuse(conflicts)
         self._lock_name, self._lock_time = name, time.monotonic()
@@ -618,9 +725,10 @@ class Store:
 
     @asynccontextmanager
     async def lock(self, *, exclusive: bool) -> AsyncIterator[None]:
-        """Hold a lock: exclusive for backup, prune and forget, shared for reading.
+        """Hold a lock: exclusive for backup, prune and forget (refused beside any live
+        lock), shared for reading (never refused).
 
-        Raises :class:`StoreLockedError` when a live conflicting lock exists.
+        Raises :class:`StoreLockedError` when an exclusive lock meets a live one.
         """
         await self._run(self._acquire_sync, exclusive)
         try:
@@ -649,11 +757,18 @@ async def open_reader(
     policy: OffloadPolicy | None,
     storage_options: dict[str, Any] | None,
     action: str,
+    signer: str | None = None,
 ) -> Store:
     """The store opened with keys that read it (the master key, or a write-only store's
-    identities); a write-only store's writer key is refused (:class:`UnknownKeyError`)."""
+    identities); a write-only store's writer key is refused (:class:`UnknownKeyError`);
+    with ``signer``, see :meth:`Store.open`."""
     opened = await Store.open(
-        location, key, identities=identities, policy=policy, storage_options=storage_options
+        location,
+        key,
+        identities=identities,
+        signer=signer,
+        policy=policy,
+        storage_options=storage_options,
     )
     opened.require_reader(action)
     return opened

@@ -35,7 +35,7 @@ from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ..primitives import blake3_keyed
 from ..transports import write_atomic
-from ._store import Store, open_location
+from ._store import Store, open_location, shown_location
 from ._work import run_blocking
 
 
@@ -63,7 +63,7 @@ async def create_write_only(
         fs, root, local = open_location(location, storage_options)
         store = Store(fs, root, keys, config, policy, local=local)
         if fs.exists(store._path("config")):
-            raise FileExistsError(f"{os.fspath(location)!r} already holds a backup store")
+            raise FileExistsError(f"{shown_location(location)!r} already holds a backup store")
         fs.makedirs(store.root, exist_ok=True)
         store.write_sync("keys/writer", seal_key_file(texts, "writer", writer.secret_bytes()))
         store.write_sync("config", config.encode(keys))  # last: the store exists from here
@@ -78,6 +78,7 @@ async def rekey(
     identities: Iterable[IdentityLike] | IdentityLike,
     add: Iterable[RecipientLike] | RecipientLike = (),
     remove: Iterable[RecipientLike] | RecipientLike = (),
+    signer: str | None = None,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
 ) -> tuple[str, ...]:
@@ -88,10 +89,16 @@ async def rekey(
     the old or the new recipients, and running it again with the same identity finishes
     it. Raises :class:`UnknownKeyError` when ``identities`` cannot unwrap the store's
     keys, :class:`InvalidParameterError` (a symmetric store, a recipient to remove that
-    is not one, no recipient left), :class:`StoreLockedError`.
+    is not one, no recipient left), :class:`StoreLockedError`, and with ``signer`` (as
+    ``backup init`` printed it) :class:`InvalidSignatureError` when the config names
+    another.
     """
     opened = await Store.open(
-        location, identities=identities, policy=policy, storage_options=storage_options
+        location,
+        identities=identities,
+        signer=signer,
+        policy=policy,
+        storage_options=storage_options,
     )
     if not opened.config.write_only:
         raise InvalidParameterError("a symmetric store has no recipients to change")
@@ -109,7 +116,10 @@ async def rekey(
 
     def rewrap() -> None:
         for name in opened._list_sync("keys", False):
-            secret = open_key_file(identities, name, opened.read_sync(f"keys/{name}"))
+            try:
+                secret = open_key_file(identities, name, opened.read_sync(f"keys/{name}"))
+            except StreamCryptError:
+                continue  # not the store's (anyone can add one): verify reports it
             opened.write_sync(f"keys/{name}", seal_key_file(config.recipients, name, secret))
         opened.write_sync("config", config.encode(opened.keys))
 

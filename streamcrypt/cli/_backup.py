@@ -136,6 +136,13 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="IDENTITY",
             help="an age identity file of a write-only store (repeatable)",
         )
+    for name in (*_READERS, "rekey"):
+        actions.choices[name].add_argument(
+            "--signer",
+            metavar="HEX",
+            help="the store's signer as 'backup init' printed it: refuse a store whose "
+            "config names another (its config and writer key replaced)",
+        )
     for name in _LONG:
         actions.choices[name].add_argument(
             "-q", "--quiet", action="store_true", help="no progress bar"
@@ -162,12 +169,17 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
     if os.path.lexists(args.keyfile) and not args.force:
         raise CliError(f"{args.keyfile} exists (use -f to replace it)", EXIT_USAGE)
     recipients = [*args.recipient, *(Path(f) for f in args.recipients_file)]
+    from ..codecs.backup import BackupKeys
+
     writer = anyio.run(api.create_write_only, args.store, recipients)
     write_key_file(args.keyfile, secret_key_file_text(writer), force=args.force)
+    signer = BackupKeys.writer(writer).signing.public_bytes().hex()
     print(
-        f"made the write-only store {args.store}; wrote its writer key to {args.keyfile}: "
+        f"made the write-only store {api.shown_location(args.store)}; "
+        f"wrote its writer key to {args.keyfile}: "
         "it backs up, and cannot restore or read anything; restore, verify, forget, prune "
-        "and rekey take -i IDENTITY"
+        f"and rekey take -i IDENTITY, and --signer {signer} (keep it beside the identity: "
+        "it refuses a store whose config and writer key were replaced)"
     )
     return 0
 
@@ -250,9 +262,10 @@ def run_backup(args: argparse.Namespace) -> int:
                 identities=_identities(args.identity),
                 add=args.add_recipient,
                 remove=args.remove_recipient,
+                signer=args.signer,
             )
         )
-        print(f"{args.store} is now wrapped to: {', '.join(recipients)}")
+        print(f"{api.shown_location(args.store)} is now wrapped to: {', '.join(recipients)}")
         return 0
     key = _master_key(args.key) if args.key else None
     ids = None if args.key else _identities(args.identity)
@@ -284,6 +297,7 @@ def run_backup(args: argparse.Namespace) -> int:
                     key,
                     progress=bar.update,
                     identities=ids,
+                    signer=args.signer,
                 )
             )
         print(restored.summary())
@@ -297,17 +311,27 @@ def run_backup(args: argparse.Namespace) -> int:
                     read_data=not args.quick,
                     progress=bar.update,
                     identities=ids,
+                    signer=args.signer,
                 )
             )
         print(checked.summary())
         if not checked.ok:
             raise CliError(f"verify found {len(checked.problems)} problems in the store", EXIT_DATA)
     elif args.action == "forget":
-        names = anyio.run(partial(api.forget, args.store, key, args.snapshots, identities=ids))
+        names = anyio.run(
+            partial(api.forget, args.store, key, args.snapshots, identities=ids, signer=args.signer)
+        )
         print(f"forgot {', '.join(names)}; prune frees their space")
     else:
         pruned = anyio.run(
-            partial(api.prune, args.store, key, max_unused=args.max_unused, identities=ids)
+            partial(
+                api.prune,
+                args.store,
+                key,
+                max_unused=args.max_unused,
+                identities=ids,
+                signer=args.signer,
+            )
         )
         print(pruned.summary())
     return 0

@@ -64,6 +64,7 @@ import json
 import os
 import struct
 import threading
+from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -252,7 +253,10 @@ class BackupKeys(HoldsSecrets):
     def sealing(self, data: DataKeys) -> BackupKeys:
         """These keys sealing under ``data`` (a new session); a holder that opens what is
         stored (the identity) opens it too, a writer still opens nothing."""
-        opens = {**self.opens, data.session: data} if self.reader else {}
+        # a chain, not a copy: an identity's sessions may be unwrapped only when asked for
+        # (ChainMap only reads its maps here; typeshed wants them mutable)
+        chain = ChainMap({data.session: data}, self.opens)  # type: ignore[arg-type]
+        opens = chain if self.reader else {}
         return replace(self, data=data, opens=opens)
 
     def sealer(self) -> DataKeys:
