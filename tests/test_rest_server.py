@@ -29,6 +29,7 @@ import anyio
 import pytest
 
 from streamcrypt import backup as sb
+from streamcrypt.backup import _server
 from streamcrypt.backup._rest import RestFiles
 from streamcrypt.backup._server import API_V1, API_V2, object_file
 from streamcrypt.errors import AccessDeniedError, InvalidParameterError, UnsafePathError
@@ -470,6 +471,120 @@ def test_oversized_and_stalled_bodies_are_refused_and_leave_nothing(tmp_path: Pa
         assert running.request("GET", f"/data/{HEX}")[0] == 200  # and it still serves
     finally:
         stop_server(running)
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` (what it sends is dropped)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if not sock.recv(4096):
+                return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def half_heads(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that sent half a request line and stopped (the review's PoC)."""
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /ke")
+        socks.append(sock)
+    return socks
+
+
+def test_idle_connections_without_a_token_do_not_starve_clients(server: Server) -> None:
+    assert server.request("POST", "/?create=true")[0] == 200
+    idle = half_heads(server.port, 100)
+    idle += [socket.create_connection(("127.0.0.1", server.port)) for _ in range(20)]
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert server.request("GET", "/keys/")[0] == 200
+        assert server.request("POST", f"/keys/{HEX}", b"x")[0] == 200
+        assert time.monotonic() - started < 3
+        # Raw connections are bounded too: beyond MAX_CONNECTIONS a new one is closed.
+        idle += half_heads(server.port, _server.MAX_CONNECTIONS - len(idle))
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
+            assert closed_within(extra, 5)
+    finally:
+        for sock in idle:
+            sock.close()
+    time.sleep(0.5)
+    assert server.request("GET", f"/keys/{HEX}")[0] == 200
+
+
+def test_a_request_head_not_sent_in_time_closes_the_connection(server: Server) -> None:
+    silent = socket.create_connection(("127.0.0.1", server.port))
+    [half] = half_heads(server.port, 1)
+    trickle = socket.create_connection(("127.0.0.1", server.port))
+    kept = socket.create_connection(("127.0.0.1", server.port))
+    pipelined = socket.create_connection(("127.0.0.1", server.port))
+    socks = [silent, half, trickle, kept, pipelined]
+    try:
+        # A connection kept alive after a response gets the same deadline for its next head.
+        kept.sendall(
+            f"GET /keys/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITER}\r\n\r\n".encode()
+        )
+        assert kept.recv(4096).startswith(b"HTTP/1.1 ")
+        kept.sendall(b"GET /ke")
+        pipelined.sendall(
+            f"GET /keys/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITER}\r\n\r\nGET /ke".encode()
+        )
+        started = time.monotonic()
+        # Bytes that keep coming do not restart the clock: the head must be whole in time.
+        for byte in b"GET /keys/ HTTP/1.1\r\nHost: x\r\n":
+            try:
+                trickle.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.5)
+        limit = _server.HEAD_TIMEOUT + 3 - (time.monotonic() - started)
+        assert all(closed_within(sock, limit) for sock in socks)
+        assert time.monotonic() - started < _server.HEAD_TIMEOUT + 3
+    finally:
+        for sock in socks:
+            sock.close()
+    assert server.request("GET", "/keys/")[0] in (200, 404)
+
+
+def test_only_requests_with_a_token_count_against_the_limit(server: Server) -> None:
+    assert server.request("POST", "/?create=true")[0] == 200
+    stalled = []
+    try:
+        # MAX_REQUESTS uploads with a token whose bodies do not come hold every slot.
+        for i in range(_server.MAX_REQUESTS):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(
+                f"POST /index/{i:064x} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITER}\r\n"
+                "Content-Length: 10\r\n\r\n".encode()
+            )
+            stalled.append(sock)
+        deadline = time.monotonic() + 10
+        while (status := server.request("GET", "/keys/")[0]) != 503:
+            assert status == 200 and time.monotonic() < deadline
+        # A request without a token is not counted: 401, and its connection is closed.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"GET /keys/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 401")
+        _, headers, _ = server.request("GET", "/keys/")
+        assert headers.get("retry-after") == "1"
+    finally:
+        for sock in stalled:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while (status := server.request("GET", "/keys/")[0]) != 200:
+        assert status == 503 and time.monotonic() < deadline
+        time.sleep(0.1)
+    assert not any(p.name.startswith(".") for p in server.root.rglob("*"))
 
 
 def test_a_server_takes_tokens_that_differ_and_does_not_pickle(tmp_path: Path) -> None:

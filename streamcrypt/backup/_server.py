@@ -30,10 +30,20 @@ temporary is fsynced and linked into place, which never replaces an existing obj
 (where replacing is allowed, renamed over it). A body equal to the existing object is
 accepted without change (a client's retry after a lost answer). Responses are read in
 slices too. File I/O runs on the engine's worker threads (:func:`._work.run_blocking`).
+
+Opening a connection takes no token, so connections are bounded apart from requests
+(:meth:`RestServer.serve`): at most :data:`MAX_CONNECTIONS` at once (a new one beyond is
+closed), each request head complete within :data:`HEAD_TIMEOUT` seconds of the
+connection's opening or of the head's first byte and at most :data:`_MAX_HEAD` bytes
+(else the connection is closed); a request without a valid token is answered 401 and
+its connection closed. Only requests with a valid token count against
+:data:`MAX_REQUESTS` (503 beyond), so idle or unauthenticated connections cannot make
+the server refuse its clients.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import filecmp
@@ -84,10 +94,23 @@ DEFAULT_BODY_TIMEOUT = 60.0
 #: Bytes moved per file call (and at most held per request): 1 MiB amortises a thread
 #: hop (tens of microseconds) to well under 1% of a write.
 _SLICE = 1 << 20
+#: Seconds a connection has to send a whole request head, from its opening or from the
+#: first byte of a later head (a head is a few hundred bytes; restic's come at once).
+HEAD_TIMEOUT = 10.0
+#: Requests with a valid token served at once; another is answered 503 (Retry-After).
+MAX_REQUESTS = 64
+#: Connections held at once, authenticated or not; a new one beyond is closed at once.
+#: Until its request runs, each holds at most a head (:data:`_MAX_HEAD`): 510 holding
+#: 15 KiB of a head raised the peak by 10 MiB (measured 2026-12-05); 512 stays under
+#: the usual limit of 1024 descriptors.
+MAX_CONNECTIONS = 512
+#: The largest request head (h11's default, named so the bound above holds).
+_MAX_HEAD = 16 << 10
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _HEX = re.compile(r"[0-9a-f]{2,200}")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 _OWNER, _WRITER = "owner", "writer"
+_CLOSE = (b"connection", b"close")
 _log = logging.getLogger("streamcrypt.backup.server")
 
 
@@ -307,6 +330,7 @@ class RestServer:
         )
         if len(self._tokens) == 2 and hmac.compare_digest(self._tokens[0][0], self._tokens[1][0]):
             raise InvalidParameterError("the writer's and the owner's tokens must differ")
+        self._active = 0  # requests with a valid token in progress (on the loop's thread)
 
     def __repr__(self) -> str:
         roles = "+".join(role for _, role in self._tokens)
@@ -343,7 +367,9 @@ class RestServer:
                 role = who
         if role is None:
             raise _Refused(
-                401, "no valid token", [(b"www-authenticate", b'Basic realm="streamcrypt store"')]
+                401,
+                "no valid token",
+                [(b"www-authenticate", b'Basic realm="streamcrypt store"'), _CLOSE],
             )
         return role
 
@@ -355,7 +381,22 @@ class RestServer:
             return await run_blocking(self.policy, fn, *args)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a request with a valid token if fewer than :data:`MAX_REQUESTS` are in
+        progress. Raises :class:`_Refused` (401 without a token, 503 over the limit)."""
         role = self._role(scope)
+        if self._active >= MAX_REQUESTS:
+            raise _Refused(
+                503,
+                f"{MAX_REQUESTS} requests are in progress; try again",
+                [(b"retry-after", b"1"), _CLOSE],
+            )
+        self._active += 1
+        try:
+            await self._route(role, scope, receive, send)
+        finally:
+            self._active -= 1
+
+    async def _route(self, role: str, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
         parts = scope["path"].split("/")[1:]
         try:
@@ -516,7 +557,9 @@ class RestServer:
     def serve(self, sock: socket.socket) -> None:
         """Serve under uvicorn on the listening ``sock`` until SIGINT or SIGTERM (needs
         uvicorn: the ``server`` extra). No access log: refusals are logged as warnings of
-        ``streamcrypt.backup.server`` (method, path, reason; never a header)."""
+        ``streamcrypt.backup.server`` (method, path, reason; never a header). The limits
+        of connections are the module docstring's: uvicorn's ``limit_concurrency`` is not
+        used, as it counts connections that never sent a head."""
         import uvicorn
 
         config = uvicorn.Config(
@@ -524,8 +567,63 @@ class RestServer:
             lifespan="off",
             access_log=False,
             log_level="warning",
-            http="h11",
+            http=_bounded_h11(),
+            h11_max_incomplete_event_size=_MAX_HEAD,
             timeout_keep_alive=30,
-            limit_concurrency=64,
         )
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bounded_h11() -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with the two limits of connections (module docstring): at
+    most :data:`MAX_CONNECTIONS`, and each request head within :data:`HEAD_TIMEOUT`.
+    (Made here because uvicorn is an optional extra.)"""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11(H11Protocol):
+        # A head is awaited while h11 sees the client IDLE: from the opening, and from
+        # the first byte after a response (or the response's end, when that byte came
+        # before it); the idle time between requests is uvicorn's keep-alive timeout.
+        # The clock stops when h11 has the whole head.
+        _head_clock: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            if len(self.connections) > MAX_CONNECTIONS:
+                _log.warning("refused a connection: %d are open", MAX_CONNECTIONS)
+                self.transport.close()
+                return
+            self._start_head_clock()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._start_head_clock()
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._stop_head_clock()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+                self._start_head_clock()  # part of a pipelined head came with the last
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_head_clock()
+            super().connection_lost(exc)
+
+        def _start_head_clock(self) -> None:
+            if self._head_clock is None:
+                self._head_clock = self.loop.call_later(HEAD_TIMEOUT, self._head_late)
+
+        def _stop_head_clock(self) -> None:
+            if self._head_clock is not None:
+                self._head_clock.cancel()
+                self._head_clock = None
+
+        def _head_late(self) -> None:
+            self._head_clock = None
+            _log.debug("closed a connection: no request head within %s s", HEAD_TIMEOUT)
+            self.transport.close()
+
+    return BoundedH11
