@@ -40,6 +40,8 @@ EXTRA_IMPORTS = {
     "asgi": ["starlette"],
     "cli": ["rich"],
     "backup": ["pyfastcdc", "zstandard", "fsspec", "streamcrypt.backup"],
+    "server": ["uvicorn", "streamcrypt.backup._server"],
+    "pkcs11": ["pkcs11", "streamcrypt.keys._pkcs11"],
     "bench": ["matplotlib"],
     "dask": ["distributed", "fsspec", "streamcrypt.cluster"],
     "legacy": ["Crypto.Cipher.Salsa20"],
@@ -115,8 +117,12 @@ def check_wheel(wheel: Path, project: dict[str, object]) -> None:
         info = f"streamcrypt-{project['version']}.dist-info"
         check_metadata(z.read(f"{info}/METADATA"), wheel.name, project)
         entry_points = z.read(f"{info}/entry_points.txt").decode()
-    if "streamcrypt = streamcrypt.cli:run" not in entry_points:
-        fail("the wheel has no streamcrypt console script")
+    for script in (
+        "streamcrypt = streamcrypt.cli:run",
+        "age-plugin-pkcs11 = streamcrypt.cli._age_plugin_pkcs11:main",
+    ):
+        if script not in entry_points:
+            fail(f"the wheel lacks the console script {script.split()[0]}")
     for needed in (
         "streamcrypt/__init__.py",
         "streamcrypt/py.typed",
