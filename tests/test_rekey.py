@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_age_plugin import _fake
 
 import streamcrypt
 from streamcrypt import _rekey
@@ -207,19 +208,11 @@ async def test_a_passphrase_file_takes_no_recipient(tmp_path: Path) -> None:
     assert path.read_bytes() == raw
 
 
-_CLASSIC_PLUGIN = """#!{python}
-import os, sys
-data = b""
-while not data.endswith(b"-> done\\n\\n"):
-    chunk = os.read(0, 65536)
-    if not chunk:
-        break
-    data += chunk
-sys.stdout.buffer.write(b"-> recipient-stanza 0 classic-ish\\nAAAA\\n")
-sys.stdout.buffer.flush()
-os.read(0, 100)
-sys.stdout.buffer.write(b"-> done\\n\\n")
-sys.stdout.buffer.flush()
+#: A classic age plugin (no labels): one stanza per file key, nothing real wrapped.
+_CLASSIC_PLUGIN = """\
+read_phase1()
+out.write(b"-> recipient-stanza 0 classic-ish\\nAAAA\\n"); out.flush(); os.read(0, 100)
+out.write(b"-> done\\n\\n"); out.flush()
 """
 
 
@@ -230,11 +223,10 @@ async def test_who_may_share_a_file_is_one_rule_for_encrypting_and_rekeying(
     encrypt (label sets differ): rekey(add=) refuses it too."""
     from streamcrypt.codecs._bech32 import bech32_encode
 
-    plugin = tmp_path / "bin" / "age-plugin-classic"
-    plugin.parent.mkdir()
-    plugin.write_text(_CLASSIC_PLUGIN.format(python=sys.executable))
-    plugin.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{plugin.parent}{os.pathsep}{os.environ['PATH']}")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake(bin_dir, "classic", _CLASSIC_PLUGIN)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     classic = age.PluginRecipient(bech32_encode("age1classic", b"k"), timeout=10)
     pq = age.MLKEM768X25519Identity.generate()
     with pytest.raises(InvalidParameterError, match="label sets differ"):

@@ -87,7 +87,8 @@ def rekey_header(
         names=names_stanza,
         wrap=wrap,
     )
-    kept = [s for s in stanzas if any(s is old for old in header.stanzas)]
+    old = {id(s) for s in header.stanzas}  # kept stanzas are the header's own objects
+    kept = [s for s in stanzas if id(s) in old]
     _check_mix(stanzas, kept, added)
     return _build_header(file_key, stanzas), header.size
 
