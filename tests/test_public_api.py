@@ -411,3 +411,102 @@ def test_public_signatures_name_no_private_type_and_no_needless_any() -> None:
                 bad.append(f"{where}({p.name}: {hint})")
     assert len(signatures) > 500
     assert not bad
+
+
+#: What starts a thread or a pool of them, or a second scheduler's wait: made only in
+#: streamcrypt/engine/ (issue 26, "one engine").
+THREAD_MAKERS = {
+    "Thread",
+    "Timer",
+    "Condition",
+    "Barrier",
+    "ThreadPoolExecutor",
+    "ProcessPoolExecutor",
+    "Pool",
+    "start_new_thread",
+}
+
+
+def _called_names(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = (
+                f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            )
+            found.append((node.lineno, name))
+        elif isinstance(node, ast.ClassDef):  # a subclass of Thread starts one too
+            for base in node.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                found.append((node.lineno, name))
+    return found
+
+
+def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
+    outside = [
+        f"{rel}:{line} {name}"
+        for rel in _sources()
+        if rel.parts[0] != "engine"
+        for line, name in _called_names(ast.parse((ROOT / rel).read_text()))
+        if name in THREAD_MAKERS
+    ]
+    assert outside == []
+
+
+def test_the_thread_check_sees_a_thread_made_in_any_spelling() -> None:
+    made = "import threading\nfrom threading import Thread as T\nthreading.Thread(target=f)\nT()\n"
+    made += "class W(threading.Thread): pass\nconcurrent.futures.ThreadPoolExecutor(2)\n"
+    found = [name for _line, name in _called_names(ast.parse(made))]
+    assert {"Thread", "ThreadPoolExecutor"} <= set(found)
+    assert found.count("Thread") == 2  # the call and the subclass; `T()` is the alias
+    assert "T" in found  # an alias is seen as its own name: the next test pins imports
+
+
+def test_threading_and_executors_are_imported_only_for_locks_outside_the_engine() -> None:
+    """An alias (``from threading import Thread as T``) would hide a thread from the check
+    above: outside the engine only locks and thread-local storage come from threading."""
+    allowed = {"Lock", "RLock", "local", "get_ident", "current_thread"}
+    bad = []
+    for rel in _sources():
+        if rel.parts[0] == "engine":
+            continue
+        for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in {
+                "threading",
+                "concurrent.futures",
+                "multiprocessing",
+                "_thread",
+            }:
+                bad += [f"{rel}: {a.name}" for a in node.names if a.name not in allowed]
+            elif isinstance(node, ast.Import):
+                bad += [
+                    f"{rel}: import {a.name}"
+                    for a in node.names
+                    if a.name in {"concurrent.futures", "multiprocessing", "_thread"}
+                ]
+    assert bad == []
+
+
+#: Issue 26: rooms a newcomer can find; a module past this is split by concern.
+MODULE_LINES = 1000
+
+
+def test_no_module_is_over_a_thousand_lines() -> None:
+    long = {
+        str(rel): n
+        for rel in _sources()
+        if (n := len((ROOT / rel).read_text().splitlines())) > MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_deprecation_module_or_shim() -> None:
+    """Nothing was released: an old name is changed at its callers, never kept as an alias
+    that warns (issue 26)."""
+    shims = [
+        str(rel)
+        for rel in _sources()
+        if "deprecat" in rel.name or "DeprecationWarning" in (ROOT / rel).read_text()
+    ]
+    assert shims == []
