@@ -21,7 +21,7 @@ from ...keys import MAX_READ_PARAMS, MAX_SCRYPT_READ_PARAMS, Argon2Params, Scryp
 from .. import _stanza, container
 from .._format import one_or_many
 from .._stanza import IdentityLike, Recipient, RecipientLike, Stanza
-from ._header import _PASSPHRASE_TYPES, MAX_STANZAS, _encode_header, _keys, _mac, _parse_header
+from ._header import _encode_header, _keys, _mac, _parse_header
 from ._recipients import (
     _RECIPIENTS,
     PassphraseRecipient,
@@ -103,10 +103,6 @@ def rekey_header(
         names=_never,
         wrap=_wrap,
     )
-    if len(stanzas) > MAX_STANZAS:
-        raise InvalidParameterError(f"an envelope takes at most {MAX_STANZAS} stanzas")
-    if sum(s.kind in _PASSPHRASE_TYPES for s in stanzas) > 1:
-        raise InvalidParameterError("an envelope takes at most one passphrase")
     new_body = _encode_header(stanzas, None)
     new_raw = new_body + _mac(mac_key, new_body, associated)
     _, tag = container._derive(payload_key, info.salt, cbody, new_raw + associated)
