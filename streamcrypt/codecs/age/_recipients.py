@@ -13,7 +13,7 @@ from .. import _stanza
 from .._bech32 import bech32_decode
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
-from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac
+from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac, scrypt_not_alone
 from ._mlkem import _HRP_PQ, _HRP_PQ_SECRET, MLKEM768X25519Identity, MLKEM768X25519Recipient
 from ._plugin_process import PluginIdentity, PluginRecipient, plugin_name
 from ._scrypt import ScryptIdentity, ScryptRecipient
@@ -151,7 +151,7 @@ def _no_match(identities: Sequence[Identity]) -> str:
 def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
     """Each identity in turn, shown all stanzas (as age's identities are)."""
     stanzas = header.stanzas
-    if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
+    if scrypt_not_alone(stanzas):
         raise FormatError("an age scrypt stanza must be the only stanza in the header")
     file_key = _stanza.open_file_key(
         (partial(i.unwrap, stanzas) for i in identities), lambda: _no_match(identities)
