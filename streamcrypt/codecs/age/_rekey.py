@@ -21,19 +21,12 @@ from collections.abc import Iterable
 from ...abc import Buffer
 from ...errors import TruncatedStreamError
 from .. import _stanza
-from .._format import one_or_many
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
 from ._plugin_process import check_labels, wrap_labelled
 from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
-from ._scrypt import DEFAULT_MAX_WORK_FACTOR, ScryptRecipient
+from ._scrypt import DEFAULT_MAX_WORK_FACTOR
 from ._ssh import names_stanza
-
-
-def _recipients(given: Iterable[RecipientLike] | RecipientLike) -> list[Recipient]:
-    """Recipients as age reads them; an empty list when none is given."""
-    items: tuple[RecipientLike, ...] = one_or_many(given)
-    return _RECIPIENTS(items, None, ScryptRecipient) if items else []
 
 
 def _opens(identity: Identity, stanza: Stanza) -> bytes | None:
@@ -67,7 +60,7 @@ def rekey_header(
     if header is None:
         raise TruncatedStreamError("the data ends inside the age header")
     idents = _identity_list(identities, passphrase, max_work_factor)
-    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
+    whole, adding, removing = map(_RECIPIENTS.keys, (recipients, add, remove))
     file_key = _open_file_key(header, idents)
     added: list[frozenset[str]] = []
 
