@@ -398,8 +398,9 @@ def test_pq_round_trip_and_no_mixing() -> None:
     assert age_decrypt(ct, identities=[a]) == data
     with pytest.raises(UnknownKeyError):
         age_decrypt(ct, identities=[age.X25519Identity.generate()])
-    with pytest.raises(InvalidParameterError):
-        age_encrypt(data, recipients=[a.recipient, age.X25519Identity.generate().recipient])
+    # refused when made (the rule of plugins' labels, check_labels), before any header
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        age.AgeEncryptor(recipients=[a.recipient, age.X25519Identity.generate().recipient])
 
 
 # ---------------------------------------------------------------------------------------
