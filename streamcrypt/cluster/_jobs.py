@@ -81,9 +81,9 @@ def run_tasks(
     Every task still running is cancelled on the way out (an error, a cancellation)."""
     keys = [f"{name}-{i}" for i in range(len(items))]
     futures = client.map(task, items, spec=spec, key=keys, retries=retries, pure=False)
-    where = {future.key: label for future, label in zip(futures, labels, strict=True)}
     results: list[ObjectResult] = []
     try:
+        where = {future.key: label for future, label in zip(futures, labels, strict=True)}
         for future in as_completed(futures):  # type: ignore[no-untyped-call]
             if future.status == "finished":
                 result: ObjectResult = future.result()
