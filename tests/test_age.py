@@ -398,8 +398,9 @@ def test_pq_round_trip_and_no_mixing() -> None:
     assert age_decrypt(ct, identities=[a]) == data
     with pytest.raises(UnknownKeyError):
         age_decrypt(ct, identities=[age.X25519Identity.generate()])
-    with pytest.raises(InvalidParameterError):
-        age_encrypt(data, recipients=[a.recipient, age.X25519Identity.generate().recipient])
+    # refused when made (the rule of plugins' labels, check_labels), before any header
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        age.AgeEncryptor(recipients=[a.recipient, age.X25519Identity.generate().recipient])
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,6 +556,38 @@ def test_scrypt_rules() -> None:
         age_decrypt(mixed + rest, identities=[age.X25519Identity.generate()])
     with pytest.raises(InvalidParameterError):
         age_encrypt(data, recipients=[age.X25519Identity.generate().recipient], passphrase="pw")
+
+
+class _Writes:
+    """A Recipient (the protocol allows any) that writes the stanzas it was given."""
+
+    def __init__(self, *stanzas: age.Stanza) -> None:
+        self.stanzas = list(stanzas)
+
+    def wrap(self, file_key: bytes) -> list[age.Stanza]:
+        return self.stanzas
+
+
+@pytest.mark.parametrize(
+    "recipients",
+    [
+        pytest.param([_Writes()], id="no-stanza"),
+        pytest.param(
+            [
+                age.X25519Identity.generate().recipient,
+                _Writes(*age.ScryptRecipient("pw", work_factor=8).wrap(bytes(16))),
+            ],
+            id="scrypt-not-alone",
+        ),
+    ],
+)
+def test_an_age_header_is_written_only_if_it_reads(recipients: list[object]) -> None:
+    """The header writer (encrypting and re-keying alike) refuses what every reader
+    refuses: no stanza, or an scrypt stanza beside others. Before, encrypting checked the
+    recipients' types only, so a Recipient writing no stanza, or an scrypt one, made a
+    file nobody could open (FormatError)."""
+    with pytest.raises(InvalidParameterError, match=r"only stanza|at least one stanza"):
+        age_encrypt(b"data", recipients=recipients)
 
 
 # ---------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from streamcrypt.errors import (
     InvalidParameterError,
     UnknownKeyError,
     UnsafePathError,
+    UnsupportedFormatError,
 )
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.keys._password import INTERACTIVE
@@ -351,6 +352,33 @@ def test_keys_themselves_are_refused(tmp_path: Path) -> None:
     ):
         cluster.CallableKey(lambda: bytes(16)).resolve()
     assert cluster.CallableKey(lambda: bytearray(KEY_A)).resolve() == SecretKey(KEY_A)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ({"chunk_size": 0}, InvalidParameterError),
+        ({"suite": "rot13"}, UnsupportedFormatError),
+        ({"segment_size": 0}, InvalidParameterError),
+    ],
+    ids=["chunk_size", "suite", "segment_size"],
+)
+def test_objects_and_ranges_refuse_options_alike_before_any_task(
+    tmp_path: Path, bad: dict[str, Any], error: type[Exception]
+) -> None:
+    """Many objects and one object by ranges check their options by one function, here
+    (the client is never used), with the container's typed errors. Before, ranges let
+    chunk_size=0 pass, sent a bad suite to a worker (retried there) and divided by a
+    segment size of 0 (ZeroDivisionError)."""
+    key = cluster.EnvKey("SC_TEST_KEY_A")
+    src, dst = str(tmp_path), str(tmp_path / "out")
+    for call in (cluster.encrypt_objects, cluster.encrypt_ranges):
+        with pytest.raises(error):
+            call(None, src, dst, key, **bad)  # type: ignore[operator]
+    if "chunk_size" in bad:
+        for opener in (cluster.decrypt_objects, cluster.decrypt_ranges):
+            with pytest.raises(error):
+                opener(None, src, dst, key, **bad)  # type: ignore[operator]
 
 
 def test_cli_front_runs_on_the_scheduler(client: Client, tmp_path: Path) -> None:

@@ -475,13 +475,13 @@ def test_oversized_scrypt_parameters_are_refused_before_work() -> None:
 
 
 class _Raw:
-    """A recipient that writes a given stanza (unknown types, hostile sizes)."""
+    """A recipient that writes the given stanzas (unknown types, hostile sizes)."""
 
-    def __init__(self, stanza: ev.Stanza) -> None:
-        self.stanza = stanza
+    def __init__(self, *stanzas: ev.Stanza) -> None:
+        self.stanzas = list(stanzas)
 
     def wrap(self, file_key: bytes) -> list[ev.Stanza]:
-        return [self.stanza]
+        return self.stanzas
 
 
 def test_unknown_stanza_types_are_skipped() -> None:
@@ -489,25 +489,54 @@ def test_unknown_stanza_types_are_skipped() -> None:
     assert envelope_decrypt(blob, identities=X) == DATA
 
 
+def _hand_written(*stanzas: tuple[int, bytes]) -> bytes:
+    """An envelope header (type byte, body) written by hand, with a zero MAC: the writer
+    refuses what the reader must refuse."""
+    body = b"".join(struct.pack(">BH", kind, len(b)) + b for kind, b in stanzas)
+    return ev.MAGIC + bytes([ev.VERSION, 0, len(stanzas)]) + body + bytes(32)
+
+
 def test_header_rules() -> None:
+    phrase = ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32))[0].body
     with pytest.raises(FormatError):  # two passphrase stanzas
-        envelope_decrypt(
-            _enc(
-                recipients=[_Raw(*ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32)))],
-                passphrase="b",
-            ),
-            passphrase="b",
-        )
+        envelope_decrypt(_hand_written((0x01, phrase), (0x01, phrase)), passphrase="a")
     with pytest.raises(FormatError):  # a known stanza type with the wrong size
-        envelope_decrypt(_enc(recipients=[_Raw(ev.Stanza((ev.X25519,), bytes(95)))]), identities=X)
-    big = ev.Stanza(("0x70",), bytes(60000))
-    blob = _enc(recipients=[_Raw(big), _Raw(big), X.recipient])
+        envelope_decrypt(_hand_written((0x10, bytes(95))), identities=X)
+    blob = _hand_written((0x70, bytes(60000)), (0x70, bytes(60000)), (0x10, bytes(96)))
     with pytest.raises(FormatError):
         envelope_decrypt(blob, identities=X)
     dec = ev.EnvelopeDecryptor(identities=X)
     with pytest.raises(FormatError):  # refused while streaming, before the header ends
         for off in range(0, 70000, 1000):
             dec.update(blob[off : off + 1000])
+
+
+_UNKNOWN = ev.Stanza(("0x20",), b"u")  # a stanza type readers skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "passphrase"),
+    [
+        pytest.param(_Raw(*[_UNKNOWN] * ev.MAX_STANZAS), None, id="too-many-stanzas"),
+        pytest.param(_Raw(ev.Stanza(("0x20",), bytes(0xFFFF))), None, id="over-64-KiB"),
+        pytest.param(
+            _Raw(*ev.PassphraseRecipient("a", params=FAST).wrap(bytes(32))),
+            "b",
+            id="two-passphrases",
+        ),
+        pytest.param(_Raw(ev.Stanza((ev.X25519,), bytes(95))), None, id="known-type-wrong-size"),
+    ],
+)
+def test_an_envelope_is_written_only_if_it_reads(extra: _Raw, passphrase: str | None) -> None:
+    """The writer refuses (InvalidParameterError) every header the reader refuses:
+    encrypting and re-keying write headers through one function, which the parser checks.
+    Before, encrypting counted recipients, not stanzas, and checked neither the size nor
+    the stanzas a Recipient wrote: it made envelopes nobody could open (FormatError)."""
+    with pytest.raises(InvalidParameterError, match="cannot be written"):
+        _enc(b"data", recipients=[X.recipient, extra], passphrase=passphrase)
+    # what the reader takes is written: unknown stanza types, up to the limits
+    blob = _enc(b"data", recipients=[X.recipient, _Raw(*[_UNKNOWN] * (ev.MAX_STANZAS - 1))])
+    assert envelope_decrypt(blob, identities=X) == b"data"
 
 
 # --------------------------------------------------------------------------- signatures

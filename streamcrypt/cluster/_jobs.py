@@ -65,26 +65,38 @@ class Summary:
         return len(self.failures)
 
 
-def collect(
+def run_tasks(
     client: Client,
-    futures: Sequence[Any],
+    task: Callable[..., ObjectResult],
+    items: Sequence[Any],
+    spec: object,
+    name: str,
     labels: Sequence[str],
+    *,
+    retries: int,
     progress: Progress | None,
 ) -> list[ObjectResult]:
-    """Wait for every future; a future that raised becomes a failed result."""
-    where = {future.key: label for future, label in zip(futures, labels, strict=True)}
+    """``task(item, spec=spec)`` for each of ``items`` on ``client`` (task keys
+    ``name-i``), waited for; a task that raised becomes a failed result under its label.
+    Every task still running is cancelled on the way out (an error, a cancellation)."""
+    keys = [f"{name}-{i}" for i in range(len(items))]
+    futures = client.map(task, items, spec=spec, key=keys, retries=retries, pure=False)
     results: list[ObjectResult] = []
-    for future in as_completed(futures):  # type: ignore[no-untyped-call]
-        if future.status == "finished":
-            result: ObjectResult = future.result()
-        else:
-            exc = future.exception()
-            result = ObjectResult(
-                where[future.key], None, error=type(exc).__name__, message=str(exc)
-            )
-        results.append(result)
-        if progress is not None:
-            progress(result)
+    try:
+        where = {future.key: label for future, label in zip(futures, labels, strict=True)}
+        for future in as_completed(futures):  # type: ignore[no-untyped-call]
+            if future.status == "finished":
+                result: ObjectResult = future.result()
+            else:
+                exc = future.exception()
+                result = ObjectResult(
+                    where[future.key], None, error=type(exc).__name__, message=str(exc)
+                )
+            results.append(result)
+            if progress is not None:
+                progress(result)
+    finally:
+        client.cancel(futures)  # type: ignore[no-untyped-call]
     return results
 
 

@@ -27,7 +27,7 @@ from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncr
 from ..engine import DEFAULT_POLICY, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
 from ..paths import create_beneath, object_key
-from ._jobs import ObjectResult, Progress, Summary, collect, summarize
+from ._jobs import ObjectResult, Progress, Summary, run_tasks, summarize
 from ._keys import KeyProvider, as_provider
 from ._storage import (
     ObjectPair,
@@ -175,12 +175,10 @@ def _run(
     progress: Progress | None,
     started: float,
 ) -> Summary:
-    keys = [f"streamcrypt-{spec.operation}-{spec.run_id}-{i}" for i in range(len(pairs))]
-    futures = client.map(process_object, pairs, spec=spec, key=keys, retries=retries, pure=False)
-    try:
-        results = collect(client, futures, [src for src, _, _ in pairs], progress)
-    finally:
-        client.cancel(futures)  # type: ignore[no-untyped-call]
+    results = run_tasks(
+        client, process_object, pairs, spec, f"streamcrypt-{spec.operation}-{spec.run_id}",
+        [src for src, _, _ in pairs], retries=retries, progress=progress,
+    )  # fmt: skip
     urls = [
         object_key(spec.destination, name)  # checked by expand; where the temporaries are
         for _, name, _ in pairs
@@ -188,6 +186,18 @@ def _run(
     ]
     removed = remove_run_temporaries(urls, spec.run_id, spec.storage_options) if urls else 0
     return summarize(spec.operation, results, started, removed=removed)
+
+
+def check_options(
+    chunk_size: int, suite: str | None = None, segment_size: int = DEFAULT_SEGMENT_SIZE
+) -> None:
+    """Refuse here, before any task runs, what every task would refuse: a chunk size
+    under 1 (:class:`InvalidParameterError`) and, given a ``suite`` to write, a suite or
+    segment size the container does not take (what :class:`StreamEncryptor` raises)."""
+    if chunk_size < 1:
+        raise InvalidParameterError("chunk_size must be positive")
+    if suite is not None:
+        StreamEncryptor(bytes(32), suite=suite, segment_size=segment_size)
 
 
 def _submit(
@@ -207,8 +217,8 @@ def _submit(
 ) -> Summary:
     assert operation in _OPERATIONS
     started = time.perf_counter()
-    if options.chunk_size < 1:
-        raise InvalidParameterError("chunk_size must be positive")
+    writes = operation in ("encrypt", "rekey")
+    check_options(options.chunk_size, options.suite if writes else None, options.segment_size)
     so = dict(storage_options or {})
     spec = ObjectSpec(
         operation,
@@ -246,7 +256,6 @@ def encrypt_objects(
     source; per-object failures are in the returned :class:`Summary`.
     """
     opts = CryptOptions(suite, segment_size, bytes(aad), chunk_size, offload)
-    StreamEncryptor(bytes(32), suite=suite, segment_size=segment_size)  # check the options here
     return _submit(
         client, "encrypt", src, dst, key, None, opts, suffix=suffix,
         retries=retries, progress=progress, storage_options=storage_options,
@@ -297,7 +306,6 @@ def rekey_objects(
     under ``new_key`` in one stream, plaintext never written. ``dst`` may equal ``src``
     (in place: each object is replaced only once its new form is complete)."""
     opts = CryptOptions(suite, segment_size, bytes(aad), chunk_size, offload)
-    StreamEncryptor(bytes(32), suite=suite, segment_size=segment_size)
     return _submit(
         client, "rekey", src, dst, old_key, new_key, opts,
         retries=retries, progress=progress, storage_options=storage_options,

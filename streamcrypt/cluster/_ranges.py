@@ -32,9 +32,9 @@ from distributed import Client
 
 from ..codecs import SegmentLayout, container
 from ..errors import InvalidParameterError, StreamCryptError
-from ._jobs import ObjectResult, Progress, Summary, collect, summarize
+from ._jobs import ObjectResult, Progress, Summary, run_tasks, summarize
 from ._keys import KeyProvider, as_provider
-from ._objects import DEFAULT_CHUNK_SIZE, DEFAULT_RETRIES
+from ._objects import DEFAULT_CHUNK_SIZE, DEFAULT_RETRIES, check_options
 from ._storage import (
     commit,
     discard,
@@ -172,13 +172,11 @@ def _run_spans(
     retries: int,
     progress: Progress | None,
 ) -> list[ObjectResult]:
-    keys = [f"streamcrypt-{spec.operation}-range-{run_id}-{i}" for i in range(len(spans))]
-    futures = client.map(run_range, spans, spec=spec, key=keys, retries=retries, pure=False)
     labels = [f"{spec.source}#segments-{a}-{a + n - 1}" for a, n in spans]
-    try:
-        return collect(client, futures, labels, progress)
-    finally:
-        client.cancel(futures)  # type: ignore[no-untyped-call]
+    return run_tasks(
+        client, run_range, spans, spec, f"streamcrypt-{spec.operation}-range-{run_id}",
+        labels, retries=retries, progress=progress,
+    )  # fmt: skip
 
 
 def _run(
@@ -244,6 +242,7 @@ def encrypt_ranges(
     replaced only once every range is in; on any failure it is left as it was.
     """
     started = time.perf_counter()
+    check_options(chunk_size, suite, segment_size)
     provider = as_provider(key)
     so = dict(storage_options or {})
     per = _per_task(range_size, segment_size)
@@ -272,6 +271,7 @@ def _open_ranges(
     storage_options: Mapping[str, Any] | None,
 ) -> Summary:
     started = time.perf_counter()
+    check_options(chunk_size)
     provider = as_provider(key)
     so = dict(storage_options or {})
     src_fs, src_path = open_fs(src, so)

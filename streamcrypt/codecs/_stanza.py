@@ -264,16 +264,12 @@ class KeyList(Generic[_T]):
     #: The message when nothing was given.
     empty: str
 
-    def __call__(
-        self,
-        given: Iterable[_T | str | os.PathLike[str]] | _T | str | os.PathLike[str],
-        passphrase: str | Buffer | None,
-        for_passphrase: Callable[[str | Buffer], _T],
+    def keys(
+        self, given: Iterable[_T | str | os.PathLike[str]] | _T | str | os.PathLike[str]
     ) -> list[_T]:
-        """What ``given`` names (one or an iterable), then ``for_passphrase(passphrase)``
-        when a passphrase was given. Raises :class:`InvalidParameterError` for anything
-        else, for a text or file holding no key and when nothing was given; :class:`OSError`
-        when a file cannot be read."""
+        """What ``given`` names (one or an iterable); an empty list for an empty
+        iterable. Raises :class:`InvalidParameterError` for anything else and for a text
+        or file holding no key; :class:`OSError` when a file cannot be read."""
         one = isinstance(given, str | os.PathLike) or callable(getattr(given, self.method, None))
         out: list[_T] = []
         for item in [given] if one else given:  # type: ignore[union-attr]
@@ -290,6 +286,18 @@ class KeyList(Generic[_T]):
                 out.append(item)  # type: ignore[arg-type]
             else:
                 raise InvalidParameterError(f"{self.wrong}, not {type(item).__name__}")
+        return out
+
+    def __call__(
+        self,
+        given: Iterable[_T | str | os.PathLike[str]] | _T | str | os.PathLike[str],
+        passphrase: str | Buffer | None,
+        for_passphrase: Callable[[str | Buffer], _T],
+    ) -> list[_T]:
+        """What ``given`` names (:meth:`keys`), then ``for_passphrase(passphrase)`` when
+        a passphrase was given. Raises :class:`InvalidParameterError` as :meth:`keys`
+        does and when nothing was given; :class:`OSError` when a file cannot be read."""
+        out = self.keys(given)
         if passphrase is not None:
             out.append(for_passphrase(passphrase))
         if not out:

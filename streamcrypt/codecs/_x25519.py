@@ -51,12 +51,12 @@ def x25519_exchange(private: x25519.X25519PrivateKey, public: bytes) -> bytes | 
     return None if shared == bytes(32) else shared
 
 
-def dh_wrap(
-    public: bytes, file_key: bytes, info: bytes, tweak: x25519.X25519PrivateKey | None = None
+def ephemeral_exchange(
+    public: bytes, tweak: x25519.X25519PrivateKey | None = None
 ) -> tuple[bytes, bytes]:
     """X25519 to ``public`` from a fresh ephemeral key (the secret then multiplied by
-    ``tweak`` for ssh-ed25519): the share and the wrapped file key. Raises
-    :class:`InvalidPublicKeyError` for a low-order ``public``."""
+    ``tweak`` for ssh-ed25519), as age's and the envelope's stanzas do it: the share and
+    the shared secret. Raises :class:`InvalidPublicKeyError` for a low-order ``public``."""
     ephemeral = x25519.X25519PrivateKey.generate()
     share = ephemeral.public_key().public_bytes_raw()
     shared = x25519_exchange(ephemeral, public)
@@ -64,8 +64,16 @@ def dh_wrap(
         shared = x25519_exchange(tweak, shared)
     if shared is None:
         raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
-    key = hkdf(shared, salt=share + public, info=info)
-    return share, wrap_key(key, file_key)
+    return share, shared
+
+
+def dh_wrap(
+    public: bytes, file_key: bytes, info: bytes, tweak: x25519.X25519PrivateKey | None = None
+) -> tuple[bytes, bytes]:
+    """age's X25519 wrapping (:func:`ephemeral_exchange`): the share and the wrapped file
+    key. Raises :class:`InvalidPublicKeyError` for a low-order ``public``."""
+    share, shared = ephemeral_exchange(public, tweak)
+    return share, wrap_key(hkdf(shared, salt=share + public, info=info), file_key)
 
 
 def dh_unwrap(

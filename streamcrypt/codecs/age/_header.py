@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...abc import Buffer
-from ...errors import FormatError, UnsupportedFormatError
+from ...errors import FormatError, InvalidParameterError, UnsupportedFormatError
 from ...keys import hkdf
 from .._stanza import Stanza, b64decode, b64encode
 
@@ -197,6 +197,22 @@ def _encode_stanza(stanza: Stanza) -> bytes:
     return b"-> " + " ".join(stanza.args).encode() + b"\n" + b"".join(x + b"\n" for x in lines)
 
 
+def scrypt_not_alone(stanzas: Sequence[Stanza]) -> bool:
+    """Whether an scrypt stanza shares the header with another: the spec forbids it (a
+    passphrase is a file's only recipient), for readers and writers alike."""
+    return len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas)
+
+
 def _build_header(file_key: bytes, stanzas: Sequence[Stanza]) -> bytes:
+    """The header, MAC included, for encrypting and re-keying alike: what is written
+    reads. Raises :class:`InvalidParameterError` for no stanza or an scrypt stanza not
+    alone (:func:`scrypt_not_alone`)."""
+    if not stanzas:
+        raise InvalidParameterError("an age header needs at least one stanza")
+    if scrypt_not_alone(stanzas):
+        raise InvalidParameterError(
+            "a passphrase (scrypt) stanza must be an age file's only stanza: a passphrase "
+            "file cannot get recipients, nor a file with recipients a passphrase"
+        )
     text = VERSION_LINE + b"\n" + b"".join(_encode_stanza(s) for s in stanzas) + b"---"
     return text + b" " + b64encode(_header_mac(file_key, text)) + b"\n"

@@ -36,7 +36,7 @@ from typing import Literal, TypeAlias
 
 from ...errors import FormatError, PluginError
 from ...keys import HoldsSecrets
-from .._stanza import Stanza, b64decode, b64encode
+from .._stanza import Stanza, b64decode
 from ._header import FILE_KEY_SIZE, _encode_stanza, _read_stanza
 
 #: The two state machines of the protocol.
@@ -508,8 +508,3 @@ def _one_arg(args: tuple[str, ...], command: str) -> str:
     if len(args) != 1:
         raise PluginError(f"age plugin protocol: {command} takes one argument")
     return args[0]
-
-
-def encode_b64(text: str) -> str:
-    """``text`` as canonical unpadded base64 (a ``confirm`` choice)."""
-    return b64encode(text.encode()).decode()

@@ -309,7 +309,12 @@ def wrap_labelled(recipient: Recipient, file_key: bytes) -> tuple[list[Stanza], 
     the native recipients': empty, post-quantum ``{"postquantum"}``)."""
     if isinstance(recipient, PluginRecipient):
         return recipient.wrap_with_labels(file_key)
-    return recipient.wrap(file_key), _NATIVE_LABELS.get(type(recipient), frozenset())
+    return recipient.wrap(file_key), native_labels(recipient)
+
+
+def native_labels(recipient: Recipient) -> frozenset[str]:
+    """The label set of a recipient that is not a plugin's (known before it wraps)."""
+    return _NATIVE_LABELS.get(type(recipient), frozenset())
 
 
 def check_labels(label_sets: Iterable[frozenset[str]]) -> None:
@@ -318,7 +323,8 @@ def check_labels(label_sets: Iterable[frozenset[str]]) -> None:
     if len(set(label_sets)) > 1:
         raise InvalidParameterError(
             "these recipients cannot share a file: their label sets differ "
-            "(e.g. a post-quantum plugin with classic recipients)"
+            "(e.g. post-quantum recipients with classic ones: the file would be only as "
+            "strong as the weakest)"
         )
 
 

@@ -13,9 +13,15 @@ from .. import _stanza
 from .._bech32 import bech32_decode
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike
 from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
-from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac
+from ._header import FILE_KEY_SIZE, AgeHeader, _header_mac, scrypt_not_alone
 from ._mlkem import _HRP_PQ, _HRP_PQ_SECRET, MLKEM768X25519Identity, MLKEM768X25519Recipient
-from ._plugin_process import PluginIdentity, PluginRecipient, plugin_name
+from ._plugin_process import (
+    PluginIdentity,
+    PluginRecipient,
+    check_labels,
+    native_labels,
+    plugin_name,
+)
 from ._scrypt import ScryptIdentity, ScryptRecipient
 from ._ssh import (
     _PEM_BEGIN,
@@ -119,13 +125,9 @@ def _recipient_list(
     out = _RECIPIENTS(recipients, passphrase, lambda p: ScryptRecipient(p, work_factor=work_factor))
     if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
         raise InvalidParameterError("a passphrase must be a file's only recipient in age")
-    # plugins declare their kind by labels, checked when they wrap (_plugin_process.wrap_all)
-    pq = [isinstance(r, MLKEM768X25519Recipient) for r in out if not isinstance(r, PluginRecipient)]
-    if any(pq) and not all(pq):
-        raise InvalidParameterError(
-            "post-quantum recipients must not be mixed with classic ones "
-            "(the file would be only as strong as the weakest)"
-        )
+    # the native recipients' labels are known now; plugins declare theirs when they wrap
+    # (wrap_all checks them all by the same rule)
+    check_labels(native_labels(r) for r in out if not isinstance(r, PluginRecipient))
     return out
 
 
@@ -151,7 +153,7 @@ def _no_match(identities: Sequence[Identity]) -> str:
 def _open_file_key(header: AgeHeader, identities: Sequence[Identity]) -> bytes:
     """Each identity in turn, shown all stanzas (as age's identities are)."""
     stanzas = header.stanzas
-    if len(stanzas) > 1 and any(s.kind == "scrypt" for s in stanzas):
+    if scrypt_not_alone(stanzas):
         raise FormatError("an age scrypt stanza must be the only stanza in the header")
     file_key = _stanza.open_file_key(
         (partial(i.unwrap, stanzas) for i in identities), lambda: _no_match(identities)

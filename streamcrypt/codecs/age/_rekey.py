@@ -19,21 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...abc import Buffer
-from ...errors import InvalidParameterError, TruncatedStreamError
+from ...errors import TruncatedStreamError
 from .. import _stanza
-from .._format import one_or_many
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
 from ._plugin_process import check_labels, wrap_labelled
 from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
-from ._scrypt import DEFAULT_MAX_WORK_FACTOR, ScryptRecipient
+from ._scrypt import DEFAULT_MAX_WORK_FACTOR
 from ._ssh import names_stanza
-
-
-def _recipients(given: Iterable[RecipientLike] | RecipientLike) -> list[Recipient]:
-    """Recipients as age reads them; an empty list when none is given."""
-    items: tuple[RecipientLike, ...] = one_or_many(given)
-    return _RECIPIENTS(items, None, ScryptRecipient) if items else []
 
 
 def _opens(identity: Identity, stanza: Stanza) -> bytes | None:
@@ -67,7 +60,7 @@ def rekey_header(
     if header is None:
         raise TruncatedStreamError("the data ends inside the age header")
     idents = _identity_list(identities, passphrase, max_work_factor)
-    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
+    whole, adding, removing = map(_RECIPIENTS.keys, (recipients, add, remove))
     file_key = _open_file_key(header, idents)
     added: list[frozenset[str]] = []
 
@@ -89,7 +82,7 @@ def rekey_header(
     )
     old = {id(s) for s in header.stanzas}  # kept stanzas are the header's own objects
     kept = [s for s in stanzas if id(s) in old]
-    _check_mix(stanzas, kept, added)
+    _check_mix(kept, added)
     return _build_header(file_key, stanzas), header.size
 
 
@@ -104,15 +97,9 @@ _KIND_LABELS: dict[str, frozenset[str]] = {
 }
 
 
-def _check_mix(stanzas: list[Stanza], kept: list[Stanza], added: list[frozenset[str]]) -> None:
-    """age's rules on the set of stanzas: a passphrase alone, and one label set for every
-    recipient (:func:`check_labels`, as encrypting checks it), the kept stanzas' read from
-    their types. A kept stanza of another type (a plugin's, or the grease age writes) says
-    nothing of its labels and is left out: only what the header shows is checked."""
-    kinds = [s.kind for s in stanzas]
-    if "scrypt" in kinds and len(kinds) > 1:
-        raise InvalidParameterError(
-            "a passphrase (scrypt) stanza must be an age file's only stanza: a passphrase "
-            "file cannot get recipients, nor a file with recipients a passphrase"
-        )
+def _check_mix(kept: list[Stanza], added: list[frozenset[str]]) -> None:
+    """One label set for every recipient (:func:`check_labels`, as encrypting checks it),
+    the kept stanzas' read from their types. A kept stanza of another type (a plugin's,
+    or the grease age writes) says nothing of its labels and is left out: only what the
+    header shows is checked. (An scrypt stanza not alone is refused by the header writer.)"""
     check_labels([*added, *(_KIND_LABELS[s.kind] for s in kept if s.kind in _KIND_LABELS)])

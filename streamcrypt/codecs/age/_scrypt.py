@@ -11,6 +11,7 @@ from ...errors import FormatError, InvalidParameterError, LimitExceededError
 from ...keys import HoldsSecrets, random_bytes
 from .. import _stanza
 from .._stanza import Stanza, b64encode, check_shape, stanza_arg, unwrap_key, wrap_key
+from ._header import scrypt_not_alone
 
 #: scrypt work factor (log2 N) used when encrypting with a passphrase (age's default).
 DEFAULT_WORK_FACTOR = 18
@@ -70,11 +71,11 @@ class ScryptIdentity(HoldsSecrets):
         Raises :class:`FormatError` (malformed stanza, or not the only stanza) and
         :class:`LimitExceededError` (work factor over the cap).
         """
+        if scrypt_not_alone(stanzas):
+            raise FormatError("an age scrypt stanza must be the only stanza in the header")
         for stanza in stanzas:
             if stanza.kind != "scrypt":
                 continue
-            if len(stanzas) != 1:
-                raise FormatError("an age scrypt stanza must be the only stanza in the header")
             check_shape(stanza, 3)
             salt = stanza_arg(stanza, 1, 16)
             digits = stanza.args[2]

@@ -99,10 +99,24 @@ class EnvelopeHeader:
 
 
 def _encode_header(stanzas: Sequence[Stanza], signer: bytes | None) -> bytes:
+    """The header up to its MAC, for encrypting and re-keying alike: what is written
+    reads. Raises :class:`InvalidParameterError` for stanzas :func:`_parse_header`
+    refuses (more than :data:`MAX_STANZAS`, two passphrases, a known type of the wrong
+    size, a header over :data:`MAX_HEADER_SIZE`) or no envelope holds."""
+    if not 1 <= len(stanzas) <= MAX_STANZAS:
+        raise InvalidParameterError(
+            f"an envelope header of {len(stanzas)} stanzas cannot be written: "
+            f"it holds 1 to {MAX_STANZAS}"
+        )
     flags = FLAG_SIGNED if signer is not None else 0
     parts = [MAGIC, bytes([VERSION, flags]), signer or b"", bytes([len(stanzas)])]
     parts += [_encode_stanza(s) for s in stanzas]
-    return b"".join(parts)
+    body = b"".join(parts)
+    try:
+        _parse_header(body + bytes(MAC_SIZE))
+    except FormatError as exc:
+        raise InvalidParameterError(f"this envelope header cannot be written: {exc}") from None
+    return body
 
 
 def parse_header(data: Buffer) -> EnvelopeHeader | None:

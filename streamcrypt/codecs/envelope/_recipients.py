@@ -48,7 +48,7 @@ from .._stanza import (
     RecipientLike,
     Stanza,
 )
-from .._x25519 import PREFIXES, X25519Identity, X25519Recipient
+from .._x25519 import PREFIXES, X25519Identity, X25519Recipient, ephemeral_exchange
 from ._header import (
     _INFO,
     _PASSPHRASE_TYPES,
@@ -105,12 +105,9 @@ def _open_stanza(stanza: Stanza, secret: bytes, salt: bytes) -> bytes | None:
 
 def _wrap_x25519(recipient: X25519Recipient, file_key: bytes) -> Stanza:
     """The envelope's x25519 stanza for one of the shared X25519 recipients."""
-    ephemeral = X25519Identity.generate()
-    share = ephemeral.recipient.public_bytes()
-    shared = ephemeral.exchange(recipient.public_bytes())
-    if shared is None:  # X25519Recipient refuses low-order keys when made
-        raise InvalidPublicKeyError("the X25519 recipient is a low-order point")
-    return _seal_stanza(X25519, share, shared, share + recipient.public_bytes(), file_key)
+    public = recipient.public_bytes()
+    share, shared = ephemeral_exchange(public)
+    return _seal_stanza(X25519, share, shared, share + public, file_key)
 
 
 def _unwrap_x25519(identity: X25519Identity, stanza: Stanza) -> bytes | None:

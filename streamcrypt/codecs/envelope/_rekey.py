@@ -19,23 +19,15 @@ from ...abc import Buffer
 from ...errors import AuthenticationError, InvalidParameterError, TruncatedStreamError
 from ...keys import MAX_READ_PARAMS, MAX_SCRYPT_READ_PARAMS, Argon2Params, ScryptParams
 from .. import _stanza, container
-from .._format import one_or_many
 from .._stanza import IdentityLike, Recipient, RecipientLike, Stanza
-from ._header import _PASSPHRASE_TYPES, MAX_STANZAS, _encode_header, _keys, _mac, _parse_header
+from ._header import _encode_header, _keys, _mac, _parse_header
 from ._recipients import (
     _RECIPIENTS,
-    PassphraseRecipient,
     _identity_list,
     _open_file_key,
     _unwrap,
     _wrap,
 )
-
-
-def _recipients(given: Iterable[RecipientLike] | RecipientLike) -> list[Recipient]:
-    """Recipients as the envelope reads them; an empty list when none is given."""
-    items: tuple[RecipientLike, ...] = one_or_many(given)
-    return _RECIPIENTS(items, None, PassphraseRecipient) if items else []
 
 
 def _never(stanza: Stanza, recipient: Recipient) -> bool:
@@ -77,7 +69,7 @@ def rekey_header(
             "(decrypt and encrypt it again to sign it anew)"
         )
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
-    whole, adding, removing = _recipients(recipients), _recipients(add), _recipients(remove)
+    whole, adding, removing = map(_RECIPIENTS.keys, (recipients, add, remove))
     associated = bytes(aad)
     file_key = _open_file_key(parsed, idents, associated)
     mac_key, payload_key = _keys(file_key)
@@ -103,10 +95,6 @@ def rekey_header(
         names=_never,
         wrap=_wrap,
     )
-    if len(stanzas) > MAX_STANZAS:
-        raise InvalidParameterError(f"an envelope takes at most {MAX_STANZAS} stanzas")
-    if sum(s.kind in _PASSPHRASE_TYPES for s in stanzas) > 1:
-        raise InvalidParameterError("an envelope takes at most one passphrase")
     new_body = _encode_header(stanzas, None)
     new_raw = new_body + _mac(mac_key, new_body, associated)
     _, tag = container._derive(payload_key, info.salt, cbody, new_raw + associated)
