@@ -78,10 +78,12 @@ from ._http import (
     RequestRule,
     Unencryptable,
     announces_body,
+    bodyless_status,
     content_codings,
     encrypt_whole,
     encrypted_feed,
     failure_text,
+    refusal,
     send_file,
     unencryptable,
     vary_content_encoding,
@@ -118,8 +120,7 @@ def _decrypt_error(exc: StreamCryptError) -> web.Response:
 
 
 def _refusal(what: str, path: str) -> web.Response:
-    _log.error("refused to send %s in clear on %s", what, path)
-    return _error(500, f"500 Internal Server Error: the response ({what}) could not be encrypted")
+    return _error(*refusal(_log, what, path))
 
 
 def _set_encoding(headers: CIMultiDict[str]) -> None:
@@ -308,14 +309,9 @@ async def _encrypt_body(resp: web.Response, settings: EncryptionSettings, body: 
     resp[_MARK] = True
 
 
-def _bodyless(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
-    """A status that never carries a body (an empty 200 is still encrypted)."""
-    return resp.status in (204, 304) or 100 <= resp.status < 200
-
-
 def _carries_nothing(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
     """Nothing of this response could leak: no body can or will be sent."""
-    if _bodyless(request, resp) or request.method == hdrs.METH_HEAD:
+    if bodyless_status(resp.status) or request.method == hdrs.METH_HEAD:
         return True
     if isinstance(resp, web.Response) and not isinstance(resp.body, Payload):
         return not resp.body
@@ -328,7 +324,7 @@ async def _seal(
     """Encrypt (or refuse) what the handler gave, before it is prepared."""
     if resp.get(_MARK) or resp.prepared:
         return resp  # encrypted already, or streamed (the prepare guard judged it)
-    if _bodyless(request, resp) or not settings.encrypts_type(resp.content_type):
+    if bodyless_status(resp.status) or not settings.encrypts_type(resp.content_type):
         return resp
     refuse = settings.on_unencryptable == "refuse"
     if isinstance(resp, web.FileResponse):
@@ -472,7 +468,7 @@ def _middleware(settings: EncryptionSettings) -> Any:
         except web.HTTPException as exc:
             if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
-            if exc.get(_MARK) or _bodyless(request, exc) or isinstance(exc.body, Payload):
+            if exc.get(_MARK) or bodyless_status(exc.status) or isinstance(exc.body, Payload):
                 raise
             if settings.on_unencryptable == "refuse" and _codings(exc.headers):
                 return _refusal("an already encoded body", request.path)

@@ -65,10 +65,12 @@ from ._http import (
     RequestRule,
     Unencryptable,
     announces_body,
+    bodyless_status,
     content_codings,
     encrypt_whole,
     encrypted_feed,
     failure_text,
+    refusal,
     send_file,
     unencryptable,
     vary_content_encoding,
@@ -83,7 +85,6 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 _Headers: TypeAlias = list[tuple[bytes, bytes]]
 
 _log = logging.getLogger("streamcrypt.transports.asgi")
-_NO_BODY_STATUS = {204, 304}
 #: Response messages that carry no body bytes: passed through as they are.
 _HEADERS_ONLY = {"http.response.trailers", "http.response.early_hint"}
 
@@ -324,10 +325,7 @@ class _Responder:
     # -- response side ----------------------------------------------------------------
 
     async def _refuse(self, what: str) -> None:
-        _log.error("refused to send %s in clear on %s", what, self.scope.get("path", ""))
-        await self._answer(
-            500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
-        )
+        await self._answer(*refusal(_log, what, self.scope.get("path", "")))
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]
@@ -352,7 +350,7 @@ class _Responder:
             return
         headers: _Headers = list(message.get("headers", []))
         status = int(message["status"])
-        if status in _NO_BODY_STATUS or not self.mw.settings.encrypts_type(
+        if bodyless_status(status) or not self.mw.settings.encrypts_type(
             _get(headers, b"content-type")
         ):
             self.mode = "plain"

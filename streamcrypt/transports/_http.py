@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -100,6 +101,20 @@ def failure_text(exc: StreamCryptError) -> tuple[int, str]:
     status = exc.http_status
     text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
     return status, f"{text} ({type(exc).__name__})"
+
+
+def bodyless_status(status: int) -> bool:
+    """Whether a response of ``status`` never carries a body (1xx, 204, 304: RFC 9110
+    section 6.4.1), so both middlewares pass it as it is; an empty 200 is still encrypted."""
+    return status in (204, 304) or 100 <= status < 200
+
+
+def refusal(log: logging.Logger, what: str, path: str) -> tuple[int, str]:
+    """Log that a response (``what`` it was) on ``path`` was refused rather than sent in
+    clear (``on_unencryptable="refuse"``, or nothing that could encrypt it), and give the
+    status and short text it is answered with instead."""
+    log.error("refused to send %s in clear on %s", what, path)
+    return 500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
 
 
 def unencryptable(status: int, codings: list[str]) -> str | None:
