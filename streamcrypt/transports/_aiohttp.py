@@ -80,13 +80,13 @@ from ._http import (
     announces_body,
     bodyless_status,
     content_codings,
+    encoded_headers,
     encrypt_whole,
     encrypted_feed,
     failure_text,
     refusal,
     send_file,
     unencryptable,
-    vary_content_encoding,
 )
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
@@ -124,10 +124,9 @@ def _refusal(what: str, path: str) -> web.Response:
 
 
 def _set_encoding(headers: CIMultiDict[str]) -> None:
-    codings = _codings(headers)
+    coding, vary = encoded_headers(_codings(headers), headers.get(hdrs.VARY))
     headers.popall(hdrs.CONTENT_ENCODING, None)
-    headers[hdrs.CONTENT_ENCODING] = ", ".join([*codings, _AES])
-    vary = vary_content_encoding(headers.get(hdrs.VARY))
+    headers[hdrs.CONTENT_ENCODING] = coding
     if vary is not None:
         headers[hdrs.VARY] = vary
 

@@ -50,7 +50,7 @@ from typing import Any, Literal, TypeAlias, cast
 import anyio
 
 from ..abc import Buffer
-from ..codecs.ece import CONTENT_ENCODING, EceEncryptor, encrypted_length
+from ..codecs.ece import EceEncryptor, encrypted_length
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ..keys import HoldsSecrets, KeyRing
@@ -67,13 +67,13 @@ from ._http import (
     announces_body,
     bodyless_status,
     content_codings,
+    encoded_headers,
     encrypt_whole,
     encrypted_feed,
     failure_text,
     refusal,
     send_file,
     unencryptable,
-    vary_content_encoding,
 )
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -363,12 +363,10 @@ class _Responder:
             await self._refuse(what)
             return
         self.mode = "encrypt"
-        coding = ", ".join([*codings, CONTENT_ENCODING]).encode()
-        headers = [*_without(headers, b"content-encoding"), (b"content-encoding", coding)]
-        vary = _get(headers, b"vary")
-        added = vary_content_encoding(None if vary is None else vary.decode("latin-1"))
-        if added is not None:
-            headers = [*_without(headers, b"vary"), (b"vary", added.encode("latin-1"))]
+        coding, vary = encoded_headers(codings, _get(headers, b"vary"))
+        headers = [*_without(headers, b"content-encoding"), (b"content-encoding", coding.encode())]
+        if vary is not None:
+            headers = [*_without(headers, b"vary"), (b"vary", vary.encode("latin-1"))]
         self.start = {**message, "headers": headers}
 
     def _set_length(self, plaintext_length: int | None, encryptor: EceEncryptor) -> None:

@@ -125,14 +125,22 @@ def unencryptable(status: int, codings: list[str]) -> str | None:
     return "an already encoded body" if codings else None
 
 
-def vary_content_encoding(vary: str | None) -> str | None:
-    """The ``Vary`` value of an encrypted response whose ``Vary`` was ``vary``:
-    ``Content-Encoding`` added; ``None`` when ``vary`` already covers it."""
+def header_text(value: str | bytes) -> str:
+    """A header value as text (ASGI gives bytes: Latin-1, RFC 9110 section 5.5)."""
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def encoded_headers(codings: list[str], vary: str | bytes | None) -> tuple[str, str | None]:
+    """The ``Content-Encoding`` and ``Vary`` of a response encrypted on top of its own
+    ``codings``, whose ``Vary`` was ``vary``: ``aes128gcm`` last, ``Content-Encoding``
+    added to ``Vary`` (``None``: ``vary`` covers it already)."""
+    coding = ", ".join([*codings, CONTENT_ENCODING])
     if vary is None:
-        return "Content-Encoding"
-    if {t.strip().lower() for t in vary.split(",")} & {"*", "content-encoding"}:
-        return None
-    return vary + ", Content-Encoding"
+        return coding, "Content-Encoding"
+    text = header_text(vary)
+    if {t.strip().lower() for t in text.split(",")} & {"*", "content-encoding"}:
+        return coding, None
+    return coding, text + ", Content-Encoding"
 
 
 class RequestRule(enum.Enum):
@@ -148,8 +156,7 @@ def content_codings(values: Iterable[str | bytes]) -> list[str]:
     ``identity`` (several lines mean the same as one comma-joined line)."""
     out: list[str] = []
     for value in values:
-        text = value.decode("latin-1") if isinstance(value, bytes) else value
-        out += [t.strip().lower() for t in text.split(",")]
+        out += [t.strip().lower() for t in header_text(value).split(",")]
     return [t for t in out if t not in ("", "identity")]
 
 
@@ -274,9 +281,7 @@ class EncryptionSettings:
         """Whether a response of this ``Content-Type`` is encrypted (``text/*`` works)."""
         if self.content_types is None:
             return True
-        if isinstance(content_type, bytes):
-            content_type = content_type.decode("latin-1")
-        media = (content_type or "").partition(";")[0].strip().lower()
+        media = header_text(content_type or "").partition(";")[0].strip().lower()
         return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
 
     def request_rule(
@@ -332,12 +337,7 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
     """Whether a request announced a body: a nonzero Content-Length, a Transfer-Encoding,
     or neither on a method that carries a body (POST, PUT, PATCH...)."""
     if content_length is not None:
-        text = (
-            content_length.decode("latin-1")
-            if isinstance(content_length, bytes)
-            else content_length
-        )
-        return text.strip() not in ("", "0")
+        return header_text(content_length).strip() not in ("", "0")
     return chunked or method.upper() not in BODYLESS_METHODS
 
 
