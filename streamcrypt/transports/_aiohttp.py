@@ -86,6 +86,7 @@ from ._http import (
     failure_text,
     refusal,
     send_file,
+    short_answer,
     unencryptable,
 )
 
@@ -110,7 +111,8 @@ BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decr
 
 
 def _error(status: int, text: str) -> web.Response:
-    resp = web.Response(status=status, text=text + "\n", headers={"Cache-Control": "no-store"})
+    status, headers, body = short_answer(status, text)
+    resp = web.Response(status=status, headers=headers, body=body)
     resp[_MARK] = True
     return resp
 
@@ -504,18 +506,16 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
             return
         if _carries_nothing(request, resp) or not settings.encrypts_type(resp.content_type):
             return
-        _log.error("refused to send a plaintext response body on %s", request.path)
         # prepare() already set the connection's writer up for this body; undo that so
         # the 500 that replaces it is framed by its own headers.
         writer = request.writer
         writer.length = None
         if getattr(writer, "chunked", False):
             writer.chunked = False  # type: ignore[attr-defined]
-        refusal = web.HTTPInternalServerError(
-            text="500 Internal Server Error: the response could not be encrypted"
-        )
-        refusal[_MARK] = True
-        raise refusal
+        _, headers, body = short_answer(*refusal(_log, "a plaintext body", request.path))
+        refused = web.HTTPInternalServerError(headers=headers, text=body.decode())
+        refused[_MARK] = True
+        raise refused
 
     return on_prepare
 

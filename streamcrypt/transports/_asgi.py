@@ -60,6 +60,7 @@ from ._http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    Answer,
     BodyFeed,
     EncryptionSettings,
     RequestRule,
@@ -73,6 +74,7 @@ from ._http import (
     failure_text,
     refusal,
     send_file,
+    short_answer,
     unencryptable,
 )
 
@@ -105,18 +107,12 @@ def _codings(headers: _Headers) -> list[str]:
     return content_codings(v for k, v in headers if k.lower() == b"content-encoding")
 
 
-def _error_response(status: int, text: str) -> tuple[Message, Message]:
-    body = text.encode() + b"\n"
-    start: Message = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"cache-control", b"no-store"),
-        ],
-    }
-    return start, {"type": "http.response.body", "body": body, "more_body": False}
+async def _send_answer(send: Send, answer: Answer) -> None:
+    """Send one of the middleware's own answers (:func:`short_answer`, the browser module)."""
+    status, headers, body = answer
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 #: The scope key saying whether the app's request body was decrypted (True) or came in
@@ -179,10 +175,7 @@ class EncryptionMiddleware(HoldsSecrets):
         if scope["type"] == "http" and (
             module := self.settings.browser_module(scope["method"], scope.get("path", ""))
         ):
-            status, headers, body = module
-            raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-            await send({"type": "http.response.start", "status": status, "headers": raw})
-            await send({"type": "http.response.body", "body": body})
+            await _send_answer(send, module)
             return
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
             await self.app(scope, receive, send)
@@ -316,11 +309,9 @@ class _Responder:
 
     async def _answer(self, status: int, text: str) -> None:
         """Send this short answer instead of the app's response, and drop the app's."""
-        start, body = _error_response(status, text)
         self.mode = "swallow"
         self.started = True
-        await self.send(start)
-        await self.send(body)
+        await _send_answer(self.send, short_answer(status, text))
 
     # -- response side ----------------------------------------------------------------
 

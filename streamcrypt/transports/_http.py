@@ -47,6 +47,8 @@ _T = TypeVar("_T")
 #: sends, 206 answers, bodies already carrying a Content-Encoding): encrypt it, or refuse
 #: it with a 500. Never send it in clear.
 Unencryptable: TypeAlias = Literal["encrypt", "refuse"]
+#: An answer a middleware makes itself: status, headers, body.
+Answer: TypeAlias = tuple[int, dict[str, str], bytes]
 #: Largest record a request body may announce by default: RFC 8188's own default is
 #: 4096 and clients (http_ece, streamcrypt) use it; 64 KiB leaves room for clients that
 #: chose larger records while bounding what a stalled request pins.
@@ -94,6 +96,18 @@ _DECRYPT_FAILED = {
     415: "415 Unsupported Media Type: this server accepts request bodies in the aes128gcm "
     "content coding only",
 }
+
+
+def short_answer(status: int, text: str) -> Answer:
+    """A middleware's own answer in place of the app's (a failed body, a refusal):
+    ``text`` as a line of plain text, never stored by a cache."""
+    body = text.encode() + b"\n"
+    headers = {
+        "Content-Type": "text/plain; charset=utf-8",
+        "Content-Length": str(len(body)),
+        "Cache-Control": "no-store",
+    }
+    return status, headers, body
 
 
 def failure_text(exc: StreamCryptError) -> tuple[int, str]:
@@ -260,7 +274,7 @@ class EncryptionSettings:
             return False
         return not path_matches(path, self.exclude_paths)
 
-    def browser_module(self, method: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+    def browser_module(self, method: str, path: str) -> Answer | None:
         """The answer (status, headers, body) to a request for the browser module at the
         ``serve_browser_module`` route, ``None`` for any other request: the one route
         rule of both middlewares. The module is public code, so it goes in clear."""
