@@ -111,7 +111,7 @@ BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decr
 
 
 def _error(status: int, text: str) -> web.Response:
-    status, headers, body = short_answer(status, text)
+    _, headers, body = short_answer(status, text)
     resp = web.Response(status=status, headers=headers, body=body)
     resp[_MARK] = True
     return resp

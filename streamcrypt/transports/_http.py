@@ -1,4 +1,5 @@
-"""What the HTTP middlewares share: their settings, checked once, and the request rules.
+"""What the HTTP middlewares share: their settings, checked once, the request rules and
+the answers they make themselves (:func:`short_answer`).
 
 Framework-free (no starlette, no aiohttp), so both the ASGI middleware and the aiohttp
 helpers build on it: one declaration of the options (``EncryptionSettings``, private), one
