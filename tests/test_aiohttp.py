@@ -324,6 +324,35 @@ async def test_plain_stream_response_refused_before_headers(mode: str) -> None:
     assert reached == []
 
 
+async def test_every_answer_of_the_middleware_is_plain_text_never_stored() -> None:
+    """The middleware's own answers are made by one function (``short_answer``): plain
+    text, ``Cache-Control: no-store``, whichever path refused. The prepare guard's 500
+    (a plain StreamResponse) once had its own text and no Cache-Control."""
+
+    async def plain(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        return resp
+
+    async def compressed(request: web.Request) -> web.Response:
+        resp = web.Response(text="secret")
+        resp.enable_compression(force=aiohttp.web.ContentCoding.gzip)
+        return resp
+
+    async def failing(request: web.Request) -> web.StreamResponse:
+        raise RuntimeError("secret")
+
+    routes = {"/plain": plain, "/compressed": compressed, "/failing": failing}
+    async with served(routes, ring()) as (s, url):
+        for route in routes:
+            async with s.get(url + route) as r:
+                body = await raw(r)
+                assert r.status == 500, route
+                assert r.headers["Cache-Control"] == "no-store", route
+                assert r.headers["Content-Type"] == "text/plain; charset=utf-8", route
+                assert body.startswith(b"500 Internal Server Error: ") and body.endswith(b"\n")
+
+
 async def test_a_handler_prepared_5xx_or_a_failing_handler_never_leaks() -> None:
     async def prepared_503(request: web.Request) -> web.StreamResponse:
         resp = web.Response(status=503, text="secret maintenance details")

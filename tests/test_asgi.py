@@ -269,6 +269,32 @@ async def test_existing_vary_merged_and_bodyless_statuses_untouched() -> None:
     assert n.status_code == 204 and "content-encoding" not in n.headers
 
 
+@pytest.mark.parametrize("status", [101, 103, 204, 304])
+async def test_a_bodyless_status_passes_as_the_app_sent_it(status: int) -> None:
+    """A status that never carries a body (1xx, 204, 304) passes untouched, as on
+    aiohttp (one rule, ``bodyless_status``): the ASGI middleware once knew only 204 and
+    304 and gave a 1xx answer an encrypted body and a Content-Encoding."""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    await EncryptionMiddleware(app, key=ring())(scope, receive, send)
+    assert sent == [
+        {"type": "http.response.start", "status": status, "headers": []},
+        {"type": "http.response.body", "body": b"", "more_body": False},
+    ]
+
+
 async def test_streaming_is_incremental_with_inline_policy() -> None:
     """With policy=None each record leaves once complete: the client sees the first
     chunk's records (two full 64 KiB records: the client releases one once the next

@@ -164,12 +164,19 @@ def _load_keys(args: argparse.Namespace, *, confirm: bool) -> _Keys:
         keys.raw_key = _raw_aes_key(args.key)
         if keys.raw_key is None:
             keys.key = load_key_file(args.key)
+    keys.identities = _identity_files(args)
+    keys.passphrase = _read_passphrase(args, confirm=confirm)
+    return keys
+
+
+def _identity_files(args: argparse.Namespace) -> list[KeyFile]:
+    """The key files of ``-i``, each one of identities (age or X25519), or a key error."""
+    files: list[KeyFile] = []
     for path in args.identity:
         kf = load_key_file(path)
         kf.require("x25519", "age", purpose="-i takes an identity file")
-        keys.identities.append(kf)
-    keys.passphrase = _read_passphrase(args, confirm=confirm)
-    return keys
+        files.append(kf)
+    return files
 
 
 def _raw_aes_key(path: str) -> bytes | None:

@@ -21,9 +21,15 @@ from ..codecs import IdentityLike
 from ..codecs import age as _age
 from ..codecs import envelope as _envelope
 from ..errors import StreamCryptError
-from ._crypt import _bad_recipient, _read_passphrase, _recipient_texts, _usage
+from ._crypt import (
+    _aad,
+    _bad_recipient,
+    _identity_files,
+    _read_passphrase,
+    _recipient_texts,
+    _usage,
+)
 from ._errors import EXIT_OK, describe, exit_code
-from ._keyfiles import load_key_file
 
 
 def add_rekey_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,9 +123,7 @@ def run_rekey(args: argparse.Namespace) -> int:
     if not changes and not whole:
         raise _usage("rekey needs recipients to add (-a, -A), to remove (-x), or -r/-R")
     identities: list[IdentityLike] = []
-    for path in args.identity:
-        kf = load_key_file(path)
-        kf.require("x25519", "age", purpose="-i takes an identity file")
+    for kf in _identity_files(args):
         identities += kf.age_identities
         identities += kf.envelope_identities
     passphrase = _read_passphrase(args, confirm=False)
@@ -131,7 +135,7 @@ def run_rekey(args: argparse.Namespace) -> int:
     )
     recipients = [_parsed(text, where) for text, where in _recipient_texts(listed)]
     remove = [_parsed(t.strip(), f"-x recipient number {n}") for n, t in enumerate(args.remove, 1)]
-    aad = args.aad.encode("utf-8") if args.aad is not None else b""
+    aad = _aad(args)
     status = EXIT_OK
     for path in args.files:
         call = partial(

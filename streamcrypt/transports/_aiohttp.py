@@ -78,13 +78,16 @@ from ._http import (
     RequestRule,
     Unencryptable,
     announces_body,
+    bodyless_status,
     content_codings,
+    encoded_headers,
     encrypt_whole,
     encrypted_feed,
     failure_text,
+    refusal,
     send_file,
+    short_answer,
     unencryptable,
-    vary_content_encoding,
 )
 
 _log = logging.getLogger("streamcrypt.transports.aiohttp")
@@ -108,7 +111,8 @@ BODY_DECRYPTED_KEY: web.RequestKey[bool] = web.RequestKey("streamcrypt_body_decr
 
 
 def _error(status: int, text: str) -> web.Response:
-    resp = web.Response(status=status, text=text + "\n", headers={"Cache-Control": "no-store"})
+    _, headers, body = short_answer(status, text)
+    resp = web.Response(status=status, headers=headers, body=body)
     resp[_MARK] = True
     return resp
 
@@ -118,15 +122,13 @@ def _decrypt_error(exc: StreamCryptError) -> web.Response:
 
 
 def _refusal(what: str, path: str) -> web.Response:
-    _log.error("refused to send %s in clear on %s", what, path)
-    return _error(500, f"500 Internal Server Error: the response ({what}) could not be encrypted")
+    return _error(*refusal(_log, what, path))
 
 
 def _set_encoding(headers: CIMultiDict[str]) -> None:
-    codings = _codings(headers)
+    coding, vary = encoded_headers(_codings(headers), headers.get(hdrs.VARY))
     headers.popall(hdrs.CONTENT_ENCODING, None)
-    headers[hdrs.CONTENT_ENCODING] = ", ".join([*codings, _AES])
-    vary = vary_content_encoding(headers.get(hdrs.VARY))
+    headers[hdrs.CONTENT_ENCODING] = coding
     if vary is not None:
         headers[hdrs.VARY] = vary
 
@@ -308,14 +310,9 @@ async def _encrypt_body(resp: web.Response, settings: EncryptionSettings, body: 
     resp[_MARK] = True
 
 
-def _bodyless(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
-    """A status that never carries a body (an empty 200 is still encrypted)."""
-    return resp.status in (204, 304) or 100 <= resp.status < 200
-
-
 def _carries_nothing(request: web.BaseRequest, resp: web.StreamResponse) -> bool:
     """Nothing of this response could leak: no body can or will be sent."""
-    if _bodyless(request, resp) or request.method == hdrs.METH_HEAD:
+    if bodyless_status(resp.status) or request.method == hdrs.METH_HEAD:
         return True
     if isinstance(resp, web.Response) and not isinstance(resp.body, Payload):
         return not resp.body
@@ -328,7 +325,7 @@ async def _seal(
     """Encrypt (or refuse) what the handler gave, before it is prepared."""
     if resp.get(_MARK) or resp.prepared:
         return resp  # encrypted already, or streamed (the prepare guard judged it)
-    if _bodyless(request, resp) or not settings.encrypts_type(resp.content_type):
+    if bodyless_status(resp.status) or not settings.encrypts_type(resp.content_type):
         return resp
     refuse = settings.on_unencryptable == "refuse"
     if isinstance(resp, web.FileResponse):
@@ -472,7 +469,7 @@ def _middleware(settings: EncryptionSettings) -> Any:
         except web.HTTPException as exc:
             if reader is not None and reader.sc_error is not None and not prepared:
                 return _decrypt_error(reader.sc_error)
-            if exc.get(_MARK) or _bodyless(request, exc) or isinstance(exc.body, Payload):
+            if exc.get(_MARK) or bodyless_status(exc.status) or isinstance(exc.body, Payload):
                 raise
             if settings.on_unencryptable == "refuse" and _codings(exc.headers):
                 return _refusal("an already encoded body", request.path)
@@ -509,18 +506,16 @@ def _guard(settings: EncryptionSettings) -> Callable[[web.Request, web.StreamRes
             return
         if _carries_nothing(request, resp) or not settings.encrypts_type(resp.content_type):
             return
-        _log.error("refused to send a plaintext response body on %s", request.path)
         # prepare() already set the connection's writer up for this body; undo that so
         # the 500 that replaces it is framed by its own headers.
         writer = request.writer
         writer.length = None
         if getattr(writer, "chunked", False):
             writer.chunked = False  # type: ignore[attr-defined]
-        refusal = web.HTTPInternalServerError(
-            text="500 Internal Server Error: the response could not be encrypted"
-        )
-        refusal[_MARK] = True
-        raise refusal
+        _, headers, body = short_answer(*refusal(_log, "a plaintext body", request.path))
+        refused = web.HTTPInternalServerError(headers=headers, text=body.decode())
+        refused[_MARK] = True
+        raise refused
 
     return on_prepare
 

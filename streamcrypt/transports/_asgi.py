@@ -50,7 +50,7 @@ from typing import Any, Literal, TypeAlias, cast
 import anyio
 
 from ..abc import Buffer
-from ..codecs.ece import CONTENT_ENCODING, EceEncryptor, encrypted_length
+from ..codecs.ece import EceEncryptor, encrypted_length
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import PeerTimeoutError, StreamCryptError, UnsupportedFormatError
 from ..keys import HoldsSecrets, KeyRing
@@ -60,18 +60,22 @@ from ._http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HTTP_RECORD_SIZE,
     DEFAULT_REQUEST_MAX_RECORD_SIZE,
+    Answer,
     BodyFeed,
     EncryptionSettings,
     RequestRule,
     Unencryptable,
     announces_body,
+    bodyless_status,
     content_codings,
+    encoded_headers,
     encrypt_whole,
     encrypted_feed,
     failure_text,
+    refusal,
     send_file,
+    short_answer,
     unencryptable,
-    vary_content_encoding,
 )
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -83,7 +87,6 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 _Headers: TypeAlias = list[tuple[bytes, bytes]]
 
 _log = logging.getLogger("streamcrypt.transports.asgi")
-_NO_BODY_STATUS = {204, 304}
 #: Response messages that carry no body bytes: passed through as they are.
 _HEADERS_ONLY = {"http.response.trailers", "http.response.early_hint"}
 
@@ -104,18 +107,12 @@ def _codings(headers: _Headers) -> list[str]:
     return content_codings(v for k, v in headers if k.lower() == b"content-encoding")
 
 
-def _error_response(status: int, text: str) -> tuple[Message, Message]:
-    body = text.encode() + b"\n"
-    start: Message = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"cache-control", b"no-store"),
-        ],
-    }
-    return start, {"type": "http.response.body", "body": body, "more_body": False}
+async def _send_answer(send: Send, answer: Answer) -> None:
+    """Send one of the middleware's own answers (:func:`short_answer`, the browser module)."""
+    status, headers, body = answer
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 #: The scope key saying whether the app's request body was decrypted (True) or came in
@@ -178,10 +175,7 @@ class EncryptionMiddleware(HoldsSecrets):
         if scope["type"] == "http" and (
             module := self.settings.browser_module(scope["method"], scope.get("path", ""))
         ):
-            status, headers, body = module
-            raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-            await send({"type": "http.response.start", "status": status, "headers": raw})
-            await send({"type": "http.response.body", "body": body})
+            await _send_answer(send, module)
             return
         if scope["type"] != "http" or not self.settings.selects(scope.get("path", "")):
             await self.app(scope, receive, send)
@@ -315,19 +309,14 @@ class _Responder:
 
     async def _answer(self, status: int, text: str) -> None:
         """Send this short answer instead of the app's response, and drop the app's."""
-        start, body = _error_response(status, text)
         self.mode = "swallow"
         self.started = True
-        await self.send(start)
-        await self.send(body)
+        await _send_answer(self.send, short_answer(status, text))
 
     # -- response side ----------------------------------------------------------------
 
     async def _refuse(self, what: str) -> None:
-        _log.error("refused to send %s in clear on %s", what, self.scope.get("path", ""))
-        await self._answer(
-            500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
-        )
+        await self._answer(*refusal(_log, what, self.scope.get("path", "")))
 
     async def _send(self, message: Message) -> None:
         kind = message["type"]
@@ -352,7 +341,7 @@ class _Responder:
             return
         headers: _Headers = list(message.get("headers", []))
         status = int(message["status"])
-        if status in _NO_BODY_STATUS or not self.mw.settings.encrypts_type(
+        if bodyless_status(status) or not self.mw.settings.encrypts_type(
             _get(headers, b"content-type")
         ):
             self.mode = "plain"
@@ -365,12 +354,10 @@ class _Responder:
             await self._refuse(what)
             return
         self.mode = "encrypt"
-        coding = ", ".join([*codings, CONTENT_ENCODING]).encode()
-        headers = [*_without(headers, b"content-encoding"), (b"content-encoding", coding)]
-        vary = _get(headers, b"vary")
-        added = vary_content_encoding(None if vary is None else vary.decode("latin-1"))
-        if added is not None:
-            headers = [*_without(headers, b"vary"), (b"vary", added.encode("latin-1"))]
+        coding, vary = encoded_headers(codings, _get(headers, b"vary"))
+        headers = [*_without(headers, b"content-encoding"), (b"content-encoding", coding.encode())]
+        if vary is not None:
+            headers = [*_without(headers, b"vary"), (b"vary", vary.encode("latin-1"))]
         self.start = {**message, "headers": headers}
 
     def _set_length(self, plaintext_length: int | None, encryptor: EceEncryptor) -> None:

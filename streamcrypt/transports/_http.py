@@ -1,4 +1,5 @@
-"""What the HTTP middlewares share: their settings, checked once, and the request rules.
+"""What the HTTP middlewares share: their settings, checked once, the request rules and
+the answers they make themselves (:func:`short_answer`).
 
 Framework-free (no starlette, no aiohttp), so both the ASGI middleware and the aiohttp
 helpers build on it: one declaration of the options (``EncryptionSettings``, private), one
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -46,6 +48,8 @@ _T = TypeVar("_T")
 #: sends, 206 answers, bodies already carrying a Content-Encoding): encrypt it, or refuse
 #: it with a 500. Never send it in clear.
 Unencryptable: TypeAlias = Literal["encrypt", "refuse"]
+#: An answer a middleware makes itself: status, headers, body.
+Answer: TypeAlias = tuple[int, dict[str, str], bytes]
 #: Largest record a request body may announce by default: RFC 8188's own default is
 #: 4096 and clients (http_ece, streamcrypt) use it; 64 KiB leaves room for clients that
 #: chose larger records while bounding what a stalled request pins.
@@ -95,11 +99,37 @@ _DECRYPT_FAILED = {
 }
 
 
+def short_answer(status: int, text: str) -> Answer:
+    """A middleware's own answer in place of the app's (a failed body, a refusal):
+    ``text`` as a line of plain text, never stored by a cache."""
+    body = text.encode() + b"\n"
+    headers = {
+        "Content-Type": "text/plain; charset=utf-8",
+        "Content-Length": str(len(body)),
+        "Cache-Control": "no-store",
+    }
+    return status, headers, body
+
+
 def failure_text(exc: StreamCryptError) -> tuple[int, str]:
     """The status and short text a request whose body failed (``exc``) is answered with."""
     status = exc.http_status
     text = _DECRYPT_FAILED.get(status, f"{status}: the request body was refused")
     return status, f"{text} ({type(exc).__name__})"
+
+
+def bodyless_status(status: int) -> bool:
+    """Whether a response of ``status`` never carries a body (1xx, 204, 304: RFC 9110
+    section 6.4.1), so both middlewares pass it as it is; an empty 200 is still encrypted."""
+    return status in (204, 304) or 100 <= status < 200
+
+
+def refusal(log: logging.Logger, what: str, path: str) -> tuple[int, str]:
+    """Log that a response (``what`` it was) on ``path`` was refused rather than sent in
+    clear (``on_unencryptable="refuse"``, or nothing that could encrypt it), and give the
+    status and short text it is answered with instead."""
+    log.error("refused to send %s in clear on %s", what, path)
+    return 500, f"500 Internal Server Error: the response ({what}) could not be encrypted"
 
 
 def unencryptable(status: int, codings: list[str]) -> str | None:
@@ -110,14 +140,22 @@ def unencryptable(status: int, codings: list[str]) -> str | None:
     return "an already encoded body" if codings else None
 
 
-def vary_content_encoding(vary: str | None) -> str | None:
-    """The ``Vary`` value of an encrypted response whose ``Vary`` was ``vary``:
-    ``Content-Encoding`` added; ``None`` when ``vary`` already covers it."""
+def header_text(value: str | bytes) -> str:
+    """A header value as text (ASGI gives bytes: Latin-1, RFC 9110 section 5.5)."""
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def encoded_headers(codings: list[str], vary: str | bytes | None) -> tuple[str, str | None]:
+    """The ``Content-Encoding`` and ``Vary`` of a response encrypted on top of its own
+    ``codings``, whose ``Vary`` was ``vary``: ``aes128gcm`` last, ``Content-Encoding``
+    added to ``Vary`` (``None``: ``vary`` covers it already)."""
+    coding = ", ".join([*codings, CONTENT_ENCODING])
     if vary is None:
-        return "Content-Encoding"
-    if {t.strip().lower() for t in vary.split(",")} & {"*", "content-encoding"}:
-        return None
-    return vary + ", Content-Encoding"
+        return coding, "Content-Encoding"
+    text = header_text(vary)
+    if {t.strip().lower() for t in text.split(",")} & {"*", "content-encoding"}:
+        return coding, None
+    return coding, text + ", Content-Encoding"
 
 
 class RequestRule(enum.Enum):
@@ -133,8 +171,7 @@ def content_codings(values: Iterable[str | bytes]) -> list[str]:
     ``identity`` (several lines mean the same as one comma-joined line)."""
     out: list[str] = []
     for value in values:
-        text = value.decode("latin-1") if isinstance(value, bytes) else value
-        out += [t.strip().lower() for t in text.split(",")]
+        out += [t.strip().lower() for t in header_text(value).split(",")]
     return [t for t in out if t not in ("", "identity")]
 
 
@@ -238,7 +275,7 @@ class EncryptionSettings:
             return False
         return not path_matches(path, self.exclude_paths)
 
-    def browser_module(self, method: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+    def browser_module(self, method: str, path: str) -> Answer | None:
         """The answer (status, headers, body) to a request for the browser module at the
         ``serve_browser_module`` route, ``None`` for any other request: the one route
         rule of both middlewares. The module is public code, so it goes in clear."""
@@ -259,9 +296,7 @@ class EncryptionSettings:
         """Whether a response of this ``Content-Type`` is encrypted (``text/*`` works)."""
         if self.content_types is None:
             return True
-        if isinstance(content_type, bytes):
-            content_type = content_type.decode("latin-1")
-        media = (content_type or "").partition(";")[0].strip().lower()
+        media = header_text(content_type or "").partition(";")[0].strip().lower()
         return media in self.content_types or f"{media.partition('/')[0]}/*" in self.content_types
 
     def request_rule(
@@ -317,12 +352,7 @@ def announces_body(method: str, content_length: str | bytes | None, chunked: boo
     """Whether a request announced a body: a nonzero Content-Length, a Transfer-Encoding,
     or neither on a method that carries a body (POST, PUT, PATCH...)."""
     if content_length is not None:
-        text = (
-            content_length.decode("latin-1")
-            if isinstance(content_length, bytes)
-            else content_length
-        )
-        return text.strip() not in ("", "0")
+        return header_text(content_length).strip() not in ("", "0")
     return chunked or method.upper() not in BODYLESS_METHODS
 
 
