@@ -789,28 +789,40 @@ _ENGINE_ONLY = {
     "Thread",
     "Timer",
     "Condition",
+    "Barrier",
     "Executor",
     "ThreadPoolExecutor",
     "ProcessPoolExecutor",
     "InterpreterPoolExecutor",
+    "Pool",
+    "ThreadPool",
     "start_new_thread",
     "start_joinable_thread",
 }
+#: Another library's way to run work on its threads, wherever it stands in a dotted name
+#: (blocking I/O waits go through ``engine.run_io``).
+_FOREIGN_THREADS = {"to_thread", "run_in_executor"}
+#: What threading may give outside the engine: locks and thread-local storage.
+_THREADING_ALLOWED = {"Lock", "RLock", "local", "get_ident", "current_thread"}
+_THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "_thread"}
+
+
+def _dotted(node: object) -> list[str]:
+    import ast
+
+    if isinstance(node, ast.Attribute):
+        return [*_dotted(node.value), node.attr]
+    return [node.id] if isinstance(node, ast.Name) else []
 
 
 def _engine_only_constructions(source: str) -> list[tuple[int, str]]:
-    """Calls of, and classes derived from, the names only the engine may construct."""
+    """Calls of, and classes derived from, the names only the engine may construct (by
+    their last name, or an alias's import), another library's thread runner in any dotted
+    name, and imports from the thread modules beyond locks: whatever the spelling."""
     import ast
 
-    def name(node: ast.expr) -> str | None:
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.Attribute):
-            return node.attr
-        return None
-
     tree = ast.parse(source)
-    aliases = {  # from concurrent.futures import ThreadPoolExecutor as Pool
+    aliases = {  # from concurrent.futures import ThreadPoolExecutor as P
         alias.asname: alias.name
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom)
@@ -819,16 +831,69 @@ def _engine_only_constructions(source: str) -> list[tuple[int, str]]:
     }
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            called = name(node.func)
-            if aliases.get(called or "", called) in _ENGINE_ONLY:
-                found.append((node.lineno, f"{called}(...)"))
-        elif isinstance(node, ast.ClassDef):
-            for base in node.bases:
-                based = name(base)
-                if aliases.get(based or "", based) in _ENGINE_ONLY:
-                    found.append((node.lineno, f"class {node.name}({based})"))
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")
+            for alias in node.names:
+                thread_module = module[0] in _THREAD_MODULES
+                if (thread_module and alias.name not in _THREADING_ALLOWED) or (
+                    alias.name in _FOREIGN_THREADS
+                ):
+                    found.append((node.lineno, f"from {node.module} import {alias.name}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in _THREAD_MODULES - {"threading"} or _FOREIGN_THREADS & set(parts):
+                    found.append((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, (ast.Call, ast.ClassDef)):
+            bases = [node.func] if isinstance(node, ast.Call) else node.bases
+            for base in bases:
+                parts = _dotted(base)
+                if not parts:
+                    continue
+                last = aliases.get(parts[-1], parts[-1])
+                other_threading = parts[0] == "threading" and last not in _THREADING_ALLOWED
+                if last in _ENGINE_ONLY or _FOREIGN_THREADS & set(parts) or other_threading:
+                    what = ".".join(parts)
+                    found.append(
+                        (
+                            node.lineno,
+                            f"{what}(...)"
+                            if isinstance(node, ast.Call)
+                            else f"class {node.name}({what})",
+                        )
+                    )
     return found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "threading.Thread(target=f)",
+        "class W(threading.Thread): pass",
+        "from concurrent.futures import ThreadPoolExecutor as P\nP(2)",
+        "from threading import Event",
+        "threading.Semaphore(2)",
+        "from concurrent.futures.thread import ThreadPoolExecutor as E",
+        "import multiprocessing.pool",
+        "ThreadPool(2)",
+        "import anyio.to_thread",
+        "from anyio import to_thread",
+        "anyio.to_thread.run_sync(f)",
+        "asyncio.to_thread(f)",
+        "loop.run_in_executor(None, f)",
+        "import _thread",
+    ],
+)
+def test_the_engine_only_check_sees_every_spelling(source: str) -> None:
+    assert _engine_only_constructions(source) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["threading.Lock()", "from threading import Lock, local", "anyio.Event()", "run_io(f)"],
+)
+def test_the_engine_only_check_lets_locks_and_the_engine_through(source: str) -> None:
+    assert _engine_only_constructions(source) == []
 
 
 def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
@@ -843,8 +908,9 @@ def test_no_thread_condition_or_executor_is_made_outside_the_engine() -> None:
         "from concurrent.futures import ThreadPoolExecutor as P\nP(2)\nt.Lock()\n"
     )
     assert sorted(_engine_only_constructions(sample)) == [
-        (2, "Thread(...)"),
-        (3, "class W(Condition)"),
+        (2, "t.Thread(...)"),
+        (3, "class W(t.Condition)"),
+        (4, "from concurrent.futures import ThreadPoolExecutor"),
         (5, "P(...)"),
     ]
     offenders = []
@@ -870,9 +936,9 @@ def test_the_engine_makes_threads_in_one_place_and_no_one_reaches_its_private_mo
     made = []
     for path in sorted((root / "engine").glob("*.py")):
         for _line, what in _engine_only_constructions(path.read_text()):
-            if not what.startswith("Condition"):
+            if what.endswith("Thread(...)") or "Executor" in what:
                 made.append(f"{path.name}:{what}")
-    assert made == ["_offload.py:Thread(...)"]
+    assert made == ["_offload.py:threading.Thread(...)"]
     reaching = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)

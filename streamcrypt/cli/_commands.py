@@ -26,12 +26,11 @@ from ._keyfiles import (
 if TYPE_CHECKING:
     import anyio
     import anyio.abc
-    import anyio.to_thread
 
     from .. import primitives as _primitives
     from .. import transports as _transports
 else:  # imported by the commands that use them: keygen needs none (start-up)
-    anyio = LazyModule("anyio", "anyio.abc", "anyio.to_thread")
+    anyio = LazyModule("anyio", "anyio.abc")
     _primitives = LazyModule("streamcrypt.primitives")
     _transports = LazyModule("streamcrypt.transports")  # sockets, TLS, files
 

@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 from .. import transports as _transports  # its names load on first use (start-up)
 from .._lazy import LazyModule
 from ..abc import Buffer
+from ..engine import run_io
 from ..errors import UnsafePathError
 from ..paths import name_parts
 from ._errors import EXIT_IO, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     import anyio
-    import anyio.to_thread
 
     from ..engine import WriteBehind
 else:  # imported on first use: encrypt and decrypt run without an event loop (start-up)
-    anyio = LazyModule("anyio", "anyio.to_thread")
+    anyio = LazyModule("anyio")
 
 #: Bytes asked of the operating system per read.
 READ_SIZE = 4 << 20
@@ -188,7 +188,7 @@ class Input:
         while self._ahead:
             yield self._ahead.pop(0)
         while not self._eof:
-            chunk = await anyio.to_thread.run_sync(os.read, self._fd, 65536, abandon_on_cancel=True)
+            chunk = await run_io(os.read, self._fd, 65536, abandon=True)
             if self._took(chunk):
                 yield chunk
 
@@ -297,7 +297,7 @@ class Output:
         self._raise()
         if data:
             if self._writer.put(data if isinstance(data, bytes) else bytes(data)):
-                await anyio.to_thread.run_sync(self._writer.wait_room)
+                await run_io(self._writer.wait_room)
                 self._raise()
 
     def _finish(self) -> None:
@@ -315,12 +315,12 @@ class Output:
 
     async def commit(self) -> None:
         """Write what is queued and make the output final (a file: renamed into place)."""
-        await anyio.to_thread.run_sync(self.commit_now, abandon_on_cancel=True)
+        await run_io(self.commit_now, abandon=True)
 
     async def abort(self) -> None:
         """Give the output up (a file: its temporary is removed)."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.abort_now)
+            await run_io(self.abort_now)
 
 
 class StdoutOutput(Output):
@@ -488,5 +488,5 @@ def open_output_now(
 async def open_output(path: str | None) -> Output:
     """:func:`open_output_now` on a worker thread (opening a FIFO waits for its reader)."""
     with anyio.CancelScope(shield=True):  # never leave a temporary behind
-        out = await anyio.to_thread.run_sync(open_output_now, path)
+        out = await run_io(open_output_now, path, abandon=True)  # a FIFO may wait forever
     return out

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from distributed import Client
 
 from ..abc import Transform
 from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncryptor
-from ..engine import DEFAULT_POLICY, pipeline
+from ..engine import DEFAULT_POLICY, pipeline, run_io
 from ..errors import InvalidParameterError, StreamCryptError
 from ..paths import create_beneath, object_key
 from ._jobs import ObjectResult, Progress, Summary, run_tasks, summarize
@@ -101,7 +100,7 @@ async def _pump(stages: list[Transform], reader: Any, writer: Any, opts: CryptOp
 
     async def source() -> AsyncIterator[bytes]:
         while True:
-            data = await anyio.to_thread.run_sync(reader.read, opts.chunk_size)
+            data = await run_io(reader.read, opts.chunk_size)
             if not data:
                 return
             counts[0] += len(data)
@@ -110,7 +109,7 @@ async def _pump(stages: list[Transform], reader: Any, writer: Any, opts: CryptOp
     async def sink(view: memoryview) -> None:
         counts[1] += len(view)
         if writer is not None:
-            await anyio.to_thread.run_sync(writer.write, view)
+            await run_io(writer.write, view)
 
     policy = DEFAULT_POLICY if opts.offload else None
     await pipeline(*stages, policy=policy).run(source(), sink)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._offload import Pending as Pending
     from ._offload import Task as Task
     from ._offload import WorkerCalls as WorkerCalls
+    from ._offload import run_io as run_io
     from ._offload import wait_future as wait_future
     from ._pipeline import Feeder, Pipeline, Sink, Source, pipeline
     from ._sync import WriteBehind as WriteBehind
@@ -67,6 +68,7 @@ __getattr__, __dir__ = lazy_exports(
             "Pending",
             "Task",
             "WorkerCalls",
+            "run_io",
             "wait_future",
         ),
         "._pipeline": ("Feeder", "Pipeline", "Sink", "Source", "pipeline"),

@@ -393,6 +393,31 @@ class WorkerCalls:
                 self._running.discard(future)
 
 
+async def run_io(fn: Callable[[Unpack[Ts]], T], *args: *Ts, abandon: bool = False) -> T:
+    """``fn(*args)``, a call that blocks on I/O, off the event loop, awaited: the one way
+    streamcrypt's async layers wait on blocking I/O outside the engine's own transports.
+
+    It runs on the engine's pool. Cancelled, the wait lasts until the call finished (it
+    may be using the caller's buffer), then the cancellation goes on. ``abandon``: a call
+    that may never end (a read of a terminal or a pipe) gets a thread of its own, so the
+    pool's CPU work never queues behind it, and a cancelled wait leaves it to finish there,
+    its result dropped."""
+    task = start(fn, *args, now=abandon)
+    if abandon:
+        return await wait_future(task)
+    import anyio
+
+    try:
+        return await wait_future(task)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            try:
+                await wait_future(task)
+            except Exception:  # the call's own failure: the cancellation wins
+                pass
+        raise
+
+
 def _waker(event: anyio.Event) -> Callable[[], None]:
     """A function any thread may call to set ``event`` on the current event loop."""
     import asyncio
