@@ -280,12 +280,12 @@ def _reading(
 
 
 def _format(name: str) -> SegmentedFormat:
-    fmt = FORMATS.get(name) if isinstance(name, str) else None
-    if fmt is None:
+    try:
+        return FORMATS[name]
+    except (KeyError, TypeError):  # not a name of one (TypeError: not even hashable)
         raise InvalidParameterError(
             f"unknown format {name!r}; streamcrypt speaks {', '.join(FORMATS)}"
-        )
-    return fmt
+        ) from None
 
 
 def _stream(

@@ -230,7 +230,7 @@ def _derive(
 _KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey, a Pkcs11Key or a KeyRing"
 
 
-def _master_key(key: KeyLike, header: _Header | None = None) -> SecretKey | bytes:
+def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes, str]:
     """The 32-byte key the header's derivation takes: for a writer (``header`` None)
     ``key`` itself or a :class:`KeyRing`'s active key, for a reader the key the header
     names; for a token key, the data key the header's wrapped key opens to in the token.
@@ -238,10 +238,16 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> SecretKey | byte
     (:class:`InvalidKeySizeError`) and a ring cannot pass a short key; raises
     :class:`UnknownKeyError` for an id the ring lacks, :class:`AuthenticationError` for a
     wrapped key that does not open or a header whose version does not fit the key.
-    A bare key of 32 ``bytes`` comes back as it is (no :class:`SecretKey` made per
-    message)."""
-    if type(key) is bytes and len(key) == 32 and (header is None or not header.wrapped):
-        return key
+    Returns the key's bytes and its id (what a writer's header names). A bare key of 32
+    bytes or a :class:`SecretKey` of 32 is taken at once (no :class:`SecretKey` made and
+    no type checked twice per message)."""
+    if header is None or not header.wrapped:
+        if type(key) is bytes and len(key) == 32:
+            return key, ""
+        if type(key) is SecretKey:
+            raw = key.secret_bytes()
+            if len(raw) == 32:
+                return raw, key.key_id
     what = "a container key"
     if isinstance(key, KeyRing):
         if header is not None and header.key_id == "":
@@ -258,13 +264,15 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> SecretKey | byte
                 "with a wrapped data key (version 2)"
             )
         data_key = chosen.unwrap(header.wrapped, aad=_WRAP_AAD)
-        return as_secret_key(data_key, 32, what="an unwrapped data key", kinds=_KEY_KINDS)
+        unwrapped = as_secret_key(data_key, 32, what="an unwrapped data key", kinds=_KEY_KINDS)
+        return unwrapped.secret_bytes(), ""
     if header is not None and header.wrapped:
         raise AuthenticationError(
             "container header did not authenticate: it carries a token-wrapped data key "
             "(version 2), so it opens only with the token key it names"
         )
-    return as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
+    master = as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
+    return master.secret_bytes(), master.key_id
 
 
 def _writer_key(key: KeyLike) -> tuple[bytes, str, bytes]:
@@ -275,17 +283,16 @@ def _writer_key(key: KeyLike) -> tuple[bytes, str, bytes]:
     if isinstance(chosen, Pkcs11Key):
         data_key = random_bytes(32)
         return data_key, chosen.key_id, chosen.wrap(data_key, aad=_WRAP_AAD)
-    master = _master_key(key)
-    if isinstance(master, bytes):
-        return master, "", b""
-    return master.secret_bytes(), master.key_id, b""
+    return (*_master_key(key), b"")
 
 
 def _reader_key(key: KeyLike) -> SecretKey | bytes | Pkcs11Key | KeyRing:
     """A reader's key, checked at once, before any data (a wrong type or size): a ring,
-    a token key or 32 ``bytes`` as it is, else as the :class:`SecretKey` the header's
-    key derivation takes."""
-    if isinstance(key, KeyRing | Pkcs11Key) or (type(key) is bytes and len(key) == 32):
+    a token key, or 32 bytes as ``bytes`` or a :class:`SecretKey` as it is, else as the
+    :class:`SecretKey` the header's key derivation takes."""
+    if (type(key) is bytes or type(key) is SecretKey) and len(key) == 32:
+        return key
+    if isinstance(key, KeyRing | Pkcs11Key):
         return key
     return as_secret_key(key, 32, kinds=_KEY_KINDS)
 
@@ -386,7 +393,7 @@ def _keyed(key: KeyLike, aad: Buffer, head: bytes, header: _Header) -> Container
     tag checked: the one place a reader turns a header into keys."""
     pos = header.end
     body = head[:pos]
-    seg_key, tag = _derive(_master_key(key, header), header.salt, body, aad)
+    seg_key, tag = _derive(_master_key(key, header)[0], header.salt, body, aad)
     if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
@@ -441,7 +448,7 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     """A message shorter than one segment, sealed at once: the header, then segment 0
     as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
     longer message (the engine's path)."""
-    data = _view(plaintext)
+    data = plaintext if type(plaintext) is bytes else _view(plaintext)
     size = or_default(options.segment_size, DEFAULT_SEGMENT_SIZE)
     if len(data) >= size:
         return None
@@ -460,7 +467,7 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     ``None`` for anything else, a short or malformed one included, which the engine's
     path then refuses with its typed error."""
     key = _reader_key(cast("KeyLike", options.key))
-    data = _view(ciphertext)
+    data = ciphertext if type(ciphertext) is bytes else _view(ciphertext)
     head = bytes(data[:MAX_HEADER_SIZE])
     header = _parse(head)
     if header is None:
