@@ -120,6 +120,26 @@ def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> Non
         hmac_digest(b"k", b"m", "md5")  # type: ignore[arg-type]
 
 
+def test_hmac_without_openssls_hashlib_is_the_standard_librarys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """keys' one use of the private ``_hashlib`` (OpenSSL's HMAC context, the measured
+    reason in keys/_kdf.py) falls back to ``hmac.new`` where it is missing, and both
+    compute the HMAC of ``hmac.digest``."""
+    import hmac
+    import sys
+
+    from streamcrypt.keys import _kdf
+
+    rng = random.Random(4231)
+    key, msg = rng.randbytes(40), rng.randbytes(100)
+    assert _kdf._new(key, msg, "sha384").digest() == hmac.digest(key, msg, "sha384")
+    monkeypatch.setitem(sys.modules, "_hashlib", None)  # import now raises ImportError
+    fallback = _kdf._openssl_hmac()
+    assert fallback is hmac.new
+    assert fallback(key, msg, "sha256").digest() == hmac.digest(key, msg, "sha256")
+
+
 # -------------------------------------------------------------------------- HMAC
 
 
