@@ -156,10 +156,11 @@ class ContainerCodec(BatchCodec):
     written once as the batch loop (:meth:`run_segments`); one segment, as the one-shot
     path seals it, is a batch of one.
 
-    The native kernel is bound once per stream (``Aead.native``); XChaCha20's subkey
-    depends only on the fixed prefix, so it is derived once too. A batch writes each
-    segment's nonce suffix into one nonce buffer of its own and each output in place, so
-    a segment costs one kernel call, two views and a ``pack_into``.
+    The native kernel is bound once per stream (``Aead.bind``: from the suite class and
+    the derived key, no suite object); XChaCha20's subkey depends only on the fixed
+    prefix, so it is derived once too. A batch writes each segment's nonce suffix into
+    one nonce buffer of its own and each output in place, so a segment costs one kernel
+    call, two views and a ``pack_into``.
     """
 
     __slots__ = ("_kernel", "_name", "_nonce", "first_segment_size", "segment_size")
@@ -299,7 +300,8 @@ def _reader_key(key: KeyLike) -> SecretKey | bytes | Pkcs11Key | KeyRing:
 
 class _Header(NamedTuple):
     """A header as :func:`_parse` reads it: what a reader needs, and ``end``, the offset
-    of its tag (a named tuple: a message's header is parsed in 0.3 us of it)."""
+    of its tag (a named tuple: 0.3 us to make, where the frozen :class:`ContainerHeader`
+    that :func:`read_header` returns takes 0.9)."""
 
     suite: type[Aead]
     segment_size: int
