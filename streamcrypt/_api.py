@@ -69,25 +69,11 @@ def encrypt_bytes(
     :class:`~streamcrypt.errors.InvalidParameterError` for an unknown format or an option
     it does not take, else as the format's encryptor.
     """
-    options = FormatOptions(
-        key=key,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        recipients=one_or_many(recipients),
-        passphrase=passphrase,
-        work_factor=work_factor,
-        armor=armor,
-        sign_with=sign_with,
-        password=password,
-        password2=password2,
-        salt=salt,
-        keyid=keyid,
-        padding=padding,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
+    options = _writing(
+        key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
+        password, password2, salt, keyid, padding, encryption_context, allow_legacy,
+        max_encrypted_data_keys,
+    )  # fmt: skip
     fmt = _format(format)
     if fmt.seal_message is not None:  # a message of one segment: no engine, no transform
         fmt.check_options(options, "wb")
@@ -131,24 +117,11 @@ def decrypt_bytes(
     :class:`~streamcrypt.errors.UnsupportedFormatError`,
     :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
     """
-    options = FormatOptions(
-        key=key,
-        segment_size=segment_size,
-        aad=aad,
-        identities=one_or_many(identities),
-        passphrase=passphrase,
-        max_work_factor=max_work_factor,
-        verify_with=verify_with,
-        password=password,
-        password2=password2,
-        expected_size=expected_size,
-        max_record_size=max_record_size,
-        allow_no_records=allow_no_records,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        allow_unverified=allow_unverified,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
+    options = _reading(
+        key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
+        password2, expected_size, max_record_size, allow_no_records, encryption_context,
+        allow_legacy, allow_unverified, max_encrypted_data_keys,
+    )  # fmt: skip
     if format is not None:
         fmt = _format(format)
         fmt.check_options(options, "rb")
@@ -190,25 +163,11 @@ def encrypt(
     Key and parameter errors are raised here, at the call; the result is an async
     iterator of ciphertext chunks.
     """
-    options = FormatOptions(
-        key=key,
-        suite=suite,
-        segment_size=segment_size,
-        aad=aad,
-        recipients=one_or_many(recipients),
-        passphrase=passphrase,
-        work_factor=work_factor,
-        armor=armor,
-        sign_with=sign_with,
-        password=password,
-        password2=password2,
-        salt=salt,
-        keyid=keyid,
-        padding=padding,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
+    options = _writing(
+        key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
+        password, password2, salt, keyid, padding, encryption_context, allow_legacy,
+        max_encrypted_data_keys,
+    )  # fmt: skip
     fmt = _format(format)
     if fmt.derive is None:
         return _stream(source, fmt.encryptors(options), policy)
@@ -246,24 +205,11 @@ def decrypt(
     AuthenticationError, TruncatedStreamError, FormatError, UnsupportedFormatError,
     UnknownKeyError.
     """
-    options = FormatOptions(
-        key=key,
-        segment_size=segment_size,
-        aad=aad,
-        identities=one_or_many(identities),
-        passphrase=passphrase,
-        max_work_factor=max_work_factor,
-        verify_with=verify_with,
-        password=password,
-        password2=password2,
-        expected_size=expected_size,
-        max_record_size=max_record_size,
-        allow_no_records=allow_no_records,
-        encryption_context=encryption_context,
-        allow_legacy=allow_legacy,
-        allow_unverified=allow_unverified,
-        max_encrypted_data_keys=max_encrypted_data_keys,
-    )
+    options = _reading(
+        key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
+        password2, expected_size, max_record_size, allow_no_records, encryption_context,
+        allow_legacy, allow_unverified, max_encrypted_data_keys,
+    )  # fmt: skip
     if format is None and isinstance(source, bytes | bytearray | memoryview):
         # All of the data is here: tell its format now.
         found = detect_format(bytes(source[:DETECT_BYTES]), options)
@@ -279,13 +225,67 @@ def decrypt(
     return _decrypting(fmt, source, options, policy)
 
 
+# The options of a write and of a read, in FormatOptions' field order: built positionally
+# (0.5 us a call, against 1.3 by keyword), the one place each call's keywords become them.
+def _writing(
+    key: KeyLike | None,
+    suite: str | None,
+    segment_size: int | None,
+    aad: Buffer,
+    recipients: Iterable[RecipientLike] | RecipientLike,
+    passphrase: str | Buffer | None,
+    work_factor: int | PasswordParams | None,
+    armor: bool,
+    sign_with: Ed25519PrivateKey | None,
+    password: str | None,
+    password2: str,
+    salt: bytes | None,
+    keyid: bytes | str,
+    padding: int,
+    encryption_context: Mapping[str, str] | None,
+    allow_legacy: bool,
+    max_encrypted_data_keys: int | None,
+) -> FormatOptions:
+    return FormatOptions(
+        key, suite, segment_size, aad, one_or_many(recipients), (), passphrase, work_factor,
+        None, armor, sign_with, None, password, password2, None, salt, keyid, padding, None,
+        False, encryption_context, allow_legacy, False, max_encrypted_data_keys,
+    )  # fmt: skip
+
+
+def _reading(
+    key: KeyLike | None,
+    segment_size: int | None,
+    aad: Buffer,
+    identities: Iterable[IdentityLike] | IdentityLike,
+    passphrase: str | Buffer | None,
+    max_work_factor: int | Argon2Params | None,
+    verify_with: Ed25519PublicKey | Buffer | None,
+    password: str | None,
+    password2: str,
+    expected_size: int | None,
+    max_record_size: int | None,
+    allow_no_records: bool,
+    encryption_context: Mapping[str, str] | None,
+    allow_legacy: bool,
+    allow_unverified: bool,
+    max_encrypted_data_keys: int | None,
+) -> FormatOptions:
+    return FormatOptions(
+        key, None, segment_size, aad, (), one_or_many(identities), passphrase, None,
+        max_work_factor, False, None, verify_with, password, password2, expected_size, None,
+        b"", 0, max_record_size, allow_no_records, encryption_context, allow_legacy,
+        allow_unverified, max_encrypted_data_keys,
+    )  # fmt: skip
+
+
 def _format(name: str) -> SegmentedFormat:
-    fmt = FORMATS.get(name) if isinstance(name, str) else None
-    if fmt is None:
+    try:
+        return FORMATS[name]
+    except (KeyError, TypeError):  # not a name of one (TypeError: not even hashable)
         raise InvalidParameterError(
             f"unknown format {name!r}; streamcrypt speaks {', '.join(FORMATS)}"
-        )
-    return fmt
+        ) from None
 
 
 def _stream(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any, cast
 
 import pytest
@@ -381,3 +382,39 @@ def test_one_segment_path_gives_the_stream_path_verdict() -> None:
         with pytest.raises(type(stream_error.value)) as direct_error:
             sc.decrypt_bytes(ct, cast("bytes", wrong), format="native")
         assert str(direct_error.value) == str(stream_error.value)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_one_segment_path_is_the_stream_path(suite: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct path is the stream path for a one-segment message: for the same salt and
+    nonce prefix the same bytes, whatever the key's form (bytes, SecretKey with an id,
+    KeyRing) and the associated data; each reads what the other wrote (bytes-like inputs
+    of any kind); a cut or flipped byte gets the same typed error from both."""
+    rng = random.Random(suite)
+    ring = KeyRing([SecretKey(bytes(range(32, 64)), key_id="k1")])
+    prefix = {"xchacha20-poly1305": 19}.get(suite, 7)  # docs/FORMAT.md, "Layout"
+    for key in (KEY, SecretKey(KEY, key_id="id"), ring):
+        for size in (0, 1, 100, SEG - 1):
+            data, aad = rng.randbytes(size), rng.randbytes(rng.choice((0, 9)))
+            fixed = rng.randbytes(32 + prefix)
+            monkeypatch.setattr(container, "random_bytes", lambda n, fixed=fixed: fixed[:n])
+            direct = sc.encrypt_bytes(data, key, suite=suite, segment_size=SEG, aad=aad)
+            stream = seal(data, key, suite=suite, aad=aad, salt=fixed[:32], nonce_prefix=fixed[32:])
+            assert direct == stream
+            monkeypatch.undo()
+            fresh = sc.encrypt_bytes(bytearray(data), key, suite=suite, segment_size=SEG, aad=aad)
+            assert open_all(fresh, key, aad=aad) == data
+            assert sc.decrypt_bytes(memoryview(stream), key, aad=aad) == data
+            for case in (stream[: len(stream) - 1], stream[:-16], stream[:40], _flip(stream, -1)):
+                with pytest.raises(Exception) as streamed:
+                    open_all(case, key, aad=aad)
+                with pytest.raises(
+                    type(streamed.value), match=f"^{re.escape(str(streamed.value))}$"
+                ):
+                    sc.decrypt_bytes(case, key, aad=aad)
+
+
+def _flip(data: bytes, pos: int) -> bytes:
+    out = bytearray(data)
+    out[pos] ^= 1
+    return bytes(out)

@@ -18,7 +18,7 @@ import pytest
 from support import random_splits, record_vectors, vector_path, wycheproof, wycheproof_cases
 
 from streamcrypt.errors import AuthenticationError, InvalidParameterError
-from streamcrypt.keys import hkdf
+from streamcrypt.keys import SecretKey, hkdf, hkdf_expand, hkdf_extract, hmac_digest
 from streamcrypt.primitives import (
     Blake2bTap,
     Blake2sTap,
@@ -64,6 +64,80 @@ def test_wycheproof_hkdf(hash_name: str) -> None:
                 hkdf(ikm, salt=salt, info=info, length=test["size"], algorithm=hash_name)  # type: ignore[arg-type]
         ran += 1
     record_vectors(f"wycheproof/{name}", ran, data["numberOfTests"])
+
+
+def test_hkdf_rfc5869_vectors() -> None:
+    """RFC 5869's SHA-256 cases (appendix A.1-A.3; the SHA-1 ones are not taken):
+    extract gives the PRK, expand the OKM, :func:`hkdf` both at once."""
+    path = "KDF/rfc-5869-HKDF-SHA256.txt"
+    records, expected = _nist_blocks(path, ("IKM", "salt", "info", "L", "PRK", "OKM"))
+    ran = 0
+    for record in records:
+        ikm, salt, info, prk, okm = (
+            bytes.fromhex(record[k]) for k in ("IKM", "salt", "info", "PRK", "OKM")
+        )
+        length = int(record["L"])
+        assert hkdf_extract(ikm, salt) == prk
+        assert hkdf_expand(prk, info, length) == okm
+        assert hkdf(ikm, salt=salt, info=info, length=length) == okm
+        ran += 1
+    record_vectors(f"cryptography_vectors/{path}", ran, expected)
+
+
+def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> None:
+    """keys.hkdf is HKDF over keys.hmac_digest (OpenSSL's HMAC context, not
+    cryptography's HKDF object): the same bytes as ``cryptography``'s HKDF / HKDFExpand
+    and the standard library's ``hmac.digest``, for every hash, output length (one block,
+    a block and a byte, the 255-block limit), empty and long salts and info, and keys
+    as bytes, bytearray, memoryview and SecretKey."""
+    import hmac
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF, HKDFExpand
+
+    algorithms = {"sha256": hashes.SHA256(), "sha384": hashes.SHA384(), "sha512": hashes.SHA512()}
+    rng = random.Random(5869)
+    for name, alg in algorithms.items():
+        size = alg.digest_size
+        for length in (1, size - 1, size, size + 1, 2 * size, 64, 255 * size):
+            for salt_size, info_size in ((0, 0), (32, 74), (size + 1, 300), (200, 1)):
+                ikm = rng.randbytes(rng.choice((16, 32, 64, 200)))
+                salt, info = rng.randbytes(salt_size), rng.randbytes(info_size)
+                want = HKDF(alg, length, salt or None, info).derive(ikm)
+                for form in (bytes, bytearray, memoryview, SecretKey):
+                    got = hkdf(form(ikm), salt=salt, info=info, length=length, algorithm=name)  # type: ignore[arg-type]
+                    assert got == want, (name, length, salt_size, info_size, form)
+                prk = hkdf_extract(ikm, bytearray(salt), algorithm=name)  # type: ignore[arg-type]
+                assert hkdf_expand(prk, memoryview(info), length, algorithm=name) == want  # type: ignore[arg-type]
+                assert hkdf_expand(prk, info, length, algorithm=name) == HKDFExpand(
+                    alg, length, info
+                ).derive(prk)
+                for key in (salt, ikm, rng.randbytes(129)):
+                    expected = hmac.digest(key, info, name)
+                    assert hmac_digest(key, info, name) == expected  # type: ignore[arg-type]
+                    assert hmac_digest(memoryview(key), bytearray(info), name) == expected  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="unsupported"):
+        hmac_digest(b"k", b"m", "md5")  # type: ignore[arg-type]
+
+
+def test_hmac_without_openssls_hashlib_is_the_standard_librarys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """keys' one use of the private ``_hashlib`` (OpenSSL's HMAC context, the measured
+    reason in keys/_kdf.py) falls back to ``hmac.new`` where it is missing, and both
+    compute the HMAC of ``hmac.digest``."""
+    import hmac
+    import sys
+
+    from streamcrypt.keys import _kdf
+
+    rng = random.Random(4231)
+    key, msg = rng.randbytes(40), rng.randbytes(100)
+    assert _kdf._new(key, msg, "sha384").digest() == hmac.digest(key, msg, "sha384")
+    monkeypatch.setitem(sys.modules, "_hashlib", None)  # import now raises ImportError
+    fallback = _kdf._openssl_hmac()
+    assert fallback is hmac.new
+    assert fallback(key, msg, "sha256").digest() == hmac.digest(key, msg, "sha256")
 
 
 # -------------------------------------------------------------------------- HMAC

@@ -298,7 +298,7 @@ def _factories() -> dict[str, Callable[[], object]]:
             k(32), bytes(12)
         ),
         "streamcrypt.codecs.container.ContainerCodec": lambda: container.ContainerCodec(
-            streamcrypt.primitives.AES256GCM(k(32)), bytes(7), 4096
+            streamcrypt.primitives.AES256GCM, k(32), bytes(7), 4096
         ),
         "streamcrypt.codecs.ece.EceCodec": lambda: ece.EceCodec(k(16), bytes(16), 4096),
         "streamcrypt.codecs.EceEncryptor": lambda: ece.EceEncryptor(_ring(16)),

@@ -252,7 +252,7 @@ class SegmentedFormat:
         format does not take in ``mode`` (``"wb"`` or ``"rb"``), naming the format, the
         keyword and the ones it takes, or for an ``aad=`` that is not bytes-like; then as
         :attr:`check` for their values."""
-        if not isinstance(options.aad, bytes | bytearray | memoryview):
+        if not isinstance(options.aad, _BYTES_LIKE):
             raise InvalidParameterError(
                 f"aad= must be bytes-like, not {type(options.aad).__name__}"
             )
@@ -308,6 +308,9 @@ class SegmentedFormat:
             raise UnsupportedFormatError(f"{self.name} cannot be read by random access")
         return self.layout(options, read_at, stream_size).read(read_at, start, stop)
 
+
+#: What ``aad=`` may be (a tuple: ``isinstance`` checks it faster than the union).
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 #: For each set of options a format takes: a getter of the other options, and what it
 #: gets from the defaults (made once per set, so that a call checks in one comparison).

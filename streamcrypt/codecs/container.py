@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import struct
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from cryptography.exceptions import InvalidTag
 
@@ -36,7 +36,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hkdf, random_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hkdf, hmac_digest, random_bytes
 from ..primitives import (
     AES256GCM,
     Aead,
@@ -99,6 +99,7 @@ _SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XCh
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
 #: A segment's nonce suffix: segment counter, last-segment flag.
 _SUFFIX_INTO = struct.Struct(">IB").pack_into
+_NO_SUFFIX = bytes(5)
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + 1 + 255 + TAG_SIZE
 
 #: A native-container key: 32 bytes, a :class:`SecretKey`, a token-held
@@ -150,47 +151,39 @@ def _body(
     )
 
 
-def _check_segment_size(size: int) -> None:
-    if not MIN_SEGMENT_SIZE <= size <= MAX_SEGMENT_SIZE:
-        raise InvalidParameterError(
-            f"segment size must be {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, got {size}"
-        )
-
-
 class ContainerCodec(BatchCodec):
     """Seals and opens the segments of one container stream: the format's segment rule,
     written once as the batch loop (:meth:`run_segments`); one segment, as the one-shot
     path seals it, is a batch of one.
 
-    The native kernel is bound once per stream (``Aead.native``); XChaCha20's subkey
-    depends only on the fixed prefix, so it is derived once too. A batch writes each
-    segment's nonce suffix into one nonce buffer of its own and each output in place, so
-    a segment costs one kernel call, two views and a ``pack_into``.
+    The native kernel is bound once per stream (``Aead.bind``: from the suite class and
+    the derived key, no suite object); XChaCha20's subkey depends only on the fixed
+    prefix, so it is derived once too. A batch writes each segment's nonce suffix into
+    one nonce buffer of its own and each output in place, so a segment costs one kernel
+    call, two views and a ``pack_into``.
     """
 
-    __slots__ = ("_decrypt", "_encrypt", "_name", "_nonce", "first_segment_size", "segment_size")
+    __slots__ = ("_kernel", "_name", "_nonce", "first_segment_size", "segment_size")
 
-    def __init__(self, aead: Aead, prefix: bytes, segment_size: int) -> None:
-        kernel, self._nonce = aead.native(prefix + bytes(5))  # the kernel's, suffix zero
-        self._encrypt = kernel.encrypt_into
-        self._decrypt = kernel.decrypt_into
-        self._name = aead.name
+    def __init__(self, suite: type[Aead], key: bytes, prefix: bytes, segment_size: int) -> None:
+        self._kernel, self._nonce = suite.bind(key, prefix + _NO_SUFFIX)  # the kernel's
+        self._name = suite.name
         self.segment_size = self.first_segment_size = segment_size
 
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
         """Segment *i* under nonce ``prefix || uint32_be(i) || last_flag``, no associated
-        data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`."""
+        data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`. A batch
+        of one (a one-segment message) takes no view of its input."""
         nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
         at = len(nonce) - 5
-        src = memoryview(data)
-        size = len(src)
         index, last = first, first + count - 1
         pos = written = 0
+        src = memoryview(data) if count > 1 else data
         try:
             if sealing:
-                seal, step = self._encrypt, self.segment_size
+                seal, step = self._kernel.encrypt_into, self.segment_size
                 while index < last:
                     _SUFFIX_INTO(nonce, at, index, False)
                     written += seal(
@@ -199,9 +192,10 @@ class ContainerCodec(BatchCodec):
                     pos += step
                     index += 1
                 _SUFFIX_INTO(nonce, at, index, final)
-                written += seal(nonce, src[pos:], None, out[written : written + size - pos + 16])
+                rest = src[pos:] if pos else src
+                written += seal(nonce, rest, None, out[written : written + len(rest) + 16])
                 return written, None
-            open_, step = self._decrypt, self.segment_size + 16
+            open_, step = self._kernel.decrypt_into, self.segment_size + 16
             while index < last:
                 _SUFFIX_INTO(nonce, at, index, False)
                 written += open_(
@@ -209,10 +203,11 @@ class ContainerCodec(BatchCodec):
                 )
                 pos += step
                 index += 1
-            if size - pos < 16:
+            rest = src[pos:] if pos else src
+            if len(rest) < 16:
                 raise TruncatedStreamError("a segment is shorter than its tag")
             _SUFFIX_INTO(nonce, at, index, final)
-            written += open_(nonce, src[pos:], None, out[written : written + size - pos - 16])
+            written += open_(nonce, rest, None, out[written : written + len(rest) - 16])
         except InvalidTag:
             return written, AuthenticationError(
                 f"segment {index} did not verify ({self._name}): tampered, reordered, "
@@ -223,25 +218,37 @@ class ContainerCodec(BatchCodec):
         return written, None
 
 
-def _derive(master: SecretKey, salt: bytes, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
+def _derive(
+    master: Buffer | SecretKey, salt: bytes, body: bytes, aad: Buffer
+) -> tuple[bytes, bytes]:
     """The segment key and the header tag of the header ``body`` (docs/FORMAT.md): one
     HKDF call for both keys, one HMAC for the tag."""
-    okm = hkdf(master.secret_bytes(), salt=salt, info=_INFO + body, length=64)
-    return okm[:32], hmac.digest(okm[32:], body + aad, "sha256")
+    okm = hkdf(master, salt=salt, info=_INFO + body, length=64)
+    return okm[:32], hmac_digest(okm[32:], body + aad)
 
 
 #: What ``key=`` may be, as error messages say it.
 _KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey, a Pkcs11Key or a KeyRing"
 
 
-def _master_key(key: KeyLike, header: ContainerHeader | None = None) -> SecretKey:
+def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes, str]:
     """The 32-byte key the header's derivation takes: for a writer (``header`` None)
     ``key`` itself or a :class:`KeyRing`'s active key, for a reader the key the header
     names; for a token key, the data key the header's wrapped key opens to in the token.
     The one place key material becomes a container key, so every path checks its size
     (:class:`InvalidKeySizeError`) and a ring cannot pass a short key; raises
     :class:`UnknownKeyError` for an id the ring lacks, :class:`AuthenticationError` for a
-    wrapped key that does not open or a header whose version does not fit the key."""
+    wrapped key that does not open or a header whose version does not fit the key.
+    Returns the key's bytes and its id (what a writer's header names). A bare key of 32
+    bytes or a :class:`SecretKey` of 32 is taken at once (no :class:`SecretKey` made and
+    no type checked twice per message)."""
+    if header is None or not header.wrapped:
+        if type(key) is bytes and len(key) == 32:
+            return key, ""
+        if type(key) is SecretKey:
+            raw = key.secret_bytes()
+            if len(raw) == 32:
+                return raw, key.key_id
     what = "a container key"
     if isinstance(key, KeyRing):
         if header is not None and header.key_id == "":
@@ -258,34 +265,51 @@ def _master_key(key: KeyLike, header: ContainerHeader | None = None) -> SecretKe
                 "with a wrapped data key (version 2)"
             )
         data_key = chosen.unwrap(header.wrapped, aad=_WRAP_AAD)
-        return as_secret_key(data_key, 32, what="an unwrapped data key", kinds=_KEY_KINDS)
+        unwrapped = as_secret_key(data_key, 32, what="an unwrapped data key", kinds=_KEY_KINDS)
+        return unwrapped.secret_bytes(), ""
     if header is not None and header.wrapped:
         raise AuthenticationError(
             "container header did not authenticate: it carries a token-wrapped data key "
             "(version 2), so it opens only with the token key it names"
         )
-    return as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
+    master = as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
+    return master.secret_bytes(), master.key_id
 
 
-def _writer_key(key: KeyLike) -> tuple[SecretKey, str, bytes]:
-    """A writer's header key, the key id its header names, and the token-wrapped data
-    key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`: then
-    the header key is a fresh data key, wrapped in the token)."""
+def _writer_key(key: KeyLike) -> tuple[bytes, str, bytes]:
+    """A writer's master key bytes, the key id its header names, and the token-wrapped
+    data key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`:
+    then the master key is a fresh data key, wrapped in the token)."""
     chosen = key.active if isinstance(key, KeyRing) else key
     if isinstance(chosen, Pkcs11Key):
         data_key = random_bytes(32)
-        return SecretKey(data_key), chosen.key_id, chosen.wrap(data_key, aad=_WRAP_AAD)
-    master = _master_key(key)
-    return master, master.key_id, b""
+        return data_key, chosen.key_id, chosen.wrap(data_key, aad=_WRAP_AAD)
+    return (*_master_key(key), b"")
 
 
-def _reader_key(key: KeyLike) -> SecretKey | Pkcs11Key | KeyRing:
-    """A reader's key, checked at once, before any data (a wrong type or size): a ring
-    or a token key as it is, else as the :class:`SecretKey` the header's key derivation
-    takes."""
+def _reader_key(key: KeyLike) -> SecretKey | bytes | Pkcs11Key | KeyRing:
+    """A reader's key, checked at once, before any data (a wrong type or size): a ring,
+    a token key, or 32 bytes as ``bytes`` or a :class:`SecretKey` as it is, else as the
+    :class:`SecretKey` the header's key derivation takes."""
+    if (type(key) is bytes or type(key) is SecretKey) and len(key) == 32:
+        return key
     if isinstance(key, KeyRing | Pkcs11Key):
         return key
     return as_secret_key(key, 32, kinds=_KEY_KINDS)
+
+
+class _Header(NamedTuple):
+    """A header as :func:`_parse` reads it: what a reader needs, and ``end``, the offset
+    of its tag (a named tuple: 0.3 us to make, where the frozen :class:`ContainerHeader`
+    that :func:`read_header` returns takes 0.9)."""
+
+    suite: type[Aead]
+    segment_size: int
+    salt: bytes
+    nonce_prefix: bytes
+    key_id: str
+    wrapped: bytes
+    end: int
 
 
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
@@ -294,6 +318,16 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     Returns the header and the offset of its tag. Raises :class:`FormatError` for bad
     magic, :class:`UnsupportedFormatError` for an unknown version or suite.
     """
+    found = _parse(data)
+    if found is None:
+        return None
+    suite, size, salt, prefix, key_id, wrapped, end = found
+    return ContainerHeader(suite.name, size, salt, prefix, key_id, wrapped), end
+
+
+def _parse(data: bytes) -> _Header | None:
+    """The header rule of a reader (docs/FORMAT.md, "Reading", step 1), written once: as
+    :func:`read_header`."""
     if len(data) < _FIXED.size:
         if not MAGIC.startswith(data[:4]):
             raise FormatError("not a streamcrypt container (bad magic)")
@@ -323,11 +357,13 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     pos += 1
     if len(data) < pos + kid_len:
         return None
-    try:
-        key_id = data[pos : pos + kid_len].decode()
-    except UnicodeDecodeError:
-        raise FormatError("header key id is not valid UTF-8") from None
-    pos += kid_len
+    key_id = ""
+    if kid_len:
+        try:
+            key_id = data[pos : pos + kid_len].decode()
+        except UnicodeDecodeError:
+            raise FormatError("header key id is not valid UTF-8") from None
+        pos += kid_len
     wrapped = b""
     if version == WRAPPED_VERSION:
         if len(data) < pos + 1:
@@ -342,32 +378,30 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
             return None
         wrapped = bytes(data[pos : pos + wrapped_len])
         pos += wrapped_len
-    return ContainerHeader(suite.name, segment_size, salt, prefix, key_id, wrapped), pos
+    return _Header(suite, segment_size, salt, prefix, key_id, wrapped, pos)
 
 
 def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
     """The keyed codec of the header at the start of ``head`` and the header's length,
     its tag checked (:class:`AuthenticationError`); ``None`` while ``head`` is short."""
-    parsed = read_header(head)
-    if parsed is None or len(head) < parsed[1] + TAG_SIZE:
+    header = _parse(head)
+    if header is None or len(head) < header.end + TAG_SIZE:
         return None
-    return _keyed(key, aad, head, *parsed), parsed[1] + TAG_SIZE
+    return _keyed(key, aad, head, header), header.end + TAG_SIZE
 
 
-def _keyed(
-    key: KeyLike, aad: Buffer, head: bytes, header: ContainerHeader, pos: int
-) -> ContainerCodec:
-    """The codec of a parsed ``header`` whose tag lies at ``head[pos:]``, once the tag
-    checked: the one place a reader turns a header into keys."""
+def _keyed(key: KeyLike, aad: Buffer, head: bytes, header: _Header) -> ContainerCodec:
+    """The codec of a parsed ``header`` whose tag lies at ``head[header.end:]``, once the
+    tag checked: the one place a reader turns a header into keys."""
+    pos = header.end
     body = head[:pos]
-    seg_key, tag = _derive(_master_key(key, header), header.salt, body, aad)
+    seg_key, tag = _derive(_master_key(key, header)[0], header.salt, body, aad)
     if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
             "or a tampered header"
         )
-    aead = _SUITES[SUITE_IDS[header.suite]](seg_key)
-    return ContainerCodec(aead, header.nonce_prefix, header.segment_size)
+    return ContainerCodec(header.suite, seg_key, header.nonce_prefix, header.segment_size)
 
 
 def _start(
@@ -385,7 +419,10 @@ def _start(
         raise UnsupportedFormatError(
             f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
         )
-    _check_segment_size(segment_size)
+    if not MIN_SEGMENT_SIZE <= segment_size <= MAX_SEGMENT_SIZE:
+        raise InvalidParameterError(
+            f"segment size must be {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, got {segment_size}"
+        )
     master, key_id, wrapped = _writer_key(key)
     aead_cls = _SUITES[suite_id]
     prefix_len = aead_cls.nonce_size - 5
@@ -401,7 +438,7 @@ def _start(
         )
     body = _body(suite_id, segment_size, salt, prefix, key_id, wrapped)
     seg_key, tag = _derive(master, salt, body, aad)
-    return ContainerCodec(aead_cls(seg_key), prefix, segment_size), body + tag
+    return ContainerCodec(aead_cls, seg_key, prefix, segment_size), body + tag
 
 
 def _view(data: Buffer) -> Buffer:
@@ -413,7 +450,7 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     """A message shorter than one segment, sealed at once: the header, then segment 0
     as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
     longer message (the engine's path)."""
-    data = _view(plaintext)
+    data = plaintext if type(plaintext) is bytes else _view(plaintext)
     size = or_default(options.segment_size, DEFAULT_SEGMENT_SIZE)
     if len(data) >= size:
         return None
@@ -421,7 +458,9 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         cast("KeyLike", options.key), options.suite or "aes-256-gcm", size, options.aad
     )
     out = bytearray(len(data) + codec.overhead)
-    codec.seal_segment(0, data, True, memoryview(out))
+    error = codec.run_segments(True, 0, 1, data, True, memoryview(out))[1]
+    if error is not None:
+        raise error
     return header + out
 
 
@@ -430,18 +469,19 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     ``None`` for anything else, a short or malformed one included, which the engine's
     path then refuses with its typed error."""
     key = _reader_key(cast("KeyLike", options.key))
-    data = _view(ciphertext)
+    data = ciphertext if type(ciphertext) is bytes else _view(ciphertext)
     head = bytes(data[:MAX_HEADER_SIZE])
-    parsed = read_header(head)
-    if parsed is None:
+    header = _parse(head)
+    if header is None:
         return None
-    header, pos = parsed
-    start = pos + TAG_SIZE
+    start = header.end + TAG_SIZE
     if not start + 16 <= len(data) < start + header.segment_size + 16:
         return None
-    codec = _keyed(key, options.aad, head, header, pos)
+    codec = _keyed(key, options.aad, head, header)
     out = bytearray(len(data) - start - codec.overhead)
-    codec.open_segment(0, memoryview(data)[start:], True, memoryview(out))
+    error = codec.run_segments(False, 0, 1, memoryview(data)[start:], True, memoryview(out))[1]
+    if error is not None:
+        raise error
     return bytes(out)
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._kdf import hkdf as hkdf
     from ._kdf import hkdf_expand as hkdf_expand
     from ._kdf import hkdf_extract as hkdf_extract
+    from ._kdf import hmac_digest as hmac_digest
     from ._keyring import KeyRing as KeyRing
     from ._password import ARGON2_SALT_SIZE as ARGON2_SALT_SIZE
     from ._password import INTERACTIVE as INTERACTIVE
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 _TABLE = {
     "._argon2": ("ARGON2_VARIANTS", "Argon2Variant", "argon2"),
     "._json": ("load_json",),
-    "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract"),
+    "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract", "hmac_digest"),
     "._keyring": ("KeyRing",),
     "._pkcs11": ("Pkcs11Key",),
     "._password": (

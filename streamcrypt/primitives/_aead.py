@@ -84,6 +84,8 @@ class Aead(HoldsSecrets):
     """
 
     name: ClassVar[str]
+    #: The native kernel's class (set by each suite over one).
+    _native: ClassVar[type[AESGCM] | type[ChaCha20Poly1305]]
     key_size: ClassVar[int] = 32
     nonce_size: ClassVar[int] = 12
     tag_size: ClassVar[int] = _TAG
@@ -91,10 +93,17 @@ class Aead(HoldsSecrets):
     __slots__ = ("_kernel",)
 
     def __init__(self, key: Buffer | SecretKey) -> None:
-        self._kernel = self._make_kernel(key_bytes(key, f"{self.name} key", self.key_size))
+        self._kernel = self._native(key_bytes(key, f"{self.name} key", self.key_size))
 
-    def _make_kernel(self, key: bytes) -> AESGCM | ChaCha20Poly1305:
-        raise NotImplementedError
+    @classmethod
+    def bind(cls, key: bytes, nonce: bytes) -> tuple[AESGCM | ChaCha20Poly1305, bytes]:
+        """``cls(key).native(nonce)`` without the suite object: for a key made per stream
+        (the native container derives one per message), where the object's checks and
+        copies cost as much as the kernel's set-up. Raises as the object would (anything
+        but a key of ``key_size`` and a nonce of ``nonce_size`` bytes takes its path)."""
+        if len(key) != cls.key_size or len(nonce) != cls.nonce_size:
+            return cls(key).native(nonce)
+        return cls._native(key), nonce
 
     def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305 | _GcmAnyIv, Buffer]:
         """The kernel and kernel nonce for ``nonce`` (XChaCha20 derives a subkey here)."""
@@ -324,8 +333,7 @@ class AesGcm(Aead):
         self._kernel = AESGCM(raw)
         self._aes = algorithms.AES(raw)
 
-    def _make_kernel(self, key: bytes) -> AESGCM:
-        return AESGCM(key)
+    _native = AESGCM
 
     def _nonce(self, nonce: Buffer) -> tuple[AESGCM | ChaCha20Poly1305 | _GcmAnyIv, Buffer]:
         """The native kernel for an IV OpenSSL takes, the fallback for any other."""
@@ -368,8 +376,7 @@ class ChaCha20Poly1305Suite(Aead):
     name = "chacha20-poly1305"
     __slots__ = ()
 
-    def _make_kernel(self, key: bytes) -> ChaCha20Poly1305:
-        return ChaCha20Poly1305(key)
+    _native = ChaCha20Poly1305
 
 
 class XChaCha20Poly1305(Aead):
@@ -385,8 +392,15 @@ class XChaCha20Poly1305(Aead):
     def _nonce(self, nonce: Buffer) -> tuple[ChaCha20Poly1305, Buffer]:
         if len(nonce) != 24:
             raise InvalidNonceSizeError(f"{self.name} nonce must be 24 bytes, got {len(nonce)}")
-        n = bytes(nonce)
-        return ChaCha20Poly1305(hchacha20(self._key, n[:16])), b"\0\0\0\0" + n[16:]
+        return self.bind(self._key, bytes(nonce))
+
+    @classmethod
+    def bind(cls, key: bytes, nonce: bytes) -> tuple[ChaCha20Poly1305, bytes]:
+        """The IETF kernel under the HChaCha20 subkey of the nonce's first 16 bytes, and
+        its nonce (four zero bytes, then the last 8); raises as :meth:`Aead.bind`."""
+        if len(key) != 32 or len(nonce) != 24:
+            return cls(key).native(nonce)  # type: ignore[return-value]
+        return ChaCha20Poly1305(hchacha20(key, nonce[:16])), b"\0\0\0\0" + nonce[16:]
 
 
 #: Every AEAD suite by name (``aes-256-gcm``, ``aes-128-gcm``, ``chacha20-poly1305``,
