@@ -219,7 +219,7 @@ def test_snapshot_is_signed_and_bound_to_its_name() -> None:
     keys = BackupKeys.derive(KEY)
     node = Node("file", "a/b.txt", 0o644, 1, 3, (bytes(32),), ctime_ns=2, inode=3)
     manifest = Manifest("snap", "2025-01-01", "/src", "host", (node,))
-    sealed = seal_snapshot(keys, manifest)
+    sealed = seal_snapshot(keys, "snap", manifest.pack())
     assert open_snapshot(keys, "snap", sealed) == manifest
     verify_snapshot_signature(keys.signing.public_key(), "snap", sealed)
     with pytest.raises(InvalidSignatureError):
@@ -228,7 +228,7 @@ def test_snapshot_is_signed_and_bound_to_its_name() -> None:
         open_snapshot(keys, "snap", sealed[:-1] + bytes([sealed[-1] ^ 1]))
     evil = Manifest("snap", "x", "/", "h", (Node("file", "../escape", 0o644, 1),))
     with pytest.raises(FormatError):
-        open_snapshot(keys, "snap", seal_snapshot(keys, evil))
+        open_snapshot(keys, "snap", seal_snapshot(keys, "snap", evil.pack()))
 
 
 # -- backup and restore --------------------------------------------------------------------------

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from streamcrypt.codecs.backup import (
     PACK_HEADER_SIZE,
     BackupKeys,
     DataKeys,
+    Manifest,
     PackOpener,
     decode_index,
     open_snapshot,
@@ -436,3 +440,87 @@ def test_the_signer_kept_from_init_refuses_a_store_whose_config_and_writer_were_
         with pytest.raises(InvalidSignatureError, match="another signer"):
             call()
     assert not (tmp_path / "x").exists() and (victim / "snapshots" / "2026-12-01").exists()
+
+
+def _fsyncs_and_encodes(
+    monkeypatch: pytest.MonkeyPatch, store: Path, call: Callable[[], object]
+) -> tuple[Counter[str], int]:
+    """What ``call`` fsyncs (``"file <dir>"`` / ``"dir <dir>"``, relative to ``store``,
+    ``data/<2 hex>`` as ``data``; anything outside the store as ``outside``) and how
+    many manifests it encodes."""
+    synced: Counter[str] = Counter()
+    encodes = 0
+    real_fsync, real_encode = os.fsync, Manifest.encode
+
+    def fsync(fd: int) -> None:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        kind = "dir" if path.is_dir() else "file"
+        where = path if kind == "dir" else path.parent
+        try:
+            rel = where.relative_to(store).as_posix() or "."
+        except ValueError:
+            rel = "outside"
+        synced[f"{kind} {'data' if rel.startswith('data/') else rel}"] += 1
+        real_fsync(fd)
+
+    def encode(manifest: Manifest) -> bytes:
+        nonlocal encodes
+        encodes += 1
+        return real_encode(manifest)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", fsync)
+        patch.setattr(Manifest, "encode", encode)
+        call()
+    return synced, encodes
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads fd paths from /proc")
+def test_a_write_only_backup_costs_a_symmetric_one_plus_its_key_file_and_id_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29's time target: what a write-only run does beyond a symmetric one is one
+    key file and an id list per index file, each written durably once. Its cache is
+    replaced atomically but not fsynced (sealed: a crash costs a re-read, never a wrong
+    or lost chunk), and the manifest is encoded once (the snapshot and the cache seal
+    the same bytes)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    make_tree(src, random.Random(31))
+    sym, wo_store, cache = tmp_path / "sym", tmp_path / "wo", tmp_path / "cache"
+    key = SecretKey.generate()
+    run(sb.Store.open, sym, key, create=True)  # its config, as init writes the other's
+    writer = new_write_only(wo_store, X25519Identity.generate(), pack_size=16 << 20)
+    for name in ("one", "two"):  # a first backup (one pack, one index file), then none new
+        plain, plain_encodes = _fsyncs_and_encodes(
+            monkeypatch, sym, lambda n=name: run(sb.backup, src, sym, key, name=n)
+        )
+        write_only, encodes = _fsyncs_and_encodes(
+            monkeypatch,
+            wo_store,
+            lambda n=name: run(sb.backup, src, wo_store, writer, name=n, cache_dir=cache),
+        )
+        extra = {"file keys": 1, "dir keys": 1}
+        if name == "one":
+            assert plain["file index"] == 1
+            extra |= {"file ids": 1, "dir ids": 1}
+        assert write_only - plain == Counter(extra), name
+        assert not plain - write_only, name
+        assert plain_encodes == encodes == 1, name
+    assert run(sb.backup, src, wo_store, writer, name="three", cache_dir=cache).files_read == 0
+
+
+def test_a_torn_cache_costs_a_re_read_and_stores_nothing_twice(
+    wo: dict[str, Any], tmp_path: Path
+) -> None:
+    """The cache is not fsynced: what a crash may leave of it (here: half of it) opens as
+    no cache at all, never as a wrong one."""
+    cache = tmp_path / "cache"
+    shutil.copytree(wo["root"] / "cache", cache)
+    (kept,) = cache.iterdir()
+    kept.write_bytes(kept.read_bytes()[: kept.stat().st_size // 2])
+    report = run(sb.backup, wo["src"], wo["store"], wo["writer"], name="torn", cache_dir=cache)
+    assert report.files_read == report.files and report.chunks_new == 0
+    again = run(sb.backup, wo["src"], wo["store"], wo["writer"], name="mended", cache_dir=cache)
+    assert again.files_read == 0  # the cache written after the re-read opens
+    run(sb.forget, wo["store"], None, ["torn", "mended"], identities=wo["identity"])

@@ -248,7 +248,7 @@ def test_a_manifest_with_a_hostile_path_is_malformed(name: str) -> None:
     keys = BackupKeys.derive(KEY)
     evil = Manifest("snap", "x", "/", "h", (Node("file", name, 0o644, 1),))
     with pytest.raises(FormatError):
-        open_snapshot(keys, "snap", seal_snapshot(keys, evil))
+        open_snapshot(keys, "snap", seal_snapshot(keys, "snap", evil.pack()))
 
 
 @pytest.mark.parametrize("name", HOSTILE)

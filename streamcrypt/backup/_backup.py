@@ -546,9 +546,9 @@ async def backup(
         manifest = Manifest(
             name, datetime.now(UTC).isoformat(), src, socket.gethostname(), tuple(nodes)
         )
-        await opened.write_snapshot(manifest)
+        packed = await opened.write_snapshot(manifest)
         if write_only:
-            await run_blocking(policy, save_cache, opened, cache_dir, manifest)
+            await run_blocking(policy, save_cache, opened, cache_dir, manifest, packed)
 
     files = [n for n in nodes if n.kind == "file"]
     return BackupReport(

@@ -629,11 +629,19 @@ class Store:
             raise SnapshotNotFoundError(f"no snapshot in the store, so no {LATEST!r}")
         return newest
 
-    async def write_snapshot(self, manifest: Manifest) -> None:
+    async def write_snapshot(self, manifest: Manifest) -> bytes:
+        """Seal, sign and store ``manifest``; returns it packed (:meth:`Manifest.pack`),
+        for a write-only store's writer to keep in its cache without encoding it again."""
         name = check_snapshot_name(manifest.snapshot)
         if await self._run(self.fs.exists, self._path(f"snapshots/{name}")):
             raise InvalidParameterError(f"snapshot {name!r} already exists in the store")
-        await self.write(f"snapshots/{name}", seal_snapshot(self.keys, manifest))
+
+        def write() -> bytes:
+            packed = manifest.pack()
+            self.write_sync(f"snapshots/{name}", seal_snapshot(self.keys, name, packed))
+            return packed
+
+        return await self._run(write)
 
     # -- locking ----------------------------------------------------------------------------------
 

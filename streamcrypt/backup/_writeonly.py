@@ -153,8 +153,17 @@ def load_cache(
         return None
 
 
-def save_cache(store: Store, cache_dir: str | os.PathLike[str] | None, manifest: Manifest) -> None:
-    """Keep ``manifest`` as the writer's cache of its source (mode 0600)."""
+def save_cache(
+    store: Store, cache_dir: str | os.PathLike[str] | None, manifest: Manifest, packed: bytes
+) -> None:
+    """Keep ``manifest`` (``packed``: :meth:`Manifest.pack`, as the snapshot sealed it)
+    as the writer's cache of its source (mode 0600).
+
+    Replaced atomically but not fsynced: the cache is sealed, so whatever a crash leaves
+    (the old cache, the new one, or a torn file that does not open) costs at most a
+    re-read of the files, and the store's id lists decide what is stored.
+    """
     path = _cache_path(store, cache_dir, manifest.source)
     os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-    write_atomic(path, seal_cache(store.keys, store.config.store_id, manifest), mode=0o600)
+    sealed = seal_cache(store.keys, store.config.store_id, manifest, packed)
+    write_atomic(path, sealed, mode=0o600, durable=False)

@@ -754,23 +754,22 @@ def _cache_aad(store_id: str, source: str) -> bytes:
     return _CACHE_AAD + store_id.encode() + b"\x00" + source.encode("utf-8", "surrogateescape")
 
 
-def seal_cache(keys: BackupKeys, store_id: str, manifest: Manifest) -> bytes:
-    """The writer's metadata cache of one source: its last manifest, sealed under the
-    writer's cache key and bound to the store and the source."""
-    plain = manifest.snapshot.encode() + b"\x00" + manifest.encode()
-    packed = zstandard.ZstdCompressor(level=3).compress(plain)
-    return _seal_doc(keys.cache, packed, _cache_aad(store_id, manifest.source))
+def seal_cache(keys: BackupKeys, store_id: str, manifest: Manifest, packed: bytes) -> bytes:
+    """The writer's metadata cache of one source: its last manifest (``packed``, as
+    :meth:`Manifest.pack` gave it for the snapshot: encoded once, sealed twice), sealed
+    under the writer's cache key and bound to the store and the source."""
+    plain = manifest.snapshot.encode() + b"\x00" + packed
+    return _seal_doc(keys.cache, plain, _cache_aad(store_id, manifest.source))
 
 
 def open_cache(keys: BackupKeys, store_id: str, source: str, data: bytes) -> Manifest:
     """The manifest a writer's cache holds. Raises :class:`AuthenticationError`,
     :class:`FormatError`."""
-    plain = _decompress(
-        _open_doc(keys.cache, data, _cache_aad(store_id, source)), _MAX_DOC, "cache"
-    )
-    name, sep, body = plain.partition(b"\x00")
+    plain = _open_doc(keys.cache, data, _cache_aad(store_id, source))
+    name, sep, packed = plain.partition(b"\x00")
     if not sep:
         raise FormatError("a backup cache is malformed")
+    body = _decompress(packed, _MAX_DOC, "cache")
     return Manifest.decode(body, name.decode("utf-8", "replace"))
 
 
@@ -891,6 +890,11 @@ class Manifest:
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
+    def pack(self) -> bytes:
+        """zstd of :meth:`encode`: what a snapshot file seals (and a write-only store's
+        writer, the same bytes, in its cache)."""
+        return zstandard.ZstdCompressor(level=9).compress(self.encode())
+
     @classmethod
     def decode(cls, data: bytes, name: str) -> Manifest:
         """Parse a manifest; raises :class:`FormatError` for anything unexpected."""
@@ -910,11 +914,10 @@ def _signed_snapshot(name: str, ciphertext: Buffer) -> bytes:
     return name.encode() + b"\x00" + bytes(ciphertext)
 
 
-def seal_snapshot(keys: BackupKeys, manifest: Manifest) -> bytes:
-    """A snapshot file: Ed25519 signature (64 bytes) || encrypted, compressed manifest."""
-    name = manifest.snapshot
-    plain = zstandard.ZstdCompressor(level=9).compress(manifest.encode())
-    ciphertext = _seal_doc(keys.sealer().snapshot, plain, _SNAPSHOT_AAD + name.encode())
+def seal_snapshot(keys: BackupKeys, name: str, packed: bytes) -> bytes:
+    """A snapshot file of the manifest ``packed`` (:meth:`Manifest.pack`) named ``name``:
+    Ed25519 signature (64 bytes) || encrypted, compressed manifest."""
+    ciphertext = _seal_doc(keys.sealer().snapshot, packed, _SNAPSHOT_AAD + name.encode())
     return _sign(keys, _SIGNED_SNAPSHOT, _signed_snapshot(name, ciphertext)) + ciphertext
 
 

@@ -104,10 +104,15 @@ def discard_temporary(fd: int | None, tmp: str) -> None:
 
 
 def write_atomic(
-    dest: str, data: bytes | bytearray | memoryview, *, mode: int | None = None
+    dest: str,
+    data: bytes | bytearray | memoryview,
+    *,
+    mode: int | None = None,
+    durable: bool = True,
 ) -> None:
     """Write ``data`` as the whole new content of ``dest``, atomically (temporary, fsync,
-    rename, fsync of the directory); ``mode`` as for :func:`create_temporary`."""
+    rename, fsync of the directory); ``mode`` as for :func:`create_temporary`,
+    ``durable`` as for :func:`commit_temporary`."""
     fd, tmp = create_temporary(dest, mode=mode)
     try:
         view = memoryview(data).cast("B")
@@ -116,4 +121,4 @@ def write_atomic(
     except BaseException:
         discard_temporary(fd, tmp)
         raise
-    commit_temporary(fd, tmp, dest)
+    commit_temporary(fd, tmp, dest, durable=durable)
