@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 from ..keys.keyfile import secret_key_file_text
 from ._errors import EXIT_DATA, EXIT_USAGE, CliError
 from ._io import Progress
-from ._keyfiles import load_key_file, new_key_text, read_secret_line, write_key_file
+from ._keyfiles import (
+    identity_files,
+    load_key_file,
+    new_key_text,
+    read_secret_line,
+    write_key_file,
+)
 
 if TYPE_CHECKING:
     from ..keys import SecretKey
@@ -155,12 +161,7 @@ def _recipient_options(p: argparse.ArgumentParser, short: str, long: str, help: 
 
 def _identities(paths: list[str]) -> list[Any]:
     """The age identities of ``-i`` files."""
-    found: list[Any] = []
-    for path in paths:
-        kf = load_key_file(path)
-        kf.require("x25519", "age", purpose="-i takes an age identity file")
-        found.extend(kf.age_identities or kf.envelope_identities)
-    return found
+    return [i for kf in identity_files(paths) for i in kf.age_identities or kf.envelope_identities]
 
 
 def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:

@@ -57,6 +57,7 @@ from ._keyfiles import (
     AGE_RECIPIENT_KINDS,
     KeyFile,
     KeyFileError,
+    identity_files,
     load_key_file,
     parse_public_key,
     read_secret_line,
@@ -164,19 +165,9 @@ def _load_keys(args: argparse.Namespace, *, confirm: bool) -> _Keys:
         keys.raw_key = _raw_aes_key(args.key)
         if keys.raw_key is None:
             keys.key = load_key_file(args.key)
-    keys.identities = _identity_files(args)
+    keys.identities = identity_files(args.identity)
     keys.passphrase = _read_passphrase(args, confirm=confirm)
     return keys
-
-
-def _identity_files(args: argparse.Namespace) -> list[KeyFile]:
-    """The key files of ``-i``, each one of identities (age or X25519), or a key error."""
-    files: list[KeyFile] = []
-    for path in args.identity:
-        kf = load_key_file(path)
-        kf.require("x25519", "age", purpose="-i takes an identity file")
-        files.append(kf)
-    return files
 
 
 def _raw_aes_key(path: str) -> bytes | None:

@@ -357,3 +357,13 @@ def write_key_file(path: str, text: str, *, force: bool, mode: int = 0o600) -> N
     from ..transports import write_atomic  # here: only a replaced file needs it (start-up)
 
     write_atomic(path, data, mode=mode)  # owner-only from creation on
+
+
+def identity_files(paths: list[str]) -> list[KeyFile]:
+    """The key files of ``-i``, each one of identities (age or X25519), or a key error."""
+    files: list[KeyFile] = []
+    for path in paths:
+        kf = load_key_file(path)
+        kf.require("x25519", "age", purpose="-i takes an identity file")
+        files.append(kf)
+    return files

@@ -24,12 +24,12 @@ from ..errors import StreamCryptError
 from ._crypt import (
     _aad,
     _bad_recipient,
-    _identity_files,
     _read_passphrase,
     _recipient_texts,
     _usage,
 )
 from ._errors import EXIT_OK, describe, exit_code
+from ._keyfiles import identity_files
 
 
 def add_rekey_arguments(p: argparse.ArgumentParser) -> None:
@@ -123,7 +123,7 @@ def run_rekey(args: argparse.Namespace) -> int:
     if not changes and not whole:
         raise _usage("rekey needs recipients to add (-a, -A), to remove (-x), or -r/-R")
     identities: list[IdentityLike] = []
-    for kf in _identity_files(args):
+    for kf in identity_files(args.identity):
         identities += kf.age_identities
         identities += kf.envelope_identities
     passphrase = _read_passphrase(args, confirm=False)
