@@ -219,9 +219,10 @@ class _RandomReader:
     ``policy.batch_size`` (its plaintext and its ciphertext make one batch size), at
     most ``max_in_flight`` in flight. Memory: ``batch_size x max_in_flight`` in flight
     (twice that for reads of a whole batch size), plus the span being read and one
-    spare ciphertext buffer; a seek elsewhere drops them. Random reads read only the segments they cover. A span whose segment
-    fails opens up to that segment: reads before it succeed, a read that touches it
-    raises, the rest of the file stays readable.
+    spare ciphertext buffer; a seek elsewhere drops them. Random reads read only the
+    segments they cover. A span whose segment fails opens up to that segment: reads
+    before it succeed, a read that touches it raises, the rest of the file stays
+    readable.
     """
 
     def __init__(
