@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -198,14 +199,20 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
     path = tmp_path / "n.enc"
     await write_file(path, data)
     read: list[int] = []
-    real = os.pread
+    real, real_into = os.pread, os.preadv
 
     def counting(fd: int, n: int, offset: int) -> bytes:
         out = real(fd, n, offset)
         read.append(len(out))
         return out
 
+    def counting_into(fd: int, buffers: list[memoryview], offset: int) -> int:
+        n = real_into(fd, buffers, offset)
+        read.append(n)
+        return n
+
     monkeypatch.setattr(os, "pread", counting)
+    monkeypatch.setattr(os, "preadv", counting_into)
     async with open_file(path, "rb", key=KEY) as f:
         opened = sum(read)
         # the first bytes that tell the format, the header, and the final segment (10
@@ -227,9 +234,12 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
         await f.seek(20 * SEG + 30)
         for pos in range(20 * SEG + 30, 23 * SEG, 100):  # small sequential reads
             assert await f.read(100) == data[pos : pos + 100]
-    # Segments 20-23, each read once, and (reads going forward) read-ahead of at most
-    # max_in_flight segments beyond them; closing waited for the read-ahead in flight.
-    assert 4 * CT_SEG <= sum(read) <= (4 + DEFAULT_MAX_IN_FLIGHT) * CT_SEG
+    # Segments 20-23, each read once, and (reads going forward) read-ahead in spans that
+    # start at one read's size (one segment) and double: the three spans the reads
+    # consumed (1, 2 and 4 segments) and at most max_in_flight queued after them;
+    # closing waited for the read-ahead in flight.
+    spans = 3 + DEFAULT_MAX_IN_FLIGHT
+    assert 4 * CT_SEG <= sum(read) <= (2**spans - 1) * CT_SEG
     assert all(n == CT_SEG for n in read)
 
 
@@ -289,6 +299,42 @@ async def test_inline_reads_read_the_next_piece_while_this_one_is_opened(
     assert len(reads) >= 6
     for k in range(5):  # the read of piece k + 1 started before piece k was opened
         assert events.index(("read", reads[k + 1])) < events.index(("opened", 16 * k)), events
+
+
+async def test_reads_ahead_read_the_next_piece_while_this_one_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: with a policy, reads that go forward (from the first one on) have the
+    next piece's ciphertext read while this piece is opened, on another worker. Observed,
+    not timed: opening a piece waits until the read of the next one has begun; were the
+    next read only issued once this piece is taken back, the wait would run out."""
+    pieces, piece = 6, 16 * SEG  # one read = one span = one job
+    data = plaintext(pieces * piece, 10)
+    path = tmp_path / "p.enc"
+    await write_file(path, data)
+    first = header_size(path)
+    began = [threading.Event() for _ in range(pieces)]
+    overlapped: list[tuple[int, bool]] = []
+    real_read = _file_read._pread_into
+    real_open = SegmentJob.run_into
+
+    def read(fd: int, offset: int, view: memoryview) -> int:
+        began[(offset - first) // (16 * CT_SEG)].set()
+        return real_read(fd, offset, view)
+
+    def open_(self: SegmentJob, out: memoryview) -> tuple[int, Exception | None]:
+        k = self.first_index // 16
+        if k + 1 < pieces:
+            overlapped.append((k, began[k + 1].wait(timeout=5)))
+        return real_open(self, out)
+
+    policy = OffloadPolicy(batch_size=piece, max_in_flight=2)
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        monkeypatch.setattr(_file_read, "_pread_into", read)
+        monkeypatch.setattr(SegmentJob, "run_into", open_)
+        for k in range(pieces):
+            assert await f.read(piece) == data[k * piece : (k + 1) * piece]
+    assert overlapped == [(k, True) for k in range(pieces - 1)]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -656,15 +702,31 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
 
         return wrapper
 
-    for name in ("pread", "write", "writev", "fsync", "replace", "open", "fstat", "close"):
+    names = ("pread", "preadv", "write", "writev", "fsync", "replace", "open", "fstat", "close")
+    for name in names:
         monkeypatch.setattr(os, name, spy(name, getattr(os, name)))
     path = tmp_path / "t.enc"
     data = plaintext(3 * SEG)
     await write_file(path, data, policy=None, pieces=3)
     async with open_file(path, "rb", key=KEY, policy=None) as f:
         assert await f.read() == data
-    names = {name for name, _ in calls}
-    assert {"pread", "writev", "fsync", "replace", "open"} <= names
+    assert {"pread", "writev", "fsync", "replace", "open"} <= {name for name, _ in calls}
+    assert all(ident != loop_thread for _, ident in calls), calls
+    # With a policy, the workers read and open the pieces; the loop, waiting for them,
+    # never runs one of those jobs (it would read the file on the loop), not even one
+    # that no worker has started: here the only worker is busy for a while.
+    calls.clear()
+    data = plaintext(64 * SEG)
+    await write_file(path, data)
+    with ThreadPoolExecutor(1) as executor:
+        for policy in (THREADED, OffloadPolicy(batch_size=8 * SEG, executor=executor)):
+            async with open_file(path, "rb", key=KEY, policy=policy) as f:
+                executor.submit(time.sleep, 0.2)
+                for k in range(16):
+                    assert await f.read(4 * SEG) == data[k * 4 * SEG : (k + 1) * 4 * SEG]
+                await f.seek(SEG // 2)
+                assert await f.read(3 * SEG) == data[SEG // 2 : SEG // 2 + 3 * SEG]
+    assert "preadv" in {name for name, _ in calls}
     assert all(ident != loop_thread for _, ident in calls), calls
 
 

@@ -248,7 +248,9 @@ class OrderedBatches:
     recycled buffers instead of fresh ``bytes`` (the consumer must be done with each
     view before it asks for the next); ``fail`` turns a job's failure into what the
     owner raises (e.g. ``transform.fail``, which marks the transform broken);
-    ``always_offload`` sends every batch to a worker (jobs that do blocking I/O);
+    ``always_offload`` sends every batch to a worker (blocking calls); ``blocking``
+    also keeps them there: jobs that read a file run on workers only, never on the loop
+    (it neither claims them nor takes back a batch no worker started; it waits);
     ``piece``: the size of the new objects fresh output comes in (consecutive jobs share
     one; see docs/ENGINE.md for why about 256 KiB).
     """
@@ -261,13 +263,15 @@ class OrderedBatches:
         reuse: bool = False,
         fail: Callable[[BaseException], BaseException] = lambda exc: exc,
         always_offload: bool = False,
+        blocking: bool = False,
         piece: int = CLAIM_SIZE,
     ) -> None:
         self.piece = piece
         self._policy = policy
-        self._always = always_offload and policy is not None
+        self._always = (always_offload or blocking) and policy is not None
+        self._blocking = blocking and policy is not None
         self._control = (
-            Controller(policy, site) if policy is not None and not always_offload else None
+            Controller(policy, site) if policy is not None and not self._always else None
         )
         self._window_max = policy.max_in_flight if policy is not None else 1
         self._reuse = reuse
@@ -390,10 +394,14 @@ class OrderedBatches:
 
         While its worker has not started, the batch is taken back and run here; while
         the worker is busy with it, the loop claims what is left, an inline batch's worth
-        at a time with a checkpoint between, so the loop stays responsive.
+        at a time with a checkpoint between, so the loop stays responsive. Blocking jobs
+        (``blocking``) are only waited for.
         """
         batch = self._window[0]
         future = batch.future
+        if self._blocking and future is not None:
+            await wait_future(future)
+            return
         while future is not None and not future.done():
             if future.cancel():  # never started: the pool is busy elsewhere
                 batch.future = future = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import mmap
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -165,28 +166,40 @@ class _StreamChunks:
         return bytes(chunk)
 
 
+def _pread_into(fd: int, offset: int, view: memoryview) -> int:
+    """Fill ``view`` with the file's bytes from ``offset`` (fewer at its end); the count."""
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if not n:
+            break
+        got += n
+    return got
+
+
 class _PreadJob:
-    """Read a run of segments' ciphertext with ``pread`` and open it: a worker's job."""
+    """Read a run of segments' ciphertext with ``pread`` into the job's input (a slice of
+    its span's buffer) and open it: a worker's job."""
 
-    __slots__ = ("_fd", "_job", "_length", "_offset", "out_size")
+    __slots__ = ("_fd", "_job", "_offset", "out_size")
 
-    def __init__(self, fd: int, job: SegmentJob, offset: int, length: int) -> None:
+    def __init__(self, fd: int, job: SegmentJob, offset: int) -> None:
         self._fd = fd
-        self._job = job
+        self._job = job  # job.data: the memoryview the ciphertext is read into
         self._offset = offset
-        self._length = length
-        self.out_size = max(0, length - job.count * job.codec.overhead)
+        self.out_size = max(0, len(job.data) - job.count * job.codec.overhead)
 
     def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
+        data = self._job.data
+        assert isinstance(data, memoryview)
         try:
-            data = _pread_all(self._fd, self._offset, self._length)
+            got = _pread_into(self._fd, self._offset, data)
         except OSError as exc:
             return 0, exc
-        if len(data) != self._length:
+        if got != len(data):
             return 0, TruncatedStreamError(
                 "the file is shorter than when it was opened: it was truncated meanwhile"
             )
-        self._job.data = data
         return self._job.run_into(out)
 
 
@@ -197,14 +210,19 @@ class _RandomReader:
     kept as output objects of about the read's size (whole segments), so that a read
     that continues the one before returns one of them uncopied. Past the span, the next
     span comes from the engine's scheduler. From a file descriptor, spans are read and
-    opened on workers (``pread`` and the cipher in one job, about ``CLAIM_SIZE`` each,
-    claimed by the workers and by the loop while it waits); the first span after a seek
-    is one read's worth, and once a read continues the span before it, spans of about
-    ``policy.batch_size`` are read ahead, up to ``max_in_flight`` of them, so the workers
-    decrypt one while the next is read (memory: about ``batch_size x (max_in_flight +
-    1)``); a seek elsewhere drops them. Random reads read only the segments they cover.
-    A span whose segment fails opens up to that segment: reads before it succeed, a read
-    that touches it raises, the rest of the file stays readable.
+    opened on workers only (``pread`` into the span's buffer and the cipher in one job,
+    about ``CLAIM_SIZE`` each; the loop never runs one: it would read the file on the
+    loop). The first span after a seek is one read's worth; a read that continues the
+    one before (or starts the file) first queues the spans after it, then waits for its
+    own, so a worker reads the next span while another opens this one: *read-ahead*,
+    spans of twice the read's size, each twice the one before, up to half a
+    ``policy.batch_size`` (its plaintext and its ciphertext make one batch size), at
+    most ``max_in_flight`` in flight. Memory: ``batch_size x max_in_flight`` in flight
+    (twice that for reads of a whole batch size), plus the span being read and one
+    spare ciphertext buffer; a seek elsewhere drops them. Random reads read only the
+    segments they cover. A span whose segment fails opens up to that segment: reads
+    before it succeed, a read that touches it raises, the rest of the file stays
+    readable.
     """
 
     def __init__(
@@ -229,14 +247,20 @@ class _RandomReader:
         # policy lets work leave the loop.
         self._fd = source.fd if isinstance(source, _FdSource) and policy is not None else None
         self._batches = self._new_batches()
-        self._spans: deque[tuple[int, int]] = deque()  # plaintext ranges in flight, in order
+        # Plaintext ranges in flight, in order, with the buffer their ciphertext is read
+        # into (spans from a descriptor); the spare: the last one taken back, for reuse.
+        self._spans: deque[tuple[int, int, mmap.mmap | None]] = deque()
+        self._spare: mmap.mmap | None = None
+        self._queued_end = 0  # where the last span queued ends
         self._out = self._segment  # plaintext bytes per output object (about a read)
+        self._ahead_span = self._out  # plaintext bytes of the last span read ahead
         self._dropped: list[OrderedBatches] = []
         # policy=None: the next span's ciphertext being read (offset, length, the read).
         self._ahead: tuple[int, int, Pending[bytes]] | None = None
 
     def _new_batches(self) -> OrderedBatches:
-        return OrderedBatches(self._policy, site="file-read", always_offload=self._fd is not None)
+        # Jobs that read the descriptor block: they run on workers only.
+        return OrderedBatches(self._policy, site="file-read", blocking=self._fd is not None)
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -266,16 +290,29 @@ class _RandomReader:
             base = end
         return pos
 
-    def _queue(self, start: int, jobs: list[Any]) -> None:
+    def _queue(self, start: int, jobs: list[Any], buffer: mmap.mmap | None = None) -> None:
         self._batches.queue(jobs)
         self._batches.launch()
-        self._spans.append((start, start + sum(job.out_size for job in jobs)))
+        self._queued_end = start + sum(job.out_size for job in jobs)
+        self._spans.append((start, self._queued_end, buffer))
+
+    def _buffer(self, size: int) -> mmap.mmap:
+        """A buffer of at least ``size`` bytes for a span's ciphertext: the spare (its
+        batch was taken back, so no job writes it any more) or a new anonymous mapping
+        (not a ``bytearray``, which would zero megabytes on the loop, holding the GIL
+        the workers need; a mapping's pages are first touched by the ``pread`` filling
+        them, on a worker, and go back to the system when it is dropped)."""
+        spare, self._spare = self._spare, None
+        if spare is not None and len(spare) >= size:
+            return spare
+        return mmap.mmap(-1, size)
 
     def _queue_span(self, start: int, span: int) -> None:
         """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
         ``start`` (a segment boundary): jobs of about CLAIM_SIZE that each read their own
-        ciphertext, none across the boundary of an output object. The span is planned
-        once; its jobs are cut from it by the segment sizes, as ``SegmentJob.split``."""
+        ciphertext into their slice of the span's buffer, none across the boundary of an
+        output object. The span is planned once; its jobs are cut from it by the segment
+        sizes, as ``SegmentJob.split``."""
         assert self._fd is not None
         planned = self._layout.plan(start, start + span)
         assert planned is not None
@@ -284,7 +321,9 @@ class _RandomReader:
         full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
         per_out = max(1, self._out // self._segment)  # segments per output object
         per_job = -(-per_out // -(-per_out * full // CLAIM_SIZE))  # ~CLAIM_SIZE, even split
-        end = pos + length
+        buffer = self._buffer(length)
+        view = memoryview(buffer)
+        at = 0  # where the next job's ciphertext goes in the buffer
         index = whole.first_index
         last = index + whole.count - 1
         jobs: list[Any] = []
@@ -293,12 +332,13 @@ class _RandomReader:
             while index <= out_last:
                 j = min(out_last, index + per_job - 1)
                 n = j - index + 1
-                size = end - pos if j == last else n * full + (full0 - full if index == 0 else 0)
-                job = SegmentJob(codec, False, index, n, b"", whole.final and j == last)
-                jobs.append(_PreadJob(self._fd, job, pos, size))
-                pos += size
+                size = length - at if j == last else n * full + (full0 - full if index == 0 else 0)
+                data = view[at : at + size]
+                job = SegmentJob(codec, False, index, n, data, whole.final and j == last)
+                jobs.append(_PreadJob(self._fd, job, pos + at))
+                at += size
                 index = j + 1
-        self._queue(start, jobs)
+        self._queue(start, jobs, buffer)
 
     async def _queue_direct(self, start: int) -> None:
         """Without workers that read for themselves: fetch the span's ciphertext (the
@@ -336,10 +376,17 @@ class _RandomReader:
                 self._queue_span(start, self._out)
             else:
                 await self._queue_direct(start)
-        span_start, span_stop = self._spans.popleft()
-        await self._batches.wait()
+        # Reads going forward (this span continues the one before, or the file's start):
+        # the spans after it are queued before waiting for it, so they are read while
+        # it is opened.
+        sequential = start == self._cache_end
+        if sequential:
+            self._read_ahead()
+        await self._batches.wait()  # cancelled: the span stays in flight, nothing changed
+        span_start, _stop, buffer = self._spans.popleft()
         parts, error = self._batches.pop()
-        sequential = span_start == self._cache_end
+        if buffer is not None:
+            self._spare = buffer  # the batch ran to its end: nothing writes it any more
         self._cache = [part if isinstance(part, bytes) else bytes(part) for part in parts]
         self._cache_start = span_start
         self._cache_end = span_start + sum(map(len, self._cache))
@@ -348,11 +395,21 @@ class _RandomReader:
             if pos >= self._cache_end:
                 raise error
             return
-        if self._fd is not None and sequential:  # read ahead while reads go forward
-            nxt = self._spans[-1][1] if self._spans else span_stop
-            while nxt < self.size and not self._batches.window_full:
-                self._queue_span(nxt, self._out)
-                nxt = self._spans[-1][1]
+        if sequential:
+            self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """Fill the window with the spans after the last one queued (from a descriptor,
+        whose jobs read for themselves), one batch each, up to ``max_in_flight``: the
+        first twice the read's size, each next one twice the one before, up to half a
+        batch size in whole output objects (small reads after a seek read little
+        ahead; a long run of reads soon moves large spans)."""
+        if self._fd is None:
+            return
+        cap = self._out * max(1, self.piece // 2 // self._out)
+        while self._queued_end < self.size and not self._batches.window_full:
+            self._ahead_span = min(2 * self._ahead_span, cap)
+            self._queue_span(self._queued_end, self._ahead_span)
 
     def _restart(self, want: int) -> None:
         """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
@@ -362,6 +419,7 @@ class _RandomReader:
         self._spans.clear()
         seg = self._segment
         self._out = min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
+        self._ahead_span = self._out
         # A group of jobs becomes one object once it holds more than out - seg bytes: at
         # the end of each output object, also one whose segment 0 is shorter (Tink).
         self._batches.piece = self._out - seg + 1

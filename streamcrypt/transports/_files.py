@@ -26,10 +26,12 @@ Reading: opening reads the header and authenticates it (a wrong key fails in the
 ``async with``), then maps the file with a :class:`SegmentLayout` (the AWS layout also reads the
 file's end to find the final frame, and a signed message whole, to verify its signature). ``read``/``seek``
 are random access: a read fetches only the ciphertext of the segments covering the
-requested range, opens them (split across workers when large), and keeps the last
-segment's plaintext as a one-segment cache, so sequential small reads open each segment
-once. A segment that fails to authenticate fails the read that touches it; the rest of
-the file stays readable. A wrapped object that cannot seek (a socket, a pipe, any async
+requested range, opens them (split across workers when large), and keeps the plaintext
+of the span last opened, so sequential small reads open each segment once. Reads that go
+forward read ahead: the spans after the one a read waits for are already being read and
+opened on other workers (a bounded window, see :class:`._file_read._RandomReader`). A
+segment that fails to authenticate fails the read that touches it; the rest of the file
+stays readable. A wrapped object that cannot seek (a socket, a pipe, any async
 byte stream) is read sequentially through the engine's pipeline instead.
 
 Formats come from the codecs' one registry (:data:`streamcrypt.codecs.FORMATS`): each
