@@ -1018,3 +1018,25 @@ def test_random_access_keeps_the_readers_caps() -> None:
         fmt.read_range(
             FormatOptions(passphrase="pw", max_work_factor=1), read_at, len(sealed), 0, 6
         )
+
+
+def test_chunk_nonce_is_uint88_index_and_flag_up_to_the_limit() -> None:
+    """The batch loop writes chunk i's nonce as uint88_be(i) || last, checked against the
+    kernel called directly at indexes whose high bytes differ; past 2**64 chunks (the
+    counter the loop writes) a typed LimitExceededError, not a struct error."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    key = bytes(range(32))
+    codec = age.AgeCodec(key)
+    plain = b"chunk"
+    for index in (0, 1, 1 << 32, (1 << 56) + 5, (1 << 64) - 1):
+        for final in (False, True):
+            out = bytearray(len(plain) + 16)
+            codec.seal_segment(index, plain, final, memoryview(out))
+            nonce = index.to_bytes(11, "big") + bytes((final,))
+            assert bytes(out) == ChaCha20Poly1305(key).encrypt(nonce, plain, None)
+            back = bytearray(len(plain))
+            codec.open_segment(index, bytes(out), final, memoryview(back))
+            assert back == plain
+    with pytest.raises(LimitExceededError):
+        codec.seal_segment(1 << 64, plain, True, memoryview(bytearray(len(plain) + 16)))

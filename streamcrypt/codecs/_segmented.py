@@ -27,9 +27,12 @@ as their outputs are emitted in order. A failed job must be reported back with `
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
+
+from cryptography.exceptions import InvalidTag
 
 from ..abc import Buffer, Lifecycle
 from ..errors import (
@@ -132,6 +135,89 @@ class BatchCodec(SegmentCodec):
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
         raise NotImplementedError
+
+
+#: A native AEAD kernel's ``encrypt_into`` / ``decrypt_into``: (nonce, data, aad, out).
+Kernel = Callable[[bytearray, Buffer, None, memoryview], int]
+
+
+class CounterCodec(BatchCodec):
+    """Segments sealed under nonce ``fixed || uint_be(i) || last_flag`` with no associated
+    data and a 16-byte tag (age, Tink AES-GCM-HKDF): the batch loop written once.
+
+    A subclass binds, once per stream, ``_encrypt`` / ``_decrypt`` (the native kernel's
+    ``encrypt_into`` / ``decrypt_into``) and ``_nonce`` (segment 0's non-final nonce), and
+    names in ``_suffix`` the struct of ``(index, final)``, written at ``_suffix_at``
+    (it keeps these in its own ``__slots__``). A batch writes each segment's suffix into
+    one nonce buffer of its own and each output in place: a segment costs one kernel call,
+    two views and a ``pack_into``. On a failure the codec says what it was
+    (:meth:`_failed`); :meth:`_check_last` judges the last segment of a batch before it is
+    opened.
+    """
+
+    __slots__ = ()
+
+    _encrypt: Kernel
+    _decrypt: Kernel
+    _nonce: bytes
+    _suffix: ClassVar[struct.Struct]  # packs (index, final)
+    _suffix_at: ClassVar[int]
+
+    def _check_last(self, index: int, size: int, final: bool) -> None:
+        """Raise for a last segment of ``size`` ciphertext bytes the format forbids."""
+
+    def _failed(self, index: int, final: bool, segment: memoryview, out: memoryview) -> Exception:
+        """The error for segment ``index`` that did not open (``out`` has room for it)."""
+        raise NotImplementedError
+
+    def run_segments(
+        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
+    ) -> tuple[int, Exception | None]:
+        if first + count > self.max_segments:  # what the counter field holds
+            return 0, LimitExceededError(
+                f"segment {first + count - 1} is past this format's {self.max_segments} segments"
+            )
+        nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
+        suffix_into, at = self._suffix.pack_into, self._suffix_at
+        src = memoryview(data)
+        size = len(src)
+        index, last = first, first + count - 1
+        pos = written = 0
+        step0, step = self.first_segment_size, self.segment_size
+        try:
+            if sealing:
+                seal = self._encrypt
+                while index < last:
+                    n = step0 if index == 0 else step
+                    suffix_into(nonce, at, index, False)
+                    written += seal(
+                        nonce, src[pos : pos + n], None, out[written : written + n + 16]
+                    )
+                    pos += n
+                    index += 1
+                suffix_into(nonce, at, index, final)
+                written += seal(nonce, src[pos:], None, out[written : written + size - pos + 16])
+                return written, None
+            open_ = self._decrypt
+            while index < last:
+                n = step0 if index == 0 else step
+                suffix_into(nonce, at, index, False)
+                written += open_(nonce, src[pos : pos + n + 16], None, out[written : written + n])
+                pos += n + 16
+                index += 1
+            self._check_last(index, size - pos, final)
+            if size - pos < 16:
+                raise InvalidTag
+            suffix_into(nonce, at, index, final)
+            written += open_(nonce, src[pos:], None, out[written : written + size - pos - 16])
+        except InvalidTag:
+            end = size if index == last else pos + (step0 if index == 0 else step) + 16
+            return written, self._failed(
+                index, final and index == last, src[pos:end], out[written:]
+            )
+        except Exception as exc:
+            return written, exc
+        return written, None
 
 
 @dataclass(slots=True, eq=False)

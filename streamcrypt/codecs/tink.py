@@ -52,6 +52,7 @@ from ..primitives import AES128GCM, AES256GCM, AesGcm
 from ..primitives.hazmat import AesCtrEncryptor
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
+    CounterCodec,
     SegmentCodec,
     SegmentedDecryptor,
     SegmentedEncryptor,
@@ -121,6 +122,10 @@ def _hkdf(hash_name: TinkHash, ikm: bytes, salt: bytes, info: bytes, length: int
 # ---------------------------------------------------------------------------------- codecs
 
 
+#: The last five bytes of a segment nonce: ``uint32_be(i) || last_flag``.
+_SUFFIX = struct.Struct(">I?")
+
+
 class TinkStreamingCodec(SegmentCodec):
     """The segments of one Tink stream; ``header_length`` and the geometry come from the key."""
 
@@ -135,25 +140,36 @@ class TinkStreamingCodec(SegmentCodec):
         self.first_segment_size = self.segment_size - params.header_length
 
     def _segment_nonce(self, index: int, final: bool) -> bytes:
-        return self._prefix + struct.pack(">IB", index, final)
+        """AES-CTR-HMAC's initial counter block: the segment nonce, then a zero counter."""
+        nonce = bytearray(self._prefix + bytes(9))
+        _SUFFIX.pack_into(nonce, NONCE_PREFIX_SIZE, index, final)
+        return bytes(nonce)
 
 
-class AesGcmHkdfCodec(TinkStreamingCodec):
-    """AES-GCM-HKDF-Streaming segments: AES-GCM, nonce ``prefix || u32be(i) || last``."""
+class AesGcmHkdfCodec(TinkStreamingCodec, CounterCodec):
+    """AES-GCM-HKDF-Streaming segments: AES-GCM, nonce ``prefix || u32be(i) || last``;
+    the segment rule is :class:`CounterCodec`'s batch loop (one segment is a batch of
+    one). Opening raises :class:`AuthenticationError`."""
 
     overhead = GCM_TAG_SIZE
+    _suffix = _SUFFIX
+    _suffix_at = NONCE_PREFIX_SIZE
 
-    __slots__ = ("_aead",)
+    __slots__ = ("_decrypt", "_encrypt", "_name", "_nonce")
 
     def __init__(self, params: AesGcmHkdfStreamingParams, key: bytes, prefix: bytes) -> None:
         super().__init__(params, prefix)
-        self._aead: AesGcm = (AES128GCM if len(key) == 16 else AES256GCM)(key)
+        aead: AesGcm = (AES128GCM if len(key) == 16 else AES256GCM)(key)
+        kernel, self._nonce = aead.native(prefix + bytes(5))
+        self._encrypt = kernel.encrypt_into
+        self._decrypt = kernel.decrypt_into
+        self._name = aead.name
 
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        return self._aead.seal_into(self._segment_nonce(index, final), plaintext, out)
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        return self._aead.open_into(self._segment_nonce(index, final), ciphertext, out)
+    def _failed(self, index: int, final: bool, segment: memoryview, out: memoryview) -> Exception:
+        return AuthenticationError(
+            f"Tink segment {index} did not verify ({self._name}): wrong key or associated "
+            "data, or a tampered, reordered or truncated stream"
+        )
 
 
 class AesCtrHmacCodec(TinkStreamingCodec):
@@ -190,7 +206,7 @@ class AesCtrHmacCodec(TinkStreamingCodec):
         return AesCtrEncryptor(self._aes_key, nonce).update_into(data, out)
 
     def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        nonce = self._segment_nonce(index, final) + bytes(4)
+        nonce = self._segment_nonce(index, final)
         n = len(plaintext)
         if len(out) != n + self.overhead:
             raise InvalidParameterError(
@@ -201,7 +217,7 @@ class AesCtrHmacCodec(TinkStreamingCodec):
         return n + self.overhead
 
     def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        nonce = self._segment_nonce(index, final) + bytes(4)
+        nonce = self._segment_nonce(index, final)
         view = memoryview(ciphertext).cast("B")
         n = len(view) - self.overhead
         if n < 0 or not constant_time_equal(self._tag(nonce, view[:n]), view[n:]):

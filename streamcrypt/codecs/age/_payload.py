@@ -4,6 +4,7 @@ payload."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
@@ -14,7 +15,13 @@ from ...errors import AuthenticationError, FormatError, TruncatedStreamError
 from ...keys import hkdf, random_bytes
 from ...primitives import ChaCha20Poly1305Suite
 from .. import _stanza
-from .._segmented import SegmentCodec, SegmentedDecryptor, SegmentedEncryptor, SegmentLayout
+from .._segmented import (
+    CounterCodec,
+    SegmentCodec,
+    SegmentedDecryptor,
+    SegmentedEncryptor,
+    SegmentLayout,
+)
 from .._stanza import Identity, IdentityLike, RecipientLike
 from ._header import (
     CHUNK_SIZE,
@@ -38,62 +45,52 @@ from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR
 _ZERO_NONCE = bytes(12)
 
 
-class AgeCodec(SegmentCodec):
+class AgeCodec(CounterCodec):
     """The age payload: 64 KiB ChaCha20-Poly1305 chunks, nonce ``uint88_be(i) || last``.
 
-    The chunk rule lives in :meth:`seal_segment` / :meth:`open_segment`, one native
-    kernel call each; the shared batch loop (:meth:`SegmentCodec.run_segments`) calls
-    them for every chunk, so there is no second spelling of the nonce.
+    The chunk rule is :class:`CounterCodec`'s batch loop; one chunk is a batch of one.
+    The counter is written as three zero bytes and a ``uint64``: a stream stops at
+    2**64 chunks (2**80 bytes) with :class:`LimitExceededError`, never reached in practice.
+    Opening, a final empty chunk after data is a :class:`FormatError`, a full final chunk
+    that opens only as a non-final one :class:`TruncatedStreamError` (chunks are missing
+    at the end), any other failure :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_kernel", "first_segment_size", "segment_size")
+    __slots__ = ("_decrypt", "_encrypt", "_nonce", "first_segment_size", "segment_size")
 
     overhead: ClassVar[int] = TAG_SIZE
     final_may_be_full: ClassVar[bool] = True
-    max_segments: int = 1 << 88
+    max_segments: int = 1 << 64
+    _suffix = struct.Struct(">Q?")
+    _suffix_at = 3
 
     def __init__(self, payload_key: bytes) -> None:
-        self._kernel = ChaCha20Poly1305Suite(payload_key).native(_ZERO_NONCE)[0]
+        kernel = ChaCha20Poly1305Suite(payload_key).native(_ZERO_NONCE)[0]
+        self._encrypt = kernel.encrypt_into
+        self._decrypt = kernel.decrypt_into
+        self._nonce = _ZERO_NONCE
         self.segment_size = self.first_segment_size = CHUNK_SIZE
 
-    @staticmethod
-    def _nonce(index: int, final: bool) -> bytes:
-        return index.to_bytes(11, "big") + (b"\x01" if final else b"\x00")
-
-    def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
-        return self._kernel.encrypt_into(self._nonce(index, final), plaintext, None, out)
-
-    def open_segment(self, index: int, ciphertext: Buffer, final: bool, out: memoryview) -> int:
-        """Open chunk ``index``; a final empty chunk after data raises FormatError.
-
-        A full final chunk that opens only as a non-final one means chunks are missing at
-        the end: :class:`TruncatedStreamError`. Other failures: AuthenticationError.
-        """
-        size = len(memoryview(ciphertext))
+    def _check_last(self, index: int, size: int, final: bool) -> None:
         if final and index > 0 and size == TAG_SIZE:
             raise FormatError("age payload ends with an empty chunk after data (not allowed)")
-        try:
-            if size < TAG_SIZE:
-                raise InvalidTag
-            return self._kernel.decrypt_into(self._nonce(index, final), ciphertext, None, out)
-        except InvalidTag:
-            if final and size == CHUNK_SIZE + TAG_SIZE and self._opens(index, ciphertext, out):
-                raise TruncatedStreamError(
+
+    def _failed(self, index: int, final: bool, segment: memoryview, out: memoryview) -> Exception:
+        if final and len(segment) == CHUNK_SIZE + TAG_SIZE:
+            nonce = bytearray(_ZERO_NONCE)
+            self._suffix.pack_into(nonce, self._suffix_at, index, False)
+            try:  # does it open as a middle chunk?
+                self._decrypt(nonce, segment, None, out[:CHUNK_SIZE])
+            except InvalidTag:
+                pass
+            else:
+                return TruncatedStreamError(
                     f"age payload ends after chunk {index}, which is not the final chunk: "
                     "the file is truncated"
-                ) from None
-            raise AuthenticationError(
-                f"age payload chunk {index} did not verify: tampered, reordered, "
-                "or cut inside a chunk"
-            ) from None
-
-    def _opens(self, index: int, ciphertext: Buffer, out: memoryview) -> bool:
-        """Whether chunk ``index`` opens as a non-final chunk."""
-        try:
-            self._kernel.decrypt_into(self._nonce(index, False), ciphertext, None, out)
-        except InvalidTag:
-            return False
-        return True
+                )
+        return AuthenticationError(
+            f"age payload chunk {index} did not verify: tampered, reordered, or cut inside a chunk"
+        )
 
 
 def _payload_codec(file_key: bytes, nonce: bytes) -> AgeCodec:

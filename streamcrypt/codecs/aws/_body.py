@@ -300,12 +300,16 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 take = min(len(view), need - len(pending))
                 pending += view[:take]
                 view = view[take:]
-            frame = bytes(pending)
-            pending.clear()
-            self._hashed(memoryview(frame))
-            if frame[:4] == _FINAL_MARK:
+            if pending[:4] == _FINAL_MARK:
+                frame = bytes(pending)
+                pending.clear()
+                self._hashed(memoryview(frame))
                 return self._end_frames(frame, view)
-            jobs.append(self._job(frame, 1))
+            # The held frame is the job's input as it is (no copy); holding starts afresh.
+            held = pending
+            self._pending = pending = bytearray()
+            self._hashed(memoryview(held))
+            jobs.append(self._job(held, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
         pos = regular * self._regular_frames(view, regular)
         if pos:

@@ -36,6 +36,12 @@ _REGULAR = 4 + _IV + _TAG  # framing bytes of a regular frame
 _FINAL = 4 + 4 + _IV + 4 + _TAG  # of the final frame
 
 
+def _misnumbered(seq: int, found: int) -> AuthenticationError:
+    return AuthenticationError(
+        f"frame {seq} carries sequence number {found}: frames were reordered, duplicated or dropped"
+    )
+
+
 class AwsFrameCodec(BatchCodec):
     """Seals and opens frames: regular ones, then the final frame when a job is ``final``.
 
@@ -70,10 +76,15 @@ class AwsFrameCodec(BatchCodec):
     def run_segments(
         self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
+        # A regular frame's AAD differs from the next one's only in the sequence number:
+        # one AAD buffer per batch (batches run on threads), its number written in place;
+        # the IV is read from (opening) or written to (sealing) the frame itself.
         src = memoryview(data).cast("B")
         size = self.segment_size
         full = size + _REGULAR
-        prefix, tail, nonce = self._frame_prefix, _AAD_TAIL.pack, _NONCE.pack
+        at = len(self._frame_prefix)
+        aad = bytearray(self._frame_prefix + _AAD_TAIL.pack(0, size))
+        seq_into = _SEQ.pack_into
         first = seq = first + 1
         stop = first + count - (1 if final else 0)  # after the regular frames
         pos = written = 0
@@ -82,10 +93,11 @@ class AwsFrameCodec(BatchCodec):
                 encrypt, head_into = self._encrypt, _FRAME_HEAD.pack_into
                 for seq in range(first, stop):
                     head_into(out, written, seq, seq)
+                    seq_into(aad, at, seq)
                     encrypt(
-                        nonce(seq),
+                        out[written + 4 : written + 16],
                         src[pos : pos + size],
-                        prefix + tail(seq, size),
+                        aad,
                         out[written + 16 : written + full],
                     )
                     pos += size
@@ -94,42 +106,47 @@ class AwsFrameCodec(BatchCodec):
                     seq, n = stop, len(src) - pos
                     _FINAL_HEAD.pack_into(out, written, _FINAL_MARK, seq, seq, n)
                     written += 24 + encrypt(
-                        nonce(seq),
+                        out[written + 8 : written + 20],
                         src[pos:],
-                        self._final_prefix + tail(seq, n),
+                        self._final_prefix + _AAD_TAIL.pack(seq, n),
                         out[written + 24 : written + 24 + n + _TAG],
                     )
                 return written, None
             if len(src) < (stop - first) * full + (_FINAL if final else 0):
                 raise FormatError(f"frame {stop if final else stop - 1} has the wrong length")
             decrypt, unpack = self._decrypt, _SEQ.unpack_from
-            for seq in range(first, stop + (1 if final else 0)):
-                n = size
-                if seq == stop:  # the final frame
-                    if bytes(src[pos : pos + 4]) != _FINAL_MARK:
-                        raise FormatError(f"frame {seq} should be the final frame")
-                    pos += 4
-                    n = int.from_bytes(src[pos + 16 : pos + 20], "big")
-                    end, aad = pos + 20 + n + _TAG, self._final_prefix + tail(seq, n)
-                    if n > size or end != len(src):
-                        raise FormatError(f"frame {seq} has the wrong length")
-                    body = src[pos + 20 : end]
-                else:
-                    end, aad, body = (
-                        pos + full,
-                        prefix + tail(seq, size),
-                        src[pos + 16 : pos + full],
-                    )
+            for seq in range(first, stop):
                 if unpack(src, pos)[0] != seq:
-                    raise AuthenticationError(
-                        f"frame {seq} carries sequence number {unpack(src, pos)[0]}: frames "
-                        "were reordered, duplicated or dropped"
-                    )
-                decrypt(bytes(src[pos + 4 : pos + 16]), body, aad, out[written : written + n])
-                pos = end
-                written += n
-            if not final and pos != len(src):
-                raise FormatError(f"frame {stop - 1} has the wrong length")
+                    raise _misnumbered(seq, unpack(src, pos)[0])
+                seq_into(aad, at, seq)
+                decrypt(
+                    src[pos + 4 : pos + 16],
+                    src[pos + 16 : pos + full],
+                    aad,
+                    out[written : written + size],
+                )
+                pos += full
+                written += size
+            if not final:
+                if pos != len(src):
+                    raise FormatError(f"frame {stop - 1} has the wrong length")
+                return written, None
+            seq = stop
+            if bytes(src[pos : pos + 4]) != _FINAL_MARK:
+                raise FormatError(f"frame {seq} should be the final frame")
+            pos += 4
+            n = int.from_bytes(src[pos + 16 : pos + 20], "big")
+            end = pos + 20 + n + _TAG
+            if n > size or end != len(src):
+                raise FormatError(f"frame {seq} has the wrong length")
+            if unpack(src, pos)[0] != seq:
+                raise _misnumbered(seq, unpack(src, pos)[0])
+            written += decrypt(
+                src[pos + 4 : pos + 16],
+                src[pos + 20 : end],
+                self._final_prefix + _AAD_TAIL.pack(seq, n),
+                out[written : written + n],
+            )
         except InvalidTag:
             error = AuthenticationError(
                 f"frame {seq} did not verify: tampered, reordered or truncated message"
