@@ -143,7 +143,8 @@ Kernel = Callable[[bytearray, Buffer, None, memoryview], int]
 
 class CounterCodec(BatchCodec):
     """Segments sealed under nonce ``fixed || uint_be(i) || last_flag`` with no associated
-    data and a 16-byte tag (age, Tink AES-GCM-HKDF): the batch loop written once.
+    data and a 16-byte tag (the native container, age, Tink AES-GCM-HKDF): the batch loop
+    written once.
 
     A subclass binds, once per stream, ``_encrypt`` / ``_decrypt`` (the native kernel's
     ``encrypt_into`` / ``decrypt_into``) and ``_nonce`` (segment 0's non-final nonce), and
@@ -179,7 +180,7 @@ class CounterCodec(BatchCodec):
             )
         nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
         suffix_into, at = self._suffix.pack_into, self._suffix_at
-        src = memoryview(data)
+        src = memoryview(data) if count > 1 else data  # a batch of one takes no view
         size = len(src)
         index, last = first, first + count - 1
         pos = written = 0
@@ -196,7 +197,8 @@ class CounterCodec(BatchCodec):
                     pos += n
                     index += 1
                 suffix_into(nonce, at, index, final)
-                written += seal(nonce, src[pos:], None, out[written : written + size - pos + 16])
+                rest = src[pos:] if pos else src
+                written += seal(nonce, rest, None, out[written : written + size - pos + 16])
                 return written, None
             open_ = self._decrypt
             while index < last:
@@ -209,11 +211,12 @@ class CounterCodec(BatchCodec):
             if size - pos < 16:
                 raise InvalidTag
             suffix_into(nonce, at, index, final)
-            written += open_(nonce, src[pos:], None, out[written : written + size - pos - 16])
+            rest = src[pos:] if pos else src
+            written += open_(nonce, rest, None, out[written : written + size - pos - 16])
         except InvalidTag:
             end = size if index == last else pos + (step0 if index == 0 else step) + 16
             return written, self._failed(
-                index, final and index == last, src[pos:end], out[written:]
+                index, final and index == last, memoryview(src)[pos:end], out[written:]
             )
         except Exception as exc:
             return written, exc

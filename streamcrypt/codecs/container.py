@@ -25,8 +25,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from cryptography.exceptions import InvalidTag
-
 from ..abc import Buffer
 from ..errors import (
     AuthenticationError,
@@ -45,7 +43,7 @@ from ..primitives import (
 )
 from ._format import FormatOptions, ReadAt, SegmentedFormat, or_default
 from ._segmented import (
-    BatchCodec,
+    CounterCodec,
     SegmentCodec,
     SegmentedDecryptor,
     SegmentedEncryptor,
@@ -97,8 +95,7 @@ SUITE_IDS: dict[str, int] = {
 }
 _SUITES: dict[int, type[Aead]] = {1: AES256GCM, 2: ChaCha20Poly1305Suite, 3: XChaCha20Poly1305}
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
-#: A segment's nonce suffix: segment counter, last-segment flag.
-_SUFFIX_INTO = struct.Struct(">IB").pack_into
+#: Segment 0's non-final nonce suffix (uint32 segment counter, last-segment flag).
 _NO_SUFFIX = bytes(5)
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + 1 + 255 + TAG_SIZE
 
@@ -151,71 +148,41 @@ def _body(
     )
 
 
-class ContainerCodec(BatchCodec):
-    """Seals and opens the segments of one container stream: the format's segment rule,
-    written once as the batch loop (:meth:`run_segments`); one segment, as the one-shot
-    path seals it, is a batch of one.
+class ContainerCodec(CounterCodec):
+    """Seals and opens the segments of one container stream under nonce
+    ``prefix || uint32_be(i) || last_flag``, no associated data (docs/FORMAT.md): the
+    format's segment rule is :class:`CounterCodec`'s batch loop; one segment, as the
+    one-shot path seals it, is a batch of one.
 
     The native kernel is bound once per stream (``Aead.bind``: from the suite class and
     the derived key, no suite object); XChaCha20's subkey depends only on the fixed
-    prefix, so it is derived once too. A batch writes each segment's nonce suffix into
-    one nonce buffer of its own and each output in place, so a segment costs one kernel
-    call, two views and a ``pack_into``.
+    prefix, so it is derived once too. Opening, a segment shorter than its tag is a
+    :class:`TruncatedStreamError`, any other failure :class:`AuthenticationError`.
     """
 
-    __slots__ = ("_kernel", "_name", "_nonce", "first_segment_size", "segment_size")
+    __slots__ = ("_decrypt", "_encrypt", "_name", "_nonce", "first_segment_size", "segment_size")
+
+    _suffix = struct.Struct(">IB")
+    #: Where the suffix starts in the kernel's 12-byte nonce: the 7-byte prefix (for
+    #: XChaCha20, the prefix's last 3 bytes after the 4 zero bytes of the subkey's nonce).
+    _suffix_at = 7
 
     def __init__(self, suite: type[Aead], key: bytes, prefix: bytes, segment_size: int) -> None:
-        self._kernel, self._nonce = suite.bind(key, prefix + _NO_SUFFIX)  # the kernel's
+        kernel, self._nonce = suite.bind(key, prefix + _NO_SUFFIX)  # the kernel's
+        self._encrypt = kernel.encrypt_into
+        self._decrypt = kernel.decrypt_into
         self._name = suite.name
         self.segment_size = self.first_segment_size = segment_size
 
-    def run_segments(
-        self, sealing: bool, first: int, count: int, data: Buffer, final: bool, out: memoryview
-    ) -> tuple[int, Exception | None]:
-        """Segment *i* under nonce ``prefix || uint32_be(i) || last_flag``, no associated
-        data (docs/FORMAT.md); the contract of :meth:`SegmentCodec.run_segments`. A batch
-        of one (a one-segment message) takes no view of its input."""
-        nonce = bytearray(self._nonce)  # this batch's own: batches run on threads
-        at = len(nonce) - 5
-        index, last = first, first + count - 1
-        pos = written = 0
-        src = memoryview(data) if count > 1 else data
-        try:
-            if sealing:
-                seal, step = self._kernel.encrypt_into, self.segment_size
-                while index < last:
-                    _SUFFIX_INTO(nonce, at, index, False)
-                    written += seal(
-                        nonce, src[pos : pos + step], None, out[written : written + step + 16]
-                    )
-                    pos += step
-                    index += 1
-                _SUFFIX_INTO(nonce, at, index, final)
-                rest = src[pos:] if pos else src
-                written += seal(nonce, rest, None, out[written : written + len(rest) + 16])
-                return written, None
-            open_, step = self._kernel.decrypt_into, self.segment_size + 16
-            while index < last:
-                _SUFFIX_INTO(nonce, at, index, False)
-                written += open_(
-                    nonce, src[pos : pos + step], None, out[written : written + step - 16]
-                )
-                pos += step
-                index += 1
-            rest = src[pos:] if pos else src
-            if len(rest) < 16:
-                raise TruncatedStreamError("a segment is shorter than its tag")
-            _SUFFIX_INTO(nonce, at, index, final)
-            written += open_(nonce, rest, None, out[written : written + len(rest) - 16])
-        except InvalidTag:
-            return written, AuthenticationError(
-                f"segment {index} did not verify ({self._name}): tampered, reordered, "
-                "truncated or extended stream"
-            )
-        except Exception as exc:
-            return written, exc
-        return written, None
+    def _check_last(self, index: int, size: int, final: bool) -> None:
+        if size < 16:
+            raise TruncatedStreamError("a segment is shorter than its tag")
+
+    def _failed(self, index: int, final: bool, segment: memoryview, out: memoryview) -> Exception:
+        return AuthenticationError(
+            f"segment {index} did not verify ({self._name}): tampered, reordered, "
+            "truncated or extended stream"
+        )
 
 
 def _derive(
