@@ -199,6 +199,39 @@ async def test_refusals_are_typed_and_leave_the_file_as_it_was(
     assert leftovers(tmp_path) == []
 
 
+#: What is not a list of keys, nor one key: each is one item (as one_or_many reads it),
+#: refused by its type; bytes of any kind are never iterated as a list of ints.
+_NOT_KEYS = [None, "identity", 5, b"", bytearray(b"age1"), memoryview(b"age1")]
+
+
+@pytest.mark.parametrize("fmt", [age, envelope], ids=["age", "envelope"])
+@pytest.mark.parametrize(
+    "given", _NOT_KEYS, ids=lambda v: str(v) if v == "identity" else type(v).__name__
+)
+def test_what_is_not_a_key_is_refused_typed_by_every_reader_of_keys(
+    fmt: object, given: object
+) -> None:
+    """KeyList.keys (rekey's recipients=, add=, remove=) and KeyList.__call__ (an
+    encryptor's recipients=, a decryptor's identities=) read one way: a bare TypeError
+    from iterating None, or remove=b"" taken as "nothing", fails here."""
+    me = fmt.X25519Identity.generate()  # type: ignore[attr-defined]
+    bad = me if given == "identity" else given  # an identity where a recipient goes
+    if fmt is age:
+        blob = streamcrypt.encrypt_bytes(b"x", format="age", recipients=[me.recipient])
+        encryptor, decryptor = age.AgeEncryptor, age.AgeDecryptor
+    else:
+        blob = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[me.recipient])
+        encryptor, decryptor = envelope.EnvelopeEncryptor, envelope.EnvelopeDecryptor
+    for kw in ("recipients", "add", "remove"):
+        with pytest.raises(InvalidParameterError, match=f"not {type(bad).__name__}"):
+            fmt.rekey_header(blob, identities=[me], **{kw: bad})  # type: ignore[attr-defined]
+    with pytest.raises(InvalidParameterError, match=f"not {type(bad).__name__}"):
+        encryptor(recipients=bad, passphrase="pw")  # type: ignore[arg-type]
+    not_identity = me.recipient if given == "identity" else given
+    with pytest.raises(InvalidParameterError, match=f"not {type(not_identity).__name__}"):
+        decryptor(identities=not_identity)  # type: ignore[arg-type]
+
+
 async def test_a_passphrase_file_takes_no_recipient(tmp_path: Path) -> None:
     path = tmp_path / "pw.age"
     raw = streamcrypt.encrypt_bytes(DATA, format="age", passphrase="pw", work_factor=8)
