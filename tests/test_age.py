@@ -399,8 +399,33 @@ def test_pq_round_trip_and_no_mixing() -> None:
     with pytest.raises(UnknownKeyError):
         age_decrypt(ct, identities=[age.X25519Identity.generate()])
     # refused when made (the rule of plugins' labels, check_labels), before any header
+    classic = age.X25519Identity.generate().recipient
     with pytest.raises(InvalidParameterError, match="label sets differ"):
-        age.AgeEncryptor(recipients=[a.recipient, age.X25519Identity.generate().recipient])
+        age.AgeEncryptor(recipients=[a.recipient, classic])
+    # a recipient's labels are those of the stanzas it writes, whatever its class: a
+    # subclass (refused when made) or an object wrapping for a post-quantum recipient
+    for pq in (_LoggedPQ(a.recipient.public_bytes()), _WrapsFor(a.recipient)):
+        with pytest.raises(InvalidParameterError, match="label sets differ"):
+            age_encrypt(data, recipients=[pq, classic])
+        with pytest.raises(InvalidParameterError, match="label sets differ"):
+            age_encrypt(data, recipients=[classic, pq])
+    assert age_decrypt(age_encrypt(data, recipients=[_WrapsFor(a.recipient)]), identities=[a])
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        age.AgeEncryptor(recipients=[_LoggedPQ(a.recipient.public_bytes()), classic])
+
+
+class _LoggedPQ(age.MLKEM768X25519Recipient):
+    """A user's subclass of a post-quantum recipient (e.g. one that logs)."""
+
+
+class _WrapsFor:
+    """A recipient of no age class that wraps for another (e.g. one that caches)."""
+
+    def __init__(self, inner: age.Recipient) -> None:
+        self.inner = inner
+
+    def wrap(self, file_key: bytes) -> list[age.Stanza]:
+        return self.inner.wrap(file_key)
 
 
 # ---------------------------------------------------------------------------------------

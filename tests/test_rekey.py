@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_age import _LoggedPQ, _WrapsFor
 from test_age_plugin import _fake
 
 import streamcrypt
@@ -162,6 +163,8 @@ async def test_recipients_replaces_every_stanza_none_of_which_need_be_told_apart
         ("remove an X25519 recipient without its identity", UnknownKeyError),
         ("remove a recipient the file does not have", UnknownKeyError),
         ("mix post-quantum with classic", InvalidParameterError),
+        ("mix a post-quantum subclass with classic", InvalidParameterError),
+        ("mix what wraps for post-quantum with classic", InvalidParameterError),
         ("tampered header", AuthenticationError),
     ],
 )
@@ -176,6 +179,7 @@ async def test_refusals_are_typed_and_leave_the_file_as_it_was(
         raw[at] = ord("B") if raw[at] == ord("A") else ord("A")  # still base64
         path.write_bytes(bytes(raw))
     before = path.read_bytes()
+    pq = age.MLKEM768X25519Identity.generate().recipient
     kwargs = {
         "wrong identity": {"identities": [other], "add": [other.recipient]},
         "remove every recipient": {"identities": [a, b], "remove": [a.recipient, b.recipient]},
@@ -187,10 +191,13 @@ async def test_refusals_are_typed_and_leave_the_file_as_it_was(
             "identities": [a, other],
             "remove": [other.recipient],
         },
-        "mix post-quantum with classic": {
+        "mix post-quantum with classic": {"identities": [a], "add": [pq]},
+        # labels are those of the stanzas a recipient writes, whatever its class
+        "mix a post-quantum subclass with classic": {
             "identities": [a],
-            "add": [age.MLKEM768X25519Identity.generate().recipient],
+            "add": [_LoggedPQ(pq.public_bytes())],
         },
+        "mix what wraps for post-quantum with classic": {"identities": [a], "add": [_WrapsFor(pq)]},
         "tampered header": {"identities": [a], "add": [other.recipient]},
     }[case]
     with pytest.raises(error):
