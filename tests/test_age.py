@@ -635,14 +635,14 @@ def test_the_age_writer_refuses_a_header_over_the_readers_default_cap(over: int)
     cap = age.DEFAULT_MAX_HEADER_SIZE
     big = _Writes(_filler(cap + over, mine))
     if over:
-        with pytest.raises(InvalidParameterError, match="cannot be written.*longer than"):
+        with pytest.raises(InvalidParameterError, match=r"cannot be written.*longer than"):
             age_encrypt(b"data", recipients=[me.recipient, big])
         return
     blob = age_encrypt(b"data", recipients=[me.recipient, big])
     assert age.parse_header(blob).size == cap  # type: ignore[union-attr]
     assert age_decrypt(blob, identities=[me]) == b"data"
     # one stanza more (re-keying) is over the cap: refused, not written
-    with pytest.raises(InvalidParameterError, match="cannot be written.*longer than"):
+    with pytest.raises(InvalidParameterError, match=r"cannot be written.*longer than"):
         age.rekey_header(blob, identities=[me], add=age.X25519Identity.generate().recipient)
     smaller = _Writes(_filler(cap - len(_encode_stanza(mine)), mine))
     blob = age_encrypt(b"data", recipients=[me.recipient, smaller])
