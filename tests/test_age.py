@@ -399,8 +399,33 @@ def test_pq_round_trip_and_no_mixing() -> None:
     with pytest.raises(UnknownKeyError):
         age_decrypt(ct, identities=[age.X25519Identity.generate()])
     # refused when made (the rule of plugins' labels, check_labels), before any header
+    classic = age.X25519Identity.generate().recipient
     with pytest.raises(InvalidParameterError, match="label sets differ"):
-        age.AgeEncryptor(recipients=[a.recipient, age.X25519Identity.generate().recipient])
+        age.AgeEncryptor(recipients=[a.recipient, classic])
+    # a recipient's labels are those of the stanzas it writes, whatever its class: a
+    # subclass (refused when made) or an object wrapping for a post-quantum recipient
+    for pq in (_LoggedPQ(a.recipient.public_bytes()), _WrapsFor(a.recipient)):
+        with pytest.raises(InvalidParameterError, match="label sets differ"):
+            age_encrypt(data, recipients=[pq, classic])
+        with pytest.raises(InvalidParameterError, match="label sets differ"):
+            age_encrypt(data, recipients=[classic, pq])
+    assert age_decrypt(age_encrypt(data, recipients=[_WrapsFor(a.recipient)]), identities=[a])
+    with pytest.raises(InvalidParameterError, match="label sets differ"):
+        age.AgeEncryptor(recipients=[_LoggedPQ(a.recipient.public_bytes()), classic])
+
+
+class _LoggedPQ(age.MLKEM768X25519Recipient):
+    """A user's subclass of a post-quantum recipient (e.g. one that logs)."""
+
+
+class _WrapsFor:
+    """A recipient of no age class that wraps for another (e.g. one that caches)."""
+
+    def __init__(self, inner: age.Recipient) -> None:
+        self.inner = inner
+
+    def wrap(self, file_key: bytes) -> list[age.Stanza]:
+        return self.inner.wrap(file_key)
 
 
 # ---------------------------------------------------------------------------------------
@@ -588,6 +613,41 @@ def test_an_age_header_is_written_only_if_it_reads(recipients: list[object]) -> 
     file nobody could open (FormatError)."""
     with pytest.raises(InvalidParameterError, match=r"only stanza|at least one stanza"):
         age_encrypt(b"data", recipients=recipients)
+
+
+def _filler(header_size: int, *others: age.Stanza) -> age.Stanza:
+    """A stanza (of a type readers skip) that makes the header of ``others`` and it
+    exactly ``header_size`` bytes: its argument is padded to fit."""
+    fixed = len(age.VERSION_LINE) + 1 + 48  # the version line, "--- " + MAC + LF
+    fixed += sum(len(_encode_stanza(s)) for s in others)
+    short = age.Stanza(("filler", "a"), bytes(600_000))
+    pad = header_size - fixed - len(_encode_stanza(short))
+    return age.Stanza(("filler", "a" * (1 + pad)), short.body)
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-cap", "one-byte-over"])
+def test_the_age_writer_refuses_a_header_over_the_readers_default_cap(over: int) -> None:
+    """A plugin's or a custom recipient's stanzas, or a rekey adding recipients, make a
+    header the writer refuses (InvalidParameterError) exactly when the default reader
+    would (FormatError past DEFAULT_MAX_HEADER_SIZE). Before, it was written."""
+    me = age.X25519Identity.generate()
+    mine = me.recipient.wrap(bytes(16))[0]  # every X25519 stanza has this length
+    cap = age.DEFAULT_MAX_HEADER_SIZE
+    big = _Writes(_filler(cap + over, mine))
+    if over:
+        with pytest.raises(InvalidParameterError, match=r"cannot be written.*longer than"):
+            age_encrypt(b"data", recipients=[me.recipient, big])
+        return
+    blob = age_encrypt(b"data", recipients=[me.recipient, big])
+    assert age.parse_header(blob).size == cap  # type: ignore[union-attr]
+    assert age_decrypt(blob, identities=[me]) == b"data"
+    # one stanza more (re-keying) is over the cap: refused, not written
+    with pytest.raises(InvalidParameterError, match=r"cannot be written.*longer than"):
+        age.rekey_header(blob, identities=[me], add=age.X25519Identity.generate().recipient)
+    smaller = _Writes(_filler(cap - len(_encode_stanza(mine)), mine))
+    blob = age_encrypt(b"data", recipients=[me.recipient, smaller])
+    header, _ = age.rekey_header(blob, identities=[me], add=age.X25519Identity.generate().recipient)
+    assert len(header) == cap
 
 
 # ---------------------------------------------------------------------------------------

@@ -313,6 +313,36 @@ def test_killed_worker_mid_task_is_retried(client: Client, tmp_path: Path) -> No
     assert killed not in client.run(os.getpid).values()
 
 
+def test_a_run_that_raises_leaves_none_of_its_temporaries(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A progress callback that raises (or a Ctrl-C) ends the run early: the run's
+    temporaries are swept all the same, those of a worker that died mid-write (planted
+    here under the run's id) and those of tasks cut short. Before, only a run that
+    returned swept them."""
+    from streamcrypt.cluster import _objects
+
+    _tree(tmp_path / "src", [1000] * 6)
+    monkeypatch.setattr(_objects, "new_run_id", lambda: "0badc0de")
+    (tmp_path / "enc" / "d0").mkdir(parents=True)
+    planted = tmp_path / "enc" / "d0" / ".obj0.bin.streamcrypt-0badc0dedeadbeef.tmp"
+    planted.write_bytes(b"half an object")
+
+    def progress(result: cluster.ObjectResult) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cluster.encrypt_objects(
+            client, str(tmp_path / "src"), str(tmp_path / "enc"),
+            cluster.EnvKey("SC_TEST_KEY_A"), progress=progress,
+        )  # fmt: skip
+    assert not planted.exists()
+    deadline = time.monotonic() + 10  # a cancelled task still running finishes or fails
+    while _leftovers(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _leftovers(tmp_path)
+
+
 # ------------------------------------------------------------------ providers, no cluster
 
 

@@ -539,6 +539,35 @@ def test_an_envelope_is_written_only_if_it_reads(extra: _Raw, passphrase: str | 
     assert envelope_decrypt(blob, identities=X) == b"data"
 
 
+@pytest.mark.parametrize("size", [ev.MAX_HEADER_SIZE, ev.MAX_HEADER_SIZE + 1])
+def test_the_header_cap_is_exactly_max_header_size_reading_and_writing(size: int) -> None:
+    """docs/FORMAT.md: a header is at most 64 KiB (MAX_HEADER_SIZE bytes, its MAC
+    included). Before, the parser, and so the writer, took one byte more."""
+    over = size > ev.MAX_HEADER_SIZE
+    # reading: one stanza of a type readers skip, a zero MAC (7 + 3 + 32 bytes around it)
+    blob = _hand_written((0x70, bytes(size - 42)))
+    assert len(blob) == size
+    if over:
+        with pytest.raises(FormatError, match="longer than 65536"):
+            ev.parse_header(blob)
+        with pytest.raises(FormatError, match="longer than 65536"):  # streaming too
+            dec = ev.EnvelopeDecryptor(identities=X)
+            for off in range(0, size, 4096):
+                dec.update(blob[off : off + 4096])
+            dec.finalize()
+    else:
+        assert ev.parse_header(blob).size == size  # type: ignore[union-attr]
+    # writing: an X25519 stanza (3 + 96) and a filler
+    filler = _Raw(ev.Stanza(("0x20",), bytes(size - 7 - 99 - 3 - 32)))
+    if over:
+        with pytest.raises(InvalidParameterError, match="cannot be written"):
+            _enc(b"data", recipients=[X.recipient, filler])
+        return
+    blob = _enc(b"data", recipients=[X.recipient, filler])
+    assert ev.parse_header(blob).size == size  # type: ignore[union-attr]
+    assert envelope_decrypt(blob, identities=X) == b"data"
+
+
 # --------------------------------------------------------------------------- signatures
 
 

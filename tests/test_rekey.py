@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_age import _LoggedPQ, _WrapsFor
 from test_age_plugin import _fake
 
 import streamcrypt
@@ -162,6 +163,8 @@ async def test_recipients_replaces_every_stanza_none_of_which_need_be_told_apart
         ("remove an X25519 recipient without its identity", UnknownKeyError),
         ("remove a recipient the file does not have", UnknownKeyError),
         ("mix post-quantum with classic", InvalidParameterError),
+        ("mix a post-quantum subclass with classic", InvalidParameterError),
+        ("mix what wraps for post-quantum with classic", InvalidParameterError),
         ("tampered header", AuthenticationError),
     ],
 )
@@ -176,6 +179,7 @@ async def test_refusals_are_typed_and_leave_the_file_as_it_was(
         raw[at] = ord("B") if raw[at] == ord("A") else ord("A")  # still base64
         path.write_bytes(bytes(raw))
     before = path.read_bytes()
+    pq = age.MLKEM768X25519Identity.generate().recipient
     kwargs = {
         "wrong identity": {"identities": [other], "add": [other.recipient]},
         "remove every recipient": {"identities": [a, b], "remove": [a.recipient, b.recipient]},
@@ -187,16 +191,52 @@ async def test_refusals_are_typed_and_leave_the_file_as_it_was(
             "identities": [a, other],
             "remove": [other.recipient],
         },
-        "mix post-quantum with classic": {
+        "mix post-quantum with classic": {"identities": [a], "add": [pq]},
+        # labels are those of the stanzas a recipient writes, whatever its class
+        "mix a post-quantum subclass with classic": {
             "identities": [a],
-            "add": [age.MLKEM768X25519Identity.generate().recipient],
+            "add": [_LoggedPQ(pq.public_bytes())],
         },
+        "mix what wraps for post-quantum with classic": {"identities": [a], "add": [_WrapsFor(pq)]},
         "tampered header": {"identities": [a], "add": [other.recipient]},
     }[case]
     with pytest.raises(error):
         await streamcrypt.rekey(path, **kwargs)  # type: ignore[arg-type]
     assert path.read_bytes() == before
     assert leftovers(tmp_path) == []
+
+
+#: What is not a list of keys, nor one key: each is one item (as one_or_many reads it),
+#: refused by its type; bytes of any kind are never iterated as a list of ints.
+_NOT_KEYS = [None, "identity", 5, b"", bytearray(b"age1"), memoryview(b"age1")]
+
+
+@pytest.mark.parametrize("fmt", [age, envelope], ids=["age", "envelope"])
+@pytest.mark.parametrize(
+    "given", _NOT_KEYS, ids=lambda v: str(v) if v == "identity" else type(v).__name__
+)
+def test_what_is_not_a_key_is_refused_typed_by_every_reader_of_keys(
+    fmt: object, given: object
+) -> None:
+    """KeyList.keys (rekey's recipients=, add=, remove=) and KeyList.__call__ (an
+    encryptor's recipients=, a decryptor's identities=) read one way: a bare TypeError
+    from iterating None, or remove=b"" taken as "nothing", fails here."""
+    me = fmt.X25519Identity.generate()  # type: ignore[attr-defined]
+    bad = me if given == "identity" else given  # an identity where a recipient goes
+    if fmt is age:
+        blob = streamcrypt.encrypt_bytes(b"x", format="age", recipients=[me.recipient])
+        encryptor, decryptor = age.AgeEncryptor, age.AgeDecryptor
+    else:
+        blob = streamcrypt.encrypt_bytes(b"x", format="envelope", recipients=[me.recipient])
+        encryptor, decryptor = envelope.EnvelopeEncryptor, envelope.EnvelopeDecryptor
+    for kw in ("recipients", "add", "remove"):
+        with pytest.raises(InvalidParameterError, match=f"not {type(bad).__name__}"):
+            fmt.rekey_header(blob, identities=[me], **{kw: bad})  # type: ignore[attr-defined]
+    with pytest.raises(InvalidParameterError, match=f"not {type(bad).__name__}"):
+        encryptor(recipients=bad, passphrase="pw")  # type: ignore[arg-type]
+    not_identity = me.recipient if given == "identity" else given
+    with pytest.raises(InvalidParameterError, match=f"not {type(not_identity).__name__}"):
+        decryptor(identities=not_identity)  # type: ignore[arg-type]
 
 
 async def test_a_passphrase_file_takes_no_recipient(tmp_path: Path) -> None:

@@ -174,16 +174,20 @@ def _run(
     progress: Progress | None,
     started: float,
 ) -> Summary:
-    results = run_tasks(
-        client, process_object, pairs, spec, f"streamcrypt-{spec.operation}-{spec.run_id}",
-        [src for src, _, _ in pairs], retries=retries, progress=progress,
-    )  # fmt: skip
+    """Run ``spec`` over ``pairs``; then, however the run ends (a progress callback that
+    raised, a cancellation), remove this run's temporaries that remain."""
     urls = [
         object_key(spec.destination, name)  # checked by expand; where the temporaries are
         for _, name, _ in pairs
         if spec.destination is not None and name is not None
     ]
-    removed = remove_run_temporaries(urls, spec.run_id, spec.storage_options) if urls else 0
+    try:
+        results = run_tasks(
+            client, process_object, pairs, spec, f"streamcrypt-{spec.operation}-{spec.run_id}",
+            [src for src, _, _ in pairs], retries=retries, progress=progress,
+        )  # fmt: skip
+    finally:
+        removed = remove_run_temporaries(urls, spec.run_id, spec.storage_options) if urls else 0
     return summarize(spec.operation, results, started, removed=removed)
 
 

@@ -158,10 +158,12 @@ _T = TypeVar("_T")
 
 def one_or_many(value: Iterable[_T] | _T) -> tuple[_T, ...]:
     """``recipients=`` / ``identities=`` as a tuple: one key (an object, its text or a
-    key file's path) or an iterable of them, as the codecs take them."""
+    key file's path) or an iterable of them, as the codecs take them. A value that is not
+    iterable (``None``, an identity given as a recipient) and bytes of any kind are one
+    item, for the codec to refuse by its type."""
     if type(value) is tuple:  # the common case, () included, without the ABC checks
         return value
-    if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Iterable):
+    if isinstance(value, str | Buffer | os.PathLike) or not isinstance(value, Iterable):
         return (value,)
     return tuple(value)
 

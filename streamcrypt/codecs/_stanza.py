@@ -42,6 +42,7 @@ from ..errors import (
 )
 from ..keys import HoldsSecrets, secret_text_bytes
 from ..primitives import ChaCha20Poly1305Suite
+from ._format import one_or_many
 from ._segmented import SegmentCodec
 
 _T = TypeVar("_T")
@@ -267,12 +268,13 @@ class KeyList(Generic[_T]):
     def keys(
         self, given: Iterable[_T | str | os.PathLike[str]] | _T | str | os.PathLike[str]
     ) -> list[_T]:
-        """What ``given`` names (one or an iterable); an empty list for an empty
+        """What ``given`` names: one or an iterable, as
+        :func:`~streamcrypt.codecs.one_or_many` reads it (``None``, bytes or another
+        object that is no key is one item, refused); an empty list for an empty
         iterable. Raises :class:`InvalidParameterError` for anything else and for a text
         or file holding no key; :class:`OSError` when a file cannot be read."""
-        one = isinstance(given, str | os.PathLike) or callable(getattr(given, self.method, None))
         out: list[_T] = []
-        for item in [given] if one else given:  # type: ignore[union-attr]
+        for item in one_or_many(given):
             if isinstance(item, str | os.PathLike):
                 text = item if isinstance(item, str) else _read_key_text(item)
                 keys = key_lines(text)

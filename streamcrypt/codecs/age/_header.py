@@ -205,8 +205,10 @@ def scrypt_not_alone(stanzas: Sequence[Stanza]) -> bool:
 
 def _build_header(file_key: bytes, stanzas: Sequence[Stanza]) -> bytes:
     """The header, MAC included, for encrypting and re-keying alike: what is written
-    reads. Raises :class:`InvalidParameterError` for no stanza or an scrypt stanza not
-    alone (:func:`scrypt_not_alone`)."""
+    reads. Raises :class:`InvalidParameterError` for no stanza, an scrypt stanza not
+    alone (:func:`scrypt_not_alone`), or a header the reader's scan refuses with its
+    default cap (:data:`DEFAULT_MAX_HEADER_SIZE`: a plugin's or a custom recipient's
+    large stanzas, or many recipients)."""
     if not stanzas:
         raise InvalidParameterError("an age header needs at least one stanza")
     if scrypt_not_alone(stanzas):
@@ -215,4 +217,9 @@ def _build_header(file_key: bytes, stanzas: Sequence[Stanza]) -> bytes:
             "file cannot get recipients, nor a file with recipients a passphrase"
         )
     text = VERSION_LINE + b"\n" + b"".join(_encode_stanza(s) for s in stanzas) + b"---"
-    return text + b" " + b64encode(_header_mac(file_key, text)) + b"\n"
+    header = text + b" " + b64encode(_header_mac(file_key, text)) + b"\n"
+    try:
+        _HeaderScan(DEFAULT_MAX_HEADER_SIZE)(header)
+    except FormatError as exc:
+        raise InvalidParameterError(f"this age header cannot be written: {exc}") from None
+    return header

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
@@ -28,6 +29,9 @@ class MLKEM768X25519Recipient(PublicKey):
     """A hybrid post-quantum recipient (``age1pq1...``): ML-KEM-768 || X25519 public keys."""
 
     __slots__ = ("_key",)
+
+    #: The stanza type it writes (its labels: ``_plugin_process._KIND_LABELS``).
+    kind: ClassVar[str] = "mlkem768x25519"
 
     def __init__(self, public_key: Buffer) -> None:
         raw = bytes(public_key)
@@ -63,7 +67,7 @@ class MLKEM768X25519Recipient(PublicKey):
     def wrap(self, file_key: bytes) -> list[Stanza]:
         sealed = _PQ_SUITE.encrypt(file_key, self._key, info=_PQ_INFO)
         enc, body = sealed[:_PQ_ENC_SIZE], sealed[_PQ_ENC_SIZE:]
-        return [Stanza(("mlkem768x25519", b64encode(enc).decode()), body)]
+        return [Stanza((MLKEM768X25519Recipient.kind, b64encode(enc).decode()), body)]
 
     def __str__(self) -> str:
         return bech32_encode(_HRP_PQ, self._public)
@@ -81,7 +85,7 @@ class MLKEM768X25519Identity(KeyIdentity[MLKEM768X25519Recipient]):
 
     __slots__ = ("_dh", "_private", "_seed")
 
-    kind = "mlkem768x25519"
+    kind = MLKEM768X25519Recipient.kind
 
     def __init__(self, seed: Buffer | SecretKey) -> None:
         self._seed = as_secret_key(seed, 32, what="a post-quantum identity seed").secret_bytes()

@@ -28,7 +28,6 @@ from ...errors import FormatError, InvalidParameterError, PluginError
 from ...keys import HoldsSecrets
 from .._bech32 import bech32_decode, bech32_encode
 from .._stanza import PublicKey, Recipient, Stanza
-from ._mlkem import MLKEM768X25519Recipient
 from ._plugin import PluginClient, PluginUI
 
 if TYPE_CHECKING:  # the process modules are imported when a plugin runs (start-up)
@@ -43,8 +42,17 @@ _EXIT_GRACE = 2.0
 _STDERR_KEEP = 4096
 _NAME = re.compile(r"[a-z0-9._+-]+")
 _READ = 65536
-#: The labels of the native recipients that have any (c2sp.org/age-plugin, labels).
-_NATIVE_LABELS: dict[type, frozenset[str]] = {MLKEM768X25519Recipient: frozenset({"postquantum"})}
+#: The label sets of age's own stanza types (c2sp.org/age-plugin, labels): those of a
+#: recipient that writes one, for encrypting and re-keying alike. Other types (a plugin's,
+#: the grease age writes) carry the labels their plugin declared, which a reader of the
+#: header does not know.
+_KIND_LABELS: dict[str, frozenset[str]] = {
+    "X25519": frozenset(),
+    "ssh-ed25519": frozenset(),
+    "ssh-rsa": frozenset(),
+    "scrypt": frozenset(),
+    "mlkem768x25519": frozenset({"postquantum"}),
+}
 
 
 def plugin_name(hrp: str, kind: str) -> str | None:
@@ -304,17 +312,26 @@ def plugin_identity(name: str, data: bytes) -> str:
     return bech32_encode(f"age-plugin-{_check_name(name)}-", data, upper=True)
 
 
-def wrap_labelled(recipient: Recipient, file_key: bytes) -> tuple[list[Stanza], frozenset[str]]:
-    """One recipient's stanzas for ``file_key`` and its label set (a plugin's ``labels``;
-    the native recipients': empty, post-quantum ``{"postquantum"}``)."""
+def wrap_labelled(
+    recipient: Recipient, file_key: bytes
+) -> tuple[list[Stanza], list[frozenset[str]]]:
+    """One recipient's stanzas for ``file_key`` and the label sets they carry: a plugin's
+    the ``labels`` it declared; any other recipient's read from the types of the stanzas
+    it wrote (:data:`_KIND_LABELS`; a type not age's own declares none), whatever its
+    class."""
     if isinstance(recipient, PluginRecipient):
-        return recipient.wrap_with_labels(file_key)
-    return recipient.wrap(file_key), native_labels(recipient)
+        stanzas, labels = recipient.wrap_with_labels(file_key)
+        return stanzas, [labels]
+    stanzas = recipient.wrap(file_key)
+    return stanzas, [_KIND_LABELS.get(s.kind, frozenset()) for s in stanzas]
 
 
-def native_labels(recipient: Recipient) -> frozenset[str]:
-    """The label set of a recipient that is not a plugin's (known before it wraps)."""
-    return _NATIVE_LABELS.get(type(recipient), frozenset())
+def labels_before_wrapping(recipient: Recipient) -> frozenset[str]:
+    """The label set of a recipient that is not a plugin's, told before it wraps (to refuse
+    a mix when the encryptor is made): that of the stanza type its class (or a base)
+    names as ``kind``, else none. What it writes then decides (:func:`wrap_labelled`)."""
+    kind = getattr(type(recipient), "kind", None)
+    return _KIND_LABELS.get(kind, frozenset()) if isinstance(kind, str) else frozenset()
 
 
 def check_labels(label_sets: Iterable[frozenset[str]]) -> None:
@@ -332,5 +349,5 @@ def wrap_all(recipients: Iterable[Recipient], file_key: bytes) -> list[Stanza]:
     """Every recipient's stanzas for ``file_key``; refused unless all have the same label
     set (:func:`check_labels`)."""
     wrapped = [wrap_labelled(r, file_key) for r in recipients]
-    check_labels(labels for _, labels in wrapped)
+    check_labels(labels for _, sets in wrapped for labels in sets)
     return [stanza for stanzas, _ in wrapped for stanza in stanzas]

@@ -19,7 +19,7 @@ from ._plugin_process import (
     PluginIdentity,
     PluginRecipient,
     check_labels,
-    native_labels,
+    labels_before_wrapping,
     plugin_name,
 )
 from ._scrypt import ScryptIdentity, ScryptRecipient
@@ -125,9 +125,9 @@ def _recipient_list(
     out = _RECIPIENTS(recipients, passphrase, lambda p: ScryptRecipient(p, work_factor=work_factor))
     if len(out) > 1 and any(isinstance(r, ScryptRecipient) for r in out):
         raise InvalidParameterError("a passphrase must be a file's only recipient in age")
-    # the native recipients' labels are known now; plugins declare theirs when they wrap
-    # (wrap_all checks them all by the same rule)
-    check_labels(native_labels(r) for r in out if not isinstance(r, PluginRecipient))
+    # refused now when the recipients' classes tell; plugins declare their labels when they
+    # wrap, and wrap_all checks every stanza written by the same rule
+    check_labels(labels_before_wrapping(r) for r in out if not isinstance(r, PluginRecipient))
     return out
 
 

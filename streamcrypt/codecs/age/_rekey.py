@@ -23,7 +23,7 @@ from ...errors import TruncatedStreamError
 from .. import _stanza
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
 from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
-from ._plugin_process import check_labels, wrap_labelled
+from ._plugin_process import _KIND_LABELS, check_labels, wrap_labelled
 from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR
 from ._ssh import names_stanza
@@ -66,7 +66,7 @@ def rekey_header(
 
     def wrap(recipient: Recipient, key: bytes) -> list[Stanza]:
         stanzas, labels = wrap_labelled(recipient, key)
-        added.append(labels)
+        added.extend(labels)
         return stanzas
 
     stanzas = _stanza.rekeyed_stanzas(
@@ -86,20 +86,10 @@ def rekey_header(
     return _build_header(file_key, stanzas), header.size
 
 
-#: The label sets of the native stanza types (c2sp.org/age-plugin, labels): what a kept
-#: stanza's recipient had when it was written. Other types (a plugin's) are not known.
-_KIND_LABELS: dict[str, frozenset[str]] = {
-    "X25519": frozenset(),
-    "ssh-ed25519": frozenset(),
-    "ssh-rsa": frozenset(),
-    "scrypt": frozenset(),
-    "mlkem768x25519": frozenset({"postquantum"}),
-}
-
-
 def _check_mix(kept: list[Stanza], added: list[frozenset[str]]) -> None:
     """One label set for every recipient (:func:`check_labels`, as encrypting checks it),
-    the kept stanzas' read from their types. A kept stanza of another type (a plugin's,
+    the kept stanzas' read from their types as the added ones' are (:data:`_KIND_LABELS`).
+    A kept stanza of another type (a plugin's,
     or the grease age writes) says nothing of its labels and is left out: only what the
     header shows is checked. (An scrypt stanza not alone is refused by the header writer.)"""
     check_labels([*added, *(_KIND_LABELS[s.kind] for s in kept if s.kind in _KIND_LABELS)])

@@ -126,15 +126,16 @@ def parse_header(data: Buffer) -> EnvelopeHeader | None:
     stanzas, longer than :data:`MAX_HEADER_SIZE`) and :class:`UnsupportedFormatError`
     (another version, unknown flags).
     """
-    parsed = _parse_header(bytes(memoryview(data).cast("B")[: MAX_HEADER_SIZE + 1]))
+    parsed = _parse_header(bytes(memoryview(data).cast("B")[:MAX_HEADER_SIZE]))
     return parsed if isinstance(parsed, EnvelopeHeader) else None
 
 
 def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
     """:func:`parse_header` without copying ``buf``: the header, or while it is incomplete
     the length ``buf`` must reach before asking again helps. Walks the stanza lengths
-    only, so asking again costs the stanza count, not the bytes held."""
-    n = min(len(buf), MAX_HEADER_SIZE + 1)
+    only, so asking again costs the stanza count, not the bytes held; refuses a header
+    as soon as its lengths pass :data:`MAX_HEADER_SIZE` (:func:`_missing`)."""
+    n = len(buf)
     if not buf.startswith(MAGIC):
         if n >= len(MAGIC) or not MAGIC.startswith(buf):
             raise FormatError("not a streamcrypt envelope (bad magic)")
@@ -161,8 +162,8 @@ def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
         raise FormatError(f"envelope has {count} stanzas; it must have 1..{MAX_STANZAS}")
     spans: list[tuple[str, int, int]] = []
     for _ in range(count):
-        if n < pos + 3:
-            return _need_more(n, pos + 3)
+        if missing := _missing(n, pos + 3):
+            return missing
         byte, length = struct.unpack_from(">BH", buf, pos)
         kind = _TYPE_NAMES.get(byte) or f"0x{byte:02x}"
         pos += 3
@@ -171,23 +172,25 @@ def _parse_header(buf: bytes | bytearray) -> EnvelopeHeader | int:
                 f"envelope {kind} stanza must be "
                 f"{_PREFIX_SIZES[kind] + CHECK_SIZE + WRAPPED_SIZE} bytes, got {length}"
             )
-        if n < pos + length:
-            return _need_more(n, pos + length)
+        if missing := _missing(n, pos + length):
+            return missing
         spans.append((kind, pos, length))
         pos += length
     if sum(kind in _PASSPHRASE_TYPES for kind, _, _ in spans) > 1:
         raise FormatError("envelope has more than one passphrase stanza")
-    if n < pos + MAC_SIZE:
-        return _need_more(n, pos + MAC_SIZE)
+    if missing := _missing(n, pos + MAC_SIZE):
+        return missing
     stanzas = tuple(Stanza((kind,), bytes(buf[at : at + size])) for kind, at, size in spans)
     return EnvelopeHeader(stanzas, signer, bytes(buf[: pos + MAC_SIZE]))
 
 
-def _need_more(held: int, need: int) -> int:
-    """The header is incomplete: refuse it once it passed the size limit."""
-    if held > MAX_HEADER_SIZE:
+def _missing(held: int, end: int) -> int:
+    """0 when the ``held`` bytes reach ``end``, else ``end`` (the length to wait for).
+    Raises :class:`FormatError` when ``end`` passes :data:`MAX_HEADER_SIZE`: the lengths
+    read say the header is longer, whether or not its bytes are all there."""
+    if end > MAX_HEADER_SIZE:
         raise FormatError(f"envelope header is longer than {MAX_HEADER_SIZE} bytes")
-    return min(need, MAX_HEADER_SIZE + 1)
+    return 0 if held >= end else end
 
 
 def _keys(file_key: bytes) -> tuple[bytes, SecretKey]:
