@@ -1005,6 +1005,58 @@ def test_the_pool_starts_waiting_work_at_once_and_queues_the_rest() -> None:
     assert pool is not None and pool.busy == 0  # work that queued left no thread counted busy
 
 
+def test_threads_that_had_to_start_at_once_never_take_the_workers_places() -> None:
+    """However many threads run work that had to start at once (the command's writer, a
+    read of a terminal that may never end), queued work still gets a kept worker: they
+    are counted apart. They counted against the workers' number, so a writer and a stdin
+    read on two CPUs left queued work (a file read, a KDF) waiting forever (review 6)."""
+    from streamcrypt.engine import _offload
+
+    release = threading.Event()
+    blocking = [_offload.start(release.wait, 30, workers=2, now=True) for _ in range(3)]
+    try:
+        queued = [_offload.start(len, b"ab", workers=2) for _ in range(4)]
+        deadline = time.monotonic() + 10
+        while not all(task.done() for task in queued) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert all(task.done() for task in queued)
+        assert [task.result() for task in queued] == [2, 2, 2, 2]
+        pool = _offload._pool
+        assert pool is not None and pool.extra >= 3 and pool.threads <= pool.capacity
+    finally:
+        release.set()
+    assert all(task.result() for task in blocking)
+    deadline = time.monotonic() + 5
+    while _offload._pool is not None and _offload._pool.extra and time.monotonic() < deadline:
+        time.sleep(0.001)
+    pool = _offload._pool
+    assert pool is not None and pool.extra == 0 and pool.threads <= pool.capacity
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_run_io_drops_a_call_no_thread_started() -> None:
+    """A wait on blocking I/O cancelled while its call is still queued behind busy
+    workers drops the call at once; only a call already running is waited for (it may use
+    the caller's buffer)."""
+    from streamcrypt.engine import _offload, run_io
+
+    release = threading.Event()
+    pool = _offload._pool
+    workers = max(_offload.DEFAULT_WORKERS, pool.capacity if pool is not None else 0)
+    busy = [_offload.start(release.wait, 30, workers=workers) for _ in range(workers)]
+    ran: list[int] = []
+    try:
+        started = time.monotonic()
+        with anyio.move_on_after(0.1):
+            await run_io(ran.append, 1)
+        assert time.monotonic() - started < 2 and ran == []
+    finally:
+        release.set()
+    assert all(task.result() for task in busy)
+    await anyio.sleep(0.05)
+    assert ran == []  # dropped, never run after its cancellation
+
+
 def test_a_task_lets_go_of_what_it_ran_on() -> None:
     """A finished or cancelled task keeps no reference to its function or arguments: a
     batch's method refers back to its task, and that cycle held every batch of a 256 MiB

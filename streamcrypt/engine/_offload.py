@@ -259,39 +259,43 @@ class Task(Generic[T]):
 class _Pool:
     """The engine's one pool of worker threads (daemon threads, made on demand).
 
-    It keeps up to ``capacity`` threads (the most any policy asked for), which take work
+    It keeps up to ``capacity`` workers (the most any policy asked for), which take work
     in order from one queue (a C ``SimpleQueue``: a hand-over wakes one thread, no
     condition bounced between threads); work submitted while they are all busy waits its
-    turn. Work that must start at once (a helper of the command's turns, its writer: they
-    wait for other threads) gets a thread of its own, which then stays in the pool if the
-    pool keeps fewer than ``capacity``, and ends otherwise."""
+    turn. Work that must start at once (a helper of the command's turns, its writer, a
+    wait on I/O that may never end: they wait for other threads or the world) gets a
+    thread of its own, counted apart (``extra``): however many such threads run or wait,
+    the pool keeps its workers, so queued work always has a thread to come. Such a thread
+    joins the workers when its task is done if they are fewer than ``capacity``, and ends
+    otherwise."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: SimpleQueue[Task[Any]] = SimpleQueue()
         self.capacity = 0
-        self.threads = 0
-        self._idle = 0  # threads waiting for work that no submission has claimed yet
-        self._waiting = 0  # work queued while every thread was busy, not claimed yet
+        self.threads = 0  # the kept workers
+        self.extra = 0  # threads running work that had to start at once
+        self._idle = 0  # workers waiting for work that no submission has claimed yet
+        self._waiting = 0  # work queued while every worker was busy, not claimed yet
 
     @property
     def busy(self) -> int:
         """Threads running work (or about to)."""
-        return self.threads - self._idle
+        return self.threads + self.extra - self._idle
 
     def submit(self, task: Task[Any], workers: int, *, now: bool = False) -> None:
         with self._lock:
             self.capacity = max(self.capacity, workers)
             if now:
                 spawn = True
+                self.extra += 1
             elif self._idle:
                 self._idle -= 1
                 spawn = False
             else:
                 spawn = self.threads < self.capacity
                 self._waiting += not spawn
-            if spawn:
-                self.threads += 1
+                self.threads += spawn
         if not now:
             self._queue.put(task)
         if spawn:  # outside the lock: starting a thread waits for it to run
@@ -303,29 +307,44 @@ class _Pool:
                 thread.start()
             except RuntimeError:  # interpreter shutdown: the task is never taken
                 with self._lock:
-                    self.threads -= 1
+                    if now:
+                        self.extra -= 1
+                    else:
+                        self.threads -= 1
                 task.cancel()
                 raise
 
     def _work(self, task: Task[Any] | None) -> None:
+        if task is not None:  # work that had to start at once, on a thread of its own
+            ran = task._call()
+            with self._lock:
+                self.extra -= 1
+                join = self.threads < self.capacity
+                if join:
+                    self.threads += 1
+                    self._take_or_idle()
+            if ran:
+                task._settle()
+            task = None
+            if not join:
+                return
         get = self._queue.get
         while True:
-            if task is None:
-                task = get()
+            task = get()
             ran = task._call()
             with self._lock:  # idle again before its waiters wake
-                leave = self.threads > self.capacity  # a thread that started work now
-                if leave:
-                    self.threads -= 1
-                elif self._waiting:
-                    self._waiting -= 1  # the next get() has work waiting for it
-                else:
-                    self._idle += 1
+                self._take_or_idle()
             if ran:
                 task._settle()
             task = None  # its result is its owner's, not this idle thread's
-            if leave:
-                return
+
+    def _take_or_idle(self) -> None:
+        """A worker's turn ends (under the lock): it takes work queued while every worker
+        was busy, or waits idle for the next submission."""
+        if self._waiting:
+            self._waiting -= 1  # the next get() has work waiting for it
+        else:
+            self._idle += 1
 
 
 _pool: _Pool | None = None
@@ -397,8 +416,9 @@ async def run_io(fn: Callable[[Unpack[Ts]], T], *args: *Ts, abandon: bool = Fals
     """``fn(*args)``, a call that blocks on I/O, off the event loop, awaited: the one way
     streamcrypt's async layers wait on blocking I/O outside the engine's own transports.
 
-    It runs on the engine's pool. Cancelled, the wait lasts until the call finished (it
-    may be using the caller's buffer), then the cancellation goes on. ``abandon``: a call
+    It runs on the engine's pool. Cancelled, a call no thread started is dropped; one
+    that started is waited for (it may be using the caller's buffer), then the
+    cancellation goes on. ``abandon``: a call
     that may never end (a read of a terminal or a pipe) gets a thread of its own, so the
     pool's CPU work never queues behind it, and a cancelled wait leaves it to finish there,
     its result dropped."""
@@ -410,6 +430,8 @@ async def run_io(fn: Callable[[Unpack[Ts]], T], *args: *Ts, abandon: bool = Fals
     try:
         return await wait_future(task)
     except anyio.get_cancelled_exc_class():
+        if task.cancel():  # it never started: it never touched the caller's buffer
+            raise
         with anyio.CancelScope(shield=True):
             try:
                 await wait_future(task)
