@@ -238,6 +238,31 @@ def test_wrong_key_sizes_name_the_expected_size(cls: type[Aead]) -> None:
         cls("not a key")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("cls", SUITES.values(), ids=lambda c: c.name)
+def test_bind_takes_and_refuses_what_the_suite_object_does(cls: type[Aead]) -> None:
+    """Review 6 F4: ``bind`` (the per-message fast path) takes its shortcut for ``bytes``
+    only; any other key goes through the object, typed errors and all."""
+    key, nonce = bytes(range(cls.key_size)), bytes(cls.nonce_size)
+    msg = b"message"
+
+    def seal(bound: tuple[Any, bytes]) -> bytes:
+        kernel, kernel_nonce = bound
+        return bytes(kernel.encrypt(kernel_nonce, msg, b""))
+
+    want = cls(key).seal(nonce, msg)
+    for form in (bytes, bytearray, memoryview, SecretKey):
+        assert seal(cls.bind(form(key), nonce)) == want, form  # type: ignore[arg-type]
+    assert seal(cls.bind(key, bytearray(nonce))) == want  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="bytes-like"):
+        cls.bind("k" * cls.key_size, nonce)  # type: ignore[arg-type]
+    wiped = SecretKey(key)
+    wiped.wipe()
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        cls.bind(wiped, nonce)  # type: ignore[arg-type]
+    with pytest.raises(InvalidKeySizeError, match=f"{cls.key_size} bytes, got 3"):
+        cls.bind(bytes(3), nonce)
+
+
 def test_aes_gcm_key_sizes_and_empty_iv() -> None:
     for size in (16, 24, 32):
         suite = AesGcm(bytes(size))

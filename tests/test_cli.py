@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import blake3
@@ -275,6 +276,66 @@ def test_file_output_fsyncs_only_when_asked(
     assert len(synced) == (2 if durable else 0)
 
 
+@pytest.mark.parametrize("cancel_before", [False, True])
+def test_a_cancelled_commit_completes_or_never_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cancel_before: bool
+) -> None:
+    """Review 6 F6: cancelled while it runs, a commit runs to its end before the
+    cancellation goes on (the file in place, whole), and the abort that follows does
+    nothing; cancelled before it starts, it never starts (no file, the temporary gone).
+    Never a command that saw its commit fail or cancelled while the rename still came:
+    the commit used to be abandoned on its thread, and the abort ran beside it."""
+    import threading
+
+    import anyio
+
+    from streamcrypt.cli import _io
+
+    dest = tmp_path / "out.bin"
+    started, finished = threading.Event(), threading.Event()
+    real_commit = _io._transports.commit_temporary
+
+    def slow_commit(*args: object, **kwargs: object) -> None:
+        started.set()
+        time.sleep(0.3)  # the cancellation comes meanwhile
+        real_commit(*args, **kwargs)  # type: ignore[arg-type]
+        finished.set()
+
+    monkeypatch.setattr(_io._transports, "commit_temporary", slow_commit)
+
+    async def main() -> str:
+        out = _io.open_output_now(str(dest))
+        await out.write(b"x" * 1000)
+        outcome = "cancelled before the commit returned"
+
+        async def cancel_once_started() -> None:
+            await anyio.to_thread.run_sync(started.wait, 5)
+            scope.cancel()
+
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                if cancel_before:
+                    scope.cancel()
+                else:
+                    tg.start_soon(cancel_once_started)
+                try:
+                    await out.commit()
+                    outcome = "committed"
+                    await anyio.sleep(1)  # the cancellation is delivered here
+                except BaseException:
+                    await out.abort()
+                    raise
+        assert finished.is_set() == (outcome == "committed")  # nothing still running
+        return outcome
+
+    outcome = anyio.run(main)
+    if cancel_before:
+        assert outcome != "committed" and not dest.exists() and not started.is_set()
+    else:
+        assert outcome == "committed" and dest.read_bytes() == b"x" * 1000
+    assert leftovers(tmp_path) == []
+
+
 def test_fsync_option_reaches_the_output(work: Path, key: Path) -> None:
     """``--fsync`` is accepted by encrypt and decrypt and changes nothing but durability."""
     assert sc("encrypt", "--fsync", "-k", key, "-o", "out.sc", "in.bin", cwd=work).returncode == 0
@@ -359,7 +420,7 @@ def test_missing_files_and_bad_keys(work: Path, key: Path) -> None:
     assert no_key_file.returncode == 3 and not (work / "out.sc").exists()
     write_secret(
         work / "short.key",
-        "streamcrypt-key: 1\ntype: symmetric\nid: x\nkey: " + base64.b64encode(b"k" * 16).decode()
+        "streamcrypt-key: 1\ntype: symmetric\nid: x\nkey: " + base64.b64encode(b"k" * 16).decode(),
     )
     short = sc("encrypt", "-k", "short.key", "-o", "out.sc", "in.bin", cwd=work)
     assert short.returncode == 3 and b"32 bytes" in short.stderr

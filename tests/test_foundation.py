@@ -83,6 +83,10 @@ def test_key_bytes_gives_the_raw_bytes_of_a_key_of_an_allowed_size() -> None:
         key_bytes(bytes(31), "a seed", 32)
     with pytest.raises(errors.InvalidParameterError, match="a seed must be bytes-like"):
         key_bytes("0" * 32, "a seed", 32)  # type: ignore[arg-type]
+    wiped = SecretKey(bytes(32))
+    wiped.wipe()  # its material is empty now; a SecretKey is never made empty
+    with pytest.raises(errors.InvalidKeySizeError, match="a seed was wiped"):
+        key_bytes(wiped, "a seed")
 
 
 def test_random_and_constant_time() -> None:

@@ -17,7 +17,7 @@ import cryptography_vectors
 import pytest
 from support import random_splits, record_vectors, vector_path, wycheproof, wycheproof_cases
 
-from streamcrypt.errors import AuthenticationError, InvalidParameterError
+from streamcrypt.errors import AuthenticationError, InvalidKeySizeError, InvalidParameterError
 from streamcrypt.keys import SecretKey, hkdf, hkdf_expand, hkdf_extract, hmac_digest
 from streamcrypt.primitives import (
     Blake2bTap,
@@ -118,6 +118,41 @@ def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> Non
                     assert hmac_digest(memoryview(key), bytearray(info), name) == expected  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="unsupported"):
         hmac_digest(b"k", b"m", "md5")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: hkdf(b"k", length=32.0), InvalidParameterError, "must be an int, not float"),
+        (lambda: hkdf_expand(bytes(32), b"", 32.0), InvalidParameterError, "must be an int"),
+        (lambda: hkdf(b"k", algorithm=["sha256"]), InvalidParameterError, "unsupported"),
+        (lambda: hkdf_extract(b"k", algorithm=["sha256"]), InvalidParameterError, "unsupported"),
+        (lambda: hmac_digest(b"k", b"m", ["sha256"]), InvalidParameterError, "unsupported"),
+        (lambda: hmac_digest("a key", b"m"), InvalidParameterError, "HMAC key must be bytes"),
+        (lambda: hmac_digest(None, b"m"), InvalidParameterError, "HMAC key must be bytes"),
+        (lambda: hkdf(_wiped()), InvalidKeySizeError, "wiped"),
+        (lambda: hkdf_extract(_wiped()), InvalidKeySizeError, "wiped"),
+        (lambda: hmac_digest(_wiped(), b"m"), InvalidKeySizeError, "wiped"),
+    ],
+)
+def test_bad_arguments_are_typed_errors(
+    call: Callable[[], object], error: type[Exception], match: str
+) -> None:
+    """Review 6 F4/F5: a float length, an unhashable hash name, a key of the wrong kind,
+    a wiped key: typed errors (a float length and a wiped key used to give output)."""
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_int_like_lengths_and_secret_keys_are_taken() -> None:
+    assert hkdf(b"k", length=True) == hkdf(b"k", length=1)  # operator.index, as slicing
+    assert hmac_digest(SecretKey(b"k"), b"m") == hmac_digest(b"k", b"m")
+
+
+def _wiped() -> SecretKey:
+    key = SecretKey(bytes(32))
+    key.wipe()
+    return key
 
 
 def test_hmac_without_openssls_hashlib_is_the_standard_librarys(

@@ -314,8 +314,17 @@ class Output:
         raise NotImplementedError
 
     async def commit(self) -> None:
-        """Write what is queued and make the output final (a file: renamed into place)."""
-        await run_io(self.commit_now, abandon=True)
+        """Write what is queued and make the output final (a file: renamed into place).
+
+        Not abandoned on cancellation: a commit either never starts (cancelled before)
+        or runs to its end (shielded), so :meth:`abort` never runs beside it on the same
+        output (both took the file's descriptor and temporary: a file could be renamed
+        into place after the command reported failure). A cancellation that came during
+        it is delivered after it, with the output final; :meth:`abort` then does nothing.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        with anyio.CancelScope(shield=True):
+            await run_io(self.commit_now)
 
     async def abort(self) -> None:
         """Give the output up (a file: its temporary is removed)."""
@@ -363,6 +372,7 @@ class FileOutput(Output):
         self._tmp = tmp
         self._durable = durable
         self._writer = _writer(fd, writeback=durable)
+        self._committed = False
 
     def commit_now(self) -> None:
         try:
@@ -370,6 +380,7 @@ class FileOutput(Output):
             fd, self._fd = self._fd, None
             assert fd is not None
             _transports.commit_temporary(fd, self._tmp, self.name, durable=self._durable)
+            self._committed = True
         except BaseException as exc:
             self.abort_now()
             if isinstance(exc, OSError):  # name the file the user gave, not the temporary
@@ -377,6 +388,10 @@ class FileOutput(Output):
             raise
 
     def abort_now(self) -> None:
+        """Remove the temporary; nothing once the output was committed (the file in
+        place is the command's output)."""
+        if self._committed:
+            return
         fd, self._fd = self._fd, None
         try:
             self._writer.close(drop=True)

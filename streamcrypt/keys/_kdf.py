@@ -16,6 +16,7 @@ HMACs here. Each is OpenSSL's HMAC, constant-time native code;
 from __future__ import annotations
 
 import hmac
+import operator
 from collections.abc import Callable
 from typing import Literal, Protocol
 
@@ -53,9 +54,11 @@ _COUNTERS = tuple(bytes((i,)) for i in range(256))
 
 
 def _size(name: str) -> int:
+    """The output size of hash ``name``; :class:`InvalidParameterError` for anything but
+    a name in ``_SIZES`` (an unhashable object included)."""
     try:
         return _SIZES[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise InvalidParameterError(
             f"unsupported HKDF hash {name!r}; use one of {sorted(_SIZES)}"
         ) from None
@@ -64,19 +67,31 @@ def _size(name: str) -> int:
 def hmac_digest(key: Buffer, msg: Buffer, algorithm: HashName = "sha256") -> bytes:
     """HMAC (RFC 2104) of ``msg`` under ``key`` with ``algorithm``, one native call.
 
-    Raises :class:`InvalidParameterError` for another hash.
+    Raises :class:`InvalidParameterError` for another hash or a key that is no
+    bytes-like object nor a :class:`SecretKey`.
     """
-    if algorithm not in _SIZES:
+    if type(algorithm) is not str or algorithm not in _SIZES:
         _size(algorithm)
-    return _new(key if type(key) is bytes else bytes(key), msg, algorithm).digest()
+    return _new(
+        key if type(key) is bytes else key_bytes(key, "an HMAC key"), msg, algorithm
+    ).digest()
 
 
-def _check_length(algorithm: str, size: int, length: int) -> None:
+def _check_length(algorithm: str, size: int, length: int) -> int:
+    """``length`` as an ``int`` (:func:`operator.index`: a float is refused) if HKDF over
+    ``algorithm`` gives that many bytes, else :class:`InvalidParameterError`."""
     limit = 255 * size
+    try:
+        length = operator.index(length)
+    except TypeError:
+        raise InvalidParameterError(
+            f"HKDF output length must be an int, not {type(length).__name__}"
+        ) from None
     if not 0 < length <= limit:
         raise InvalidParameterError(
             f"HKDF-{algorithm.upper()} output must be 1..{limit} bytes, asked for {length}"
         )
+    return length
 
 
 def hkdf_extract(
@@ -93,7 +108,7 @@ def hkdf_expand(
 ) -> bytes:
     """HKDF-Expand to ``length`` bytes (at most 255 hash lengths)."""
     size = _size(algorithm)
-    _check_length(algorithm, size, length)
+    length = _check_length(algorithm, size, length)
     if len(prk) < size:
         raise InvalidParameterError(
             f"HKDF-Expand needs a PRK of at least {size} bytes, got {len(prk)}"
@@ -122,9 +137,11 @@ def hkdf(
     algorithm: HashName = "sha256",
 ) -> bytes:
     """HKDF extract-then-expand (RFC 5869). An empty salt means a string of zeros."""
-    size = _SIZES.get(algorithm) or _size(algorithm)
-    if not 0 < length <= 255 * size:
-        _check_length(algorithm, size, length)
+    size = _SIZES.get(algorithm) if type(algorithm) is str else None
+    if size is None:
+        size = _size(algorithm)
+    if type(length) is not int or not 0 < length <= 255 * size:
+        length = _check_length(algorithm, size, length)
     if type(ikm) is not bytes:
         ikm = key_bytes(ikm, "HKDF input keying material")
     if type(salt) is not bytes:

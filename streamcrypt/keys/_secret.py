@@ -38,10 +38,12 @@ def key_bytes(
 
     Raises :class:`InvalidParameterError` (naming what a key must be) for anything else,
     ``str`` and ``None`` included, and :class:`InvalidKeySizeError` naming ``what`` and
-    the sizes it may have.
+    the sizes it may have, or for a wiped :class:`SecretKey`.
     """
     if isinstance(key, SecretKey):
         raw = key.secret_bytes()
+        if not raw:  # a SecretKey is never made empty: this one was wiped
+            raise InvalidKeySizeError(f"{what} was wiped: its material is gone")
     elif isinstance(key, bytes | bytearray | memoryview):
         raw = bytes(key)
     else:

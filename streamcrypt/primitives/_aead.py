@@ -100,8 +100,14 @@ class Aead(HoldsSecrets):
         """``cls(key).native(nonce)`` without the suite object: for a key made per stream
         (the native container derives one per message), where the object's checks and
         copies cost as much as the kernel's set-up. Raises as the object would (anything
-        but a key of ``key_size`` and a nonce of ``nonce_size`` bytes takes its path)."""
-        if len(key) != cls.key_size or len(nonce) != cls.nonce_size:
+        but ``bytes`` of ``key_size`` and ``nonce_size`` takes its path: a
+        :class:`SecretKey` or a ``str`` is checked there, :class:`InvalidParameterError`)."""
+        if (
+            type(key) is not bytes
+            or type(nonce) is not bytes
+            or len(key) != cls.key_size
+            or len(nonce) != cls.nonce_size
+        ):
             return cls(key).native(nonce)
         return cls._native(key), nonce
 
@@ -398,7 +404,7 @@ class XChaCha20Poly1305(Aead):
     def bind(cls, key: bytes, nonce: bytes) -> tuple[ChaCha20Poly1305, bytes]:
         """The IETF kernel under the HChaCha20 subkey of the nonce's first 16 bytes, and
         its nonce (four zero bytes, then the last 8); raises as :meth:`Aead.bind`."""
-        if len(key) != 32 or len(nonce) != 24:
+        if type(key) is not bytes or type(nonce) is not bytes or len(key) != 32 or len(nonce) != 24:
             return cls(key).native(nonce)  # type: ignore[return-value]
         return ChaCha20Poly1305(hchacha20(key, nonce[:16])), b"\0\0\0\0" + nonce[16:]
 

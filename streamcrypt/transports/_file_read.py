@@ -254,7 +254,9 @@ class _RandomReader:
         self._queued_end = 0  # where the last span queued ends
         self._out = self._segment  # plaintext bytes per output object (about a read)
         self._ahead_span = self._out  # plaintext bytes of the last span read ahead
-        self._dropped: list[OrderedBatches] = []
+        # Workers still running a batch of a scheduler dropped by a seek (they read the
+        # descriptor: aclose waits for them); pruned as they finish.
+        self._abandoned: list[Pending[int]] = []
         # policy=None: the next span's ciphertext being read (offset, length, the read).
         self._ahead: tuple[int, int, Pending[bytes]] | None = None
 
@@ -413,8 +415,15 @@ class _RandomReader:
 
     def _restart(self, want: int) -> None:
         """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
-        if self._batches.broken or not self._batches.idle:
-            self._dropped.append(self._batches)
+        old = self._batches
+        if old.broken or not old.idle:
+            # Abandoned as a failure would: batches no worker started are cancelled (their
+            # buffers were never written; the span after a seek does not queue behind
+            # them), a running one stops at its next claim, and no batch stays referenced.
+            # Only the running futures are kept, for aclose; those done since are pruned.
+            old._break(BrokenTransformError("dropped by a seek"))
+            running = [*self._abandoned, *old._abandoned]
+            self._abandoned = [future for future in running if not future.done()]
             self._batches = self._new_batches()
         self._spans.clear()
         seg = self._segment
@@ -440,8 +449,13 @@ class _RandomReader:
 
     async def aclose(self) -> None:
         # Jobs in flight read the descriptor: let them finish before it is closed.
-        for batches in [*self._dropped, self._batches]:
-            await batches.settle()
+        await self._batches.settle()
+        for future in self._abandoned:
+            try:
+                await wait_future(future)
+            except Exception:  # a dropped span's failure: nobody reads it
+                pass
+        self._abandoned.clear()
         await self._source.aclose()
 
 
