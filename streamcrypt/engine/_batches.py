@@ -341,6 +341,16 @@ class OrderedBatches:
                 f"the batch scheduler is unusable after an earlier failure: {self._failure!r}"
             ) from self._failure
 
+    def abandon(self, exc: BaseException) -> list[Pending[int]]:
+        """Break this scheduler for good with ``exc`` (a seek dropped what it had in
+        flight): batches no worker started are cancelled, a running one stops at its next
+        claim, and no batch stays referenced. Returns the futures still running, which the
+        owner must wait for before closing what their jobs read."""
+        self._break(exc)
+        running = [future for future in self._abandoned if not future.done()]
+        self._abandoned.clear()
+        return running
+
     def _break(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc

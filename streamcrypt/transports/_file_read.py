@@ -417,13 +417,10 @@ class _RandomReader:
         """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
         old = self._batches
         if old.broken or not old.idle:
-            # Abandoned as a failure would: batches no worker started are cancelled (their
-            # buffers were never written; the span after a seek does not queue behind
-            # them), a running one stops at its next claim, and no batch stays referenced.
-            # Only the running futures are kept, for aclose; those done since are pruned.
-            old._break(BrokenTransformError("dropped by a seek"))
-            running = [*self._abandoned, *old._abandoned]
-            self._abandoned = [future for future in running if not future.done()]
+            # Abandoned (the span after a seek does not queue behind its batches); only the
+            # running futures are kept, for aclose; those done since are pruned.
+            running = old.abandon(BrokenTransformError("dropped by a seek"))
+            self._abandoned = [f for f in self._abandoned if not f.done()] + running
             self._batches = self._new_batches()
         self._spans.clear()
         seg = self._segment
