@@ -133,6 +133,16 @@ def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> Non
         (lambda: hkdf(_wiped()), InvalidKeySizeError, "wiped"),
         (lambda: hkdf_extract(_wiped()), InvalidKeySizeError, "wiped"),
         (lambda: hmac_digest(_wiped(), b"m"), InvalidKeySizeError, "wiped"),
+        # Not bytes-like: an int was zeros to bytes() (salt=16: sixteen zero bytes), a str a
+        # bare TypeError.
+        (lambda: hkdf(b"k", salt=16), InvalidParameterError, "salt must be bytes-like, not int"),
+        (lambda: hkdf(b"k", info=16), InvalidParameterError, "info must be bytes-like, not int"),
+        (lambda: hkdf(b"k", salt="s"), InvalidParameterError, "salt must be bytes-like, not str"),
+        (lambda: hkdf_extract(b"k", salt=16), InvalidParameterError, "salt must be bytes-like"),
+        (lambda: hkdf_expand(bytes(32), 16), InvalidParameterError, "info must be bytes-like"),
+        (lambda: hkdf_expand([0] * 32), InvalidParameterError, "PRK must be bytes-like"),
+        (lambda: hmac_digest(b"k", "m"), InvalidParameterError, "message must be bytes-like"),
+        (lambda: hmac_digest(b"k", 3), InvalidParameterError, "message must be bytes-like"),
     ],
 )
 def test_bad_arguments_are_typed_errors(
