@@ -4,7 +4,8 @@
   ``finalize() -> bytes``, no I/O; :class:`Tap` — a transform that passes data through
   unchanged and gives ``digest()`` / ``hexdigest()`` once finalized.
 * :class:`Chain` — transforms in sequence (``a | b``), itself a transform.
-* :data:`Buffer` — every input buffer type a transform accepts.
+* :data:`Buffer` — every input buffer type a transform accepts; :func:`as_bytes` the one
+  conversion of a bytes-like parameter (an ``int`` or a ``str`` is refused, typed).
 * :class:`State` and :class:`Lifecycle` — the shared lifecycle of every sans-I/O machine:
   open, finalized or broken. As in h11 and trio, one small enum per machine: any failure
   leaves it broken, a call after ``finalize()`` raises
@@ -29,10 +30,25 @@ from .errors import (
     StreamCryptError,
 )
 
-__all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform"]
+__all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform", "as_bytes"]
 
 #: Every input buffer type a transform accepts.
 Buffer: TypeAlias = bytes | bytearray | memoryview
+
+
+def as_bytes(data: Buffer, what: str) -> bytes:
+    """``data``'s bytes, for a parameter that must be bytes-like (a salt, a nonce,
+    associated data); :class:`~streamcrypt.errors.InvalidParameterError` naming ``what``
+    otherwise: ``bytes(16)`` is sixteen zero bytes, so an ``int`` passed as a salt or a
+    nonce would silently be a fixed one."""
+    if type(data) is bytes:
+        return data
+    try:
+        return memoryview(data).tobytes()
+    except TypeError:
+        raise InvalidParameterError(
+            f"{what} must be bytes-like, not {type(data).__name__}"
+        ) from None
 
 
 class State(enum.Enum):

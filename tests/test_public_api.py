@@ -435,3 +435,56 @@ def test_no_deprecation_module_or_shim() -> None:
         if "deprecat" in rel.name or "DeprecationWarning" in (ROOT / rel).read_text()
     ]
     assert shims == []
+
+
+#: Parameters that must be bytes-like: ``bytes(16)`` is sixteen zero bytes, so ``bytes()``
+#: on one of them turns an ``int`` into a fixed salt, nonce or AAD (abc.as_bytes refuses).
+BYTES_PARAMETERS = {"aad", "salt", "info", "nonce", "keyid", "person", "iv", "tweak", "context"}
+
+
+def test_no_bytes_like_parameter_goes_through_bytes() -> None:
+    found = [
+        f"{rel}:{node.lineno} bytes({node.args[0].id})"
+        for rel in _sources()
+        for node in ast.walk(ast.parse((ROOT / rel).read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "bytes"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id in BYTES_PARAMETERS
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("options", "what"),
+    [
+        ({"format": "ece", "salt": 16}, "salt"),  # was sixteen zero bytes: one salt for all
+        ({"format": "ece", "keyid": 3}, "keyid"),
+        ({"format": "ece", "salt": "s" * 16}, "salt"),
+        ({"format": "tink", "aad": 5}, "aad"),
+        ({"aad": 5}, "aad"),
+    ],
+)
+def test_an_int_or_str_where_bytes_go_is_refused_typed(
+    options: dict[str, object], what: str
+) -> None:
+    from streamcrypt.errors import InvalidParameterError
+
+    key = bytes(16) if options.get("format") == "ece" else bytes(32)
+    with pytest.raises(InvalidParameterError, match=f"{what}=? must be bytes-like"):
+        streamcrypt.encrypt_bytes(b"x", key=key, **options)  # type: ignore[arg-type]
+
+
+def test_as_bytes_takes_every_buffer_and_refuses_the_rest() -> None:
+    from streamcrypt.abc import as_bytes
+    from streamcrypt.errors import InvalidParameterError
+
+    data = b"abcdef"
+    assert as_bytes(data, "x") is data
+    assert as_bytes(bytearray(data), "x") == data
+    assert as_bytes(memoryview(data)[::2], "x") == b"ace"
+    for bad in (16, "salt", None, [1, 2]):
+        with pytest.raises(InvalidParameterError, match="x must be bytes-like"):
+            as_bytes(bad, "x")  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from distributed import Client
 
-from ..abc import Transform
+from ..abc import Transform, as_bytes
 from ..codecs.container import DEFAULT_SEGMENT_SIZE, StreamDecryptor, StreamEncryptor
 from ..engine import DEFAULT_POLICY, pipeline, run_io
 from ..errors import InvalidParameterError, StreamCryptError
@@ -258,7 +258,7 @@ def encrypt_objects(
     Raises :class:`InvalidParameterError` for a key that is not a provider or an empty
     source; per-object failures are in the returned :class:`Summary`.
     """
-    opts = CryptOptions(suite, segment_size, bytes(aad), chunk_size, offload)
+    opts = CryptOptions(suite, segment_size, as_bytes(aad, "aad"), chunk_size, offload)
     return _submit(
         client, "encrypt", src, dst, key, None, opts, suffix=suffix,
         retries=retries, progress=progress, storage_options=storage_options,
@@ -282,7 +282,7 @@ def decrypt_objects(
     """Decrypt every object under ``src`` into ``dst`` (``strip_suffix`` removed from
     names). An object that fails (``AuthenticationError``, ``TruncatedStreamError``,
     ``FormatError``, ``UnknownKeyError``) leaves its destination untouched."""
-    opts = CryptOptions(aad=bytes(aad), chunk_size=chunk_size, offload=offload)
+    opts = CryptOptions(aad=as_bytes(aad, "aad"), chunk_size=chunk_size, offload=offload)
     return _submit(
         client, "decrypt", src, dst, key, None, opts, strip_suffix=strip_suffix,
         retries=retries, progress=progress, storage_options=storage_options,
@@ -308,7 +308,7 @@ def rekey_objects(
     """Re-encrypt (key rotation): decrypt each object under ``old_key`` and encrypt it
     under ``new_key`` in one stream, plaintext never written. ``dst`` may equal ``src``
     (in place: each object is replaced only once its new form is complete)."""
-    opts = CryptOptions(suite, segment_size, bytes(aad), chunk_size, offload)
+    opts = CryptOptions(suite, segment_size, as_bytes(aad, "aad"), chunk_size, offload)
     return _submit(
         client, "rekey", src, dst, old_key, new_key, opts,
         retries=retries, progress=progress, storage_options=storage_options,
@@ -328,7 +328,7 @@ def verify_objects(
     storage_options: Mapping[str, Any] | None = None,
 ) -> Summary:
     """Authenticate every object under ``src`` end to end; nothing is written."""
-    opts = CryptOptions(aad=bytes(aad), chunk_size=chunk_size, offload=offload)
+    opts = CryptOptions(aad=as_bytes(aad, "aad"), chunk_size=chunk_size, offload=offload)
     return _submit(
         client, "verify", src, None, key, None, opts,
         retries=retries, progress=progress, storage_options=storage_options,

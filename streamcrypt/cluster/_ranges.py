@@ -30,6 +30,7 @@ from typing import Any
 
 from distributed import Client
 
+from ..abc import as_bytes
 from ..codecs import SegmentLayout, container
 from ..errors import InvalidParameterError, StreamCryptError
 from ._jobs import ObjectResult, Progress, Summary, run_tasks, summarize
@@ -249,11 +250,13 @@ def encrypt_ranges(
     src_fs, src_path = open_fs(src, so)
     size = src_fs.size(src_path)
     header_future = client.submit(
-        _make_header, provider, suite, segment_size, bytes(aad), salt, nonce_prefix, size,
+        _make_header, provider, suite, segment_size, as_bytes(aad, "aad"), salt, nonce_prefix, size,
         pure=False, retries=retries,
     )  # fmt: skip
     header, segments, stream_size = header_future.result()
-    spec = RangeSpec("encrypt", src, provider, header, size, None, bytes(aad), chunk_size, so)
+    spec = RangeSpec(
+        "encrypt", src, provider, header, size, None, as_bytes(aad, "aad"), chunk_size, so
+    )
     return _run(client, spec, segments, per, dst, retries, progress, started, header, stream_size)
 
 
@@ -277,12 +280,14 @@ def _open_ranges(
     src_fs, src_path = open_fs(src, so)
     size = src_fs.size(src_path)
     head, segments = client.submit(
-        _read_head, src, provider, bytes(aad), so, pure=False, retries=retries
+        _read_head, src, provider, as_bytes(aad, "aad"), so, pure=False, retries=retries
     ).result()
     header = container.read_header(head)
     assert header is not None
     per = _per_task(range_size, header[0].segment_size)
-    spec = RangeSpec(operation, src, provider, head, size, None, bytes(aad), chunk_size, so)
+    spec = RangeSpec(
+        operation, src, provider, head, size, None, as_bytes(aad, "aad"), chunk_size, so
+    )
     return _run(client, spec, segments, per, dst, retries, progress, started)
 
 

@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -150,7 +150,7 @@ def derive_keys(key: KeyLike, salt: Buffer, context: Buffer = b"") -> tuple[byte
     if len(salt) != SALT_SIZE:
         raise InvalidParameterError(f"a Cobblestone salt is {SALT_SIZE} bytes, got {len(salt)}")
     name, _ = _AEADS[len(raw)]
-    info = _LABEL + name + b"\x00" + bytes(salt) + bytes(context)
+    info = _LABEL + name + b"\x00" + as_bytes(salt, "salt") + as_bytes(context, "context")
     # HKDF-Expand-SHA-512 (RFC 5869 section 2.3). The C2SP PRK is the 16- or 32-byte input
     # key, shorter than SHA-512's 64 bytes, which keys.hkdf_expand refuses; HMAC takes any key.
     length = len(raw) + NONCE_SIZE + COMMITMENT_SIZE
@@ -248,7 +248,7 @@ class CobblestoneEncryptor(SegmentedEncryptor):
         salt: bytes | None = None,
     ) -> None:
         raw = _input_key(key, suite)
-        salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
+        salt = random_bytes(SALT_SIZE) if salt is None else as_bytes(salt, "salt")
         aead_key, base, commitment = derive_keys(raw, salt, aad)
         self.header = CobblestoneHeader(salt, commitment)
         super().__init__(CobblestoneCodec(aead_key, base), self.header.to_bytes())
@@ -286,7 +286,7 @@ class CobblestoneDecryptor(SegmentedDecryptor):
         suite: Suite | None = None,
     ) -> None:
         raw = _input_key(key, suite)
-        ctx = bytes(aad)
+        ctx = as_bytes(aad, "aad")
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | None:
             if len(data) < HEADER_SIZE:

@@ -52,7 +52,7 @@ from typing import Any, TypeAlias, cast
 
 from cryptography.exceptions import InvalidTag
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -198,7 +198,7 @@ def _record_size(segment_size: int | None, record_size: int | None) -> int:
 
 
 def _keyid_bytes(keyid: bytes | str) -> bytes:
-    raw = keyid.encode() if isinstance(keyid, str) else bytes(keyid)
+    raw = keyid.encode() if isinstance(keyid, str) else as_bytes(keyid, "keyid")
     if len(raw) > 255:
         raise InvalidParameterError(f"a key id is at most 255 bytes, got {len(raw)}")
     return raw
@@ -273,7 +273,7 @@ class EceCodec(BatchCodec):
         _check_record_size(record_size)
         if len(salt) != SALT_SIZE:
             raise InvalidParameterError(f"salt must be {SALT_SIZE} bytes, got {len(salt)}")
-        cek, nonce = _derive(_ikm(ikm), bytes(salt))
+        cek, nonce = _derive(_ikm(ikm), as_bytes(salt, "salt"))
         kernel, _ = AES128GCM(cek).native(bytes(12))  # bound once: records are hot
         self._encrypt = kernel.encrypt_into
         self._decrypt = kernel.decrypt_into
@@ -462,7 +462,7 @@ class EceEncryptor(SegmentedEncryptor):
             kid = kid or _keyid_bytes(key.active.key_id)
         else:
             ikm = key
-        salt = random_bytes(SALT_SIZE) if salt is None else bytes(salt)
+        salt = random_bytes(SALT_SIZE) if salt is None else as_bytes(salt, "salt")
         codec = EceCodec(ikm, salt, record_size, first_padding=padding)
         self.header = EceHeader(salt, record_size, kid)
         super().__init__(codec, self.header.to_bytes())

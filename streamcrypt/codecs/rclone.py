@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -161,7 +161,7 @@ def _ctr(iv: bytes, data: bytes) -> bytes:
 
 def obscure(value: str, *, iv: bytes | None = None) -> str:
     """Obscure a config value as ``rclone obscure`` does (random IV unless given)."""
-    iv = random_bytes(16) if iv is None else bytes(iv)
+    iv = random_bytes(16) if iv is None else as_bytes(iv, "iv")
     if len(iv) != 16:
         raise InvalidParameterError(f"the obscuring IV is 16 bytes, got {len(iv)}")
     return (
@@ -315,7 +315,7 @@ class RcloneEncryptor(SegmentedEncryptor):
 
     def __init__(self, keys: RcloneKeys, *, nonce: bytes | None = None) -> None:
         keys = _check_keys(keys)
-        nonce = random_bytes(NONCE_SIZE) if nonce is None else bytes(nonce)
+        nonce = random_bytes(NONCE_SIZE) if nonce is None else as_bytes(nonce, "nonce")
         super().__init__(RcloneCodec(keys.data_key, nonce), MAGIC + nonce)
 
     def finish(self) -> list[SegmentJob]:

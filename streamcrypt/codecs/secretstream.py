@@ -65,7 +65,7 @@ from typing import cast
 from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -269,7 +269,7 @@ class _ByteStream(Lifecycle, HoldsSecrets):
         self._init_lifecycle()
         _check_segment_size(segment_size)
         self._chunk = segment_size
-        self._aad = bytes(aad)
+        self._aad = as_bytes(aad, "aad")
         self._pending = bytearray()
         self._start(key)
 

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import cast
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -143,7 +143,7 @@ class TinkStreamingCodec(SegmentCodec):
         """AES-CTR-HMAC's initial counter block: the segment nonce, then a zero counter."""
         nonce = bytearray(self._prefix + bytes(9))
         _SUFFIX.pack_into(nonce, NONCE_PREFIX_SIZE, index, final)
-        return bytes(nonce)
+        return as_bytes(nonce, "nonce")
 
 
 class AesGcmHkdfCodec(TinkStreamingCodec, CounterCodec):
@@ -365,14 +365,14 @@ class TinkStreamEncryptor(SegmentedEncryptor):
     ) -> None:
         k = _encryption_key(key)
         dks = k.params.derived_key_size
-        salt = random_bytes(dks) if salt is None else bytes(salt)
+        salt = random_bytes(dks) if salt is None else as_bytes(salt, "salt")
         prefix = random_bytes(NONCE_PREFIX_SIZE) if nonce_prefix is None else bytes(nonce_prefix)
         if len(salt) != dks or len(prefix) != NONCE_PREFIX_SIZE:
             raise InvalidParameterError(
                 f"salt must be {dks} bytes and nonce prefix {NONCE_PREFIX_SIZE} bytes"
             )
         self.header = bytes([k.params.header_length]) + salt + prefix
-        super().__init__(_codec(k, salt, prefix, bytes(aad)), self.header)
+        super().__init__(_codec(k, salt, prefix, as_bytes(aad, "aad")), self.header)
 
 
 class TinkStreamDecryptor(SegmentedDecryptor):
@@ -389,7 +389,7 @@ class TinkStreamDecryptor(SegmentedDecryptor):
 
     def __init__(self, key: TinkKeyLike | Sequence[TinkStreamingKey], *, aad: Buffer = b"") -> None:
         self._keys = _decryption_keys(key)
-        self._aad = bytes(aad)
+        self._aad = as_bytes(aad, "aad")
         keys, ad = self._keys, self._aad
 
         def reader(data: bytearray) -> tuple[SegmentCodec, int] | int | None:
@@ -431,7 +431,7 @@ def layout(
     """
     keys = _decryption_keys(key)
     head = bytes(head)
-    opened = _open_header(keys, bytes(aad), head, at_end=True, stream_size=stream_size)
+    opened = _open_header(keys, as_bytes(aad, "aad"), head, at_end=True, stream_size=stream_size)
     if opened is None:
         raise TruncatedStreamError(
             "head is too short: pass the header (one key) or the first ciphertext segment "

@@ -20,7 +20,7 @@ import operator
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import InvalidParameterError
 from ._secret import SecretKey, key_bytes
 
@@ -74,7 +74,7 @@ def hmac_digest(key: Buffer, msg: Buffer, algorithm: HashName = "sha256") -> byt
         _size(algorithm)
     return _new(
         key if type(key) is bytes else key_bytes(key, "an HMAC key"),
-        msg if type(msg) is bytes else _bytes(msg, "an HMAC message"),
+        msg if type(msg) is bytes else as_bytes(msg, "an HMAC message"),
         algorithm,
     ).digest()
 
@@ -102,7 +102,7 @@ def hkdf_extract(
     """HKDF-Extract: PRK = HMAC-Hash(salt or zeros, IKM)."""
     size = _size(algorithm)
     ikm = key_bytes(ikm, "HKDF input keying material")
-    return _new(_bytes(salt, "an HKDF salt") or bytes(size), ikm, algorithm).digest()
+    return _new(as_bytes(salt, "an HKDF salt") or bytes(size), ikm, algorithm).digest()
 
 
 def hkdf_expand(
@@ -115,7 +115,7 @@ def hkdf_expand(
         raise InvalidParameterError(
             f"HKDF-Expand needs a PRK of at least {size} bytes, got {len(prk)}"
         )
-    return _expand(_bytes(prk, "an HKDF PRK"), _bytes(info, "HKDF info"), length, algorithm)
+    return _expand(as_bytes(prk, "an HKDF PRK"), as_bytes(info, "HKDF info"), length, algorithm)
 
 
 def _expand(prk: bytes, info: bytes, length: int, algorithm: str) -> bytes:
@@ -147,21 +147,8 @@ def hkdf(
     if type(ikm) is not bytes:
         ikm = key_bytes(ikm, "HKDF input keying material")
     if type(salt) is not bytes:
-        salt = _bytes(salt, "an HKDF salt")
+        salt = as_bytes(salt, "an HKDF salt")
     prk = _new(salt or bytes(size), ikm, algorithm).digest()
     return _expand(
-        prk, info if type(info) is bytes else _bytes(info, "HKDF info"), length, algorithm
+        prk, info if type(info) is bytes else as_bytes(info, "HKDF info"), length, algorithm
     )
-
-
-def _bytes(data: Buffer, what: str = "HKDF input") -> bytes:
-    """``data``'s bytes; :class:`InvalidParameterError` for what is not bytes-like (an
-    ``int`` would be zeros to ``bytes()``, a ``str`` a bare ``TypeError``)."""
-    if type(data) is bytes:
-        return data
-    try:
-        return memoryview(data).tobytes()
-    except TypeError:
-        raise InvalidParameterError(
-            f"{what} must be bytes-like, not {type(data).__name__}"
-        ) from None

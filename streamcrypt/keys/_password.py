@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from nacl.pwhash import argon2id as _argon2id
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     FormatError,
     InvalidParameterError,
@@ -189,7 +189,7 @@ def derive_key_from_password(
     :class:`LimitExceededError` when the process cannot get the KDF's memory.
     """
     pw = secret_text_bytes(password, "a password")
-    salt_b = bytes(salt)
+    salt_b = as_bytes(salt, "salt")
     if isinstance(params, Argon2Params):
         if len(salt_b) != ARGON2_SALT_SIZE:
             raise InvalidParameterError(

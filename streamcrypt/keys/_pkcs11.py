@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidParameterError,
@@ -489,7 +489,7 @@ def _session_gone(p11: Any) -> tuple[type[Exception], ...]:
 
 
 def _gcm(p11: Any, iv: bytes, aad: Buffer) -> Any:
-    extra = bytes(aad)
+    extra = as_bytes(aad, "aad")
     return p11.mechanisms.GCMParams(iv, extra or None, TAG_SIZE * 8)
 
 

@@ -21,7 +21,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidNonceSizeError,
@@ -282,17 +282,17 @@ class _GcmAnyIv:
 
     def encrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:
         self._check(len(data))
-        j0 = self._j0(bytes(iv))
+        j0 = self._j0(as_bytes(iv, "iv"))
         ct = self._gctr(j0, bytes(data))
-        return ct + self._tag(j0, bytes(aad), ct)
+        return ct + self._tag(j0, as_bytes(aad, "aad"), ct)
 
     def decrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:
         if len(data) < _TAG:
             raise InvalidTag
         ct, tag = bytes(data[:-_TAG]), bytes(data[-_TAG:])
         self._check(len(ct))
-        j0 = self._j0(bytes(iv))
-        if not hmac.compare_digest(self._tag(j0, bytes(aad), ct), tag):
+        j0 = self._j0(as_bytes(iv, "iv"))
+        if not hmac.compare_digest(self._tag(j0, as_bytes(aad, "aad"), ct), tag):
             raise InvalidTag
         return self._gctr(j0, ct)
 
@@ -398,7 +398,7 @@ class XChaCha20Poly1305(Aead):
     def _nonce(self, nonce: Buffer) -> tuple[ChaCha20Poly1305, Buffer]:
         if len(nonce) != 24:
             raise InvalidNonceSizeError(f"{self.name} nonce must be 24 bytes, got {len(nonce)}")
-        return self.bind(self._key, bytes(nonce))
+        return self.bind(self._key, as_bytes(nonce, "nonce"))
 
     @classmethod
     def bind(cls, key: bytes, nonce: bytes) -> tuple[ChaCha20Poly1305, bytes]:

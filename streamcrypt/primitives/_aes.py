@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.ciphers import (
     modes,
 )
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -117,7 +117,7 @@ class AesTransform(HoldsSecrets, KernelTransform):
                 f"AES-{self.mode} {self.iv_label} must be {self.iv_size} bytes, got {len(iv)}"
             )
         self._key_size = len(raw)
-        self._ctx = self._context(raw, bytes(iv))
+        self._ctx = self._context(raw, as_bytes(iv, "iv"))
         self._init_lifecycle()
 
     def _context(self, key: bytes, iv: bytes) -> CipherContext:
@@ -395,7 +395,7 @@ class AesXtsEncryptor(AesTransform):
             raise InvalidParameterError("AES-XTS key halves must differ: use two independent keys")
         super().__init__(raw, tweak)
         self._key = raw
-        self._tweak = bytes(tweak)
+        self._tweak = as_bytes(tweak, "tweak")
         self._unit = bytearray()
 
     @property

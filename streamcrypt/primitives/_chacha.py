@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     InvalidNonceSizeError,
     InvalidParameterError,
@@ -64,7 +64,7 @@ class ChaCha20(KernelTransform, HoldsSecrets):
                 + " or ".join(f"{n} bytes" for n in self.nonce_sizes)
                 + f", got {len(nonce)}"
             )
-        self._setup(*self._derive(raw, bytes(nonce)), counter)
+        self._setup(*self._derive(raw, as_bytes(nonce, "nonce")), counter)
 
     def _derive(self, key: bytes, nonce: bytes) -> tuple[bytes, bytes]:
         """The (key, nonce tail) the ChaCha20 kernel runs with."""

@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidNonceSizeError,
@@ -78,7 +78,7 @@ class MonocypherAead(HoldsSecrets, Lifecycle):
 
     def __init__(self, key: Buffer | SecretKey, nonce: Buffer) -> None:
         raw = as_secret_key(key, 32, what="a Monocypher AEAD key").secret_bytes()
-        n = bytes(nonce)
+        n = as_bytes(nonce, "nonce")
         variant = _VARIANTS.get(len(n))
         if variant is None:
             raise InvalidNonceSizeError(

@@ -32,7 +32,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import poly1305
 
 from .._lazy import import_extra
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidNonceSizeError,
@@ -54,7 +54,7 @@ _MASK = 0xFFFFFFFF
 def _nonce(nonce: Buffer, size: int, what: str) -> bytes:
     if len(nonce) != size:
         raise InvalidNonceSizeError(f"a {what} nonce must be {size} bytes, got {len(nonce)}")
-    return bytes(nonce)
+    return as_bytes(nonce, "nonce")
 
 
 def _stream(key: bytes, nonce8: bytes, position: int) -> Any:

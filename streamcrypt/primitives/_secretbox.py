@@ -17,7 +17,7 @@ from typing import Any
 from nacl._sodium import ffi as _ffi
 from nacl._sodium import lib as _lib
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidNonceSizeError,
@@ -79,7 +79,7 @@ class XSalsa20Poly1305(HoldsSecrets):
         # frame that a traceback keeps alive pins its memoryview, and the garbage
         # collector cannot clear such a cycle safely.
         with _ffi.from_buffer(out) as dst, _ffi.from_buffer(src) as inp:
-            rc: int = fn(dst, inp, len(src), bytes(nonce), self._key)
+            rc: int = fn(dst, inp, len(src), as_bytes(nonce, "nonce"), self._key)
         return rc
 
     def seal_into(self, nonce: Buffer, data: Buffer, out: bytearray | memoryview) -> int:

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as _crypto_hmac
 from cryptography.hazmat.primitives import poly1305 as _poly1305
 
-from ..abc import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State, as_bytes
 from ..errors import (
     AuthenticationError,
     InvalidKeySizeError,
@@ -285,7 +285,7 @@ class _Blake2Tap(HashTap, HoldsSecrets):
                     f"{name} {what} must be at most {self._max_salt} bytes, got {len(value)}"
                 )
         super().__init__(f"{name}-keyed" if raw else name, size)
-        self._ctx = self._make(raw, size, bytes(salt), bytes(person))
+        self._ctx = self._make(raw, size, as_bytes(salt, "salt"), as_bytes(person, "person"))
 
     def _make(self, key: bytes, size: int, salt: bytes, person: bytes) -> Any:
         raise NotImplementedError

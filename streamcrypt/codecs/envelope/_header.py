@@ -10,7 +10,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...abc import Buffer
+from ...abc import Buffer, as_bytes
 from ...errors import FormatError, InvalidParameterError, UnsupportedFormatError
 from ...keys import SecretKey, hkdf
 from ...primitives import ED25519_SIGNATURE_SIZE
@@ -199,4 +199,4 @@ def _keys(file_key: bytes) -> tuple[bytes, SecretKey]:
 
 
 def _mac(mac_key: bytes, body: bytes, aad: Buffer) -> bytes:
-    return hmac.new(mac_key, body + bytes(aad), hashlib.sha256).digest()
+    return hmac.new(mac_key, body + as_bytes(aad, "aad"), hashlib.sha256).digest()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 
-from ...abc import Buffer
+from ...abc import Buffer, as_bytes
 from ...errors import AuthenticationError, InvalidParameterError, TruncatedStreamError
 from ...keys import MAX_READ_PARAMS, MAX_SCRYPT_READ_PARAMS, Argon2Params, ScryptParams
 from .. import _stanza, container
@@ -70,7 +70,7 @@ def rekey_header(
         )
     idents = _identity_list(identities, passphrase, max_work_factor, max_scrypt)
     whole, adding, removing = map(_RECIPIENTS.keys, (recipients, add, remove))
-    associated = bytes(aad)
+    associated = as_bytes(aad, "aad")
     file_key = _open_file_key(parsed, idents, associated)
     mac_key, payload_key = _keys(file_key)
     inner = raw[parsed.size : parsed.size + container.MAX_HEADER_SIZE]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ...abc import Buffer, Chain, Lifecycle
+from ...abc import Buffer, Chain, Lifecycle, as_bytes
 from ...errors import (
     FormatError,
     InvalidParameterError,
@@ -78,7 +78,7 @@ class _Sealer(SegmentedEncryptor):
     ) -> None:
         file_key = random_bytes(FILE_KEY_SIZE)
         mac_key, payload_key = _keys(file_key)
-        associated = bytes(aad)
+        associated = as_bytes(aad, "aad")
         # Checks the suite and segment size now; the keyed container is built below.
         container.StreamEncryptor(payload_key, suite=suite, segment_size=segment_size)
         self.header = None
@@ -199,7 +199,7 @@ class _HeaderReader(_stanza.StanzaHeaderReader[EnvelopeHeader]):
     ) -> None:
         super().__init__()
         self._identities = identities
-        self._aad = bytes(aad)
+        self._aad = as_bytes(aad, "aad")
         self._verify = verify
         self._allow_unverified = allow_unverified
         self._payload_key: SecretKey | None = None
