@@ -439,7 +439,21 @@ def test_no_deprecation_module_or_shim() -> None:
 
 #: Parameters that must be bytes-like: ``bytes(16)`` is sixteen zero bytes, so ``bytes()``
 #: on one of them turns an ``int`` into a fixed salt, nonce or AAD (abc.as_bytes refuses).
-BYTES_PARAMETERS = {"aad", "salt", "info", "nonce", "keyid", "person", "iv", "tweak", "context"}
+BYTES_PARAMETERS = {
+    "aad",
+    "ad",
+    "salt",
+    "info",
+    "nonce",
+    "nonce_prefix",
+    "keyid",
+    "person",
+    "iv",
+    "tweak",
+    "context",
+    "tag",
+    "mac",
+}
 
 
 def test_no_bytes_like_parameter_goes_through_bytes() -> None:

@@ -164,7 +164,7 @@ class SecretStreamPusher(Lifecycle, HoldsSecrets):
             raise self._break(
                 LimitExceededError(f"a secretstream message holds at most {MESSAGE_MAX} bytes")
             )
-        out: bytes = _push(self._ss, bytes(message), bytes(ad) or None, int(tag))
+        out: bytes = _push(self._ss, bytes(message), as_bytes(ad, "ad") or None, int(tag))
         if tag is Tag.FINAL:
             self._finish()
         return out
@@ -220,7 +220,7 @@ class SecretStreamPuller(Lifecycle, HoldsSecrets):
         if len(ciphertext) > MESSAGE_MAX + ABYTES:
             raise self._break(LimitExceededError("secretstream message is too long"))
         try:
-            message, raw_tag = _pull(self._ss, bytes(ciphertext), bytes(ad) or None)
+            message, raw_tag = _pull(self._ss, bytes(ciphertext), as_bytes(ad, "ad") or None)
         except _nacl_exc.RuntimeError:
             raise self._break(
                 AuthenticationError(

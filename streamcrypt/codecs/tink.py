@@ -366,7 +366,11 @@ class TinkStreamEncryptor(SegmentedEncryptor):
         k = _encryption_key(key)
         dks = k.params.derived_key_size
         salt = random_bytes(dks) if salt is None else as_bytes(salt, "salt")
-        prefix = random_bytes(NONCE_PREFIX_SIZE) if nonce_prefix is None else bytes(nonce_prefix)
+        prefix = (
+            random_bytes(NONCE_PREFIX_SIZE)
+            if nonce_prefix is None
+            else as_bytes(nonce_prefix, "nonce_prefix")
+        )
         if len(salt) != dks or len(prefix) != NONCE_PREFIX_SIZE:
             raise InvalidParameterError(
                 f"salt must be {dks} bytes and nonce prefix {NONCE_PREFIX_SIZE} bytes"

@@ -511,7 +511,7 @@ class AesGcmDecryptor(AesTransform):
         super().__init__(key, nonce)
         if aad:
             self._aead.authenticate_additional_data(aad)
-        self._tag = None if tag is None else bytes(tag)
+        self._tag = None if tag is None else as_bytes(tag, "tag")
         self._release = release_unverified_plaintext
         self._tail = b""  # the last bytes seen, held back as the tag when it is inline
         self._plain = bytearray()  # decrypted but not yet verified (default mode)

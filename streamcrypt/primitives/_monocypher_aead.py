@@ -59,7 +59,7 @@ _VARIANTS = {24: "x", 8: "djb", 12: "ietf"}
 def _mac(mac: Buffer) -> bytes:
     if len(mac) != MONOCYPHER_MAC_SIZE:
         raise InvalidTagSizeError(f"a Monocypher AEAD mac must be 16 bytes, got {len(mac)}")
-    return bytes(mac)
+    return as_bytes(mac, "mac")
 
 
 class MonocypherAead(HoldsSecrets, Lifecycle):
@@ -177,7 +177,7 @@ class _Stream(HoldsSecrets, Lifecycle):
             )
         self._chunk = chunk_size
         self._ctx = MonocypherAead(key, nonce)
-        self._ad = bytes(ad)
+        self._ad = as_bytes(ad, "ad")
         self._buf = bytearray()
         self._init_lifecycle()
 

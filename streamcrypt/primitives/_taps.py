@@ -187,7 +187,7 @@ class MacTap(HashTap, HoldsSecrets):
         expected = self._result()
         if not isinstance(tag, bytes | bytearray | memoryview):
             raise InvalidParameterError(f"a {self._name} tag must be bytes-like")
-        if not _hmac.compare_digest(expected, bytes(tag)):
+        if not _hmac.compare_digest(expected, as_bytes(tag, "tag")):
             raise AuthenticationError(
                 f"{self._name} tag did not verify: wrong key, tampered data, or a tag that "
                 f"is not {len(expected)} bytes"
