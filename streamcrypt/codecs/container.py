@@ -425,9 +425,7 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         cast("KeyLike", options.key), options.suite or "aes-256-gcm", size, options.aad
     )
     out = bytearray(len(data) + codec.overhead)
-    error = codec.run_segments(True, 0, 1, data, True, memoryview(out))[1]
-    if error is not None:
-        raise error
+    codec.seal_segment(0, data, True, memoryview(out))
     return header + out
 
 
@@ -446,9 +444,7 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
         return None
     codec = _keyed(key, options.aad, head, header)
     out = bytearray(len(data) - start - codec.overhead)
-    error = codec.run_segments(False, 0, 1, memoryview(data)[start:], True, memoryview(out))[1]
-    if error is not None:
-        raise error
+    codec.open_segment(0, memoryview(data)[start:], True, memoryview(out))
     return bytes(out)
 
 
