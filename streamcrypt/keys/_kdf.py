@@ -74,7 +74,7 @@ def hmac_digest(key: Buffer, msg: Buffer, algorithm: HashName = "sha256") -> byt
         _size(algorithm)
     return _new(
         key if type(key) is bytes else key_bytes(key, "an HMAC key"),
-        msg if type(msg) is bytes else as_bytes(msg, "an HMAC message"),
+        as_bytes(msg, "an HMAC message"),
         algorithm,
     ).digest()
 
@@ -146,9 +146,5 @@ def hkdf(
         length = _check_length(algorithm, size, length)
     if type(ikm) is not bytes:
         ikm = key_bytes(ikm, "HKDF input keying material")
-    if type(salt) is not bytes:
-        salt = as_bytes(salt, "an HKDF salt")
-    prk = _new(salt or bytes(size), ikm, algorithm).digest()
-    return _expand(
-        prk, info if type(info) is bytes else as_bytes(info, "HKDF info"), length, algorithm
-    )
+    prk = _new(as_bytes(salt, "an HKDF salt") or bytes(size), ikm, algorithm).digest()
+    return _expand(prk, as_bytes(info, "HKDF info"), length, algorithm)
