@@ -141,9 +141,9 @@ class TinkStreamingCodec(SegmentCodec):
 
     def _segment_nonce(self, index: int, final: bool) -> bytes:
         """AES-CTR-HMAC's initial counter block: the segment nonce, then a zero counter."""
-        nonce = bytearray(self._prefix + bytes(9))
-        _SUFFIX.pack_into(nonce, NONCE_PREFIX_SIZE, index, final)
-        return as_bytes(nonce, "nonce")
+        block = bytearray(self._prefix + bytes(9))
+        _SUFFIX.pack_into(block, NONCE_PREFIX_SIZE, index, final)
+        return bytes(block)
 
 
 class AesGcmHkdfCodec(TinkStreamingCodec, CounterCodec):
