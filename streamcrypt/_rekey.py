@@ -4,21 +4,30 @@ remove=...)`` rewrites the header of an age file or an envelope, the payload unt
 Theory of operation
 -------------------
 The format is detected from the file's first bytes; its descriptor's ``rekey`` (a pure
-function in the codec: the old header's bytes in, the new header's bytes out) unwraps
-the file key with the caller's identities, checks the old header's authentication, and
-writes the new stanzas and MAC under the same file key. The payload depends on the file
-key only, so its bytes stay as they are.
+function in the codec: the old header's bytes in, the new header's bytes out, as is and
+aligned, below) unwraps the file key with the caller's identities, checks the old
+header's authentication, and writes the new stanzas and MAC under the same file key.
+The payload depends on the file key only, so its bytes stay as they are.
 
-The file is replaced atomically, as every file streamcrypt writes: the new header, then
-the payload copied from the old file, go to a temporary beside it, which is fsynced and
-renamed over the file (``os.replace``), the directory fsynced. Until the rename the file
-is untouched; a failure or a cancellation removes the temporary. The copy runs in the
-kernel (``os.copy_file_range``: no byte passes through Python, and a file system with
-shared extents may share them), falling back to a chunked copy where it is refused; it
-is still a copy, so re-keying takes time in proportion to the payload (bench/backup.py
-``rekey`` rows give the figures). Every blocking call runs on the engine's workers
-(:class:`~streamcrypt.engine.WorkerCalls`); the payload is copied in steps of
-:data:`_STEP` bytes, so a cancellation is seen between steps.
+The file is replaced atomically, as every file streamcrypt writes: the new header and
+the payload go to a temporary beside it, which is fsynced and renamed over the file
+(``os.replace``), the directory fsynced. Until the rename the file is untouched; a
+failure or a cancellation removes the temporary.
+
+The payload is cloned where the file system shares blocks between files (XFS with
+reflinks, btrfs): :func:`_clone` is the one place that decides. ``FICLONERANGE`` takes
+block-aligned offsets only, and the payload starts at the old header's length, anywhere
+in a block; so the codec also writes the new header with a grease stanza that makes its
+length the old one's modulo the file system's block (``f_bsize``), the few bytes up to
+the payload's first block boundary are written, and every block from there on is
+cloned: a re-key then takes the same time at any payload size. Where the kernel refuses
+the clone (no reflinks: ext4, tmpfs, another OS), where the format cannot pad (an
+envelope, an age passphrase file) or where the payload does not reach a block boundary,
+the header without grease goes first and the payload is copied in the kernel
+(``os.copy_file_range``, falling back to a chunked copy where it is refused) in steps
+of :data:`_STEP` bytes, so a cancellation is seen between steps; that takes time in
+proportion to the payload (bench/backup.py ``rekey`` rows give both figures). Every
+blocking call runs on the engine's workers (:class:`~streamcrypt.engine.WorkerCalls`).
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
+import sys
 from collections.abc import Iterable
 
 import anyio
@@ -48,6 +59,25 @@ _MAX_HEAD = (1 << 20) + (2 << 10)
 _STEP = 256 << 20
 #: Bytes per read/write where the kernel copy is refused.
 _CHUNK = 1 << 20
+#: Linux's ``FICLONERANGE`` (``_IOW(0x94, 13, struct file_clone_range)``, linux/fs.h) and
+#: its argument: ``s64 src_fd; u64 src_offset, src_length, dest_offset``.
+_FICLONERANGE = 0x4020940D
+_CLONE_RANGE = struct.Struct("=qQQQ")
+#: The largest block a header is padded for (a grease stanza costs up to a block more);
+#: a file system reporting more (a network one's transfer size) takes the copy.
+_MAX_BLOCK = 64 << 10
+#: The clone's refusals where the file system cannot share these blocks (no reflinks,
+#: another mount, ranges it will not take, an old kernel or a sandbox): the copy serves.
+_NO_CLONE = {
+    errno.EOPNOTSUPP,
+    errno.ENOTSUP,
+    errno.EXDEV,
+    errno.EINVAL,
+    errno.ENOTTY,
+    errno.ENOSYS,
+    errno.EPERM,
+    errno.EBADF,
+}
 #: copy_file_range's refusals that a plain copy gets round (another file system, an old
 #: kernel, a file system or sandbox without it).
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
@@ -67,7 +97,9 @@ async def rekey(
 ) -> None:
     """Add and/or remove recipients of the age file or envelope at ``path`` by rewriting
     its header; the payload's bytes are kept. Atomic: on any failure or cancellation the
-    file is as it was and no temporary is left.
+    file is as it was and no temporary is left. On a file system with reflinks the
+    payload's blocks are shared, not copied (an age header then carries a grease stanza
+    of less than a block plus 13 bytes that aligns them); elsewhere the payload is copied.
 
     ``identities`` / ``passphrase`` (and for an envelope the ``aad`` it was written with)
     must unwrap the file key. ``add``: recipients (objects, their texts, or recipient
@@ -99,7 +131,7 @@ async def rekey(
     calls = WorkerCalls(policy)
     dest = os.fspath(path)
     with anyio.CancelScope(shield=True):  # a descriptor opened is a descriptor closed
-        src, size = await calls.run(_open_source, dest)
+        src, size, block = await calls.run(_open_source, dest)
     out: int | None = None
     tmp = ""
     committing = False
@@ -117,19 +149,24 @@ async def rekey(
         fmt.check_options(options, "rb")
         options = options._replace(recipients=one_or_many(recipients))
         try:
-            header, old_size = await calls.run(fmt.rekey, options, head, adding, removing)
+            header, aligned, old_size = await calls.run(
+                fmt.rekey, options, head, adding, removing, block
+            )
         except TruncatedStreamError:
             if len(head) == size:
                 raise
             head = await calls.run(os.pread, src, min(size, _MAX_HEAD), 0)
-            header, old_size = await calls.run(fmt.rekey, options, head, adding, removing)
+            header, aligned, old_size = await calls.run(
+                fmt.rekey, options, head, adding, removing, block
+            )
         with anyio.CancelScope(shield=True):  # a temporary made is a temporary known
             fd, tmp = await calls.run(create_temporary, dest)
         out = fd
-        await calls.run(_write_all, fd, header)
-        offset = old_size
-        while offset < size:
-            offset += await calls.run(_copy, src, fd, offset, min(_STEP, size - offset))
+        if not await calls.run(_clone, src, fd, aligned, old_size, size, block):
+            await calls.run(_write_all, fd, header)
+            offset = old_size
+            while offset < size:
+                offset += await calls.run(_copy, src, fd, offset, min(_STEP, size - offset))
         committing = True
         await calls.run(commit_temporary, fd, tmp, dest)
     except BaseException:
@@ -142,16 +179,55 @@ async def rekey(
         os.close(src)
 
 
-def _open_source(path: str) -> tuple[int, int]:
-    """The file opened for reading without following a link, and its size; raises
-    :class:`OSError` (``ELOOP`` for a link) and :class:`UnsupportedFormatError` for
-    what is not a regular file."""
+def _open_source(path: str) -> tuple[int, int, int]:
+    """The file opened for reading without following a link, its size, and the block a
+    clone aligns to (its file system's ``f_bsize``; ``0`` where no clone is tried: not
+    Linux, or not a power of two up to :data:`_MAX_BLOCK`); raises :class:`OSError`
+    (``ELOOP`` for a link) and :class:`UnsupportedFormatError` for what is not a regular
+    file."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsupportedFormatError(f"{path} is not a regular file: only files are re-keyed")
+        block = os.fstatvfs(fd).f_bsize if sys.platform == "linux" else 0
+    except BaseException:
         os.close(fd)
-        raise UnsupportedFormatError(f"{path} is not a regular file: only files are re-keyed")
-    return fd, st.st_size
+        raise
+    if block & (block - 1) or block > _MAX_BLOCK:
+        block = 0
+    return fd, st.st_size, block
+
+
+def _clone(src: int, dst: int, header: bytes, old_size: int, size: int, block: int) -> bool:
+    """Write ``header`` and then ``src``'s payload (from ``old_size`` to ``size``) to the
+    empty ``dst``, the payload's blocks shared with ``src`` (``FICLONERANGE``): True.
+    False, ``dst`` left empty, where that cannot be: no ``block``, a header whose length
+    is not the old one's modulo ``block``, a payload that does not reach a block
+    boundary, or a clone the kernel refuses (:data:`_NO_CLONE`). The bytes from
+    ``old_size`` up to its block boundary are written, so both offsets of the clone are
+    block-aligned; its length runs to the end of ``src``, which the kernel takes
+    unaligned. Raises :class:`TruncatedStreamError` if ``src`` got shorter."""
+    start = -(-old_size // block) * block if block else size
+    if start >= size or (len(header) - old_size) % block:
+        return False
+    import fcntl  # Linux only, as the block is
+
+    _write_all(dst, header)
+    lead = os.pread(src, start - old_size, old_size)
+    if len(lead) < start - old_size:
+        raise TruncatedStreamError("the file got shorter while it was re-keyed")
+    _write_all(dst, lead)
+    arg = _CLONE_RANGE.pack(src, start, size - start, start + len(header) - old_size)
+    try:
+        fcntl.ioctl(dst, _FICLONERANGE, arg)
+    except OSError as exc:
+        if exc.errno not in _NO_CLONE:
+            raise
+        os.ftruncate(dst, 0)
+        os.lseek(dst, 0, os.SEEK_SET)
+        return False
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

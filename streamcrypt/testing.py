@@ -14,11 +14,14 @@
   :func:`check_segmented_format` runs it over a format descriptor.
 * :func:`softhsm_token` — a fresh SoftHSM2 token for this process, for testing code that
   uses :class:`~streamcrypt.keys.Pkcs11Key` (Debian's ``softhsm2``).
+* :func:`reflink_mount` — a directory on a fresh XFS with reflinks (a loop mount, as
+  root), where :func:`streamcrypt.rekey` clones a payload rather than copy it.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import math
 import os
@@ -26,7 +29,7 @@ import random
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypedDict, Unpack
@@ -60,6 +63,7 @@ __all__ = [
     "check_segmented_format",
     "encrypted_stream_pair",
     "memory_stream_pair",
+    "reflink_mount",
     "softhsm_token",
 ]
 
@@ -825,3 +829,39 @@ def softhsm_token() -> SoftHsmToken:
         capture_output=True,
     )
     return SoftHsmToken(module, token, pin, conf)
+
+
+@contextlib.contextmanager
+def reflink_mount(size: int = 512 << 20) -> Iterator[str]:
+    """A directory on a fresh XFS with reflinks: ``mkfs.xfs -m reflink=1`` on a sparse
+    image of ``size`` bytes (XFS takes 300 MiB at least; only what is written takes disk
+    space) in a temporary directory, mounted with ``-o loop`` there; on exit unmounted
+    (the loop device goes with it) and removed. Needs root, ``mkfs.xfs`` (Debian's
+    ``xfsprogs``) and the kernel's xfs: raises :class:`RuntimeError` naming what failed
+    and what the tool said."""
+    root = tempfile.mkdtemp(prefix="streamcrypt-xfs-")
+    image, mountpoint = os.path.join(root, "xfs.img"), os.path.join(root, "mnt")
+    mounted = False
+    try:
+        with open(image, "wb") as f:
+            f.truncate(size)
+        os.mkdir(mountpoint)
+        for argv in (
+            ["mkfs.xfs", "-q", "-m", "reflink=1", image],
+            ["mount", "-t", "xfs", "-o", "loop", image, mountpoint],
+        ):
+            try:
+                run = subprocess.run(argv, capture_output=True, text=True)
+            except FileNotFoundError:
+                raise RuntimeError(f"{argv[0]} is not installed (make peers: xfsprogs)") from None
+            if run.returncode:
+                raise RuntimeError(
+                    f"{argv[0]} failed ({run.returncode}): "
+                    f"{(run.stderr or run.stdout).strip()} (a loop mount needs root and xfs)"
+                )
+        mounted = True
+        yield mountpoint
+    finally:
+        if mounted:
+            subprocess.run(["umount", mountpoint], check=True, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +56,22 @@ def softhsm() -> Any:
     except RuntimeError as exc:  # SoftHSM2 is not installed (make peers)
         pytest.skip(str(exc))
     return hsm
+
+
+@pytest.fixture(scope="session")
+def xfs_dir() -> Iterator[Path]:
+    """A directory on a fresh XFS with reflinks, for the session
+    (streamcrypt.testing.reflink_mount: a sparse image, a loop mount, unmounted after).
+    Fails, never skips, where it cannot mount: root, xfsprogs (make peers) and the
+    kernel's xfs are this suite's set-up, as the other peers are."""
+    from streamcrypt.testing import reflink_mount
+
+    with contextlib.ExitStack() as stack:
+        try:
+            path = stack.enter_context(reflink_mount())
+        except RuntimeError as exc:
+            pytest.fail(f"no XFS with reflinks for the re-key tests: {exc}", pytrace=False)
+        yield Path(path)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

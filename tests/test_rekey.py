@@ -4,14 +4,19 @@ and a failure or cancellation leaves the file as it was with no temporary beside
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import pyrage
 import pytest
 from test_age import _LoggedPQ, _WrapsFor
 from test_age_plugin import _fake
@@ -19,6 +24,7 @@ from test_age_plugin import _fake
 import streamcrypt
 from streamcrypt import _rekey
 from streamcrypt.codecs import age, envelope
+from streamcrypt.codecs.age import _header as age_header
 from streamcrypt.errors import (
     AuthenticationError,
     InvalidParameterError,
@@ -73,24 +79,71 @@ def go_age_decrypts(identity: Path, path: Path) -> bytes | None:
     return run.stdout if run.returncode == 0 else None
 
 
+@pytest.fixture
+def xfs_path(xfs_dir: Path, tmp_path: Path) -> Iterator[Path]:
+    """This test's own directory on the session's XFS with reflinks (``xfs_dir``: the
+    payload's blocks are cloned there), removed after it."""
+    directory = xfs_dir / tmp_path.name
+    directory.mkdir()
+    yield directory
+    shutil.rmtree(directory)
+
+
+@pytest.fixture(params=["tmp", "xfs"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A directory for the file to re-key: ``tmp`` on this machine's temporary file system
+    (ext4 here: no reflinks, so the payload is copied), ``xfs`` on an XFS with reflinks
+    (``xfs_path``)."""
+    return tmp_path if request.param == "tmp" else request.getfixturevalue("xfs_path")
+
+
+def kinds(raw: bytes) -> list[str]:
+    header = age.parse_header(raw)
+    assert header is not None
+    return [s.kind for s in header.stanzas]
+
+
+def check_layout(where: Path, before: bytes, after: bytes) -> None:
+    """The payload's bytes kept; on XFS the new header's length the old one's modulo the
+    block, by one grease stanza at most, last (where the lengths differ, there is one);
+    elsewhere (the copy) no grease."""
+    assert age_payload(after) == age_payload(before)
+    if not is_xfs(where):
+        assert "grease" not in kinds(after)
+        return
+    assert (len(after) - len(before)) % os.statvfs(where).f_bsize == 0
+    assert "grease" not in kinds(after)[:-1]  # one at most, last
+    assert kinds(after)[-1] == "grease" or len(after) == len(before)
+
+
+def is_xfs(directory: Path) -> bool:
+    run = subprocess.run(["stat", "-f", "-c", "%T", str(directory)], capture_output=True)
+    return run.stdout.strip() == b"xfs"
+
+
 # ------------------------------------------------------------------------------ age
 
 
 @needs_age
-async def test_go_age_opens_with_the_added_identity_not_the_removed_one(tmp_path: Path) -> None:
+async def test_go_age_opens_with_the_added_identity_not_the_removed_one(
+    tmp_path: Path, where: Path
+) -> None:
+    """On XFS the re-keyed file carries the grease stanza that aligns its payload: Go age
+    skips it as the spec says."""
     a_file, a = keygen(tmp_path, "a.key")
     b_file, b = keygen(tmp_path, "b.key")
     c_file, c = keygen(tmp_path, "c.key")
-    path = go_age_encrypt(tmp_path / "data.age", a, b)
+    d_file, d = keygen(tmp_path, "d.key")
+    path = go_age_encrypt(where / "data.age", a, b)
     before = path.read_bytes()
-    await streamcrypt.rekey(path, identities=a_file, add=c, remove=a)  # a's own stanza: by -i
+    await streamcrypt.rekey(path, identities=a_file, add=[c, d], remove=a)  # a's: by -i
     after = path.read_bytes()
-    assert go_age_decrypts(c_file, path) == DATA
+    assert go_age_decrypts(c_file, path) == go_age_decrypts(d_file, path) == DATA
     assert go_age_decrypts(b_file, path) == DATA  # the stanza kept is b's, untouched
     assert go_age_decrypts(a_file, path) is None
-    assert age_payload(after) == age_payload(before)  # nonce and chunks: the same bytes
-    assert len(age_payload(before)) > len(DATA)
-    assert leftovers(tmp_path) == []
+    check_layout(where, before, after)  # nonce and chunks: the same bytes
+    assert len(age_payload(before)) > len(DATA) and len(after) != len(before)
+    assert leftovers(where) == []
 
 
 async def test_payload_bytes_are_kept_and_the_header_remacs(tmp_path: Path) -> None:
@@ -369,6 +422,198 @@ async def test_a_signed_envelope_is_refused(tmp_path: Path) -> None:
     assert path.read_bytes() == raw
 
 
+# ---------------------------------------------------------------- shared payload
+
+#: FS_IOC_FIEMAP (_IOWR('f', 11, struct fiemap)), its sync flag, and the extent flag of
+#: blocks shared with another file (linux/fiemap.h).
+_FIEMAP, _FIEMAP_FLAG_SYNC, _FIEMAP_EXTENT_SHARED = 0xC020660B, 1, 0x2000
+_EXTENT = struct.Struct("=QQQ16xI12x")  # fe_logical, fe_physical, fe_length, fe_flags
+
+
+def extents(path: Path) -> list[tuple[int, int, int, int]]:
+    """The file's extents (logical, physical, length, flags), its dirty pages written
+    first (FIEMAP)."""
+    count = 256
+    buf = bytearray(struct.pack("=QQIIII", 0, 2**64 - 1, _FIEMAP_FLAG_SYNC, 0, count, 0))
+    buf += bytes(_EXTENT.size * count)
+    with open(path, "rb") as f:
+        fcntl.ioctl(f.fileno(), _FIEMAP, buf)
+    mapped = struct.unpack_from("=I", buf, 20)[0]
+    return [_EXTENT.unpack_from(buf, 32 + _EXTENT.size * i) for i in range(mapped)]
+
+
+def physical(path: Path, offset: int) -> int:
+    """Where on the device the byte at ``offset`` of the file lies."""
+    for logical, phys, length, _ in extents(path):
+        if logical <= offset < logical + length:
+            return phys + offset - logical
+    raise AssertionError(f"no extent holds byte {offset} of {path}")
+
+
+async def test_on_xfs_the_payload_blocks_are_shared_not_copied(xfs_path: Path) -> None:
+    """The old file's blocks (kept alive by a second name) are the new file's from the
+    payload's first block boundary on: FIEMAP marks them shared and maps both to the
+    same place; the few bytes before it and the header are the new file's own."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    data = os.urandom(3 << 20)
+    path = age_file(xfs_path, a.recipient, data=data)
+    os.link(path, xfs_path / "old.age")
+    before = path.read_bytes()
+    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    after = path.read_bytes()
+    check_layout(xfs_path, before, after)
+    assert streamcrypt.decrypt_bytes(after, identities=[b]) == data
+    block = os.statvfs(xfs_path).f_bsize
+    old_size = len(before) - len(age_payload(before))
+    start = -(-old_size // block) * block  # the payload's first block boundary
+    delta = len(after) - len(before)
+    new_extents = extents(path)
+    assert all(
+        flags & _FIEMAP_EXTENT_SHARED
+        for logical, _, _, flags in new_extents
+        if logical >= start + delta
+    )
+    assert not any(flags & _FIEMAP_EXTENT_SHARED for _, _, _, flags in new_extents[:1])
+    for offset in range(start, len(before), 1 << 20):
+        assert physical(path, offset + delta) == physical(xfs_path / "old.age", offset)
+    assert leftovers(xfs_path) == []
+
+
+async def test_pyrage_reads_a_file_with_the_grease(xfs_path: Path) -> None:
+    a = pyrage.x25519.Identity.generate()
+    b = pyrage.x25519.Identity.generate()
+    path = xfs_path / "data.age"
+    path.write_bytes(pyrage.encrypt(DATA, [a.to_public()]))
+    await streamcrypt.rekey(path, identities=age.parse_identity(str(a)), add=str(b.to_public()))
+    after = path.read_bytes()
+    assert kinds(after)[-1] == "grease"
+    assert pyrage.decrypt(after, [b]) == DATA
+    assert pyrage.decrypt(after, [a]) == DATA
+
+
+async def test_a_second_rekey_drops_the_old_grease_and_sizes_a_new_one(
+    xfs_path: Path, tmp_path: Path
+) -> None:
+    """On XFS: one grease stanza after each re-key, sized anew; it is no recipient (a
+    removal of every real one is still refused). Copied to the copy path's file system
+    and re-keyed there: the grease goes and none comes."""
+    a, b, c = (age.X25519Identity.generate() for _ in range(3))
+    path = age_file(xfs_path, a.recipient)
+    first = path.read_bytes()
+    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    second = path.read_bytes()
+    await streamcrypt.rekey(path, identities=[a, b], add=[c.recipient], remove=[a.recipient])
+    third = path.read_bytes()
+    assert kinds(third) == ["X25519", "X25519", "grease"]
+    check_layout(xfs_path, second, third)
+    check_layout(xfs_path, first, third)
+    assert streamcrypt.decrypt_bytes(third, identities=[c]) == DATA
+    with pytest.raises(InvalidParameterError, match="nobody can open"):
+        await streamcrypt.rekey(path, identities=[b, c], remove=[b.recipient, c.recipient])
+    assert path.read_bytes() == third
+    elsewhere = tmp_path / "data.age"
+    elsewhere.write_bytes(third)
+    await streamcrypt.rekey(elsewhere, identities=[c, b], remove=[b.recipient])
+    assert kinds(elsewhere.read_bytes()) == ["X25519"]
+    assert age_payload(elsewhere.read_bytes()) == age_payload(first)
+
+
+@pytest.mark.parametrize("refusal", [errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY])
+async def test_where_the_clone_is_refused_the_header_has_no_grease_and_the_payload_is_copied(
+    xfs_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int
+) -> None:
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(xfs_path, a.recipient)
+    before = path.read_bytes()
+    tried: list[int] = []
+
+    def refuse(fd: int, request: int, arg: bytes) -> bytes:
+        tried.append(request)
+        raise OSError(refusal, os.strerror(refusal))
+
+    monkeypatch.setattr(fcntl, "ioctl", refuse)
+    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    after = path.read_bytes()
+    assert tried == [_rekey._FICLONERANGE]
+    assert kinds(after) == ["X25519", "X25519"]
+    assert age_payload(after) == age_payload(before)
+    assert streamcrypt.decrypt_bytes(after, identities=[b]) == DATA
+    assert leftovers(xfs_path) == []
+
+
+async def test_a_passphrase_header_gets_no_grease_and_its_payload_is_copied(xfs_path: Path) -> None:
+    """An scrypt stanza stays alone (the spec; Go age and this reader refuse anything
+    beside it): a new passphrase header one byte longer than the old is not padded, so
+    its payload, off the block grid, is copied."""
+    path = xfs_path / "pw.age"
+    path.write_bytes(streamcrypt.encrypt_bytes(DATA, format="age", passphrase="pw", work_factor=8))
+    os.link(path, xfs_path / "old.age")
+    before = path.read_bytes()
+    new = age.ScryptRecipient("pw2", work_factor=10)  # "10": one byte more than "8"
+    await streamcrypt.rekey(path, passphrase="pw", recipients=new)
+    after = path.read_bytes()
+    assert kinds(after) == ["scrypt"] and len(after) == len(before) + 1
+    assert age_payload(after) == age_payload(before)
+    assert streamcrypt.decrypt_bytes(after, passphrase="pw2") == DATA
+    assert not any(flags & _FIEMAP_EXTENT_SHARED for *_, flags in extents(path))
+
+
+async def test_an_envelope_is_cloned_only_where_its_header_keeps_its_length_modulo_the_block(
+    xfs_path: Path,
+) -> None:
+    """The envelope has no grease: one recipient swapped for another of its type keeps the
+    header's length, so its payload is cloned; a recipient added moves it off the block
+    grid, so it is copied."""
+    a, b, c = (envelope.X25519Identity.generate(text_form="envelope") for _ in range(3))
+    path = xfs_path / "data.sc"
+    path.write_bytes(
+        streamcrypt.encrypt_bytes(DATA * 10, format="envelope", recipients=[a.recipient])
+    )
+    before = path.read_bytes()
+    for change, shared in (
+        ({"recipients": [b.recipient]}, True),
+        ({"add": [c.recipient]}, False),
+    ):
+        os.link(path, xfs_path / "old.sc")
+        await streamcrypt.rekey(path, identities=[a, b], **change)  # type: ignore[arg-type]
+        assert any(f & _FIEMAP_EXTENT_SHARED for *_, f in extents(path)) == shared
+        os.unlink(xfs_path / "old.sc")
+    after = path.read_bytes()
+    assert envelope_payload(after) == envelope_payload(before)
+    assert streamcrypt.decrypt_bytes(after, identities=[c]) == DATA * 10
+
+
+def test_a_grease_stanza_takes_exactly_the_bytes_asked() -> None:
+    for size in range(age_header.MIN_GREASE, 3 * 4096):
+        stanza = age_header.grease_stanza(size)
+        assert len(age_header._encode_stanza(stanza)) == size
+        assert stanza.kind == "grease" and not stanza.body.strip(b"\0")
+    with pytest.raises(InvalidParameterError):
+        age_header.grease_stanza(age_header.MIN_GREASE - 1)
+
+
+@pytest.mark.parametrize("others", [0, 1, 5])
+def test_the_aligned_header_is_the_old_ones_length_modulo_the_block(others: int) -> None:
+    """Whatever the old header's length and the block: the aligned header's length is
+    congruent to it, the grease at least the shortest and less than a block more; where
+    the new header already is (a block of exactly the growth), no grease."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    many = [age.X25519Identity.generate().recipient for _ in range(others)]
+    raw = streamcrypt.encrypt_bytes(b"x", format="age", recipients=[a.recipient, *many])
+    plain, _, size = age.rekey_headers(raw, 0, identities=a, add=b.recipient)
+    growth = len(plain) - size
+    for block in (512, 4096, 65536, growth + 5, growth + age_header.MIN_GREASE):
+        again, aligned, old_size = age.rekey_headers(raw, block, identities=a, add=b.recipient)
+        assert old_size == size and len(again) == len(plain) and "grease" not in kinds(again)
+        assert (len(aligned) - size) % block == 0
+        grease = len(aligned) - len(plain)
+        assert age_header.MIN_GREASE <= grease < block + age_header.MIN_GREASE
+        assert kinds(aligned) == [*kinds(again), "grease"]
+        assert streamcrypt.decrypt_bytes(aligned + raw[size:], identities=[b]) == b"x"
+    _, aligned, _ = age.rekey_headers(raw, growth, identities=a, add=b.recipient)
+    assert len(aligned) == len(plain) and "grease" not in kinds(aligned)
+
+
 # ------------------------------------------------------------ failure, cancellation
 
 
@@ -422,6 +667,46 @@ async def test_a_failing_copy_leaves_the_file_and_no_temporary(
         await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
     assert path.read_bytes() == before
     assert leftovers(tmp_path) == []
+
+
+async def test_a_failing_or_cancelled_clone_leaves_the_file_and_no_temporary(
+    xfs_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone error that is not a refusal (here ENOSPC) is raised, not copied round; a
+    cancellation before, during or after the (slowed) clone leaves the old file or the
+    new one, whole, and no temporary."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(xfs_path, a.recipient)
+    before = path.read_bytes()
+    ioctl = fcntl.ioctl
+
+    def full(fd: int, request: int, arg: bytes) -> bytes:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fcntl, "ioctl", full)
+    with pytest.raises(OSError, match="No space"):
+        await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    assert path.read_bytes() == before and leftovers(xfs_path) == []
+
+    def slow(fd: int, request: int, arg: bytes) -> bytes:
+        time.sleep(0.02)
+        return ioctl(fd, request, arg)
+
+    monkeypatch.setattr(fcntl, "ioctl", slow)
+    outcomes = set()
+    for delay in (0.0, 0.001, 0.003, 0.01, 0.02, 0.05, 5.0):
+        path.write_bytes(before)
+        with anyio.move_on_after(delay):
+            await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+        raw = path.read_bytes()
+        assert leftovers(xfs_path) == []
+        if raw == before:
+            outcomes.add("old")
+        else:
+            check_layout(xfs_path, before, raw)
+            assert streamcrypt.decrypt_bytes(raw, identities=[b]) == DATA
+            outcomes.add("new")
+    assert outcomes == {"old", "new"}, outcomes
 
 
 def test_the_plain_copy_serves_where_the_kernel_copy_is_refused(

@@ -216,8 +216,9 @@ class SegmentedFormat:
     they return ``None`` for any other message, which then takes the engine's path.
     ``rekey`` (a format with recipient stanzas) rewrites the header at the start of
     ``head`` with the read options' identities, recipients added and removed (or the
-    options' ``recipients``, the whole new list): the new header and the length of the
-    old one (``streamcrypt.rekey``).
+    options' ``recipients``, the whole new list): the new header, the new header made
+    as long as the old one modulo the given block size where the format can pad (else
+    the first again), and the length of the old one (``streamcrypt.rekey``).
     """
 
     name: str
@@ -238,8 +239,8 @@ class SegmentedFormat:
     open_message: Callable[[FormatOptions, Buffer], bytes | None] | None = None
     rekey: (
         Callable[
-            [FormatOptions, bytes, tuple[RecipientLike, ...], tuple[RecipientLike, ...]],
-            tuple[bytes, int],
+            [FormatOptions, bytes, tuple[RecipientLike, ...], tuple[RecipientLike, ...], int],
+            tuple[bytes, bytes, int],
         ]
         | None
     ) = None

@@ -76,7 +76,7 @@ from ._recipients import (
     parse_identity,
     parse_recipient,
 )
-from ._rekey import rekey_header
+from ._rekey import rekey_header, rekey_headers
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR, DEFAULT_WORK_FACTOR, ScryptIdentity, ScryptRecipient
 from ._ssh import SshEd25519Identity, SshEd25519Recipient, SshRsaIdentity, SshRsaRecipient
 
@@ -126,6 +126,7 @@ __all__ = [
     "plugin_identity",
     "plugin_recipient",
     "rekey_header",
+    "rekey_headers",
 ]
 
 
@@ -161,9 +162,11 @@ def _rekey(
     head: bytes,
     add: tuple[RecipientLike, ...],
     remove: tuple[RecipientLike, ...],
-) -> tuple[bytes, int]:
-    return rekey_header(
+    align: int,
+) -> tuple[bytes, bytes, int]:
+    return rekey_headers(
         head,
+        align,
         identities=options.identities,
         passphrase=options.passphrase,
         recipients=options.recipients,

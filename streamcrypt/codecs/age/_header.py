@@ -197,6 +197,34 @@ def _encode_stanza(stanza: Stanza) -> bytes:
     return b"-> " + " ".join(stanza.args).encode() + b"\n" + b"".join(x + b"\n" for x in lines)
 
 
+#: The type of the grease stanza :func:`grease_stanza` writes. The spec has readers skip
+#: a stanza of a type they do not know (Go age and rage do; the age test kit's
+#: ``x25519_grease`` has one), so it carries nothing and is dropped at the next re-key.
+GREASE_TYPE = "grease"
+#: The shortest grease :func:`grease_stanza` writes: ``-> grease``, one body line ``AA``.
+MIN_GREASE = len(f"-> {GREASE_TYPE}\nAA\n")
+
+
+def grease_stanza(size: int) -> Stanza:
+    """A grease stanza whose header text (:func:`_encode_stanza`) is exactly ``size``
+    bytes, ``size`` >= :data:`MIN_GREASE`: a body of zero bytes, and where no body length
+    hits ``size`` a filler argument of ``0``s. Nothing in it derives from a key or the
+    payload; it only moves the payload to an offset (``streamcrypt.rekey`` aligns it so
+    that the payload's blocks can be shared). Raises :class:`InvalidParameterError` for a
+    ``size`` below :data:`MIN_GREASE`."""
+    if size < MIN_GREASE:
+        raise InvalidParameterError(f"a grease stanza takes at least {MIN_GREASE} bytes")
+    room = size - len(f"-> {GREASE_TYPE}\n")  # for the body lines and a " 000..." argument
+    chars = room * _COLUMNS // (_COLUMNS + 1)  # base64 characters: each line takes an LF
+    while True:  # a few steps at most: a body length of 4k+1 characters does not exist
+        filler = room - (chars + chars // _COLUMNS + 1)
+        if chars % 4 != 1 and (filler == 0 or filler >= 2):
+            break
+        chars -= 1
+    args = (GREASE_TYPE, "0" * (filler - 1)) if filler else (GREASE_TYPE,)
+    return Stanza(args, bytes(chars * 3 // 4))
+
+
 def scrypt_not_alone(stanzas: Sequence[Stanza]) -> bool:
     """Whether an scrypt stanza shares the header with another: the spec forbids it (a
     passphrase is a file's only recipient), for readers and writers alike."""

@@ -12,6 +12,12 @@ public key names them; an X25519 or ML-KEM stanza does not say whom it is for (a
 recipient privacy), so it is removed only when the caller also gives its identity. A
 passphrase (scrypt) stanza must stay a file's only stanza: adding a recipient to a
 passphrase file, or a passphrase to a file with recipients, is refused.
+
+Aligned for a shared payload: :func:`rekey_headers` also writes the header with a grease
+stanza (:func:`grease_stanza`) sized so that its length is the old header's modulo a
+file system block, where ``streamcrypt.rekey`` can then clone the payload's blocks
+rather than copy them. A grease stanza of an earlier re-key is dropped first (it
+carries nothing); none goes beside a passphrase (scrypt) stanza, which must stay alone.
 """
 
 from __future__ import annotations
@@ -22,7 +28,15 @@ from ...abc import Buffer
 from ...errors import TruncatedStreamError
 from .. import _stanza
 from .._stanza import Identity, IdentityLike, Recipient, RecipientLike, Stanza
-from ._header import DEFAULT_MAX_HEADER_SIZE, _build_header, parse_header
+from ._header import (
+    DEFAULT_MAX_HEADER_SIZE,
+    GREASE_TYPE,
+    MIN_GREASE,
+    _build_header,
+    grease_stanza,
+    parse_header,
+    scrypt_not_alone,
+)
 from ._plugin_process import _KIND_LABELS, check_labels, wrap_labelled
 from ._recipients import _RECIPIENTS, _identity_list, _open_file_key
 from ._scrypt import DEFAULT_MAX_WORK_FACTOR
@@ -47,7 +61,7 @@ def rekey_header(
     """The header of the age file starting ``head``, re-keyed: recipients ``add``ed,
     ``remove``d, or replaced by ``recipients`` (the whole new list; alone); returns the
     new header and the old header's length (the payload nonce and chunks after it stay
-    as they are).
+    as they are). A grease stanza of an earlier re-key is dropped; none is added.
 
     ``identities`` / ``passphrase`` must unwrap the file key. Raises
     :class:`UnknownKeyError` (they do not, or a recipient to remove has no stanza that can
@@ -56,6 +70,37 @@ def rekey_header(
     post-quantum mixed with classic), :class:`FormatError` and
     :class:`TruncatedStreamError` (``head`` ends inside the header).
     """
+    header, _, size = rekey_headers(
+        head,
+        0,
+        identities=identities,
+        passphrase=passphrase,
+        recipients=recipients,
+        add=add,
+        remove=remove,
+        max_work_factor=max_work_factor,
+        max_header_size=max_header_size,
+    )
+    return header, size
+
+
+def rekey_headers(
+    head: Buffer,
+    align: int,
+    *,
+    identities: Iterable[IdentityLike] | IdentityLike = (),
+    passphrase: str | Buffer | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+    add: Iterable[RecipientLike] | RecipientLike = (),
+    remove: Iterable[RecipientLike] | RecipientLike = (),
+    max_work_factor: int = DEFAULT_MAX_WORK_FACTOR,
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+) -> tuple[bytes, bytes, int]:
+    """As :func:`rekey_header` (and raising as it does), the file key unwrapped once for
+    two headers: the new header, the same with a grease stanza that makes its length the
+    old header's modulo ``align`` (a file system block; ``0``, or a header with a
+    passphrase stanza, or one the grease would take past the reader's cap: the first
+    header again), and the old header's length."""
     header = parse_header(head, max_size=max_header_size)
     if header is None:
         raise TruncatedStreamError("the data ends inside the age header")
@@ -70,7 +115,7 @@ def rekey_header(
         return stanzas
 
     stanzas = _stanza.rekeyed_stanzas(
-        header.stanzas,
+        [s for s in header.stanzas if s.kind != GREASE_TYPE],
         file_key,
         idents,
         whole,
@@ -83,7 +128,14 @@ def rekey_header(
     old = {id(s) for s in header.stanzas}  # kept stanzas are the header's own objects
     kept = [s for s in stanzas if id(s) in old]
     _check_mix(kept, added)
-    return _build_header(file_key, stanzas), header.size
+    plain = _build_header(file_key, stanzas)
+    pad = (header.size - len(plain)) % align if align else 0
+    if not pad or scrypt_not_alone([*stanzas, grease_stanza(MIN_GREASE)]):
+        return plain, plain, header.size
+    pad += align if pad < MIN_GREASE else 0
+    if len(plain) + pad > DEFAULT_MAX_HEADER_SIZE:  # what every reader takes
+        return plain, plain, header.size
+    return plain, _build_header(file_key, [*stanzas, grease_stanza(pad)]), header.size
 
 
 def _check_mix(kept: list[Stanza], added: list[frozenset[str]]) -> None:

@@ -106,8 +106,10 @@ def _rekey(
     head: bytes,
     add: tuple[RecipientLike, ...],
     remove: tuple[RecipientLike, ...],
-) -> tuple[bytes, int]:
-    return rekey_header(
+    align: int,
+) -> tuple[bytes, bytes, int]:
+    """No padding in an envelope header: its one header serves both (``align`` unused)."""
+    header, size = rekey_header(
         head,
         identities=options.identities,
         passphrase=options.passphrase,
@@ -117,6 +119,7 @@ def _rekey(
         aad=options.aad,
         max_work_factor=cast("Argon2Params", or_default(options.max_work_factor, MAX_READ_PARAMS)),
     )
+    return header, header, size
 
 
 #: The envelope's format descriptor (unsigned; ``sign_with`` / ``verify_with`` are
