@@ -25,6 +25,7 @@ import streamcrypt
 from streamcrypt import _rekey
 from streamcrypt.codecs import age, envelope
 from streamcrypt.codecs.age import _header as age_header
+from streamcrypt.codecs.age._rekey import rekey_headers
 from streamcrypt.errors import (
     AuthenticationError,
     InvalidParameterError,
@@ -600,17 +601,17 @@ def test_the_aligned_header_is_the_old_ones_length_modulo_the_block(others: int)
     a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
     many = [age.X25519Identity.generate().recipient for _ in range(others)]
     raw = streamcrypt.encrypt_bytes(b"x", format="age", recipients=[a.recipient, *many])
-    plain, _, size = age.rekey_headers(raw, 0, identities=a, add=b.recipient)
+    plain, _, size = rekey_headers(raw, 0, identities=a, add=b.recipient)
     growth = len(plain) - size
     for block in (512, 4096, 65536, growth + 5, growth + age_header.MIN_GREASE):
-        again, aligned, old_size = age.rekey_headers(raw, block, identities=a, add=b.recipient)
+        again, aligned, old_size = rekey_headers(raw, block, identities=a, add=b.recipient)
         assert old_size == size and len(again) == len(plain) and "grease" not in kinds(again)
         assert (len(aligned) - size) % block == 0
         grease = len(aligned) - len(plain)
         assert age_header.MIN_GREASE <= grease < block + age_header.MIN_GREASE
         assert kinds(aligned) == [*kinds(again), "grease"]
         assert streamcrypt.decrypt_bytes(aligned + raw[size:], identities=[b]) == b"x"
-    _, aligned, _ = age.rekey_headers(raw, growth, identities=a, add=b.recipient)
+    _, aligned, _ = rekey_headers(raw, growth, identities=a, add=b.recipient)
     assert len(aligned) == len(plain) and "grease" not in kinds(aligned)
 
 

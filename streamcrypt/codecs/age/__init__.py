@@ -126,7 +126,6 @@ __all__ = [
     "plugin_identity",
     "plugin_recipient",
     "rekey_header",
-    "rekey_headers",
 ]
 
 
