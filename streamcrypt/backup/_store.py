@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..codecs import IdentityLike, RecipientLike
 from ..codecs.backup import (
@@ -131,18 +131,41 @@ class _LocalFiles:
         return found if detail else sorted(found)
 
 
+def split_url(url: str) -> SplitResult:
+    """``url`` split by :func:`urllib.parse.urlsplit`, when where its credentials end is
+    certain: the one place a store's URL is parsed. Raises
+    :class:`InvalidParameterError`, quoting nothing of ``url``, when it does not parse,
+    its port is not a number, or an ``@`` follows the authority: a user name or token
+    holding ``/``, ``?`` or ``#`` not percent-encoded, which urlsplit would take for the
+    start of the path, query or fragment (and the rest of the token with it)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None  # raised below, outside the handler: its message may quote the URL
+    after = url.split("//", 1)[-1][len(parts.netloc) :] if parts is not None else ""
+    if parts is None or "@" in after:
+        raise InvalidParameterError(
+            "the store's URL does not parse as scheme://[user:TOKEN@]host[:port]/path (not "
+            "shown: it may hold a token); percent-encode '/', '?', '#' and '@' in a user "
+            "name or token (%2F, %3F, %23, %40)"
+        )
+    return parts
+
+
 def shown_location(location: str | os.PathLike[str]) -> str:
     """``location`` as a message may show it: a URL without its user name, password,
-    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``). Every
-    message that names a store goes through this one function."""
+    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``); only its
+    scheme when :func:`split_url` refuses it. Every message that names a store goes
+    through this one function."""
     text = os.fspath(location)
     scheme = "rest:" if text.startswith("rest:") else ""
     url = text.removeprefix(scheme)
     if "://" not in url:
         return text
     try:
-        parts = urlsplit(url)
-    except ValueError:
+        parts = split_url(url)
+    except InvalidParameterError:
         return scheme + url.split("://", 1)[0] + "://..."
     netloc = parts.netloc.rpartition("@")[2]
     return scheme + urlunsplit((parts.scheme, netloc, parts.path, "", ""))
