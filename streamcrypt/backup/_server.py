@@ -33,8 +33,10 @@ accepted without change (a client's retry after a lost answer). Responses are re
 slices too. File I/O runs on the engine's worker threads (:func:`._work.run_blocking`).
 
 Opening a connection takes no token, so connections are bounded apart from requests
-(:meth:`RestServer.serve`): at most :data:`MAX_CONNECTIONS` at once (a new one beyond is
-closed), each request head complete within :data:`HEAD_TIMEOUT` seconds of the
+(:meth:`RestServer.serve`): at most :data:`MAX_CONNECTIONS` at once (beyond, the one
+that has waited longest for a request head is closed to make room, so connections held
+open without a request cannot keep a client out; a new one is closed only when every
+other is in a request), each request head complete within :data:`HEAD_TIMEOUT` seconds of the
 connection's opening or of the head's first byte and at most :data:`_MAX_HEAD` bytes
 (else the connection is closed); a request without a valid token is answered 401 and
 its connection closed. Only requests with a valid token count against
@@ -628,14 +630,35 @@ def _bounded_h11() -> type[asyncio.Protocol]:
         # before it); the idle time between requests is uvicorn's keep-alive timeout.
         # The clock stops when h11 has the whole head.
         _head_clock: asyncio.TimerHandle | None = None
+        _idle_since = 0.0  # when it last began to wait for a head (opened, or answered)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            if len(self.connections) > MAX_CONNECTIONS:
-                _log.warning("refused a connection: %d are open", MAX_CONNECTIONS)
+            self._idle_since = self.loop.time()
+            if len(self.connections) > MAX_CONNECTIONS and not self._make_room():
+                _log.warning("refused a connection: %d are in a request", MAX_CONNECTIONS)
                 self.transport.close()
                 return
             self._start_head_clock()
+
+        def _make_room(self) -> bool:
+            """Close the connection that has waited longest for a request head, if more
+            than :data:`MAX_CONNECTIONS` are open (the one place a connection is chosen
+            to go); ``False`` when every other one is in a request."""
+            live = [c for c in self.connections if not c.transport.is_closing()]
+            waiting = [
+                c
+                for c in live
+                if c is not self and isinstance(c, BoundedH11) and c.conn.their_state is h11.IDLE
+            ]
+            if len(live) <= MAX_CONNECTIONS:
+                return True
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c._idle_since)
+            _log.debug("closed the connection waiting longest for a head: %d are open", len(live))
+            oldest.transport.close()
+            return True
 
         def data_received(self, data: bytes) -> None:
             if self.conn.their_state is h11.IDLE:
@@ -645,6 +668,7 @@ def _bounded_h11() -> type[asyncio.Protocol]:
                 self._stop_head_clock()
 
         def on_response_complete(self) -> None:
+            self._idle_since = self.loop.time()
             super().on_response_complete()
             if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
                 self._start_head_clock()  # part of a pipelined head came with the last
