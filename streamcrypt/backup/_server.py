@@ -113,7 +113,8 @@ MAX_REQUESTS = 64
 #: most ``MAX_REQUESTS - OWNER_REQUESTS`` at once, so the owner always gets a request
 #: in (a store's restore or prune sends a few at a time: one per worker thread).
 OWNER_REQUESTS = 16
-#: Connections held at once, authenticated or not; a new one beyond is closed at once.
+#: Connections held at once, authenticated or not; beyond, the one waiting longest for a
+#: request head is closed (``_make_room``), or the new one when every other is in a request.
 #: Until its request runs, each holds at most a head (:data:`_MAX_HEAD`): 510 holding
 #: 15 KiB of a head raised the peak by 10 MiB (measured 2026-12-05); 512 stays under
 #: the usual limit of 1024 descriptors.
@@ -424,7 +425,8 @@ class RestServer:
         if held >= limit:
             raise _Refused(
                 503,
-                f"{limit} requests of the {role}'s are in progress; try again",
+                f"{limit} requests{' of writers' if role == _WRITER else ''} are in "
+                "progress; try again",
                 [(b"retry-after", b"1"), _CLOSE],
             )
         self._active[role] += 1
@@ -646,13 +648,13 @@ def _bounded_h11() -> type[asyncio.Protocol]:
             than :data:`MAX_CONNECTIONS` are open (the one place a connection is chosen
             to go); ``False`` when every other one is in a request."""
             live = [c for c in self.connections if not c.transport.is_closing()]
+            if len(live) <= MAX_CONNECTIONS:
+                return True
             waiting = [
                 c
                 for c in live
                 if c is not self and isinstance(c, BoundedH11) and c.conn.their_state is h11.IDLE
             ]
-            if len(live) <= MAX_CONNECTIONS:
-                return True
             if not waiting:
                 return False
             oldest = min(waiting, key=lambda c: c._idle_since)
