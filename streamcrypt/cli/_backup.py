@@ -196,7 +196,9 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
         f"wrote its writer key to {args.keyfile}: "
         "it backs up, and cannot restore or read anything; restore, verify, forget, prune "
         f"and rekey take -i IDENTITY, and --signer {signer} (keep it beside the identity: "
-        "it refuses a store whose config and writer key were replaced)"
+        "it refuses a store whose config and writer key were replaced); prune and rekey "
+        "wrap keys only to the identities' own recipients and those named (prune -r/-R, "
+        "rekey -a): keep the recipients file too"
     )
     return 0
 
