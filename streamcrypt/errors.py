@@ -36,6 +36,7 @@ __all__ = [
     "UnknownKeyError",
     "UnsafePathError",
     "UnsupportedFormatError",
+    "UntrustedRecipientError",
 ]
 
 
@@ -80,6 +81,12 @@ class UnknownKeyError(StreamCryptError, KeyError):
 
     def __str__(self) -> str:  # KeyError.__str__ would repr() the message
         return str(self.args[0]) if self.args else "unknown key"
+
+
+class UntrustedRecipientError(UnknownKeyError):
+    """A write-only backup store's config lists a recipient its owner did not vouch for
+    (not the public key of an identity given, nor a recipient named): the owner's prune
+    and rekey wrap nothing to it. The message names the recipients refused."""
 
 
 class HandshakeError(StreamCryptError):

@@ -27,7 +27,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs import IdentityLike
+from ..codecs import IdentityLike, RecipientLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
@@ -374,6 +374,7 @@ async def prune(
     *,
     identities: Iterable[IdentityLike] | IdentityLike | None = None,
     signer: str | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
     max_unused: float = 0.1,
     policy: OffloadPolicy | None = DEFAULT_POLICY,
     storage_options: dict[str, Any] | None = None,
@@ -383,12 +384,19 @@ async def prune(
     Refuses (raises the snapshot's typed error) when a snapshot cannot be read, since its
     chunks could not be told apart from garbage. Raises :class:`StoreLockedError`,
     :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``;
-    ``signer``: as for :func:`verify`.
+    ``signer``: as for :func:`verify`; ``recipients``: a write-only store's recipients
+    the caller vouches for besides the identities' own (its session is wrapped to the
+    config's recipients only when each is vouched for, else
+    :class:`UntrustedRecipientError` before anything is read: ``Store.wrap_recipients``).
     """
     if not 0 <= max_unused < 1:
         raise InvalidParameterError("max_unused is a fraction in [0, 1)")
     started = time.perf_counter()
-    opened = await open_reader(store, key, identities, policy, storage_options, "prune", signer)
+    opened = await open_reader(
+        store, key, identities, policy, storage_options, "prune", signer, recipients
+    )
+    if opened.config.write_only:
+        opened.wrap_recipients()  # refused here, not after reading the whole store
     async with opened.lock(exclusive=True):
         index = await opened.load_index()
         old_ids = await opened.list_files("ids")

@@ -9,8 +9,12 @@ one function, :meth:`RestFiles._object`: ``config`` is ``/config``,
 ``/<type>/<name>``; the folders are listings (``GET /<type>/``, API v2). A name the
 server would refuse (its rule, :func:`._server.valid_object_name`) fails here first.
 
-Credentials: the URL's ``user:TOKEN`` as HTTP basic auth (as restic sends them), or
-``token=`` (a storage option) as a bearer token. A 401 or 403 is
+Credentials (:func:`_authorization`): the URL's ``user:TOKEN`` as HTTP basic auth (as
+restic sends them); without a password in the URL, ``token=`` (a storage option), else
+the first line of the file named by ``$STREAMCRYPT_REST_TOKEN_FILE``, else
+``$STREAMCRYPT_REST_TOKEN``: a command line then need not hold the token, where ``ps``
+shows it to every user. Such a token goes as basic auth with the URL's user name, or
+as a bearer token without one. A 401 or 403 is
 :class:`~streamcrypt.errors.AccessDeniedError` (an append-only server refuses deletes
 and overwrites: ``forget`` and ``prune`` need the owner's token), a 404
 ``FileNotFoundError``, anything else unexpected ``OSError``.
@@ -25,27 +29,74 @@ from __future__ import annotations
 
 import base64
 import http.client
+import os
 import ssl
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote
 
 from ..errors import AccessDeniedError, FormatError, InvalidParameterError, LimitExceededError
-from ..keys import load_json
+from ..keys import load_json, secret_text_bytes
+from ..keys.keyfile import read_secret_file
 from ._server import API_V2, TYPES, valid_object_name
+from ._store import split_url
 
 #: Seconds a connection may wait for the server on any one read or write.
 DEFAULT_TIMEOUT = 120.0
+#: The environment variable naming a file whose first line is the token (as ``backup
+#: serve --token-file`` reads its own), for a URL without one.
+TOKEN_FILE_VARIABLE = "STREAMCRYPT_REST_TOKEN_FILE"
+#: The environment variable holding the token itself, for a URL without one.
+TOKEN_VARIABLE = "STREAMCRYPT_REST_TOKEN"
+#: The longest token line read from a file.
+_MAX_TOKEN = 4096
+
+
+def _given_token(token: str | None) -> bytes | None:
+    """The token for a URL without a password: ``token``, else the first line of the
+    file ``$STREAMCRYPT_REST_TOKEN_FILE`` names, else ``$STREAMCRYPT_REST_TOKEN``.
+    Raises :class:`InvalidParameterError` (a file without a token, text that is not
+    UTF-8; never quoting it), ``OSError`` when the file cannot be read."""
+    if token:
+        return secret_text_bytes(token, "the REST token")
+    path = os.environ.get(TOKEN_FILE_VARIABLE)
+    if path:
+        raw = read_secret_file(path, _MAX_TOKEN, "the REST token file")
+        line = raw[:_MAX_TOKEN].split(b"\n", 1)[0].strip()
+        if not line:
+            raise InvalidParameterError(
+                f"the REST token file {path} (${TOKEN_FILE_VARIABLE}) holds no token"
+            )
+        return line
+    text = os.environ.get(TOKEN_VARIABLE)
+    return secret_text_bytes(text.strip(), f"${TOKEN_VARIABLE}") if text else None
+
+
+def _authorization(parts: SplitResult, token: str | None) -> dict[str, str]:
+    """The ``Authorization`` header for the URL ``parts`` (module docstring): the one
+    place the client's credentials are chosen."""
+    if parts.password is not None:
+        secret: bytes | None = secret_text_bytes(unquote(parts.password), "the URL's token")
+    else:
+        secret = _given_token(token)
+        if secret is None:
+            return {}
+        if parts.username is None:
+            return {"Authorization": "Bearer " + secret.decode("latin-1")}
+    assert secret is not None
+    user = secret_text_bytes(unquote(parts.username or ""), "the URL's user name")
+    return {"Authorization": "Basic " + base64.b64encode(user + b":" + secret).decode()}
 
 
 class RestFiles:
     """The store's file calls over the REST protocol, for the server at ``url``
-    (``http://[user:TOKEN@]host:port[/path]``, without the ``rest:`` of a location).
-    ``root`` is the prefix of every path the store passes (the URL without
-    credentials). Raises :class:`InvalidParameterError` for another kind of URL."""
+    (``http://[user:TOKEN@]host:port[/path]``, without the ``rest:`` of a location;
+    ``token``: see the module docstring). ``root`` is the prefix of every path the store
+    passes (the URL without credentials). Raises :class:`InvalidParameterError` for
+    another kind of URL, or one :func:`._store.split_url` refuses."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self._idle: list[http.client.HTTPConnection] = []
-        parts = urlsplit(url)
+        parts = split_url(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidParameterError(
                 "a REST store location is rest:http://[user:TOKEN@]host:port/ (or https)"
@@ -57,12 +108,7 @@ class RestFiles:
         self._https = parts.scheme == "https"
         self._address = (parts.hostname, parts.port)
         self._timeout = timeout
-        self._auth: dict[str, str] = {}
-        if parts.password is not None:
-            pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
-            self._auth["Authorization"] = "Basic " + base64.b64encode(pair).decode()
-        elif token:
-            self._auth["Authorization"] = f"Bearer {token}"
+        self._auth = _authorization(parts, token)
 
     def __repr__(self) -> str:
         return f"<RestFiles {self.root!r}>"
@@ -136,7 +182,8 @@ class RestFiles:
             raise FileNotFoundError(f"{self.root}{target}: no such object on the server")
         if status == 401:
             raise AccessDeniedError(
-                f"{self.root} refused the credentials ({what}): check the token in the URL"
+                f"{self.root} refused the credentials ({what}): check the token (the URL's, "
+                f"or ${TOKEN_FILE_VARIABLE}'s file, or ${TOKEN_VARIABLE})"
             )
         if status == 403:
             raise AccessDeniedError(

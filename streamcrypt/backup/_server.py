@@ -25,20 +25,25 @@ under ``data/``) that does not start with a dot. Nothing can name a file outside
 
 Memory per request is bounded: a body streams to a temporary beside its destination in
 slices of at most :data:`_SLICE` bytes, each piece of it must arrive within
-``body_timeout`` seconds (408), the whole within ``max_object_size`` bytes (413); the
+``body_timeout`` seconds and the whole at ``min_body_rate`` bytes a second on average
+after the first ``body_timeout`` seconds (408), within ``max_object_size`` bytes (413); the
 temporary is fsynced and linked into place, which never replaces an existing object
 (where replacing is allowed, renamed over it). A body equal to the existing object is
 accepted without change (a client's retry after a lost answer). Responses are read in
 slices too. File I/O runs on the engine's worker threads (:func:`._work.run_blocking`).
 
 Opening a connection takes no token, so connections are bounded apart from requests
-(:meth:`RestServer.serve`): at most :data:`MAX_CONNECTIONS` at once (a new one beyond is
-closed), each request head complete within :data:`HEAD_TIMEOUT` seconds of the
+(:meth:`RestServer.serve`): at most :data:`MAX_CONNECTIONS` at once (beyond, the one
+that has waited longest for a request head is closed to make room, so connections held
+open without a request cannot keep a client out; a new one is closed only when every
+other is in a request), each request head complete within :data:`HEAD_TIMEOUT` seconds of the
 connection's opening or of the head's first byte and at most :data:`_MAX_HEAD` bytes
 (else the connection is closed); a request without a valid token is answered 401 and
 its connection closed. Only requests with a valid token count against
 :data:`MAX_REQUESTS` (503 beyond), so idle or unauthenticated connections cannot make
-the server refuse its clients.
+the server refuse its clients; :data:`OWNER_REQUESTS` of them are the owner's alone
+(:meth:`RestServer._dispatch`), so writers, however many requests they hold, cannot
+keep the owner from restoring, verifying or pruning.
 """
 
 from __future__ import annotations
@@ -91,6 +96,11 @@ API_V2 = "application/vnd.x.restic.rest.v2"
 DEFAULT_MAX_OBJECT_SIZE = 1 << 30
 #: Seconds a request body may stall between two pieces before it is abandoned (408).
 DEFAULT_BODY_TIMEOUT = 60.0
+#: Bytes a second a request body must average once ``body_timeout`` seconds have passed
+#: since its start (408 when it falls behind): a client trickling a byte per piece no
+#: longer holds a request for ever, and a 16 MiB pack may take 34 minutes (restic's
+#: uploads over a 1 Mbit/s link, several at once, stay well above it).
+DEFAULT_MIN_BODY_RATE = 8 << 10
 #: Bytes moved per file call (and at most held per request): 1 MiB amortises a thread
 #: hop (tens of microseconds) to well under 1% of a write.
 _SLICE = 1 << 20
@@ -99,7 +109,12 @@ _SLICE = 1 << 20
 HEAD_TIMEOUT = 10.0
 #: Requests with a valid token served at once; another is answered 503 (Retry-After).
 MAX_REQUESTS = 64
-#: Connections held at once, authenticated or not; a new one beyond is closed at once.
+#: Of :data:`MAX_REQUESTS`, the ones only the owner's token may take: writers hold at
+#: most ``MAX_REQUESTS - OWNER_REQUESTS`` at once, so the owner always gets a request
+#: in (a store's restore or prune sends a few at a time: one per worker thread).
+OWNER_REQUESTS = 16
+#: Connections held at once, authenticated or not; beyond, the one waiting longest for a
+#: request head is closed (``_make_room``), or the new one when every other is in a request.
 #: Until its request runs, each holds at most a head (:data:`_MAX_HEAD`): 510 holding
 #: 15 KiB of a head raised the peak by 10 MiB (measured 2026-12-05); 512 stays under
 #: the usual limit of 1024 descriptors.
@@ -109,6 +124,9 @@ _MAX_HEAD = 16 << 10
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _HEX = re.compile(r"[0-9a-f]{2,200}")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+#: Digits of a Range bound read as a number; a longer one is past any file (and int()
+#: refuses over 4,300 digits).
+_RANGE_DIGITS = 19
 _OWNER, _WRITER = "owner", "writer"
 _CLOSE = (b"connection", b"close")
 _log = logging.getLogger("streamcrypt.backup.server")
@@ -173,18 +191,28 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     match = _RANGE.fullmatch(header.strip()) if header else None
     if match is None or match.group(1) == match.group(2) == "":
         return None
-    first, last = match.groups()
-    if first:
-        start, stop = int(first), int(last) + 1 if last else size
+    first, last = (_bound(text) for text in match.groups())
+    if first is not None:
+        start, stop = first, last + 1 if last is not None else size
     else:
-        start, stop = max(0, size - int(last)), size
+        assert last is not None
+        start, stop = max(0, size - last), size
     if start >= size or stop <= start:
         raise _Refused(
             416,
-            f"range {header!r} is outside the object ({size} bytes)",
+            f"range {header[:60]!r} is outside the object ({size} bytes)",
             [(b"content-range", f"bytes */{size}".encode())],
         )
     return start, min(stop, size)
+
+
+def _bound(digits: str) -> int | None:
+    """A Range bound as a number (``None`` when absent); one of more than
+    :data:`_RANGE_DIGITS` digits is taken as ``2**63``, past the end of any file."""
+    if not digits:
+        return None
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _RANGE_DIGITS else 1 << 63
 
 
 def _open_slice(
@@ -298,9 +326,10 @@ class RestServer:
     """The ASGI app: one repository in ``root``, served by restic's REST protocol.
 
     ``token``: the writer's (append-only); ``owner_token``: the owner's (may also
-    delete and replace); at least one is needed. ``max_object_size``, ``body_timeout``:
-    the limits of one request body. Run it with uvicorn (:meth:`serve`). Raises
-    :class:`InvalidParameterError` for missing or equal tokens.
+    delete and replace); at least one is needed. ``max_object_size``, ``body_timeout``,
+    ``min_body_rate``: the limits of one request body (module docstring). Run it with
+    uvicorn (:meth:`serve`). Raises :class:`InvalidParameterError` for missing or equal
+    tokens.
     """
 
     def __init__(
@@ -311,17 +340,21 @@ class RestServer:
         owner_token: str | None = None,
         max_object_size: int = DEFAULT_MAX_OBJECT_SIZE,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        min_body_rate: int = DEFAULT_MIN_BODY_RATE,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
     ) -> None:
         if not token and not owner_token:
             raise InvalidParameterError(
                 "a store server needs a writer token, an owner token or both"
             )
-        if max_object_size < 1 or body_timeout <= 0:
-            raise InvalidParameterError("max_object_size and body_timeout must be positive")
+        if max_object_size < 1 or body_timeout <= 0 or min_body_rate <= 0:
+            raise InvalidParameterError(
+                "max_object_size, body_timeout and min_body_rate must be positive"
+            )
         self.root = os.path.abspath(os.fspath(root))
         self.max_object_size = max_object_size
         self.body_timeout = body_timeout
+        self.min_body_rate = min_body_rate
         self.policy = policy
         self._tokens = tuple(
             (secret_text_bytes(secret, f"the {role}'s token"), role)
@@ -330,7 +363,8 @@ class RestServer:
         )
         if len(self._tokens) == 2 and hmac.compare_digest(self._tokens[0][0], self._tokens[1][0]):
             raise InvalidParameterError("the writer's and the owner's tokens must differ")
-        self._active = 0  # requests with a valid token in progress (on the loop's thread)
+        # requests with a valid token in progress, per role (on the loop's thread)
+        self._active = {_WRITER: 0, _OWNER: 0}
 
     def __repr__(self) -> str:
         roles = "+".join(role for _, role in self._tokens)
@@ -381,20 +415,25 @@ class RestServer:
             return await run_blocking(self.policy, fn, *args)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve a request with a valid token if fewer than :data:`MAX_REQUESTS` are in
-        progress. Raises :class:`_Refused` (401 without a token, 503 over the limit)."""
+        """Serve a request with a valid token if a slot is free for its role: the one
+        place slots are given. At most :data:`MAX_REQUESTS` in all, of which the writers'
+        at most ``MAX_REQUESTS - OWNER_REQUESTS``. Raises :class:`_Refused` (401 without
+        a token, 503 over the limit)."""
         role = self._role(scope)
-        if self._active >= MAX_REQUESTS:
+        held = self._active[_WRITER] if role == _WRITER else sum(self._active.values())
+        limit = MAX_REQUESTS - OWNER_REQUESTS if role == _WRITER else MAX_REQUESTS
+        if held >= limit:
             raise _Refused(
                 503,
-                f"{MAX_REQUESTS} requests are in progress; try again",
+                f"{limit} requests{' of writers' if role == _WRITER else ''} are in "
+                "progress; try again",
                 [(b"retry-after", b"1"), _CLOSE],
             )
-        self._active += 1
+        self._active[role] += 1
         try:
             await self._route(role, scope, receive, send)
         finally:
-            self._active -= 1
+            self._active[role] -= 1
 
     async def _route(self, role: str, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
@@ -511,16 +550,22 @@ class RestServer:
         )
 
     async def _receive_body(self, receive: Receive, fd: int) -> None:
-        """Write the request body to ``fd`` in slices. Raises :class:`_Refused` (408 on a
-        stall, 413 over the size limit, 400 when the client went away)."""
+        """Write the request body to ``fd`` in slices. Raises :class:`_Refused` (408 when
+        a piece stalls for ``body_timeout`` or the body falls behind its deadline,
+        ``body_timeout`` after its start plus a second per ``min_body_rate`` bytes
+        received; 413 over the size limit, 400 when the client went away)."""
         pending, total, more = bytearray(), 0, True
+        started = anyio.current_time()
         while more:
+            deadline = started + self.body_timeout + total / self.min_body_rate
             try:
-                with anyio.fail_after(self.body_timeout):
+                with anyio.fail_after(min(self.body_timeout, deadline - anyio.current_time())):
                     message = await receive()
             except TimeoutError:
                 raise _Refused(
-                    PeerTimeoutError.http_status, f"the body stalled for {self.body_timeout} s"
+                    PeerTimeoutError.http_status,
+                    f"the body stalled for {self.body_timeout} s or came slower than "
+                    f"{self.min_body_rate} bytes/s",
                 ) from None
             if message["type"] == "http.disconnect":
                 raise _Refused(400, "the client went away before the end of the body")
@@ -587,14 +632,35 @@ def _bounded_h11() -> type[asyncio.Protocol]:
         # before it); the idle time between requests is uvicorn's keep-alive timeout.
         # The clock stops when h11 has the whole head.
         _head_clock: asyncio.TimerHandle | None = None
+        _idle_since = 0.0  # when it last began to wait for a head (opened, or answered)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            if len(self.connections) > MAX_CONNECTIONS:
-                _log.warning("refused a connection: %d are open", MAX_CONNECTIONS)
+            self._idle_since = self.loop.time()
+            if len(self.connections) > MAX_CONNECTIONS and not self._make_room():
+                _log.warning("refused a connection: %d are in a request", MAX_CONNECTIONS)
                 self.transport.close()
                 return
             self._start_head_clock()
+
+        def _make_room(self) -> bool:
+            """Close the connection that has waited longest for a request head, if more
+            than :data:`MAX_CONNECTIONS` are open (the one place a connection is chosen
+            to go); ``False`` when every other one is in a request."""
+            live = [c for c in self.connections if not c.transport.is_closing()]
+            if len(live) <= MAX_CONNECTIONS:
+                return True
+            waiting = [
+                c
+                for c in live
+                if c is not self and isinstance(c, BoundedH11) and c.conn.their_state is h11.IDLE
+            ]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c._idle_since)
+            _log.debug("closed the connection waiting longest for a head: %d are open", len(live))
+            oldest.transport.close()
+            return True
 
         def data_received(self, data: bytes) -> None:
             if self.conn.their_state is h11.IDLE:
@@ -604,6 +670,7 @@ def _bounded_h11() -> type[asyncio.Protocol]:
                 self._stop_head_clock()
 
         def on_response_complete(self) -> None:
+            self._idle_since = self.loop.time()
             super().on_response_complete()
             if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
                 self._start_head_clock()  # part of a pipelined head came with the last

@@ -33,9 +33,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from ..codecs import IdentityLike
+from ..codecs import IdentityLike, RecipientLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
@@ -46,6 +46,7 @@ from ..codecs.backup import (
     Manifest,
     PackOpener,
     StoreConfig,
+    check_recipients,
     decode_ids,
     decode_index,
     encode_ids,
@@ -54,6 +55,7 @@ from ..codecs.backup import (
     open_snapshot,
     seal_key_file,
     seal_snapshot,
+    vouched_recipients,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy
 from ..errors import (
@@ -129,18 +131,41 @@ class _LocalFiles:
         return found if detail else sorted(found)
 
 
+def split_url(url: str) -> SplitResult:
+    """``url`` split by :func:`urllib.parse.urlsplit`, when where its credentials end is
+    certain: the one place a store's URL is parsed. Raises
+    :class:`InvalidParameterError`, quoting nothing of ``url``, when it does not parse,
+    its port is not a number, or an ``@`` follows the authority: a user name or token
+    holding ``/``, ``?`` or ``#`` not percent-encoded, which urlsplit would take for the
+    start of the path, query or fragment (and the rest of the token with it)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None  # raised below, outside the handler: its message may quote the URL
+    after = url.split("//", 1)[-1][len(parts.netloc) :] if parts is not None else ""
+    if parts is None or "@" in after:
+        raise InvalidParameterError(
+            "the store's URL does not parse as scheme://[user:TOKEN@]host[:port]/path (not "
+            "shown: it may hold a token); percent-encode '/', '?', '#' and '@' in a user "
+            "name or token (%2F, %3F, %23, %40)"
+        )
+    return parts
+
+
 def shown_location(location: str | os.PathLike[str]) -> str:
     """``location`` as a message may show it: a URL without its user name, password,
-    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``). Every
-    message that names a store goes through this one function."""
+    query or fragment (where credentials go: ``rest:http://user:TOKEN@host/``); only its
+    scheme when :func:`split_url` refuses it. Every message that names a store goes
+    through this one function."""
     text = os.fspath(location)
     scheme = "rest:" if text.startswith("rest:") else ""
     url = text.removeprefix(scheme)
     if "://" not in url:
         return text
     try:
-        parts = urlsplit(url)
-    except ValueError:
+        parts = split_url(url)
+    except InvalidParameterError:
         return scheme + url.split("://", 1)[0] + "://..."
     netloc = parts.netloc.rpartition("@")[2]
     return scheme + urlunsplit((parts.scheme, netloc, parts.path, "", ""))
@@ -306,6 +331,7 @@ class Store:
         self.config = config
         self.policy = policy
         self._local = local
+        self._vouched: frozenset[Any] = frozenset()
         self._lock_name: str | None = None
         self._lock_doc: dict[str, Any] = {}
         self._lock_time = 0.0
@@ -326,6 +352,7 @@ class Store:
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
         create: bool = False,
         signer: str | None = None,
+        recipients: Iterable[RecipientLike] | RecipientLike = (),
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
         **params: int,
@@ -339,13 +366,15 @@ class Store:
         wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind), and
         with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
         the store), :class:`InvalidSignatureError` when the config names another signer.
+        ``recipients``: with ``identities``, the store's recipients the caller vouches
+        for besides the identities' own (:meth:`wrap_recipients`).
         """
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
         if (key is None) == (identities is None):
             raise InvalidParameterError("give the store's key= or its identities=, one of them")
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
-        await store._run(store._open_sync, key, identities, create, params)
+        await store._run(store._open_sync, key, identities, recipients, create, params)
         if signer is not None:
             check_signer(store.config, signer)
         return store
@@ -354,6 +383,7 @@ class Store:
         self,
         key: SecretKey | None,
         identities: Iterable[IdentityLike] | IdentityLike | None,
+        recipients: Iterable[RecipientLike] | RecipientLike,
         create: bool,
         params: dict[str, int],
     ) -> None:
@@ -383,6 +413,7 @@ class Store:
             writer = open_key_file(identities, "writer", self.read_sync("keys/writer"))
             keys = BackupKeys.writer(SecretKey(writer))
             self.keys = replace(keys, opens=_SessionKeys(self, identities), reader=True)
+            self._vouched = vouched_recipients(identities, recipients)
         self.config = StoreConfig.decode(raw, self.keys)
 
     def _key_file_problems_sync(self) -> list[str]:
@@ -406,14 +437,31 @@ class Store:
     async def key_file_problems(self) -> list[str]:
         return await self._run(self._key_file_problems_sync)
 
+    def wrap_recipients(self, listed: Sequence[str] | None = None) -> tuple[str, ...]:
+        """Whom a new key file of a write-only store is wrapped to: ``listed`` (default:
+        the config's recipients), checked. The one place this is decided.
+
+        The writer wraps to the config it checked under its own key (whoever takes the
+        writer can change its future sessions' recipients: they are theirs anyway). The
+        identity (prune's session, rekey: secrets that reach back before any compromise)
+        takes nothing from the store on trust: every recipient listed must be the public
+        key of an identity it opened with or one its caller named (``recipients=``), or
+        :class:`UntrustedRecipientError` names the others before anything is wrapped.
+        """
+        listed = self.config.recipients if listed is None else listed
+        if not self.keys.reader:
+            return tuple(listed)
+        return check_recipients(listed, self._vouched)
+
     async def begin_session(self) -> None:
         """Before a write-only store's backup or prune writes anything: a fresh session
-        secret, stored first as an age file to the store's recipients, seals what this
-        run writes (no-op for a symmetric store)."""
+        secret, stored first as an age file to :meth:`wrap_recipients`, seals what this
+        run writes (no-op for a symmetric store). Raises
+        :class:`UntrustedRecipientError` as that does."""
         if not self.config.write_only:
             return
         session, secret = random_bytes(SESSION_ID_SIZE), random_bytes(32)
-        data = seal_key_file(self.config.recipients, session.hex(), secret)
+        data = seal_key_file(self.wrap_recipients(), session.hex(), secret)
         await self.write(f"keys/{session.hex()}", data)
         self.keys = self.keys.sealing(DataKeys.derive(secret, session))
 
@@ -766,15 +814,17 @@ async def open_reader(
     storage_options: dict[str, Any] | None,
     action: str,
     signer: str | None = None,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
 ) -> Store:
     """The store opened with keys that read it (the master key, or a write-only store's
     identities); a write-only store's writer key is refused (:class:`UnknownKeyError`);
-    with ``signer``, see :meth:`Store.open`."""
+    with ``signer`` and ``recipients``, see :meth:`Store.open`."""
     opened = await Store.open(
         location,
         key,
         identities=identities,
         signer=signer,
+        recipients=recipients,
         policy=policy,
         storage_options=storage_options,
     )

@@ -85,25 +85,30 @@ async def rekey(
     """Add and remove recipients of a write-only store, rewrapping its key files (the
     data stays as it is); returns the new recipients.
 
-    Each key file is replaced atomically; a rekey killed midway leaves each wrapped to
-    the old or the new recipients, and running it again with the same identity finishes
-    it. Raises :class:`UnknownKeyError` when ``identities`` cannot unwrap the store's
-    keys, :class:`InvalidParameterError` (a symmetric store, a recipient to remove that
-    is not one, no recipient left), :class:`StoreLockedError`, and with ``signer`` (as
-    ``backup init`` printed it) :class:`InvalidSignatureError` when the config names
-    another.
+    Every recipient kept must be vouched for (:meth:`Store.wrap_recipients`): the
+    public key of one of ``identities`` or one in ``add`` (adding a recipient the store
+    has keeps it); one only the config names is refused unless removed. Each key file is
+    replaced atomically; a rekey killed midway leaves each wrapped to the old or the new
+    recipients, and running it again with the same identity finishes it. Raises
+    :class:`UnknownKeyError` when ``identities`` cannot unwrap the store's keys,
+    :class:`UntrustedRecipientError` (a recipient kept that nobody vouched for),
+    :class:`InvalidParameterError` (a symmetric store, a recipient to remove that is not
+    one, no recipient left), :class:`StoreLockedError`, and with ``signer`` (as ``backup
+    init`` printed it) :class:`InvalidSignatureError` when the config names another.
     """
+    added = recipient_texts(add) if add else ()
     opened = await Store.open(
         location,
         identities=identities,
         signer=signer,
+        recipients=added,
         policy=policy,
         storage_options=storage_options,
     )
     if not opened.config.write_only:
         raise InvalidParameterError("a symmetric store has no recipients to change")
     new = list(opened.config.recipients)
-    for text in recipient_texts(add) if add else ():
+    for text in added:
         if text not in new:
             new.append(text)
     for text in recipient_texts(remove) if remove else ():
@@ -112,7 +117,7 @@ async def rekey(
         new.remove(text)
     if not new:
         raise InvalidParameterError("a write-only store needs at least one recipient left")
-    config = replace(opened.config, recipients=tuple(new))
+    config = replace(opened.config, recipients=opened.wrap_recipients(new))
 
     def rewrap() -> None:
         for name in opened._list_sync("keys", False):

@@ -56,14 +56,7 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("store", nargs="?", metavar="STORE", help="the write-only store to make")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
     _recipient_options(p, "-r", "--recipient", "an age recipient (age1...) of the store")
-    p.add_argument(
-        "-R",
-        "--recipients-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a file of age recipients, one a line",
-    )
+    _recipients_file_option(p)
     p = action("backup", "back up SRC_DIR into STORE as a new snapshot")
     p.add_argument("src", metavar="SRC_DIR")
     p.add_argument("store", metavar="STORE", help="a directory or an fsspec URL (s3://...)")
@@ -149,6 +142,14 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
             help="the store's signer as 'backup init' printed it: refuse a store whose "
             "config names another (its config and writer key replaced)",
         )
+    _recipient_options(
+        actions.choices["prune"],
+        "-r",
+        "--recipient",
+        "a recipient of the write-only store besides the identities' own (prune wraps its "
+        "session key only to those; rekey: name them with -a)",
+    )
+    _recipients_file_option(actions.choices["prune"])
     for name in _LONG:
         actions.choices[name].add_argument(
             "-q", "--quiet", action="store_true", help="no progress bar"
@@ -157,6 +158,22 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _recipient_options(p: argparse.ArgumentParser, short: str, long: str, help: str) -> None:
     p.add_argument(short, long, action="append", default=[], metavar="RECIPIENT", help=help)
+
+
+def _recipients_file_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-R",
+        "--recipients-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file of age recipients, one a line",
+    )
+
+
+def _named_recipients(args: argparse.Namespace) -> list[str | Path]:
+    """The recipients of ``-r`` and ``-R``: the store's (prune: those vouched for)."""
+    return [*args.recipient, *(Path(f) for f in args.recipients_file)]
 
 
 def _identities(paths: list[str]) -> list[Any]:
@@ -169,10 +186,9 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
         raise CliError("init -r/-R makes a write-only store: give KEYFILE STORE", EXIT_USAGE)
     if os.path.lexists(args.keyfile) and not args.force:
         raise CliError(f"{args.keyfile} exists (use -f to replace it)", EXIT_USAGE)
-    recipients = [*args.recipient, *(Path(f) for f in args.recipients_file)]
     from ..codecs.backup import BackupKeys
 
-    writer = anyio.run(api.create_write_only, args.store, recipients)
+    writer = anyio.run(api.create_write_only, args.store, _named_recipients(args))
     write_key_file(args.keyfile, secret_key_file_text(writer), force=args.force)
     signer = BackupKeys.writer(writer).signing.public_bytes().hex()
     print(
@@ -180,7 +196,9 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
         f"wrote its writer key to {args.keyfile}: "
         "it backs up, and cannot restore or read anything; restore, verify, forget, prune "
         f"and rekey take -i IDENTITY, and --signer {signer} (keep it beside the identity: "
-        "it refuses a store whose config and writer key were replaced)"
+        "it refuses a store whose config and writer key were replaced); prune and rekey "
+        "wrap keys only to the identities' own recipients and those named (prune -r/-R, "
+        "rekey -a): keep the recipients file too"
     )
     return 0
 
@@ -332,6 +350,7 @@ def run_backup(args: argparse.Namespace) -> int:
                 max_unused=args.max_unused,
                 identities=ids,
                 signer=args.signer,
+                recipients=_named_recipients(args),
             )
         )
         print(pruned.summary())

@@ -77,9 +77,11 @@ from ..errors import (
     FormatError,
     InvalidParameterError,
     InvalidSignatureError,
+    StreamCryptError,
     UnknownKeyError,
     UnsafePathError,
     UnsupportedFormatError,
+    UntrustedRecipientError,
 )
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, hkdf, load_json, random_bytes
 from ..paths import name_parts
@@ -95,7 +97,7 @@ from ..primitives import (
     blake3_keyed,
 )
 from . import container
-from ._stanza import IdentityLike, RecipientLike, key_lines
+from ._stanza import IdentityLike, KeyIdentity, KeyList, PublicKey, RecipientLike, key_lines
 
 __all__ = [
     "DEFAULT_PACK_SIZE",
@@ -113,6 +115,7 @@ __all__ = [
     "PackOpener",
     "PackWriter",
     "StoreConfig",
+    "check_recipients",
     "compress_blob",
     "decode_ids",
     "decode_index",
@@ -126,6 +129,7 @@ __all__ = [
     "seal_key_file",
     "seal_snapshot",
     "verify_snapshot_signature",
+    "vouched_recipients",
 ]
 
 FORMAT = "streamcrypt-backup"
@@ -424,6 +428,51 @@ def recipient_texts(recipients: Iterable[RecipientLike] | RecipientLike) -> tupl
     if not out:
         raise InvalidParameterError("a write-only store needs at least one recipient")
     return tuple(out)
+
+
+def vouched_recipients(
+    identities: Iterable[IdentityLike] | IdentityLike,
+    recipients: Iterable[RecipientLike] | RecipientLike = (),
+) -> frozenset[PublicKey]:
+    """The recipients the holder of ``identities`` vouches for: the public key of each
+    identity that is a key (X25519, ML-KEM, SSH; a plugin identity's is not known
+    without its plugin) and the ``recipients`` the caller names. Raises what
+    :func:`recipient_texts` raises for a named one; :class:`FormatError` for an identity
+    that does not parse."""
+    from .age import parse_identity, parse_recipient
+
+    given: KeyList[Any] = KeyList("unwrap", parse_identity, "an identity must be an age key", "")
+    out = {i.recipient for i in given.keys(identities) if isinstance(i, KeyIdentity)}
+    named = recipient_texts(recipients) if recipients else ()
+    out.update(parse_recipient(text) for text in named)
+    return frozenset(out)
+
+
+def check_recipients(listed: Sequence[str], vouched: frozenset[PublicKey]) -> tuple[str, ...]:
+    """``listed`` (a write-only store's recipients, as its config has them) if each one
+    is in ``vouched`` (:func:`vouched_recipients`). Raises
+    :class:`UntrustedRecipientError` naming the others: the config is signed by the
+    writer key, which whoever takes the writer holds, so an owner wraps nothing to a
+    recipient only the config names (docs/BACKUP.md, threat model)."""
+    from .age import parse_recipient
+
+    others = []
+    for text in listed:
+        try:
+            known = parse_recipient(text) in vouched
+        except StreamCryptError:
+            known = False
+        if not known:
+            others.append(text)
+    if others:
+        shown = ", ".join(repr(text[:80]) for text in others)
+        raise UntrustedRecipientError(
+            f"the store's config lists recipients not vouched for: {shown}. Only the "
+            "writer's key signs the config, so a new key is wrapped only to the given "
+            "identities' own recipients and those named (recipients=, -r/-R): name each "
+            "that is yours, or remove it (rekey -x) if it is not"
+        )
+    return tuple(listed)
 
 
 # -- key files (write-only stores) ----------------------------------------------------------------
