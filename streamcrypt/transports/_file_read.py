@@ -439,13 +439,15 @@ class _RandomReader:
             self._read_ahead()
 
     def _read_ahead(self) -> None:
-        """Fill the window with the spans after the last one queued (from a descriptor,
-        whose jobs read for themselves), one batch each: the first twice the read's
-        size, each next one twice the one before, up to ``_span`` (small reads after a
-        seek read little ahead; a long run of reads soon moves whole spans)."""
+        """Queue the span after the last one queued (from a descriptor, whose jobs read
+        for themselves) if the window has room: twice the read's size, each next one
+        twice the one before, up to ``_span`` (small reads after a seek read little
+        ahead; a long run of reads soon moves whole spans). One span a call, twice a
+        load (before waiting and after): the window grows by one span a load, and the
+        loop is held for one span's jobs at a time, not for a window's."""
         if self._fd is None:
             return
-        while self._queued_end < self.size and not self._batches.window_full:
+        if self._queued_end < self.size and not self._batches.window_full:
             self._ahead_span = min(2 * self._ahead_span, self._span)
             self._queue_span(self._queued_end, self._ahead_span)
 
