@@ -28,7 +28,7 @@ import streamcrypt
 from streamcrypt import decrypt_bytes, encrypt_bytes
 from streamcrypt.codecs import SegmentJob, aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
-from streamcrypt.engine import DEFAULT_MAX_IN_FLIGHT, OffloadPolicy, _memory
+from streamcrypt.engine import OffloadPolicy, _memory
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -238,9 +238,12 @@ async def test_reads_only_needed_segments(tmp_path: Path, monkeypatch: pytest.Mo
             assert await f.read(100) == data[pos : pos + 100]
     # Segments 20-23, each read once, and (reads going forward) read-ahead in spans that
     # start at one read's size (one segment) and double: the three spans the reads
-    # consumed (1, 2 and 4 segments) and at most max_in_flight queued after them;
-    # closing waited for the read-ahead in flight.
-    spans = 3 + DEFAULT_MAX_IN_FLIGHT
+    # consumed (1, 2 and 4 segments) and at most a window of spans queued after them (as
+    # many as half batch_size x max_in_flight holds in spans of _SPAN, at least
+    # max_in_flight); closing waited for the read-ahead in flight.
+    policy = OffloadPolicy()
+    window = policy.batch_size * policy.max_in_flight // 2 // _file_read._SPAN
+    spans = 3 + max(policy.max_in_flight, window)
     assert 4 * CT_SEG <= sum(read) <= (2**spans - 1) * CT_SEG
     assert all(n == CT_SEG for n in read)
 
@@ -280,12 +283,12 @@ async def test_inline_reads_read_the_next_piece_while_this_one_is_opened(
     path = tmp_path / "o.enc"
     await write_file(path, data)
     events: list[tuple[str, int]] = []
-    real_pread = _file_read._pread_all
+    real_pread = _file_read._pread_into
     real_open = SegmentJob.run_into
 
-    def pread(fd: int, offset: int, length: int) -> bytes:
+    def pread(fd: int, offset: int, view: memoryview) -> int:
         events.append(("read", offset))
-        return real_pread(fd, offset, length)
+        return real_pread(fd, offset, view)
 
     def open_(self: SegmentJob, out: memoryview) -> tuple[int, Exception | None]:
         time.sleep(0.05)  # a slow cipher: the worker has time to start the next read
@@ -293,7 +296,7 @@ async def test_inline_reads_read_the_next_piece_while_this_one_is_opened(
         return real_open(self, out)
 
     async with open_file(path, "rb", key=KEY, policy=None) as f:
-        monkeypatch.setattr(_file_read, "_pread_all", pread)
+        monkeypatch.setattr(_file_read, "_pread_into", pread)
         monkeypatch.setattr(SegmentJob, "run_into", open_)
         for i in range(6):
             assert await f.read(16 * SEG) == data[i * 16 * SEG : (i + 1) * 16 * SEG]
@@ -339,17 +342,48 @@ async def test_reads_ahead_read_the_next_piece_while_this_one_is_opened(
     assert overlapped == [(k, True) for k in range(pieces - 1)]
 
 
+async def test_read_ahead_holds_the_loop_for_one_span_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: the window of spans in flight grows by one span a read-ahead call, so
+    the loop is held for one span's jobs at a time, however deep the window (filled at
+    once, a window of six held it for 165-460 us on the first read). Counted: the spans
+    a read queues before it returns are at most its own and one ahead on each side of
+    the wait."""
+    data = plaintext(4 << 20, 13)
+    path = tmp_path / "w.enc"
+    await write_file(path, data)
+    queued: list[int] = []
+    real = _file_read._RandomReader._queue_span
+
+    def count(self: Any, start: int, span: int) -> None:
+        queued.append(start)
+        real(self, start, span)
+
+    monkeypatch.setattr(_file_read._RandomReader, "_queue_span", count)
+    read = 64 * SEG
+    per_read: list[int] = []
+    async with open_file(path, "rb", key=KEY) as f:  # the default: a window of six
+        for k in range(len(data) // read):
+            queued.clear()
+            assert await f.read(read) == data[k * read : (k + 1) * read]
+            per_read.append(len(queued))
+    assert max(per_read) <= 3, per_read
+    assert sum(per_read) > len(data) // (1 << 20)  # read-ahead ran: spans of up to 1 MiB
+
+
 async def test_seeks_drop_the_read_ahead_they_leave(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Review 6 F3: a seek drops the spans read ahead; memory stays within the cap
-    docs/ENGINE.md states (``batch_size x max_in_flight`` in flight, plus the span being
-    read and one spare) however many seeks there were. Counted, not measured: the live
-    ciphertext buffers of spans; a dropped scheduler that kept its batches kept them."""
+    docs/ENGINE.md states (plaintext in flight: at most ``batch_size x max_in_flight``;
+    ciphertext: one buffer per job running at once) however many seeks there were.
+    Counted, not measured: the live read jobs (each holds its output slot) and the live
+    ciphertext buffers; a dropped scheduler that kept its batches kept their jobs."""
     data = plaintext(8 << 20, 11)
     path = tmp_path / "s.enc"
     await write_file(path, data)
-    live: list[Any] = []  # weak references to every span buffer made
+    live: list[Any] = []  # weak references to every ciphertext buffer made
     real_mmap = _file_read.mmap.mmap
 
     class Mmap:
@@ -371,9 +405,12 @@ async def test_seeks_drop_the_read_ahead_they_leave(
             assert await f.read(read) == data[at + read : at + 2 * read]  # reads ahead
         await anyio.sleep(0.2)  # what still ran finishes
         gc.collect()
-        held = sum(len(buffer) for ref in live if (buffer := ref()) is not None)
-        assert held <= policy.batch_size * policy.max_in_flight + 2 * read, held >> 10
-    assert len(live) > 30  # the spans read ahead were made
+        in_flight = [job for job in gc.get_objects() if isinstance(job, _file_read._PreadJob)]
+        assert sum(job.out_size for job in in_flight) <= policy.batch_size * policy.max_in_flight
+        buffers = [buffer for ref in live if (buffer := ref()) is not None]
+        assert len(buffers) <= threading.active_count(), len(buffers)
+        assert all(len(buffer) <= 2 * read for buffer in buffers)
+    assert len(in_flight) > 4  # the spans read ahead were in flight
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -749,7 +786,7 @@ async def test_io_runs_on_worker_threads(tmp_path: Path, monkeypatch: pytest.Mon
     await write_file(path, data, policy=None, pieces=3)
     async with open_file(path, "rb", key=KEY, policy=None) as f:
         assert await f.read() == data
-    assert {"pread", "writev", "fsync", "replace", "open"} <= {name for name, _ in calls}
+    assert {"preadv", "writev", "fsync", "replace", "open"} <= {name for name, _ in calls}
     assert all(ident != loop_thread for _, ident in calls), calls
     # With a policy, the workers read and open the pieces; the loop, waiting for them,
     # never runs one of those jobs (it would read the file on the loop), not even one

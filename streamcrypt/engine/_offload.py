@@ -392,7 +392,11 @@ class WorkerCalls:
 
     def start(self, fn: Callable[..., T], *args: Any) -> Pending[T]:
         """Start ``fn(*args)`` on a worker; remembered until it finished."""
-        future = self._policy.submit(fn, *args)
+        return self.watch(self._policy.submit(fn, *args))
+
+    def watch(self, future: Pending[T]) -> Pending[T]:
+        """Remember ``future``, work started elsewhere that uses what the owner closes (a
+        batch dropped by a seek reads the descriptor), until it finished."""
         self._running.add(future)
         future.add_done_callback(self._running.discard)
         return future

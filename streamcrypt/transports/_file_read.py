@@ -8,6 +8,7 @@ that cannot seek is read front to back through the engine's pipeline
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import mmap
@@ -29,18 +30,26 @@ from ..errors import BrokenTransformError, InvalidParameterError, TruncatedStrea
 _INLINE_PIECE = 1 << 20
 #: Bytes asked of a non-seekable wrapped object per read call.
 _STREAM_READ = 1 << 20
+#: Plaintext bytes of a read-ahead span at most (whole output objects, at least one).
+_SPAN = 1 << 20
 
 
-def _pread_all(fd: int, offset: int, length: int) -> bytes:
-    parts: list[bytes] = []
+def _pread_into(fd: int, offset: int, view: memoryview) -> int:
+    """Fill ``view`` with the file's bytes from ``offset`` (fewer at its end); the count."""
     got = 0
-    while got < length:
-        chunk = os.pread(fd, length - got, offset + got)
-        if not chunk:
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if not n:
             break
-        parts.append(chunk)
-        got += len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        got += n
+    return got
+
+
+def _pread(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes of the file from ``offset`` (fewer at its end): for the reads of
+    opening (headers, a final segment, a signed file's frames), not for spans."""
+    buffer = bytearray(length)
+    return bytes(buffer[: _pread_into(fd, offset, memoryview(buffer))])
 
 
 def _open_for_reading(path: str) -> tuple[int, int]:
@@ -73,10 +82,10 @@ class _FdSource:
         self._threads = threads
 
     async def read_at(self, offset: int, length: int) -> bytes:
-        return await self._threads.run(_pread_all, self.fd, offset, length)
+        return await self._threads.run(_pread, self.fd, offset, length)
 
     def blocking_reader(self) -> ReadAt:
-        return functools.partial(_pread_all, self.fd)
+        return functools.partial(_pread, self.fd)
 
     async def aclose(self) -> None:
         await self._threads.settle()
@@ -166,41 +175,57 @@ class _StreamChunks:
         return bytes(chunk)
 
 
-def _pread_into(fd: int, offset: int, view: memoryview) -> int:
-    """Fill ``view`` with the file's bytes from ``offset`` (fewer at its end); the count."""
-    got = 0
-    while got < len(view):
-        n = os.preadv(fd, [view[got:]], offset + got)
-        if not n:
-            break
-        got += n
-    return got
-
-
 class _PreadJob:
-    """Read a run of segments' ciphertext with ``pread`` into the job's input (a slice of
-    its span's buffer) and open it: a worker's job."""
+    """Read a run of segments' ciphertext with ``pread`` into a buffer borrowed from the
+    reader's pool and open it from there: a worker's job.
 
-    __slots__ = ("_fd", "_job", "_offset", "out_size")
+    The buffer goes back to the pool when the job ends, so the pool holds one buffer per
+    job running at once (the workers'), whatever the spans in flight: the ciphertext is
+    read into memory a worker used a moment before (still in its cache) and opened while
+    it is there, and no span keeps ciphertext while it waits."""
 
-    def __init__(self, fd: int, job: SegmentJob, offset: int) -> None:
+    __slots__ = ("_fd", "_job", "_offset", "_pool", "_size", "out_size")
+
+    def __init__(
+        self, fd: int, job: SegmentJob, offset: int, size: int, pool: list[mmap.mmap]
+    ) -> None:
         self._fd = fd
-        self._job = job  # job.data: the memoryview the ciphertext is read into
+        self._job = job  # job.data: the borrowed buffer's view, while the job runs
         self._offset = offset
-        self.out_size = max(0, len(job.data) - job.count * job.codec.overhead)
+        self._size = size  # ciphertext bytes
+        self._pool = pool
+        self.out_size = max(0, size - job.count * job.codec.overhead)
 
     def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
-        data = self._job.data
-        assert isinstance(data, memoryview)
+        buffer = _borrow(self._pool, self._size)
+        job = self._job
         try:
-            got = _pread_into(self._fd, self._offset, data)
-        except OSError as exc:
-            return 0, exc
-        if got != len(data):
-            return 0, TruncatedStreamError(
-                "the file is shorter than when it was opened: it was truncated meanwhile"
-            )
-        return self._job.run_into(out)
+            data = memoryview(buffer)[: self._size]
+            try:
+                got = _pread_into(self._fd, self._offset, data)
+            except OSError as exc:
+                return 0, exc
+            if got != self._size:
+                return 0, TruncatedStreamError(
+                    "the file is shorter than when it was opened: it was truncated meanwhile"
+                )
+            job.data = data
+            return job.run_into(out)
+        finally:
+            job.data = b""
+            self._pool.append(buffer)
+
+
+def _borrow(pool: list[mmap.mmap], size: int) -> mmap.mmap:
+    """A ciphertext buffer of at least ``size`` bytes: one of ``pool`` (``list.pop`` is
+    atomic: any thread may borrow) or a new anonymous mapping, not a ``bytearray``, which
+    would zero it where it is made, the loop among others (holding the GIL the workers
+    need); a mapping's pages are first touched by the ``pread`` filling them."""
+    try:
+        buffer = pool.pop()
+    except IndexError:
+        return mmap.mmap(-1, size)
+    return buffer if len(buffer) >= size else mmap.mmap(-1, size)
 
 
 class _RandomReader:
@@ -210,19 +235,18 @@ class _RandomReader:
     kept as output objects of about the read's size (whole segments), so that a read
     that continues the one before returns one of them uncopied. Past the span, the next
     span comes from the engine's scheduler. From a file descriptor, spans are read and
-    opened on workers only (``pread`` into the span's buffer and the cipher in one job,
-    about ``CLAIM_SIZE`` each; the loop never runs one: it would read the file on the
-    loop). The first span after a seek is one read's worth; a read that continues the
-    one before (or starts the file) first queues the spans after it, then waits for its
-    own, so a worker reads the next span while another opens this one: *read-ahead*,
-    spans of twice the read's size, each twice the one before, up to half a
-    ``policy.batch_size`` (its plaintext and its ciphertext make one batch size), at
-    most ``max_in_flight`` in flight. Memory: ``batch_size x max_in_flight`` in flight
-    (twice that for reads of a whole batch size), plus the span being read and one
-    spare ciphertext buffer; a seek elsewhere drops them. Random reads read only the
-    segments they cover. A span whose segment fails opens up to that segment: reads
-    before it succeed, a read that touches it raises, the rest of the file stays
-    readable.
+    opened on workers only (``pread`` into a buffer borrowed for the job and the cipher
+    in one job, about ``CLAIM_SIZE`` each; the loop never runs one: it would read the
+    file on the loop). The first span after a seek is one read's worth; a read that
+    continues the one before (or starts the file) first queues the spans after it, then
+    waits for its own, so workers read and open the next spans while this one is opened:
+    *read-ahead*, spans of twice the read's size, each twice the one before, up to
+    ``_SPAN`` in whole output objects, as many in flight as half ``batch_size x
+    max_in_flight`` holds (at least ``max_in_flight``). Memory: that much plaintext in
+    flight, plus one ciphertext buffer of a job per worker; a seek elsewhere drops it.
+    Random reads read only the segments they cover. A span whose segment fails opens up
+    to that segment: reads before it succeed, a read that touches it raises, the rest of
+    the file stays readable.
     """
 
     def __init__(
@@ -246,23 +270,30 @@ class _RandomReader:
         # Read-ahead runs only where the worker can read by itself (a descriptor) and a
         # policy lets work leave the loop.
         self._fd = source.fd if isinstance(source, _FdSource) and policy is not None else None
-        self._batches = self._new_batches()
-        # Plaintext ranges in flight, in order, with the buffer their ciphertext is read
-        # into (spans from a descriptor); the spare: the last one taken back, for reuse.
-        self._spans: deque[tuple[int, int, mmap.mmap | None]] = deque()
-        self._spare: mmap.mmap | None = None
-        self._queued_end = 0  # where the last span queued ends
         self._out = self._segment  # plaintext bytes per output object (about a read)
+        self._span = self._out  # plaintext bytes of a read-ahead span at most
         self._ahead_span = self._out  # plaintext bytes of the last span read ahead
-        # Workers still running a batch of a scheduler dropped by a seek (they read the
-        # descriptor: aclose waits for them); pruned as they finish.
-        self._abandoned: list[Pending[int]] = []
-        # policy=None: the next span's ciphertext being read (offset, length, the read).
-        self._ahead: tuple[int, int, Pending[bytes]] | None = None
+        self._batches = self._new_batches()
+        self._spans: deque[int] = deque()  # where the spans in flight start, in order
+        self._queued_end = 0  # where the last span queued ends
+        # Ciphertext buffers of the jobs not running (see _PreadJob), and with policy=None
+        # the next span's ciphertext being read (offset, length, its buffer, the read).
+        self._pool: list[mmap.mmap] = []
+        self._ahead: tuple[int, int, mmap.mmap, Pending[int]] | None = None
 
     def _new_batches(self) -> OrderedBatches:
-        # Jobs that read the descriptor block: they run on workers only.
-        return OrderedBatches(self._policy, site="file-read", blocking=self._fd is not None)
+        policy = self._policy
+        if self._fd is None:
+            return OrderedBatches(policy, site="file-read")
+        # Jobs that read the descriptor block: they run on workers only. Many spans of
+        # _SPAN rather than a few large ones: a span is one worker's, so the window's
+        # head waits for that worker alone while others, done, have nothing to take.
+        assert policy is not None
+        window = max(
+            policy.max_in_flight, policy.batch_size * policy.max_in_flight // 2 // self._span
+        )
+        policy = dataclasses.replace(policy, max_in_flight=window)
+        return OrderedBatches(policy, site="file-read", blocking=True)
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -292,29 +323,18 @@ class _RandomReader:
             base = end
         return pos
 
-    def _queue(self, start: int, jobs: list[Any], buffer: mmap.mmap | None = None) -> None:
+    def _queue(self, start: int, jobs: list[Any]) -> None:
         self._batches.queue(jobs)
         self._batches.launch()
+        assert not self._batches.queued, "a span is one batch (at most a batch size)"
         self._queued_end = start + sum(job.out_size for job in jobs)
-        self._spans.append((start, self._queued_end, buffer))
-
-    def _buffer(self, size: int) -> mmap.mmap:
-        """A buffer of at least ``size`` bytes for a span's ciphertext: the spare (its
-        batch was taken back, so no job writes it any more) or a new anonymous mapping
-        (not a ``bytearray``, which would zero megabytes on the loop, holding the GIL
-        the workers need; a mapping's pages are first touched by the ``pread`` filling
-        them, on a worker, and go back to the system when it is dropped)."""
-        spare, self._spare = self._spare, None
-        if spare is not None and len(spare) >= size:
-            return spare
-        return mmap.mmap(-1, size)
+        self._spans.append(start)
 
     def _queue_span(self, start: int, span: int) -> None:
         """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
         ``start`` (a segment boundary): jobs of about CLAIM_SIZE that each read their own
-        ciphertext into their slice of the span's buffer, none across the boundary of an
-        output object. The span is planned once; its jobs are cut from it by the segment
-        sizes, as ``SegmentJob.split``."""
+        ciphertext, none across the boundary of an output object. The span is planned
+        once; its jobs are cut from it by the segment sizes, as ``SegmentJob.split``."""
         assert self._fd is not None
         planned = self._layout.plan(start, start + span)
         assert planned is not None
@@ -323,56 +343,76 @@ class _RandomReader:
         full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
         per_out = max(1, self._out // self._segment)  # segments per output object
         per_job = -(-per_out // -(-per_out * full // CLAIM_SIZE))  # ~CLAIM_SIZE, even split
-        buffer = self._buffer(length)
-        view = memoryview(buffer)
-        at = 0  # where the next job's ciphertext goes in the buffer
+        at = 0  # where the next job's ciphertext starts, from pos
         index = whole.first_index
         last = index + whole.count - 1
+        # A final segment with no plaintext (the file ends on a segment boundary) is
+        # opened with the one before it: alone, it would be a job writing nothing, which
+        # the scheduler launches as a batch of its own.
+        end = last
+        if (
+            whole.count > 1
+            and length - (last - index) * full - (full0 - full if index == 0 else 0)
+            == codec.overhead
+        ):
+            end = last - 1
         jobs: list[Any] = []
-        while index <= last:
-            out_last = min(last, index + per_out - 1)
+        while index <= end:
+            out_last = min(end, index + per_out - 1)
             while index <= out_last:
                 j = min(out_last, index + per_job - 1)
+                j = last if j == end else j
                 n = j - index + 1
                 size = length - at if j == last else n * full + (full0 - full if index == 0 else 0)
-                data = view[at : at + size]
-                job = SegmentJob(codec, False, index, n, data, whole.final and j == last)
-                jobs.append(_PreadJob(self._fd, job, pos + at))
+                job = SegmentJob(codec, False, index, n, b"", whole.final and j == last)
+                jobs.append(_PreadJob(self._fd, job, pos + at, size, self._pool))
                 at += size
                 index = j + 1
-        self._queue(start, jobs, buffer)
+        self._queue(start, jobs)
 
     async def _queue_direct(self, start: int) -> None:
         """Without workers that read for themselves: fetch the span's ciphertext (the
         read started ahead, if any), then queue its job. While reads go forward from a
-        descriptor (``policy=None``: the cipher runs on the loop), the next span's
-        ciphertext is read on a worker while this one is opened."""
+        descriptor (``policy=None``: the cipher runs on the loop, in ``_queue``), the
+        next span's ciphertext is read on a worker into a pool buffer while this one is
+        opened."""
         planned = self._layout.plan(start, start + self._out)
         assert planned is not None
         job, offset, length, _skip = planned
-        ahead = self._ahead
+        ahead, buffer = self._ahead, None
         if ahead is not None and ahead[:2] == (offset, length):
-            data = await wait_future(ahead[2])  # cancelled: the read stays ahead
+            got = await wait_future(ahead[3])  # cancelled: the read stays ahead
+            buffer = ahead[2]
+            job.data = memoryview(buffer)[:got]
         else:
-            data = await self._source.read_at(offset, length)
+            # A read ahead elsewhere (a seek) is dropped with its buffer: it may still
+            # be writing it.
+            job.data = await self._source.read_at(offset, length)
         self._ahead = None
-        if len(data) != length:
-            raise TruncatedStreamError(
-                "the file is shorter than when it was opened: it was truncated meanwhile"
-            )
-        job.data = data
-        if isinstance(self._source, _FdSource) and start == self._cache_end:
-            nxt = self._layout.plan(start + self._out, start + 2 * self._out)
-            if nxt is not None:
-                _, at, size, _ = nxt
-                self._ahead = (at, size, self._threads.start(_pread_all, self._source.fd, at, size))
-        self._queue(start, [job])
+        try:
+            if len(job.data) != length:
+                raise TruncatedStreamError(
+                    "the file is shorter than when it was opened: it was truncated meanwhile"
+                )
+            source = self._source
+            if isinstance(source, _FdSource) and start == self._cache_end:
+                nxt = self._layout.plan(start + self._out, start + 2 * self._out)
+                if nxt is not None:
+                    _, at, size, _ = nxt
+                    into = _borrow(self._pool, size)
+                    read = self._threads.start(_pread_into, source.fd, at, memoryview(into)[:size])
+                    self._ahead = (at, size, into, read)
+            self._queue(start, [job])
+        finally:
+            if buffer is not None:  # policy=None: the job ran in _queue, on the loop
+                job.data = b""
+                self._pool.append(buffer)
 
     async def _load(self, pos: int, want: int) -> None:
         layout = self._layout
         start = layout.plaintext_offset(layout.segment_of(pos))
         want += pos - start
-        if not self._spans or self._spans[0][0] != start:
+        if not self._spans or self._spans[0] != start:
             self._restart(want)
             if self._fd is not None:
                 self._queue_span(start, self._out)
@@ -385,10 +425,8 @@ class _RandomReader:
         if sequential:
             self._read_ahead()
         await self._batches.wait()  # cancelled: the span stays in flight, nothing changed
-        span_start, _stop, buffer = self._spans.popleft()
+        span_start = self._spans.popleft()
         parts, error = self._batches.pop()
-        if buffer is not None:
-            self._spare = buffer  # the batch ran to its end: nothing writes it any more
         self._cache = [part if isinstance(part, bytes) else bytes(part) for part in parts]
         self._cache_start = span_start
         self._cache_end = span_start + sum(map(len, self._cache))
@@ -401,31 +439,35 @@ class _RandomReader:
             self._read_ahead()
 
     def _read_ahead(self) -> None:
-        """Fill the window with the spans after the last one queued (from a descriptor,
-        whose jobs read for themselves), one batch each, up to ``max_in_flight``: the
-        first twice the read's size, each next one twice the one before, up to half a
-        batch size in whole output objects (small reads after a seek read little
-        ahead; a long run of reads soon moves large spans)."""
+        """Queue the span after the last one queued (from a descriptor, whose jobs read
+        for themselves) if the window has room: twice the read's size, each next one
+        twice the one before, up to ``_span`` (small reads after a seek read little
+        ahead; a long run of reads soon moves whole spans). One span a call, twice a
+        load (before waiting and after): the window grows by one span a load, and the
+        loop is held for one span's jobs at a time, not for a window's."""
         if self._fd is None:
             return
-        cap = self._out * max(1, self.piece // 2 // self._out)
-        while self._queued_end < self.size and not self._batches.window_full:
-            self._ahead_span = min(2 * self._ahead_span, cap)
+        if self._queued_end < self.size and not self._batches.window_full:
+            self._ahead_span = min(2 * self._ahead_span, self._span)
             self._queue_span(self._queued_end, self._ahead_span)
 
     def _restart(self, want: int) -> None:
         """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
         old = self._batches
         if old.broken or not old.idle:
-            # Abandoned (the span after a seek does not queue behind its batches); only the
-            # running futures are kept, for aclose; those done since are pruned.
-            running = old.abandon(BrokenTransformError("dropped by a seek"))
-            self._abandoned = [f for f in self._abandoned if not f.done()] + running
-            self._batches = self._new_batches()
+            # Abandoned (the span after a seek does not queue behind its batches); the
+            # jobs still running read the descriptor: the worker calls keep them, for
+            # aclose.
+            for future in old.abandon(BrokenTransformError("dropped by a seek")):
+                self._threads.watch(future)
         self._spans.clear()
         seg = self._segment
         self._out = min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
         self._ahead_span = self._out
+        # Whole output objects, at most a batch size: the scheduler launches a span's
+        # jobs as one batch.
+        self._span = self._out * max(1, min(_SPAN, self.piece) // self._out)
+        self._batches = self._new_batches()
         # A group of jobs becomes one object once it holds more than out - seg bytes: at
         # the end of each output object, also one whose segment 0 is shorter (Tink).
         self._batches.piece = self._out - seg + 1
@@ -445,14 +487,10 @@ class _RandomReader:
         return target
 
     async def aclose(self) -> None:
-        # Jobs in flight read the descriptor: let them finish before it is closed.
+        # Jobs in flight, and those of spans a seek dropped, read the descriptor: they
+        # finish before it is closed.
         await self._batches.settle()
-        for future in self._abandoned:
-            try:
-                await wait_future(future)
-            except Exception:  # a dropped span's failure: nobody reads it
-                pass
-        self._abandoned.clear()
+        await self._threads.settle()
         await self._source.aclose()
 
 
