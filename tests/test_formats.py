@@ -231,6 +231,26 @@ def test_every_option_of_every_format_is_a_keyword_of_the_top_level_calls() -> N
     assert reached == set(FormatOptions._fields)
 
 
+@pytest.mark.parametrize("build", ["_writing", "_reading"])
+def test_each_keyword_lands_in_the_option_of_its_name(build: str) -> None:
+    """The calls build their options positionally (tuple.__new__, 1.5 us less a call than
+    the named tuple's keywords): each parameter of the builder must land in the field of
+    its name and every other field keep its default, whatever order the fields take."""
+    from streamcrypt import _api
+
+    builder = getattr(_api, build)
+    marks = {name: object() for name in inspect.signature(builder).parameters}
+    options = builder(*marks.values())
+    assert type(options) is FormatOptions and len(options) == len(FormatOptions._fields)
+    for field, value in zip(FormatOptions._fields, options, strict=True):
+        if field in ("recipients", "identities") and field in marks:
+            assert value == (marks[field],), field  # one_or_many: one item
+        elif field in marks:
+            assert value is marks[field], field
+        else:
+            assert value == FormatOptions._field_defaults[field], field
+
+
 #: A value off the default for every option (what is refused is the name, not the value).
 SET = {
     "key": KEY32,
