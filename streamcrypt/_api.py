@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import TypeGuard
 
-from .abc import Buffer, Chain, Transform
+from .abc import Buffer, Chain, Transform, as_buffer
 from .codecs import (
     DETECT_BYTES,
     FORMATS,
@@ -67,8 +67,11 @@ def encrypt_bytes(
     The keywords are :class:`~streamcrypt.codecs.FormatOptions`' (the README's
     "Vocabulary"); ``None`` leaves an option to the format. Raises
     :class:`~streamcrypt.errors.InvalidParameterError` for an unknown format or an option
-    it does not take, else as the format's encryptor.
+    it does not take, or a ``plaintext`` that is not bytes-like, else as the format's
+    encryptor.
     """
+    if type(plaintext) is not bytes:
+        plaintext = as_buffer(plaintext, "plaintext")
     options = _writing(
         key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
         password, password2, salt, keyid, padding, encryption_context, allow_legacy,
@@ -117,6 +120,8 @@ def decrypt_bytes(
     :class:`~streamcrypt.errors.UnsupportedFormatError`,
     :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
     """
+    if type(ciphertext) is not bytes:
+        ciphertext = as_buffer(ciphertext, "ciphertext")
     options = _reading(
         key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
         password2, expected_size, max_record_size, allow_no_records, encryption_context,

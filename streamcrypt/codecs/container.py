@@ -401,17 +401,11 @@ def _start(
     return ContainerCodec(aead_cls, seg_key, prefix, segment_size), body + tag
 
 
-def _view(data: Buffer) -> Buffer:
-    """``data`` as bytes-like of single bytes (a memoryview of wider items is cast)."""
-    return data if type(data) is bytes else memoryview(data).cast("B")
-
-
 def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     """A message shorter than one segment, sealed at once: the header, then segment 0
     as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
-    longer message (the engine's path)."""
-    if type(plaintext) is not bytes:
-        plaintext = _view(plaintext)
+    longer message (the engine's path). ``plaintext`` is bytes-like of single bytes (the
+    one-shot call's ``as_buffer``)."""
     size = options.segment_size
     if size is None:
         size = DEFAULT_SEGMENT_SIZE
@@ -427,10 +421,9 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
 def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     """A message of one segment, opened at once (all or nothing, as the batch path):
     ``None`` for anything else, a short or malformed one included, which the engine's
-    path then refuses with its typed error."""
+    path then refuses with its typed error. ``ciphertext`` as :func:`_seal_message`'s
+    ``plaintext``."""
     key = _reader_key(options.key)  # type: ignore[arg-type]  # _check: there is one
-    if type(ciphertext) is not bytes:
-        ciphertext = _view(ciphertext)
     head = bytes(ciphertext[:MAX_HEADER_SIZE])
     header = _parse(head)
     if header is None:
