@@ -413,7 +413,7 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         return None
     key: KeyLike = options.key  # type: ignore[assignment]  # _check: there is one
     codec, header = _start(key, options.suite or "aes-256-gcm", size, options.aad)
-    out = bytearray(len(plaintext) + 16)
+    out = bytearray(len(plaintext) + codec.overhead)
     codec.seal_segment(0, plaintext, True, memoryview(out))
     return header + out
 
@@ -432,7 +432,7 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     if not start + 16 <= len(ciphertext) < start + header.segment_size + 16:
         return None
     codec = _keyed(key, options.aad, head, header)
-    out = bytearray(len(ciphertext) - start - 16)
+    out = bytearray(len(ciphertext) - start - codec.overhead)
     codec.open_segment(0, memoryview(ciphertext)[start:], True, memoryview(out))
     return bytes(out)
 
