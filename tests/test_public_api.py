@@ -479,11 +479,14 @@ DATA_PARAMETERS = {"data", "plaintext", "ciphertext", "message", "payload", "chu
 
 def test_no_data_parameter_goes_through_bytes() -> None:
     """A function's own data parameter never goes through ``bytes()`` (its locals of
-    those names may: a list of ints made in the function is its own business)."""
+    those names may: a list of ints made in the function is its own business), but in
+    ``abc.as_bytes``, the rule itself, once it knows the type."""
     found = []
     for rel in _sources():
         for fn in ast.walk(ast.parse((ROOT / rel).read_text())):
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if (str(rel), fn.name) == ("abc.py", "as_bytes"):
                 continue
             args = fn.args
             params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
