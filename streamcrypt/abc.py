@@ -4,8 +4,9 @@
   ``finalize() -> bytes``, no I/O; :class:`Tap` — a transform that passes data through
   unchanged and gives ``digest()`` / ``hexdigest()`` once finalized.
 * :class:`Chain` — transforms in sequence (``a | b``), itself a transform.
-* :data:`Buffer` — every input buffer type a transform accepts; :func:`as_bytes` the one
-  conversion of a bytes-like parameter (an ``int`` or a ``str`` is refused, typed).
+* :data:`Buffer` — every input buffer type a transform accepts; :func:`as_buffer` the one
+  rule of what is bytes-like (an ``int`` or a ``str`` is refused, typed), :func:`as_bytes`
+  the same rule for a parameter kept as ``bytes``.
 * :class:`State` and :class:`Lifecycle` — the shared lifecycle of every sans-I/O machine:
   open, finalized or broken. As in h11 and trio, one small enum per machine: any failure
   leaves it broken, a call after ``finalize()`` raises
@@ -30,25 +31,43 @@ from .errors import (
     StreamCryptError,
 )
 
-__all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform", "as_bytes"]
+__all__ = ["Buffer", "Chain", "Lifecycle", "State", "Tap", "Transform", "as_buffer", "as_bytes"]
 
 #: Every input buffer type a transform accepts.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
 
-def as_bytes(data: Buffer, what: str) -> bytes:
-    """``data``'s bytes, for a parameter that must be bytes-like (a salt, a nonce,
-    associated data); :class:`~streamcrypt.errors.InvalidParameterError` naming ``what``
-    otherwise: ``bytes(16)`` is sixteen zero bytes, so an ``int`` passed as a salt or a
-    nonce would silently be a fixed one."""
-    if type(data) is bytes:
+def as_buffer(data: Buffer, what: str) -> Buffer:
+    """``data`` as bytes-like of single bytes, copied only where it must be: the one rule
+    of what a bytes-like argument is (the plaintext or ciphertext of a call, a salt, a
+    nonce). ``bytes`` and ``bytearray`` come back as they are, any other object with the
+    buffer protocol as a byte view (a non-contiguous one as its bytes);
+    :class:`~streamcrypt.errors.InvalidParameterError` naming ``what`` for anything else:
+    ``bytes(16)`` is sixteen zero bytes, so an ``int`` taken by ``bytes()`` would
+    silently be encrypted, or used as a fixed salt or nonce, and a ``str`` has no one
+    encoding."""
+    if type(data) is bytes or type(data) is bytearray:
         return data
     try:
-        return memoryview(data).tobytes()
+        view = memoryview(data)
     except TypeError:
         raise InvalidParameterError(
             f"{what} must be bytes-like, not {type(data).__name__}"
         ) from None
+    return view.cast("B") if view.c_contiguous else view.tobytes()
+
+
+def as_bytes(data: Buffer, what: str) -> bytes:
+    """``data``'s bytes, for a parameter that must be bytes-like (a salt, a nonce,
+    associated data): :func:`as_buffer`, then copied unless it was ``bytes``. A
+    ``bytearray`` or a ``memoryview`` is copied at once (``bytes()`` of one is its bytes,
+    in order, whatever its shape: 0.3 us less than through the view)."""
+    kind = type(data)
+    if kind is bytes:
+        return data
+    if kind is bytearray or kind is memoryview:
+        return bytes(data)
+    return bytes(as_buffer(data, what))
 
 
 class State(enum.Enum):

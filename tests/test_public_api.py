@@ -471,6 +471,68 @@ def test_no_bytes_like_parameter_goes_through_bytes() -> None:
     assert found == []
 
 
+#: Parameters that carry the data itself: ``bytes(16)`` of one encrypts sixteen zero bytes
+#: in place of a refusal (``ecies.encrypt(key, 16)`` did, as did ``Eme`` and the
+#: content chunker); abc.as_bytes / as_buffer refuse an ``int`` or a ``str``, typed.
+DATA_PARAMETERS = {"data", "plaintext", "ciphertext", "message", "payload", "chunk"}
+
+
+def test_no_data_parameter_goes_through_bytes() -> None:
+    """A function's own data parameter never goes through ``bytes()`` (its locals of
+    those names may: a list of ints made in the function is its own business), but in
+    ``abc.as_bytes``, the rule itself, once it knows the type."""
+    found = []
+    for rel in _sources():
+        for fn in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if (str(rel), fn.name) == ("abc.py", "as_bytes"):
+                continue
+            args = fn.args
+            params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+            found += [
+                f"{rel}:{node.lineno} {fn.name}: bytes({node.args[0].id})"
+                for node in ast.walk(fn)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "bytes"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in DATA_PARAMETERS & params
+            ]
+    assert found == []
+
+
+def _ecies_encrypt(data: object) -> object:
+    from streamcrypt.codecs import ecies
+
+    return ecies.encrypt(ecies.generate_keypair()[1], data)  # type: ignore[arg-type]
+
+
+def _eme(data: object) -> object:
+    from streamcrypt.primitives import Eme
+
+    return Eme(bytes(32)).encrypt(bytes(16), data)  # type: ignore[arg-type]
+
+
+def _chunker(data: object) -> object:
+    from streamcrypt.primitives import ContentChunker
+
+    return ContentChunker().update(data)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [16, "sixteen bytes!!!"], ids=["int", "str"])
+@pytest.mark.parametrize("call", [_ecies_encrypt, _eme, _chunker])
+def test_data_that_is_not_bytes_like_is_refused_not_taken_as_zero_bytes(
+    call: typing.Callable[[object], object], bad: object
+) -> None:
+    """Each took an ``int`` as that many zero bytes and encrypted (or chunked) them."""
+    from streamcrypt.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="must be bytes-like"):
+        call(bad)
+
+
 @pytest.mark.parametrize(
     ("options", "what"),
     [
@@ -492,13 +554,25 @@ def test_an_int_or_str_where_bytes_go_is_refused_typed(
 
 
 def test_as_bytes_takes_every_buffer_and_refuses_the_rest() -> None:
-    from streamcrypt.abc import as_bytes
+    import array
+
+    from streamcrypt.abc import as_buffer, as_bytes
     from streamcrypt.errors import InvalidParameterError
 
     data = b"abcdef"
     assert as_bytes(data, "x") is data
     assert as_bytes(bytearray(data), "x") == data
     assert as_bytes(memoryview(data)[::2], "x") == b"ace"
+    # as_buffer copies only what it must: bytes and bytearray as they are, a wider
+    # buffer as a byte view of the same memory, a non-contiguous one as its bytes
+    block = bytearray(data)
+    assert as_buffer(data, "x") is data and as_buffer(block, "x") is block
+    words = array.array("H", [1, 2])
+    view = as_buffer(words, "x")
+    assert isinstance(view, memoryview) and view.format == "B" and bytes(view) == words.tobytes()
+    assert as_buffer(memoryview(data)[::2], "x") == b"ace"
     for bad in (16, "salt", None, [1, 2]):
         with pytest.raises(InvalidParameterError, match="x must be bytes-like"):
             as_bytes(bad, "x")  # type: ignore[arg-type]
+        with pytest.raises(InvalidParameterError, match="x must be bytes-like"):
+            as_buffer(bad, "x")  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import transports as _transports  # its names load on first use (start-up)
 from .._lazy import LazyModule
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..engine import run_io
 from ..errors import UnsafePathError
 from ..paths import name_parts
@@ -296,7 +296,7 @@ class Output:
     async def write(self, data: Buffer) -> None:
         self._raise()
         if data:
-            if self._writer.put(data if isinstance(data, bytes) else bytes(data)):
+            if self._writer.put(as_bytes(data, "data")):
                 await run_io(self._writer.wait_room)
                 self._raise()
 

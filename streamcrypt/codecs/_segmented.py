@@ -34,7 +34,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag
 
-from ..abc import Buffer, Lifecycle
+from ..abc import Buffer, Lifecycle, as_buffer
 from ..errors import (
     InvalidParameterError,
     LimitExceededError,
@@ -466,6 +466,8 @@ class SegmentedEncryptor(_Segmenter):
         """Jobs for every segment that is now complete. Do not modify ``data`` until they ran."""
         self._check()
         try:
+            if type(data) is not bytes:  # an int or a str is refused, typed
+                data = as_buffer(data, "data")
             self._settle()
             return self._cut(data)
         except Exception as exc:
@@ -530,6 +532,8 @@ class SegmentedDecryptor(_Segmenter):
         """Jobs for every segment now known complete and non-final."""
         self._check()
         try:
+            if type(data) is not bytes:  # an int or a str is refused, typed
+                data = as_buffer(data, "data")
             if self._codec is None:
                 return self._feed_header(memoryview(data).cast("B"))
             return self._cut(data)

@@ -71,7 +71,7 @@ from typing import Any
 
 import zstandard
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -529,7 +529,7 @@ def compress_blob(data: Buffer, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, b
     packed = compressor.compress(data)
     if len(packed) < len(data):
         return FLAG_ZSTD, packed
-    return 0, bytes(data)
+    return 0, as_bytes(data, "data")
 
 
 def _decompress(payload: bytes, limit: int, what: str) -> bytes:
@@ -960,7 +960,7 @@ class Manifest:
 
 
 def _signed_snapshot(name: str, ciphertext: Buffer) -> bytes:
-    return name.encode() + b"\x00" + bytes(ciphertext)
+    return name.encode() + b"\x00" + as_bytes(ciphertext, "ciphertext")
 
 
 def seal_snapshot(keys: BackupKeys, name: str, packed: bytes) -> bytes:

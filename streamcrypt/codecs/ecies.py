@@ -63,7 +63,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -217,7 +217,7 @@ class _Secp256k1(_Curve[Any, Any]):
                     f"secp256k1 public key prefix {data[0]:#04x} does not fit its length {len(data)}"
                 )
             try:
-                return _libsecp256k1().PublicKey(bytes(data))
+                return _libsecp256k1().PublicKey(as_bytes(data, "data"))
             except ValueError:
                 raise InvalidPublicKeyError(
                     "secp256k1 public key is not a point on the curve"
@@ -571,7 +571,7 @@ def decrypt(
     (a bad ephemeral key), :class:`InvalidKeySizeError` / :class:`InvalidParameterError`.
     """
     cfg = _config(curve, cipher, nonce_length, compress_ephemeral, compress_hkdf)
-    data = memoryview(bytes(ciphertext))
+    data = memoryview(as_bytes(ciphertext, "ciphertext"))
     if len(data) < cfg.overhead:
         raise FormatError(
             f"ECIES message is {len(data)} bytes, shorter than the {cfg.overhead}-byte "
@@ -589,7 +589,7 @@ def decrypt(
 def _seal(cfg: EciesConfig, key: bytes, nonce: bytes, plaintext: Buffer) -> bytes:
     if cfg.cipher == "xchacha20":
         return XChaCha20Poly1305(key).seal(nonce, plaintext)
-    return AESGCM(key).encrypt(nonce, bytes(plaintext), None)
+    return AESGCM(key).encrypt(nonce, as_bytes(plaintext, "plaintext"), None)
 
 
 def _open(cfg: EciesConfig, key: bytes, nonce: bytes, sealed: bytes) -> bytes:

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ..abc import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State, as_bytes
 from ..errors import (
     AuthenticationError,
     HandshakeError,
@@ -717,7 +717,7 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
                     ss.mix_key_and_hash(self._psks.pop(0))
                 else:
                     ss.mix_key(self._dh_for(token))
-            out += ss.encrypt_and_hash(bytes(payload))
+            out += ss.encrypt_and_hash(as_bytes(payload, "payload"))
         except StreamCryptError as exc:
             raise self._break(
                 HandshakeError(f"writing Noise handshake message {self._index} failed: {exc}")
@@ -733,7 +733,7 @@ class NoiseHandshake(HoldsSecrets, Lifecycle):
         :class:`LimitExceededError` for a message over 65535 bytes.
         """
         ss = self._begin(writing=False)
-        data = bytes(message)
+        data = as_bytes(message, "message")
         if len(data) > MAX_MESSAGE_LEN:
             raise self._break(_too_long("handshake message", len(data), "check the peer's framing"))
         if len(data) < self._overheads[self._index]:

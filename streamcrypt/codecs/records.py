@@ -76,7 +76,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     FormatError,
     HandshakeError,
@@ -791,7 +791,7 @@ class RecordStream:
         ``bytes`` chunk is kept as it is, other buffers are copied once), except that the
         one record spanning the previous chunk and this one is copied out whole. Buffered
         bytes are thus at most one chunk plus one record."""
-        chunk = data if type(data) is bytes else bytes(data)
+        chunk = as_bytes(data, "data")
         buf, pos, after = self._buf, self._pos, self._next
         rest = len(buf) - pos
         if not rest and after is None:

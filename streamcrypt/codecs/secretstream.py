@@ -65,7 +65,7 @@ from typing import cast
 from nacl import bindings as _nacl
 from nacl import exceptions as _nacl_exc
 
-from ..abc import Buffer, Lifecycle, as_bytes
+from ..abc import Buffer, Lifecycle, as_buffer, as_bytes
 from ..errors import (
     AuthenticationError,
     FormatError,
@@ -164,7 +164,9 @@ class SecretStreamPusher(Lifecycle, HoldsSecrets):
             raise self._break(
                 LimitExceededError(f"a secretstream message holds at most {MESSAGE_MAX} bytes")
             )
-        out: bytes = _push(self._ss, bytes(message), as_bytes(ad, "ad") or None, int(tag))
+        out: bytes = _push(
+            self._ss, as_bytes(message, "message"), as_bytes(ad, "ad") or None, int(tag)
+        )
         if tag is Tag.FINAL:
             self._finish()
         return out
@@ -220,7 +222,9 @@ class SecretStreamPuller(Lifecycle, HoldsSecrets):
         if len(ciphertext) > MESSAGE_MAX + ABYTES:
             raise self._break(LimitExceededError("secretstream message is too long"))
         try:
-            message, raw_tag = _pull(self._ss, bytes(ciphertext), as_bytes(ad, "ad") or None)
+            message, raw_tag = _pull(
+                self._ss, as_bytes(ciphertext, "ciphertext"), as_bytes(ad, "ad") or None
+            )
         except _nacl_exc.RuntimeError:
             raise self._break(
                 AuthenticationError(
@@ -324,7 +328,7 @@ class SecretStreamEncryptor(_ByteStream):
         self._check()
         try:
             out = [self._take_header()]
-            view = memoryview(data).cast("B")
+            view = memoryview(as_buffer(data, "data")).cast("B")
             pending, chunk = self._pending, self._chunk
             pos = 0
             if pending:
@@ -390,7 +394,7 @@ class SecretStreamDecryptor(_ByteStream):
         self._check()
         try:
             pending = self._pending
-            pending += data
+            pending += data if type(data) is bytes else as_buffer(data, "data")
             if self._puller is None:
                 if len(pending) < HEADER_SIZE:
                     return b""

@@ -50,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import (
     FormatError,
     InvalidKeySizeError,
@@ -633,7 +633,7 @@ def keyset_from_binary(data: Buffer) -> TinkKeyset:
 
     Raises as :func:`load_keyset`.
     """
-    raw = bytes(data)
+    raw = as_bytes(data, "data")
     if not raw:
         raise FormatError("the binary keyset is empty")
     keyset: _Message = {}
@@ -653,7 +653,7 @@ def load_keyset(data: str | Buffer) -> TinkKeyset:
     """
     if isinstance(data, str):
         return keyset_from_json(data)
-    raw = bytes(data)
+    raw = as_bytes(data, "data")
     if raw.lstrip()[:1] == b"{":
         return keyset_from_json(raw)
     return keyset_from_binary(raw)

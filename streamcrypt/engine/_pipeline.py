@@ -31,7 +31,7 @@ from typing import Any, TypeAlias, TypeVar
 import anyio.lowlevel
 from anyio.abc import ByteSendStream
 
-from ..abc import Buffer, Chain, Transform
+from ..abc import Buffer, Chain, Transform, as_bytes
 from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, BrokenTransformError, InvalidParameterError
 from ._adaptive import INLINE_BATCH, Controller
@@ -239,7 +239,7 @@ def _as_push(sink: Sink, kept: bool = False) -> tuple[_Push, bool]:
         )
 
         async def to_keeper(data: Buffer) -> None:
-            await send(data if isinstance(data, bytes) else bytes(data))
+            await send(as_bytes(data, "data"))
 
         return to_keeper, False
 
@@ -349,7 +349,7 @@ class Pipeline:
         ready: deque[bytes] = deque()
 
         async def collect(data: Buffer) -> None:
-            ready.append(data if isinstance(data, bytes) else bytes(data))
+            ready.append(as_bytes(data, "data"))
 
         runners = self._build(collect, False, "pipeline-stream")
         first = runners[0]
@@ -379,7 +379,7 @@ class Pipeline:
         parts: list[bytes] = []
 
         async def add(data: Buffer) -> None:
-            parts.append(data if isinstance(data, bytes) else bytes(data))
+            parts.append(as_bytes(data, "data"))
 
         await self._drive(source, self._build(add, False, "pipeline-stream"))
         return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -283,7 +283,7 @@ class _GcmAnyIv:
     def encrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:
         self._check(len(data))
         j0 = self._j0(as_bytes(iv, "iv"))
-        ct = self._gctr(j0, bytes(data))
+        ct = self._gctr(j0, as_bytes(data, "data"))
         return ct + self._tag(j0, as_bytes(aad, "aad"), ct)
 
     def decrypt(self, iv: Buffer, data: Buffer, aad: Buffer) -> bytes:

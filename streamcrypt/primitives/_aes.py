@@ -530,7 +530,7 @@ class AesGcmDecryptor(AesTransform):
         if len(data) >= GCM_TAG_SIZE:
             head, self._tail = self._tail, bytes(data[-GCM_TAG_SIZE:])
             return head, memoryview(data)[:-GCM_TAG_SIZE]
-        joined = self._tail + bytes(data)
+        joined = self._tail + as_bytes(data, "data")
         cut = max(0, len(joined) - GCM_TAG_SIZE)
         self._tail = joined[cut:]
         return joined[:cut], b""

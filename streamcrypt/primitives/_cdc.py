@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import import_extra
-from ..abc import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State, as_bytes
 from ..errors import InvalidParameterError
 from ..keys import HoldsSecrets
 
@@ -104,7 +104,7 @@ class ContentChunker(Lifecycle, HoldsSecrets):
 
     def update(self, data: Buffer) -> list[memoryview]:
         self._check()
-        buf = self._tail + bytes(data) if self._tail else bytes(data)
+        buf = self._tail + as_bytes(data, "data") if self._tail else as_bytes(data, "data")
         view = memoryview(buf)
         out: list[memoryview] = []
         pos = 0

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from ..abc import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State, as_bytes
 from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
@@ -246,7 +246,7 @@ class EdDsaBlake2bVerifier(Lifecycle):
         """Hash ``data`` and return it unchanged."""
         self._check()
         self._hasher.update(data)
-        return data if isinstance(data, bytes) else bytes(data)
+        return as_bytes(data, "data")
 
     def finalize(self) -> bytes:
         """Verify; returns ``b""``. Raises :class:`InvalidSignatureError`."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ..errors import InvalidKeySizeError, InvalidParameterError
 from ..keys import HoldsSecrets, SecretKey
 from ._gf128 import double, doublings
@@ -62,7 +62,7 @@ class Eme(HoldsSecrets):
         return ctx.update(data)
 
     def _transform(self, tweak: Buffer, data: Buffer, forward: bool) -> bytes:
-        raw = bytes(data)
+        raw = as_bytes(data, "data")
         m, rest = divmod(len(raw), 16)
         if len(tweak) != 16:
             raise InvalidParameterError(f"EME tweak must be 16 bytes, got {len(tweak)}")

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
-from ..abc import Buffer
+from ..abc import Buffer, as_bytes
 from ._aes import BLOCK, _BlockTransform
 from ._xor import xor_bytes
 
@@ -53,7 +53,7 @@ class _ChainContext:
         self._partial = b""
 
     def update(self, data: Buffer) -> bytes:
-        buf = self._partial + bytes(data)
+        buf = self._partial + as_bytes(data, "data")
         whole = len(buf) - len(buf) % BLOCK
         self._partial = buf[whole:]
         return self._chain(buf[:whole]) if whole else b""

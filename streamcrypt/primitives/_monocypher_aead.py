@@ -121,7 +121,9 @@ class MonocypherAead(HoldsSecrets, Lifecycle):
         """Verify and decrypt one message (``crypto_aead_read``)."""
         self._check()
         try:
-            plain = self._current().decrypt(self._nonce12, bytes(ciphertext) + _mac(mac), ad)
+            plain = self._current().decrypt(
+                self._nonce12, as_bytes(ciphertext, "ciphertext") + _mac(mac), ad
+            )
         except InvalidTag:
             raise self._break(
                 AuthenticationError(

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl import bindings as _sodium
 from nacl import exceptions as _nacl_exc
 
-from ..abc import Buffer, Lifecycle, State
+from ..abc import Buffer, Lifecycle, State, as_bytes
 from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
@@ -37,9 +37,7 @@ _KEY = 32
 
 
 def _bytes_of(data: Buffer, what: str) -> bytes:
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise InvalidParameterError(f"{what} must be bytes, got {type(data).__name__}")
-    return bytes(data)
+    return as_bytes(data, what)
 
 
 class _RawPublicKey:

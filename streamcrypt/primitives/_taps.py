@@ -119,7 +119,7 @@ class HashTap(Lifecycle):
         """Absorb ``data`` and return it unchanged (``bytes`` are returned as they are)."""
         self._check()
         self._feed(data)
-        return data if isinstance(data, bytes) else bytes(data)
+        return as_bytes(data, "data")
 
     def update_into(self, data: Buffer, out: bytearray | memoryview, /) -> int:
         """Absorb ``data`` and copy it into ``out`` (at least ``len(data)`` bytes).

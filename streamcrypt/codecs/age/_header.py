@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ...abc import Buffer
+from ...abc import Buffer, as_bytes
 from ...errors import FormatError, InvalidParameterError, UnsupportedFormatError
 from ...keys import hkdf
 from .._stanza import Stanza, b64decode, b64encode
@@ -83,7 +83,7 @@ def parse_header(data: Buffer, *, max_size: int = DEFAULT_MAX_HEADER_SIZE) -> Ag
     Raises :class:`FormatError` for anything the spec does not allow (and past
     ``max_size`` bytes), :class:`UnsupportedFormatError` for another age version.
     """
-    raw = bytes(data)
+    raw = as_bytes(data, "data")
     size = _HeaderScan(max_size)(raw)
     return None if size is None else _parse_complete(raw[:size])
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from ..._lazy import LazyModule
-from ...abc import Buffer
+from ...abc import Buffer, as_bytes
 from ...errors import (
     AuthenticationError,
     FormatError,
@@ -91,7 +91,7 @@ def _ssh_private_key(data: str | Buffer) -> PrivateKeyTypes:
     :class:`FormatError` (:class:`UnsupportedFormatError` when passphrase-protected)."""
     from cryptography.hazmat.primitives import serialization
 
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    raw = data.encode() if isinstance(data, str) else as_bytes(data, "data")
     try:
         if raw.lstrip().startswith(_OPENSSH_PRIVATE_BEGIN):
             return serialization.load_ssh_private_key(raw, password=None)

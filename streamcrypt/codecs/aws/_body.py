@@ -10,7 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from ...abc import Buffer, Chain, Lifecycle, Transform
+from ...abc import Buffer, Chain, Lifecycle, Transform, as_buffer, as_bytes
 from ...errors import (
     FormatError,
     InvalidParameterError,
@@ -247,7 +247,7 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def feed(self, data: Buffer) -> list[SegmentJob]:
         self._check()
         try:
-            return self._feed(memoryview(data).cast("B"))
+            return self._feed(memoryview(as_buffer(data, "data")).cast("B"))
         except Exception as exc:
             raise self._break(exc) from None
 
@@ -477,7 +477,7 @@ class _Gate(Lifecycle):
     def update(self, data: Buffer, /) -> bytes:
         self._check()
         if not self._signed():
-            return data if isinstance(data, bytes) else bytes(data)
+            return as_bytes(data, "data")
         if len(self._held) + len(data) > self._limit:
             raise self._break(
                 LimitExceededError(

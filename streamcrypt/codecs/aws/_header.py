@@ -10,7 +10,7 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ...abc import Buffer
+from ...abc import Buffer, as_bytes
 from ...errors import (
     AuthenticationError,
     FormatError,
@@ -366,7 +366,7 @@ def parse_header(
     :class:`LimitExceededError`.
     """
     limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
-    return _HeaderParser(limits).advance(bytes(data))
+    return _HeaderParser(limits).advance(as_bytes(data, "data"))
 
 
 def header_size(head: Buffer, *, allow_legacy: bool = True) -> int | None:

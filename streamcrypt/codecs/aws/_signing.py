@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from ...abc import Buffer, Lifecycle
+from ...abc import Buffer, Lifecycle, as_bytes
 from ...errors import FormatError
 from ._header import PUBLIC_KEY_FIELD, AwsSuite
 
@@ -91,7 +91,7 @@ class _Signer(Lifecycle):
     def update(self, data: Buffer, /) -> bytes:
         self._check()
         self._hash.update(data)
-        return data if isinstance(data, bytes) else bytes(data)
+        return as_bytes(data, "data")
 
     def finalize(self) -> bytes:
         self._check()

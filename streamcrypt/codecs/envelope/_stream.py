@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ...abc import Buffer, Chain, Lifecycle, as_bytes
+from ...abc import Buffer, Chain, Lifecycle, as_buffer, as_bytes
 from ...errors import (
     FormatError,
     InvalidParameterError,
@@ -320,7 +320,7 @@ class EnvelopeDecryptor(SegmentedDecryptor):
     def feed(self, data: Buffer) -> list[SegmentJob]:
         """Jobs for every segment now complete (the last 64 bytes are held back)."""
         self._check()
-        view = memoryview(data).cast("B")
+        view = memoryview(as_buffer(data, "data")).cast("B")
         tail = self._tail
         if len(tail) + len(view) <= SIGNATURE_SIZE:
             tail += view
