@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 import streamcrypt
 from streamcrypt.codecs.ece import (
+    MAX_HEADER_SIZE,
     OVERHEAD,
     EceDecryptor,
     EceEncryptor,
@@ -40,7 +41,7 @@ from streamcrypt.transports import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
-from streamcrypt.transports._http import RESPONSE_PIECE, BodyFeed, EncryptionSettings
+from streamcrypt.transports._http import RESPONSE_PIECE, BodyCut, BodyFeed, EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
@@ -218,13 +219,64 @@ async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces(
     async def pause() -> None:
         events.append("pause")
 
-    feed = BodyFeed(Feeder(), 100, pause)  # type: ignore[arg-type]
+    feed = BodyFeed(Feeder(), BodyCut(100), pause)  # type: ignore[arg-type]
     for size in (30, 250, 20, 0, 100):
         await feed.send(b"x" * size)
     # Offsets 30, 100, 200, 280, 300, 400: every piece boundary is a multiple of 100.
     assert pushed == [30, 70, 100, 80, 20, 100]
     assert events[:7] == ["send", "flush", "send", "flush", "pause", "send", "flush"]
     assert events.count("pause") == 2  # inside the 250-byte write only
+
+
+async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes, list[int]]:
+    """A request body's decrypting feed given ``body`` in two writes (``first`` bytes,
+    then the rest), 2500-byte pieces: the plaintext and the length of each piece."""
+    pushed: list[int] = []
+    got: list[bytes] = []
+
+    async def sink(data: Any) -> None:
+        got.append(bytes(data))
+
+    feed, _ = EncryptionSettings(key=keys).request_body(sink)
+    real = feed.feeder
+
+    class Spy:
+        async def send(self, data: memoryview) -> None:
+            pushed.append(len(data))
+            await real.send(data)
+
+        async def flush(self) -> None:
+            await real.flush()
+
+        async def aclose(self) -> None:
+            await real.aclose()
+
+    feed.feeder = Spy()  # type: ignore[assignment]
+    feed._cut._piece = 2500
+    await feed.send(body[:first])
+    await feed.send(body[first:])
+    await feed.aclose()
+    return b"".join(got), pushed
+
+
+async def test_a_ciphertext_feed_pushes_its_header_alone() -> None:
+    """A request body's decrypting feed pushes the header on its own, then pieces at
+    fixed body offsets: the engine reads a header on a worker and runs that push's
+    records through its batches, so records pushed with the header would leave the loop
+    (issue 28); a header split across writes goes through as it comes."""
+    keys = ring()
+    plaintext = os.urandom(9 * 983 + 100)
+    body = streamcrypt.encrypt_bytes(plaintext, keys, format="ece", segment_size=983)
+    header = read_header(body)
+    assert header is not None
+    got, pushed = await _pushed_pieces(body, len(body), keys)
+    assert got == plaintext
+    assert pushed[0] == header.size and pushed[1] == 2500 - header.size, pushed
+    assert all(n == 2500 for n in pushed[2:-1]), pushed
+    got, pushed = await _pushed_pieces(body, 7, keys)
+    assert got == plaintext
+    # The split header's 7 bytes, then up to MAX_HEADER_SIZE until it is read.
+    assert pushed[:3] == [7, MAX_HEADER_SIZE, 2500 - 7 - MAX_HEADER_SIZE], pushed
 
 
 async def test_record_size_and_head() -> None:

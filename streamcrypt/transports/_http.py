@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TypeAlias, TypeVar, cast
@@ -34,7 +34,14 @@ from typing import Literal, TypeAlias, TypeVar, cast
 import anyio
 
 from ..abc import Buffer
-from ..codecs.ece import CONTENT_ENCODING, OVERHEAD, EceDecryptor, EceEncryptor
+from ..codecs.ece import (
+    CONTENT_ENCODING,
+    MAX_HEADER_SIZE,
+    OVERHEAD,
+    EceDecryptor,
+    EceEncryptor,
+    read_header,
+)
 from ..engine import DEFAULT_POLICY, INLINE_BATCH, Feeder, OffloadPolicy, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
@@ -332,7 +339,7 @@ class EncryptionSettings:
         ``bytes``, and the body's :class:`BodyDeadline`."""
         decryptor = EceDecryptor(self.key, max_record_size=self.max_record_size)
         feeder = pipeline(decryptor, policy=self.policy).feeder(sink, kept=True)
-        feed = BodyFeed(feeder, REQUEST_PIECE, pause)
+        feed = BodyFeed(feeder, BodyCut(REQUEST_PIECE, decryptor), pause)
         return feed, BodyDeadline(self.body_timeout, self.body_min_rate)
 
     def clear_allowed(self, method: str, path: str) -> bool:
@@ -398,28 +405,70 @@ class BodyDeadline:
         return piece
 
 
-class BodyFeed:
-    """A body pushed through a pipeline ``feeder`` in pieces of at most ``piece`` bytes,
-    each flushed, so complete records leave as the data comes, through bounded buffers.
+class BodyCut:
+    """Where a body is cut into the pieces pushed through its pipeline: at most ``piece``
+    bytes each, cut at multiples of ``piece`` counted from the start of the body, not of
+    each write. With ``piece`` a whole number of records every piece holds whole
+    records, whatever size the writes have. A ciphertext body's header (``decryptor``
+    given) is a piece of its own: the engine reads a header on a worker and runs that
+    push's records through its batches, so records pushed with it would leave the loop
+    (issue 28)."""
 
-    Pieces are cut at multiples of ``piece`` counted from the start of the body, not of
-    each write: with ``piece`` a whole number of records (:meth:`for_records`), every
-    piece holds whole records, whatever size the app's writes have. ``pause`` is awaited
-    before each piece after a write's first (a reader's backpressure).
+    __slots__ = ("_decryptor", "_fed", "_piece")
+
+    def __init__(self, piece: int, decryptor: EceDecryptor | None = None) -> None:
+        self._piece = piece
+        self._decryptor = decryptor
+        self._fed = 0
+
+    def pieces(self, data: Buffer) -> Iterator[memoryview]:
+        """``data`` (the body's next bytes) as pieces; each must be pushed before the
+        next is asked for (a header is complete once the decryptor read it)."""
+        view = memoryview(data).cast("B")
+        decryptor = self._decryptor
+        while view and decryptor is not None and decryptor.header is None:
+            size = MAX_HEADER_SIZE  # until the decryptor read it, at most this at a time
+            if self._fed == 0:
+                try:
+                    header = read_header(view)
+                except StreamCryptError:
+                    header = None  # the decryptor raises it, as it does for any body
+                size = header.size if header is not None else size
+            head, view = view[:size], view[size:]
+            self._fed += len(head)
+            yield head
+        piece, off = self._piece, 0
+        while off < len(view):
+            end = off + piece - (self._fed + off) % piece
+            yield view[off:end]
+            off = end
+        self._fed += len(view)
+
+    async def over(self, chunks: AsyncIterable[Buffer]) -> AsyncIterator[memoryview]:
+        """The pieces of a body read as ``chunks`` (a pipeline's source)."""
+        async for chunk in chunks:
+            for piece in self.pieces(chunk):
+                yield piece
+
+
+class BodyFeed:
+    """A body pushed through a pipeline ``feeder`` in the pieces ``cut`` makes, each
+    flushed, so complete records leave as the data comes, through bounded buffers.
+    ``pause`` is awaited before each piece after a write's first (a reader's
+    backpressure).
     """
 
-    __slots__ = ("_fed", "_pause", "_piece", "feeder")
+    __slots__ = ("_cut", "_pause", "feeder")
 
     def __init__(
         self,
         feeder: Feeder,
-        piece: int,
+        cut: BodyCut,
         pause: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self.feeder = feeder
-        self._piece = piece
+        self._cut = cut
         self._pause = pause
-        self._fed = 0
 
     @classmethod
     def for_records(cls, feeder: Feeder, encryptor: EceEncryptor) -> BodyFeed:
@@ -427,20 +476,15 @@ class BodyFeed:
         (under :data:`RESPONSE_PIECE`, so under the engine's default inline limit: a piece
         is sealed at once, with no batch; at least one record)."""
         record = encryptor.header.record_size - OVERHEAD
-        return cls(feeder, max(1, (RESPONSE_PIECE - 1) // record) * record)
+        return cls(feeder, BodyCut(max(1, (RESPONSE_PIECE - 1) // record) * record))
 
     async def send(self, data: Buffer) -> None:
         """Push ``data`` (the body's next bytes) through, a piece at a time."""
-        view = memoryview(data).cast("B")
-        piece, off = self._piece, 0
-        while off < len(view):
-            if off and self._pause is not None:
+        for n, piece in enumerate(self._cut.pieces(data)):
+            if n and self._pause is not None:
                 await self._pause()
-            end = off + piece - (self._fed + off) % piece
-            await self.feeder.send(view[off:end])
+            await self.feeder.send(piece)
             await self.feeder.flush()
-            off = end
-        self._fed += len(view)
 
     async def aclose(self) -> None:
         """Finish the body (:meth:`Feeder.aclose`)."""
