@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import gzip
 import hashlib
+import itertools
 import os
 import socket
 import subprocess
@@ -230,7 +231,7 @@ async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces(
 
 async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes, list[int]]:
     """A request body's decrypting feed given ``body`` in two writes (``first`` bytes,
-    then the rest), 2500-byte pieces: the plaintext and the length of each piece."""
+    then the rest), pieces of at most 2500 bytes: the plaintext and each piece's length."""
     pushed: list[int] = []
     got: list[bytes] = []
 
@@ -259,24 +260,33 @@ async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes,
     return b"".join(got), pushed
 
 
-async def test_a_ciphertext_feed_pushes_its_header_alone() -> None:
-    """A request body's decrypting feed pushes the header on its own, then pieces at
-    fixed body offsets: the engine reads a header on a worker and runs that push's
-    records through its batches, so records pushed with the header would leave the loop
-    (issue 28); a header split across writes goes through as it comes."""
+async def test_a_ciphertext_feed_pushes_its_header_alone_then_whole_records() -> None:
+    """A request body's decrypting feed pushes the header on its own (the engine reads a
+    header on a worker and runs that push's records through its batches, so records
+    pushed with it would leave the loop), then pieces of as many whole records as the
+    piece size holds, cut where the body's records end whatever the writes are (issue
+    28: a record cut in two is joined first); a header split across writes goes
+    through as it comes."""
     keys = ring()
     plaintext = os.urandom(9 * 983 + 100)
     body = streamcrypt.encrypt_bytes(plaintext, keys, format="ece", segment_size=983)
     header = read_header(body)
-    assert header is not None
+    assert header is not None and header.record_size == 1000
     got, pushed = await _pushed_pieces(body, len(body), keys)
     assert got == plaintext
-    assert pushed[0] == header.size and pushed[1] == 2500 - header.size, pushed
-    assert all(n == 2500 for n in pushed[2:-1]), pushed
-    got, pushed = await _pushed_pieces(body, 7, keys)
-    assert got == plaintext
-    # The split header's 7 bytes, then up to MAX_HEADER_SIZE until it is read.
-    assert pushed[:3] == [7, MAX_HEADER_SIZE, 2500 - 7 - MAX_HEADER_SIZE], pushed
+    assert pushed[0] == header.size and pushed[1:-1] == [2000] * 4, pushed
+    for first in (7, 600):
+        got, pushed = await _pushed_pieces(body, first, keys)
+        assert got == plaintext
+        ends = list(itertools.accumulate(pushed))
+        if first == 7:  # 7 bytes, then up to MAX_HEADER_SIZE until the header is read
+            assert pushed[:2] == [7, MAX_HEADER_SIZE]
+            ends = ends[2:]
+        else:
+            assert pushed[0] == header.size
+            ends = ends[1:]
+        cuts = [e for e in ends[:-1] if e != first]  # a write's end cuts where it falls
+        assert cuts and all((c - header.size) % 2000 == 0 for c in cuts), pushed
 
 
 async def test_record_size_and_head() -> None:
