@@ -391,9 +391,9 @@ async def _throughput(report: Report, quick: bool, key: bytes, ring: KeyRing) ->
     t.notes.append(
         "CPU s/GB: CPU-seconds (user + system, every thread) per GB moved, medians; server: "
         "the server process, client: this process; 'AES GB/s': one thread's AES-128-GCM "
-        "seal and open on 64 KiB records (best of five, measured just before and just after "
-        "the stack's rows, the faster kept); 'AES CPU s/GB': seal plus open of a GB at those "
-        "speeds; 'enc - plain - AES': what an encrypted exchange costs (both ends) beyond "
+        "seal and open on 64 KiB records, GB per CPU-second of the thread (best of five, "
+        "measured just before and just after the stack's rows, the faster kept); 'AES CPU "
+        "s/GB': seal plus open of a GB at those speeds; 'enc - plain - AES': what an encrypted exchange costs (both ends) beyond "
         "the plain one and its AES (target, issue 28: <= 0.15)"
     )
     t.notes.append(
