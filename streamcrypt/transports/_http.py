@@ -89,8 +89,9 @@ DEFAULT_HTTP_RECORD_SIZE = 1 << 16
 RESPONSE_PIECE = 256 << 10
 #: Most ciphertext bytes of a request body pushed through its decrypting pipeline at a
 #: time, in whole records after the header (:class:`BodyCut`): under the engine's
-#: default inline limit (256 KiB), so a piece is opened at once, with no batch. Measured against 256 KiB, server RSS per concurrent 1 MiB exchange fell from
-#: 0.20 to 0.09 MiB (uvicorn) and 1.45 to 0.98 MiB (aiohttp), throughput unchanged.
+#: default inline limit (256 KiB), so a piece is opened at once, with no batch. Measured
+#: against 256 KiB, server RSS per concurrent 1 MiB exchange fell from 0.20 to 0.09 MiB
+#: (uvicorn) and 1.45 to 0.98 MiB (aiohttp), throughput unchanged.
 REQUEST_PIECE = 128 << 10
 #: Seconds a request body may take before it counts against ``body_min_rate`` (408 past
 #: its deadline: see :class:`BodyDeadline`).
@@ -430,7 +431,7 @@ class BodyCut:
     def __init__(self, piece: int, decryptor: EceDecryptor | None = None) -> None:
         self._piece = piece
         self._decryptor = decryptor  # until the header was read
-        self._fed = 0  # bytes fed, from where the records start (negative: header bytes)
+        self._fed = 0  # bytes fed: of the body, then (header read) after the header
 
     @classmethod
     def for_records(cls, encryptor: EceEncryptor) -> BodyCut:
