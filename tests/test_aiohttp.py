@@ -4,6 +4,7 @@ real aiohttp server and client on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gzip
 import hashlib
@@ -17,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.payload import AsyncIterablePayload
+from multidict import CIMultiDict
 
 import streamcrypt
 from streamcrypt.codecs.ece import OVERHEAD, encrypted_length, read_header
@@ -702,6 +704,52 @@ async def test_decrypt_response_refuses_plain() -> None:
         with pytest.raises(UnsupportedFormatError):
             async for _ in decrypt_response(r, ring()):
                 pass
+
+
+class _OneChunk:
+    """What decrypt_response reads of a ClientResponse: its headers and one chunk of
+    content (aiohttp's readany hands over everything it has read as one chunk)."""
+
+    def __init__(self, body: bytes, *chunks: bytes) -> None:
+        self.headers = CIMultiDict({"Content-Encoding": "aes128gcm"})
+        self.content = self
+        self._chunks = list(chunks) or [body]
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+async def test_decrypt_response_opens_a_large_chunk_in_pieces_on_the_loop() -> None:
+    """decrypt_response opens what aiohttp read in pieces of whole records under the
+    inline limit, as the middlewares do, never as one batch for the workers (issue 28:
+    on two cores that cost ~0.7 CPU-s/GB more and halved the download); a chunk's pieces
+    come out in order, and a bad record fails after the records before it."""
+    keys = ring()
+    plaintext = os.urandom(3 << 20)
+    body = streamcrypt.encrypt_bytes(plaintext, keys, format="ece", segment_size=65536 - 17)
+    submitted: list[object] = []
+
+    class Spy(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    with Spy(2) as executor:
+        policy = OffloadPolicy(executor=executor, adaptive=False)  # offloads every batch
+        response: Any = _OneChunk(body)
+        out = [c async for c in decrypt_response(response, keys, policy=policy)]
+        assert b"".join(out) == plaintext
+        # Only the header's reading went to a worker (the engine reads every header there).
+        assert [getattr(fn, "__name__", fn) for fn in submitted] == ["feed"]
+        assert max(map(len, out)) < 256 << 10  # pieces, not the whole chunk
+        bad = bytearray(body)
+        bad[len(body) // 2] ^= 1
+        got = bytearray()
+        with pytest.raises(AuthenticationError):
+            async for chunk in decrypt_response(_OneChunk(bytes(bad)), keys, policy=policy):  # type: ignore[arg-type]
+                got += chunk
+        assert 0 < len(got) < len(body) // 2 and plaintext.startswith(got)
 
 
 async def test_setup_checks_settings() -> None:

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import gzip
 import hashlib
+import itertools
 import os
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from starlette.routing import Route
 
 import streamcrypt
 from streamcrypt.codecs.ece import (
+    MAX_HEADER_SIZE,
     OVERHEAD,
     EceDecryptor,
     EceEncryptor,
@@ -40,7 +42,7 @@ from streamcrypt.transports import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
-from streamcrypt.transports._http import RESPONSE_PIECE, BodyFeed, EncryptionSettings
+from streamcrypt.transports._http import RESPONSE_PIECE, BodyCut, BodyFeed, EncryptionSettings
 
 pytestmark = pytest.mark.asyncio
 
@@ -218,13 +220,73 @@ async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces(
     async def pause() -> None:
         events.append("pause")
 
-    feed = BodyFeed(Feeder(), 100, pause)  # type: ignore[arg-type]
+    feed = BodyFeed(Feeder(), BodyCut(100), pause)  # type: ignore[arg-type]
     for size in (30, 250, 20, 0, 100):
         await feed.send(b"x" * size)
     # Offsets 30, 100, 200, 280, 300, 400: every piece boundary is a multiple of 100.
     assert pushed == [30, 70, 100, 80, 20, 100]
     assert events[:7] == ["send", "flush", "send", "flush", "pause", "send", "flush"]
     assert events.count("pause") == 2  # inside the 250-byte write only
+
+
+async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes, list[int]]:
+    """A request body's decrypting feed given ``body`` in two writes (``first`` bytes,
+    then the rest), pieces of at most 2500 bytes: the plaintext and each piece's length."""
+    pushed: list[int] = []
+    got: list[bytes] = []
+
+    async def sink(data: Any) -> None:
+        got.append(bytes(data))
+
+    feed, _ = EncryptionSettings(key=keys).request_body(sink)
+    real = feed.feeder
+
+    class Spy:
+        async def send(self, data: memoryview) -> None:
+            pushed.append(len(data))
+            await real.send(data)
+
+        async def flush(self) -> None:
+            await real.flush()
+
+        async def aclose(self) -> None:
+            await real.aclose()
+
+    feed.feeder = Spy()  # type: ignore[assignment]
+    feed._cut._piece = 2500
+    await feed.send(body[:first])
+    await feed.send(body[first:])
+    await feed.aclose()
+    return b"".join(got), pushed
+
+
+async def test_a_ciphertext_feed_pushes_its_header_alone_then_whole_records() -> None:
+    """A request body's decrypting feed pushes the header on its own (the engine reads a
+    header on a worker and runs that push's records through its batches, so records
+    pushed with it would leave the loop), then pieces of as many whole records as the
+    piece size holds, cut where the body's records end whatever the writes are (issue
+    28: a record cut in two is joined first); a header split across writes goes
+    through as it comes."""
+    keys = ring()
+    plaintext = os.urandom(9 * 983 + 100)
+    body = streamcrypt.encrypt_bytes(plaintext, keys, format="ece", segment_size=983)
+    header = read_header(body)
+    assert header is not None and header.record_size == 1000
+    got, pushed = await _pushed_pieces(body, len(body), keys)
+    assert got == plaintext
+    assert pushed[0] == header.size and pushed[1:-1] == [2000] * 4, pushed
+    for first in (7, 600):
+        got, pushed = await _pushed_pieces(body, first, keys)
+        assert got == plaintext
+        ends = list(itertools.accumulate(pushed))
+        if first == 7:  # 7 bytes, then up to MAX_HEADER_SIZE until the header is read
+            assert pushed[:2] == [7, MAX_HEADER_SIZE]
+            ends = ends[2:]
+        else:
+            assert pushed[0] == header.size
+            ends = ends[1:]
+        cuts = [e for e in ends[:-1] if e != first]  # a write's end cuts where it falls
+        assert cuts and all((c - header.size) % 2000 == 0 for c in cuts), pushed
 
 
 async def test_record_size_and_head() -> None:
