@@ -287,6 +287,8 @@ def run_backup(args: argparse.Namespace) -> int:
         print(report.summary())
         for item in report.skipped:
             print(f"streamcrypt: skipped {item}", file=sys.stderr)
+        for item in report.store_problems:
+            print(f"streamcrypt: warning: {item}", file=sys.stderr)
     elif args.action == "restore":
         with Progress("restoring", None, enabled=not args.quiet) as bar:
             restored = anyio.run(
