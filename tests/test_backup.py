@@ -52,6 +52,7 @@ from streamcrypt.errors import (
     InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
+    StoreNotFoundError,
     StreamCryptError,
     UnknownKeyError,
 )
@@ -68,7 +69,7 @@ def run(fn: Callable[..., Any], *args: Any, backend: str = "asyncio", **kwargs: 
 
 def new_store(path: Path, pack_size: int = 256 * 1024) -> Path:
     """A store with small packs, so that small trees span several of them."""
-    run(sb.Store.open, path, KEY, create=True, pack_size=pack_size)
+    run(sb.create_store, path, KEY, pack_size=pack_size)
     return path
 
 
@@ -614,7 +615,7 @@ def test_large_tree_round_trip(tmp_path: Path) -> None:
             size = rng.choice([0, 100, 5000, 70_000, 400_000])
             (src / f"d{d}" / f"f{f}").write_bytes(rng.randbytes(size))
     (src / "huge.bin").write_bytes(rng.randbytes(200 * MiB))
-    store = tmp_path / "store"
+    store = new_store(tmp_path / "store", pack_size=16 * MiB)
     run(sb.backup, src, store, KEY, name="big")
     run(sb.restore, store, "big", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
@@ -626,7 +627,7 @@ def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
     src = tmp_path / "src"
     make_tree(src, random.Random(4))
     url = f"memory://sc-backup-{os.urandom(6).hex()}"
-    run(sb.Store.open, url, KEY, create=True, pack_size=1 << 18)
+    run(sb.create_store, url, KEY, pack_size=1 << 18)
     first = run(sb.backup, src, url, KEY, name="mem")
     assert first.packs_written > 3
     second = run(sb.backup, src, url, KEY, name="mem2")
@@ -1056,6 +1057,18 @@ def test_a_snapshot_that_does_not_open_blocks_no_backup_and_prune_names_it(
     run(sb.prune, store, KEY)
     run(sb.restore, store, "latest", tmp_path / "out", KEY)
     assert listing(tmp_path / "out") == listing(src)
+
+
+def test_a_backup_into_a_location_without_a_store_is_refused(tmp_path: Path) -> None:
+    """Review 7 M3: only create_store (``backup init``) makes a store."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with pytest.raises(StoreNotFoundError, match="backup init"):
+        run(sb.backup, src, tmp_path / "typo", KEY)
+    assert not (tmp_path / "typo").exists()
+    new_store(tmp_path / "store")
+    with pytest.raises(FileExistsError):
+        run(sb.create_store, tmp_path / "store", KEY)
 
 
 def test_a_lock_that_was_removed_or_went_stale_is_never_refreshed(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from streamcrypt.errors import (
     InvalidParameterError,
     InvalidSignatureError,
     StoreLockedError,
+    StoreNotFoundError,
     UnknownKeyError,
 )
 from streamcrypt.keys import SecretKey
@@ -220,7 +221,7 @@ def test_a_store_opens_with_the_key_of_its_kind(tmp_path: Path) -> None:
     ident = X25519Identity.generate()
     symmetric, write_only = tmp_path / "sym", tmp_path / "wo"
     key = SecretKey.generate()
-    run(sb.Store.open, symmetric, key, create=True)
+    run(sb.create_store, symmetric, key)
     writer = new_write_only(write_only, ident)
     with pytest.raises(InvalidParameterError):
         run(sb.verify, symmetric, identities=ident)  # a symmetric store has no identity
@@ -490,7 +491,7 @@ def test_a_write_only_backup_costs_a_symmetric_one_plus_its_key_file_and_id_list
     make_tree(src, random.Random(31))
     sym, wo_store, cache = tmp_path / "sym", tmp_path / "wo", tmp_path / "cache"
     key = SecretKey.generate()
-    run(sb.Store.open, sym, key, create=True)  # its config, as init writes the other's
+    run(sb.create_store, sym, key)  # as init makes the other
     writer = new_write_only(wo_store, X25519Identity.generate(), pack_size=16 << 20)
     for name in ("one", "two"):  # a first backup (one pack, one index file), then none new
         plain, plain_encodes = _fsyncs_and_encodes(
@@ -624,3 +625,19 @@ def test_a_backup_whose_lock_was_removed_writes_no_snapshot(tmp_path: Path) -> N
     assert removed and run(sb.list_snapshots, store) == []
     assert not any(p for p in (store / "locks").iterdir() if not p.name.startswith("."))
 
+
+def test_a_writer_key_never_makes_a_store(tmp_path: Path) -> None:
+    """Review 7 M3: a writer key given a location without a store (a typo, a disk not
+    mounted) made a symmetric store there that the writer key reads, and reported
+    success. Only init (create_store, create_write_only) makes a store."""
+    ident = X25519Identity.generate()
+    writer = new_write_only(tmp_path / "store", ident)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "payroll.csv").write_text("alice,120000\n")
+    for where in (tmp_path / "unmounted" / "store", f"memory://sc-none-{os.urandom(4).hex()}"):
+        with pytest.raises(StoreNotFoundError, match="backup init"):
+            run(sb.backup, src, where, writer, cache_dir=tmp_path / "c")
+    assert not (tmp_path / "unmounted").exists()
+    with pytest.raises(FileExistsError):
+        run(sb.create_store, tmp_path / "store", writer)

@@ -458,15 +458,16 @@ async def backup(
 ) -> BackupReport:
     """Back up the tree ``source`` into ``store`` (a path or fsspec URL) as a new snapshot.
 
-    ``key`` is the store's master key (a new symmetric store is made if none is there),
-    or a write-only store's writer key. ``parent`` names the snapshot whose metadata
+    ``key`` is the store's master key or a write-only store's writer key; the store
+    must exist (:func:`~._store.create_store`, :func:`~._writeonly.create_write_only`:
+    a backup never makes one, so a mistyped path or an unmounted disk is refused). ``parent`` names the snapshot whose metadata
     serves as the cache (default: the newest of the same source); a write-only store's
     writer reads no snapshot and keeps its cache in ``cache_dir`` (default
     ``$XDG_CACHE_HOME/streamcrypt/backup``); ``use_cache=False`` reads every file.
     ``policy`` decides where the work runs (``None``: all inline). An index file, id
     list or snapshot of the store that does not open is left out (its chunks are stored
     again) and named in ``BackupReport.store_problems``. Raises
-    :class:`UnknownKeyError` (the store
+    :class:`StoreNotFoundError` (no store there), :class:`UnknownKeyError` (the store
     belongs to another key), :class:`StoreLockedError` (also when this backup's lock
     was removed or went stale while it ran: nothing more is written),
     :class:`InvalidParameterError` (bad or existing snapshot name), typed errors of a
@@ -475,9 +476,7 @@ async def backup(
     started = time.perf_counter()
     src = await run_blocking(None, _source_dir, source)
     name = check_snapshot_name(name or default_snapshot_name())
-    opened = await Store.open(
-        store, key, create=True, policy=policy, storage_options=storage_options
-    )
+    opened = await Store.open(store, key, policy=policy, storage_options=storage_options)
     write_only = opened.config.write_only
     if write_only and parent is not None:
         raise InvalidParameterError(

@@ -41,6 +41,7 @@ from ..errors import (
     FormatError,
     InvalidParameterError,
     SnapshotNotFoundError,
+    StoreNotFoundError,
     StreamCryptError,
 )
 from ..keys import SecretKey
@@ -56,7 +57,7 @@ async def list_snapshots(
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """Snapshot names in a store, in name order (default names: oldest first; no key
-    needed). Raises ``FileNotFoundError`` when ``location`` holds no store,
+    needed). Raises :class:`StoreNotFoundError` when ``location`` holds no store,
     :class:`FormatError` for a damaged config."""
     return await run_blocking(policy, _snapshot_files, location, storage_options)
 
@@ -67,7 +68,7 @@ def _snapshot_files(
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
-        raise FileNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
+        raise StoreNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []

@@ -64,6 +64,7 @@ from ..errors import (
     InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
+    StoreNotFoundError,
     StreamCryptError,
     UnknownKeyError,
     UnsafePathError,
@@ -320,8 +321,9 @@ class Store:
     """An opened backup store: keys, config, and async access to its files.
 
     Open with :meth:`open`; take :meth:`lock` before reading or changing it. Raises
-    :class:`UnknownKeyError` when the store belongs to another key, ``FileNotFoundError``
-    when there is no store (and ``create`` is false).
+    :class:`UnknownKeyError` when the store belongs to another key,
+    :class:`StoreNotFoundError` when there is no store (:func:`create_store` and
+    :func:`~._writeonly.create_write_only` make one).
     """
 
     def __init__(
@@ -359,19 +361,17 @@ class Store:
         key: SecretKey | None = None,
         *,
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
-        create: bool = False,
         signer: str | None = None,
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
-        **params: int,
     ) -> Store:
-        """Open the store at ``location`` (a path or an fsspec URL); ``create`` makes a new
-        symmetric one there if none exists (``params``: :class:`StoreConfig` sizes).
+        """Open the store at ``location`` (a path or an fsspec URL).
 
         A symmetric store opens with its master ``key``; a write-only store with its
         writer key (``key``: back up only) or with ``identities`` (everything). Raises
         :class:`UnknownKeyError` (another store's key, an identity the store is not
-        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind), and
+        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind),
+        :class:`StoreNotFoundError` (no store there: never made by opening), and
         with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
         the store), :class:`InvalidSignatureError` when the config names another signer.
         """
@@ -380,7 +380,7 @@ class Store:
             raise InvalidParameterError("give the store's key= or its identities=, one of them")
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
-        await store._run(store._open_sync, key, identities, create, params)
+        await store._run(store._open_sync, key, identities)
         if signer is not None:
             check_signer(store.config, signer)
         return store
@@ -389,22 +389,14 @@ class Store:
         self,
         key: SecretKey | None,
         identities: Iterable[IdentityLike] | IdentityLike | None,
-        create: bool,
-        params: dict[str, int],
     ) -> None:
         path = self._path("config")
         if not self.fs.exists(path):
-            if not create:
-                raise FileNotFoundError(
-                    f"{shown_location(self.root)!r} is not a backup store (no config)"
-                )
-            if key is None:
-                raise InvalidParameterError("a new store is made with a key (or recipients)")
-            self.keys = BackupKeys.derive(key)
-            self.config = StoreConfig.new(self.keys, **params)
-            self.fs.makedirs(self.root, exist_ok=True)
-            self.write_sync("config", self.config.encode(self.keys))
-            return
+            raise StoreNotFoundError(
+                f"{shown_location(self.root)!r} is not a backup store (no config): a "
+                "store is made only by 'backup init' (create_store, create_write_only); "
+                "check the path, or that its disk is mounted"
+            )
         raw = self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1)
         config = StoreConfig.decode(raw)
         if not config.write_only:
@@ -846,6 +838,48 @@ class Store:
             if name is not None:
                 with anyio.CancelScope(shield=True):
                     await self._run(self._delete_sync, [f"locks/{name}"])
+
+
+async def make_store(
+    location: str | os.PathLike[str],
+    keys: BackupKeys,
+    config: StoreConfig,
+    files: Mapping[str, bytes],
+    policy: OffloadPolicy | None,
+    storage_options: dict[str, Any] | None,
+) -> None:
+    """Write a new store's ``files`` and then its ``config`` (the store exists from
+    then on) at ``location``: the one place a store is made. Raises
+    ``FileExistsError`` when a store is there."""
+
+    def make() -> None:
+        fs, root, local = open_location(location, storage_options)
+        store = Store(fs, root, keys, config, policy, local=local)
+        if fs.exists(store._path("config")):
+            raise FileExistsError(f"{shown_location(location)!r} already holds a backup store")
+        fs.makedirs(store.root, exist_ok=True)
+        for rel, data in files.items():
+            store.write_sync(rel, data)
+        store.write_sync("config", config.encode(keys))
+
+    await run_blocking(policy, make)
+
+
+async def create_store(
+    location: str | os.PathLike[str],
+    key: SecretKey,
+    *,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    storage_options: dict[str, Any] | None = None,
+    **params: int,
+) -> None:
+    """Make a new symmetric store at ``location`` for the master ``key`` (``params``:
+    :class:`~streamcrypt.codecs.backup.StoreConfig` sizes). Only this call and
+    :func:`~._writeonly.create_write_only` make a store: a backup into a location
+    without one raises :class:`StoreNotFoundError`. Raises ``FileExistsError`` when a
+    store is there."""
+    keys = BackupKeys.derive(key)
+    await make_store(location, keys, StoreConfig.new(keys, **params), {}, policy, storage_options)
 
 
 def require_chunks(index: Index, manifest: Manifest) -> None:
