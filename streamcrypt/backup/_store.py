@@ -6,10 +6,10 @@ Layout (docs/BACKUP.md)::
     STORE/data/<2 hex>/<pack id> packs of sealed blobs (codecs.backup)
     STORE/index/<random id>      encrypted index files: pack id -> blob entries
     STORE/snapshots/<name>       signed, encrypted manifests
-    STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive)
+    STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive, nonce)
     STORE/keys/<session id>      write-only stores: each backup session's key (age file)
     STORE/keys/writer            write-only stores: the writer's secret (age file)
-    STORE/ids/<index file name>  write-only stores: the chunk ids an index file names
+    STORE/ids/<index file name>  write-only stores: the packs an index file names, their chunk ids
 
 Every write goes to a temporary name beside its destination and is renamed into place
 after an fsync on local storage (a PUT is already atomic on object stores), so a killed
