@@ -122,6 +122,9 @@ class Streamcrypt(Tool):
         if not self.key.exists():
             self._run(*COMMAND, "init", str(self.key))
 
+    def init(self, store: Path | str) -> None:  # untimed, as restic's init: only init makes a store
+        self._run(*COMMAND, "init", str(self.key), str(store))
+
     def backup(self, src: Path, store: Path | str) -> None:
         self._run(*COMMAND, "backup", "-q", str(src), str(store), "-k", str(self.key))
 
@@ -499,6 +502,7 @@ def _served(report: Report, work: Path, src: Path, repeat: int) -> None:
             root = work / f"store-{where}"
             proc, store = _start_server(work, root) if where == "served" else (None, str(root))
             try:
+                tool.init(store)
                 for what in ("first backup", "second backup"):
                     if what == "second backup":
                         _edit(src, rep)

@@ -29,6 +29,7 @@ __all__ = [
     "PluginError",
     "SnapshotNotFoundError",
     "StoreLockedError",
+    "StoreNotFoundError",
     "StreamCryptError",
     "TokenError",
     "TokenPinError",
@@ -190,6 +191,14 @@ class AccessDeniedError(StreamCryptError, PermissionError):
 class SnapshotNotFoundError(StreamCryptError, FileNotFoundError):
     """A backup store holds no snapshot of the name given (for ``latest``: none at all).
     Also a ``FileNotFoundError``, as a missing file is."""
+
+    http_status = 404
+
+
+class StoreNotFoundError(StreamCryptError, FileNotFoundError):
+    """No backup store at the location given (no config there): a store is made only by
+    ``backup init`` (``create_store`` / ``create_write_only``), never by a backup, so a
+    mistyped path or an unmounted disk is refused. Also a ``FileNotFoundError``."""
 
     http_status = 404
 

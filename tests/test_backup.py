@@ -52,6 +52,7 @@ from streamcrypt.errors import (
     InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
+    StoreNotFoundError,
     StreamCryptError,
     UnknownKeyError,
 )
@@ -68,7 +69,7 @@ def run(fn: Callable[..., Any], *args: Any, backend: str = "asyncio", **kwargs: 
 
 def new_store(path: Path, pack_size: int = 256 * 1024) -> Path:
     """A store with small packs, so that small trees span several of them."""
-    run(sb.Store.open, path, KEY, create=True, pack_size=pack_size)
+    run(sb.create_store, path, KEY, pack_size=pack_size)
     return path
 
 
@@ -353,7 +354,8 @@ def test_verify_finds_a_damaged_or_missing_pack(env: dict[str, Any], tmp_path: P
     [problem] = report.problems
     assert problem.kind == "pack" and "missing" in problem.message
     assert "one:docs/readme.txt" in problem.files
-    with pytest.raises(FileNotFoundError, match=r"'[^']+' \(and \d+ other files\)") as info:
+    # a chunk counts as stored only while its pack is: restore refuses before writing
+    with pytest.raises(FormatError, match="missing from the store") as info:
         run(sb.restore, store, "one", tmp_path / "dest", KEY)
     assert f"one:{str(info.value).split(chr(39))[1]}" in problem.files
     assert not (tmp_path / "dest").exists()
@@ -613,7 +615,7 @@ def test_large_tree_round_trip(tmp_path: Path) -> None:
             size = rng.choice([0, 100, 5000, 70_000, 400_000])
             (src / f"d{d}" / f"f{f}").write_bytes(rng.randbytes(size))
     (src / "huge.bin").write_bytes(rng.randbytes(200 * MiB))
-    store = tmp_path / "store"
+    store = new_store(tmp_path / "store", pack_size=16 * MiB)
     run(sb.backup, src, store, KEY, name="big")
     run(sb.restore, store, "big", tmp_path / "dest", KEY)
     assert listing(tmp_path / "dest") == listing(src)
@@ -625,7 +627,7 @@ def test_store_over_an_fsspec_file_system(tmp_path: Path) -> None:
     src = tmp_path / "src"
     make_tree(src, random.Random(4))
     url = f"memory://sc-backup-{os.urandom(6).hex()}"
-    run(sb.Store.open, url, KEY, create=True, pack_size=1 << 18)
+    run(sb.create_store, url, KEY, pack_size=1 << 18)
     first = run(sb.backup, src, url, KEY, name="mem")
     assert first.packs_written > 3
     second = run(sb.backup, src, url, KEY, name="mem2")
@@ -756,6 +758,20 @@ def rng_bytes(n: int) -> bytes:
     return random.Random(n).randbytes(n)
 
 
+async def backup_cancelled_when(event: Any, src: Path, store: Path) -> None:
+    """A backup of ``src`` named "cut", cancelled once ``event`` (a threading.Event) is set."""
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_once_set() -> None:
+                await anyio.to_thread.run_sync(event.wait)
+                scope.cancel()
+
+            tg.start_soon(cancel_once_set)
+            await sb.backup(src, store, KEY, name="cut")
+    assert scope.cancelled_caught
+
+
 def test_a_backup_cancelled_while_reading_releases_its_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -778,20 +794,8 @@ def test_a_backup_cancelled_while_reading_releases_its_lock(
 
     monkeypatch.setattr(_backup, "_open_scanned", slow_open)
 
-    async def cancelled() -> None:
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def cancel_once_reading() -> None:
-                    await anyio.to_thread.run_sync(reading.wait)
-                    scope.cancel()
-
-                tg.start_soon(cancel_once_reading)
-                await sb.backup(src, store, KEY, name="cut")
-        assert scope.cancelled_caught
-
     started = time.monotonic()
-    run(cancelled)
+    run(backup_cancelled_when, reading, src, store)
     assert time.monotonic() - started < 10
     assert "cut" not in run(sb.list_snapshots, store)
     assert run(sb.backup, src, store, KEY, name="whole").files == 6
@@ -973,3 +977,161 @@ def test_every_message_naming_a_store_goes_through_shown_location() -> None:
                 if sensitive.fullmatch(text):
                     offenders.append(f"{path.name}:{inner.lineno}: {{{text}}}")
     assert offenders == []
+
+
+def test_old_index_files_put_back_after_a_prune_never_make_a_backup_skip_data(
+    tmp_path: Path,
+) -> None:
+    """Review 7 H1, symmetric store: someone who can write to the store and holds no key
+    copies index/ and a snapshot; the owner forgets and prunes; the copies are put back.
+    The backup's metadata cache (the old snapshot: the file unchanged) and its dedup
+    took the chunks as stored and wrote a snapshot that could not be restored. Only a
+    chunk whose pack is in the store counts."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.bin").write_bytes(rng_bytes(3 * MiB))
+    store = new_store(tmp_path / "store")
+    first = run(sb.backup, src, store, KEY, name="one")
+    saved = {rel: (store / rel).read_bytes() for rel in ("snapshots/one", *_rels(store, "index"))}
+    run(sb.forget, store, KEY, ["one"])
+    assert run(sb.prune, store, KEY).chunks_removed == first.chunks_new
+    for rel, data in saved.items():
+        (store / rel).write_bytes(data)
+    report = run(sb.backup, src, store, KEY, name="two")
+    assert report.parent == "one" and report.files_read == 1
+    assert report.chunks_new == first.chunks_new
+    run(sb.restore, store, "two", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+
+
+def _rels(store: Path, folder: str) -> list[str]:
+    return [f"{folder}/{p.name}" for p in (store / folder).iterdir() if not p.name.startswith(".")]
+
+
+def test_prune_indexes_packs_from_their_tables_when_their_index_file_does_not_open(
+    tmp_path: Path,
+) -> None:
+    """Review 7 M2: an index file that does not open (damaged, or junk appended by
+    anyone who can write to the store) stopped restore, backup and prune. It is left out
+    and named; the packs no readable index file names are indexed from their own
+    tables, so prune keeps what snapshots use and removes the file."""
+    src = tmp_path / "src"
+    make_tree(src, random.Random(9))
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="one")
+    for rel in _rels(store, "index"):
+        flip(store / rel, 40)
+    (store / "index" / "00").write_bytes(b"junkjunk")
+    checked = run(sb.verify, store, KEY, read_data=False)
+    assert {p.kind for p in checked.problems} == {"index"} and checked.orphan_packs > 0
+    run(sb.restore, store, "one", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+    pruned = run(sb.prune, store, KEY)
+    assert pruned.packs_deleted == 0 and pruned.chunks_removed == 0
+    assert len(_rels(store, "index")) == 1
+    checked = run(sb.verify, store, KEY)
+    assert checked.ok and checked.orphan_packs == 0
+    run(sb.restore, store, "one", tmp_path / "out2", KEY)
+    assert listing(tmp_path / "out2") == listing(src)
+
+
+def test_a_snapshot_that_does_not_open_blocks_no_backup_and_prune_names_it(
+    tmp_path: Path,
+) -> None:
+    """Review 7 M2: junk at snapshots/zzz (anyone who can append may put it there) made
+    every backup fail (the parent search raised). The backup passes over it and names
+    it; prune, which cannot tell which chunks it uses, refuses typed and names it, and
+    ``forget`` removes it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(rng_bytes(1000))
+    store = new_store(tmp_path / "store")
+    run(sb.backup, src, store, KEY, name="s1")
+    (store / "snapshots" / "zzz").write_bytes(b"junk")
+    report = run(sb.backup, src, store, KEY, name="s2")
+    assert report.parent == "s1" and report.files_read == 0
+    assert [p.split()[0] for p in report.store_problems] == ["snapshots/zzz"]
+    with pytest.raises(InvalidSignatureError, match="forget 'zzz'"):
+        run(sb.prune, store, KEY)
+    run(sb.forget, store, KEY, ["zzz"])
+    run(sb.prune, store, KEY)
+    run(sb.restore, store, "latest", tmp_path / "out", KEY)
+    assert listing(tmp_path / "out") == listing(src)
+
+
+def test_a_backup_into_a_location_without_a_store_is_refused(tmp_path: Path) -> None:
+    """Review 7 M3: only create_store (``backup init``) makes a store."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with pytest.raises(StoreNotFoundError, match="backup init"):
+        run(sb.backup, src, tmp_path / "typo", KEY)
+    assert not (tmp_path / "typo").exists()
+    new_store(tmp_path / "store")
+    with pytest.raises(FileExistsError):
+        run(sb.create_store, tmp_path / "store", KEY)
+
+
+def test_a_lock_that_was_removed_or_went_stale_is_never_refreshed(tmp_path: Path) -> None:
+    """Review 7 M1: refresh_lock rewrote the lock blindly, re-creating one a prune had
+    removed. A refresh writes a new lock, confirms the old one is still this holder's
+    (its nonce) and fresh by its own clock, and only then removes it."""
+    from streamcrypt.backup import _store
+
+    store_path = new_store(tmp_path / "store")
+
+    def locks() -> list[Path]:
+        return [p for p in (store_path / "locks").iterdir() if not p.name.startswith(".")]
+
+    async def main() -> None:
+        store = await sb.Store.open(store_path, KEY)
+        async with store.lock(exclusive=True):
+            [held] = locks()
+            store._lock_time -= _store._LOCK_REFRESH_SECONDS + 1  # a refresh is due
+            await store.refresh_lock()
+            [renewed] = locks()
+            assert renewed != held  # a new lock, the old one removed
+            await store.confirm_lock()
+            renewed.write_text(renewed.read_text().replace('"nonce": "', '"nonce": "0'))
+            with pytest.raises(StoreLockedError):  # the same file, not this holder's
+                await store.confirm_lock()
+            renewed.unlink()
+            store._lock_time -= _store._LOCK_REFRESH_SECONDS + 1
+            with pytest.raises(StoreLockedError, match="gone or stale"):
+                await store.refresh_lock()
+            assert locks() == []  # the one it wrote is removed again
+        async with store.lock(exclusive=True):
+            store._lock_doc["time"] -= sb.LOCK_STALE_SECONDS + 1  # the machine slept
+            with pytest.raises(StoreLockedError):
+                await store.confirm_lock()
+
+    run(main)
+    assert locks() == []
+
+
+def test_a_backup_cancelled_while_taking_its_lock_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 7 L4: Store.lock awaited the lock's writing before its try/finally, so a
+    cancellation landing then returned at once and the worker then wrote a lock nothing
+    removed (this process's pid: never stale while it lives)."""
+    import threading
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(rng_bytes(1000))
+    store = new_store(tmp_path / "store")
+    acquiring = threading.Event()
+    acquire = sb.Store._acquire_sync
+
+    def slow_acquire(self: sb.Store, exclusive: bool) -> None:
+        acquiring.set()
+        time.sleep(0.3)
+        acquire(self, exclusive)
+
+    monkeypatch.setattr(sb.Store, "_acquire_sync", slow_acquire)
+
+    run(backup_cancelled_when, acquiring, src, store)
+    time.sleep(0.5)  # any worker still running has finished
+    assert [p for p in (store / "locks").iterdir() if not p.name.startswith(".")] == []
+    monkeypatch.undo()
+    assert run(sb.backup, src, store, KEY, name="whole").files == 1

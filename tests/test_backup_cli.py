@@ -50,10 +50,16 @@ def test_the_backup_command_end_to_end(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "backup.key").stat().st_mode) == 0o600
     assert sc("backup", "init", "backup.key", cwd=tmp_path).returncode == 2  # never replaced
     key = ("-k", "backup.key")
-
-    # an empty store has no 'latest': the typed error of an unknown snapshot
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "x").write_text("x")
+    # only init makes a store: a backup into a location without one is refused
+    done = sc("backup", "backup", "empty", "store", *key, cwd=tmp_path)
+    assert done.returncode == 4 and b"backup init" in done.stderr
+    assert not (tmp_path / "store").exists()
+    done = sc("backup", "init", "backup.key", "store", cwd=tmp_path)  # the key file kept
+    assert done.returncode == 0 and b"made the store" in done.stdout
+
+    # an empty store has no 'latest': the typed error of an unknown snapshot
     assert sc("backup", "backup", "empty", "store", *key, cwd=tmp_path).returncode == 0
     assert sc("backup", "forget", "store", "latest", *key, cwd=tmp_path).returncode == 0
     assert sc("backup", "snapshots", "store", cwd=tmp_path).stdout == b""
@@ -139,7 +145,8 @@ def test_a_write_only_store_from_the_command(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and b"write-only" in done.stdout
     assert stat.S_IMODE((tmp_path / "writer.key").stat().st_mode) == 0o600
-    assert sc("backup", "init", "writer.key", "store", cwd=tmp_path).returncode == 2  # no -r
+    done = sc("backup", "init", "writer.key", "store", cwd=tmp_path)  # a store is there
+    assert done.returncode == 4 and b"already holds a backup store" in done.stderr
     writer, cache = ("-k", "writer.key"), ("--cache-dir", "cache")
     done = sc("backup", "backup", "-q", "src", "store", *writer, *cache, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

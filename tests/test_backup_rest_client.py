@@ -52,6 +52,7 @@ def test_the_client_takes_its_token_from_a_file_or_the_environment(tmp_path: Pat
         src = tmp_path / "src"
         src.mkdir()
         (src / "a.txt").write_text("through the server\n")
+        run(sb.create_store, running.url(), KEY)
         report = run(sb.backup, src, running.url(), KEY)
         bare = f"rest:http://127.0.0.1:{running.port}/"
         token_file = tmp_path / "owner.token"

@@ -39,6 +39,8 @@ from streamcrypt.errors import (
     AuthenticationError,
     InvalidParameterError,
     InvalidSignatureError,
+    StoreLockedError,
+    StoreNotFoundError,
     UnknownKeyError,
 )
 from streamcrypt.keys import SecretKey
@@ -219,7 +221,7 @@ def test_a_store_opens_with_the_key_of_its_kind(tmp_path: Path) -> None:
     ident = X25519Identity.generate()
     symmetric, write_only = tmp_path / "sym", tmp_path / "wo"
     key = SecretKey.generate()
-    run(sb.Store.open, symmetric, key, create=True)
+    run(sb.create_store, symmetric, key)
     writer = new_write_only(write_only, ident)
     with pytest.raises(InvalidParameterError):
         run(sb.verify, symmetric, identities=ident)  # a symmetric store has no identity
@@ -489,7 +491,7 @@ def test_a_write_only_backup_costs_a_symmetric_one_plus_its_key_file_and_id_list
     make_tree(src, random.Random(31))
     sym, wo_store, cache = tmp_path / "sym", tmp_path / "wo", tmp_path / "cache"
     key = SecretKey.generate()
-    run(sb.Store.open, sym, key, create=True)  # its config, as init writes the other's
+    run(sb.create_store, sym, key)  # as init makes the other
     writer = new_write_only(wo_store, X25519Identity.generate(), pack_size=16 << 20)
     for name in ("one", "two"):  # a first backup (one pack, one index file), then none new
         plain, plain_encodes = _fsyncs_and_encodes(
@@ -524,3 +526,118 @@ def test_a_torn_cache_costs_a_re_read_and_stores_nothing_twice(
     again = run(sb.backup, wo["src"], wo["store"], wo["writer"], name="mended", cache_dir=cache)
     assert again.files_read == 0  # the cache written after the re-read opens
     run(sb.forget, wo["store"], None, ["torn", "mended"], identities=wo["identity"])
+
+
+def _saved(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")}
+
+
+def test_an_old_id_list_put_back_after_a_prune_never_makes_the_writer_skip_data(
+    tmp_path: Path,
+) -> None:
+    """Review 7 H1: someone with only the writer's token copies ids/X; the owner forgets
+    and prunes (the chunks go); the id list is put back under its free name. The writer
+    (and its metadata cache, which says the file is unchanged) counted its chunks as
+    stored and wrote a snapshot that could not be restored. A chunk counts as stored
+    only while its pack is in the store (the id list names its packs)."""
+    ident = X25519Identity.generate()
+    store, src, cache = tmp_path / "store", tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "f.bin").write_bytes(random.Random(71).randbytes(3 * MiB))
+    writer = new_write_only(store, ident)
+    first = run(sb.backup, src, store, writer, name="one", cache_dir=cache)
+    saved = _saved(store / "ids")
+    run(sb.forget, store, None, ["one"], identities=ident)
+    assert run(sb.prune, store, identities=ident).chunks_removed == first.chunks_new
+    for name, data in saved.items():  # the replay: the names are free again
+        (store / "ids" / name).write_bytes(data)
+
+    # the same file, unchanged since the cache was written: read and stored again
+    report = run(sb.backup, src, store, writer, name="two", cache_dir=cache)
+    assert report.files_read == 1 and report.chunks_new == first.chunks_new
+    run(sb.restore, store, "two", tmp_path / "out", identities=ident)
+    assert listing(tmp_path / "out") == listing(src)
+    assert run(sb.verify, store, identities=ident).ok
+
+
+def test_an_id_list_opens_only_under_its_own_name(tmp_path: Path) -> None:
+    from streamcrypt.codecs.backup import decode_ids, encode_ids
+
+    keys = BackupKeys.writer(SecretKey.generate())
+    packs = {b"p" * 32: [b"a" * 32, b"b" * 32], b"q" * 32: []}
+    sealed = encode_ids(keys, "00ff", packs)
+    assert decode_ids(keys, "00ff", sealed) == {p: set(ids) for p, ids in packs.items()}
+    with pytest.raises(AuthenticationError):
+        decode_ids(keys, "00fe", sealed)
+
+
+def test_junk_in_index_and_ids_blocks_neither_restore_nor_backup_nor_prune(
+    tmp_path: Path,
+) -> None:
+    """Review 7 M2: eight junk bytes POSTed to index/00 and ids/00 (the writer's token
+    alone may) stopped every restore, prune and backup. A file that does not open is
+    left out and named (the backup's report, verify); prune indexes the packs no
+    readable index file names from their own tables, and removes the junk."""
+    ident = X25519Identity.generate()
+    store, src, cache = tmp_path / "store", tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "a.bin").write_bytes(random.Random(72).randbytes(MiB))
+    writer = new_write_only(store, ident)
+    run(sb.backup, src, store, writer, name="one", cache_dir=cache)
+    (store / "index" / "00").write_bytes(b"junkjunk")
+    (store / "ids" / "00").write_bytes(b"junkjunk")
+
+    run(sb.restore, store, "one", tmp_path / "out", identities=ident)
+    assert listing(tmp_path / "out") == listing(src)
+    (src / "b.bin").write_bytes(random.Random(73).randbytes(MiB))
+    report = run(sb.backup, src, store, writer, name="two", cache_dir=cache)
+    assert report.files_read == 1 and [p.split()[0] for p in report.store_problems] == ["ids/00"]
+    checked = run(sb.verify, store, identities=ident)
+    assert [(p.kind, p.message.split()[0]) for p in checked.problems] == [("index", "index/00")]
+    run(sb.prune, store, identities=ident)
+    assert not (store / "index" / "00").exists() and not (store / "ids" / "00").exists()
+    run(sb.restore, store, "two", tmp_path / "out2", identities=ident)
+    assert listing(tmp_path / "out2") == listing(src)
+    assert run(sb.verify, store, identities=ident).ok
+
+
+def test_a_backup_whose_lock_was_removed_writes_no_snapshot(tmp_path: Path) -> None:
+    """Review 7 M1: a backup never noticed its lock was gone (removed as stale after a
+    machine slept, or by anyone with the writer's token), so a prune beside it deleted
+    its packs and it then wrote a snapshot of chunks that were gone. It confirms its
+    lock before every index file and the snapshot: StoreLockedError, nothing written."""
+    ident = X25519Identity.generate()
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    for i in range(6):
+        (src / f"f{i}.bin").write_bytes(random.Random(80 + i).randbytes(MiB))
+    writer = new_write_only(store, ident)
+    removed: list[str] = []
+
+    def progress(done: int, total: int) -> None:
+        if not removed and 0 < done < total:
+            removed.extend(p.name for p in (store / "locks").iterdir())
+            for name in removed:
+                (store / "locks" / name).unlink()
+
+    with pytest.raises(StoreLockedError, match="gone or stale"):
+        run(sb.backup, src, store, writer, name="one", cache_dir=tmp_path / "c", progress=progress)
+    assert removed and run(sb.list_snapshots, store) == []
+    assert not any(p for p in (store / "locks").iterdir() if not p.name.startswith("."))
+
+
+def test_a_writer_key_never_makes_a_store(tmp_path: Path) -> None:
+    """Review 7 M3: a writer key given a location without a store (a typo, a disk not
+    mounted) made a symmetric store there that the writer key reads, and reported
+    success. Only init (create_store, create_write_only) makes a store."""
+    ident = X25519Identity.generate()
+    writer = new_write_only(tmp_path / "store", ident)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "payroll.csv").write_text("alice,120000\n")
+    for where in (tmp_path / "unmounted" / "store", f"memory://sc-none-{os.urandom(4).hex()}"):
+        with pytest.raises(StoreNotFoundError, match="backup init"):
+            run(sb.backup, src, where, writer, cache_dir=tmp_path / "c")
+    assert not (tmp_path / "unmounted").exists()
+    with pytest.raises(FileExistsError):
+        run(sb.create_store, tmp_path / "store", writer)

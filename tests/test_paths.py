@@ -277,6 +277,7 @@ def _backed_up(tmp_path: Path, files: dict[str, bytes]) -> Path:
     for rel, data in files.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_bytes(data)
+    anyio.run(lambda: sb.create_store(store, KEY))
     anyio.run(lambda: sb.backup(src, store, KEY, name="s"))
     return store
 

@@ -147,6 +147,7 @@ def test_the_store_backs_up_and_restores_through_the_append_only_server(
 ) -> None:
     src = make_tree(tmp_path / "src", 1)
     first = tree_bytes(src)
+    run(sb.create_store, server.url(), KEY)
     run(sb.backup, src, server.url(), KEY, name="one")
     (src / "sub" / "small.txt").write_text("edited\n")
     (src / "new.txt").write_text("new file\n")
@@ -204,7 +205,7 @@ def test_the_command_backs_up_through_the_server(server: Server, tmp_path: Path)
             timeout=120,
         )
 
-    assert cli("init", str(keyfile)).returncode == 0
+    assert cli("init", str(keyfile), server.url()).returncode == 0
     done = cli("backup", str(src), server.url(), "-k", str(keyfile), "-q", "--name", "s1")
     assert done.returncode == 0, done.stderr
     refused = cli("forget", server.url(), "-k", str(keyfile), "s1")

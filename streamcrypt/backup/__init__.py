@@ -4,8 +4,10 @@ A store lives on any fsspec file system (a local directory, or ``s3://...`` with
 right fsspec plugin). Its format is :mod:`streamcrypt.codecs.backup`; the layout, what is
 encrypted and authenticated, and what leaks are in docs/BACKUP.md. Every operation is
 async (anyio: asyncio or trio), runs its blocking and CPU work on the engine's worker
-threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store's lock::
+threads under an :class:`~streamcrypt.engine.OffloadPolicy`, and takes the store's lock.
+A store is made once, explicitly (:func:`create_store`; a backup never makes one)::
 
+    await create_store("/mnt/store", key)
     report = await backup("~/Documents", "/mnt/store", key)
     await restore("/mnt/store", "latest", "./restored", key)
     assert (await verify("/mnt/store", key)).ok
@@ -46,6 +48,7 @@ from ._store import (
     Index,
     Location,
     Store,
+    create_store,
     shown_location,
 )
 from ._writeonly import create_write_only, rekey
@@ -65,6 +68,7 @@ __all__ = [
     "Store",
     "VerifyReport",
     "backup",
+    "create_store",
     "create_write_only",
     "default_snapshot_name",
     "forget",

@@ -44,7 +44,7 @@ from ..codecs.backup import (
     compress_blob,
 )
 from ..engine import DEFAULT_POLICY, OffloadPolicy, Pending, ordered_calls, wait_future
-from ..errors import InvalidParameterError, StreamCryptError
+from ..errors import InvalidParameterError
 from ..keys import SecretKey
 from ._store import Index, Store, check_snapshot_name
 from ._tree import ScanEntry, scan_tree
@@ -82,6 +82,9 @@ class BackupReport:
     skipped: tuple[str, ...]
     parent: str | None
     seconds: float
+    #: Objects of the store that did not open and were left out (index files, id lists,
+    #: snapshots: :meth:`Index.problems`); the backup stored their chunks again.
+    store_problems: tuple[str, ...] = ()
 
     def summary(self) -> str:
         return (
@@ -91,6 +94,11 @@ class BackupReport:
             f"({self.bytes_new:,} bytes, {self.bytes_stored:,} stored in "
             f"{self.packs_written} packs) in {self.seconds:.2f} s"
             + (f"; skipped {len(self.skipped)}" if self.skipped else "")
+            + (
+                f"; {len(self.store_problems)} store files did not open (left out)"
+                if self.store_problems
+                else ""
+            )
         )
 
 
@@ -292,7 +300,7 @@ class _PackSink:
         self.pending: set[bytes] = set()
         self.writer = PackWriter(store.keys)
         self.upload: Pending[None] | None = None
-        self.uploading: tuple[bytes, list[BlobEntry]] | None = None
+        self.uploading: tuple[bytes, list[BlobEntry], int] | None = None
         self.unindexed: dict[bytes, list[BlobEntry]] = {}
         self.chunks_new = self.bytes_new = self.bytes_stored = self.packs = 0
 
@@ -314,8 +322,9 @@ class _PackSink:
         if self.upload is None or self.uploading is None:
             return
         await wait_future(self.upload)
-        pack_id, entries = self.uploading
+        pack_id, entries, size = self.uploading
         self.upload = self.uploading = None
+        self.index.stored[pack_id] = size
         self.index.add_pack(pack_id, entries)
         self.unindexed[pack_id] = entries
         self.packs += 1
@@ -330,7 +339,7 @@ class _PackSink:
         if not len(writer):
             return
         data = writer.finish()
-        self.uploading = (writer.pack_id, writer.entries)
+        self.uploading = (writer.pack_id, writer.entries, len(data))
         rel = self.store.pack_path(writer.pack_id)
         policy = self.store.policy
         self.upload = submit(policy, self.store.write_sync, rel, data)
@@ -347,33 +356,28 @@ class _PackSink:
 
 
 async def salvage(store: Store, index: Index) -> int:
-    """Index the packs a killed backup wrote but never indexed; returns how many.
+    """Write an index file for the packs :meth:`Store.load_index` indexed from their own
+    tables (a killed backup wrote them but never indexed them); returns how many.
 
-    Call under the exclusive lock. A pack whose table does not authenticate is left for
-    prune to delete.
+    Call under the exclusive lock, with keys that read the store.
     """
-    found = await store.list_packs()
-    recovered: dict[bytes, list[BlobEntry]] = {}
-    for pack_id, size in found.items():
-        if pack_id in index.packs:
-            continue
-        try:
-            entries = await run_blocking(store.policy, store.read_pack_table_sync, pack_id, size)
-        except (StreamCryptError, OSError):
-            continue
-        recovered[pack_id] = entries
-        index.add_pack(pack_id, entries)
+    recovered, index.recovered = index.recovered, {}
     if recovered:
         await store.write_index(recovered)
     return len(recovered)
 
 
-async def _find_parent(store: Store, source: str, parent: str | None) -> Manifest | None:
+async def _find_parent(
+    store: Store, source: str, parent: str | None, skipped: dict[str, str]
+) -> Manifest | None:
+    """The snapshot named ``parent``, or the newest of the last 16 of ``source``; one
+    that does not open is passed over and named in ``skipped``
+    (:func:`~._store.open_or_skip`)."""
     if parent is not None:
         return await store.load_snapshot(parent)
     for name in reversed((await store.snapshot_names())[-16:]):
-        manifest = await store.load_snapshot(name)
-        if manifest.source == source:
+        manifest = await store.try_snapshot(name, skipped)
+        if manifest is not None and manifest.source == source:
             return manifest
     return None
 
@@ -454,22 +458,25 @@ async def backup(
 ) -> BackupReport:
     """Back up the tree ``source`` into ``store`` (a path or fsspec URL) as a new snapshot.
 
-    ``key`` is the store's master key (a new symmetric store is made if none is there),
-    or a write-only store's writer key. ``parent`` names the snapshot whose metadata
+    ``key`` is the store's master key or a write-only store's writer key; the store
+    must exist (:func:`~._store.create_store`, :func:`~._writeonly.create_write_only`:
+    a backup never makes one, so a mistyped path or an unmounted disk is refused). ``parent`` names the snapshot whose metadata
     serves as the cache (default: the newest of the same source); a write-only store's
     writer reads no snapshot and keeps its cache in ``cache_dir`` (default
     ``$XDG_CACHE_HOME/streamcrypt/backup``); ``use_cache=False`` reads every file.
-    ``policy`` decides where the work runs (``None``: all inline). Raises
-    :class:`UnknownKeyError` (the store belongs to another key),
-    :class:`StoreLockedError`, :class:`InvalidParameterError` (bad or existing snapshot
-    name), typed errors of a damaged store, ``OSError``.
+    ``policy`` decides where the work runs (``None``: all inline). An index file, id
+    list or snapshot of the store that does not open is left out (its chunks are stored
+    again) and named in ``BackupReport.store_problems``. Raises
+    :class:`StoreNotFoundError` (no store there), :class:`UnknownKeyError` (the store
+    belongs to another key), :class:`StoreLockedError` (also when this backup's lock
+    was removed or went stale while it ran: nothing more is written),
+    :class:`InvalidParameterError` (bad or existing snapshot name), typed errors of a
+    damaged store, ``OSError``.
     """
     started = time.perf_counter()
     src = await run_blocking(None, _source_dir, source)
     name = check_snapshot_name(name or default_snapshot_name())
-    opened = await Store.open(
-        store, key, create=True, policy=policy, storage_options=storage_options
-    )
+    opened = await Store.open(store, key, policy=policy, storage_options=storage_options)
     write_only = opened.config.write_only
     if write_only and parent is not None:
         raise InvalidParameterError(
@@ -488,7 +495,7 @@ async def backup(
         elif write_only:
             base = await run_blocking(policy, load_cache, opened, cache_dir, src)
         else:
-            base = await _find_parent(opened, src, parent)
+            base = await _find_parent(opened, src, parent, index.skipped)
         exclude = opened.root if opened.is_local else None
         scan = await run_blocking(policy, scan_tree, src, exclude)
         total = scan.total_bytes
@@ -567,4 +574,5 @@ async def backup(
         skipped=tuple(skipped),
         parent=base.snapshot if base is not None else None,
         seconds=time.perf_counter() - started,
+        store_problems=tuple(index.problems()),
     )

@@ -41,6 +41,7 @@ from ..errors import (
     FormatError,
     InvalidParameterError,
     SnapshotNotFoundError,
+    StoreNotFoundError,
     StreamCryptError,
 )
 from ..keys import SecretKey
@@ -56,7 +57,7 @@ async def list_snapshots(
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """Snapshot names in a store, in name order (default names: oldest first; no key
-    needed). Raises ``FileNotFoundError`` when ``location`` holds no store,
+    needed). Raises :class:`StoreNotFoundError` when ``location`` holds no store,
     :class:`FormatError` for a damaged config."""
     return await run_blocking(policy, _snapshot_files, location, storage_options)
 
@@ -67,7 +68,7 @@ def _snapshot_files(
     fs, root, _ = open_location(location, storage_options)
     root = root.rstrip("/")
     if not fs.exists(f"{root}/config"):
-        raise FileNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
+        raise StoreNotFoundError(f"{shown_location(root)!r} is not a backup store (no config)")
     StoreConfig.decode(fs.cat_file(f"{root}/config", 0, MAX_CONFIG_SIZE + 1))
     if not fs.exists(f"{root}/snapshots"):
         return []
@@ -185,9 +186,8 @@ async def verify(
     opened = await open_reader(store, key, identities, policy, storage_options, "verify", signer)
     problems: list[Problem] = []
     async with opened.lock(exclusive=False):
-        index_errors: list[str] = []
-        index = await opened.load_index(errors=index_errors)
-        problems += [Problem("index", msg) for msg in index_errors]
+        index = await opened.load_index()
+        problems += [Problem("index", msg) for msg in index.problems()]
         problems += [Problem("key", msg) for msg in await opened.key_file_problems()]
         users: dict[bytes, list[str]] = {}
         names = await opened.snapshot_names()
@@ -200,18 +200,19 @@ async def verify(
             for node in manifest.files():
                 for cid in node.chunks:
                     users.setdefault(cid, []).append(f"{name}:{node.path}")
-        missing = [cid for cid in users if cid not in index.chunks]
+        stored = index.stored
+        missing_packs = [pid for pid in index.packs if pid not in stored]
+        in_missing_packs = {e.chunk_id for pid in missing_packs for e in index.packs[pid]}
+        missing = [c for c in users if c not in index.chunks and c not in in_missing_packs]
         if missing:
             files = sorted({f for cid in missing for f in users[cid]})
             problems.append(
                 Problem("missing", f"{len(missing)} chunks are not in the index", tuple(files))
             )
-        stored = await opened.list_packs()
         total = sum(stored.get(pid, 0) for pid in index.packs)
         done = chunks = 0
-        missing_packs = [pid for pid in index.packs if pid not in stored]
         for pack_id in missing_packs:
-            lost = [c for c, loc in index.chunks.items() if loc.pack_id == pack_id]
+            lost = {e.chunk_id for e in index.packs[pack_id]} - index.chunks.keys()
             files = sorted({f for cid in lost for f in users.get(cid, ())})
             problems.append(
                 Problem("pack", f"pack {pack_id.hex()[:16]}... is missing", tuple(files))
@@ -249,7 +250,7 @@ async def verify(
                 if progress is not None:
                     progress(min(done, total), total)
                 await opened.refresh_lock()
-        orphans = sum(1 for pid in stored if pid not in index.packs)
+        orphans = len(index.recovered) + sum(1 for pid in stored if pid not in index.packs)
     return VerifyReport(
         snapshots=len(names),
         packs=len(index.packs),
@@ -286,6 +287,7 @@ async def forget(
         for name in chosen:
             if name not in present:
                 raise SnapshotNotFoundError(f"no snapshot {name!r} in the store")
+        await opened.confirm_lock()
         await opened.delete([f"snapshots/{name}" for name in chosen])
     return chosen
 
@@ -381,8 +383,12 @@ async def prune(
 ) -> PruneReport:
     """Drop chunks no snapshot references (see the module docstring).
 
-    Refuses (raises the snapshot's typed error) when a snapshot cannot be read, since its
-    chunks could not be told apart from garbage. Raises :class:`StoreLockedError`,
+    Refuses (raises the snapshot's typed error, naming it) when a snapshot cannot be
+    read, since its chunks could not be told apart from garbage, and
+    (:class:`FormatError`) when a chunk a snapshot uses is in no stored pack. Packs no
+    readable index file names are indexed from their own tables first
+    (:meth:`Store.load_index`). Raises :class:`StoreLockedError` (also when its lock was
+    removed while it ran),
     :class:`AuthenticationError` for a damaged pack that must be rewritten, ``OSError``;
     ``signer``: as for :func:`verify`; ``recipients``: a write-only store's recipients
     the caller vouches for besides the identities' own (its session is wrapped to the
@@ -398,22 +404,30 @@ async def prune(
     if opened.config.write_only:
         opened.wrap_recipients()  # refused here, not after reading the whole store
     async with opened.lock(exclusive=True):
-        index = await opened.load_index()
+        index = await opened.load_index()  # packs no index file names: from their tables
+        old_index = [f"index/{name}" for name in index.files] + list(index.skipped)
         old_ids = await opened.list_files("ids")
         referenced: set[bytes] = set()
         for name in await opened.snapshot_names():
-            manifest = await opened.load_snapshot(name)
+            try:
+                manifest = await opened.load_snapshot(name)
+            except StreamCryptError as exc:
+                raise type(exc)(
+                    f"{exc} -- prune cannot tell which chunks snapshot {name!r} uses, so "
+                    f"it refuses to run; if that file is not yours, forget {name!r}"
+                ) from None
             for node in manifest.files():
                 referenced.update(node.chunks)
         missing = referenced - index.chunks.keys()
         if missing:
             raise FormatError(
-                f"{len(missing)} referenced chunks are not in the index: run verify; "
+                f"{len(missing)} referenced chunks are in no stored pack: run verify; "
                 "prune refuses to run on a store that lost data"
             )
-        stored = await opened.list_packs()
+        stored = index.stored
         kept: dict[bytes, list[BlobEntry]] = {}
-        drop: list[bytes] = [pid for pid in stored if pid not in index.packs]  # orphans
+        # a stored pack still unindexed is one these keys do not open: nothing to keep
+        drop: list[bytes] = [pid for pid in stored if pid not in index.packs]
         rewrite: list[tuple[bytes, list[BlobEntry]]] = []
         removed = 0
         present = {pid: entries for pid, entries in index.packs.items() if pid in stored}
@@ -457,7 +471,7 @@ async def prune(
         await flush(writer)
 
         await opened.write_index({**kept, **written})
-        await opened.delete([f"index/{name}" for name in index.files])
+        await opened.delete(old_index)  # the new index covers every pack that opened
         await opened.delete([f"ids/{name}" for name in old_ids])
         await opened.delete([opened.pack_path(pid) for pid in drop + [p for p, _ in rewrite]])
         temporaries = await opened.temporaries()

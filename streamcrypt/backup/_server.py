@@ -200,7 +200,7 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     if start >= size or stop <= start:
         raise _Refused(
             416,
-            f"range {header[:60]!r} is outside the object ({size} bytes)",
+            f"range {(header or '')[:60]!r} is outside the object ({size} bytes)",
             [(b"content-range", f"bytes */{size}".encode())],
         )
     return start, min(stop, size)

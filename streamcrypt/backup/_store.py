@@ -6,10 +6,10 @@ Layout (docs/BACKUP.md)::
     STORE/data/<2 hex>/<pack id> packs of sealed blobs (codecs.backup)
     STORE/index/<random id>      encrypted index files: pack id -> blob entries
     STORE/snapshots/<name>       signed, encrypted manifests
-    STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive)
+    STORE/locks/<random id>      lock files (plain JSON: host, pid, time, exclusive, nonce)
     STORE/keys/<session id>      write-only stores: each backup session's key (age file)
     STORE/keys/writer            write-only stores: the writer's secret (age file)
-    STORE/ids/<index file name>  write-only stores: the chunk ids an index file names
+    STORE/ids/<index file name>  write-only stores: the packs an index file names, their chunk ids
 
 Every write goes to a temporary name beside its destination and is renamed into place
 after an fsync on local storage (a PUT is already atomic on object stores), so a killed
@@ -34,6 +34,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import anyio
 
 from ..codecs import IdentityLike, RecipientLike
 from ..codecs.backup import (
@@ -64,6 +66,7 @@ from ..errors import (
     InvalidSignatureError,
     SnapshotNotFoundError,
     StoreLockedError,
+    StoreNotFoundError,
     StreamCryptError,
     UnknownKeyError,
     UnsafePathError,
@@ -201,31 +204,63 @@ class Location:
 
 @dataclass(slots=True)
 class Index:
-    """All index files of a store, merged: chunk id -> location, pack id -> entries; for
-    a write-only store's writer, which reads no index file, the chunk ids of its id lists
-    (``ids``). ``in`` asks either."""
+    """What the store holds, as :meth:`Store.load_index` found it: ``stored``, the packs
+    in storage (id -> size, one listing); ``packs``, pack id -> entries as the index
+    files say (also of packs no longer stored: :func:`verify` reports them) and, for
+    packs no index file names, as their own tables say (``recovered``); ``chunks``, chunk
+    id -> location, of stored packs only; for a write-only store's writer, which reads
+    no index file, the chunk ids its id lists place in stored packs (``ids``). ``in``
+    asks ``chunks`` and ``ids``: a chunk counts as stored only while its pack is, so an
+    old index file or id list put back after a prune cannot make a backup skip data.
+    ``files``: the index files (id lists) read; ``skipped``: those that did not open
+    (name -> why), left out."""
 
     chunks: dict[bytes, Location] = field(default_factory=dict)
     packs: dict[bytes, list[BlobEntry]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     ids: set[bytes] = field(default_factory=set)
+    stored: dict[bytes, int] = field(default_factory=dict)
+    recovered: dict[bytes, list[BlobEntry]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def add_pack(self, pack_id: bytes, entries: Sequence[BlobEntry]) -> None:
         """Merge what one index file says ``pack_id`` holds: entries are added to those
         other files gave (never replaced: an index file appended later cannot make a
-        pack look emptier than it is); a chunk's first location wins (``chunks``), the
-        others stay in ``packs`` for :func:`prune` to weigh."""
+        pack look emptier than it is); a chunk's first location in a stored pack wins
+        (``chunks``), the others stay in ``packs`` for :func:`prune` to weigh."""
         known = self.packs.get(pack_id)
         if known is None:
             self.packs[pack_id] = list(entries)
         else:
             seen = set(known)
             known += [e for e in entries if e not in seen]
-        for e in entries:
-            self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
+        if pack_id in self.stored:
+            for e in entries:
+                self.chunks.setdefault(e.chunk_id, Location(pack_id, e))
+
+    def problems(self) -> list[str]:
+        """What :meth:`Store.load_index` left out, one line per file."""
+        return [
+            f"{rel} does not open ({why}): left out; damaged, or not the store's "
+            "(anyone who can append to the store can add one)"
+            for rel, why in self.skipped.items()
+        ]
 
     def __contains__(self, chunk_id: object) -> bool:
         return chunk_id in self.chunks or chunk_id in self.ids
+
+
+def open_or_skip(rel: str, skipped: dict[str, str], fn: Callable[..., T], *args: Any) -> T | None:
+    """``fn(*args)``, the opening of the stored object ``rel``; ``None`` when that raises
+    a :class:`StreamCryptError`, with ``rel`` and why in ``skipped``. The one rule for an
+    object that does not open (anyone who can append to the store can add one): it
+    blocks nothing but what needs it, and is reported (session key files follow it too:
+    :class:`_SessionKeys`)."""
+    try:
+        return fn(*args)
+    except StreamCryptError as exc:
+        skipped[rel] = f"{type(exc).__name__}: {exc}"
+        return None
 
 
 def check_snapshot_name(name: str) -> str:
@@ -311,8 +346,9 @@ class Store:
     """An opened backup store: keys, config, and async access to its files.
 
     Open with :meth:`open`; take :meth:`lock` before reading or changing it. Raises
-    :class:`UnknownKeyError` when the store belongs to another key, ``FileNotFoundError``
-    when there is no store (and ``create`` is false).
+    :class:`UnknownKeyError` when the store belongs to another key,
+    :class:`StoreNotFoundError` when there is no store (:func:`create_store` and
+    :func:`~._writeonly.create_write_only` make one).
     """
 
     def __init__(
@@ -334,6 +370,7 @@ class Store:
         self._vouched: frozenset[Any] = frozenset()
         self._lock_name: str | None = None
         self._lock_doc: dict[str, Any] = {}
+        self._lock_data = b""
         self._lock_time = 0.0
 
     @property
@@ -350,20 +387,18 @@ class Store:
         key: SecretKey | None = None,
         *,
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
-        create: bool = False,
         signer: str | None = None,
         recipients: Iterable[RecipientLike] | RecipientLike = (),
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
-        **params: int,
     ) -> Store:
-        """Open the store at ``location`` (a path or an fsspec URL); ``create`` makes a new
-        symmetric one there if none exists (``params``: :class:`StoreConfig` sizes).
+        """Open the store at ``location`` (a path or an fsspec URL).
 
         A symmetric store opens with its master ``key``; a write-only store with its
         writer key (``key``: back up only) or with ``identities`` (everything). Raises
         :class:`UnknownKeyError` (another store's key, an identity the store is not
-        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind), and
+        wrapped to), :class:`InvalidParameterError` (no key, or the wrong kind),
+        :class:`StoreNotFoundError` (no store there: never made by opening), and
         with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
         the store), :class:`InvalidSignatureError` when the config names another signer.
         ``recipients``: with ``identities``, the store's recipients the caller vouches
@@ -374,7 +409,7 @@ class Store:
             raise InvalidParameterError("give the store's key= or its identities=, one of them")
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
-        await store._run(store._open_sync, key, identities, recipients, create, params)
+        await store._run(store._open_sync, key, identities, recipients)
         if signer is not None:
             check_signer(store.config, signer)
         return store
@@ -384,22 +419,14 @@ class Store:
         key: SecretKey | None,
         identities: Iterable[IdentityLike] | IdentityLike | None,
         recipients: Iterable[RecipientLike] | RecipientLike,
-        create: bool,
-        params: dict[str, int],
     ) -> None:
         path = self._path("config")
         if not self.fs.exists(path):
-            if not create:
-                raise FileNotFoundError(
-                    f"{shown_location(self.root)!r} is not a backup store (no config)"
-                )
-            if key is None:
-                raise InvalidParameterError("a new store is made with a key (or recipients)")
-            self.keys = BackupKeys.derive(key)
-            self.config = StoreConfig.new(self.keys, **params)
-            self.fs.makedirs(self.root, exist_ok=True)
-            self.write_sync("config", self.config.encode(self.keys))
-            return
+            raise StoreNotFoundError(
+                f"{shown_location(self.root)!r} is not a backup store (no config): a "
+                "store is made only by 'backup init' (create_store, create_write_only); "
+                "check the path, or that its disk is mounted"
+            )
         raw = self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1)
         config = StoreConfig.decode(raw)
         if not config.write_only:
@@ -588,50 +615,56 @@ class Store:
 
     # -- index ----------------------------------------------------------------------------------
 
-    async def load_index(self, errors: list[str] | None = None) -> Index:
-        """Read and merge every index file (a write-only store's writer: every id list).
-        Raises :class:`AuthenticationError` and :class:`FormatError` naming the index
-        file that fails (with ``errors``, appends the message there and goes on)."""
-        index = Index()
+    async def load_index(self) -> Index:
+        """What the store holds (:class:`Index`), from one listing of the packs and every
+        index file (a write-only store's writer: every id list); a file that does not
+        open is left out and named in ``Index.skipped`` (:func:`open_or_skip`). A reader
+        also indexes the stored packs no index file names from their own tables
+        (``Index.recovered``; a table that does not open leaves its pack unindexed), so
+        a pack whose index file was lost, damaged or never written still counts."""
+        index = Index(stored=await self.list_packs())
         if not self.keys.reader:
             for name in sorted(await self.list_files("ids")):
-                index.ids |= await self._run(self._load_ids, name)
+                rel = f"ids/{name}"
+                found = await self._run(open_or_skip, rel, index.skipped, self._read_ids, name)
+                if found is not None:
+                    for pack_id, ids in found.items():
+                        if pack_id in index.stored:
+                            index.ids |= ids
+                    index.files.append(name)
             return index
-        names = sorted(await self.list_files("index"))
-
-        def load(name: str) -> dict[bytes, list[BlobEntry]]:
-            try:
-                return decode_index(self.keys, self.read_sync(f"index/{name}"))
-            except StreamCryptError as exc:
-                raise type(exc)(f"index file {name}: {exc}") from None
-
-        for name in names:
-            try:
-                packs = await self._run(load, name)
-            except StreamCryptError as exc:
-                if errors is None:
-                    raise
-                errors.append(f"{type(exc).__name__}: {exc}")
-                continue
-            for pack_id, entries in packs.items():
+        for name in sorted(await self.list_files("index")):
+            rel = f"index/{name}"
+            packs = await self._run(open_or_skip, rel, index.skipped, self._read_index, rel)
+            if packs is not None:
+                for pack_id, entries in packs.items():
+                    index.add_pack(pack_id, entries)
+                index.files.append(name)
+        for pack_id, size in index.stored.items():
+            if pack_id not in index.packs:
+                try:
+                    entries = await self._run(self.read_pack_table_sync, pack_id, size)
+                except (StreamCryptError, OSError):
+                    continue  # not a pack these keys open: prune removes it
+                index.recovered[pack_id] = entries
                 index.add_pack(pack_id, entries)
-            index.files.append(name)
         return index
 
-    def _load_ids(self, name: str) -> set[bytes]:
-        try:
-            return decode_ids(self.keys, self.read_sync(f"ids/{name}"))
-        except StreamCryptError as exc:
-            raise type(exc)(f"id list {name}: {exc}") from None
+    def _read_index(self, rel: str) -> dict[bytes, list[BlobEntry]]:
+        return decode_index(self.keys, self.read_sync(rel))
+
+    def _read_ids(self, name: str) -> dict[bytes, set[bytes]]:
+        return decode_ids(self.keys, name, self.read_sync(f"ids/{name}"))
 
     async def write_index(self, packs: dict[bytes, list[BlobEntry]]) -> str:
         """Write an index file for ``packs`` (in a write-only store, then its id list of
         the same name); returns its name."""
         name = secrets.token_hex(16)
+        await self.confirm_lock()
         await self.write(f"index/{name}", encode_index(self.keys, packs))
         if self.config.write_only:
-            ids = {e.chunk_id for entries in packs.values() for e in entries}
-            await self.write(f"ids/{name}", encode_ids(self.keys, ids))
+            ids = {pack_id: [e.chunk_id for e in entries] for pack_id, entries in packs.items()}
+            await self.write(f"ids/{name}", encode_ids(self.keys, name, ids))
         return name
 
     # -- snapshots -------------------------------------------------------------------------------
@@ -665,6 +698,16 @@ class Store:
             raise SnapshotNotFoundError(f"no snapshot {name!r} in the store") from None
         return await self._run(open_snapshot, self.keys, name, data)
 
+    async def try_snapshot(self, name: str, skipped: dict[str, str]) -> Manifest | None:
+        """Snapshot ``name`` (as :meth:`snapshot_names` lists it), or ``None`` when it is
+        gone or does not open (then named in ``skipped``: :func:`open_or_skip`)."""
+        rel = f"snapshots/{name}"
+        try:
+            data = await self.read(rel)
+        except FileNotFoundError:
+            return None
+        return await self._run(open_or_skip, rel, skipped, open_snapshot, self.keys, name, data)
+
     async def _newest(self) -> Manifest:
         """The snapshot whose signed manifest was created last, every snapshot verified on
         the way (the one place :data:`LATEST` is decided)."""
@@ -685,6 +728,7 @@ class Store:
             raise InvalidParameterError(f"snapshot {name!r} already exists in the store")
 
         def write() -> bytes:
+            self._confirm_sync(self._lock_name)
             packed = manifest.pack()
             self.write_sync(f"snapshots/{name}", seal_snapshot(self.keys, name, packed))
             return packed
@@ -758,41 +802,132 @@ class Store:
 
         if exclusive and (conflicts := self._conflicts_sync(None)):
             raise refuse(conflicts)
-        name = secrets.token_hex(16)
         self._lock_doc = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "time": time.time(),
             "exclusive": exclusive,
+            "nonce": secrets.token_hex(16),
         }
-        self.write_sync(f"locks/{name}", json.dumps(self._lock_doc).encode())
+        name, self._lock_data = self._write_lock_sync(self._lock_doc)
         # Two processes may both have written a lock: each one that sees the other backs off.
         if exclusive and (conflicts := self._conflicts_sync(name)):
             self._delete_sync([f"locks/{name}"])
             raise refuse(conflicts)
         self._lock_name, self._lock_time = name, time.monotonic()
 
+    def _write_lock_sync(self, doc: dict[str, Any]) -> tuple[str, bytes]:
+        """Store ``doc`` as a new lock file; its name and bytes."""
+        name, data = secrets.token_hex(16), json.dumps(doc).encode()
+        self.write_sync(f"locks/{name}", data)
+        return name, data
+
+    def _confirm_sync(self, name: str | None) -> None:
+        """Raise :class:`StoreLockedError` unless the exclusive lock ``name`` is still in
+        the store as this process wrote it (its nonce) and not stale by this process's
+        own clock: another process may have removed it (stale, or by hand) and be
+        pruning beside this one. The one place a holder decides its lock still holds."""
+        if name is None or not self._lock_doc.get("exclusive"):
+            return
+        try:
+            ours = self.read_sync(f"locks/{name}", 0, MAX_CONFIG_SIZE + 1) == self._lock_data
+        except FileNotFoundError:
+            ours = False
+        if not ours or time.time() - float(self._lock_doc["time"]) > LOCK_STALE_SECONDS:
+            raise StoreLockedError(
+                "this process's lock on the store is gone or stale (removed by another "
+                f"process, or not refreshed for {LOCK_STALE_SECONDS // 60} minutes: the "
+                "machine slept or stalled): a prune may be running beside it, so nothing "
+                "more is written; run it again"
+            )
+
+    async def confirm_lock(self) -> None:
+        """Before an index file, a snapshot or a deletion is written: raise
+        :class:`StoreLockedError` unless this process's exclusive lock still holds
+        (a shared lock, or none, is not checked)."""
+        await self._run(self._confirm_sync, self._lock_name)
+
+    def _refresh_sync(self) -> None:
+        """A fresh lock under a new name, then the old one confirmed (exclusive) and
+        removed: a lock another process removed is never written again."""
+        old, doc = self._lock_name, dict(self._lock_doc, time=time.time())
+        new, data = self._write_lock_sync(doc)
+        try:
+            self._confirm_sync(old)
+        except StoreLockedError:
+            self._delete_sync([f"locks/{new}"])
+            raise
+        self._lock_name, self._lock_doc, self._lock_data = new, doc, data
+        self._lock_time = time.monotonic()
+        self._delete_sync([f"locks/{old}"])
+
     async def refresh_lock(self) -> None:
-        """Rewrite the lock's time when it is older than five minutes (long runs)."""
+        """Renew the lock when it is older than five minutes (long runs). Raises
+        :class:`StoreLockedError` when an exclusive lock no longer holds
+        (:meth:`confirm_lock`)."""
         if self._lock_name and time.monotonic() - self._lock_time > _LOCK_REFRESH_SECONDS:
-            self._lock_doc["time"] = time.time()
-            self._lock_time = time.monotonic()
-            await self.write(f"locks/{self._lock_name}", json.dumps(self._lock_doc).encode())
+            with anyio.CancelScope(shield=True):  # a lock written is a lock recorded
+                await self._run(self._refresh_sync)
 
     @asynccontextmanager
     async def lock(self, *, exclusive: bool) -> AsyncIterator[None]:
         """Hold a lock: exclusive for backup, prune and forget (refused beside any live
-        lock), shared for reading (never refused).
+        lock), shared for reading (never refused). Taking and removing it are shielded
+        from cancellation: a cancelled holder never leaves its lock behind.
 
         Raises :class:`StoreLockedError` when an exclusive lock meets a live one.
         """
-        await self._run(self._acquire_sync, exclusive)
         try:
+            with anyio.CancelScope(shield=True):
+                await self._run(self._acquire_sync, exclusive)
             yield
         finally:
             name, self._lock_name = self._lock_name, None
             if name is not None:
-                await self._run(self._delete_sync, [f"locks/{name}"])
+                with anyio.CancelScope(shield=True):
+                    await self._run(self._delete_sync, [f"locks/{name}"])
+
+
+async def make_store(
+    location: str | os.PathLike[str],
+    keys: BackupKeys,
+    config: StoreConfig,
+    files: Mapping[str, bytes],
+    policy: OffloadPolicy | None,
+    storage_options: dict[str, Any] | None,
+) -> None:
+    """Write a new store's ``files`` and then its ``config`` (the store exists from
+    then on) at ``location``: the one place a store is made. Raises
+    ``FileExistsError`` when a store is there."""
+
+    def make() -> None:
+        fs, root, local = open_location(location, storage_options)
+        store = Store(fs, root, keys, config, policy, local=local)
+        if fs.exists(store._path("config")):
+            raise FileExistsError(f"{shown_location(location)!r} already holds a backup store")
+        fs.makedirs(store.root, exist_ok=True)
+        for rel, data in files.items():
+            store.write_sync(rel, data)
+        store.write_sync("config", config.encode(keys))
+
+    await run_blocking(policy, make)
+
+
+async def create_store(
+    location: str | os.PathLike[str],
+    key: SecretKey,
+    *,
+    policy: OffloadPolicy | None = DEFAULT_POLICY,
+    storage_options: dict[str, Any] | None = None,
+    **params: int,
+) -> None:
+    """Make a new symmetric store at ``location`` for the master ``key`` (``params``:
+    :class:`~streamcrypt.codecs.backup.StoreConfig` sizes). Only this call and
+    :func:`~._writeonly.create_write_only` make a store: a backup into a location
+    without one raises :class:`StoreNotFoundError`. Raises ``FileExistsError`` when a
+    store is there."""
+    keys = BackupKeys.derive(key)
+    await make_store(location, keys, StoreConfig.new(keys, **params), {}, policy, storage_options)
 
 
 def require_chunks(index: Index, manifest: Manifest) -> None:

@@ -35,7 +35,7 @@ from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import SecretKey
 from ..primitives import blake3_keyed
 from ..transports import write_atomic
-from ._store import Store, open_location, shown_location
+from ._store import Store, make_store
 from ._work import run_blocking
 
 
@@ -59,16 +59,8 @@ async def create_write_only(
     keys = BackupKeys.writer(writer)
     config = replace(StoreConfig.new(keys, **params), recipients=texts)
 
-    def make() -> None:
-        fs, root, local = open_location(location, storage_options)
-        store = Store(fs, root, keys, config, policy, local=local)
-        if fs.exists(store._path("config")):
-            raise FileExistsError(f"{shown_location(location)!r} already holds a backup store")
-        fs.makedirs(store.root, exist_ok=True)
-        store.write_sync("keys/writer", seal_key_file(texts, "writer", writer.secret_bytes()))
-        store.write_sync("config", config.encode(keys))  # last: the store exists from here
-
-    await run_blocking(policy, make)
+    sealed = await run_blocking(policy, seal_key_file, texts, "writer", writer.secret_bytes())
+    await make_store(location, keys, config, {"keys/writer": sealed}, policy, storage_options)
     return writer
 
 

@@ -3,8 +3,10 @@ rekey.
 
 Each action is one call of :mod:`streamcrypt.backup` (docs/BACKUP.md) with the
 command's key files, progress bar, messages and exit codes (docs/CLI.md, "backup").
-The store's master key is a symmetric key file, as ``init`` (or ``keygen``) writes it.
-``init -r RECIPIENT STORE`` makes a write-only store instead and writes its writer key
+The store's master key is a symmetric key file, as ``init`` (or ``keygen``) writes it;
+``init KEYFILE STORE`` makes the store (only ``init`` makes one: a backup into a
+location without a store is refused). ``init -r RECIPIENT STORE`` makes a write-only
+store instead and writes its writer key
 (a symmetric key file too, for ``backup -k``); the other actions then take the
 store's identity (``-i IDENTITY``, an age identity file).
 """
@@ -49,11 +51,12 @@ def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = action(
         "init",
-        "write a new master key file (mode 0600); with -r/-R, make the write-only STORE "
-        "for those recipients and write its writer key",
+        "write a new master key file (mode 0600) and, with STORE, make that store for it "
+        "(an existing KEYFILE is used as it is); with -r/-R, make the write-only STORE for "
+        "those recipients and write its writer key. Only init makes a store",
     )
     p.add_argument("keyfile", metavar="KEYFILE")
-    p.add_argument("store", nargs="?", metavar="STORE", help="the write-only store to make")
+    p.add_argument("store", nargs="?", metavar="STORE", help="the store to make")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing file")
     _recipient_options(p, "-r", "--recipient", "an age recipient (age1...) of the store")
     _recipients_file_option(p)
@@ -203,6 +206,23 @@ def _init_write_only(args: argparse.Namespace, api: Any, anyio: Any) -> int:
     return 0
 
 
+def _init_store(args: argparse.Namespace, api: Any, anyio: Any) -> int:
+    """``init KEYFILE STORE``: make the store for the key in KEYFILE, or for a new key
+    written there (made first, so a store already there leaves no new key file)."""
+    if os.path.lexists(args.keyfile) and not args.force:
+        anyio.run(api.create_store, args.store, _master_key(args.keyfile))
+        made = f"for the master key in {args.keyfile}"
+    else:
+        from ..keys import SecretKey
+
+        key = SecretKey.generate()
+        anyio.run(api.create_store, args.store, key)
+        write_key_file(args.keyfile, secret_key_file_text(key), force=args.force)
+        made = f"and wrote its new master key to {args.keyfile}; keep it apart from the store"
+    print(f"made the store {api.shown_location(args.store)} {made}")
+    return 0
+
+
 def _master_key(path: str) -> SecretKey:
     keyfile = load_key_file(path)
     keyfile.require("symmetric", purpose="a backup store opens with a symmetric key file")
@@ -247,9 +267,11 @@ def _serve(args: argparse.Namespace) -> int:
 def run_backup(args: argparse.Namespace) -> int:
     """Run ``streamcrypt backup ACTION``. Typed errors go to :func:`streamcrypt.cli.main`,
     which maps them to exit codes; a ``verify`` that found problems exits 1."""
-    if args.action == "init" and not (args.recipient or args.recipients_file):
-        if args.store is not None:
-            raise CliError("init STORE makes a write-only store: give -r or -R", EXIT_USAGE)
+    if (
+        args.action == "init"
+        and args.store is None
+        and not (args.recipient or args.recipients_file)
+    ):
         text, _ = new_key_text("symmetric", None)
         write_key_file(args.keyfile, text, force=args.force)
         print(f"wrote a new master key to {args.keyfile}; keep it apart from the store")
@@ -266,7 +288,9 @@ def run_backup(args: argparse.Namespace) -> int:
     if args.action == "serve":
         return _serve(args)
     if args.action == "init":
-        return _init_write_only(args, api, anyio)
+        if args.recipient or args.recipients_file:
+            return _init_write_only(args, api, anyio)
+        return _init_store(args, api, anyio)
     if args.action == "snapshots":
         for name in anyio.run(partial(api.list_snapshots, args.store)):
             print(name)
@@ -305,6 +329,8 @@ def run_backup(args: argparse.Namespace) -> int:
         print(report.summary())
         for item in report.skipped:
             print(f"streamcrypt: skipped {item}", file=sys.stderr)
+        for item in report.store_problems:
+            print(f"streamcrypt: warning: {item}", file=sys.stderr)
     elif args.action == "restore":
         with Progress("restoring", None, enabled=not args.quiet) as bar:
             restored = anyio.run(

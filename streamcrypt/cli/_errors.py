@@ -25,6 +25,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidPublicKeyError,
     PluginError,
+    StoreNotFoundError,
     StreamCryptError,
     TokenError,
     UnknownKeyError,
@@ -57,6 +58,8 @@ def exit_code(exc: BaseException) -> int:
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE
+    if isinstance(exc, StoreNotFoundError):  # no store at STORE: as a missing file is
+        return EXIT_IO
     if isinstance(exc, StreamCryptError):  # authentication, format, truncation, limits...
         return EXIT_DATA
     import anyio  # here, not at the top: the command's start-up skips it (docs/CLI.md)

@@ -27,9 +27,11 @@ recomputes chunk ids, checks and makes signatures, and changing the recipients r
 only the small files in ``keys/`` (:func:`seal_key_file`), never the data.
 
 The writer deduplicates against what it can read: an *id list* per index file (the
-chunk ids that index names, sealed under a key of the writer's secret, so only a holder
-of the writer's secret reads or writes them) and its own metadata cache (the last
-snapshot's manifest of a source, kept on the writer's machine under another such key).
+packs that index names and their chunk ids, sealed under a key of the writer's secret
+and bound to the list's name, so only a holder of the writer's secret reads or writes
+them; a chunk counts as stored only while its pack is in the store) and its own
+metadata cache (the last snapshot's manifest of a source, kept on the writer's machine
+under another such key).
 
 **Blobs and packs.** A chunk is compressed with zstd (kept raw when that does not make
 it smaller) and sealed as one *blob*; many blobs go into one *pack* file, as restic and
@@ -163,7 +165,7 @@ _INDEX_AAD = _LABEL + b"index"
 _SNAPSHOT_AAD = _LABEL + b"snapshot\x00"
 _SIGNED_SNAPSHOT = _LABEL + b"signed snapshot\x00"
 _SIGNED_CONFIG = _LABEL + b"signed config\x00"
-_IDS_MAGIC = b"SCBL\x01"
+_IDS_MAGIC = b"SCBL\x02"
 _IDS_AAD = _LABEL + b"id list"
 _CACHE_AAD = _LABEL + b"writer cache\x00"
 _KEY_FILE_MAGIC = _LABEL + b"key file\x00"
@@ -783,20 +785,47 @@ def decode_index(keys: BackupKeys, data: bytes) -> dict[bytes, list[BlobEntry]]:
 # -- id lists and the writer's cache (write-only stores) ---------------------------------------
 
 
-def encode_ids(keys: BackupKeys, chunk_ids: Iterable[bytes]) -> bytes:
-    """An id list: the chunk ids an index file names, sealed under the writer's id-list
-    key (only a holder of the writer's secret reads or forges one)."""
-    return _seal_doc(keys.ids, _IDS_MAGIC + b"".join(sorted(chunk_ids)), _IDS_AAD)
+def _ids_aad(name: str) -> bytes:
+    return _IDS_AAD + b"\x00" + name.encode()
 
 
-def decode_ids(keys: BackupKeys, data: bytes) -> set[bytes]:
-    """The chunk ids of an id list. Raises :class:`AuthenticationError`,
+def encode_ids(keys: BackupKeys, name: str, packs: Mapping[bytes, Iterable[bytes]]) -> bytes:
+    """The id list ``ids/<name>``: for each pack the index file of that name lists, the
+    pack id and the chunk ids it holds, sealed under the writer's id-list key (only a
+    holder of the writer's secret reads or forges one) and bound to ``name``. The pack
+    ids let the writer count a chunk as stored only while its pack is in the store."""
+    parts = [_IDS_MAGIC, _COUNT.pack(len(packs))]
+    for pack_id, chunk_ids in packs.items():
+        ids = sorted(set(chunk_ids))
+        parts += [pack_id, _COUNT.pack(len(ids)), *ids]
+    return _seal_doc(keys.ids, b"".join(parts), _ids_aad(name))
+
+
+def decode_ids(keys: BackupKeys, name: str, data: bytes) -> dict[bytes, set[bytes]]:
+    """Pack id -> chunk ids of the id list ``ids/<name>``. Raises
+    :class:`AuthenticationError` (also for a list stored under another name),
     :class:`FormatError`."""
-    plain = _open_doc(keys.ids, data, _IDS_AAD)
-    body = plain[len(_IDS_MAGIC) :]
-    if not plain.startswith(_IDS_MAGIC) or len(body) % ID_SIZE:
+    plain = _open_doc(keys.ids, data, _ids_aad(name))
+    if not plain.startswith(_IDS_MAGIC) or len(plain) < len(_IDS_MAGIC) + _COUNT.size:
         raise FormatError("not a streamcrypt backup id list")
-    return {body[i : i + ID_SIZE] for i in range(0, len(body), ID_SIZE)}
+    pos = len(_IDS_MAGIC)
+    (count,) = _COUNT.unpack_from(plain, pos)
+    pos += _COUNT.size
+    packs: dict[bytes, set[bytes]] = {}
+    for _ in range(count):
+        head = plain[pos : pos + ID_SIZE + _COUNT.size]
+        if len(head) != ID_SIZE + _COUNT.size:
+            raise FormatError("a backup id list is truncated")
+        (n,) = _COUNT.unpack_from(head, ID_SIZE)
+        pos += len(head)
+        body = plain[pos : pos + n * ID_SIZE]
+        if len(body) != n * ID_SIZE:
+            raise FormatError("a backup id list is truncated")
+        packs[head[:ID_SIZE]] = {body[i : i + ID_SIZE] for i in range(0, len(body), ID_SIZE)}
+        pos += len(body)
+    if pos != len(plain):
+        raise FormatError("a backup id list has trailing bytes")
+    return packs
 
 
 def _cache_aad(store_id: str, source: str) -> bytes:
