@@ -861,10 +861,10 @@ def _segment_cases() -> list[SegmentedCase]:
 
 
 #: Plaintext bytes per output object of the iterator paths: the engine hands out its
-#: output in new objects of about 256 KiB, or one per chunk below that (docs/ENGINE.md,
+#: output in new objects of about 512 KiB, or one per chunk below that (docs/ENGINE.md,
 #: "Output memory"); the limit of the per-segment table pays for new memory in the same
 #: pieces.
-OUTPUT_PIECE = 256 << 10
+OUTPUT_PIECE = 512 << 10
 
 
 class _Fresh:
@@ -1001,7 +1001,7 @@ def _per_segment(report: Report, size: int, rounds: int) -> None:
         "ChaCha20-Poly1305 for age; over the same 64 KiB segments into one reused buffer, "
         "decrypt's taken as encrypt's), the new memory its output takes (the outputs a user "
         "keeps are new objects: each chunk sealed in the path's output pieces, min(chunk, "
-        "256 KiB), one AEAD call a piece, into new objects less the same into a reused "
+        "512 KiB), one AEAD call a piece, into new objects less the same into a reused "
         "buffer; one object of the whole for the one-shot calls) and the source (the bare "
         "generator; its slices copy). Copies a path makes beyond that (a segment that "
         "straddles two chunks is joined; an RFC 8188 record is laid out beside its "

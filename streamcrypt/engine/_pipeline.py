@@ -35,7 +35,7 @@ from ..abc import Buffer, Chain, Transform
 from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, BrokenTransformError, InvalidParameterError
 from ._adaptive import Controller
-from ._batches import OrderedBatches
+from ._batches import OUTPUT_PIECE, OrderedBatches
 from ._offload import DEFAULT_POLICY, OffloadPolicy
 
 T = TypeVar("T")
@@ -116,7 +116,9 @@ class _SegmentedStage(_Runner):
         self._stage = stage
         self._policy = policy
         self._push_next = push
-        self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
+        self._batches = OrderedBatches(
+            policy, site=site, reuse=reuse, fail=stage.fail, piece=OUTPUT_PIECE
+        )
 
     async def _emit(self, parts: list[Buffer]) -> None:
         for part in parts:
