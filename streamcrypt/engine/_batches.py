@@ -113,14 +113,17 @@ def _run_in_turn(jobs: Iterable[Job], out: memoryview) -> tuple[int, Exception |
     return written, None
 
 
-def _pieces(jobs: Iterable[Job], cut: int = CLAIM_SIZE) -> tuple[list[Job], list[int]]:
-    """Jobs cut to about ``cut`` bytes where they can be (``split``), so threads can
-    share them, and the output bound of each (asked once a job: it may be computed)."""
+def _pieces(
+    jobs: Iterable[Job], cut: int = CLAIM_SIZE, longest: int = 2 * CLAIM_SIZE
+) -> tuple[list[Job], list[int]]:
+    """Jobs longer than ``longest`` cut to about ``cut`` bytes where they can be
+    (``split``), so threads can share them, and the output bound of each (asked once a
+    job: it may be computed)."""
     pieces: list[Job] = []
     sizes: list[int] = []
     for job in jobs:
         size = job.out_size
-        split = getattr(job, "split", None) if size > 2 * cut else None
+        split = getattr(job, "split", None) if size > longest else None
         if split is None:
             pieces.append(job)
             sizes.append(size)
@@ -542,7 +545,8 @@ class OrderedBatches:
         is raised."""
         self._check()
         try:
-            pieces, sizes = _pieces(jobs, self.piece)  # cut for output objects alone
+            # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
+            pieces, sizes = _pieces(jobs, self.piece, self.piece)
             size = sum(sizes)
             control = self._control
             if control is not None and not control.offloading:
@@ -551,7 +555,7 @@ class OrderedBatches:
                 if len(self._scratch) < size:
                     self._scratch = bytearray(size)
                 groups = [_Group(0, len(pieces), None, memoryview(self._scratch)[:size])]
-            elif size < 2 * self.piece:
+            elif size <= self.piece:
                 fresh = Fresh(size)
                 groups = [_Group(0, len(pieces), fresh, fresh.view)]
             else:

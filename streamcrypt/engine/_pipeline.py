@@ -139,7 +139,7 @@ class _SegmentedStage(_Runner):
             await self._push_next(header)
 
     async def _push(self, data: Buffer) -> None:
-        view = memoryview(data)
+        view = data if type(data) is memoryview else memoryview(data)
         if not view.readonly:
             # Jobs keep views of their input until they ran: never of a buffer the caller
             # (or an upstream stage) may reuse.
@@ -239,9 +239,10 @@ def _as_push(sink: Sink, kept: bool = False) -> tuple[_Push, bool]:
     return to_callable, True
 
 
-async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]:
-    """Pieces of at most ``size`` bytes, without copying. An async generator given as the
-    source is closed when the pipeline stops early (its ``finally`` blocks run now)."""
+async def _chunks(source: Source, size: int) -> AsyncGenerator[Buffer, None]:
+    """Pieces of at most ``size`` bytes, without copying (a ``bytes`` chunk as it is). An
+    async generator given as the source is closed when the pipeline stops early (its
+    ``finally`` blocks run now)."""
     if isinstance(source, bytes | bytearray | memoryview):
         view = memoryview(source).cast("B")
         for off in range(0, len(view), size):
@@ -255,6 +256,10 @@ async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]
     it = aiter(source)
     try:
         async for chunk in it:
+            if type(chunk) is bytes and len(chunk) <= size:  # the common case, as it is
+                if chunk:
+                    yield chunk
+                continue
             view = memoryview(chunk).cast("B")
             if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
                 view = memoryview(bytes(view))
