@@ -539,18 +539,18 @@ class OrderedBatches:
         :meth:`runs_inline`), each writing right after the one before, and emit their
         output at once: in reuse mode as one piece of a reused buffer, else as new objects
         of about ``piece`` bytes, consecutive jobs sharing one (one HTTP body piece is
-        one write, not one per record). The controller counts the work as a batch's and
-        the loop gets a turn after each inline batch's worth, as with batches. Same
-        failure rules as :meth:`put`: what verified before a failure is emitted, then it
-        is raised."""
+        one write, not one per record). The controller counts work of the inline limit or
+        more, as it counts a batch, and the loop gets a turn after each inline batch's
+        worth, as with batches. Same failure rules as :meth:`put`: what verified before a
+        failure is emitted, then it is raised."""
         self._check()
         try:
             # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
             pieces, sizes = _pieces(jobs, self.piece, self.piece)
             size = sum(sizes)
-            control = self._control
-            if control is not None and not control.offloading:
-                control.launch(size)  # inline either way: counted for its epochs
+            control, policy = self._control, self._policy
+            if control and policy and not control.offloading and size >= policy.inline_limit:
+                control.launch(size)  # a batch's worth, as put() counted it: for its epochs
             if self._reuse:
                 if len(self._scratch) < size:
                     self._scratch = bytearray(size)
