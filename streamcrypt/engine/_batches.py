@@ -331,11 +331,12 @@ class OrderedBatches:
         window round trip: a few us a push)."""
         if self._queued or self._window or self._failure is not None or size > INLINE_BATCH:
             return False
-        if self._inline_mode():
+        if self.inline_mode:
             return True
         return self._policy is not None and size < self._policy.inline_limit
 
-    def _inline_mode(self) -> bool:
+    @property
+    def inline_mode(self) -> bool:
         """Every batch runs on this thread: no policy, or the controller's inline mode."""
         control = self._control
         return not self._always and (control is None or not control.offloading)
@@ -523,9 +524,7 @@ class OrderedBatches:
         self._check()
         try:
             self.queue(jobs)
-            # Inline, a partial batch gains nothing by waiting: it runs now, which leaves
-            # the scheduler idle, so the next push runs without one (runs_inline).
-            while self.batch_full or (self._queued and self._inline_mode()):
+            while self.batch_full:
                 await self._make_room(emit)
                 self.launch()
                 await self._emit_done(emit)

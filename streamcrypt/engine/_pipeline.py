@@ -155,6 +155,10 @@ class _SegmentedStage(_Runner):
         jobs = await self._call(stage.feed, view)
         await self._emit_header()
         await batches.put(jobs, self._emit)
+        if batches.queued and batches.inline_mode:
+            # Inline, a partial batch gains nothing by waiting: it runs now, which leaves
+            # the scheduler idle, so the next push runs without one (runs_inline).
+            await batches.flush(self._emit)
 
     async def _flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
