@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import cast
 
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
 from ..abc import Buffer, as_bytes
 from ..errors import (
     AuthenticationError,
@@ -49,7 +51,6 @@ from ..errors import (
 )
 from ..keys import constant_time_equal, hkdf, random_bytes
 from ..primitives import AES128GCM, AES256GCM, AesGcm
-from ..primitives.hazmat import AesCtrEncryptor
 from ._format import FormatOptions, ReadAt, SegmentedFormat
 from ._segmented import (
     CounterCodec,
@@ -179,7 +180,7 @@ class AesCtrHmacCodec(TinkStreamingCodec):
     of a cached subclass per tag size.
     """
 
-    __slots__ = ("_aes_key", "_mac")
+    __slots__ = ("_aes", "_mac")
 
     def __init__(
         self, params: AesCtrHmacStreamingParams, aes_key: bytes, mac_key: bytes, prefix: bytes
@@ -187,7 +188,7 @@ class AesCtrHmacCodec(TinkStreamingCodec):
         if params.tag_size != self.overhead:
             raise InvalidParameterError("use AesCtrHmacCodec.create() for this tag size")
         super().__init__(params, prefix)
-        self._aes_key = aes_key
+        self._aes = algorithms.AES(aes_key)  # the key checked and held once a stream
         self._mac = hmac.new(mac_key, digestmod=params.hmac_hash)
 
     @staticmethod
@@ -203,7 +204,9 @@ class AesCtrHmacCodec(TinkStreamingCodec):
         return mac.digest()[: self.overhead]
 
     def _ctr(self, nonce: bytes, data: Buffer, out: memoryview) -> int:
-        return AesCtrEncryptor(self._aes_key, nonce).update_into(data, out)
+        # A context per segment (its counter block is the segment's nonce), made straight
+        # from cryptography's: the transform wrapper's checks cost 2-3 us a segment more.
+        return Cipher(self._aes, modes.CTR(nonce)).encryptor().update_into(data, out)
 
     def seal_segment(self, index: int, plaintext: Buffer, final: bool, out: memoryview) -> int:
         nonce = self._segment_nonce(index, final)

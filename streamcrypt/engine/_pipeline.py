@@ -34,8 +34,8 @@ from anyio.abc import ByteSendStream
 from ..abc import Buffer, Chain, Transform, as_bytes
 from ..codecs import SegmentedTransform
 from ..errors import AlreadyFinalizedError, BrokenTransformError, InvalidParameterError
-from ._adaptive import INLINE_BATCH, Controller
-from ._batches import OrderedBatches
+from ._adaptive import Controller
+from ._batches import OUTPUT_PIECE, OrderedBatches
 from ._offload import DEFAULT_POLICY, OffloadPolicy
 
 T = TypeVar("T")
@@ -102,7 +102,7 @@ class _Runner:
 class _SegmentedStage(_Runner):
     """Feeds a segmented transform's jobs to the scheduler and emits its output in order."""
 
-    __slots__ = ("_batches", "_policy", "_push_next", "_small", "_stage")
+    __slots__ = ("_batches", "_policy", "_push_next", "_stage")
 
     def __init__(
         self,
@@ -116,11 +116,9 @@ class _SegmentedStage(_Runner):
         self._stage = stage
         self._policy = policy
         self._push_next = push
-        self._batches = OrderedBatches(policy, site=site, reuse=reuse, fail=stage.fail)
-        # Pushes below this run at once, without a batch, when nothing is in flight: work
-        # the scheduler would run inline anyway (see _run_small).
-        limit = policy.inline_limit if policy is not None else INLINE_BATCH
-        self._small = min(limit, INLINE_BATCH)
+        self._batches = OrderedBatches(
+            policy, site=site, reuse=reuse, fail=stage.fail, piece=OUTPUT_PIECE
+        )
 
     async def _emit(self, parts: list[Buffer]) -> None:
         for part in parts:
@@ -141,32 +139,26 @@ class _SegmentedStage(_Runner):
             await self._push_next(header)
 
     async def _push(self, data: Buffer) -> None:
-        view = memoryview(data)
+        view = data if type(data) is memoryview else memoryview(data)
         if not view.readonly:
             # Jobs keep views of their input until they ran: never of a buffer the caller
             # (or an upstream stage) may reuse.
             view = memoryview(bytes(view))
-        batches = self._batches
-        if (
-            len(view) < self._small
-            and batches.idle
-            and not batches.broken
-            and not self._stage.header_pending
-        ):
-            await self._run_small(view)
+        stage, batches = self._stage, self._batches
+        if batches.runs_inline(len(view)) and not stage.header_pending:
+            # Work the scheduler would run inline anyway (a message-sized body, or any
+            # push in inline mode): run at once, without gathering a batch.
+            jobs = stage.feed(view)
+            await self._emit_header()
+            await batches.run_now(jobs, self._emit)
             return
-        jobs = await self._call(self._stage.feed, view)
+        jobs = await self._call(stage.feed, view)
         await self._emit_header()
-        await self._batches.put(jobs, self._emit)
-
-    async def _run_small(self, view: memoryview) -> None:
-        """Feed ``view`` and run its jobs at once (:meth:`OrderedBatches.run_now`): what the
-        scheduler does with work under its inline limit, without gathering a batch (for a
-        message-sized body, such as one HTTP body message, the batch machinery cost more
-        than the AES)."""
-        jobs = self._stage.feed(view)
-        await self._emit_header()
-        await self._batches.run_now(jobs, self._emit)
+        await batches.put(jobs, self._emit)
+        if batches.queued and batches.inline_mode:
+            # Inline, a partial batch gains nothing by waiting: it runs now, which leaves
+            # the scheduler idle, so the next push runs without one (runs_inline).
+            await batches.flush(self._emit)
 
     async def _flush(self) -> None:
         """Seal or open every complete segment now and emit everything in flight."""
@@ -203,17 +195,19 @@ class _PlainStage(_Runner):
         self._push_next = push
 
     async def _push(self, data: Buffer) -> None:
-        data = memoryview(data)
         control = self._control
-        step = control.batch_size if control is not None else len(data) or 1
-        for off in range(0, len(data), step):
-            piece = data[off : off + step]
+        if control is None or len(data) <= control.batch_size:
+            pieces: Iterable[Buffer] = (data,)  # as it came: a pass-through returns it uncopied
+        else:
+            view, step = memoryview(data), control.batch_size
+            pieces = (view[off : off + step] for off in range(0, len(view), step))
+        for i, piece in enumerate(pieces):
             if control is not None and control.launch(len(piece)):
                 assert self._policy is not None
                 out = await self._policy.run(self._stage.update, piece)
             else:
                 out = self._stage.update(piece)
-                if off:
+                if i:
                     await anyio.lowlevel.checkpoint()
             if out:
                 await self._push_next(out)
@@ -249,9 +243,10 @@ def _as_push(sink: Sink, kept: bool = False) -> tuple[_Push, bool]:
     return to_callable, True
 
 
-async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]:
-    """Pieces of at most ``size`` bytes, without copying. An async generator given as the
-    source is closed when the pipeline stops early (its ``finally`` blocks run now)."""
+async def _chunks(source: Source, size: int) -> AsyncGenerator[Buffer, None]:
+    """Pieces of at most ``size`` bytes, without copying (a ``bytes`` chunk as it is). An
+    async generator given as the source is closed when the pipeline stops early (its
+    ``finally`` blocks run now)."""
     if isinstance(source, bytes | bytearray | memoryview):
         view = memoryview(source).cast("B")
         for off in range(0, len(view), size):
@@ -265,6 +260,10 @@ async def _chunks(source: Source, size: int) -> AsyncGenerator[memoryview, None]
     it = aiter(source)
     try:
         async for chunk in it:
+            if type(chunk) is bytes and len(chunk) <= size:  # the common case, as it is
+                if chunk:
+                    yield chunk
+                continue
             view = memoryview(chunk).cast("B")
             if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
                 view = memoryview(bytes(view))
@@ -300,7 +299,10 @@ class Pipeline:
         """Runners from last to first; each pushes into the next, the last into ``push``.
 
         ``done_on_return``: the final consumer is done with each view when it returns,
-        so a segmented stage feeding it may lend reused buffers.
+        so a segmented stage feeding it may lend reused buffers. One feeding a plain
+        stage writes new ``bytes``: a plain stage may pass its input on as it is (a tap,
+        the AWS signature gate of an unsigned message), and a lent buffer would then be
+        copied once more (it was, at 4-9 us a 64 KiB segment).
         """
         runners: list[_Stage] = []
         for stage in reversed(self.stages):
@@ -311,8 +313,7 @@ class Pipeline:
                 runner = _PlainStage(stage, self.policy, push, site + "-plain")
             runners.append(runner)
             push = runner.push
-            # A plain stage consumes its input in update(); a segmented one keeps views.
-            done_on_return = isinstance(runner, _PlainStage)
+            done_on_return = False
         runners.reverse()
         return runners
 
