@@ -62,10 +62,9 @@ def as_bytes(data: Buffer, what: str) -> bytes:
     associated data): :func:`as_buffer`, then copied unless it was ``bytes``. A
     ``bytearray`` or a ``memoryview`` is copied at once (``bytes()`` of one is its bytes,
     in order, whatever its shape: 0.3 us less than through the view)."""
-    kind = type(data)
-    if kind is bytes:
+    if type(data) is bytes:
         return data
-    if kind is bytearray or kind is memoryview:
+    if type(data) is bytearray or type(data) is memoryview:
         return bytes(data)
     return bytes(as_buffer(data, what))
 
