@@ -38,13 +38,14 @@ import stat
 import struct
 import sys
 from collections.abc import Iterable
+from functools import partial
 
 import anyio
 
 from .abc import Buffer
 from .codecs import FORMATS, FormatOptions, IdentityLike, RecipientLike, detect_format, one_or_many
 from .engine import DEFAULT_POLICY, OffloadPolicy, WorkerCalls
-from .errors import TruncatedStreamError, UnsupportedFormatError
+from .errors import InvalidParameterError, TruncatedStreamError, UnsupportedFormatError
 from .keys import Argon2Params
 from .transports import commit_temporary, create_temporary, discard_temporary
 
@@ -100,6 +101,8 @@ async def rekey(
     file is as it was and no temporary is left. On a file system with reflinks the
     payload's blocks are shared, not copied (an age header then carries a grease stanza
     of less than a block plus 13 bytes that aligns them); elsewhere the payload is copied.
+    The new file keeps the old one's mode, and its owner and group as far as this
+    process may give them (POSIX ACLs are not copied).
 
     ``identities`` / ``passphrase`` (and for an envelope the ``aad`` it was written with)
     must unwrap the file key. ``add``: recipients (objects, their texts, or recipient
@@ -115,7 +118,9 @@ async def rekey(
     :class:`~streamcrypt.errors.AuthenticationError` (the header does not authenticate),
     :class:`~streamcrypt.errors.InvalidParameterError` (no recipient would be left,
     ``recipients`` with ``add`` or ``remove``, a passphrase not alone in age, classic and
-    post-quantum mixed, a signed envelope, an option the format does not take),
+    post-quantum mixed, a signed envelope, an option the format does not take, a file
+    with other hard links), :class:`~streamcrypt.errors.FileChangedError` (another writer
+    replaced or changed the file meanwhile: its version stands, nothing is replaced),
     :class:`~streamcrypt.errors.UnsupportedFormatError` (a format without recipients, or
     armored), :class:`~streamcrypt.errors.FormatError`, :class:`OSError` (a symbolic
     link or not a regular file among them: the file is opened without following links).
@@ -131,7 +136,8 @@ async def rekey(
     calls = WorkerCalls(policy)
     dest = os.fspath(path)
     with anyio.CancelScope(shield=True):  # a descriptor opened is a descriptor closed
-        src, size, block = await calls.run(_open_source, dest)
+        src, before, block = await calls.run(_open_source, dest)
+    size = before.st_size
     out: int | None = None
     tmp = ""
     committing = False
@@ -168,7 +174,7 @@ async def rekey(
             while offset < size:
                 offset += await calls.run(_copy, src, fd, offset, min(_STEP, size - offset))
         committing = True
-        await calls.run(commit_temporary, fd, tmp, dest)
+        await calls.run(partial(commit_temporary, fd, tmp, dest, expect=before))
     except BaseException:
         with anyio.CancelScope(shield=True):
             await calls.settle()  # nothing may still use the descriptors below
@@ -179,24 +185,32 @@ async def rekey(
         os.close(src)
 
 
-def _open_source(path: str) -> tuple[int, int, int]:
-    """The file opened for reading without following a link, its size, and the block a
-    clone aligns to (its file system's ``f_bsize``; ``0`` where no clone is tried: not
-    Linux, or not a power of two up to :data:`_MAX_BLOCK`); raises :class:`OSError`
-    (``ELOOP`` for a link) and :class:`UnsupportedFormatError` for what is not a regular
-    file."""
+def _open_source(path: str) -> tuple[int, os.stat_result, int]:
+    """The file opened for reading without following a link, its stat (the commit checks
+    that the name still holds this file, unchanged), and the block a clone aligns to (its
+    file system's ``f_bsize``; ``0`` where no clone is tried: not Linux, or not a power of
+    two up to :data:`_MAX_BLOCK`); raises :class:`OSError` (``ELOOP`` for a link),
+    :class:`UnsupportedFormatError` for what is not a regular file and
+    :class:`InvalidParameterError` for a file with other hard links (a re-key replaces
+    one name: the others would keep the old recipients, a removed one still reading)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnsupportedFormatError(f"{path} is not a regular file: only files are re-keyed")
+        if st.st_nlink > 1:
+            raise InvalidParameterError(
+                f"{path} has {st.st_nlink - 1} other hard link(s): a re-key replaces this name "
+                "only, and the others would keep the old recipients; copy it to a file of its "
+                "own first"
+            )
         block = os.fstatvfs(fd).f_bsize if sys.platform == "linux" else 0
     except BaseException:
         os.close(fd)
         raise
     if block & (block - 1) or block > _MAX_BLOCK:
         block = 0
-    return fd, st.st_size, block
+    return fd, st, block
 
 
 def _clone(src: int, dst: int, header: bytes, old_size: int, size: int, block: int) -> bool:

@@ -12,6 +12,7 @@ __all__ = [
     "AlreadyFinalizedError",
     "AuthenticationError",
     "BrokenTransformError",
+    "FileChangedError",
     "FormatError",
     "HandshakeError",
     "InsecureKeyFileWarning",
@@ -169,6 +170,13 @@ class TokenError(StreamCryptError):
 
 class TokenPinError(TokenError):
     """A PKCS#11 token refused the PIN (wrong, locked or expired), or no PIN was given."""
+
+
+class FileChangedError(StreamCryptError):
+    """A file changed on disk while streamcrypt was replacing it (re-keying it): another
+    name, another size or time. Nothing was replaced; the other writer's file stands."""
+
+    http_status = 409
 
 
 class StoreLockedError(StreamCryptError):

@@ -28,7 +28,7 @@ import streamcrypt
 from streamcrypt import decrypt_bytes, encrypt_bytes
 from streamcrypt.codecs import SegmentJob, aws, container, rclone
 from streamcrypt.codecs.age import X25519Identity
-from streamcrypt.engine import OffloadPolicy, _memory
+from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy, _memory
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -411,6 +411,36 @@ async def test_seeks_drop_the_read_ahead_they_leave(
         assert len(buffers) <= threading.active_count(), len(buffers)
         assert all(len(buffer) <= 2 * read for buffer in buffers)
     assert len(in_flight) > 4  # the spans read ahead were in flight
+
+
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, None], ids=["default", "None"])
+async def test_a_closed_reader_keeps_no_plaintext_or_buffers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: OffloadPolicy | None
+) -> None:
+    """Review 8a: after ``aclose`` the file object a caller keeps held its last span's
+    plaintext and its ciphertext buffers; now they go with the file."""
+    data = plaintext(4 << 20, 12)
+    path = tmp_path / "c.enc"
+    await write_file(path, data)
+    live: list[Any] = []
+    real_mmap = _file_read.mmap.mmap
+
+    class Mmap:
+        @staticmethod
+        def mmap(fileno: int, size: int) -> Any:
+            buffer = real_mmap(fileno, size)
+            live.append(weakref.ref(buffer))
+            return buffer
+
+    monkeypatch.setattr(_file_read, "mmap", Mmap)
+    f = await open_file(path, "rb", key=KEY, policy=policy)
+    assert await f.read(1 << 20) == data[: 1 << 20]
+    await f.aclose()
+    gc.collect()
+    assert live and [ref for ref in live if ref() is not None] == []
+    readers = [o for o in gc.get_objects() if isinstance(o, _file_read._RandomReader)]
+    assert len(readers) == 1 and readers[0]._cache == []
+    del f
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -4,10 +4,12 @@ and a failure or cancellation leaves the file as it was with no temporary beside
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from streamcrypt.codecs.age import _header as age_header
 from streamcrypt.codecs.age._rekey import rekey_headers
 from streamcrypt.errors import (
     AuthenticationError,
+    FileChangedError,
     InvalidParameterError,
     UnknownKeyError,
     UnsupportedFormatError,
@@ -443,6 +446,17 @@ def extents(path: Path) -> list[tuple[int, int, int, int]]:
     return [_EXTENT.unpack_from(buf, 32 + _EXTENT.size * i) for i in range(mapped)]
 
 
+@contextlib.contextmanager
+def kept(path: Path) -> Iterator[Path]:
+    """The file now at ``path`` kept alive by an open descriptor (a re-key refuses a file
+    with other hard links), reachable as ``/proc/self/fd/N`` after its name is replaced."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield Path(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
 def physical(path: Path, offset: int) -> int:
     """Where on the device the byte at ``offset`` of the file lies."""
     for logical, phys, length, _ in extents(path):
@@ -452,31 +466,31 @@ def physical(path: Path, offset: int) -> int:
 
 
 async def test_on_xfs_the_payload_blocks_are_shared_not_copied(xfs_path: Path) -> None:
-    """The old file's blocks (kept alive by a second name) are the new file's from the
-    payload's first block boundary on: FIEMAP marks them shared and maps both to the
+    """The old file's blocks (kept alive by an open descriptor) are the new file's from
+    the payload's first block boundary on: FIEMAP marks them shared and maps both to the
     same place; the few bytes before it and the header are the new file's own."""
     a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
     data = os.urandom(3 << 20)
     path = age_file(xfs_path, a.recipient, data=data)
-    os.link(path, xfs_path / "old.age")
     before = path.read_bytes()
-    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
-    after = path.read_bytes()
-    check_layout(xfs_path, before, after)
-    assert streamcrypt.decrypt_bytes(after, identities=[b]) == data
-    block = os.statvfs(xfs_path).f_bsize
-    old_size = len(before) - len(age_payload(before))
-    start = -(-old_size // block) * block  # the payload's first block boundary
-    delta = len(after) - len(before)
-    new_extents = extents(path)
-    assert all(
-        flags & _FIEMAP_EXTENT_SHARED
-        for logical, _, _, flags in new_extents
-        if logical >= start + delta
-    )
-    assert not any(flags & _FIEMAP_EXTENT_SHARED for _, _, _, flags in new_extents[:1])
-    for offset in range(start, len(before), 1 << 20):
-        assert physical(path, offset + delta) == physical(xfs_path / "old.age", offset)
+    with kept(path) as old:
+        await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+        after = path.read_bytes()
+        check_layout(xfs_path, before, after)
+        assert streamcrypt.decrypt_bytes(after, identities=[b]) == data
+        block = os.statvfs(xfs_path).f_bsize
+        old_size = len(before) - len(age_payload(before))
+        start = -(-old_size // block) * block  # the payload's first block boundary
+        delta = len(after) - len(before)
+        new_extents = extents(path)
+        assert all(
+            flags & _FIEMAP_EXTENT_SHARED
+            for logical, _, _, flags in new_extents
+            if logical >= start + delta
+        )
+        assert not any(flags & _FIEMAP_EXTENT_SHARED for _, _, _, flags in new_extents[:1])
+        for offset in range(start, len(before), 1 << 20):
+            assert physical(path, offset + delta) == physical(old, offset)
     assert leftovers(xfs_path) == []
 
 
@@ -548,7 +562,6 @@ async def test_a_passphrase_header_gets_no_grease_and_its_payload_is_copied(xfs_
     its payload, off the block grid, is copied."""
     path = xfs_path / "pw.age"
     path.write_bytes(streamcrypt.encrypt_bytes(DATA, format="age", passphrase="pw", work_factor=8))
-    os.link(path, xfs_path / "old.age")
     before = path.read_bytes()
     new = age.ScryptRecipient("pw2", work_factor=10)  # "10": one byte more than "8"
     await streamcrypt.rekey(path, passphrase="pw", recipients=new)
@@ -575,10 +588,9 @@ async def test_an_envelope_is_cloned_only_where_its_header_keeps_its_length_modu
         ({"recipients": [b.recipient]}, True),
         ({"add": [c.recipient]}, False),
     ):
-        os.link(path, xfs_path / "old.sc")
-        await streamcrypt.rekey(path, identities=[a, b], **change)  # type: ignore[arg-type]
-        assert any(f & _FIEMAP_EXTENT_SHARED for *_, f in extents(path)) == shared
-        os.unlink(xfs_path / "old.sc")
+        with kept(path):
+            await streamcrypt.rekey(path, identities=[a, b], **change)  # type: ignore[arg-type]
+            assert any(f & _FIEMAP_EXTENT_SHARED for *_, f in extents(path)) == shared
     after = path.read_bytes()
     assert envelope_payload(after) == envelope_payload(before)
     assert streamcrypt.decrypt_bytes(after, identities=[c]) == DATA * 10
@@ -777,3 +789,60 @@ def test_the_command_end_to_end(tmp_path: Path) -> None:
     bad = sc("rekey", "-i", a_file, "-a", "AGE-SECRET-KEY-1NOTAKEY", files[1], cwd=tmp_path)
     assert bad.returncode == 3 and b"AGE-SECRET" not in bad.stderr
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("other_writer", ["replaces", "appends"])
+async def test_a_file_changed_during_a_rekey_is_never_replaced(
+    where: Path, other_writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer saves a new version (a temporary renamed over the name, as
+    streamcrypt writes) or appends in place while the payload is cloned or copied: the
+    re-key refuses at its commit, and the other writer's bytes stand (review 8a: they
+    were silently undone)."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(where, a.recipient)
+    newer = streamcrypt.encrypt_bytes(b"version 2", format="age", recipients=[a.recipient])
+    clone = _rekey._clone
+
+    def racing(*args: object) -> bool:
+        if other_writer == "replaces":
+            (where / "v2").write_bytes(newer)
+            os.replace(where / "v2", path)
+        else:
+            with open(path, "ab") as f:
+                f.write(b"appended")
+        return clone(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_rekey, "_clone", racing)
+    expected = newer if other_writer == "replaces" else None
+    if expected is None:
+        expected = path.read_bytes() + b"appended"
+    with pytest.raises(FileChangedError):
+        await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    assert path.read_bytes() == expected
+    assert leftovers(where) == []
+
+
+async def test_a_file_with_other_hard_links_is_refused(tmp_path: Path) -> None:
+    """A re-key replaces one name: another link would keep the old header, so a removed
+    recipient would still read the file through it (review 8a)."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(tmp_path, a.recipient, b.recipient)
+    os.link(path, tmp_path / "other-name.age")
+    before = path.read_bytes()
+    with pytest.raises(InvalidParameterError, match="hard link"):
+        await streamcrypt.rekey(path, identities=[a], remove=[b.recipient])
+    assert path.read_bytes() == before and os.stat(path).st_nlink == 2
+    assert leftovers(tmp_path) == []
+
+
+async def test_the_new_file_keeps_the_owner_and_group_of_the_old(where: Path) -> None:
+    """Root re-keys a file of another user: the new file is still that user's, with its
+    group and mode (review 8a: it became root's, and the owner lost access)."""
+    a, b = age.X25519Identity.generate(), age.X25519Identity.generate()
+    path = age_file(where, a.recipient)
+    os.chown(path, 65534, 65534)
+    os.chmod(path, 0o640)
+    await streamcrypt.rekey(path, identities=[a], add=[b.recipient])
+    st = os.stat(path)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o640)

@@ -21,6 +21,7 @@ code   meaning
 from __future__ import annotations
 
 from ..errors import (
+    FileChangedError,
     InvalidKeySizeError,
     InvalidParameterError,
     InvalidPublicKeyError,
@@ -58,7 +59,7 @@ def exit_code(exc: BaseException) -> int:
         return EXIT_KEY
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE
-    if isinstance(exc, StoreNotFoundError):  # no store at STORE: as a missing file is
+    if isinstance(exc, StoreNotFoundError | FileChangedError):  # as a missing file, a lost write
         return EXIT_IO
     if isinstance(exc, StreamCryptError):  # authentication, format, truncation, limits...
         return EXIT_DATA

@@ -14,6 +14,8 @@ import os
 import secrets
 import stat
 
+from ..errors import FileChangedError
+
 #: A temporary is always new (never an existing file or a link planted in its place).
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
@@ -43,11 +45,14 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
     without reading ``/proc`` or changing the umask under other threads.
     """
     directory, name = os.path.split(os.path.abspath(dest))
+    owner: tuple[int, int] | None = None
     if mode is None:
         try:
-            mode = stat.S_IMODE(os.stat(dest).st_mode)
+            st = os.stat(dest)
         except FileNotFoundError:
             pass
+        else:
+            mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
     while True:
         tmp = os.path.join(directory, f".{name}.streamcrypt-{secrets.token_hex(8)}.tmp")
         try:
@@ -55,23 +60,50 @@ def create_temporary(dest: str, *, mode: int | None = None) -> tuple[int, str]:
         except FileExistsError:  # pragma: no cover - 64 random bits collided
             continue
         break
-    if mode is not None and mode != 0o600:
-        try:
-            os.fchmod(fd, mode)
-        except OSError:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
+    try:
+        if owner is not None:
+            _keep_owner(fd, *owner)
+        if mode is not None and mode != 0o600:
+            os.fchmod(fd, mode)  # after fchown, which may clear set-id bits
+    except OSError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
     return fd, tmp
 
 
+def _keep_owner(fd: int, uid: int, gid: int) -> None:
+    """Give the temporary the owner and group of the file it replaces, as far as this
+    process may (root: both; the file's owner: a group it is in); what it may not stays
+    its own, as a new file's would. POSIX ACLs are not copied."""
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) == (uid, gid) or not hasattr(os, "fchown"):
+        return
+    for user in (uid, -1):
+        try:
+            os.fchown(fd, user, gid)
+            return
+        except PermissionError:
+            continue
+
+
 def commit_temporary(
-    fd: int, tmp: str, dest: str, *, durable: bool = True, exclusive: bool = False
+    fd: int,
+    tmp: str,
+    dest: str,
+    *,
+    durable: bool = True,
+    exclusive: bool = False,
+    expect: os.stat_result | None = None,
 ) -> None:
     """Close the temporary and rename it over ``dest``; ``durable``: fsync the temporary
     first and the directory after (a crash then leaves the old ``dest`` or the new one);
     ``exclusive``: never replace an existing ``dest`` (a hard link, atomic, then the
-    temporary's name removed; ``FileExistsError`` where ``dest`` exists).
+    temporary's name removed; ``FileExistsError`` where ``dest`` exists); ``expect``: the
+    stat of the file the temporary was made from, which ``dest`` must still be (same
+    file, size and modification time; :class:`FileChangedError` if another writer
+    replaced, grew or rewrote it meanwhile: its work is never undone. What runs between
+    this check and the rename, microseconds, is not covered).
     If that fails the temporary is removed: a failed commit leaves nothing behind."""
     try:
         try:
@@ -79,6 +111,10 @@ def commit_temporary(
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if expect is not None and not _same_file(os.lstat(dest), expect):
+            raise FileChangedError(
+                f"{dest} changed while it was being replaced: left as the other writer made it"
+            )
         if exclusive:
             os.link(tmp, dest)
             os.unlink(tmp)
@@ -89,6 +125,15 @@ def commit_temporary(
         raise
     if durable:
         fsync_directory(os.path.dirname(os.path.abspath(dest)))
+
+
+def _same_file(now: os.stat_result, then: os.stat_result) -> bool:
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+        then.st_dev,
+        then.st_ino,
+        then.st_size,
+        then.st_mtime_ns,
+    )
 
 
 def discard_temporary(fd: int | None, tmp: str) -> None:

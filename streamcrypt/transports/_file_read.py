@@ -491,6 +491,13 @@ class _RandomReader:
         # finish before it is closed.
         await self._batches.settle()
         await self._threads.settle()
+        # Plaintext and ciphertext buffers go with the file, not with the object a caller
+        # may keep.
+        self._batches.abandon(BrokenTransformError("the file is closed"))  # drops the jobs
+        self._spans.clear()
+        self._pool.clear()  # the list the jobs share
+        self._cache, self._ahead = [], None
+        self._cache_start = self._cache_end = 0
         await self._source.aclose()
 
 
