@@ -945,7 +945,7 @@ def test_a_store_location_is_shown_without_its_credentials(tmp_path: Path) -> No
     assert shown("s3://key:secret@bucket/p?token=t") == "s3://bucket/p"
     assert shown("rest:http://[::1") == "rest:http://..."
     assert shown(tmp_path) == str(tmp_path)
-    assert RestFiles("http://me:TOKEN@h:1/p/").root == "http://h:1/p"
+    assert RestFiles("https://me:TOKEN@h:1/p/").root == "https://h:1/p"
     store = "memory://me:TOKEN@host/store-" + os.urandom(4).hex()
     recipient = str(X25519Identity.generate().recipient)
     run(sb.create_write_only, store, [recipient])

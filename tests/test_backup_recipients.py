@@ -19,9 +19,15 @@ from test_backup import run
 from test_cli import sc
 
 from streamcrypt import backup as sb
-from streamcrypt.codecs.age import X25519Identity
-from streamcrypt.codecs.backup import BackupKeys, StoreConfig, open_key_file
-from streamcrypt.errors import StreamCryptError, UntrustedRecipientError
+from streamcrypt.codecs.age import SshEd25519Identity, X25519Identity, parse_recipient
+from streamcrypt.codecs.backup import (
+    BackupKeys,
+    StoreConfig,
+    check_recipients,
+    open_key_file,
+    vouched_recipients,
+)
+from streamcrypt.errors import FormatError, StreamCryptError, UntrustedRecipientError
 from streamcrypt.keys import SecretKey
 
 
@@ -41,13 +47,15 @@ def opened_by(identity: X25519Identity, store: Path) -> list[str]:
     return out
 
 
-def inject(store: Path, writer: SecretKey, recipient: X25519Identity) -> None:
-    """What whoever takes the writer can do to a local store: list their recipient in the
-    config and sign it again with the writer key."""
+def inject(store: Path, writer: SecretKey, recipient: X25519Identity | str) -> None:
+    """What whoever takes the writer can do to a local store: list their recipient (or
+    any text) in the config and sign it again with the writer key."""
     keys = BackupKeys.writer(writer)
     config = StoreConfig.decode((store / "config").read_bytes(), keys)
-    listed = (*config.recipients, str(recipient.recipient))
-    (store / "config").write_bytes(replace(config, recipients=listed).encode(keys))
+    text = recipient if isinstance(recipient, str) else str(recipient.recipient)
+    (store / "config").write_bytes(
+        replace(config, recipients=(*config.recipients, text)).encode(keys)
+    )
 
 
 def two_backups(tmp_path: Path, *recipients: X25519Identity) -> tuple[Path, SecretKey, str]:
@@ -164,3 +172,83 @@ def test_the_command_prunes_with_the_recipients_the_owner_names(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     done = sc("backup", "prune", store.name, *ident, "-r", str(laptop.recipient), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_ssh_recipient_line_is_one_line() -> None:
+    """An authorized_keys line's comment ends at the line: a text holding a second line
+    is no recipient (a recipient list reads that line as another key: review 8b H1)."""
+    ssh, other = SshEd25519Identity.generate(), X25519Identity.generate()
+    line = str(ssh.recipient)
+    assert parse_recipient(line + " me@laptop") == ssh.recipient
+    assert parse_recipient(line + "\tme@laptop\n") == ssh.recipient
+    for sep in ("\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", " \x00"):
+        with pytest.raises(FormatError, match="line break or control"):
+            parse_recipient(f"{line}{sep}{other.recipient}")
+
+
+def test_what_the_owner_checks_is_what_it_wraps(tmp_path: Path) -> None:
+    """A config entry that reads as the owner's key but lists another key on a second
+    line (review 8b H1): refused by the config itself and by the check, never wrapped
+    to; removed by its exact text, which leaves the owner's rekey and prune working."""
+    owner, attacker, device = (
+        SshEd25519Identity.generate(),
+        *(X25519Identity.generate() for _ in range(2)),
+    )
+    evil = f"{owner.recipient}\n{attacker.recipient}"
+    with pytest.raises(UntrustedRecipientError, match="canonical"):
+        check_recipients([evil], vouched_recipients(owner))
+    store, writer, signer = two_backups(tmp_path, owner)  # type: ignore[arg-type]
+    keys = BackupKeys.writer(writer)
+    config = StoreConfig.decode((store / "config").read_bytes(), keys)
+    (store / "config").write_bytes(replace(config, recipients=(evil,)).encode(keys))
+    before = key_files(store)
+
+    with pytest.raises(UntrustedRecipientError, match="canonical"):
+        run(sb.rekey, store, identities=owner, add=str(device.recipient), signer=signer)
+    with pytest.raises(UntrustedRecipientError, match="canonical"):
+        run(sb.prune, store, identities=owner, signer=signer)
+    assert key_files(store) == before and opened_by(attacker, store) == []
+
+    now = run(
+        sb.rekey,
+        store,
+        identities=owner,
+        add=[str(owner.recipient), str(device.recipient)],
+        remove=evil,
+        signer=signer,
+    )
+    assert now == (str(owner.recipient), str(device.recipient))
+    assert opened_by(attacker, store) == [] and sorted(opened_by(device, store)) == sorted(before)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda r: f"{r} mallory@evil",
+        lambda r: r.upper(),
+        lambda r: f"{r}\n",
+        lambda r: f" {r}",
+        lambda r: "hello-owner",
+    ],
+    ids=["comment", "upper-case", "newline", "blank", "no-recipient"],
+)
+def test_a_config_entry_not_in_canonical_form_is_refused_and_removable(
+    tmp_path: Path, form: Callable[[str], str]
+) -> None:
+    """The config holds only canonical recipients: any other entry is refused to the
+    writer and the identity alike (typed, naming it), and the owner removes it with
+    rekey -x and its exact text (review 8b M1: it used to be unremovable)."""
+    owner, attacker = X25519Identity.generate(), SshEd25519Identity.generate()
+    store, writer, signer = two_backups(tmp_path, owner)
+    text = form(str(attacker.recipient))
+    inject(store, writer, text)
+    with pytest.raises(UntrustedRecipientError, match="rekey -x") as refused:
+        run(sb.prune, store, identities=owner, signer=signer)
+    assert repr(text)[:40] in str(refused.value)
+    with pytest.raises(UntrustedRecipientError):
+        run(sb.backup, tmp_path / "src", store, writer, cache_dir=tmp_path / "c")
+    assert run(sb.rekey, store, identities=owner, remove=text, signer=signer) == (
+        str(owner.recipient),
+    )
+    run(sb.prune, store, identities=owner, signer=signer)
+    run(sb.backup, tmp_path / "src", store, writer, cache_dir=tmp_path / "c")

@@ -128,3 +128,26 @@ async def test_a_range_of_thousands_of_digits_is_answered(
         sent.clear()
         await app(scope(method, "/config", WRITER, range=value), nothing, send)
         assert sent[0]["status"] == (status if method == "GET" else 200)
+
+
+def test_an_upgrade_request_never_leaves_the_bounded_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn hands an ``Upgrade: websocket`` request to its websockets protocol when
+    that package is installed, outside the limits of BoundedH11: the config says none."""
+    import uvicorn
+
+    configs: list[Any] = []
+
+    class Recorded:
+        def __init__(self, config: Any) -> None:
+            configs.append(config)
+
+        def run(self, sockets: Any) -> None:
+            pass
+
+    monkeypatch.setattr(uvicorn, "Server", Recorded)
+    RestServer(tmp_path, token="w" * 32).serve(None)  # type: ignore[arg-type]
+    (config,) = configs
+    assert config.ws == "none" and config.lifespan == "off"
+    assert config.http.__name__ == "BoundedH11"

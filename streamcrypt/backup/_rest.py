@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ipaddress
 import os
 import ssl
+import warnings
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -73,18 +75,35 @@ def _given_token(token: str | None) -> bytes | None:
 
 def _authorization(parts: SplitResult, token: str | None) -> dict[str, str]:
     """The ``Authorization`` header for the URL ``parts`` (module docstring): the one
-    place the client's credentials are chosen."""
-    if parts.password is not None:
-        secret: bytes | None = secret_text_bytes(unquote(parts.password), "the URL's token")
-    else:
-        secret = _given_token(token)
-        if secret is None:
-            return {}
-        if parts.username is None:
-            return {"Authorization": "Bearer " + secret.decode("latin-1")}
-    assert secret is not None
+    place the client's credentials are chosen. Raises :class:`InvalidParameterError`
+    (never quoting the token) for a token holding a control character (a line break
+    from ``$(cat file)``, say), which no header may hold."""
+    secret = (
+        secret_text_bytes(unquote(parts.password), "the URL's token")
+        if parts.password is not None
+        else _given_token(token)
+    )
+    if secret is None:
+        return {}
+    if any(byte < 0x20 or byte == 0x7F for byte in secret):
+        raise InvalidParameterError(
+            "the REST token holds a control character (a line break?), which no HTTP "
+            "header may hold; its value is not shown"
+        )
+    if parts.password is None and parts.username is None:
+        return {"Authorization": "Bearer " + secret.decode("latin-1")}
     user = secret_text_bytes(unquote(parts.username or ""), "the URL's user name")
     return {"Authorization": "Basic " + base64.b64encode(user + b":" + secret).decode()}
+
+
+def _is_loopback(host: str) -> bool:
+    """True for ``localhost`` or a loopback address (``127.0.0.0/8``, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class RestFiles:
@@ -109,6 +128,13 @@ class RestFiles:
         self._address = (parts.hostname, parts.port)
         self._timeout = timeout
         self._auth = _authorization(parts, token)
+        if self._auth and not self._https and not _is_loopback(parts.hostname):
+            warnings.warn(
+                f"the REST store {self.root} gets its token in clear text (http:// to a "
+                "host that is not loopback): use https://, or http only on a private "
+                "network you trust (docs/BACKUP.md)",
+                stacklevel=2,
+            )
 
     def __repr__(self) -> str:
         return f"<RestFiles {self.root!r}>"
@@ -142,12 +168,15 @@ class RestFiles:
         headers: dict[str, str] | None = None,
     ) -> tuple[http.client.HTTPResponse, bytes]:
         """Send one request; the response and its whole body. Raises ``OSError`` when the
-        server cannot be reached."""
+        server cannot be reached, :class:`InvalidParameterError` (without the text of
+        http.client's ``ValueError``, which quotes the header) when a request cannot be
+        sent."""
         for attempt in (1, 2):
             try:
                 conn, reused = self._idle.pop(), True
             except IndexError:
                 conn, reused = self._connect(), False
+            refused = False
             try:
                 conn.request(
                     method,
@@ -162,9 +191,17 @@ class RestFiles:
                 if reused and attempt == 1:
                     continue
                 raise OSError(f"{method} {self.root}{target} failed: {exc}") from None
+            except ValueError:  # http.client quotes the header it refuses: the token
+                conn.close()
+                refused = True
             except BaseException:
                 conn.close()
                 raise
+            if refused:  # raised outside the handler: no token in __context__ either
+                raise InvalidParameterError(
+                    f"{method} {self.root}{target} was not sent: http.client refused a "
+                    "header or the target (not shown: a header holds the token)"
+                )
             if response.will_close:
                 conn.close()
             else:

@@ -610,6 +610,7 @@ class RestServer:
         config = uvicorn.Config(
             self,
             lifespan="off",
+            ws="none",  # an Upgrade request stays in the bounded h11 protocol
             access_log=False,
             log_level="warning",
             http=_bounded_h11(),

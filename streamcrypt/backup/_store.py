@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import anyio
@@ -53,6 +53,7 @@ from ..codecs.backup import (
     decode_index,
     encode_ids,
     encode_index,
+    listed_recipient,
     open_key_file,
     open_snapshot,
     seal_key_file,
@@ -75,6 +76,9 @@ from ..keys import SecretKey, constant_time_equal, load_json, random_bytes
 from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
+
+if TYPE_CHECKING:
+    from ..codecs.age import AnyRecipient
 
 T = TypeVar("T")
 
@@ -389,6 +393,7 @@ class Store:
         identities: Iterable[IdentityLike] | IdentityLike | None = None,
         signer: str | None = None,
         recipients: Iterable[RecipientLike] | RecipientLike = (),
+        removing: Sequence[str] = (),
         policy: OffloadPolicy | None = DEFAULT_POLICY,
         storage_options: dict[str, Any] | None = None,
     ) -> Store:
@@ -402,14 +407,17 @@ class Store:
         with ``signer`` (the store's signer as ``backup init`` printed it, kept apart from
         the store), :class:`InvalidSignatureError` when the config names another signer.
         ``recipients``: with ``identities``, the store's recipients the caller vouches
-        for besides the identities' own (:meth:`wrap_recipients`).
+        for besides the identities' own (:meth:`wrap_recipients`); ``removing``: the
+        config's entries ``rekey`` removes by their exact text (``StoreConfig.decode``
+        refuses any other that is not one canonical recipient:
+        :class:`UntrustedRecipientError`).
         """
         fs, root, local = await run_blocking(None, open_location, location, storage_options)
         if (key is None) == (identities is None):
             raise InvalidParameterError("give the store's key= or its identities=, one of them")
         # keys and config come from the store itself: _open_sync sets both before return
         store = cls(fs, root, None, None, policy, local=local)  # type: ignore[arg-type]
-        await store._run(store._open_sync, key, identities, recipients)
+        await store._run(store._open_sync, key, identities, recipients, removing)
         if signer is not None:
             check_signer(store.config, signer)
         return store
@@ -419,6 +427,7 @@ class Store:
         key: SecretKey | None,
         identities: Iterable[IdentityLike] | IdentityLike | None,
         recipients: Iterable[RecipientLike] | RecipientLike,
+        removing: Sequence[str],
     ) -> None:
         path = self._path("config")
         if not self.fs.exists(path):
@@ -428,7 +437,7 @@ class Store:
                 "check the path, or that its disk is mounted"
             )
         raw = self.fs.cat_file(path, 0, MAX_CONFIG_SIZE + 1)
-        config = StoreConfig.decode(raw)
+        config = StoreConfig.decode(raw, removing=removing)
         if not config.write_only:
             if key is None:
                 raise InvalidParameterError("a symmetric store opens with its key=, not identities")
@@ -441,7 +450,7 @@ class Store:
             keys = BackupKeys.writer(SecretKey(writer))
             self.keys = replace(keys, opens=_SessionKeys(self, identities), reader=True)
             self._vouched = vouched_recipients(identities, recipients)
-        self.config = StoreConfig.decode(raw, self.keys)
+        self.config = StoreConfig.decode(raw, self.keys, removing=removing)
 
     def _key_file_problems_sync(self) -> list[str]:
         """The files of ``keys/`` that do not open as this store's session keys (they
@@ -464,9 +473,10 @@ class Store:
     async def key_file_problems(self) -> list[str]:
         return await self._run(self._key_file_problems_sync)
 
-    def wrap_recipients(self, listed: Sequence[str] | None = None) -> tuple[str, ...]:
+    def wrap_recipients(self, listed: Sequence[str] | None = None) -> tuple[AnyRecipient, ...]:
         """Whom a new key file of a write-only store is wrapped to: ``listed`` (default:
-        the config's recipients), checked. The one place this is decided.
+        the config's recipients), checked and parsed (:func:`seal_key_file` takes only
+        these: what is checked is what is wrapped). The one place this is decided.
 
         The writer wraps to the config it checked under its own key (whoever takes the
         writer can change its future sessions' recipients: they are theirs anyway). The
@@ -477,7 +487,7 @@ class Store:
         """
         listed = self.config.recipients if listed is None else listed
         if not self.keys.reader:
-            return tuple(listed)
+            return tuple(listed_recipient(text) for text in listed)
         return check_recipients(listed, self._vouched)
 
     async def begin_session(self) -> None:

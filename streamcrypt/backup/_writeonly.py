@@ -19,11 +19,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from ..codecs import IdentityLike, RecipientLike
+from ..codecs import IdentityLike, RecipientLike, one_or_many
 from ..codecs.backup import (
     BackupKeys,
     Manifest,
     StoreConfig,
+    listed_recipient,
     open_cache,
     open_key_file,
     recipient_texts,
@@ -58,8 +59,9 @@ async def create_write_only(
     writer = SecretKey.generate()
     keys = BackupKeys.writer(writer)
     config = replace(StoreConfig.new(keys, **params), recipients=texts)
+    wrapped = [listed_recipient(text) for text in texts]
 
-    sealed = await run_blocking(policy, seal_key_file, texts, "writer", writer.secret_bytes())
+    sealed = await run_blocking(policy, seal_key_file, wrapped, "writer", writer.secret_bytes())
     await make_store(location, keys, config, {"keys/writer": sealed}, policy, storage_options)
     return writer
 
@@ -79,7 +81,10 @@ async def rekey(
 
     Every recipient kept must be vouched for (:meth:`Store.wrap_recipients`): the
     public key of one of ``identities`` or one in ``add`` (adding a recipient the store
-    has keeps it); one only the config names is refused unless removed. Each key file is
+    has keeps it); one only the config names is refused unless removed. ``remove``
+    names a recipient by any text form of it, or a config entry by its exact text (the
+    way to remove one that is no canonical recipient, which the config refuses
+    otherwise: ``StoreConfig.decode``). Each key file is
     replaced atomically; a rekey killed midway leaves each wrapped to the old or the new
     recipients, and running it again with the same identity finishes it. Raises
     :class:`UnknownKeyError` when ``identities`` cannot unwrap the store's keys,
@@ -89,11 +94,13 @@ async def rekey(
     init`` printed it) :class:`InvalidSignatureError` when the config names another.
     """
     added = recipient_texts(add) if add else ()
+    removed: tuple[RecipientLike, ...] = one_or_many(remove)
     opened = await Store.open(
         location,
         identities=identities,
         signer=signer,
         recipients=added,
+        removing=[item for item in removed if isinstance(item, str)],
         policy=policy,
         storage_options=storage_options,
     )
@@ -103,13 +110,18 @@ async def rekey(
     for text in added:
         if text not in new:
             new.append(text)
-    for text in recipient_texts(remove) if remove else ():
-        if text not in new:
-            raise InvalidParameterError(f"{text} is not a recipient of the store")
-        new.remove(text)
+    for item in removed:
+        if isinstance(item, str) and item in new:  # the exact entry, canonical or not
+            new.remove(item)
+            continue
+        for text in recipient_texts(item):
+            if text not in new:
+                raise InvalidParameterError(f"{text} is not a recipient of the store")
+            new.remove(text)
     if not new:
         raise InvalidParameterError("a write-only store needs at least one recipient left")
-    config = replace(opened.config, recipients=opened.wrap_recipients(new))
+    wrapped = opened.wrap_recipients(new)
+    config = replace(opened.config, recipients=tuple(new))
 
     def rewrap() -> None:
         for name in opened._list_sync("keys", False):
@@ -117,7 +129,7 @@ async def rekey(
                 secret = open_key_file(identities, name, opened.read_sync(f"keys/{name}"))
             except StreamCryptError:
                 continue  # not the store's (anyone can add one): verify reports it
-            opened.write_sync(f"keys/{name}", seal_key_file(config.recipients, name, secret))
+            opened.write_sync(f"keys/{name}", seal_key_file(wrapped, name, secret))
         opened.write_sync("config", config.encode(opened.keys))
 
     async with opened.lock(exclusive=True):

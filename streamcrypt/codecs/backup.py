@@ -69,7 +69,7 @@ import threading
 from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zstandard
 
@@ -101,6 +101,9 @@ from ..primitives import (
 from . import container
 from ._stanza import IdentityLike, KeyIdentity, KeyList, PublicKey, RecipientLike, key_lines
 
+if TYPE_CHECKING:  # write-only stores only: age stays out of start-up
+    from .age import AnyRecipient
+
 __all__ = [
     "DEFAULT_PACK_SIZE",
     "DEFAULT_ZSTD_LEVEL",
@@ -123,6 +126,7 @@ __all__ = [
     "decode_index",
     "encode_ids",
     "encode_index",
+    "listed_recipient",
     "open_cache",
     "open_key_file",
     "open_snapshot",
@@ -351,11 +355,17 @@ class StoreConfig:
         return json.dumps({"config": body, "signature": signature.hex()}, indent=1).encode()
 
     @classmethod
-    def decode(cls, data: bytes, keys: BackupKeys | None = None) -> StoreConfig:
+    def decode(
+        cls, data: bytes, keys: BackupKeys | None = None, *, removing: Sequence[str] = ()
+    ) -> StoreConfig:
         """Parse (and with ``keys``, check the signer and signature of) a config file.
 
-        Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
-        :class:`UnknownKeyError` (the store belongs to another key) and
+        Each recipient must be one age recipient in its canonical text form
+        (:func:`listed_recipient`), except the entries in ``removing``: the exact texts
+        ``rekey`` removes, the owner's way to drop one that is not. Raises
+        :class:`FormatError`, :class:`UnsupportedFormatError`,
+        :class:`UnknownKeyError` (the store belongs to another key),
+        :class:`UntrustedRecipientError` (a recipient not so) and
         :class:`InvalidSignatureError`.
         """
         outer = load_json(data, "the store config", max_size=MAX_CONFIG_SIZE)
@@ -393,6 +403,9 @@ class StoreConfig:
                     "signer): check the key file"
                 )
             keys.signing.public_key().verify(_SIGNED_CONFIG + body.encode(), signature)
+        for text in config.recipients:
+            if text not in removing:
+                listed_recipient(text)
         return config
 
 
@@ -450,22 +463,41 @@ def vouched_recipients(
     return frozenset(out)
 
 
-def check_recipients(listed: Sequence[str], vouched: frozenset[PublicKey]) -> tuple[str, ...]:
-    """``listed`` (a write-only store's recipients, as its config has them) if each one
-    is in ``vouched`` (:func:`vouched_recipients`). Raises
-    :class:`UntrustedRecipientError` naming the others: the config is signed by the
-    writer key, which whoever takes the writer holds, so an owner wraps nothing to a
-    recipient only the config names (docs/BACKUP.md, threat model)."""
+def listed_recipient(text: str) -> AnyRecipient:
+    """The recipient a write-only store's config lists as ``text``: exactly one age
+    recipient, in its canonical form (``str(recipient) == text``: no comment, no second
+    line, no other spelling), so that what is checked is what is wrapped. Raises
+    :class:`UntrustedRecipientError` (showing ``text``, saying how the owner removes it)."""
     from .age import parse_recipient
 
-    others = []
-    for text in listed:
-        try:
-            known = parse_recipient(text) in vouched
-        except StreamCryptError:
-            known = False
-        if not known:
-            others.append(text)
+    try:
+        recipient: AnyRecipient | None = parse_recipient(text)
+    except StreamCryptError:
+        recipient = None
+    if recipient is None or str(recipient) != text:
+        shown = repr(text) if len(text) <= 300 else f"{text[:300]!r}... ({len(text)} characters)"
+        raise UntrustedRecipientError(
+            f"the store's config lists {shown}, which is not one age recipient in its "
+            "canonical form. Only the writer's key signs the config, so whoever holds it "
+            "may have put it there: the owner removes it with rekey -x and that exact "
+            "text, as the config file lists it (docs/BACKUP.md, write-only stores)"
+        )
+    return recipient
+
+
+def check_recipients(
+    listed: Sequence[str], vouched: frozenset[PublicKey]
+) -> tuple[AnyRecipient, ...]:
+    """The recipients ``listed`` (a write-only store's, as its config has them), each
+    :func:`listed_recipient`, if each one is in ``vouched`` (:func:`vouched_recipients`):
+    what is wrapped to. Raises :class:`UntrustedRecipientError` naming the others: the
+    config is signed by the writer key, which whoever takes the writer holds, so an
+    owner wraps nothing to a recipient only the config names (docs/BACKUP.md, threat
+    model)."""
+    parsed = [listed_recipient(text) for text in listed]
+    others = [
+        text for text, recipient in zip(listed, parsed, strict=True) if recipient not in vouched
+    ]
     if others:
         shown = ", ".join(repr(text[:80]) for text in others)
         raise UntrustedRecipientError(
@@ -474,15 +506,16 @@ def check_recipients(listed: Sequence[str], vouched: frozenset[PublicKey]) -> tu
             "identities' own recipients and those named (recipients=, -r/-R): name each "
             "that is yours, or remove it (rekey -x) if it is not"
         )
-    return tuple(listed)
+    return tuple(parsed)
 
 
 # -- key files (write-only stores) ----------------------------------------------------------------
 
 
-def seal_key_file(recipients: Sequence[str], label: str, secret: bytes) -> bytes:
-    """An age file to ``recipients`` holding ``secret`` (a session's or the writer's),
-    bound to ``label`` (the session id's hex, or ``"writer"``)."""
+def seal_key_file(recipients: Sequence[AnyRecipient], label: str, secret: bytes) -> bytes:
+    """An age file to ``recipients`` (parsed, never text: what was checked is what is
+    wrapped) holding ``secret`` (a session's or the writer's), bound to ``label`` (the
+    session id's hex, or ``"writer"``)."""
     from .age import AgeEncryptor
 
     enc = AgeEncryptor(recipients=list(recipients))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from typing import TYPE_CHECKING
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -48,6 +49,10 @@ _RSA_MAX_BITS = 16384
 # An SSH private key file: OpenSSH's own form or PEM (PKCS#1 "RSA PRIVATE KEY", PKCS#8).
 _PEM_BEGIN = "-----BEGIN "
 _OPENSSH_PRIVATE_BEGIN = b"-----BEGIN OPENSSH PRIVATE KEY-----"
+# Inside an authorized_keys line (its comment too): a control character or line break
+# (tab separates fields). str.split() would take a second line as more comment, while a
+# recipient list (key_lines) reads it as another key.
+_NOT_IN_A_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _ssh_wire(public_key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey) -> bytes:
@@ -66,10 +71,13 @@ def _ssh_tag(wire: bytes) -> bytes:
 
 
 def _ssh_public_key(text: str, kind: str) -> SSHPublicKeyTypes:
-    """The key of an authorized_keys line ``<kind> AAAA... [comment]``; raises
-    :class:`FormatError` (:class:`UnsupportedFormatError` for an SSH type age lacks)."""
+    """The key of an authorized_keys line ``<kind> AAAA... [comment]`` (one line: its
+    ends may be blank); raises :class:`FormatError` (also for a line break or control
+    character inside it; :class:`UnsupportedFormatError` for an SSH type age lacks)."""
     from cryptography.hazmat.primitives import serialization
 
+    if _NOT_IN_A_LINE.search(text.strip()):
+        raise FormatError(f"an {kind} public key line holds a line break or control character")
     fields = text.split()
     if len(fields) < 2 or not fields[0].startswith(_SSH_PREFIXES):
         raise FormatError(f"not an SSH public key line ({kind} AAAA...)")
