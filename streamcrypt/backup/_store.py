@@ -32,12 +32,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import anyio
 
-from ..codecs import IdentityLike, RecipientLike
+from ..codecs import IdentityLike, Recipient, RecipientLike
 from ..codecs.backup import (
     MAX_CONFIG_SIZE,
     PACK_HEADER_SIZE,
@@ -76,9 +76,6 @@ from ..keys import SecretKey, constant_time_equal, load_json, random_bytes
 from ..paths import name_parts
 from ..transports import write_atomic
 from ._work import run_blocking
-
-if TYPE_CHECKING:
-    from ..codecs.age import AnyRecipient
 
 T = TypeVar("T")
 
@@ -473,7 +470,7 @@ class Store:
     async def key_file_problems(self) -> list[str]:
         return await self._run(self._key_file_problems_sync)
 
-    def wrap_recipients(self, listed: Sequence[str] | None = None) -> tuple[AnyRecipient, ...]:
+    def wrap_recipients(self, listed: Sequence[str] | None = None) -> tuple[Recipient, ...]:
         """Whom a new key file of a write-only store is wrapped to: ``listed`` (default:
         the config's recipients), checked and parsed (:func:`seal_key_file` takes only
         these: what is checked is what is wrapped). The one place this is decided.

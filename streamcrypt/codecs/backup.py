@@ -69,7 +69,7 @@ import threading
 from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import zstandard
 
@@ -81,12 +81,10 @@ from ..errors import (
     InvalidSignatureError,
     StreamCryptError,
     UnknownKeyError,
-    UnsafePathError,
     UnsupportedFormatError,
     UntrustedRecipientError,
 )
 from ..keys import HoldsSecrets, SecretKey, constant_time_equal, hkdf, load_json, random_bytes
-from ..paths import name_parts
 from ..primitives import (
     AES256GCM,
     CDC_AVG_SIZE,
@@ -99,10 +97,16 @@ from ..primitives import (
     blake3_keyed,
 )
 from . import container
-from ._stanza import IdentityLike, KeyIdentity, KeyList, PublicKey, RecipientLike, key_lines
-
-if TYPE_CHECKING:  # write-only stores only: age stays out of start-up
-    from .age import AnyRecipient
+from ._backup_manifest import FORMAT, ID_SIZE, VERSION, Manifest, Node
+from ._stanza import (
+    IdentityLike,
+    KeyIdentity,
+    KeyList,
+    PublicKey,
+    Recipient,
+    RecipientLike,
+    key_lines,
+)
 
 __all__ = [
     "DEFAULT_PACK_SIZE",
@@ -138,10 +142,6 @@ __all__ = [
     "vouched_recipients",
 ]
 
-FORMAT = "streamcrypt-backup"
-VERSION = 1
-#: Bytes of a blob or object id (keyed BLAKE3).
-ID_SIZE = 32
 #: Plaintext bytes of blobs a pack collects before it is sealed and stored (restic's
 #: default pack size).
 DEFAULT_PACK_SIZE = 16 << 20
@@ -463,7 +463,7 @@ def vouched_recipients(
     return frozenset(out)
 
 
-def listed_recipient(text: str) -> AnyRecipient:
+def listed_recipient(text: str) -> Recipient:
     """The recipient a write-only store's config lists as ``text``: exactly one age
     recipient, in its canonical form (``str(recipient) == text``: no comment, no second
     line, no other spelling), so that what is checked is what is wrapped. Raises
@@ -471,7 +471,7 @@ def listed_recipient(text: str) -> AnyRecipient:
     from .age import parse_recipient
 
     try:
-        recipient: AnyRecipient | None = parse_recipient(text)
+        recipient: Recipient | None = parse_recipient(text)
     except StreamCryptError:
         recipient = None
     if recipient is None or str(recipient) != text:
@@ -485,9 +485,7 @@ def listed_recipient(text: str) -> AnyRecipient:
     return recipient
 
 
-def check_recipients(
-    listed: Sequence[str], vouched: frozenset[PublicKey]
-) -> tuple[AnyRecipient, ...]:
+def check_recipients(listed: Sequence[str], vouched: frozenset[PublicKey]) -> tuple[Recipient, ...]:
     """The recipients ``listed`` (a write-only store's, as its config has them), each
     :func:`listed_recipient`, if each one is in ``vouched`` (:func:`vouched_recipients`):
     what is wrapped to. Raises :class:`UntrustedRecipientError` naming the others: the
@@ -512,7 +510,7 @@ def check_recipients(
 # -- key files (write-only stores) ----------------------------------------------------------------
 
 
-def seal_key_file(recipients: Sequence[AnyRecipient], label: str, secret: bytes) -> bytes:
+def seal_key_file(recipients: Sequence[Recipient], label: str, secret: bytes) -> bytes:
     """An age file to ``recipients`` (parsed, never text: what was checked is what is
     wrapped) holding ``secret`` (a session's or the writer's), bound to ``label`` (the
     session id's hex, or ``"writer"``)."""
@@ -885,140 +883,6 @@ def open_cache(keys: BackupKeys, store_id: str, source: str, data: bytes) -> Man
 
 
 # -- snapshots ----------------------------------------------------------------------------------
-
-_KINDS = ("file", "dir", "symlink")
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """One entry of a snapshot: a file, a directory or a symbolic link.
-
-    ``ctime_ns`` and ``inode`` serve the metadata cache of the next backup (a file whose
-    size, times and inode are unchanged is not read again).
-    """
-
-    kind: str
-    path: str
-    mode: int
-    mtime_ns: int
-    size: int = 0
-    chunks: tuple[bytes, ...] = ()
-    target: str = ""
-    ctime_ns: int = 0
-    inode: int = 0
-
-    def to_json(self) -> list[Any]:
-        if self.kind == "file":
-            return [
-                "f",
-                self.path,
-                self.mode,
-                self.mtime_ns,
-                self.size,
-                self.ctime_ns,
-                self.inode,
-                [c.hex() for c in self.chunks],
-            ]
-        if self.kind == "dir":
-            return ["d", self.path, self.mode, self.mtime_ns]
-        return ["l", self.path, self.mode, self.mtime_ns, self.target]
-
-
-def _safe_path(value: object) -> str:
-    """A manifest path that :func:`streamcrypt.paths.name_parts` takes (restore maps it
-    again, with the local rules, through :func:`streamcrypt.paths.local_paths`)."""
-    if not isinstance(value, str):
-        raise FormatError("the manifest holds a path that is not text")
-    try:
-        name_parts(value, what="a manifest path", local=False)
-    except UnsafePathError as exc:
-        raise FormatError(f"the manifest is unsafe: {exc}") from None
-    return value
-
-
-def _uint(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise FormatError("the manifest holds a bad number")
-    return value
-
-
-def _chunk_id(value: object) -> bytes:
-    if not isinstance(value, str) or len(value) != 2 * ID_SIZE:
-        raise FormatError("the manifest holds a malformed chunk id")
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise FormatError("the manifest holds a malformed chunk id") from None
-
-
-def _node(item: object) -> Node:
-    if not isinstance(item, list) or not item:
-        raise FormatError("the manifest holds a malformed entry")
-    tag = item[0]
-    if tag == "f" and len(item) == 8:
-        _, path, mode, mtime, size, ctime, inode, chunks = item
-        if not isinstance(chunks, list):
-            raise FormatError("the manifest holds a malformed chunk list")
-        return Node(
-            "file",
-            _safe_path(path),
-            _uint(mode) & 0o7777,
-            _uint(mtime),
-            _uint(size),
-            tuple(_chunk_id(c) for c in chunks),
-            ctime_ns=_uint(ctime),
-            inode=_uint(inode),
-        )
-    if tag == "d" and len(item) == 4:
-        return Node("dir", _safe_path(item[1]), _uint(item[2]) & 0o7777, _uint(item[3]))
-    if tag == "l" and len(item) == 5 and isinstance(item[4], str) and item[4]:
-        return Node("symlink", _safe_path(item[1]), _uint(item[2]), _uint(item[3]), target=item[4])
-    raise FormatError("the manifest holds an entry of unknown kind")
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """What one snapshot holds: its nodes (sorted by path) and where they came from."""
-
-    snapshot: str
-    created: str
-    source: str
-    host: str
-    nodes: tuple[Node, ...]
-
-    def files(self) -> Iterable[Node]:
-        return (n for n in self.nodes if n.kind == "file")
-
-    def encode(self) -> bytes:
-        doc = {
-            "format": FORMAT,
-            "version": VERSION,
-            "snapshot": self.snapshot,
-            "created": self.created,
-            "source": self.source,
-            "host": self.host,
-            "nodes": [n.to_json() for n in self.nodes],
-        }
-        return json.dumps(doc, separators=(",", ":")).encode()
-
-    def pack(self) -> bytes:
-        """zstd of :meth:`encode`: what a snapshot file seals (and a write-only store's
-        writer, the same bytes, in its cache)."""
-        return zstandard.ZstdCompressor(level=9).compress(self.encode())
-
-    @classmethod
-    def decode(cls, data: bytes, name: str) -> Manifest:
-        """Parse a manifest; raises :class:`FormatError` for anything unexpected."""
-        doc = load_json(data, "the manifest")
-        try:
-            if doc["format"] != FORMAT or doc["version"] != VERSION:
-                raise FormatError("not a version-1 backup manifest")
-            if doc["snapshot"] != name:
-                raise FormatError("the manifest belongs to another snapshot")
-            nodes = tuple(_node(item) for item in doc["nodes"])
-            return cls(name, str(doc["created"]), str(doc["source"]), str(doc["host"]), nodes)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise FormatError(f"the manifest is malformed ({type(exc).__name__})") from None
 
 
 def _signed_snapshot(name: str, ciphertext: Buffer) -> bytes:
