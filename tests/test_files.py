@@ -372,6 +372,22 @@ async def test_read_ahead_holds_the_loop_for_one_span_at_a_time(
     assert sum(per_read) > len(data) // (1 << 20)  # read-ahead ran: spans of up to 1 MiB
 
 
+def ciphertext_buffers(monkeypatch: pytest.MonkeyPatch) -> list[weakref.ref[Any]]:
+    """Weak references to every ciphertext buffer the reader makes from now on."""
+    live: list[weakref.ref[Any]] = []
+    real_mmap = _file_read.mmap.mmap
+
+    class Mmap:
+        @staticmethod
+        def mmap(fileno: int, size: int) -> Any:
+            buffer = real_mmap(fileno, size)
+            live.append(weakref.ref(buffer))
+            return buffer
+
+    monkeypatch.setattr(_file_read, "mmap", Mmap)
+    return live
+
+
 async def test_seeks_drop_the_read_ahead_they_leave(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,17 +399,7 @@ async def test_seeks_drop_the_read_ahead_they_leave(
     data = plaintext(8 << 20, 11)
     path = tmp_path / "s.enc"
     await write_file(path, data)
-    live: list[Any] = []  # weak references to every ciphertext buffer made
-    real_mmap = _file_read.mmap.mmap
-
-    class Mmap:
-        @staticmethod
-        def mmap(fileno: int, size: int) -> Any:
-            buffer = real_mmap(fileno, size)
-            live.append(weakref.ref(buffer))
-            return buffer
-
-    monkeypatch.setattr(_file_read, "mmap", Mmap)
+    live = ciphertext_buffers(monkeypatch)
     policy = OffloadPolicy(batch_size=1 << 20, max_in_flight=4)
     read = 16 * SEG
     async with open_file(path, "rb", key=KEY, policy=policy) as f:
@@ -422,17 +428,7 @@ async def test_a_closed_reader_keeps_no_plaintext_or_buffers(
     data = plaintext(4 << 20, 12)
     path = tmp_path / "c.enc"
     await write_file(path, data)
-    live: list[Any] = []
-    real_mmap = _file_read.mmap.mmap
-
-    class Mmap:
-        @staticmethod
-        def mmap(fileno: int, size: int) -> Any:
-            buffer = real_mmap(fileno, size)
-            live.append(weakref.ref(buffer))
-            return buffer
-
-    monkeypatch.setattr(_file_read, "mmap", Mmap)
+    live = ciphertext_buffers(monkeypatch)
     f = await open_file(path, "rb", key=KEY, policy=policy)
     assert await f.read(1 << 20) == data[: 1 << 20]
     await f.aclose()
