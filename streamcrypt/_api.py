@@ -70,8 +70,7 @@ def encrypt_bytes(
     it does not take, or a ``plaintext`` that is not bytes-like, else as the format's
     encryptor.
     """
-    if type(plaintext) is not bytes:
-        plaintext = as_buffer(plaintext, "plaintext")
+    plaintext = as_buffer(plaintext, "plaintext")  # bytes as they are; an int or a str refused
     options = _writing(
         key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
         password, password2, salt, keyid, padding, encryption_context, allow_legacy,
@@ -120,8 +119,7 @@ def decrypt_bytes(
     :class:`~streamcrypt.errors.UnsupportedFormatError`,
     :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
     """
-    if type(ciphertext) is not bytes:
-        ciphertext = as_buffer(ciphertext, "ciphertext")
+    ciphertext = as_buffer(ciphertext, "ciphertext")  # bytes as they are; an int or a str refused
     options = _reading(
         key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
         password2, expected_size, max_record_size, allow_no_records, encryption_context,

@@ -466,8 +466,7 @@ class SegmentedEncryptor(_Segmenter):
         """Jobs for every segment that is now complete. Do not modify ``data`` until they ran."""
         self._check()
         try:
-            if type(data) is not bytes:  # an int or a str is refused, typed
-                data = as_buffer(data, "data")
+            data = as_buffer(data, "data")  # bytes as they are; an int or a str refused
             self._settle()
             return self._cut(data)
         except Exception as exc:
@@ -532,8 +531,7 @@ class SegmentedDecryptor(_Segmenter):
         """Jobs for every segment now known complete and non-final."""
         self._check()
         try:
-            if type(data) is not bytes:  # an int or a str is refused, typed
-                data = as_buffer(data, "data")
+            data = as_buffer(data, "data")  # bytes as they are; an int or a str refused
             if self._codec is None:
                 return self._feed_header(memoryview(data).cast("B"))
             return self._cut(data)
