@@ -309,7 +309,16 @@ class _Segmenter(Lifecycle, HoldsSecrets):
     joined once.
     """
 
-    __slots__ = ("_codec", "_held", "_held_len", "_index", "_sealing")
+    __slots__ = (
+        "_codec",
+        "_full0",
+        "_full1",
+        "_held",
+        "_held_len",
+        "_index",
+        "_sealing",
+        "_sized",
+    )
 
     _codec: SegmentCodec | None
 
@@ -320,6 +329,9 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         self._held: list[memoryview] = []
         self._held_len = 0
         self._index = 0
+        #: The codec whose full segment sizes (``_full0``, ``_full1``) ``_cut`` knows.
+        self._sized: SegmentCodec | None = None
+        self._full0 = self._full1 = 0
 
     @property
     def codec(self) -> SegmentCodec | None:
@@ -355,37 +367,45 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         return out
 
     def _cut(self, data: Buffer) -> list[SegmentJob]:
-        """Turn held bytes plus ``data`` into jobs for every segment known to be non-final."""
+        """Turn held bytes plus ``data`` (bytes-like of single bytes: :func:`as_buffer`'s)
+        into jobs for every segment known to be non-final. Runs once a pushed chunk: the
+        sizes of a full segment are asked of the codec once, not per call."""
         codec = self._codec
         assert codec is not None
+        if self._sized is not codec:
+            self._sized = codec
+            self._full0, self._full1 = self._full(codec, 0), self._full(codec, 1)
         jobs: list[SegmentJob] = []
         hold = codec.final_may_be_full
-        view = memoryview(data).cast("B")
+        view = data if type(data) is memoryview else memoryview(data)
+        index = self._index
         if self._held_len:
-            need = self._full(codec, self._index) - self._held_len
+            need = (self._full0 if index == 0 else self._full1) - self._held_len
             if len(view) < need or (hold and len(view) == need):
                 self._hold(view)
                 return jobs
             jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
+            index += 1
         # Whole segments straight from the caller's buffer, no copy. Every segment but
         # segment 0 has the same size, so count them by division, not one by one: a
         # complete segment is taken when more bytes follow it, or (no hold) at the end.
         pos = count = 0
-        if self._index == 0:
-            full = self._full(codec, 0)
-            if len(view) > full or (len(view) == full and not hold):
+        size = len(view)
+        if index == 0:
+            full = self._full0
+            if size > full or (size == full and not hold):
                 pos, count = full, 1
-        if count or self._index:
-            full = self._full(codec, 1)
-            left = len(view) - pos
+        if count or index:
+            full = self._full1
+            left = size - pos
             more = (left - 1) // full if hold else left // full
             if more > 0:
                 pos += more * full
                 count += more
         if count:
-            jobs.append(self._job(codec, view[:pos], count))
-        if pos < len(view):
+            jobs.append(self._job(codec, view[:pos] if pos < size else view, count))
+        if pos < size:
             self._hold(view[pos:])
         return jobs
 

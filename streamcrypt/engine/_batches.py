@@ -533,7 +533,7 @@ class OrderedBatches:
             self._break(exc)
             raise
 
-    async def run_now(self, jobs: Iterable[Job], emit: Emit) -> None:
+    async def run_now(self, jobs: Sequence[Job], emit: Emit) -> None:
         """Run ``jobs`` on this thread now, without gathering a batch (see
         :meth:`runs_inline`), each writing right after the one before, and emit their
         output at once: in reuse mode as one piece of a reused buffer, else as new objects
@@ -544,6 +544,14 @@ class OrderedBatches:
         failure is emitted, then it is raised."""
         self._check()
         try:
+            if len(jobs) == 1 and not self._reuse and self._control is None:
+                # One job of a chunk (a segment or a few, with policy=None), one output
+                # object: what follows, without its lists, groups and slices.
+                job = jobs[0]
+                size = job.out_size
+                if size <= self.piece:
+                    await self._run_one(job, size, emit)
+                    return
             # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
             pieces, sizes = _pieces(jobs, self.piece, self.piece)
             size = sum(sizes)
@@ -577,6 +585,19 @@ class OrderedBatches:
         except BaseException as exc:
             self._break(exc)
             raise
+
+    async def _run_one(self, job: Job, size: int, emit: Emit) -> None:
+        """:meth:`run_now` of one job of output bound ``size`` (at most ``piece``) into one
+        new object (no controller; the caller breaks the scheduler on a failure)."""
+        fresh = Fresh(size)
+        written, error = _run_job(job, fresh.view)
+        self._held_loop += size
+        if self._held_loop >= INLINE_BATCH:
+            await self._checkpoint()
+        if written:
+            await emit([fresh.finish(written)])
+        if error is not None:
+            raise self._fail(error)
 
     async def flush(self, emit: Emit) -> None:
         """Launch what is queued and emit everything in flight (same failure rules)."""
