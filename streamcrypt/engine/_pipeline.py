@@ -182,7 +182,7 @@ class _SegmentedStage(_Runner):
         if type(data) is not bytes and not memoryview(data).readonly:
             # Jobs keep views of their input until they ran: never of a buffer the caller
             # (or an upstream stage) may reuse.
-            data = bytes(data)
+            data = as_bytes(data, "data")
         done = self.inline(data)
         if done is not None:
             parts, failure = done
@@ -406,10 +406,15 @@ class Pipeline:
                     done = alone.inline(piece)  # raises only what verified nothing before it
                     if done is not None:
                         out, error = done
+                        done = None
                         if alone._batches.turn_due:
                             await alone._batches.checkpoint()
-                        for part in out:
-                            yield part  # type: ignore[misc]  # bytes: see above
+                        while out:
+                            # Each piece handed over with no reference kept here: one
+                            # kept while the next push's objects are made keeps their
+                            # memory from the allocator (1 MiB chunks decrypted 1.8 us a
+                            # segment slower when this loop held them).
+                            yield out.pop(0)  # type: ignore[misc]  # bytes: see above
                         if error is not None:
                             raise error
                         continue
