@@ -574,14 +574,14 @@ class OrderedBatches:
     def _run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], Exception | None]:
         """:meth:`run_now`'s work: the output pieces up to the first failure, and that
         failure; counts the bytes toward the loop's turn."""
-        if len(jobs) == 1 and not self._reuse and self._control is None:
-            # One job of a chunk (a segment or a few, with policy=None), one output object:
-            # no lists of pieces, groups or slices. A job of one segment whose codec's
-            # kernel makes its own output object runs so (``run_new``: no Fresh memory).
+        if len(jobs) == 1 and not self._reuse:
+            # One job of a chunk (a segment or a few), one output object: no lists of
+            # pieces, groups or slices. A job of one segment whose codec's kernel makes
+            # its own output object runs so (``run_new``: no Fresh memory).
             job = jobs[0]
             size = job.out_size
             if size <= self.piece:
-                self._held_loop += size
+                self._count(size)
                 run_new = getattr(job, "run_new", None)
                 made = run_new() if run_new is not None else None
                 if made is None:
@@ -593,10 +593,7 @@ class OrderedBatches:
         # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
         pieces, sizes = _pieces(jobs, self.piece, self.piece)
         size = sum(sizes)
-        self._held_loop += size
-        control, policy = self._control, self._policy
-        if control and policy and not control.offloading and size >= policy.inline_limit:
-            control.launch(size)  # a batch's worth, as put() counted it: for its epochs
+        self._count(size)
         if self._reuse:
             if len(self._scratch) < size:
                 self._scratch = bytearray(size)
@@ -615,6 +612,15 @@ class OrderedBatches:
             if error is not None:
                 break
         return parts, error
+
+    def _count(self, size: int) -> None:
+        """``size`` bytes run inline now: toward the loop's turn, and for the controller
+        work of the inline limit or more is a batch's worth, as put() counts it (for its
+        epochs)."""
+        self._held_loop += size
+        control, policy = self._control, self._policy
+        if control and policy and not control.offloading and size >= policy.inline_limit:
+            control.launch(size)
 
     async def flush(self, emit: Emit) -> None:
         """Launch what is queued and emit everything in flight (same failure rules)."""
