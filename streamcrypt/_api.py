@@ -341,8 +341,12 @@ async def _encrypting(
     fmt: SegmentedFormat, source: Source, options: FormatOptions, policy: OffloadPolicy | None
 ) -> AsyncIterator[bytes]:
     stages = fmt.encryptors(await _derived(fmt, options, policy))
-    async for piece in _stream(source, stages, policy):
-        yield piece
+    pieces = _stream(source, stages, policy)
+    while True:  # no piece kept here (see _decrypting)
+        try:
+            yield await anext(pieces)
+        except StopAsyncIteration:
+            return
 
 
 async def _decrypting(
@@ -359,8 +363,15 @@ async def _decrypting(
         if fmt is None:
             fmt = detect_format(head[:DETECT_BYTES], options)
         stages = fmt.decryptors(await _derived(fmt, options, policy), head, at_end)
-        async for piece in _stream(_prepend(head, rest), stages, policy):
-            yield piece
+        pieces = _stream(_prepend(head, rest), stages, policy)
+        while True:
+            # Each piece handed on with no reference kept here (``async for``'s would
+            # hold it while the next chunk's output objects are made, so their memory
+            # could not be the freed one's: 1 MiB chunks decrypted slower).
+            try:
+                yield await anext(pieces)
+            except StopAsyncIteration:
+                break
     finally:
         if isinstance(rest, AsyncGenerator):  # a generator read in part is closed; a
             await rest.aclose()  # stream (a socket's) is the caller's to close

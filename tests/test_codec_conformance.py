@@ -338,3 +338,63 @@ def test_detection_tells_the_registered_formats_apart() -> None:
         assert fmt.detect(samples[name]), name
         for other, sample in samples.items():
             assert other == name or not fmt.detect(sample), (name, other)
+
+
+def _batch_of_one(
+    codec: SegmentCodec, sealing: bool, index: int, data: bytes, final: bool
+) -> tuple[bytes, str | None]:
+    out = bytearray(len(data) + codec.overhead)
+    written, error = codec.run_segments(sealing, index, 1, data, final, memoryview(out))
+    return bytes(out[:written]), None if error is None else f"{type(error).__name__}: {error}"
+
+
+def _alone(
+    codec: SegmentCodec, sealing: bool, index: int, data: bytes, final: bool
+) -> tuple[bytes, str | None] | None:
+    made = codec.run_one(sealing, index, data, final)
+    if made is None:
+        return None
+    out, error = made
+    return out, None if error is None else f"{type(error).__name__}: {error}"
+
+
+def test_a_segment_run_alone_gives_the_batch_loops_bytes_and_verdict() -> None:
+    """The engine runs a job of one segment through ``SegmentCodec.run_one`` (the kernel
+    makes the output object), a batch through ``run_segments``: the same bytes, and for
+    a forged segment, a wrong final flag, a segment shorter than its tag or one past the
+    format's last index the same error, type and message (one verdict whichever ran)."""
+    ran: list[str] = []
+    for name, fmt in FORMATS.items():
+        enc = fmt.encryptor(OPTIONS[name][0])
+        first = enc.stages[0] if isinstance(enc, Chain) else enc
+        if not isinstance(first, SegmentedTransform):
+            continue
+        enc.update(b"x")
+        codec = first._codec  # type: ignore[attr-defined]
+        if codec is None or codec.run_one(True, 1, b"", False) is None:
+            continue
+        ran.append(name)
+        plain = (
+            bytes(range(256)) * (codec.segment_size // 256) + b"tail"[: codec.segment_size % 256]
+        )
+        for index, final in ((0, False), (1, False), (2, True)):
+            sealed = _batch_of_one(codec, True, index, plain, final)
+            assert _alone(codec, True, index, plain, final) == sealed
+            ct = sealed[0]
+            assert _alone(codec, False, index, ct, final) == (plain, None)
+            forged = bytes([ct[0] ^ 1]) + ct[1:]
+            cases = [
+                (forged, final, index),  # a forged segment
+                (ct, not final, index),  # the final flag it was not sealed with
+                (ct, final, index + 1),  # another index (reordered)
+                (ct[:5], final, index),  # shorter than its tag
+                (ct, final, codec.max_segments),  # past the last index
+            ]
+            for data, flag, at in cases:
+                alone = _alone(codec, False, at, data, flag)
+                assert alone == _batch_of_one(codec, False, at, data, flag)
+                assert alone is not None and alone[1] is not None
+            assert _alone(codec, True, codec.max_segments, plain, final) == _batch_of_one(
+                codec, True, codec.max_segments, plain, final
+            )
+    assert {"native", "age", "tink"} <= set(ran)

@@ -469,7 +469,7 @@ class OrderedBatches:
             while batch.unclaimed:
                 batch.work(INLINE_BATCH)
                 if batch.unclaimed or future is not None:
-                    await self._checkpoint()
+                    await self.checkpoint()
 
     async def settle(self) -> None:
         """Until no worker runs a batch of this scheduler any more (results dropped):
@@ -533,7 +533,7 @@ class OrderedBatches:
             self._break(exc)
             raise
 
-    async def run_now(self, jobs: Iterable[Job], emit: Emit) -> None:
+    async def run_now(self, jobs: Sequence[Job], emit: Emit) -> None:
         """Run ``jobs`` on this thread now, without gathering a batch (see
         :meth:`runs_inline`), each writing right after the one before, and emit their
         output at once: in reuse mode as one piece of a reused buffer, else as new objects
@@ -542,41 +542,85 @@ class OrderedBatches:
         more, as it counts a batch, and the loop gets a turn after each inline batch's
         worth, as with batches. Same failure rules as :meth:`put`: what verified before a
         failure is emitted, then it is raised."""
-        self._check()
+        parts, failure = self.run_inline(jobs)
         try:
-            # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
-            pieces, sizes = _pieces(jobs, self.piece, self.piece)
-            size = sum(sizes)
-            control, policy = self._control, self._policy
-            if control and policy and not control.offloading and size >= policy.inline_limit:
-                control.launch(size)  # a batch's worth, as put() counted it: for its epochs
-            if self._reuse:
-                if len(self._scratch) < size:
-                    self._scratch = bytearray(size)
-                groups = [_Group(0, len(pieces), None, memoryview(self._scratch)[:size])]
-            elif size <= self.piece:
-                fresh = Fresh(size)
-                groups = [_Group(0, len(pieces), fresh, fresh.view)]
-            else:
-                groups = _fresh_groups(sizes, self.piece)
-            parts: list[Buffer] = []
-            error: Exception | None = None
-            for group in groups:
-                written, error = _run_in_turn(pieces[group.first : group.end], group.view)
-                if written:
-                    parts.append(group.handed_out(written))
-                if error is not None:
-                    break
-            self._held_loop += size
-            if self._held_loop >= INLINE_BATCH:
-                await self._checkpoint()
+            if self.turn_due:
+                await self.checkpoint()
             if parts:
                 await emit(parts)
-            if error is not None:
-                raise self._fail(error)
         except BaseException as exc:
             self._break(exc)
             raise
+        if failure is not None:
+            raise failure
+
+    def run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], BaseException | None]:
+        """:meth:`run_now` without its awaits, for a driver that hands out the output
+        itself: the output pieces, and the failure that stopped the jobs (passed through
+        ``fail``; the scheduler is then broken) to raise once the pieces, all verified,
+        were handed out. The caller gives the loop its turn when :attr:`turn_due`."""
+        self._check()
+        try:
+            parts, error = self._run_inline(jobs)
+        except BaseException as exc:
+            self._break(exc)
+            raise
+        if error is None:
+            return parts, None
+        failure = self._fail(error)
+        self._break(failure)
+        return parts, failure
+
+    def _run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], Exception | None]:
+        """:meth:`run_now`'s work: the output pieces up to the first failure, and that
+        failure; counts the bytes toward the loop's turn."""
+        if len(jobs) == 1 and not self._reuse:
+            # One job of a chunk (a segment or a few), one output object: no lists of
+            # pieces, groups or slices. A job of one segment whose codec's kernel makes
+            # its own output object runs so (``run_new``: no Fresh memory).
+            job = jobs[0]
+            size = job.out_size
+            if size <= self.piece:
+                self._count(size)
+                run_new = getattr(job, "run_new", None)
+                made = run_new() if run_new is not None else None
+                if made is None:
+                    fresh = Fresh(size)
+                    written, error = _run_job(job, fresh.view)
+                    made = (fresh.finish(written) if written else b""), error
+                out, error = made
+                return ([out] if out else []), error
+        # Cut for output objects alone, none much over ``piece`` (inline, no thread shares).
+        pieces, sizes = _pieces(jobs, self.piece, self.piece)
+        size = sum(sizes)
+        self._count(size)
+        if self._reuse:
+            if len(self._scratch) < size:
+                self._scratch = bytearray(size)
+            groups = [_Group(0, len(pieces), None, memoryview(self._scratch)[:size])]
+        elif size <= self.piece:
+            fresh = Fresh(size)
+            groups = [_Group(0, len(pieces), fresh, fresh.view)]
+        else:
+            groups = _fresh_groups(sizes, self.piece)
+        parts: list[Buffer] = []
+        error = None
+        for group in groups:
+            written, error = _run_in_turn(pieces[group.first : group.end], group.view)
+            if written:
+                parts.append(group.handed_out(written))
+            if error is not None:
+                break
+        return parts, error
+
+    def _count(self, size: int) -> None:
+        """``size`` bytes run inline now: toward the loop's turn, and for the controller
+        work of the inline limit or more is a batch's worth, as put() counts it (for its
+        epochs)."""
+        self._held_loop += size
+        control, policy = self._control, self._policy
+        if control and policy and not control.offloading and size >= policy.inline_limit:
+            control.launch(size)
 
     async def flush(self, emit: Emit) -> None:
         """Launch what is queued and emit everything in flight (same failure rules)."""
@@ -606,13 +650,19 @@ class OrderedBatches:
         out, error = self.pop()
         self._held_loop = 0 if yields else self._held_loop + sum(map(len, head.slots))
         if self._held_loop >= INLINE_BATCH:
-            await self._checkpoint()
+            await self.checkpoint()
         if any(out):
             await emit(out)
         if error is not None:
             raise error
 
-    async def _checkpoint(self) -> None:
+    @property
+    def turn_due(self) -> bool:
+        """The loop is owed a turn: an inline batch's worth of work ran on this thread
+        since it last had one (:meth:`checkpoint`)."""
+        return self._held_loop >= INLINE_BATCH
+
+    async def checkpoint(self) -> None:
         """The loop gets a turn: after an inline batch's worth of work on this thread (the
         ``_held_loop`` count, kept by both inline paths), even when the source and the
         consumer never yield to it themselves; while the loop claims a busy batch."""

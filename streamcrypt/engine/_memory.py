@@ -18,7 +18,9 @@ object alive (:func:`_writable_bytes`). The view is never handed to anything but
 of the engine.
 
 Small outputs (under :data:`_IN_PLACE`) and other interpreters use a ``bytearray``,
-copied once at the end.
+copied once at the end. The one output not made here is a job of one segment whose
+codec's kernel returns its own new object (``SegmentJob.run_new``): written whole by the
+kernel, it needs neither rule.
 """
 
 from __future__ import annotations
