@@ -6,7 +6,6 @@ import base64
 import random
 from collections.abc import Callable
 
-import anyio
 import http_ece
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 from support import random_splits, record_vectors
 
 import streamcrypt
-from streamcrypt.abc import Buffer
 from streamcrypt.codecs import ece
 from streamcrypt.codecs.ece import (
     OVERHEAD,
@@ -711,7 +709,7 @@ def test_opening_jobs_fill_their_output_exactly(records: int, padding: int) -> N
 def test_jobs_run_end_to_end_open_in_place_but_the_last_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Jobs run by the engine's ``run_now`` get the rest of one output: each opens its
+    """Jobs run by the engine's ``run_inline`` get the rest of one output: each opens its
     last record in place, its delimiter byte landing where the next job writes; only the last
     job's last record, with no room after it, is opened aside."""
     rng = random.Random(12)
@@ -725,13 +723,8 @@ def test_jobs_run_end_to_end_open_in_place_but_the_last_record(
     jobs = dec.feed(memoryview(body[:100_000])) + dec.feed(memoryview(body[100_000:]))
     jobs += dec.finish()
     assert len(jobs) >= 3
-    pieces: list[bytes] = []
-
-    async def emit(parts: list[Buffer]) -> None:
-        pieces.extend(bytes(p) for p in parts)
-
-    anyio.run(OrderedBatches(None, site="test").run_now, jobs, emit)
-    assert pieces == [data]
+    parts, failure = OrderedBatches(None, site="test").run_inline(jobs)
+    assert [bytes(p) for p in parts] == [data] and failure is None
     assert len(aside) == 1  # the last job's last record only
 
 

@@ -141,23 +141,18 @@ async def test_a_failure_releases_what_came_before_then_breaks() -> None:
 
 
 @pytest.mark.parametrize("reuse", [False, True])
-async def test_run_now_emits_one_piece_and_what_verified_before_a_failure(reuse: bool) -> None:
-    """``run_now`` writes its jobs end to end and emits them once (one HTTP body piece is
-    one write); when a job fails, the jobs before it and its verified part come first."""
+def test_run_inline_gives_one_piece_and_what_verified_before_a_failure(reuse: bool) -> None:
+    """``run_inline`` writes its jobs end to end into one piece (one HTTP body piece is
+    one write); when a job fails, the jobs before it and its verified part come first,
+    with the failure to raise after them."""
     sched = OrderedBatches(None, site="test", reuse=reuse)
-    pieces: list[bytes] = []
-
-    async def emit(parts: list[Any]) -> None:
-        pieces.extend(bytes(p) for p in parts)
-
     jobs = [FakeJob(1, 70_000), FakeJob(2, 5), FakeJob(3, 20_000)]
-    await sched.run_now(jobs, emit)
-    assert pieces == [expected(jobs)]
-    pieces.clear()
+    parts, failure = sched.run_inline(jobs)
+    assert [bytes(p) for p in parts] == [expected(jobs)] and failure is None
     failing = [FakeJob(4, 30_000), FakeJob(5, 1_000, fail=True), FakeJob(6, 10)]
-    with pytest.raises(AuthenticationError, match="job 5"):
-        await sched.run_now(failing, emit)
-    assert pieces == [expected(failing[:1]) + bytes([5]) * 500]
+    parts, failure = sched.run_inline(failing)
+    assert [bytes(p) for p in parts] == [expected(failing[:1]) + bytes([5]) * 500]
+    assert isinstance(failure, AuthenticationError) and "job 5" in str(failure)
     assert sched.broken
 
 
@@ -516,7 +511,9 @@ def test_jobs_that_write_less_than_their_bound_never_hand_out_unwritten_bytes(
                 out.extend(part)
 
         if mode == "now":
-            await sched.run_now(jobs, emit)
+            parts, failure = sched.run_inline(jobs)
+            assert failure is None
+            await emit(parts)
         else:
             await sched.put(jobs, emit)
             await sched.flush(emit)

@@ -310,7 +310,7 @@ class OrderedBatches:
         self._window: deque[_Batch] = deque()
         self._free: list[bytearray] = []
         self._lent: bytearray | None = None
-        self._scratch = bytearray()  # run_now's output buffer in reuse mode
+        self._scratch = bytearray()  # run_inline's output buffer in reuse mode
         self._failure: BaseException | None = None
         self._abandoned: list[Pending[int]] = []
         self._held_loop = 0  # bytes run inline since the loop last got a turn
@@ -324,7 +324,7 @@ class OrderedBatches:
         return not self._queued and not self._window
 
     def runs_inline(self, size: int) -> bool:
-        """Whether a push of ``size`` bytes should go to :meth:`run_now`: nothing is queued
+        """Whether a push of ``size`` bytes should go to :meth:`run_inline`: nothing is queued
         or in flight, it is at most one inline batch, and it would run inline anyway
         (inline mode, or under the inline limit). The batch machinery would run it the
         same way, on this thread, at a cost of its own (a batch, a claim counter, a
@@ -533,32 +533,15 @@ class OrderedBatches:
             self._break(exc)
             raise
 
-    async def run_now(self, jobs: Sequence[Job], emit: Emit) -> None:
-        """Run ``jobs`` on this thread now, without gathering a batch (see
-        :meth:`runs_inline`), each writing right after the one before, and emit their
-        output at once: in reuse mode as one piece of a reused buffer, else as new objects
-        of about ``piece`` bytes, consecutive jobs sharing one (one HTTP body piece is
-        one write, not one per record). The controller counts work of the inline limit or
-        more, as it counts a batch, and the loop gets a turn after each inline batch's
-        worth, as with batches. Same failure rules as :meth:`put`: what verified before a
-        failure is emitted, then it is raised."""
-        parts, failure = self.run_inline(jobs)
-        try:
-            if self.turn_due:
-                await self.checkpoint()
-            if parts:
-                await emit(parts)
-        except BaseException as exc:
-            self._break(exc)
-            raise
-        if failure is not None:
-            raise failure
-
     def run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], BaseException | None]:
-        """:meth:`run_now` without its awaits, for a driver that hands out the output
-        itself: the output pieces, and the failure that stopped the jobs (passed through
-        ``fail``; the scheduler is then broken) to raise once the pieces, all verified,
-        were handed out. The caller gives the loop its turn when :attr:`turn_due`."""
+        """Run ``jobs`` on this thread now, without gathering a batch (see
+        :meth:`runs_inline`), each writing right after the one before: the output pieces
+        (in reuse mode one piece of a reused buffer, else new objects of about ``piece``
+        bytes, consecutive jobs sharing one: one HTTP body piece is one write, not one per
+        record), and the failure that stopped the jobs (passed through ``fail``; the
+        scheduler is then broken) to raise once the pieces, all verified, were handed
+        out. The controller counts the work as it counts a batch; the caller gives the
+        loop its turn when :attr:`turn_due`."""
         self._check()
         try:
             parts, error = self._run_inline(jobs)
@@ -572,7 +555,7 @@ class OrderedBatches:
         return parts, failure
 
     def _run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], Exception | None]:
-        """:meth:`run_now`'s work: the output pieces up to the first failure, and that
+        """:meth:`run_inline`'s work: the output pieces up to the first failure, and that
         failure; counts the bytes toward the loop's turn."""
         if len(jobs) == 1 and not self._reuse:
             # One job of a chunk (a segment or a few), one output object: no lists of
