@@ -232,10 +232,10 @@ def _scratch(size: int) -> memoryview:
     record)."""
     if size > _KEPT_SCRATCH:
         return memoryview(bytearray(size))
-    buf: bytearray | None = getattr(_scratches, "buf", None)
+    buf: memoryview | None = getattr(_scratches, "buf", None)
     if buf is None or len(buf) < size:
-        buf = _scratches.buf = bytearray(size)
-    return memoryview(buf)[:size]
+        buf = _scratches.buf = memoryview(bytearray(size))
+    return buf[:size]
 
 
 def _forged(index: int) -> AuthenticationError:
