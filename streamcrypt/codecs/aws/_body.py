@@ -282,6 +282,7 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 self._hash = hashlib.new(_HASHLIB[header.suite.curve])
                 self._hash.update(data[: header.size])
             # The header ends in the new bytes: what was held did not complete it.
+            assert header.size > held
             rest = view[header.size - held :]
             self._pending.clear()
             if header.framed:
