@@ -78,6 +78,44 @@ def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
     assert out == data
 
 
+@given(st.binary(max_size=6000), st.integers(0, 2**32 - 1))
+@settings(max_examples=30, deadline=None)
+def test_frames_across_pieces_of_a_reused_buffer(data: bytes, seed: int) -> None:
+    """A frame begun in one piece is held until later pieces complete it (its head too,
+    the final frame's 24 bytes among them): a read-only piece as it is, a writable one
+    as a copy, so a caller that refills one buffer for every piece (as a socket reader
+    does) still gets the message back."""
+    rng = random.Random(seed)
+    enc = aws.AwsEncryptor(RING, suite="0x0478", frame_length=rng.choice([1, 64, 1000]))
+    ct = enc.update(data) + enc.finalize()
+    dec = aws.AwsDecryptor(RING)
+    buf = bytearray(64)
+    out, pos = [], 0
+    while pos < len(ct):
+        n = rng.randint(1, 64)
+        piece = ct[pos : pos + n]
+        buf[: len(piece)] = piece
+        out.append(dec.update(memoryview(buf)[: len(piece)]))
+        buf[:] = bytes([0xA5]) * 64  # the caller reuses its buffer
+        pos += n
+    assert b"".join(out) + dec.finalize() == data
+
+
+def test_frames_after_the_header_are_opened_from_the_piece_itself() -> None:
+    """The frames that follow the header in the same piece are opened where they lie
+    (the jobs' input is the caller's piece, not a copy of what follows the header)."""
+    ct = streamcrypt.encrypt_bytes(
+        _data(3 * 4096 + 5), RING, suite="0x0478", segment_size=4096, format="aws"
+    )
+    for held in (0, 10):  # the header alone, or the header completed by the second piece
+        body = aws.AwsDecryptor(RING).body
+        assert body.feed(ct[:held]) == []
+        rest = ct[held:]
+        jobs = body.feed(rest)
+        assert jobs and all(memoryview(job.data).obj is rest for job in jobs), held
+        assert b"".join(bytes(job.run()) for job in jobs) == _data(3 * 4096 + 5)[: 3 * 4096]
+
+
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
     data = _data(8192)
     ct = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=4096, format="aws")

@@ -394,6 +394,37 @@ def test_jobs_may_run_in_any_order() -> None:
     assert b"".join(douts[id(job)] for job in djobs) == body
 
 
+def test_records_are_sealed_from_a_buffer_apart_from_their_output() -> None:
+    """The native kernel takes its input and its output as two buffers (the same memory
+    as both is undefined behaviour in its Rust binding): a record laid out beside its
+    delimiter is sealed out of a scratch buffer, never in place in the output, and the
+    body stays byte for byte what http_ece reads (padding and a short last record too)."""
+    rng = random.Random(12)
+    for rs, padding, n in ((100, 0, 1000), (100, 7, 1000), (4096, 0, 3 * 4079 + 5), (25, 1, 15)):
+        body = rng.randbytes(n)
+        enc = EceEncryptor(KEY, salt=SALT, record_size=rs, padding=padding)
+        codec = enc.codec
+        assert isinstance(codec, ece.EceCodec)
+        calls: list[bool] = []
+
+        def apart(
+            nonce: bytes,
+            data: Buffer,
+            aad: None,
+            out: memoryview,
+            real: Callable[..., int] = codec._encrypt,
+            calls: list[bool] = calls,
+        ) -> int:
+            calls.append(memoryview(data).obj is not memoryview(out).obj)
+            return real(nonce, data, aad, out)
+
+        codec._encrypt = apart
+        wire = enc.update(body[: n // 2]) + enc.update(body[n // 2 :]) + enc.finalize()
+        assert calls and all(calls), (rs, padding)
+        assert http_ece.decrypt(wire, key=KEY) == body
+        assert len(wire) == encrypted_length(n, rs, padding=padding)
+
+
 def test_lifecycle() -> None:
     enc = EceEncryptor(KEY)
     enc.finalize()

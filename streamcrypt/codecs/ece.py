@@ -225,16 +225,17 @@ _KEPT_SCRATCH = 1 << 20
 
 
 def _scratch(size: int) -> memoryview:
-    """A buffer of ``size`` bytes where a record that has no room in its output is opened
-    first (the last of a job): this thread's reused one when the record is not larger
-    than :data:`_KEPT_SCRATCH` (a new buffer per record cost its allocation and zeroing,
-    a tenth of the AES on a 64 KiB record)."""
+    """A buffer of ``size`` bytes where a record is laid out to be sealed, or where a
+    record that has no room in its output is opened first (the last of a job): this
+    thread's reused one when the record is not larger than :data:`_KEPT_SCRATCH` (a new
+    buffer per record cost its allocation and zeroing, a tenth of the AES on a 64 KiB
+    record)."""
     if size > _KEPT_SCRATCH:
         return memoryview(bytearray(size))
-    buf: bytearray | None = getattr(_scratches, "buf", None)
+    buf: memoryview | None = getattr(_scratches, "buf", None)
     if buf is None or len(buf) < size:
-        buf = _scratches.buf = bytearray(size)
-    return memoryview(buf)[:size]
+        buf = _scratches.buf = memoryview(bytearray(size))
+    return buf[:size]
 
 
 def _forged(index: int) -> AuthenticationError:
@@ -294,10 +295,17 @@ class EceCodec(BatchCodec):
     def _seal_run(
         self, first: int, count: int, src: memoryview, final: bool, out: memoryview
     ) -> tuple[int, Exception | None]:
-        # Each record (data || delimiter || pad zero octets) is laid out in ``out`` and
-        # sealed in place: OpenSSL encrypts with input and output at the same address.
-        # Only record 0 has padding: its leading ``pad`` plaintext bytes go behind the
-        # delimiter.
+        # A record's plaintext is data || delimiter || pad zero octets, and the source's
+        # bytes are not followed by the delimiter, so each record is laid out in this
+        # thread's reused scratch buffer (one copy of its data, no allocation) and sealed
+        # from there into ``out``: input and output never overlap (the native kernel's
+        # binding takes them as two distinct buffers; the same memory as both is
+        # undefined behaviour there). As fast as laying the record out in ``out`` and
+        # sealing it in place (A/B, 1 MiB chunks); the copy itself, about 2.3 us of a
+        # 64 KiB record, stays: the one-shot AEAD takes the plaintext as one buffer, and
+        # a streaming GCM context per record costs more. The delimiter and padding of a
+        # run of records alike are written once. Only record 0 has padding: its leading
+        # ``pad`` plaintext bytes go behind the delimiter.
         encrypt, base = self._encrypt, self._nonce_base
         full, last = self.segment_size, first + count - 1
         pad = self._first_padding if first == 0 else 0
@@ -307,17 +315,23 @@ class EceCodec(BatchCodec):
             runs.append((first + len(runs), last, full, 1, 0))
         n, delimiter = len(src) - full * (count - 1), 2 if final else 1
         runs.append((last, last + 1, n, delimiter, pad if count == 1 else 0))
+        scratch = _scratch(full + 1 if count > 1 else n + 1)
         pos = written = 0
         try:
             for start, stop, n, delimiter, pad in runs:
                 step, cut = n + OVERHEAD, n - pad
+                record, data = scratch[: n + 1], scratch[:cut]
+                record[cut] = delimiter
+                if pad:
+                    record[cut + 1 :] = bytes(pad)
                 for index in range(start, stop):
-                    record = out[written : written + step]
-                    record[:cut] = src[pos + pad : pos + n]
-                    record[cut] = delimiter
-                    if pad:
-                        record[cut + 1 : n + 1] = bytes(pad)
-                    encrypt((base ^ index).to_bytes(12, "big"), record[: n + 1], None, record)
+                    data[:] = src[pos + pad : pos + n]
+                    encrypt(
+                        (base ^ index).to_bytes(12, "big"),
+                        record,
+                        None,
+                        out[written : written + step],
+                    )
                     pos += n
                     written += step
         except Exception as exc:

@@ -199,6 +199,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_final",
         "_footer",
         "_hash",
+        "_held",
+        "_held_len",
         "_index",
         "_key",
         "_max_body",
@@ -223,6 +225,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._max_body = max_body_size
         self._parser: _HeaderParser | None = _HeaderParser(limits)
         self._pending = bytearray()
+        self._held: list[memoryview] = []  # the pieces of a frame begun, not yet complete
+        self._held_len = 0
         self._phase = "header"
         self._codec: SegmentCodec | None = None
         self._index = 0
@@ -258,9 +262,17 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def _feed(self, view: memoryview) -> list[SegmentJob]:
         if self._phase == "header":
             assert self._parser is not None
-            self._pending += view
-            header = self._parser.advance(self._pending)
+            # The header is parsed from everything so far: the new bytes alone when
+            # nothing is held (a first chunk holding the header), so that what follows
+            # the header is taken from them as it is, not copied twice with them.
+            held = len(self._pending)
+            if held:
+                self._pending += view
+            data = self._pending if held else view
+            header = self._parser.advance(data)
             if header is None:
+                if not held:
+                    self._pending += view
                 return []
             self._key = _open_header(header, self._rings, self._expected)
             self.header = header
@@ -268,8 +280,10 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             if header.suite.curve is not None:
                 _verifying_key(header.suite, header.encryption_context)
                 self._hash = hashlib.new(_HASHLIB[header.suite.curve])
-                self._hash.update(self._pending[: header.size])
-            rest = bytes(self._pending[header.size :])
+                self._hash.update(data[: header.size])
+            # The header ends in the new bytes: what was held did not complete it.
+            assert header.size > held
+            rest = view[header.size - held :]
             self._pending.clear()
             if header.framed:
                 self._codec = AwsFrameCodec(self._key, header.message_id, header.frame_length)
@@ -277,7 +291,7 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             else:
                 self._codec = _SingleBlockCodec(self._key, header.message_id, self._max_body)
                 self._phase = "single"
-            return self._feed(memoryview(rest)) if rest else []
+            return self._feed(rest) if rest else []
         if self._phase == "frames":
             return self._frames(view)
         if self._phase == "single":
@@ -291,25 +305,22 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         assert self.header is not None
         regular = self.header.frame_length + _REGULAR
         jobs: list[SegmentJob] = []
-        pending = self._pending
-        if pending:
-            # Complete the held frame from the new bytes (its size shows as they come).
-            while len(pending) < (need := self._frame_size(pending)):
-                if not view:
-                    return jobs
-                take = min(len(view), need - len(pending))
-                pending += view[:take]
-                view = view[take:]
-            if pending[:4] == _FINAL_MARK:
-                frame = bytes(pending)
-                pending.clear()
-                self._hashed(memoryview(frame))
+        if self._held_len:
+            # A frame begun in earlier bytes: once the new ones complete it, its pieces
+            # are joined in one copy (read-only pieces were held as they are).
+            need = self._frame_size(self._head(view))
+            take = need - self._held_len
+            if take > len(view):
+                self._hold(view)
+                return jobs
+            frame = b"".join([*self._held, view[:take]])
+            self._held.clear()
+            self._held_len = 0
+            view = view[take:]
+            self._hashed(memoryview(frame))
+            if frame[:4] == _FINAL_MARK:
                 return self._end_frames(frame, view)
-            # The held frame is the job's input as it is (no copy); holding starts afresh.
-            held = pending
-            self._pending = pending = bytearray()
-            self._hashed(memoryview(held))
-            jobs.append(self._job(held, 1))
+            jobs.append(self._job(frame, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
         pos = regular * self._regular_frames(view, regular)
         if pos:
@@ -321,8 +332,25 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             self._hashed(memoryview(frame))
             self._end_frames(frame, rest[len(frame) :])
         else:
-            pending += rest
+            self._hold(rest)
         return jobs
+
+    def _hold(self, view: memoryview) -> None:
+        """Keep the start of a frame: a read-only piece as it is, a writable one (which
+        its owner may reuse) as a copy."""
+        if view:
+            self._held.append(view if view.readonly else memoryview(bytes(view)))
+            self._held_len += len(view)
+
+    def _head(self, view: memoryview) -> bytes:
+        """The first bytes (up to 24, what :meth:`_frame_size` reads) of the held frame
+        continued by ``view``."""
+        head = b""
+        for piece in (*self._held, view):
+            head += piece[: 24 - len(head)]
+            if len(head) == 24:
+                break
+        return head
 
     @staticmethod
     def _regular_frames(view: memoryview, regular: int) -> int:

@@ -340,7 +340,7 @@ class _HeaderParser:
         self._pos = 0
         self.header: AwsHeader | None = None
 
-    def advance(self, data: bytes | bytearray) -> AwsHeader | None:
+    def advance(self, data: Buffer) -> AwsHeader | None:
         """Parse what ``data`` (everything so far) allows; the header once complete."""
         while self.header is None and len(data) - self._pos >= self._need:
             chunk = bytes(data[self._pos : self._pos + self._need])
