@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 ``header || segment_0 || ... || segment_n``. The header names the suite, the plaintext
 segment size, a random salt and nonce prefix, and the id of the master key; it ends with
-an HMAC-SHA256 tag over itself and the stream's associated data. HKDF-SHA256 over the
-master key, with the salt and the whole header body as context, gives two keys: one for
-the header tag (so the tag commits to the master key and is checked before any segment is
-opened) and one for the segments. Segment *i* is sealed with nonce
+an HMAC-SHA256 tag over itself and the stream's associated data. Two HMAC-SHA256 calls
+keyed by the master key, each over its own label and the whole header body (salt
+included), give the segment key and the header tag (so the tag commits to the master key
+and is checked before any segment is opened). Segment *i* is sealed with nonce
 ``prefix || uint32_be(i) || last_flag``. The final segment is always shorter than a full
 one (possibly empty), so neither side needs read-ahead: a full segment is never final.
 
@@ -34,7 +34,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hkdf, hmac_digest, random_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hmac_digest, random_bytes
 from ..primitives import (
     AES256GCM,
     Aead,
@@ -80,7 +80,11 @@ MIN_SEGMENT_SIZE = 256
 MAX_SEGMENT_SIZE = 1 << 24
 SALT_SIZE = 32
 TAG_SIZE = 32
-_INFO = b"streamcrypt container v1"
+#: The labels in front of the header body in the two HMACs of the key schedule
+#: (docs/FORMAT.md, "Keys"): they differ at their 26th byte, so neither is a prefix of the
+#: other and no segment-key input is ever a header-tag input.
+_SEGMENT_KEY = b"streamcrypt container v1 segment key"
+_HEADER_TAG = b"streamcrypt container v1 header tag"
 #: The associated data of a token's wrap of a version-2 data key: a blob wrapped for a
 #: container opens for nothing else the token key wraps.
 _WRAP_AAD = b"streamcrypt container v2 data key"
@@ -182,13 +186,11 @@ class ContainerCodec(CounterCodec):
         )
 
 
-def _derive(
-    master: Buffer | SecretKey, salt: bytes, body: bytes, aad: Buffer
-) -> tuple[bytes, bytes]:
-    """The segment key and the header tag of the header ``body`` (docs/FORMAT.md): one
-    HKDF call for both keys, one HMAC for the tag."""
-    okm = hkdf(master, salt=salt, info=_INFO + body, length=64)
-    return okm[:32], hmac_digest(okm[32:], body + aad)
+def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
+    """The segment key and the header tag of the header ``body`` (docs/FORMAT.md,
+    "Keys"), for versions 1 and 2 alike: two HMAC-SHA256 keyed by the 32-byte master
+    (or data) key, each over its label and the body, which holds the stream's salt."""
+    return hmac_digest(master, _SEGMENT_KEY + body), hmac_digest(master, _HEADER_TAG + body + aad)
 
 
 #: What ``key=`` may be, as error messages say it.
@@ -356,7 +358,7 @@ def _keyed(key: KeyLike, aad: Buffer, head: bytes, header: _Header) -> Container
     tag checked: the one place a reader turns a header into keys."""
     pos = header.end
     body = head[:pos]
-    seg_key, tag = _derive(_master_key(key, header)[0], header.salt, body, aad)
+    seg_key, tag = _derive(_master_key(key, header)[0], body, aad)
     if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
@@ -397,7 +399,7 @@ def _start(
                 f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
             )
     body = _body(suite_id, segment_size, salt, prefix, key_id, wrapped)
-    seg_key, tag = _derive(master, salt, body, aad)
+    seg_key, tag = _derive(master, body, aad)
     return ContainerCodec(aead_cls, seg_key, prefix, segment_size), body + tag
 
 
