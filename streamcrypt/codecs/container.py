@@ -34,7 +34,7 @@ from ..errors import (
     UnknownKeyError,
     UnsupportedFormatError,
 )
-from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hmac_digest, random_bytes
+from ..keys import KeyRing, Pkcs11Key, SecretKey, as_secret_key, hmac_digests, random_bytes
 from ..primitives import (
     AES256GCM,
     Aead,
@@ -190,7 +190,8 @@ def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> tuple[bytes,
     """The segment key and the header tag of the header ``body`` (docs/FORMAT.md,
     "Keys"), for versions 1 and 2 alike: two HMAC-SHA256 keyed by the 32-byte master
     (or data) key, each over its label and the body, which holds the stream's salt."""
-    return hmac_digest(master, _SEGMENT_KEY + body), hmac_digest(master, _HEADER_TAG + body + aad)
+    seg_key, tag = hmac_digests(master, (_SEGMENT_KEY + body, _HEADER_TAG + body + aad))
+    return seg_key, tag
 
 
 #: What ``key=`` may be, as error messages say it.
