@@ -384,9 +384,10 @@ def _start(
             f"unknown suite {suite!r}; the container supports {', '.join(SUITE_IDS)}"
         )
     suite_id, aead_cls, prefix_len = found
-    if not MIN_SEGMENT_SIZE <= segment_size <= MAX_SEGMENT_SIZE:
+    if type(segment_size) is not int or not MIN_SEGMENT_SIZE <= segment_size <= MAX_SEGMENT_SIZE:
         raise InvalidParameterError(
-            f"segment size must be {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, got {segment_size}"
+            f"segment size must be an int of {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, "
+            f"got {segment_size!r}"
         )
     master, key_id, wrapped = _writer_key(key)
     if salt is None and nonce_prefix is None:
