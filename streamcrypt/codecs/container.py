@@ -103,6 +103,13 @@ _WRITES: dict[str, tuple[int, type[Aead], int]] = {
     name: (i, _SUITES[i], _SUITES[i].nonce_size - 5) for name, i in SUITE_IDS.items()
 }
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+#: Where a header's salt and nonce prefix start.
+_SALT_AT = _FIXED.size
+_PREFIX_AT = _SALT_AT + SALT_SIZE
+#: Each suite id's class and where a header of it has its key id's length byte.
+_READS: dict[int, tuple[type[Aead], int]] = {
+    i: (cls, _PREFIX_AT + cls.nonce_size - 5) for i, cls in _SUITES.items()
+}
 #: Segment 0's non-final nonce suffix (uint32 segment counter, last-segment flag).
 _NO_SUFFIX = bytes(5)
 MAX_HEADER_SIZE = _FIXED.size + SALT_SIZE + 19 + 1 + 255 + 1 + 255 + TAG_SIZE
@@ -247,6 +254,8 @@ def _writer_key(key: KeyLike) -> tuple[bytes, str, bytes]:
     """A writer's master key bytes, the key id its header names, and the token-wrapped
     data key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`:
     then the master key is a fresh data key, wrapped in the token)."""
+    if type(key) is bytes or type(key) is SecretKey:  # in memory: no ring, no token
+        return (*_master_key(key), b"")
     chosen = key.active if isinstance(key, KeyRing) else key
     if isinstance(chosen, Pkcs11Key):
         data_key = random_bytes(32)
@@ -279,6 +288,11 @@ class _Header(NamedTuple):
     end: int
 
 
+#: Makes a tuple of a class: a :class:`_Header` positionally, 0.15 us less than its
+#: ``__new__``.
+_new_tuple = tuple.__new__
+
+
 def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     """Parse a header from the start of ``data``: ``None`` if more bytes are needed.
 
@@ -304,19 +318,19 @@ def _parse(data: bytes) -> _Header | None:
         raise FormatError("not a streamcrypt container (bad magic)")
     if version != VERSION and version != WRAPPED_VERSION:
         raise UnsupportedFormatError(f"unsupported container version {version}; this reads 1 and 2")
-    suite = _SUITES.get(suite_id)
-    if suite is None:
+    found = _READS.get(suite_id)
+    if found is None:
         raise UnsupportedFormatError(f"unknown container suite id {suite_id}")
+    suite, pos = found  # pos: where the key id's length byte is
     if not MIN_SEGMENT_SIZE <= segment_size <= MAX_SEGMENT_SIZE:
         raise FormatError(
             f"header segment size {segment_size} is outside "
             f"{MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE}: corrupt or hostile header"
         )
-    pos = _FIXED.size + SALT_SIZE + suite.nonce_size - 5  # the key id's length byte
     if len(data) <= pos:
         return None
-    salt = data[_FIXED.size : _FIXED.size + SALT_SIZE]
-    prefix = data[_FIXED.size + SALT_SIZE : pos]
+    salt = data[_SALT_AT:_PREFIX_AT]
+    prefix = data[_PREFIX_AT:pos]
     kid_len = data[pos]
     pos += 1
     if len(data) < pos + kid_len:
@@ -342,7 +356,7 @@ def _parse(data: bytes) -> _Header | None:
             return None
         wrapped = bytes(data[pos : pos + wrapped_len])
         pos += wrapped_len
-    return _Header(suite, segment_size, salt, prefix, key_id, wrapped, pos)
+    return _new_tuple(_Header, (suite, segment_size, salt, prefix, key_id, wrapped, pos))
 
 
 def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
@@ -428,7 +442,8 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     path then refuses with its typed error. ``ciphertext`` as :func:`_seal_message`'s
     ``plaintext``."""
     key = _reader_key(options.key)  # type: ignore[arg-type]  # _check: there is one
-    head = bytes(ciphertext[:MAX_HEADER_SIZE])
+    # _parse reads slices as bytes: bytes as they are, else the header's bytes (a copy)
+    head = ciphertext if type(ciphertext) is bytes else bytes(ciphertext[:MAX_HEADER_SIZE])
     header = _parse(head)
     if header is None:
         return None

@@ -86,7 +86,7 @@ def hmac_digests(
     Raises as :func:`hmac_digest`."""
     if type(algorithm) is not str or algorithm not in _HASHES:
         _size(algorithm)
-    keyed = _hmac(key if type(key) is bytes else key_bytes(key, "an HMAC key"), algorithm)
+    keyed = HMAC(key if type(key) is bytes else key_bytes(key, "an HMAC key"), _HASHES[algorithm])
     msgs = messages if type(messages) is tuple else tuple(messages)
     out = []
     for msg in msgs[:-1]:
