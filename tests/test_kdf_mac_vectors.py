@@ -198,6 +198,31 @@ def test_hmac_digests_is_one_hmac_per_message_under_one_key() -> None:
         hmac_digests(_wiped(), [b"m"])
 
 
+def test_a_secret_key_keeps_its_hmac_context_and_a_wipe_drops_it() -> None:
+    """A SecretKey's keyed context is set up once and only ever copied: the same HMACs on
+    every call, from many threads at once; after wipe() the key raises as any wiped
+    key, never an HMAC from the context it kept."""
+    import hmac
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = bytes(range(32))
+    key = SecretKey(raw)
+    msgs = [b"a", b"bb" * 40, b""]
+    want = [hmac.digest(raw, m, "sha256") for m in msgs]
+    for _ in range(3):
+        assert hmac_digests(key, msgs) == want
+        assert hmac_digest(key, msgs[1]) == want[1]
+    assert hmac_digests(key, [b"a"], "sha512") == [hmac.digest(raw, b"a", "sha512")]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: hmac_digests(key, msgs), range(400)))
+    assert all(r == want for r in results)
+    key.wipe()
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        hmac_digests(key, msgs)
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        hmac_digest(key, b"a", "sha512")
+
+
 def test_no_module_reaches_the_standard_librarys_private_hashlib() -> None:
     """Every HMAC of the library takes keys' one public route (cryptography's HMAC):
     no module imports CPython's private ``_hashlib``."""

@@ -205,7 +205,7 @@ def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> tuple[bytes,
 _KEY_KINDS = "bytes-like (bytes, bytearray, memoryview), a SecretKey, a Pkcs11Key or a KeyRing"
 
 
-def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes, str]:
+def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes | SecretKey, str]:
     """The 32-byte key the header's derivation takes: for a writer (``header`` None)
     ``key`` itself or a :class:`KeyRing`'s active key, for a reader the key the header
     names; for a token key, the data key the header's wrapped key opens to in the token.
@@ -213,16 +213,15 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes, str
     (:class:`InvalidKeySizeError`) and a ring cannot pass a short key; raises
     :class:`UnknownKeyError` for an id the ring lacks, :class:`AuthenticationError` for a
     wrapped key that does not open or a header whose version does not fit the key.
-    Returns the key's bytes and its id (what a writer's header names). A bare key of 32
-    bytes or a :class:`SecretKey` of 32 is taken at once (no :class:`SecretKey` made and
-    no type checked twice per message)."""
+    Returns the key (the caller's :class:`SecretKey` itself, which keeps the HMAC
+    context it keys for its next message, else bytes) and its id (what a writer's header
+    names). A bare key of 32 bytes or a :class:`SecretKey` of 32 is taken at once (no
+    :class:`SecretKey` made and no type checked twice per message)."""
     if header is None or not header.wrapped:
         if type(key) is bytes and len(key) == 32:
             return key, ""
-        if type(key) is SecretKey:
-            raw = key.secret_bytes()
-            if len(raw) == 32:
-                return raw, key.key_id
+        if type(key) is SecretKey and len(key) == 32:
+            return key, key.key_id
     what = "a container key"
     if isinstance(key, KeyRing):
         if header is not None and header.key_id == "":
@@ -247,10 +246,11 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes, str
             "(version 2), so it opens only with the token key it names"
         )
     master = as_secret_key(chosen, 32, what=what, kinds=_KEY_KINDS)
-    return master.secret_bytes(), master.key_id
+    # a SecretKey made here of other bytes-like would keep a context for nothing
+    return master if master is chosen else master.secret_bytes(), master.key_id
 
 
-def _writer_key(key: KeyLike) -> tuple[bytes, str, bytes]:
+def _writer_key(key: KeyLike) -> tuple[bytes | SecretKey, str, bytes]:
     """A writer's master key bytes, the key id its header names, and the token-wrapped
     data key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`:
     then the master key is a fresh data key, wrapped in the token)."""
