@@ -264,7 +264,7 @@ class SegmentedFormat:
         if size is not None and type(size) is not int:
             raise InvalidParameterError(f"segment_size= must be an int, not {type(size).__name__}")
         takes = self.writes if mode == "wb" else self.reads
-        untaken, defaults = _untaken(takes)
+        untaken, defaults = _UNTAKEN.get(takes) or _untaken(takes)  # made once per set
         # One native comparison in the common case; the rare other one names the option.
         for name in options.given() if untaken(options) != defaults else ():
             if name not in takes:
