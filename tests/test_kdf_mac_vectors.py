@@ -92,9 +92,9 @@ def test_hkdf_rfc5869_vectors() -> None:
 
 
 def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> None:
-    """keys.hkdf is HKDF over keys' one HMAC route (cryptography's HMAC, not its HKDF
-    object): the same bytes as ``cryptography``'s HKDF / HKDFExpand
-    and the standard library's ``hmac.digest``, for every hash, output length (one block,
+    """keys.hkdf / hkdf_extract / hkdf_expand (cryptography's HKDF behind keys' typed
+    arguments) and hmac_digest give the same bytes as ``cryptography``'s HKDF /
+    HKDFExpand and the standard library's ``hmac.digest``, for every hash, output length (one block,
     a block and a byte, the 255-block limit), empty and long salts and info, and keys
     as bytes, bytearray, memoryview and SecretKey."""
     import hmac
