@@ -251,9 +251,10 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes | Se
 
 
 def _writer_key(key: KeyLike) -> tuple[bytes | SecretKey, str, bytes]:
-    """A writer's master key bytes, the key id its header names, and the token-wrapped
-    data key (empty unless the key, or the ring's active key, is a :class:`Pkcs11Key`:
-    then the master key is a fresh data key, wrapped in the token)."""
+    """A writer's master key (as :func:`_master_key` gives it), the key id its header
+    names, and the token-wrapped data key (empty unless the key, or the ring's active
+    key, is a :class:`Pkcs11Key`: then the master key is a fresh data key, wrapped in
+    the token)."""
     if type(key) is bytes or type(key) is SecretKey:  # in memory: no ring, no token
         return (*_master_key(key), b"")
     chosen = key.active if isinstance(key, KeyRing) else key
