@@ -174,5 +174,5 @@ def hkdf(
         length = _check_length(algorithm, size, length)
     if type(ikm) is not bytes:
         ikm = key_bytes(ikm, "HKDF input keying material")
-    salt = as_bytes(salt, "an HKDF salt") or None  # None: HashLen zeros, as b"" would be
-    return HKDF(_HASHES[algorithm], length, salt, as_bytes(info, "HKDF info")).derive(ikm)
+    zeros_if_none = as_bytes(salt, "an HKDF salt") or None  # HashLen zeros, as b"" would be
+    return HKDF(_HASHES[algorithm], length, zeros_if_none, as_bytes(info, "HKDF info")).derive(ikm)
