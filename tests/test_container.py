@@ -66,6 +66,48 @@ def test_committed_vectors_regenerate_exactly() -> None:
         assert pt.hex() == v["plaintext"]
 
 
+def _from_the_specification(v: dict[str, Any]) -> bytes:
+    """A committed vector's stream written from docs/FORMAT.md alone ("Layout", "Keys",
+    "Segments"), with the standard library's HMAC and the peers' AEADs: a second
+    implementation of the format, sharing no code with streamcrypt's."""
+    import hmac
+    import struct
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+    from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_encrypt
+
+    key, salt, prefix = (bytes.fromhex(v[name]) for name in ("key", "salt", "nonce_prefix"))
+    plaintext, aad, kid = bytes.fromhex(v["plaintext"]), bytes.fromhex(v["aad"]), v["key_id"]
+    suite_id, size = container.SUITE_IDS[v["suite"]], v["segment_size"]
+    body = (
+        b"SCRY" + bytes([1, suite_id]) + struct.pack(">I", size) + salt + prefix
+        + bytes([len(kid.encode())]) + kid.encode()
+    )  # fmt: skip
+    seg_key = hmac.digest(key, b"streamcrypt container v1 segment key" + body, "sha256")
+    tag = hmac.digest(key, b"streamcrypt container v1 header tag" + body + aad, "sha256")
+    pieces = [plaintext[i : i + size] for i in range(0, len(plaintext) + 1, size)]
+    out = [body, tag]
+    for i, piece in enumerate(pieces):  # the last is shorter than a full one, maybe empty
+        nonce = prefix + struct.pack(">IB", i, i == len(pieces) - 1)
+        if suite_id == 1:
+            out.append(AESGCM(seg_key).encrypt(nonce, piece, None))
+        elif suite_id == 2:
+            out.append(ChaCha20Poly1305(seg_key).encrypt(nonce, piece, None))
+        else:
+            out.append(crypto_aead_xchacha20poly1305_ietf_encrypt(piece, None, nonce, seg_key))
+    return b"".join(out)
+
+
+def test_committed_vectors_are_the_specification_s_key_schedule() -> None:
+    """Every committed vector (each suite, key ids, associated data, one segment and
+    many) is what docs/FORMAT.md's key schedule makes: a change to it in the code or in
+    the vectors fails here, not only when both drift together."""
+    vectors = json.loads(PATH.read_text())
+    assert {v["suite"] for v in vectors} == set(SUITES)
+    for v in vectors:
+        assert _from_the_specification(v).hex() == v["ciphertext"], v
+
+
 @pytest.mark.parametrize("suite", SUITES)
 @pytest.mark.parametrize("n", [0, 1, SEG - 1, SEG, SEG + 1, 3 * SEG, 3 * SEG + 7])
 def test_round_trip_sizes(suite: str, n: int) -> None:

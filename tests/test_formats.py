@@ -461,6 +461,47 @@ def test_an_aad_that_is_not_bytes_is_a_typed_error_at_every_entry(case: str, aad
         streamcrypt.encrypt(chunks(DATA), format=fmt, **{**writing, "aad": aad})
 
 
+@pytest.mark.parametrize(
+    "size", ["4096", 4096.0, [4096], True], ids=["str", "float", "list", "bool"]
+)
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n, (fmt, _, _) in CASES.items()
+        if "segment_size" in FORMATS[fmt].writes | FORMATS[fmt].reads
+    ],
+)
+def test_a_segment_size_that_is_not_an_int_is_a_typed_error_at_every_entry(
+    name: str, size: object
+) -> None:
+    """segment_size= is checked once, where every format's options are: the native
+    one-shot compared the message with "4096" (a bare TypeError), packed 4096.0 into its
+    header (struct.error); secretstream sealed with 4096.0 and True."""
+    fmt, writing, reading = CASES[name]
+    descriptor = FORMATS[fmt]
+    calls = []
+    if "segment_size" in descriptor.writes:
+        calls += [
+            lambda: streamcrypt.encrypt_bytes(
+                DATA, format=fmt, **{**writing, "segment_size": size}
+            ),
+            lambda: streamcrypt.encrypt(
+                chunks(DATA), format=fmt, **{**writing, "segment_size": size}
+            ),
+        ]
+    if "segment_size" in descriptor.reads:
+        sealed = streamcrypt.encrypt_bytes(DATA, format=fmt, **writing)
+        calls.append(
+            lambda: streamcrypt.decrypt_bytes(
+                sealed, format=fmt, **{**reading, "segment_size": size}
+            )
+        )
+    for call in calls:
+        with pytest.raises(InvalidParameterError, match="segment_size= must be an int"):
+            call()
+
+
 @pytest.mark.parametrize("bad", [16, "sixteen bytes!!!", None], ids=["int", "str", "None"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_data_that_is_not_bytes_like_is_a_typed_error_at_every_entry(

@@ -18,7 +18,14 @@ import pytest
 from support import random_splits, record_vectors, vector_path, wycheproof, wycheproof_cases
 
 from streamcrypt.errors import AuthenticationError, InvalidKeySizeError, InvalidParameterError
-from streamcrypt.keys import SecretKey, hkdf, hkdf_expand, hkdf_extract, hmac_digest
+from streamcrypt.keys import (
+    SecretKey,
+    hkdf,
+    hkdf_expand,
+    hkdf_extract,
+    hmac_digest,
+    hmac_digests,
+)
 from streamcrypt.primitives import (
     Blake2bTap,
     Blake2sTap,
@@ -85,9 +92,9 @@ def test_hkdf_rfc5869_vectors() -> None:
 
 
 def test_hkdf_and_hmac_are_the_functions_of_cryptography_and_the_stdlib() -> None:
-    """keys.hkdf is HKDF over keys.hmac_digest (OpenSSL's HMAC context, not
-    cryptography's HKDF object): the same bytes as ``cryptography``'s HKDF / HKDFExpand
-    and the standard library's ``hmac.digest``, for every hash, output length (one block,
+    """keys.hkdf / hkdf_extract / hkdf_expand (cryptography's HKDF behind keys' typed
+    arguments) and hmac_digest give the same bytes as ``cryptography``'s HKDF /
+    HKDFExpand and the standard library's ``hmac.digest``, for every hash, output length (one block,
     a block and a byte, the 255-block limit), empty and long salts and info, and keys
     as bytes, bytearray, memoryview and SecretKey."""
     import hmac
@@ -165,24 +172,69 @@ def _wiped() -> SecretKey:
     return key
 
 
-def test_hmac_without_openssls_hashlib_is_the_standard_librarys(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """keys' one use of the private ``_hashlib`` (OpenSSL's HMAC context, the measured
-    reason in keys/_kdf.py) falls back to ``hmac.new`` where it is missing, and both
-    compute the HMAC of ``hmac.digest``."""
+def test_hmac_digests_is_one_hmac_per_message_under_one_key() -> None:
+    """keys.hmac_digests (one keyed context, copied per message) gives, for each
+    message, the standard library's ``hmac.digest``: every hash, none, one and three
+    messages (a context reused after its finalize would fail or differ), keys and
+    messages of every bytes-like kind; its errors are hmac_digest's."""
     import hmac
-    import sys
-
-    from streamcrypt.keys import _kdf
 
     rng = random.Random(4231)
-    key, msg = rng.randbytes(40), rng.randbytes(100)
-    assert _kdf._new(key, msg, "sha384").digest() == hmac.digest(key, msg, "sha384")
-    monkeypatch.setitem(sys.modules, "_hashlib", None)  # import now raises ImportError
-    fallback = _kdf._openssl_hmac()
-    assert fallback is hmac.new
-    assert fallback(key, msg, "sha256").digest() == hmac.digest(key, msg, "sha256")
+    for name in ("sha256", "sha384", "sha512"):
+        for key in (b"", rng.randbytes(32), rng.randbytes(200)):
+            for count in (0, 1, 3):
+                msgs = [rng.randbytes(rng.choice((0, 7, 100))) for _ in range(count)]
+                want = [hmac.digest(key, m, name) for m in msgs]
+                assert hmac_digests(key, msgs, name) == want
+                forms = [bytearray(m) for m in msgs]
+                assert hmac_digests(memoryview(key), iter(forms), name) == want
+                if key:
+                    assert hmac_digests(SecretKey(key), msgs, name) == want
+    with pytest.raises(InvalidParameterError, match="unsupported"):
+        hmac_digests(b"k", [b"m"], "md5")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="message must be bytes-like"):
+        hmac_digests(b"k", [b"m", "m"])  # type: ignore[list-item]
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        hmac_digests(_wiped(), [b"m"])
+
+
+def test_a_secret_key_keeps_its_hmac_context_and_a_wipe_drops_it() -> None:
+    """A SecretKey's keyed context is set up once and only ever copied: the same HMACs on
+    every call, from many threads at once; after wipe() the key raises as any wiped
+    key, never an HMAC from the context it kept."""
+    import hmac
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = bytes(range(32))
+    key = SecretKey(raw)
+    msgs = [b"a", b"bb" * 40, b""]
+    want = [hmac.digest(raw, m, "sha256") for m in msgs]
+    for _ in range(3):
+        assert hmac_digests(key, msgs) == want
+        assert hmac_digest(key, msgs[1]) == want[1]
+    assert hmac_digests(key, [b"a"], "sha512") == [hmac.digest(raw, b"a", "sha512")]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: hmac_digests(key, msgs), range(400)))
+    assert all(r == want for r in results)
+    key.wipe()
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        hmac_digests(key, msgs)
+    with pytest.raises(InvalidKeySizeError, match="wiped"):
+        hmac_digest(key, b"a", "sha512")
+
+
+def test_no_module_reaches_the_standard_librarys_private_hashlib() -> None:
+    """Every HMAC of the library takes keys' one public route (cryptography's HMAC):
+    no module imports CPython's private ``_hashlib``."""
+    import pathlib
+    import re
+
+    import streamcrypt
+
+    root = pathlib.Path(streamcrypt.__file__).parent
+    imports = re.compile(r"^\s*(from\s+_hashlib\s+import|import\s+_hashlib\b)", re.M)
+    users = [p for p in root.rglob("*.py") if imports.search(p.read_text(encoding="utf-8"))]
+    assert users == []
 
 
 # -------------------------------------------------------------------------- HMAC

@@ -253,14 +253,18 @@ class SegmentedFormat:
     def check_options(self, options: FormatOptions, mode: str) -> None:
         """Raise :class:`~streamcrypt.errors.InvalidParameterError` for an option this
         format does not take in ``mode`` (``"wb"`` or ``"rb"``), naming the format, the
-        keyword and the ones it takes, or for an ``aad=`` that is not bytes-like; then as
+        keyword and the ones it takes, an ``aad=`` that is not bytes-like or a
+        ``segment_size=`` that is not an ``int`` (a ``bool`` neither); then as
         :attr:`check` for their values."""
         if not isinstance(options.aad, _BYTES_LIKE):
             raise InvalidParameterError(
                 f"aad= must be bytes-like, not {type(options.aad).__name__}"
             )
+        size = options.segment_size
+        if size is not None and type(size) is not int:
+            raise InvalidParameterError(f"segment_size= must be an int, not {type(size).__name__}")
         takes = self.writes if mode == "wb" else self.reads
-        untaken, defaults = _untaken(takes)
+        untaken, defaults = _UNTAKEN.get(takes) or _untaken(takes)  # made once per set
         # One native comparison in the common case; the rare other one names the option.
         for name in options.given() if untaken(options) != defaults else ():
             if name not in takes:

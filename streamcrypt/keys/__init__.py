@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ._kdf import hkdf_expand as hkdf_expand
     from ._kdf import hkdf_extract as hkdf_extract
     from ._kdf import hmac_digest as hmac_digest
+    from ._kdf import hmac_digests as hmac_digests
     from ._keyring import KeyRing as KeyRing
     from ._password import ARGON2_SALT_SIZE as ARGON2_SALT_SIZE
     from ._password import INTERACTIVE as INTERACTIVE
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 _TABLE = {
     "._argon2": ("ARGON2_VARIANTS", "Argon2Variant", "argon2"),
     "._json": ("load_json",),
-    "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract", "hmac_digest"),
+    "._kdf": ("HashName", "hkdf", "hkdf_expand", "hkdf_extract", "hmac_digest", "hmac_digests"),
     "._keyring": ("KeyRing",),
     "._pkcs11": ("Pkcs11Key",),
     "._password": (

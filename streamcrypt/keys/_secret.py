@@ -132,9 +132,11 @@ class SecretKey(HoldsSecrets):
 
     ``repr`` and ``str`` show the size and the id, never the bytes. The bytes come out
     only through :meth:`secret_bytes`, so each place that touches them is greppable.
+    An HMAC keyed by it (:func:`~streamcrypt.keys.hmac_digests`) keys OpenSSL's context
+    once per key object and keeps it here, each use a copy; :meth:`wipe` drops it.
     """
 
-    __slots__ = ("_material", "key_id")
+    __slots__ = ("_macs", "_material", "key_id")
 
     def __init__(self, material: Buffer, *, key_id: str = "") -> None:
         if not isinstance(material, bytes | bytearray | memoryview):
@@ -151,6 +153,8 @@ class SecretKey(HoldsSecrets):
             raise InvalidParameterError("a key id is at most 255 bytes of UTF-8")
         self._material = bytearray(material)
         self.key_id = key_id
+        #: HMAC contexts keyed by this key, by hash name (keys._kdf; never updated).
+        self._macs: dict[str, object] = {}
 
     @classmethod
     def generate(cls, size: int = 32, *, key_id: str = "") -> SecretKey:
@@ -185,9 +189,11 @@ class SecretKey(HoldsSecrets):
         return bytes(self._material)
 
     def wipe(self) -> None:
-        """Overwrite the key material in place; the key is unusable afterwards."""
+        """Overwrite the key material in place and drop the HMAC contexts keyed by it;
+        the key is unusable afterwards."""
         self._material[:] = bytes(len(self._material))
         self._material = bytearray()
+        self._macs.clear()
 
     def __len__(self) -> int:
         return len(self._material)

@@ -77,9 +77,9 @@ def rekey_header(
     found = container.read_header(inner)
     if found is None or len(inner) < found[1] + container.TAG_SIZE:
         raise TruncatedStreamError("the data ends inside the envelope's container header")
-    info, tag_at = found
+    _, tag_at = found
     cbody = inner[:tag_at]
-    _, old_tag = container._derive(payload_key, info.salt, cbody, parsed.raw + associated)
+    _, old_tag = container._derive(payload_key, cbody, parsed.raw + associated)
     if not hmac.compare_digest(old_tag, inner[tag_at : tag_at + container.TAG_SIZE]):
         raise AuthenticationError(
             "the envelope's container header did not authenticate: a tampered header"
@@ -97,5 +97,5 @@ def rekey_header(
     )
     new_body = _encode_header(stanzas, None)
     new_raw = new_body + _mac(mac_key, new_body, associated)
-    _, tag = container._derive(payload_key, info.salt, cbody, new_raw + associated)
+    _, tag = container._derive(payload_key, cbody, new_raw + associated)
     return new_raw + cbody + tag, parsed.size + tag_at + container.TAG_SIZE
