@@ -795,7 +795,7 @@ def _format_floor(key: bytes) -> Pair:
 
     def keys(body: bytes) -> tuple[bytes, bytes]:
         seg, tag = keyed.copy(), keyed.copy()
-        seg.update(seg_label + body)
+        seg.update(seg_label + body + b"\x01")
         tag.update(tag_label + body)
         return seg.finalize(), tag.finalize()
 

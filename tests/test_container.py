@@ -73,7 +73,9 @@ def _from_the_specification(v: dict[str, Any]) -> bytes:
     import hmac
     import struct
 
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
     from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_encrypt
 
     key, salt, prefix = (bytes.fromhex(v[name]) for name in ("key", "salt", "nonce_prefix"))
@@ -83,7 +85,9 @@ def _from_the_specification(v: dict[str, Any]) -> bytes:
         b"SCRY" + bytes([1, suite_id]) + struct.pack(">I", size) + salt + prefix
         + bytes([len(kid.encode())]) + kid.encode()
     )  # fmt: skip
-    seg_key = hmac.digest(key, b"streamcrypt container v1 segment key" + body, "sha256")
+    seg_key = HKDFExpand(hashes.SHA256(), 32, b"streamcrypt container v1 segment key" + body).derive(
+        key
+    )
     tag = hmac.digest(key, b"streamcrypt container v1 header tag" + body + aad, "sha256")
     pieces = [plaintext[i : i + size] for i in range(0, len(plaintext) + 1, size)]
     out = [body, tag]

@@ -447,7 +447,7 @@ def test_a_version_2_stream_built_from_the_specification_opens(hsm: Any) -> None
     )  # fmt: skip
     keyed = hmac.HMAC(data_key, hashes.SHA256())
     seg_mac, mac = keyed.copy(), keyed
-    seg_mac.update(b"streamcrypt container v1 segment key" + body)
+    seg_mac.update(b"streamcrypt container v1 segment key" + body + b"\x01")  # HKDF-Expand
     mac.update(b"streamcrypt container v1 header tag" + body + aad)
     segment = AESGCM(seg_mac.finalize()).encrypt(prefix + bytes(4) + b"\x01", plaintext, None)
     stream = body + mac.finalize() + segment
