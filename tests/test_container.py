@@ -85,9 +85,9 @@ def _from_the_specification(v: dict[str, Any]) -> bytes:
         b"SCRY" + bytes([1, suite_id]) + struct.pack(">I", size) + salt + prefix
         + bytes([len(kid.encode())]) + kid.encode()
     )  # fmt: skip
-    seg_key = HKDFExpand(hashes.SHA256(), 32, b"streamcrypt container v1 segment key" + body).derive(
-        key
-    )
+    seg_key = HKDFExpand(
+        hashes.SHA256(), 32, b"streamcrypt container v1 segment key" + body
+    ).derive(key)
     tag = hmac.digest(key, b"streamcrypt container v1 header tag" + body + aad, "sha256")
     pieces = [plaintext[i : i + size] for i in range(0, len(plaintext) + 1, size)]
     out = [body, tag]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from support import random_splits, record_vectors
 
 import streamcrypt
+from streamcrypt.abc import Buffer
 from streamcrypt.codecs import ece
 from streamcrypt.codecs.ece import (
     OVERHEAD,
