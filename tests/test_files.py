@@ -721,7 +721,14 @@ async def test_wrong_key_fails_at_open(tmp_path: Path) -> None:
             pytest.fail("the body must not run")
 
 
-async def test_tampered_segment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_once", [None, 2 * SEG], ids=["whole", "pieces"])
+async def test_tampered_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_once: int | None
+) -> None:
+    """One verdict whatever the reads and however a job reads its segments (``pieces``:
+    the tampered segment is in a job's second ``pread``)."""
+    if at_once is not None:
+        monkeypatch.setattr(_file_read, "_READ", at_once)
     data = plaintext(10 * SEG + 500, 8)
     path = tmp_path / "t.enc"
     await write_file(path, data)
