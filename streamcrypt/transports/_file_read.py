@@ -240,7 +240,6 @@ class _PreadJob:
                 n = min(per, left)
                 size = rest if n == left else n * full + (full0 - full if index == 0 else 0)
                 if len(buffer) < size:  # a final frame longer than a full one (AWS)
-                    pool.append(buffer)
                     buffer = _borrow(pool, size)
                 data = memoryview(buffer)[:size]
                 try:
@@ -293,13 +292,14 @@ class _RandomReader:
     How many spans are in flight (the *depth*) is measured, not set: it starts at one
     per worker plus the one the read waits for, and grows by one each time a read comes
     for its span and finds a worker with nothing to do (fewer spans unfinished than
-    workers: they finished theirs and the depth let nothing more be queued: the reads
-    came late, so more read-ahead would have kept the workers busy), never past the cap: as many spans as half ``batch_size x max_in_flight`` holds (at
-    least ``max_in_flight``). Memory: that much plaintext in flight, plus one ciphertext
-    buffer of at most ``_READ`` plaintext bytes' segments per job running (the
-    workers'); a seek elsewhere drops it. Random reads read only the segments they
-    cover. A span whose segment fails opens up to that segment: reads before it succeed,
-    a read that touches it raises, the rest of the file stays readable.
+    workers, while the depth held back the next span: the reads came late, and more
+    read-ahead would have kept the workers busy), never past the cap: as many spans as
+    half ``batch_size x max_in_flight`` holds (at least ``max_in_flight``). Memory: that
+    much plaintext in flight, plus one ciphertext buffer of about ``_READ`` plaintext
+    bytes' segments per job running (the workers'); a seek elsewhere drops it. Random
+    reads read only the segments they cover. A span whose segment fails opens up to that
+    segment: reads before it succeed, a read that touches it raises, the rest of the file
+    stays readable.
     """
 
     def __init__(
