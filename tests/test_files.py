@@ -321,25 +321,159 @@ async def test_reads_ahead_read_the_next_piece_while_this_one_is_opened(
     began = [threading.Event() for _ in range(pieces)]
     overlapped: list[tuple[int, bool]] = []
     real_read = _file_read._pread_into
-    real_open = SegmentJob.run_into
 
     def read(fd: int, offset: int, view: memoryview) -> int:
         began[(offset - first) // (16 * CT_SEG)].set()
         return real_read(fd, offset, view)
 
-    def open_(self: SegmentJob, out: memoryview) -> tuple[int, Exception | None]:
-        k = self.first_index // 16
-        if k + 1 < pieces:
-            overlapped.append((k, began[k + 1].wait(timeout=5)))
-        return real_open(self, out)
-
     policy = OffloadPolicy(batch_size=piece, max_in_flight=2)
     async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        codec = type(f._impl._layout.codec)  # type: ignore[union-attr]
+        real_open = codec.run_segments
+
+        def open_(
+            self: Any, sealing: bool, index: int, count: int, *args: Any
+        ) -> tuple[int, Exception | None]:
+            k = index // 16
+            if k + 1 < pieces:
+                overlapped.append((k, began[k + 1].wait(timeout=5)))
+            return real_open(self, sealing, index, count, *args)
+
         monkeypatch.setattr(_file_read, "_pread_into", read)
-        monkeypatch.setattr(SegmentJob, "run_into", open_)
+        monkeypatch.setattr(codec, "run_segments", open_)
         for k in range(pieces):
             assert await f.read(piece) == data[k * piece : (k + 1) * piece]
     assert overlapped == [(k, True) for k in range(pieces - 1)]
+
+
+async def test_a_read_job_reads_its_object_in_one_pread_and_opens_it_in_one_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: from a descriptor, each output object (about a read) is one job: one
+    ``pread`` of its segments' ciphertext (up to ``_READ`` plaintext bytes' worth) and
+    one batch loop opening them straight into the object the read returns. The old
+    reader cut each 1 MiB span into four jobs of 256 KiB: four ``pread`` calls, which
+    copy out of the page cache at a higher cost per byte, and four job set-ups."""
+    data = plaintext(2048 * SEG, 14)
+    path = tmp_path / "j.enc"
+    await write_file(path, data)
+    preads: list[int] = []
+    runs: list[int] = []
+    real_read = _file_read._pread_into
+
+    def read(fd: int, offset: int, view: memoryview) -> int:
+        preads.append(len(view))
+        return real_read(fd, offset, view)
+
+    read_size = 512 * SEG  # 512 KiB: the old reader cut it in two jobs
+    policy = OffloadPolicy(batch_size=read_size, max_in_flight=2)
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        codec = type(f._impl._layout.codec)  # type: ignore[union-attr]
+        real_run = codec.run_segments
+
+        def run(self: Any, sealing: bool, index: int, count: int, *args: Any) -> Any:
+            runs.append(count)
+            return real_run(self, sealing, index, count, *args)
+
+        monkeypatch.setattr(_file_read, "_pread_into", read)
+        monkeypatch.setattr(codec, "run_segments", run)
+        for k in range(4):
+            assert await f.read(read_size) == data[k * read_size : (k + 1) * read_size]
+        # The last object also holds the empty final segment (the file ends on a
+        # segment boundary). Workers run jobs in any order.
+        assert sorted(preads) == [512 * CT_SEG] * 3 + [512 * CT_SEG + 16]
+        assert sorted(runs) == [512, 512, 512, 513]
+        # A job reads at most _READ plaintext bytes' segments at a time.
+        monkeypatch.setattr(_file_read, "_READ", 200 * SEG)
+        preads.clear()
+        runs.clear()
+        await f.seek(0)  # one read's span, alone: read-ahead starts with the next read
+        assert await f.read(read_size) == data[:read_size]
+        assert preads == [200 * CT_SEG, 200 * CT_SEG, 112 * CT_SEG]
+        assert runs == [200, 200, 112]
+
+
+@pytest.mark.parametrize("at_once", [1, 3000], ids=["one-segment", "several"])
+@pytest.mark.parametrize("fmt", ["native", "age", "rclone", "aws-0x0478", "aws-0x0578"])
+async def test_every_format_reads_the_same_in_pieces_of_any_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, at_once: int
+) -> None:
+    """A read job reads its segments ``_READ`` plaintext bytes' worth at a time; the
+    piece holding the final segment may be longer than a full one (an AWS final frame
+    carries 8 bytes more than a regular one): whatever the piece size, every format
+    reads back the bytes it wrote, whole, from a seek and to the end."""
+    monkeypatch.setattr(_file_read, "_READ", at_once)
+    policy = OffloadPolicy(inline_limit=0, batch_size=1 << 20, adaptive=False)
+    path = tmp_path / "f"
+    identity = X25519Identity.generate()
+    size = 3 * 65536
+    opts: dict[str, Any] = {"identities": [identity]} if fmt == "age" else {"password": "pw"}
+    if fmt == "native":
+        size, opts = 40 * SEG, {"key": KEY}
+    elif fmt.startswith("aws"):
+        size, opts = 40 * FRAME, {"key": RING, "encryption_context": AWS_CONTEXT}
+
+    async def write(data: bytes) -> None:
+        if fmt == "native":
+            await write_file(path, data)
+        elif fmt.startswith("aws"):
+            await _write_aws(path, data, fmt[4:])
+        else:
+            theirs = {"recipients": [identity.recipient]} if fmt == "age" else opts
+            async with open_file(path, "wb", format=fmt, **theirs) as f:
+                await f.write(data)
+
+    for cut in (size, size - 3):  # ending on a segment boundary, and 3 bytes short of it
+        data = plaintext(cut, 15)
+        await write(data)
+        async with open_file(path, "rb", policy=policy, **opts) as f:
+            assert await f.read() == data
+            await f.seek(cut // 3)
+            assert await f.read(cut // 2) == data[cut // 3 : cut // 3 + cut // 2]
+            assert await f.read() == data[cut // 3 + cut // 2 :]
+
+
+async def test_read_ahead_deepens_only_when_the_workers_run_out_of_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: how many spans are read ahead is measured, not a constant. It starts at
+    one per worker plus the one a read waits for; a consumer slower than the workers
+    leaves them with nothing to do, so it grows, one span a read, never past the cap
+    (half ``batch_size x max_in_flight`` in spans); workers slower than the consumer are
+    never short of work, so it stays where it started."""
+    data = plaintext(512 * SEG, 16)
+    path = tmp_path / "d.enc"
+    await write_file(path, data)
+    read = 16 * SEG  # one span, one output object
+    policy = OffloadPolicy(batch_size=read, max_in_flight=8, workers=2)
+    cap = policy.max_in_flight  # more than half batch_size x max_in_flight holds
+    in_flight: list[int] = []
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        reader = f._impl
+        assert isinstance(reader, _file_read._RandomReader)
+        assert reader._depth == policy.workers + 1
+        for k in range(24):  # a slow consumer
+            assert await f.read(read) == data[k * read : (k + 1) * read]
+            in_flight.append(len(reader._spans))
+            await anyio.sleep(0.01)
+        assert reader._depth == cap, (reader._depth, in_flight)
+        assert max(in_flight) <= cap
+    async with open_file(path, "rb", key=KEY, policy=policy) as f:
+        reader = f._impl
+        assert isinstance(reader, _file_read._RandomReader)
+        codec = type(reader._layout.codec)
+        real_run = codec.run_segments
+
+        def slow(self: Any, *args: Any) -> Any:
+            time.sleep(0.05)  # slow workers
+            return real_run(self, *args)
+
+        monkeypatch.setattr(codec, "run_segments", slow)
+        for k in range(12):
+            assert await f.read(read) == data[k * read : (k + 1) * read]
+        # The workers always had a span to take when a read came for its own (a loop
+        # delayed past a whole span on a loaded machine may add one).
+        assert reader._depth <= policy.workers + 2, reader._depth
 
 
 async def test_read_ahead_holds_the_loop_for_one_span_at_a_time(
@@ -587,7 +721,14 @@ async def test_wrong_key_fails_at_open(tmp_path: Path) -> None:
             pytest.fail("the body must not run")
 
 
-async def test_tampered_segment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_once", [None, 2 * SEG], ids=["whole", "pieces"])
+async def test_tampered_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_once: int | None
+) -> None:
+    """One verdict whatever the reads and however a job reads its segments (``pieces``:
+    the tampered segment is in a job's second ``pread``)."""
+    if at_once is not None:
+        monkeypatch.setattr(_file_read, "_READ", at_once)
     data = plaintext(10 * SEG + 500, 8)
     path = tmp_path / "t.enc"
     await write_file(path, data)

@@ -22,16 +22,26 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream
 
-from ..codecs import ReadAt, SegmentJob, SegmentLayout
-from ..engine import CLAIM_SIZE, OffloadPolicy, OrderedBatches, Pending, WorkerCalls, wait_future
+from ..codecs import ReadAt, SegmentCodec, SegmentLayout
+from ..engine import OffloadPolicy, OrderedBatches, Pending, WorkerCalls, wait_future
 from ..errors import BrokenTransformError, InvalidParameterError, TruncatedStreamError
 
 #: Bytes per piece when the policy is None (no batch size to follow).
 _INLINE_PIECE = 1 << 20
 #: Bytes asked of a non-seekable wrapped object per read call.
 _STREAM_READ = 1 << 20
-#: Plaintext bytes of a read-ahead span at most (whole output objects, at least one).
-_SPAN = 1 << 20
+#: Plaintext bytes of a read-ahead span at most (whole output objects, at least one): one
+#: batch, one worker's. Two 1 MiB reads a span halve the batches, hand-overs and waits of
+#: 1 MiB spans. Measured (1 GiB in 1 MiB reads, 2 vCPUs, quiet, interleaved,
+#: 2026-12-05): 1 MiB 2.90 / 2.87 GB/s at 0.603 / 0.607 CPU-s/GB, 2 MiB 3.35 / 3.05 at
+#: 0.525 / 0.575, 4 MiB 3.03 at 0.586 (and 15 times the page faults).
+_SPAN = 2 << 20
+#: Plaintext bytes whose segments a read job reads with one ``pread`` and opens before
+#: the next (whole segments, at least one): the copy out of the page cache costs less
+#: per byte in large calls, up to about this size. Measured (one thread, 256 MiB from
+#: the page cache into 4 MiB outputs, pread + AES-256-GCM, 2026-12-05): 64 KiB 0.446,
+#: 256 KiB 0.427, 512 KiB 0.408, 1 MiB 0.388, 2 MiB 0.388, 4 MiB 0.389 CPU-s/GB.
+_READ = 1 << 20
 
 
 def _pread_into(fd: int, offset: int, view: memoryview) -> int:
@@ -176,44 +186,84 @@ class _StreamChunks:
 
 
 class _PreadJob:
-    """Read a run of segments' ciphertext with ``pread`` into a buffer borrowed from the
-    reader's pool and open it from there: a worker's job.
+    """Read segments' ciphertext with ``pread`` into a buffer borrowed from the reader's
+    pool and open them from there, straight into the output the read hands out: a
+    worker's job, one per output object.
 
-    The buffer goes back to the pool when the job ends, so the pool holds one buffer per
-    job running at once (the workers'), whatever the spans in flight: the ciphertext is
-    read into memory a worker used a moment before (still in its cache) and opened while
-    it is there, and no span keeps ciphertext while it waits."""
+    The segments are read ``_READ`` plaintext bytes' worth at a time (whole segments, at
+    least one), each piece opened before the next is read, so the buffer stays about
+    that size whatever the output's. The buffer goes back to the pool when the job ends,
+    so the pool holds one buffer per job running at once (the workers'), whatever the
+    spans in flight: no span keeps ciphertext while it waits. ``done`` is set once the
+    job has ended (on the worker; read by the loop to tell a worker is idle)."""
 
-    __slots__ = ("_fd", "_job", "_offset", "_pool", "_size", "out_size")
+    __slots__ = (
+        "_codec",
+        "_count",
+        "_fd",
+        "_final",
+        "_first",
+        "_offset",
+        "_pool",
+        "_size",
+        "done",
+        "out_size",
+    )
 
     def __init__(
-        self, fd: int, job: SegmentJob, offset: int, size: int, pool: list[mmap.mmap]
+        self,
+        fd: int,
+        codec: SegmentCodec,
+        first: int,
+        count: int,
+        offset: int,
+        size: int,
+        final: bool,
+        pool: list[mmap.mmap],
     ) -> None:
         self._fd = fd
-        self._job = job  # job.data: the borrowed buffer's view, while the job runs
-        self._offset = offset
+        self._codec = codec
+        self._first = first  # segment index
+        self._count = count  # segments
+        self._offset = offset  # of the ciphertext in the file
         self._size = size  # ciphertext bytes
+        self._final = final  # the last segment is the stream's final one
         self._pool = pool
-        self.out_size = max(0, size - job.count * job.codec.overhead)
+        self.done = False
+        self.out_size = max(0, size - count * codec.overhead)
 
     def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
-        buffer = _borrow(self._pool, self._size)
-        job = self._job
+        codec, fd, pool = self._codec, self._fd, self._pool
+        full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
+        per = max(1, _READ // codec.full_plaintext(1))  # segments a pread
+        index, left, offset, rest = self._first, self._count, self._offset, self._size
+        buffer = _borrow(pool, min(rest, per * full + max(0, full0 - full)))
+        written = 0
         try:
-            data = memoryview(buffer)[: self._size]
-            try:
-                got = _pread_into(self._fd, self._offset, data)
-            except OSError as exc:
-                return 0, exc
-            if got != self._size:
-                return 0, TruncatedStreamError(
-                    "the file is shorter than when it was opened: it was truncated meanwhile"
-                )
-            job.data = data
-            return job.run_into(out)
+            while left:
+                n = min(per, left)
+                size = rest if n == left else n * full + (full0 - full if index == 0 else 0)
+                if len(buffer) < size:  # a final frame longer than a full one (AWS)
+                    buffer = _borrow(pool, size)
+                data = memoryview(buffer)[:size]
+                try:
+                    got = _pread_into(fd, offset, data)
+                except OSError as exc:
+                    return written, exc
+                if got != size:
+                    return written, TruncatedStreamError(
+                        "the file is shorter than when it was opened: it was truncated meanwhile"
+                    )
+                final = self._final and n == left
+                done, error = codec.run_segments(False, index, n, data, final, out[written:])
+                written += done
+                if error is not None:
+                    return written, error
+                index, left, offset, rest = index + n, left - n, offset + size, rest - size
+            return written, None
         finally:
-            job.data = b""
-            self._pool.append(buffer)
+            pool.append(buffer)
+            self.done = True
 
 
 def _borrow(pool: list[mmap.mmap], size: int) -> mmap.mmap:
@@ -235,18 +285,25 @@ class _RandomReader:
     kept as output objects of about the read's size (whole segments), so that a read
     that continues the one before returns one of them uncopied. Past the span, the next
     span comes from the engine's scheduler. From a file descriptor, spans are read and
-    opened on workers only (``pread`` into a buffer borrowed for the job and the cipher
-    in one job, about ``CLAIM_SIZE`` each; the loop never runs one: it would read the
-    file on the loop). The first span after a seek is one read's worth; a read that
-    continues the one before (or starts the file) first queues the spans after it, then
-    waits for its own, so workers read and open the next spans while this one is opened:
-    *read-ahead*, spans of twice the read's size, each twice the one before, up to
-    ``_SPAN`` in whole output objects, as many in flight as half ``batch_size x
-    max_in_flight`` holds (at least ``max_in_flight``). Memory: that much plaintext in
-    flight, plus one ciphertext buffer of a job per worker; a seek elsewhere drops it.
-    Random reads read only the segments they cover. A span whose segment fails opens up
-    to that segment: reads before it succeed, a read that touches it raises, the rest of
-    the file stays readable.
+    opened on workers only (one job per output object: ``pread`` into a buffer borrowed
+    for the job and the cipher straight into the object the read hands out; the loop
+    never runs one: it would read the file on the loop). The first span after a seek is
+    one read's worth; a read that continues the one before (or starts the file) first
+    queues the spans after it, then waits for its own, so workers read and open the next
+    spans while this one is opened: *read-ahead*, spans of twice the read's size, each
+    twice the one before, up to ``_SPAN`` in whole output objects.
+
+    How many spans are in flight (the *depth*) is measured, not set: it starts at one
+    per worker plus the one the read waits for, and grows by one each time a read comes
+    for its span and finds a worker with nothing to do (fewer spans unfinished than
+    workers, while the depth held back the next span: the reads came late, and more
+    read-ahead would have kept the workers busy), never past the cap: as many spans as
+    half ``batch_size x max_in_flight`` holds (at least ``max_in_flight``). Memory: that
+    much plaintext in flight, plus one ciphertext buffer of about ``_READ`` plaintext
+    bytes' segments per job running (the workers'); a seek elsewhere drops it. Random
+    reads read only the segments they cover. A span whose segment fails opens up to that
+    segment: reads before it succeed, a read that touches it raises, the rest of the file
+    stays readable.
     """
 
     def __init__(
@@ -275,6 +332,10 @@ class _RandomReader:
         self._ahead_span = self._out  # plaintext bytes of the last span read ahead
         self._batches = self._new_batches()
         self._spans: deque[int] = deque()  # where the spans in flight start, in order
+        self._ends: deque[_PreadJob] = deque()  # the last job of each (from a descriptor)
+        # Spans in flight at most, learnt (see the class docstring), kept across seeks.
+        self._workers = policy.workers if policy is not None else 1
+        self._depth = self._workers + 1
         self._queued_end = 0  # where the last span queued ends
         # Ciphertext buffers of the jobs not running (see _PreadJob), and with policy=None
         # the next span's ciphertext being read (offset, length, its buffer, the read).
@@ -287,12 +348,11 @@ class _RandomReader:
             return OrderedBatches(policy, site="file-read")
         # Jobs that read the descriptor block: they run on workers only. Many spans of
         # _SPAN rather than a few large ones: a span is one worker's, so the window's
-        # head waits for that worker alone while others, done, have nothing to take.
+        # head waits for that worker alone while others, done, have nothing to take. The
+        # scheduler's window is the cap; the depth (at most the cap) decides.
         assert policy is not None
-        window = max(
-            policy.max_in_flight, policy.batch_size * policy.max_in_flight // 2 // self._span
-        )
-        policy = dataclasses.replace(policy, max_in_flight=window)
+        cap = max(policy.max_in_flight, policy.batch_size * policy.max_in_flight // 2 // self._span)
+        policy = dataclasses.replace(policy, max_in_flight=cap)
         return OrderedBatches(policy, site="file-read", blocking=True)
 
     async def read(self, n: int) -> bytes:
@@ -332,9 +392,9 @@ class _RandomReader:
 
     def _queue_span(self, start: int, span: int) -> None:
         """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
-        ``start`` (a segment boundary): jobs of about CLAIM_SIZE that each read their own
-        ciphertext, none across the boundary of an output object. The span is planned
-        once; its jobs are cut from it by the segment sizes, as ``SegmentJob.split``."""
+        ``start`` (a segment boundary): one job per output object, each reading its own
+        ciphertext (:class:`_PreadJob`). The span is planned once; its jobs are cut from
+        it by the segment sizes."""
         assert self._fd is not None
         planned = self._layout.plan(start, start + span)
         assert planned is not None
@@ -342,7 +402,6 @@ class _RandomReader:
         codec = whole.codec
         full0, full = codec.full_ciphertext(0), codec.full_ciphertext(1)
         per_out = max(1, self._out // self._segment)  # segments per output object
-        per_job = -(-per_out // -(-per_out * full // CLAIM_SIZE))  # ~CLAIM_SIZE, even split
         at = 0  # where the next job's ciphertext starts, from pos
         index = whole.first_index
         last = index + whole.count - 1
@@ -356,19 +415,18 @@ class _RandomReader:
             == codec.overhead
         ):
             end = last - 1
-        jobs: list[Any] = []
+        jobs: list[_PreadJob] = []
         while index <= end:
-            out_last = min(end, index + per_out - 1)
-            while index <= out_last:
-                j = min(out_last, index + per_job - 1)
-                j = last if j == end else j
-                n = j - index + 1
-                size = length - at if j == last else n * full + (full0 - full if index == 0 else 0)
-                job = SegmentJob(codec, False, index, n, b"", whole.final and j == last)
-                jobs.append(_PreadJob(self._fd, job, pos + at, size, self._pool))
-                at += size
-                index = j + 1
+            j = min(end, index + per_out - 1)
+            j = last if j == end else j
+            n = j - index + 1
+            size = length - at if j == last else n * full + (full0 - full if index == 0 else 0)
+            final = whole.final and j == last
+            jobs.append(_PreadJob(self._fd, codec, index, n, pos + at, size, final, self._pool))
+            at += size
+            index = j + 1
         self._queue(start, jobs)
+        self._ends.append(jobs[-1])
 
     async def _queue_direct(self, start: int) -> None:
         """Without workers that read for themselves: fetch the span's ciphertext (the
@@ -423,9 +481,12 @@ class _RandomReader:
         # it is opened.
         sequential = start == self._cache_end
         if sequential:
+            self._deepen()
             self._read_ahead()
         await self._batches.wait()  # cancelled: the span stays in flight, nothing changed
         span_start = self._spans.popleft()
+        if self._ends:
+            self._ends.popleft()
         parts, error = self._batches.pop()
         self._cache = [part if isinstance(part, bytes) else bytes(part) for part in parts]
         self._cache_start = span_start
@@ -438,6 +499,18 @@ class _RandomReader:
         if sequential:
             self._read_ahead()
 
+    def _deepen(self) -> None:
+        """One span more in flight from now on if, as a read comes for its span, a
+        worker has had nothing to do: fewer spans unfinished than workers while the depth
+        held back the next span (and more of the file is left to queue)."""
+        if (
+            len(self._spans) >= self._depth
+            and self._queued_end < self.size
+            and not self._batches.window_full
+            and sum(not job.done for job in self._ends) < self._workers
+        ):
+            self._depth += 1
+
     def _read_ahead(self) -> None:
         """Queue the span after the last one queued (from a descriptor, whose jobs read
         for themselves) if the window has room: twice the read's size, each next one
@@ -447,7 +520,8 @@ class _RandomReader:
         loop is held for one span's jobs at a time, not for a window's."""
         if self._fd is None:
             return
-        if self._queued_end < self.size and not self._batches.window_full:
+        depth = len(self._spans) < self._depth and not self._batches.window_full
+        if depth and self._queued_end < self.size:
             self._ahead_span = min(2 * self._ahead_span, self._span)
             self._queue_span(self._queued_end, self._ahead_span)
 
@@ -461,6 +535,7 @@ class _RandomReader:
             for future in old.abandon(BrokenTransformError("dropped by a seek")):
                 self._threads.watch(future)
         self._spans.clear()
+        self._ends.clear()
         seg = self._segment
         self._out = min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
         self._ahead_span = self._out
@@ -495,6 +570,7 @@ class _RandomReader:
         # may keep.
         self._batches.abandon(BrokenTransformError("the file is closed"))  # drops the jobs
         self._spans.clear()
+        self._ends.clear()
         self._pool.clear()  # the list the jobs share
         self._cache, self._ahead = [], None
         self._cache_start = self._cache_end = 0
