@@ -136,24 +136,24 @@ class ContainerHeader:
         return _body(
             SUITE_IDS[self.suite],
             self.segment_size,
-            self.salt,
-            self.nonce_prefix,
+            self.salt + self.nonce_prefix,
             self.key_id,
             self.wrapped,
         )
 
 
 def _body(
-    suite_id: int, segment_size: int, salt: bytes, prefix: bytes, key_id: str, wrapped: bytes
+    suite_id: int, segment_size: int, salt_prefix: bytes, key_id: str, wrapped: bytes
 ) -> bytes:
     """The header bytes that precede the tag (docs/FORMAT.md), written once: version 2
-    when there is a wrapped data key, which follows the key id."""
+    when there is a wrapped data key, which follows the key id. ``salt_prefix``: the salt
+    and the nonce prefix, one after the other (as a writer draws them, in one call)."""
     fixed = _FIXED.pack(MAGIC, WRAPPED_VERSION if wrapped else VERSION, suite_id, segment_size)
     if not key_id and not wrapped:  # a bare key's header: an empty key id (0.2 us less)
-        return fixed + salt + prefix + b"\x00"
+        return fixed + salt_prefix + b"\x00"
     kid = key_id.encode()
     tail = bytes((len(wrapped),)) + wrapped if wrapped else b""
-    return b"".join((fixed, salt, prefix, bytes((len(kid),)), kid, tail))
+    return b"".join((fixed, salt_prefix, bytes((len(kid),)), kid, tail))
 
 
 class ContainerCodec(CounterCodec):
@@ -408,7 +408,7 @@ def _start(
     master, key_id, wrapped = _writer_key(key)
     if salt is None and nonce_prefix is None:
         fresh = random_bytes(SALT_SIZE + prefix_len)  # one system call for both
-        salt, prefix = fresh[:SALT_SIZE], fresh[SALT_SIZE:]
+        prefix = fresh[SALT_SIZE:]
     else:
         salt = random_bytes(SALT_SIZE) if salt is None else salt
         prefix = random_bytes(prefix_len) if nonce_prefix is None else nonce_prefix
@@ -416,7 +416,8 @@ def _start(
             raise InvalidParameterError(
                 f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
             )
-    body = _body(suite_id, segment_size, salt, prefix, key_id, wrapped)
+        fresh = salt + prefix
+    body = _body(suite_id, segment_size, fresh, key_id, wrapped)
     seg_key, tag = _derive(master, body, aad)
     return ContainerCodec(aead_cls, seg_key, prefix, segment_size), body + tag
 
@@ -433,9 +434,12 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         return None
     key: KeyLike = options.key  # type: ignore[assignment]  # _check: there is one
     codec, header = _start(key, options.suite or "aes-256-gcm", size, options.aad)
-    out = bytearray(len(plaintext) + codec.overhead)
-    codec.seal_segment(0, plaintext, True, memoryview(out))
-    return header + out
+    # as the engine runs a job of one segment: the kernel makes the output, a failure
+    # is judged by the batch loop (CounterCodec.run_one)
+    sealed, error = codec.run_one(True, 0, plaintext, True)
+    if error is not None:
+        raise error
+    return header + sealed
 
 
 def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
@@ -453,9 +457,10 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     if not start + 16 <= len(ciphertext) < start + header.segment_size + 16:
         return None
     codec = _keyed(key, options.aad, head, header)
-    out = bytearray(len(ciphertext) - start - codec.overhead)
-    codec.open_segment(0, memoryview(ciphertext)[start:], True, memoryview(out))
-    return bytes(out)
+    opened, error = codec.run_one(False, 0, memoryview(ciphertext)[start:], True)
+    if error is not None:
+        raise error
+    return opened
 
 
 class StreamEncryptor(SegmentedEncryptor):
