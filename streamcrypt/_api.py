@@ -254,11 +254,13 @@ def _writing(
 ) -> FormatOptions:
     # Field by field, in FormatOptions' order (tests/test_formats.py checks each lands in
     # the field of its name): a tuple made with tuple.__new__ takes 0.4 us, where the
-    # named tuple's own __new__ takes 1.5-2 us of keyword matching a call.
+    # named tuple's own __new__ takes 1.5-2 us of keyword matching a call. recipients= /
+    # identities=: one_or_many's common case (a tuple, the default) inline, a call less.
     return _options(
         FormatOptions,
         (
-            key, suite, segment_size, aad, one_or_many(recipients),
+            key, suite, segment_size, aad,
+            recipients if type(recipients) is tuple else one_or_many(recipients),
             (),  # identities
             passphrase, work_factor,
             None,  # max_work_factor
@@ -300,7 +302,8 @@ def _reading(
             None,  # suite
             segment_size, aad,
             (),  # recipients
-            one_or_many(identities), passphrase,
+            identities if type(identities) is tuple else one_or_many(identities),
+            passphrase,
             None,  # work_factor
             max_work_factor,
             False, None,  # armor, sign_with
