@@ -70,7 +70,8 @@ def encrypt_bytes(
     it does not take, or a ``plaintext`` that is not bytes-like, else as the format's
     encryptor.
     """
-    plaintext = as_buffer(plaintext, "plaintext")  # bytes as they are; an int or a str refused
+    if type(plaintext) is not bytes:  # bytes as they are (as_buffer's first case, a call less)
+        plaintext = as_buffer(plaintext, "plaintext")  # an int or a str refused
     options = _writing(
         key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
         password, password2, salt, keyid, padding, encryption_context, allow_legacy,
@@ -119,7 +120,8 @@ def decrypt_bytes(
     :class:`~streamcrypt.errors.UnsupportedFormatError`,
     :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
     """
-    ciphertext = as_buffer(ciphertext, "ciphertext")  # bytes as they are; an int or a str refused
+    if type(ciphertext) is not bytes:  # as encrypt_bytes' plaintext
+        ciphertext = as_buffer(ciphertext, "ciphertext")
     options = _reading(
         key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
         password2, expected_size, max_record_size, allow_no_records, encryption_context,

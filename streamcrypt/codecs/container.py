@@ -193,13 +193,13 @@ class ContainerCodec(CounterCodec):
         )
 
 
-def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
+def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> list[bytes]:
     """The segment key and the header tag of the header ``body`` (docs/FORMAT.md,
     "Keys"), for versions 1 and 2 alike: two HMAC-SHA256 keyed by the 32-byte master
     (or data) key, each over its label and the body, which holds the stream's salt. The
-    segment key's is HKDF-Expand's one block (its counter byte 0x01 last)."""
-    seg_key, tag = hmac_digests(master, (_SEGMENT_KEY + body + b"\x01", _HEADER_TAG + body + aad))
-    return seg_key, tag
+    segment key's is HKDF-Expand's one block (its counter byte 0x01 last). Returns
+    ``[segment key, tag]``."""
+    return hmac_digests(master, (_SEGMENT_KEY + body + b"\x01", _HEADER_TAG + body + aad))
 
 
 #: What ``key=`` may be, as error messages say it.
