@@ -159,8 +159,9 @@ def _body(
 class ContainerCodec(CounterCodec):
     """Seals and opens the segments of one container stream under nonce
     ``prefix || uint32_be(i) || last_flag``, no associated data (docs/FORMAT.md): the
-    format's segment rule is :class:`CounterCodec`'s batch loop; one segment, as the
-    one-shot path seals it, is a batch of one.
+    format's segment rule is :class:`CounterCodec`'s batch loop; one segment alone (a job
+    of one segment, and the one-shot path's segment 0) is the same rule through the
+    kernel's own call (:meth:`CounterCodec.run_one`).
 
     The native kernel is bound once per stream (``Aead.bind``: from the suite class and
     the derived key, no suite object); XChaCha20's subkey depends only on the fixed
@@ -424,9 +425,9 @@ def _start(
 
 def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     """A message shorter than one segment, sealed at once: the header, then segment 0
-    as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
-    longer message (the engine's path). ``plaintext`` is bytes-like of single bytes (the
-    one-shot call's ``as_buffer``)."""
+    as the final segment (the codec's rule, as the engine runs a job of one segment).
+    ``None`` for a longer message (the engine's path). ``plaintext`` is bytes-like of
+    single bytes (the one-shot call's ``as_buffer``)."""
     size = options.segment_size
     if size is None:
         size = DEFAULT_SEGMENT_SIZE
