@@ -70,7 +70,8 @@ def encrypt_bytes(
     it does not take, or a ``plaintext`` that is not bytes-like, else as the format's
     encryptor.
     """
-    plaintext = as_buffer(plaintext, "plaintext")  # bytes as they are; an int or a str refused
+    if type(plaintext) is not bytes:  # bytes as they are (as_buffer's first case, a call less)
+        plaintext = as_buffer(plaintext, "plaintext")  # an int or a str refused
     options = _writing(
         key, suite, segment_size, aad, recipients, passphrase, work_factor, armor, sign_with,
         password, password2, salt, keyid, padding, encryption_context, allow_legacy,
@@ -119,7 +120,8 @@ def decrypt_bytes(
     :class:`~streamcrypt.errors.UnsupportedFormatError`,
     :class:`~streamcrypt.errors.UnknownKeyError`; returns nothing on failure.
     """
-    ciphertext = as_buffer(ciphertext, "ciphertext")  # bytes as they are; an int or a str refused
+    if type(ciphertext) is not bytes:  # as encrypt_bytes' plaintext
+        ciphertext = as_buffer(ciphertext, "ciphertext")
     options = _reading(
         key, segment_size, aad, identities, passphrase, max_work_factor, verify_with, password,
         password2, expected_size, max_record_size, allow_no_records, encryption_context,
@@ -254,11 +256,13 @@ def _writing(
 ) -> FormatOptions:
     # Field by field, in FormatOptions' order (tests/test_formats.py checks each lands in
     # the field of its name): a tuple made with tuple.__new__ takes 0.4 us, where the
-    # named tuple's own __new__ takes 1.5-2 us of keyword matching a call.
+    # named tuple's own __new__ takes 1.5-2 us of keyword matching a call. recipients= /
+    # identities=: one_or_many's common case (a tuple, the default) inline, a call less.
     return _options(
         FormatOptions,
         (
-            key, suite, segment_size, aad, one_or_many(recipients),
+            key, suite, segment_size, aad,
+            recipients if type(recipients) is tuple else one_or_many(recipients),
             (),  # identities
             passphrase, work_factor,
             None,  # max_work_factor
@@ -300,7 +304,8 @@ def _reading(
             None,  # suite
             segment_size, aad,
             (),  # recipients
-            one_or_many(identities), passphrase,
+            identities if type(identities) is tuple else one_or_many(identities),
+            passphrase,
             None,  # work_factor
             max_work_factor,
             False, None,  # armor, sign_with

@@ -460,6 +460,38 @@ def test_one_segment_path_is_the_stream_path(suite: str, monkeypatch: pytest.Mon
                     sc.decrypt_bytes(case, key, aad=aad)
 
 
+def test_one_segment_path_runs_the_engines_job_of_one_segment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """encrypt_bytes / decrypt_bytes of a one-segment message run segment 0 as the engine
+    runs a job of one segment (SegmentCodec.run_one: the kernel makes the output, a
+    failure is judged by the batch loop), with no loop or output memory of their own:
+    one run_one a call, final, and a read hands out the object the kernel made."""
+    calls: list[tuple[bool, int, bool, bytes, bytes]] = []
+    real = container.ContainerCodec.run_one
+
+    def spy(
+        codec: Any, sealing: bool, index: int, data: Any, final: bool
+    ) -> tuple[bytes, Exception | None]:
+        made = real(codec, sealing, index, data, final)
+        calls.append((sealing, index, final, bytes(data), made[0]))
+        return made
+
+    monkeypatch.setattr(container.ContainerCodec, "run_one", spy)
+    for key in (KEY, SecretKey(KEY)):
+        calls.clear()
+        data = random.Random(5).randbytes(100)
+        ct = sc.encrypt_bytes(data, key)
+        assert calls == [(True, 0, True, data, ct[-116:])]
+        opened = sc.decrypt_bytes(ct, key)
+        assert opened == data
+        assert calls[1][:4] == (False, 0, True, ct[-116:])
+        assert opened is calls[1][4]  # not a copy
+        with pytest.raises(AuthenticationError, match="segment 0 did not verify"):
+            sc.decrypt_bytes(_flip(ct, -1), key)
+        assert len(calls) == 3
+
+
 def _flip(data: bytes, pos: int) -> bytes:
     out = bytearray(data)
     out[pos] ^= 1

@@ -294,6 +294,24 @@ def test_an_option_the_format_does_not_take_is_refused_naming_both(fmt: str, ver
             getattr(streamcrypt, verb)(data, format=fmt, **{name: value})
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_option_check_sees_each_option_a_format_does_not_take(fmt: str) -> None:
+    """check_options' one comparison (the options a format does not take, as slices of
+    consecutive fields) sees every such field, at either end of a run, each mode:
+    any one of them set off its default alone is refused, naming it."""
+    descriptor = FORMATS[fmt]
+    for mode, takes in (("wb", descriptor.writes), ("rb", descriptor.reads)):
+        for name in FormatOptions._fields:
+            if name in takes:
+                continue
+            value = SET.get(name)
+            if value is None:
+                value = ("set",)
+            options = FormatOptions()._replace(**{name: value})
+            with pytest.raises(InvalidParameterError, match=f"{name}="):
+                descriptor.check_options(options, mode)
+
+
 def test_top_level_format_errors_name_the_formats() -> None:
     with pytest.raises(InvalidParameterError, match=r"streamcrypt speaks .*native.*age"):
         streamcrypt.encrypt_bytes(b"x", KEY32, format="zip")

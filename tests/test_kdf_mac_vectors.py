@@ -192,6 +192,9 @@ def test_hmac_digests_is_one_hmac_per_message_under_one_key() -> None:
                     assert hmac_digests(SecretKey(key), msgs, name) == want
     with pytest.raises(InvalidParameterError, match="unsupported"):
         hmac_digests(b"k", [b"m"], "md5")  # type: ignore[arg-type]
+    for bad in ("md5", ["sha256"]):  # a SecretKey's kept-context lookup names it too
+        with pytest.raises(InvalidParameterError, match="unsupported"):
+            hmac_digests(SecretKey(bytes(32)), [b"m"], bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="message must be bytes-like"):
         hmac_digests(b"k", [b"m", "m"])  # type: ignore[list-item]
     with pytest.raises(InvalidKeySizeError, match="wiped"):

@@ -152,8 +152,10 @@ def detect_format(head: bytes, options: FormatOptions) -> SegmentedFormat:
     names it), :class:`~streamcrypt.errors.InvalidParameterError` for an option the
     format found does not take: the message names it ("this is an age file ...")."""
     blind = []
-    for name in FORMATS:  # not FORMATS.values(): its generator costs 1.5 us a message
-        fmt = FORMATS[name]
+    # FORMATS' order, its loaded descriptors taken without its Python __iter__ and
+    # __getitem__ (0.2 us a message; FORMATS.values()' generator cost 1.5)
+    for name in _FORMAT_MODULES:
+        fmt = _LOADED.get(name) or FORMATS[name]
         if fmt.identifies(head):
             try:
                 fmt.check_options(options, "rb")

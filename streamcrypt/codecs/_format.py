@@ -327,9 +327,18 @@ _UNTAKEN: dict[frozenset[str], tuple[Callable[[FormatOptions], object], object]]
 def _untaken(takes: frozenset[str]) -> tuple[Callable[[FormatOptions], object], object]:
     found = _UNTAKEN.get(takes)
     if found is None:
-        others = [i for i, name in enumerate(_NAMES) if name not in takes]
+        # the other options as slices, one a run of consecutive fields (a tuple's slice
+        # is a copy in C; the native format's writes: one slice, 0.35 -> 0.2 us a check)
+        runs: list[slice] = []
+        for i, name in enumerate(_NAMES):
+            if name in takes:
+                continue
+            if runs and runs[-1].stop == i:
+                runs[-1] = slice(runs[-1].start, i + 1)
+            else:
+                runs.append(slice(i, i + 1))
         getter: Callable[[FormatOptions], object] = (
-            operator.itemgetter(*others) if others else lambda options: ()
+            operator.itemgetter(*runs) if runs else lambda options: ()
         )
         found = _UNTAKEN[takes] = (getter, getter(FormatOptions()))
     return found

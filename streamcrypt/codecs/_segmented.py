@@ -233,7 +233,7 @@ class CounterCodec(BatchCodec):
 
     def run_one(
         self, sealing: bool, index: int, data: Buffer, final: bool
-    ) -> tuple[bytes, Exception | None] | None:
+    ) -> tuple[bytes, Exception | None]:  # never None: the kernel has the call
         # The kernel's own ``encrypt`` / ``decrypt`` return a new object: the engine's
         # output memory (a ``bytes`` made through the C API, a view, the job's slices)
         # cost 1.5 us more a 64 KiB segment, a tenth of what the Python of a 64 KiB chunk

@@ -136,31 +136,32 @@ class ContainerHeader:
         return _body(
             SUITE_IDS[self.suite],
             self.segment_size,
-            self.salt,
-            self.nonce_prefix,
+            self.salt + self.nonce_prefix,
             self.key_id,
             self.wrapped,
         )
 
 
 def _body(
-    suite_id: int, segment_size: int, salt: bytes, prefix: bytes, key_id: str, wrapped: bytes
+    suite_id: int, segment_size: int, salt_prefix: bytes, key_id: str, wrapped: bytes
 ) -> bytes:
     """The header bytes that precede the tag (docs/FORMAT.md), written once: version 2
-    when there is a wrapped data key, which follows the key id."""
+    when there is a wrapped data key, which follows the key id. ``salt_prefix``: the salt
+    and the nonce prefix, one after the other (as a writer draws them, in one call)."""
     fixed = _FIXED.pack(MAGIC, WRAPPED_VERSION if wrapped else VERSION, suite_id, segment_size)
     if not key_id and not wrapped:  # a bare key's header: an empty key id (0.2 us less)
-        return fixed + salt + prefix + b"\x00"
+        return fixed + salt_prefix + b"\x00"
     kid = key_id.encode()
     tail = bytes((len(wrapped),)) + wrapped if wrapped else b""
-    return b"".join((fixed, salt, prefix, bytes((len(kid),)), kid, tail))
+    return b"".join((fixed, salt_prefix, bytes((len(kid),)), kid, tail))
 
 
 class ContainerCodec(CounterCodec):
     """Seals and opens the segments of one container stream under nonce
     ``prefix || uint32_be(i) || last_flag``, no associated data (docs/FORMAT.md): the
-    format's segment rule is :class:`CounterCodec`'s batch loop; one segment, as the
-    one-shot path seals it, is a batch of one.
+    format's segment rule is :class:`CounterCodec`'s batch loop; one segment alone (a job
+    of one segment, and the one-shot path's segment 0) is the same rule through the
+    kernel's own call (:meth:`CounterCodec.run_one`).
 
     The native kernel is bound once per stream (``Aead.bind``: from the suite class and
     the derived key, no suite object); XChaCha20's subkey depends only on the fixed
@@ -193,13 +194,13 @@ class ContainerCodec(CounterCodec):
         )
 
 
-def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> tuple[bytes, bytes]:
+def _derive(master: bytes | SecretKey, body: bytes, aad: Buffer) -> list[bytes]:
     """The segment key and the header tag of the header ``body`` (docs/FORMAT.md,
     "Keys"), for versions 1 and 2 alike: two HMAC-SHA256 keyed by the 32-byte master
     (or data) key, each over its label and the body, which holds the stream's salt. The
-    segment key's is HKDF-Expand's one block (its counter byte 0x01 last)."""
-    seg_key, tag = hmac_digests(master, (_SEGMENT_KEY + body + b"\x01", _HEADER_TAG + body + aad))
-    return seg_key, tag
+    segment key's is HKDF-Expand's one block (its counter byte 0x01 last). Returns
+    ``[segment key, tag]``."""
+    return hmac_digests(master, (_SEGMENT_KEY + body + b"\x01", _HEADER_TAG + body + aad))
 
 
 #: What ``key=`` may be, as error messages say it.
@@ -408,7 +409,7 @@ def _start(
     master, key_id, wrapped = _writer_key(key)
     if salt is None and nonce_prefix is None:
         fresh = random_bytes(SALT_SIZE + prefix_len)  # one system call for both
-        salt, prefix = fresh[:SALT_SIZE], fresh[SALT_SIZE:]
+        prefix = fresh[SALT_SIZE:]
     else:
         salt = random_bytes(SALT_SIZE) if salt is None else salt
         prefix = random_bytes(prefix_len) if nonce_prefix is None else nonce_prefix
@@ -416,16 +417,17 @@ def _start(
             raise InvalidParameterError(
                 f"salt must be {SALT_SIZE} bytes and nonce prefix {prefix_len} bytes"
             )
-    body = _body(suite_id, segment_size, salt, prefix, key_id, wrapped)
+        fresh = salt + prefix
+    body = _body(suite_id, segment_size, fresh, key_id, wrapped)
     seg_key, tag = _derive(master, body, aad)
     return ContainerCodec(aead_cls, seg_key, prefix, segment_size), body + tag
 
 
 def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
     """A message shorter than one segment, sealed at once: the header, then segment 0
-    as the final segment (the codec's rule, as the batch path seals it). ``None`` for a
-    longer message (the engine's path). ``plaintext`` is bytes-like of single bytes (the
-    one-shot call's ``as_buffer``)."""
+    as the final segment (the codec's rule, as the engine runs a job of one segment).
+    ``None`` for a longer message (the engine's path). ``plaintext`` is bytes-like of
+    single bytes (the one-shot call's ``as_buffer``)."""
     size = options.segment_size
     if size is None:
         size = DEFAULT_SEGMENT_SIZE
@@ -433,9 +435,12 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         return None
     key: KeyLike = options.key  # type: ignore[assignment]  # _check: there is one
     codec, header = _start(key, options.suite or "aes-256-gcm", size, options.aad)
-    out = bytearray(len(plaintext) + codec.overhead)
-    codec.seal_segment(0, plaintext, True, memoryview(out))
-    return header + out
+    # as the engine runs a job of one segment: the kernel makes the output, a failure
+    # is judged by the batch loop (CounterCodec.run_one)
+    sealed, error = codec.run_one(True, 0, plaintext, True)
+    if error is not None:
+        raise error
+    return header + sealed
 
 
 def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
@@ -453,9 +458,10 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     if not start + 16 <= len(ciphertext) < start + header.segment_size + 16:
         return None
     codec = _keyed(key, options.aad, head, header)
-    out = bytearray(len(ciphertext) - start - codec.overhead)
-    codec.open_segment(0, memoryview(ciphertext)[start:], True, memoryview(out))
-    return bytes(out)
+    opened, error = codec.run_one(False, 0, memoryview(ciphertext)[start:], True)
+    if error is not None:
+        raise error
+    return opened
 
 
 class StreamEncryptor(SegmentedEncryptor):

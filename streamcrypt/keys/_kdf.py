@@ -86,13 +86,16 @@ def hmac_digests(
     and copied per message (two cost 2.8 us where two one-message HMACs take 3.9). A
     :class:`SecretKey` keeps its keyed context for the next call (two then cost 1.6 us).
     Raises as :func:`hmac_digest`."""
-    if type(algorithm) is not str or algorithm not in _HASHES:
-        _size(algorithm)
     msgs = messages if type(messages) is tuple else tuple(messages)
     last: tuple[Buffer, ...] = ()
     if type(key) is SecretKey:
-        keyed = _kept(key, algorithm)  # never updated: every message takes a copy
+        try:  # its kept context, inline (only a hash of _HASHES is kept); each message copies it
+            keyed: HMAC = key._macs[algorithm]  # type: ignore[assignment]  # never updated
+        except (KeyError, TypeError):
+            keyed = _kept(key, algorithm)
     else:  # _hmac, inline (a call less a message)
+        if type(algorithm) is not str or algorithm not in _HASHES:
+            _size(algorithm)
         keyed = HMAC(
             key if type(key) is bytes else key_bytes(key, "an HMAC key"), _HASHES[algorithm]
         )
@@ -112,6 +115,8 @@ def _kept(key: SecretKey, algorithm: str) -> HMAC:
     """``key``'s HMAC context for ``algorithm``, keyed on first use and kept in the key
     object (:meth:`SecretKey.wipe` drops it, so a wiped key raises here as it would
     anywhere): what an HMAC keyed by a long-lived key sets up once, not per message."""
+    if type(algorithm) is not str or algorithm not in _HASHES:
+        _size(algorithm)
     kept = key._macs.get(algorithm)
     if kept is None:
         kept = key._macs[algorithm] = _hmac(key_bytes(key, "an HMAC key"), algorithm)
