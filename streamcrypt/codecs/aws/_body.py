@@ -10,7 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from ...abc import Buffer, Chain, Lifecycle, Transform, as_buffer, as_bytes
+from ...abc import Buffer, Chain, Lifecycle, Transform, as_buffer
 from ...errors import (
     FormatError,
     InvalidParameterError,
@@ -21,6 +21,7 @@ from ...errors import (
 from ...keys import HoldsSecrets, random_bytes
 from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob
 from ._frames import (
+    _FINAL,
     _FINAL_MARK,
     _MAX_FRAMES,
     _REGULAR,
@@ -187,10 +188,15 @@ class AwsEncryptor(Chain, HoldsSecrets):
 
 
 class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
-    """The segmented part of :class:`AwsDecryptor`: header, frames, footer.
+    """The segmented transform of :class:`AwsDecryptor`: header, frames, footer.
 
     Provides the engine's segmented protocol (``feed`` / ``finish`` jobs opened in
-    parallel) and ``update`` / ``finalize`` as a plain transform.
+    parallel) and ``update`` / ``finalize`` as a plain transform. A signed message's
+    frames are *withheld* (``withhold``): their jobs are kept, not handed out, until
+    ``finish`` verified the signature, so that no plaintext exists before it (at most
+    ``max_buffered`` bytes of it, else :class:`LimitExceededError`). The suite is known
+    only once the header is parsed; an unsigned message's frames go out as they come,
+    so the decryptor is one segmented stage whatever the suite.
     """
 
     __slots__ = (
@@ -204,10 +210,14 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_index",
         "_key",
         "_max_body",
+        "_max_buffered",
         "_parser",
         "_pending",
         "_phase",
         "_rings",
+        "_withheld",
+        "_withheld_size",
+        "_withholds",
         "header",
         "signature_verified",
     )
@@ -218,6 +228,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         expected: Mapping[str, str],
         limits: _Limits,
         max_body_size: int,
+        withhold: bool = True,
+        max_buffered: int = 1 << 30,
     ) -> None:
         self._init_lifecycle()
         self._rings = rings
@@ -236,6 +248,12 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._key = b""
         self.header: AwsHeader | None = None
         self.signature_verified = False
+        self._withholds = withhold
+        self._max_buffered = max_buffered
+        # The jobs of a signed message's frames until its signature verified (None: the
+        # frames go out as they come, an unsigned message or allow_unverified=True).
+        self._withheld: list[SegmentJob] | None = None
+        self._withheld_size = 0
 
     @property
     def header_pending(self) -> bool:
@@ -251,9 +269,37 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def feed(self, data: Buffer) -> list[SegmentJob]:
         self._check()
         try:
-            return self._feed(memoryview(as_buffer(data, "data")).cast("B"))
+            jobs = self._feed(memoryview(as_buffer(data, "data")).cast("B"))
+            if self._withheld is None:
+                return jobs
+            for job in jobs:
+                self._withhold(job.count * self._frame_length, job)
+            return []
         except Exception as exc:
             raise self._break(exc) from None
+
+    @property
+    def _frame_length(self) -> int:
+        assert self.header is not None
+        return self.header.frame_length
+
+    def _withhold(self, plaintext: int, job: SegmentJob | None) -> None:
+        """Keep ``job`` (``plaintext`` bytes once opened) until the signature verified;
+        its input as it is when immutable, else a copy (its owner may reuse it)."""
+        assert self._withheld is not None
+        self._withheld_size += plaintext
+        if self._withheld_size > self._max_buffered:
+            raise LimitExceededError(
+                f"a signed message's plaintext is held until its signature verified, "
+                f"here at most {self._max_buffered} bytes (max_buffered): raise "
+                "max_buffered, read the file with streamcrypt.open (it verifies before any "
+                "read), or pass allow_unverified=True to release frames before the signature"
+            )
+        if job is None:
+            return
+        if type(job.data) is not bytes and not memoryview(job.data).readonly:
+            job.data = bytes(job.data)
+        self._withheld.append(job)
 
     def _hashed(self, view: memoryview) -> None:
         if self._hash is not None:
@@ -281,6 +327,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 _verifying_key(header.suite, header.encryption_context)
                 self._hash = hashlib.new(_HASHLIB[header.suite.curve])
                 self._hash.update(data[: header.size])
+                if self._withholds:
+                    self._withheld = []
             # The header ends in the new bytes: what was held did not complete it.
             assert header.size > held
             rest = view[header.size - held :]
@@ -394,6 +442,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
 
     def _end_frames(self, frame: bytes, rest: memoryview) -> list[SegmentJob]:
         self._final = frame
+        if self._withheld is not None:
+            self._withhold(len(frame) - _FINAL, None)
         assert self.header is not None
         self._phase = "footer" if self.header.suite.signed else "done"
         if len(rest):
@@ -415,6 +465,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 rest = bytes(pending[end:])
                 pending.clear()
                 self._hashed(memoryview(self._final))
+                if self._withheld is not None:
+                    self._withhold(n, None)
                 assert self.header is not None
                 self._phase = "footer" if self.header.suite.signed else "done"
                 if rest:
@@ -468,9 +520,10 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         assert self._codec is not None
         final = self._final
         self._final = None
+        jobs, self._withheld = self._withheld or [], None
         self._finish()
-        job = SegmentJob(self._codec, False, self._index, 1, final, True)
-        return [job]
+        jobs.append(SegmentJob(self._codec, False, self._index, 1, final, True))
+        return jobs
 
     # -- as a plain transform -----------------------------------------------------------
     def update(self, data: Buffer, /) -> bytes:
@@ -486,57 +539,16 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             raise self._break(exc) from None
 
 
-class _Gate(Lifecycle):
-    """Holds every plaintext byte of a signed message back until the body decryptor
-    verified the signature (an unsigned message's frames pass as they verified)."""
-
-    __slots__ = ("_body", "_held", "_limit")
-
-    def __init__(self, body: AwsBodyDecryptor, limit: int) -> None:
-        self._init_lifecycle()
-        self._body = body
-        self._held = bytearray()
-        self._limit = limit
-
-    def _signed(self) -> bool:
-        header = self._body.header
-        return header is None or header.suite.signed
-
-    def update(self, data: Buffer, /) -> bytes:
-        self._check()
-        if not self._signed():
-            return as_bytes(data, "data")
-        if len(self._held) + len(data) > self._limit:
-            raise self._break(
-                LimitExceededError(
-                    f"a signed message's plaintext is held until its signature verified, "
-                    f"here at most {self._limit} bytes (max_buffered): raise max_buffered, "
-                    "read the file with streamcrypt.open (it verifies before any read), or "
-                    "pass allow_unverified=True to release frames before the signature"
-                )
-            )
-        self._held += memoryview(data).cast("B")
-        return b""
-
-    def finalize(self) -> bytes:
-        self._check()
-        if self._signed() and not self._body.signature_verified:
-            raise self._break(InvalidSignatureError("the message signature was not verified"))
-        out = bytes(self._held)
-        self._held.clear()
-        self._finish()
-        return out
-
-
 class AwsDecryptor(Chain, HoldsSecrets):
     """Decrypt an AWS Encryption SDK message (sans-I/O transform).
 
     ``key``: one keyring or several, tried in order. ``encryption_context``: entries
     the message must carry (else :class:`AuthenticationError`). ``allow_legacy``: read the
-    non-committing suites (v1 messages). A signed message's plaintext is held (up to
-    ``max_buffered`` bytes) until its signature verified; ``allow_unverified=True``
-    releases each frame once its tag verified instead (the last one still after the
-    signature). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
+    non-committing suites (v1 messages). A signed message's frames are held as they came
+    (up to ``max_buffered`` bytes of plaintext) and opened once its signature verified;
+    ``allow_unverified=True`` releases each frame once its tag verified instead (the last
+    one still after the signature). One segmented stage whatever the suite (the engine's
+    one-stage path). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
     :class:`UnknownKeyError`, :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`TruncatedStreamError`, :class:`LimitExceededError`.
     """
@@ -558,12 +570,14 @@ class AwsDecryptor(Chain, HoldsSecrets):
     ) -> None:
         limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
         self.body = AwsBodyDecryptor(
-            _keyrings(key), dict(encryption_context or {}), limits, max_body_size
+            _keyrings(key),
+            dict(encryption_context or {}),
+            limits,
+            max_body_size,
+            withhold=not allow_unverified,
+            max_buffered=max_buffered,
         )
-        stages: list[Transform] = [self.body]
-        if not allow_unverified:
-            stages.append(_Gate(self.body, max_buffered))
-        super().__init__(*stages)
+        super().__init__(self.body)
 
     @property
     def header(self) -> AwsHeader | None:
