@@ -211,9 +211,11 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_key",
         "_max_body",
         "_max_buffered",
+        "_need",
         "_parser",
         "_pending",
         "_phase",
+        "_regular",
         "_rings",
         "_withheld",
         "_withheld_size",
@@ -239,6 +241,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._pending = bytearray()
         self._held: list[memoryview] = []  # the pieces of a frame begun, not yet complete
         self._held_len = 0
+        self._need = 0  # the size of the frame held, once its start showed it
+        self._regular = 0  # a regular frame's size
         self._phase = "header"
         self._codec: SegmentCodec | None = None
         self._index = 0
@@ -273,15 +277,10 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             if self._withheld is None:
                 return jobs
             for job in jobs:
-                self._withhold(job.count * self._frame_length, job)
+                self._withhold(job.count * (self._regular - _REGULAR), job)
             return []
         except Exception as exc:
             raise self._break(exc) from None
-
-    @property
-    def _frame_length(self) -> int:
-        assert self.header is not None
-        return self.header.frame_length
 
     def _withhold(self, plaintext: int, job: SegmentJob | None) -> None:
         """Keep ``job`` (``plaintext`` bytes once opened) until the signature verified;
@@ -300,10 +299,6 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         if type(job.data) is not bytes and not memoryview(job.data).readonly:
             job.data = bytes(job.data)
         self._withheld.append(job)
-
-    def _hashed(self, view: memoryview) -> None:
-        if self._hash is not None:
-            self._hash.update(view)
 
     def _feed(self, view: memoryview) -> list[SegmentJob]:
         if self._phase == "header":
@@ -335,6 +330,7 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             self._pending.clear()
             if header.framed:
                 self._codec = AwsFrameCodec(self._key, header.message_id, header.frame_length)
+                self._regular = header.frame_length + _REGULAR
                 self._phase = "frames"
             else:
                 self._codec = _SingleBlockCodec(self._key, header.message_id, self._max_body)
@@ -350,45 +346,57 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         raise FormatError("bytes after the end of the message")
 
     def _frames(self, view: memoryview) -> list[SegmentJob]:
-        assert self.header is not None
-        regular = self.header.frame_length + _REGULAR
         jobs: list[SegmentJob] = []
         if self._held_len:
             # A frame begun in earlier bytes: once the new ones complete it, its pieces
-            # are joined in one copy (read-only pieces were held as they are).
-            need = self._frame_size(self._head(view))
+            # are joined in one copy (read-only pieces were held as they are). Its size
+            # is known once its start showed it.
+            need = self._need or self._frame_size(self._head(view))
             take = need - self._held_len
             if take > len(view):
-                self._hold(view)
+                self._hold(view, need)
                 return jobs
             frame = b"".join([*self._held, view[:take]])
             self._held.clear()
-            self._held_len = 0
+            self._held_len = self._need = 0
             view = view[take:]
-            self._hashed(memoryview(frame))
+            if self._hash is not None:
+                self._hash.update(frame)
             if frame[:4] == _FINAL_MARK:
                 return self._end_frames(frame, view)
             jobs.append(self._job(frame, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
-        pos = regular * self._regular_frames(view, regular)
-        if pos:
-            self._hashed(view[:pos])
-            jobs.append(self._job(view[:pos], pos // regular))
-        rest = view[pos:]
-        if len(rest) >= self._frame_size(rest) and rest[:4] == _FINAL_MARK:
-            frame = bytes(rest[: self._frame_size(rest)])
-            self._hashed(memoryview(frame))
-            self._end_frames(frame, rest[len(frame) :])
-        else:
-            self._hold(rest)
+        regular = self._regular
+        if len(view) >= regular:
+            count = self._regular_frames(view, regular)
+            if count:
+                pos = count * regular
+                body = view[:pos] if pos < len(view) else view
+                if self._hash is not None:
+                    self._hash.update(body)
+                jobs.append(self._job(body, count))
+                view = view[pos:]
+        if view:
+            # The start of a frame: the final one (what follows regular frames here
+            # whole is), or one the next bytes complete.
+            size = self._frame_size(view)
+            if size <= len(view) and view[:4] == _FINAL_MARK:
+                frame = bytes(view[:size])
+                if self._hash is not None:
+                    self._hash.update(frame)
+                self._end_frames(frame, view[size:])
+            else:
+                self._hold(view, size)
         return jobs
 
-    def _hold(self, view: memoryview) -> None:
+    def _hold(self, view: memoryview, size: int) -> None:
         """Keep the start of a frame: a read-only piece as it is, a writable one (which
-        its owner may reuse) as a copy."""
+        its owner may reuse) as a copy. ``size``: :meth:`_frame_size` of what is held
+        with ``view`` (the frame's size once more than its first 24 bytes showed)."""
         if view:
             self._held.append(view if view.readonly else memoryview(bytes(view)))
             self._held_len += len(view)
+            self._need = size if size > 24 else 0
 
     def _head(self, view: memoryview) -> bytes:
         """The first bytes (up to 24, what :meth:`_frame_size` reads) of the held frame
@@ -417,18 +425,17 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def _frame_size(self, head: Buffer) -> int:
         """The length of the frame starting with ``head``, or of as much of its start as
         shows that length (4 bytes, then the final frame's 24)."""
-        assert self.header is not None
         if len(head) < 4:
             return 4
-        if bytes(head[:4]) != _FINAL_MARK:
-            return self.header.frame_length + _REGULAR
+        if head[:4] != _FINAL_MARK:
+            return self._regular
         if len(head) < 24:
             return 24
         n = int.from_bytes(head[20:24], "big")
-        if n > self.header.frame_length:
+        if n > self._regular - _REGULAR:
             raise FormatError(
                 f"the final frame claims {n} bytes, more than the frame length "
-                f"{self.header.frame_length}"
+                f"{self._regular - _REGULAR}"
             )
         return 24 + n + _TAG
 
@@ -464,7 +471,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 self._final = bytes(pending[:end])
                 rest = bytes(pending[end:])
                 pending.clear()
-                self._hashed(memoryview(self._final))
+                if self._hash is not None:
+                    self._hash.update(self._final)
                 if self._withheld is not None:
                     self._withhold(n, None)
                 assert self.header is not None

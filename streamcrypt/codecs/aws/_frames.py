@@ -53,6 +53,7 @@ class AwsFrameCodec(BatchCodec):
     """
 
     __slots__ = (
+        "_aad",
         "_decrypt",
         "_encrypt",
         "_final_prefix",
@@ -71,6 +72,8 @@ class AwsFrameCodec(BatchCodec):
         self._decrypt = kernel.decrypt_into
         self._frame_prefix = message_id + _FRAME_AAD
         self._final_prefix = message_id + _FINAL_AAD
+        # A regular frame's AAD, its sequence number 0 (each batch copies it).
+        self._aad = self._frame_prefix + _AAD_TAIL.pack(0, frame_length)
         self.segment_size = self.first_segment_size = frame_length
 
     def run_segments(
@@ -83,7 +86,7 @@ class AwsFrameCodec(BatchCodec):
         size = self.segment_size
         full = size + _REGULAR
         at = len(self._frame_prefix)
-        aad = bytearray(self._frame_prefix + _AAD_TAIL.pack(0, size))
+        aad = bytearray(self._aad)
         seq_into = _SEQ.pack_into
         first = seq = first + 1
         stop = first + count - (1 if final else 0)  # after the regular frames
