@@ -119,6 +119,31 @@ def test_frames_after_the_header_are_opened_from_the_piece_itself() -> None:
         assert b"".join(bytes(job.run()) for job in jobs) == _data(3 * 4096 + 5)[: 3 * 4096]
 
 
+def test_one_frame_opened_alone_gives_the_batch_loops_bytes_and_verdict() -> None:
+    """A job of one regular frame is opened by the kernel's own ``decrypt`` (it makes
+    the output object); whatever the frame, the bytes and the verdict (its class and
+    message) are the batch loop's. Sealing and the final frame go the batch way."""
+    data = _data(3 * 4096 + 5)
+    ct = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=4096, format="aws")
+    header = _header(ct)
+    codec = aws.AwsFrameCodec(_open_header(header, [RING], {}), header.message_id, 4096)
+    regular = 4096 + codec.overhead
+    frame = ct[header.size + regular : header.size + 2 * regular]  # frame 2: index 1
+    flipped = bytearray(frame)
+    flipped[100] ^= 1
+    cases = [(1, frame), (1, bytes(flipped)), (2, frame), (1, frame[:-1]), (1, frame + b"x")]
+    for index, one in cases:
+        got = codec.run_one(False, index, one, False)
+        assert got is not None
+        out = memoryview(bytearray(4096))
+        written, error = codec.run_segments(False, index, 1, one, False, out)
+        assert got[0] == bytes(out[:written]), index
+        assert type(got[1]) is type(error) and str(got[1]) == str(error), (got[1], error)
+    assert codec.run_one(False, 1, frame, False) == (data[4096:8192], None)
+    assert codec.run_one(True, 1, data[:4096], False) is None
+    assert codec.run_one(False, 3, ct[header.size + 3 * regular :], True) is None
+
+
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
     data = _data(8192)
     ct = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=4096, format="aws")

@@ -58,6 +58,7 @@ class AwsFrameCodec(BatchCodec):
         "_encrypt",
         "_final_prefix",
         "_frame_prefix",
+        "_kernel",
         "first_segment_size",
         "segment_size",
     )
@@ -67,7 +68,7 @@ class AwsFrameCodec(BatchCodec):
     max_segments: int = _MAX_FRAMES
 
     def __init__(self, key: bytes, message_id: bytes, frame_length: int) -> None:
-        kernel = AESGCM(key)
+        kernel = self._kernel = AESGCM(key)
         self._encrypt = kernel.encrypt_into
         self._decrypt = kernel.decrypt_into
         self._frame_prefix = message_id + _FRAME_AAD
@@ -158,6 +159,28 @@ class AwsFrameCodec(BatchCodec):
         except Exception as exc:
             return written, exc
         return written, None
+
+    def run_one(
+        self, sealing: bool, index: int, data: Buffer, final: bool
+    ) -> tuple[bytes, Exception | None] | None:
+        # Opening one regular frame (a job of a frame joined across two chunks): the
+        # kernel's own ``decrypt`` makes the output object, no output memory made for
+        # it. The rule is the batch loop's, and any failure is judged by that loop, so a
+        # verdict and its message are one whichever ran. Sealing and the final frame go
+        # the batch way (a frame's output is its framing and the kernel's).
+        if sealing or final:
+            return None
+        src = memoryview(data)
+        size, seq = self.segment_size, index + 1
+        if len(src) == size + _REGULAR and _SEQ.unpack_from(src)[0] == seq:
+            try:
+                aad = self._frame_prefix + _AAD_TAIL.pack(seq, size)
+                return self._kernel.decrypt(src[4:16], src[16:], aad), None
+            except InvalidTag:
+                pass
+        out = memoryview(bytearray(size))
+        written, error = self.run_segments(False, index, 1, src, False, out)
+        return bytes(out[:written]), error
 
     def __repr__(self) -> str:
         return f"AwsFrameCodec(frame_length={self.segment_size}, <key hidden>)"
