@@ -10,6 +10,7 @@ import struct
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,10 +19,11 @@ from hypothesis import strategies as st
 from support import random_splits, round_trip_peak_memory
 
 import streamcrypt
-from streamcrypt.codecs import FormatOptions, aws
+from streamcrypt.codecs import FormatOptions, SegmentedTransform, aws
 from streamcrypt.codecs.aws import _layout as aws_layout
 from streamcrypt.codecs.aws._frames import _FinalFrameSealer
 from streamcrypt.codecs.aws._keyrings import _open_header
+from streamcrypt.engine import _pipeline
 from streamcrypt.errors import (
     AuthenticationError,
     BrokenTransformError,
@@ -78,15 +80,16 @@ def test_any_chunking_gives_the_same_bytes(data: bytes, seed: int) -> None:
     assert out == data
 
 
-@given(st.binary(max_size=6000), st.integers(0, 2**32 - 1))
+@given(st.binary(max_size=6000), st.integers(0, 2**32 - 1), st.sampled_from(["0x0478", "0x0578"]))
 @settings(max_examples=30, deadline=None)
-def test_frames_across_pieces_of_a_reused_buffer(data: bytes, seed: int) -> None:
+def test_frames_across_pieces_of_a_reused_buffer(data: bytes, seed: int, suite: str) -> None:
     """A frame begun in one piece is held until later pieces complete it (its head too,
     the final frame's 24 bytes among them): a read-only piece as it is, a writable one
     as a copy, so a caller that refills one buffer for every piece (as a socket reader
-    does) still gets the message back."""
+    does) still gets the message back; so are a signed message's whole frames, withheld
+    until the signature verified."""
     rng = random.Random(seed)
-    enc = aws.AwsEncryptor(RING, suite="0x0478", frame_length=rng.choice([1, 64, 1000]))
+    enc = aws.AwsEncryptor(RING, suite=suite, frame_length=rng.choice([1, 64, 1000]))
     ct = enc.update(data) + enc.finalize()
     dec = aws.AwsDecryptor(RING)
     buf = bytearray(64)
@@ -114,6 +117,31 @@ def test_frames_after_the_header_are_opened_from_the_piece_itself() -> None:
         jobs = body.feed(rest)
         assert jobs and all(memoryview(job.data).obj is rest for job in jobs), held
         assert b"".join(bytes(job.run()) for job in jobs) == _data(3 * 4096 + 5)[: 3 * 4096]
+
+
+def test_one_frame_opened_alone_gives_the_batch_loops_bytes_and_verdict() -> None:
+    """A job of one regular frame is opened by the kernel's own ``decrypt`` (it makes
+    the output object); whatever the frame, the bytes and the verdict (its class and
+    message) are the batch loop's. Sealing and the final frame go the batch way."""
+    data = _data(3 * 4096 + 5)
+    ct = streamcrypt.encrypt_bytes(data, RING, suite="0x0478", segment_size=4096, format="aws")
+    header = _header(ct)
+    codec = aws.AwsFrameCodec(_open_header(header, [RING], {}), header.message_id, 4096)
+    regular = 4096 + codec.overhead
+    frame = ct[header.size + regular : header.size + 2 * regular]  # frame 2: index 1
+    flipped = bytearray(frame)
+    flipped[100] ^= 1
+    cases = [(1, frame), (1, bytes(flipped)), (2, frame), (1, frame[:-1]), (1, frame + b"x")]
+    for index, one in cases:
+        got = codec.run_one(False, index, one, False)
+        assert got is not None
+        out = memoryview(bytearray(4096))
+        written, error = codec.run_segments(False, index, 1, one, False, out)
+        assert got[0] == bytes(out[:written]), index
+        assert type(got[1]) is type(error) and str(got[1]) == str(error), (got[1], error)
+    assert codec.run_one(False, 1, frame, False) == (data[4096:8192], None)
+    assert codec.run_one(True, 1, data[:4096], False) is None
+    assert codec.run_one(False, 3, ct[header.size + 3 * regular :], True) is None
 
 
 def test_final_frame_at_a_multiple_is_empty_and_full_final_frames_are_read() -> None:
@@ -217,6 +245,94 @@ def test_the_engine_releases_nothing_of_a_signed_message_before_its_signature() 
         assert len(early) > 0 and data.startswith(early)
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("allow_unverified", [False, True])
+@pytest.mark.parametrize("suite", ["0x0478", "0x0578"])
+def test_the_decryptor_is_one_segmented_stage_on_the_inline_hand_out(
+    suite: str, allow_unverified: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the suite (known only once the header is read), the decryptor is one
+    segmented stage: the engine's one-stage path hands each inline push's pieces out
+    itself, and no plain stage runs per piece (the signature gate was one)."""
+    data = _data(5 * 65536 + 17)
+    ct = streamcrypt.encrypt_bytes(data, RING, suite=suite, segment_size=65536, format="aws")
+    stages = streamcrypt.pipeline(aws.AwsDecryptor(RING)).stages
+    assert len(stages) == 1 and isinstance(stages[0], SegmentedTransform)
+    handed_out = []
+    inline = _pipeline._SegmentedStage.inline
+
+    def spy(self: Any, piece: Any) -> Any:
+        done = inline(self, piece)
+        handed_out.append(done is not None)
+        return done
+
+    async def no_plain_stage(self: Any, piece: Any) -> None:
+        raise AssertionError("a plain stage ran")
+
+    monkeypatch.setattr(_pipeline._SegmentedStage, "inline", spy)
+    monkeypatch.setattr(_pipeline._PlainStage, "_push", no_plain_stage)
+
+    async def main() -> bytes:
+        out = bytearray()
+        async for piece in streamcrypt.decrypt(
+            _pieces(ct, 65536), RING, format="aws", policy=None, allow_unverified=allow_unverified
+        ):
+            out += piece
+        return bytes(out)
+
+    assert anyio.run(main) == data
+    # Every push after the one that read the header took the inline hand-out (the first
+    # asked twice: in the stream's loop, then in the batch way it was sent on).
+    assert handed_out.count(True) == -(-len(ct) // 65536) - 1 and handed_out[-1]
+
+
+async def _pieces(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for i in range(0, len(data), size):
+        yield data[i : i + size]
+
+
+@given(st.integers(1, 16000), st.sampled_from(["signature", "frame", "end"]))
+@settings(max_examples=20, deadline=None)
+def test_a_signed_message_releases_nothing_before_its_signature_over_any_chunking(
+    chunk: int, damage: str
+) -> None:
+    """A signed message's frames are withheld until its signature verified: through the
+    engine (inline and offloaded) and as a plain transform, whatever the chunking, a
+    forged signature, a tampered frame or a truncated footer releases no byte and gives
+    one verdict; an intact message comes out whole."""
+    data = _data(12000)
+    ct = streamcrypt.encrypt_bytes(data, RING, segment_size=1000, format="aws")
+    bad = bytearray(ct)
+    if damage == "signature":
+        bad[-1] ^= 1
+        error: type[Exception] = InvalidSignatureError
+    elif damage == "frame":
+        bad[len(bad) // 2] ^= 1
+        error = AuthenticationError
+    else:
+        del bad[-1]
+        error = TruncatedStreamError
+
+    async def read(message: bytes, policy: Any) -> tuple[bytes, Exception | None]:
+        out = bytearray()
+        try:
+            async for piece in streamcrypt.decrypt(
+                _pieces(message, chunk), RING, format="aws", policy=policy
+            ):
+                out += piece
+        except StreamCryptError as exc:
+            return bytes(out), exc
+        return bytes(out), None
+
+    for policy in (None, streamcrypt.OffloadPolicy(inline_limit=0)):
+        assert anyio.run(read, ct, policy) == (data, None)
+        got, exc = anyio.run(read, bytes(bad), policy)
+        assert got == b"" and isinstance(exc, error), (policy, exc)
+    dec = aws.AwsDecryptor(RING)
+    assert b"".join(dec.update(bad[i : i + chunk]) for i in range(0, len(bad), chunk)) == b""
+    with pytest.raises(error):
+        dec.finalize()
 
 
 def _rewrite_frame(ct: bytearray, index: int, plaintext: bytes) -> None:

@@ -216,19 +216,23 @@ def test_tampered_sdk_messages_are_refused_typed() -> None:
     bad = bytearray(ct)
     bad[ctx_at] ^= 0x20  # 'interop' -> 'Interop': a different context
     assert issubclass(_refused(bytes(bad)), AuthenticationError | UnknownKeyError)
-    # A frame's ciphertext, its sequence number, frames swapped.
+    # A frame's ciphertext, its sequence number, frames swapped: the signature covers
+    # them and is checked before any frame is opened; opened as they come
+    # (allow_unverified=True), the frame's own check refuses them.
     regular = 4096 + 32
     for pos in (hsize + 100, hsize + regular + 2):
         bad = bytearray(ct)
         bad[pos] ^= 1
-        assert _refused(bytes(bad)) is AuthenticationError
+        assert _refused(bytes(bad)) is InvalidSignatureError
+        assert _refused(bytes(bad), allow_unverified=True) is AuthenticationError
     swapped = (
         ct[:hsize]
         + ct[hsize + regular : hsize + 2 * regular]
         + ct[hsize : hsize + regular]
         + ct[hsize + 2 * regular :]
     )
-    assert _refused(swapped) is AuthenticationError
+    assert _refused(swapped) is InvalidSignatureError
+    assert _refused(swapped, allow_unverified=True) is AuthenticationError
     # Footer: the signature, its length; truncation anywhere; trailing bytes.
     bad = bytearray(ct)
     bad[-3] ^= 1

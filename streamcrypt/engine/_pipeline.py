@@ -342,7 +342,7 @@ class Pipeline:
         ``done_on_return``: the final consumer is done with each view when it returns,
         so a segmented stage feeding it may lend reused buffers. One feeding a plain
         stage writes new ``bytes``: a plain stage may pass its input on as it is (a tap,
-        the AWS signature gate of an unsigned message), and a lent buffer would then be
+        the AWS encryptor's signer), and a lent buffer would then be
         copied once more (it was, at 4-9 us a 64 KiB segment).
         """
         runners: list[_Stage] = []

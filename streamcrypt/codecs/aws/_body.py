@@ -10,7 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from ...abc import Buffer, Chain, Lifecycle, Transform, as_buffer, as_bytes
+from ...abc import Buffer, Chain, Lifecycle, Transform, as_buffer
 from ...errors import (
     FormatError,
     InvalidParameterError,
@@ -21,6 +21,7 @@ from ...errors import (
 from ...keys import HoldsSecrets, random_bytes
 from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob
 from ._frames import (
+    _FINAL,
     _FINAL_MARK,
     _MAX_FRAMES,
     _REGULAR,
@@ -187,10 +188,15 @@ class AwsEncryptor(Chain, HoldsSecrets):
 
 
 class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
-    """The segmented part of :class:`AwsDecryptor`: header, frames, footer.
+    """The segmented transform of :class:`AwsDecryptor`: header, frames, footer.
 
     Provides the engine's segmented protocol (``feed`` / ``finish`` jobs opened in
-    parallel) and ``update`` / ``finalize`` as a plain transform.
+    parallel) and ``update`` / ``finalize`` as a plain transform. A signed message's
+    frames are *withheld* (``withhold``): their jobs are kept, not handed out, until
+    ``finish`` verified the signature, so that no plaintext exists before it (at most
+    ``max_buffered`` bytes of it, else :class:`LimitExceededError`). The suite is known
+    only once the header is parsed; an unsigned message's frames go out as they come,
+    so the decryptor is one segmented stage whatever the suite.
     """
 
     __slots__ = (
@@ -204,10 +210,16 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         "_index",
         "_key",
         "_max_body",
+        "_max_buffered",
+        "_need",
         "_parser",
         "_pending",
         "_phase",
+        "_regular",
         "_rings",
+        "_withheld",
+        "_withheld_size",
+        "_withholds",
         "header",
         "signature_verified",
     )
@@ -218,6 +230,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         expected: Mapping[str, str],
         limits: _Limits,
         max_body_size: int,
+        withhold: bool = True,
+        max_buffered: int = 1 << 30,
     ) -> None:
         self._init_lifecycle()
         self._rings = rings
@@ -227,6 +241,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._pending = bytearray()
         self._held: list[memoryview] = []  # the pieces of a frame begun, not yet complete
         self._held_len = 0
+        self._need = 0  # the size of the frame held, once its start showed it
+        self._regular = 0  # a regular frame's size
         self._phase = "header"
         self._codec: SegmentCodec | None = None
         self._index = 0
@@ -236,6 +252,12 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._key = b""
         self.header: AwsHeader | None = None
         self.signature_verified = False
+        self._withholds = withhold
+        self._max_buffered = max_buffered
+        # The jobs of a signed message's frames until its signature verified (None: the
+        # frames go out as they come, an unsigned message or allow_unverified=True).
+        self._withheld: list[SegmentJob] | None = None
+        self._withheld_size = 0
 
     @property
     def header_pending(self) -> bool:
@@ -251,13 +273,32 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def feed(self, data: Buffer) -> list[SegmentJob]:
         self._check()
         try:
-            return self._feed(memoryview(as_buffer(data, "data")).cast("B"))
+            jobs = self._feed(memoryview(as_buffer(data, "data")).cast("B"))
+            if self._withheld is None:
+                return jobs
+            for job in jobs:
+                self._withhold(job.count * (self._regular - _REGULAR), job)
+            return []
         except Exception as exc:
             raise self._break(exc) from None
 
-    def _hashed(self, view: memoryview) -> None:
-        if self._hash is not None:
-            self._hash.update(view)
+    def _withhold(self, plaintext: int, job: SegmentJob | None) -> None:
+        """Keep ``job`` (``plaintext`` bytes once opened) until the signature verified;
+        its input as it is when immutable, else a copy (its owner may reuse it)."""
+        assert self._withheld is not None
+        self._withheld_size += plaintext
+        if self._withheld_size > self._max_buffered:
+            raise LimitExceededError(
+                f"a signed message's plaintext is held until its signature verified, "
+                f"here at most {self._max_buffered} bytes (max_buffered): raise "
+                "max_buffered, read the file with streamcrypt.open (it verifies before any "
+                "read), or pass allow_unverified=True to release frames before the signature"
+            )
+        if job is None:
+            return
+        if type(job.data) is not bytes and not memoryview(job.data).readonly:
+            job.data = bytes(job.data)
+        self._withheld.append(job)
 
     def _feed(self, view: memoryview) -> list[SegmentJob]:
         if self._phase == "header":
@@ -281,12 +322,15 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 _verifying_key(header.suite, header.encryption_context)
                 self._hash = hashlib.new(_HASHLIB[header.suite.curve])
                 self._hash.update(data[: header.size])
+                if self._withholds:
+                    self._withheld = []
             # The header ends in the new bytes: what was held did not complete it.
             assert header.size > held
             rest = view[header.size - held :]
             self._pending.clear()
             if header.framed:
                 self._codec = AwsFrameCodec(self._key, header.message_id, header.frame_length)
+                self._regular = header.frame_length + _REGULAR
                 self._phase = "frames"
             else:
                 self._codec = _SingleBlockCodec(self._key, header.message_id, self._max_body)
@@ -302,45 +346,57 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         raise FormatError("bytes after the end of the message")
 
     def _frames(self, view: memoryview) -> list[SegmentJob]:
-        assert self.header is not None
-        regular = self.header.frame_length + _REGULAR
         jobs: list[SegmentJob] = []
         if self._held_len:
             # A frame begun in earlier bytes: once the new ones complete it, its pieces
-            # are joined in one copy (read-only pieces were held as they are).
-            need = self._frame_size(self._head(view))
+            # are joined in one copy (read-only pieces were held as they are). Its size
+            # is known once its start showed it.
+            need = self._need or self._frame_size(self._head(view))
             take = need - self._held_len
             if take > len(view):
-                self._hold(view)
+                self._hold(view, need)
                 return jobs
             frame = b"".join([*self._held, view[:take]])
             self._held.clear()
-            self._held_len = 0
+            self._held_len = self._need = 0
             view = view[take:]
-            self._hashed(memoryview(frame))
+            if self._hash is not None:
+                self._hash.update(frame)
             if frame[:4] == _FINAL_MARK:
                 return self._end_frames(frame, view)
             jobs.append(self._job(frame, 1))
         # Whole regular frames straight from the caller's buffer, no copy.
-        pos = regular * self._regular_frames(view, regular)
-        if pos:
-            self._hashed(view[:pos])
-            jobs.append(self._job(view[:pos], pos // regular))
-        rest = view[pos:]
-        if len(rest) >= self._frame_size(rest) and rest[:4] == _FINAL_MARK:
-            frame = bytes(rest[: self._frame_size(rest)])
-            self._hashed(memoryview(frame))
-            self._end_frames(frame, rest[len(frame) :])
-        else:
-            self._hold(rest)
+        regular = self._regular
+        if len(view) >= regular:
+            count = self._regular_frames(view, regular)
+            if count:
+                pos = count * regular
+                body = view[:pos] if pos < len(view) else view
+                if self._hash is not None:
+                    self._hash.update(body)
+                jobs.append(self._job(body, count))
+                view = view[pos:]
+        if view:
+            # The start of a frame: the final one (what follows regular frames here
+            # whole is), or one the next bytes complete.
+            size = self._frame_size(view)
+            if size <= len(view) and view[:4] == _FINAL_MARK:
+                frame = bytes(view[:size])
+                if self._hash is not None:
+                    self._hash.update(frame)
+                self._end_frames(frame, view[size:])
+            else:
+                self._hold(view, size)
         return jobs
 
-    def _hold(self, view: memoryview) -> None:
+    def _hold(self, view: memoryview, size: int) -> None:
         """Keep the start of a frame: a read-only piece as it is, a writable one (which
-        its owner may reuse) as a copy."""
+        its owner may reuse) as a copy. ``size``: :meth:`_frame_size` of what is held
+        with ``view`` (the frame's size once more than its first 24 bytes showed)."""
         if view:
             self._held.append(view if view.readonly else memoryview(bytes(view)))
             self._held_len += len(view)
+            self._need = size if size > 24 else 0
 
     def _head(self, view: memoryview) -> bytes:
         """The first bytes (up to 24, what :meth:`_frame_size` reads) of the held frame
@@ -369,18 +425,17 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
     def _frame_size(self, head: Buffer) -> int:
         """The length of the frame starting with ``head``, or of as much of its start as
         shows that length (4 bytes, then the final frame's 24)."""
-        assert self.header is not None
         if len(head) < 4:
             return 4
-        if bytes(head[:4]) != _FINAL_MARK:
-            return self.header.frame_length + _REGULAR
+        if head[:4] != _FINAL_MARK:
+            return self._regular
         if len(head) < 24:
             return 24
         n = int.from_bytes(head[20:24], "big")
-        if n > self.header.frame_length:
+        if n > self._regular - _REGULAR:
             raise FormatError(
                 f"the final frame claims {n} bytes, more than the frame length "
-                f"{self.header.frame_length}"
+                f"{self._regular - _REGULAR}"
             )
         return 24 + n + _TAG
 
@@ -394,6 +449,8 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
 
     def _end_frames(self, frame: bytes, rest: memoryview) -> list[SegmentJob]:
         self._final = frame
+        if self._withheld is not None:
+            self._withhold(len(frame) - _FINAL, None)
         assert self.header is not None
         self._phase = "footer" if self.header.suite.signed else "done"
         if len(rest):
@@ -414,7 +471,10 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
                 self._final = bytes(pending[:end])
                 rest = bytes(pending[end:])
                 pending.clear()
-                self._hashed(memoryview(self._final))
+                if self._hash is not None:
+                    self._hash.update(self._final)
+                if self._withheld is not None:
+                    self._withhold(n, None)
                 assert self.header is not None
                 self._phase = "footer" if self.header.suite.signed else "done"
                 if rest:
@@ -468,9 +528,10 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         assert self._codec is not None
         final = self._final
         self._final = None
+        jobs, self._withheld = self._withheld or [], None
         self._finish()
-        job = SegmentJob(self._codec, False, self._index, 1, final, True)
-        return [job]
+        jobs.append(SegmentJob(self._codec, False, self._index, 1, final, True))
+        return jobs
 
     # -- as a plain transform -----------------------------------------------------------
     def update(self, data: Buffer, /) -> bytes:
@@ -486,57 +547,16 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
             raise self._break(exc) from None
 
 
-class _Gate(Lifecycle):
-    """Holds every plaintext byte of a signed message back until the body decryptor
-    verified the signature (an unsigned message's frames pass as they verified)."""
-
-    __slots__ = ("_body", "_held", "_limit")
-
-    def __init__(self, body: AwsBodyDecryptor, limit: int) -> None:
-        self._init_lifecycle()
-        self._body = body
-        self._held = bytearray()
-        self._limit = limit
-
-    def _signed(self) -> bool:
-        header = self._body.header
-        return header is None or header.suite.signed
-
-    def update(self, data: Buffer, /) -> bytes:
-        self._check()
-        if not self._signed():
-            return as_bytes(data, "data")
-        if len(self._held) + len(data) > self._limit:
-            raise self._break(
-                LimitExceededError(
-                    f"a signed message's plaintext is held until its signature verified, "
-                    f"here at most {self._limit} bytes (max_buffered): raise max_buffered, "
-                    "read the file with streamcrypt.open (it verifies before any read), or "
-                    "pass allow_unverified=True to release frames before the signature"
-                )
-            )
-        self._held += memoryview(data).cast("B")
-        return b""
-
-    def finalize(self) -> bytes:
-        self._check()
-        if self._signed() and not self._body.signature_verified:
-            raise self._break(InvalidSignatureError("the message signature was not verified"))
-        out = bytes(self._held)
-        self._held.clear()
-        self._finish()
-        return out
-
-
 class AwsDecryptor(Chain, HoldsSecrets):
     """Decrypt an AWS Encryption SDK message (sans-I/O transform).
 
     ``key``: one keyring or several, tried in order. ``encryption_context``: entries
     the message must carry (else :class:`AuthenticationError`). ``allow_legacy``: read the
-    non-committing suites (v1 messages). A signed message's plaintext is held (up to
-    ``max_buffered`` bytes) until its signature verified; ``allow_unverified=True``
-    releases each frame once its tag verified instead (the last one still after the
-    signature). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
+    non-committing suites (v1 messages). A signed message's frames are held as they came
+    (up to ``max_buffered`` bytes of plaintext) and opened once its signature verified;
+    ``allow_unverified=True`` releases each frame once its tag verified instead (the last
+    one still after the signature). One segmented stage whatever the suite (the engine's
+    one-stage path). Raises :class:`FormatError`, :class:`UnsupportedFormatError`,
     :class:`UnknownKeyError`, :class:`AuthenticationError`, :class:`InvalidSignatureError`,
     :class:`TruncatedStreamError`, :class:`LimitExceededError`.
     """
@@ -558,12 +578,14 @@ class AwsDecryptor(Chain, HoldsSecrets):
     ) -> None:
         limits = _Limits(allow_legacy, max_encrypted_data_keys, max_header_size, max_frame_length)
         self.body = AwsBodyDecryptor(
-            _keyrings(key), dict(encryption_context or {}), limits, max_body_size
+            _keyrings(key),
+            dict(encryption_context or {}),
+            limits,
+            max_body_size,
+            withhold=not allow_unverified,
+            max_buffered=max_buffered,
         )
-        stages: list[Transform] = [self.body]
-        if not allow_unverified:
-            stages.append(_Gate(self.body, max_buffered))
-        super().__init__(*stages)
+        super().__init__(self.body)
 
     @property
     def header(self) -> AwsHeader | None:
