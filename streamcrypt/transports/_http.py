@@ -12,8 +12,9 @@ plus verified plaintext not yet read by the app (at most one body message's wort
 aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own read
 buffer; bodies go through the pipeline a piece at a time (:class:`BodyFeed`: 128 KiB of
 a request, :data:`REQUEST_PIECE`, 256 KiB of a response, :data:`RESPONSE_PIECE`), so its
-buffers hold one piece, and a response leaves as one write per piece, each awaited, so a slow client holds about that much queued (a 1 KiB body costs
-about 1 KiB).
+buffers hold one piece (a write no larger than a piece is one piece, as it came), and a
+response leaves as one write per piece, each awaited, so a slow client holds about that
+much queued (a 1 KiB body costs about 1 KiB).
 A request body is cut (408) once it took longer than ``body_timeout`` seconds plus one
 per ``body_min_rate`` bytes it brought (:class:`BodyDeadline`): a client that stalls or
 trickles holds a request for about ``body_timeout``, not for as long as it likes.
