@@ -137,9 +137,10 @@ class _SegmentedStage(_Runner):
 
     @property
     def idle(self) -> bool:
-        """Nothing to flush: no job queued or in flight, and not broken (a broken stage's
-        flush raises)."""
-        return self._failure is None and self._batches.idle
+        """Nothing to flush: no job queued or in flight, and neither the stage nor its
+        scheduler broken (a broken one's flush raises)."""
+        batches = self._batches
+        return self._failure is None and not batches.broken and batches.idle
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, on a worker while the header is pending (it may run a KDF)."""
