@@ -202,10 +202,12 @@ async def test_a_streamed_response_leaves_in_pieces_of_whole_records() -> None:
     assert len(middle) <= -(-len(body) // (piece // rs * (rs - OVERHEAD))) + len(writes)
 
 
-async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces() -> None:
-    """BodyFeed (both middlewares' one body feed) pushes pieces that end at multiples of
-    its piece size counted from the body's start, whatever the writes are, each flushed,
-    and awaits ``pause`` before every piece after a write's first."""
+async def test_a_body_feed_pushes_small_writes_whole_and_flushes_once_a_write() -> None:
+    """BodyFeed (both middlewares' one body feed) pushes a write no larger than its piece
+    size whole, cuts a larger one at multiples of the piece size counted from the body's
+    start, awaits ``pause`` (after a flush) before every piece after a write's first,
+    and without a pause flushes once a write, after its last piece (issue 28: a 64 KiB
+    request message was cut in two at a 128 KiB offset, and every piece flushed)."""
     pushed: list[int] = []
     events: list[str] = []
 
@@ -221,12 +223,17 @@ async def test_a_body_feed_cuts_at_fixed_body_offsets_and_pauses_between_pieces(
         events.append("pause")
 
     feed = BodyFeed(Feeder(), BodyCut(100), pause)  # type: ignore[arg-type]
-    for size in (30, 250, 20, 0, 100):
+    for size in (30, 90, 250, 20, 0, 100):
         await feed.send(b"x" * size)
-    # Offsets 30, 100, 200, 280, 300, 400: every piece boundary is a multiple of 100.
-    assert pushed == [30, 70, 100, 80, 20, 100]
-    assert events[:7] == ["send", "flush", "send", "flush", "pause", "send", "flush"]
-    assert events.count("pause") == 2  # inside the 250-byte write only
+    # 90 bytes at offset 30 cross 100 but go whole; 250 at offset 120 end at 200, 300, 370.
+    assert pushed == [30, 90, 80, 100, 70, 20, 100]
+    within = ["send", "flush", "pause", "send", "flush", "pause", "send", "flush"]
+    assert events == ["send", "flush"] * 2 + within + ["send", "flush"] * 2
+
+    events.clear()
+    feed = BodyFeed(Feeder(), BodyCut(100))  # type: ignore[arg-type]
+    await feed.send(b"x" * 250)
+    assert events == ["send", "send", "send", "flush"]
 
 
 async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes, list[int]]:

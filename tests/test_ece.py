@@ -575,6 +575,47 @@ def test_wrong_delimiters() -> None:
             http_ece.decrypt(_seal_records(records), key=KEY)
 
 
+@pytest.mark.parametrize("index", [0, 5])
+def test_a_record_opened_alone_gets_the_batch_loops_output_and_verdict(index: int) -> None:
+    """A job of one record is opened by ``EceCodec.run_one`` (the kernel's decrypt, the
+    data sliced out: issue 28) and gives what the batch loop gives, the data or the
+    failure with its type and message, for every kind of record: plain, final, padded,
+    a wrong or missing delimiter, the final one saying more follow, a record after the
+    last, tampered, too short. Sealing a record alone is the batch loop's (None)."""
+    cek, nonce = ece._derive(KEY, SALT)
+    aead, iv = AESGCM(cek), (int.from_bytes(nonce, "big") ^ index).to_bytes(12, "big")
+    codec = ece.EceCodec(KEY, SALT, 25)
+    data = b"abcdefgh"
+    cases = [
+        (data + b"\x01", False),
+        (data + b"\x02", True),
+        (b"\x01" + bytes(8), False),  # empty data, padded
+        (b"abc\x01" + bytes(5), False),
+        (b"ab\x02\x00", True),
+        (b"\x02", True),
+        (data + b"\x01", True),  # the final record says more follow
+        (data + b"\x02", False),  # a record after the last record
+        (data + b"\x03", False),
+        (data + b"\x00", True),
+        (bytes(9), False),
+    ]
+    sealed = [(aead.encrypt(iv, plain, None), final) for plain, final in cases]
+    tampered = bytearray(sealed[0][0])
+    tampered[3] ^= 1
+    sealed += [(bytes(tampered), False), (sealed[0][0][:-1], True), (sealed[0][0][:16], True)]
+    outcomes = set()
+    for ct, final in sealed:
+        one = codec.run_one(False, index, ct, final)
+        assert one is not None
+        out = memoryview(bytearray(len(ct) + 1))
+        written, error = codec.run_segments(False, index, 1, ct, final, out)
+        assert one[0] == bytes(out[:written])
+        assert type(one[1]) is type(error) and str(one[1]) == str(error)
+        outcomes.add(type(error))
+    assert outcomes == {type(None), FormatError, TruncatedStreamError, AuthenticationError}
+    assert codec.run_one(True, index, data, False) is None
+
+
 def test_record_after_last_record() -> None:
     full = _body(16)  # two full records, the second one is the last
     cek, nonce = ece._derive(KEY, SALT)

@@ -404,6 +404,37 @@ async def test_a_sink_failing_under_a_small_push_breaks_the_feeder() -> None:
     assert out == []
 
 
+async def test_a_feeder_cancelled_handing_out_an_inline_push_is_broken_for_good() -> None:
+    """A push the feeder runs at once hands its output pieces to the sink itself (no
+    runner around it, issue 28): cancelled between two of them, the feeder is broken
+    for good, its send and flush raise, and nothing after the lost piece is emitted;
+    an idle feeder's flush emits nothing."""
+    data = random.Random(19).randbytes(1 << 20)
+    ct = sc.encrypt_bytes(data, KEY, segment_size=1024)
+    out: list[bytes] = []
+
+    async def sink(view: memoryview) -> None:
+        out.append(bytes(view))
+        await anyio.sleep(1 if len(out) == 2 else 0)
+
+    policy = OffloadPolicy(inline_limit=1 << 20)
+    feeder = sc.pipeline(StreamDecryptor(KEY), policy=policy).feeder(sink)
+    await feeder.send(ct[:100])  # the header, read through a batch
+    await feeder.flush()
+    await feeder.send(ct[100:20_000])  # run at once: one piece
+    await feeder.flush()
+    emitted = len(out)
+    assert emitted == 1
+    with anyio.move_on_after(0.2):
+        await feeder.send(ct[20_000:800_000])  # run at once: more than one output piece
+    assert len(out) == 2  # cancelled while the sink held the second
+    with pytest.raises(sc.errors.BrokenTransformError):
+        await feeder.flush()
+    with pytest.raises(sc.errors.BrokenTransformError):
+        await feeder.send(ct[800_000:])
+    assert len(out) == 2 and b"".join(out) == data[: sum(map(len, out))]
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 async def test_a_kept_feeder_hands_its_sink_bytes_to_keep(policy: OffloadPolicy | None) -> None:
     """feeder(sink, kept=True): the callable gets bytes objects it may keep (never views of

@@ -135,6 +135,13 @@ class _SegmentedStage(_Runner):
         for part in parts:
             await self._push_next(part)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to flush: no job queued or in flight, and neither the stage nor its
+        scheduler broken (a broken one's flush raises)."""
+        batches = self._batches
+        return self._failure is None and not batches.broken and batches.idle
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, on a worker while the header is pending (it may run a KDF)."""
         if self._stage.header_pending and self._policy is not None:
@@ -178,6 +185,22 @@ class _SegmentedStage(_Runner):
             parts.insert(0, header)
         return parts, failure
 
+    async def pass_on(self, parts: list[Buffer], failure: BaseException | None) -> None:
+        """Pass on what :meth:`inline` gave (the loop's turn first, when due), then raise
+        its failure; a pass that does not complete (the consumer failed, a cancellation)
+        breaks the runner, as :meth:`push` does."""
+        try:
+            if self._batches.turn_due:
+                await self._batches.checkpoint()
+            for part in parts:
+                await self._push_next(part)
+        except BaseException as exc:
+            if self._failure is None:
+                self._failure = exc
+            raise
+        if failure is not None:
+            raise failure
+
     async def _push(self, data: Buffer) -> None:
         if type(data) is not bytes and not memoryview(data).readonly:
             # Jobs keep views of their input until they ran: never of a buffer the caller
@@ -185,12 +208,7 @@ class _SegmentedStage(_Runner):
             data = as_bytes(data, "data")
         done = self.inline(data)
         if done is not None:
-            parts, failure = done
-            if self._batches.turn_due:
-                await self._batches.checkpoint()
-            await self._emit(parts)
-            if failure is not None:
-                raise failure
+            await self.pass_on(*done)
             return
         stage, batches = self._stage, self._batches
         jobs = await self._call(stage.feed, data)
@@ -458,6 +476,8 @@ class Feeder:
     _runners: list[_Stage]
     _piece: int
     _closed: bool
+    #: The one segmented stage of a pipeline of one (what the HTTP bodies run), or None.
+    _alone: _SegmentedStage | None
 
     def __init__(self) -> None:
         raise TypeError("Feeder has no public constructor: use Pipeline.feeder()")
@@ -466,6 +486,8 @@ class Feeder:
     def _start(cls, runners: list[_Stage], piece_size: int) -> Feeder:
         feeder = cls.__new__(cls)
         feeder._runners, feeder._piece, feeder._closed = runners, piece_size, False
+        first = runners[0]
+        feeder._alone = first if len(runners) == 1 and isinstance(first, _SegmentedStage) else None
         return feeder
 
     async def send(self, data: Buffer) -> None:
@@ -475,8 +497,17 @@ class Feeder:
         view = memoryview(data).cast("B")
         if not view.readonly:
             view = memoryview(bytes(view))
-        for off in range(0, len(view), self._piece):
-            await self._runners[0].push(view[off : off + self._piece])
+        alone, step = self._alone, self._piece
+        for off in range(0, len(view), step):
+            piece = view[off : off + step] if off or len(view) > step else view
+            # A push that runs inline is handed out here, as Pipeline.stream does: no
+            # runner coroutines around it (issue 28: an HTTP body's piece each).
+            if alone is not None:
+                done = alone.inline(piece)
+                if done is not None:
+                    await alone.pass_on(*done)
+                    continue
+            await self._runners[0].push(piece)
 
     async def flush(self) -> None:
         """Emit every complete segment now, without waiting for a full batch.
@@ -486,6 +517,9 @@ class Feeder:
         """
         if self._closed:
             raise AlreadyFinalizedError("this pipeline feeder was already closed")
+        alone = self._alone
+        if alone is not None and alone.idle:
+            return  # nothing queued or in flight: every inline push was passed on
         for runner in self._runners:
             await runner.flush()
 

@@ -385,7 +385,8 @@ class _Responder:
 
     async def _emit(self, body: bytes) -> None:
         """Send one piece of ciphertext (the pipeline made it for this message)."""
-        await self._send_start()
+        if not self.started:  # once a response: no coroutine a piece for it
+            await self._send_start()
         if not self.head:
             await self.send({"type": "http.response.body", "body": body, "more_body": True})
 

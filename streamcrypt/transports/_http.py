@@ -12,8 +12,9 @@ plus verified plaintext not yet read by the app (at most one body message's wort
 aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own read
 buffer; bodies go through the pipeline a piece at a time (:class:`BodyFeed`: 128 KiB of
 a request, :data:`REQUEST_PIECE`, 256 KiB of a response, :data:`RESPONSE_PIECE`), so its
-buffers hold one piece, and a response leaves as one write per piece, each awaited, so a slow client holds about that much queued (a 1 KiB body costs
-about 1 KiB).
+buffers hold one piece (a write no larger than a piece is one piece, as it came), and a
+response leaves as one write per piece, each awaited, so a slow client holds about that
+much queued (a 1 KiB body costs about 1 KiB).
 A request body is cut (408) once it took longer than ``body_timeout`` seconds plus one
 per ``body_min_rate`` bytes it brought (:class:`BodyDeadline`): a client that stalls or
 trickles holds a request for about ``body_timeout``, not for as long as it likes.
@@ -50,7 +51,7 @@ from ..codecs.ece import (
     EceEncryptor,
     read_header,
 )
-from ..engine import DEFAULT_POLICY, INLINE_BATCH, Feeder, OffloadPolicy, pipeline
+from ..engine import DEFAULT_POLICY, INLINE_BATCH, Feeder, OffloadPolicy, Sink, pipeline
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
 from ._config import check_timeout
@@ -416,10 +417,12 @@ class BodyDeadline:
 
 class BodyCut:
     """Where a body is cut into the pieces pushed through its pipeline: at most ``piece``
-    bytes each, cut at multiples of ``piece`` counted from where the body's records
-    start, not from each write. With ``piece`` a whole number of records every piece
-    holds whole records, whatever size the writes have (a record cut in two is joined
-    before it is opened: a 64 KiB copy). A
+    bytes each. A write no larger than ``piece`` is one piece, as it came (cutting it
+    would split no record its own edges do not split already, and each piece costs a
+    push: issue 28, a 64 KiB request body message was 1.5 pushes); a larger write is cut
+    at multiples of ``piece`` counted from where the body's records start, not from the
+    write, so with ``piece`` a whole number of records no record straddles two of its
+    pieces (a record cut in two is joined before it is opened: a 64 KiB copy). A
     ciphertext body (``decryptor`` given) pushes its header first, alone: the engine
     reads a header on a worker and runs that push's records through its batches, so
     records pushed with it would leave the loop; its pieces are then as many whole
@@ -448,6 +451,11 @@ class BodyCut:
         if self._decryptor is not None:
             view = yield from self._header(view, self._decryptor)
         piece, off = self._piece, 0
+        if len(view) <= piece:
+            if view:
+                yield view
+            self._fed += len(view)
+            return
         while off < len(view):
             end = off + piece - (self._fed + off) % piece
             yield view[off:end]
@@ -488,10 +496,12 @@ class BodyCut:
 
 
 class BodyFeed:
-    """A body pushed through a pipeline ``feeder`` in the pieces ``cut`` makes, each
-    flushed, so complete records leave as the data comes, through bounded buffers.
-    ``pause`` is awaited before each piece after a write's first (a reader's
-    backpressure).
+    """A body pushed through a pipeline ``feeder`` in the pieces ``cut`` makes, so
+    complete records leave as the data comes, through bounded buffers. ``pause`` is
+    awaited before each piece after a write's first (a reader's backpressure), with what
+    the pieces before it gave flushed first; without one, a write is flushed once, after
+    its last piece (issue 28: a piece under the inline limit runs at once, and flushing
+    it again was four coroutine calls a piece that did nothing).
     """
 
     __slots__ = ("_cut", "_pause", "feeder")
@@ -508,11 +518,16 @@ class BodyFeed:
 
     async def send(self, data: Buffer) -> None:
         """Push ``data`` (the body's next bytes) through, a piece at a time."""
-        for n, piece in enumerate(self._cut.pieces(data)):
-            if n and self._pause is not None:
-                await self._pause()
-            await self.feeder.send(piece)
-            await self.feeder.flush()
+        feeder, pause = self.feeder, self._pause
+        sent = False
+        for piece in self._cut.pieces(data):
+            if sent and pause is not None:
+                await feeder.flush()
+                await pause()
+            await feeder.send(piece)
+            sent = True
+        if sent:
+            await feeder.flush()
 
     async def aclose(self) -> None:
         """Finish the body (:meth:`Feeder.aclose`)."""
@@ -526,11 +541,8 @@ def encrypted_feed(
 ) -> BodyFeed:
     """A response body's feed (:meth:`BodyCut.for_records`): ``sink`` gets the header,
     then each piece's records as one new ``bytes`` it may keep (a server's write)."""
-
-    async def to_sink(data: Buffer) -> None:
-        await sink(cast(bytes, data))  # a kept feeder's sink gets bytes
-
-    feeder = pipeline(encryptor, policy=policy).feeder(to_sink, kept=True)
+    # A kept feeder's sink gets bytes: ``sink`` itself, no coroutine around it.
+    feeder = pipeline(encryptor, policy=policy).feeder(cast(Sink, sink), kept=True)
     return BodyFeed(feeder, BodyCut.for_records(encryptor))
 
 
