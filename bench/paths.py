@@ -968,11 +968,92 @@ def _kernel_into(data: bytes, kernel: AESGCM | ChaCha20Poly1305) -> Callable[[],
     return run
 
 
+def _segment_rows(name: str, size: int, rounds: int) -> list[dict[str, Any]]:
+    """The per-segment rows of one format (``_segment_cases``' name), measured in this
+    process: each row's label, CPU seconds of the path, its kernel, new memory and source
+    (medians, interleaved), and the path's page faults per GB (median)."""
+    import resource
+
+    data = os.urandom(size)
+    _, kernel, enc, dec = next(case for case in _segment_cases() if case[0] == name)
+    ct = sc.encrypt_bytes(data, policy=None, **enc)
+    rows: list[tuple[str, int, Callable[[], object], Callable[[], object]]] = []
+    for chunk in (64 << 10, 1 << 20):
+        label = f"{chunk >> 10} KiB chunks" if chunk < (1 << 20) else "1 MiB chunks"
+        plain, cipher = _gen(data, chunk), _gen(ct, chunk)
+        rows.append(
+            (
+                f"encrypt(), {label}",
+                chunk,
+                _drain(lambda p=plain: sc.encrypt(p(), policy=None, **enc)),
+                _drain(plain),
+            )
+        )
+        rows.append(
+            (
+                f"decrypt(), {label}",
+                chunk,
+                _drain(lambda c=cipher: sc.decrypt(c(), policy=None, **dec)),
+                _drain(cipher),
+            )
+        )
+    if name == "native":
+        rows.append(
+            ("encrypt_bytes", size, lambda: sc.encrypt_bytes(data, KEY, policy=None), lambda: None)
+        )
+        rows.append(
+            ("decrypt_bytes", size, lambda: sc.decrypt_bytes(ct, KEY, policy=None), lambda: None)
+        )
+    out: list[dict[str, Any]] = []
+    for label, chunk, path, source in rows:
+        faults: list[int] = []
+
+        def counted(path: Callable[[], object] = path) -> None:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            path()
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+
+        # A one-shot call writes one object of the whole size.
+        memory = _Fresh(data, chunk, min(chunk, OUTPUT_PIECE) if chunk < size else size, kernel)
+        m = _cpu_interleaved(
+            {
+                "kernel": _kernel_into(data, kernel),
+                "fresh": memory.fresh,
+                "recycled": memory.recycled,
+                "path": counted,
+                "source": source,
+            },
+            rounds,
+        )
+        out.append(
+            {
+                "label": label,
+                "path": m["path"],
+                "kernel": m["kernel"],
+                "new_memory": max(0.0, m["fresh"] - m["recycled"]),
+                "source": m["source"],
+                "faults_per_gb": statistics.median(faults[1:]) / (size / 1e9),
+            }
+        )
+    return out
+
+
+def _segment_child(name: str, size: int, rounds: int) -> None:
+    """In a fresh process that never calls ``keep_freed_memory()`` (what a library user
+    gets): :func:`_segment_rows` of one format, as JSON."""
+    import json
+
+    print(json.dumps(_segment_rows(name, size, rounds)))
+
+
 def _per_segment(report: Report, size: int, rounds: int) -> None:
     """Python per 64 KiB segment of every segmented format, inline (``policy=None``): the
     path's time less its limit (the format's AEAD on one thread over the same segments,
-    the new memory its output needs, and the source), over the segments."""
-    data = os.urandom(size)
+    the new memory its output needs, and the source), over the segments; as an
+    application that called ``keep_freed_memory()`` (this process) and as a library user
+    who did not (a fresh child process per format, glibc's defaults)."""
+    import json
+
     segments = -(-size // SEG)
     t = report.table(
         f"Python per 64 KiB segment, {size >> 20} MiB inline (policy=None; CPU time, "
@@ -986,71 +1067,42 @@ def _per_segment(report: Report, size: int, rounds: int) -> None:
             "Python us / segment",
             "path / limit",
             "kernel GB/s",
+            "default allocator: Python us / segment",
+            "page faults / GB (kept / default)",
         ],
     )
-    for name, kernel, enc, dec in _segment_cases():
-        ct = sc.encrypt_bytes(data, policy=None, **enc)
-        rows: list[tuple[str, int, Callable[[], object], Callable[[], object]]] = []
-        for chunk in (64 << 10, 1 << 20):
-            label = f"{chunk >> 10} KiB chunks" if chunk < (1 << 20) else "1 MiB chunks"
-            plain, cipher = _gen(data, chunk), _gen(ct, chunk)
-            rows.append(
-                (
-                    f"encrypt(), {label}",
-                    chunk,
-                    _drain(lambda p=plain: sc.encrypt(p(), policy=None, **enc)),
-                    _drain(plain),
-                )
-            )
-            rows.append(
-                (
-                    f"decrypt(), {label}",
-                    chunk,
-                    _drain(lambda c=cipher: sc.decrypt(c(), policy=None, **dec)),
-                    _drain(cipher),
-                )
-            )
-        if name == "native":
-            rows.append(
-                (
-                    "encrypt_bytes",
-                    size,
-                    lambda: sc.encrypt_bytes(data, KEY, policy=None),
-                    lambda: None,
-                )
-            )
-            rows.append(
-                (
-                    "decrypt_bytes",
-                    size,
-                    lambda: sc.decrypt_bytes(ct, KEY, policy=None),
-                    lambda: None,
-                )
-            )
-        for label, chunk, path, source in rows:
-            # A one-shot call writes one object of the whole size.
-            memory = _Fresh(data, chunk, min(chunk, OUTPUT_PIECE) if chunk < size else size, kernel)
-            m = _cpu_interleaved(
-                {
-                    "kernel": _kernel_into(data, kernel),
-                    "fresh": memory.fresh,
-                    "recycled": memory.recycled,
-                    "path": path,
-                    "source": source,
-                },
-                rounds,
-            )
-            new_memory = max(0.0, m["fresh"] - m["recycled"])
-            limit = m["kernel"] + new_memory + m["source"]
+
+    def python_per_segment(row: dict[str, Any]) -> float:
+        limit = row["kernel"] + row["new_memory"] + row["source"]
+        return float(row["path"] - limit) / segments * 1e6
+
+    for name, *_ in _segment_cases():
+        kept = _segment_rows(name, size, rounds)
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"from bench.paths import _segment_child; _segment_child({name!r}, {size}, {rounds})",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        default = {row["label"]: row for row in json.loads(child.stdout)}
+        for row in kept:
+            other = default[row["label"]]
+            limit = row["kernel"] + row["new_memory"] + row["source"]
             t.add(
-                f"{name} {label}",
-                f"{m['path'] * 1e3:.1f}",
-                f"{m['kernel'] * 1e3:.1f}",
-                f"{new_memory * 1e3:.1f}",
-                f"{m['source'] * 1e3:.1f}",
-                f"{(m['path'] - limit) / segments * 1e6:.2f}",
-                f"{m['path'] / limit:.2f}x",
-                f"{size / m['kernel'] / 1e9:.2f}",
+                f"{name} {row['label']}",
+                f"{row['path'] * 1e3:.1f}",
+                f"{row['kernel'] * 1e3:.1f}",
+                f"{row['new_memory'] * 1e3:.1f}",
+                f"{row['source'] * 1e3:.1f}",
+                f"{python_per_segment(row):.2f}",
+                f"{row['path'] / limit:.2f}x",
+                f"{size / row['kernel'] / 1e9:.2f}",
+                f"{python_per_segment(other):.2f}",
+                f"{row['faults_per_gb']:.0f} / {other['faults_per_gb']:.0f}",
             )
     t.notes.append(
         "targets (issue 28): <= 1 us of Python per segment for the native container, <= 2 us "
@@ -1066,6 +1118,14 @@ def _per_segment(report: Report, size: int, rounds: int) -> None:
         "straddles two chunks is joined; an RFC 8188 record is laid out beside its "
         "delimiter) count as its Python. AWS runs the unsigned committing suite 0x0478 "
         "(0x0578 adds an ECDSA signature over a SHA-384 of the message, not per-segment work)"
+    )
+    t.notes.append(
+        "'Python us / segment' and the first page-fault figure: this process, which called "
+        "keep_freed_memory() as an application would; 'default allocator' and the second: "
+        "the same rows in a fresh process per format that did not (what a library user gets: "
+        "glibc's dynamic thresholds, which trim and regrow the heap in some processes' "
+        "layouts; docs/ENGINE.md, 'Output memory'). Page faults of the path per GB of "
+        "plaintext, median of the rounds"
     )
 
 

@@ -344,9 +344,10 @@ class _Segmenter(Lifecycle, HoldsSecrets):
     """The bookkeeping both directions share: cut input into segments, assign indices.
 
     Input not yet part of a complete segment is *held*: read-only pieces by reference
-    (the engine hands over only immutable data), writable ones as a copy. A segment
-    that lies whole inside one piece is never copied; one that straddles pieces is
-    joined once.
+    (the engine hands over only immutable data), except a partial segment cut from a
+    larger object, which is copied (:meth:`_alone`), and writable ones, also copied. A
+    segment that lies whole inside one piece is never copied; one that straddles pieces
+    is joined once.
     """
 
     __slots__ = (
@@ -396,6 +397,27 @@ class _Segmenter(Lifecycle, HoldsSecrets):
             self._held.append(view if view.readonly else memoryview(bytes(view)))
             self._held_len += len(view)
 
+    def _alone(self, view: memoryview) -> memoryview:
+        """``view`` (of the segment being held) to hold until the next push: itself when
+        it is the whole segment (a job's input as it is, never copied) or a view of an
+        object of at most a full segment; else a copy (less than a segment, which the
+        next push joins anyway), so that a partial segment never keeps a larger chunk
+        alive.
+
+        Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk
+        and its join were made; without ``keep_freed_memory()``, glibc then trimmed its
+        heap top and faulted it back every chunk or two in some processes' layouts
+        (decrypt() of 1 MiB chunks: 70-230 page faults a MiB and ~10 us a segment,
+        against 7-20; docs/ENGINE.md, "Output memory")."""
+        full = self._full0 if self._index == 0 else self._full1
+        if len(view) == full:
+            return view
+        obj = view.obj
+        if obj is None:  # memory no object owns: never kept
+            return memoryview(bytes(view))
+        size = len(obj) if type(obj) is bytes else memoryview(obj).nbytes
+        return view if size <= self._full1 else memoryview(bytes(view))
+
     def _take_held(self, tail: memoryview | None = None) -> Buffer:
         """Everything held (plus ``tail``) as one buffer; the hold is emptied."""
         parts = self._held
@@ -422,7 +444,7 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         if self._held_len:
             need = (self._full0 if index == 0 else self._full1) - self._held_len
             if len(view) < need or (hold and len(view) == need):
-                self._hold(view)
+                self._hold(self._alone(view))
                 return jobs
             jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
@@ -446,7 +468,7 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         if count:
             jobs.append(self._job(codec, view[:pos] if pos < size else view, count))
         if pos < size:
-            self._hold(view[pos:])
+            self._hold(self._alone(view[pos:]))
         return jobs
 
     def _job(
