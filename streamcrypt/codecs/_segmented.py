@@ -81,6 +81,17 @@ class SegmentCodec(HoldsSecrets):
         codec has no such call (then :meth:`run_segments` into memory the caller made)."""
         return None
 
+    def run_one_batched(
+        self, sealing: bool, index: int, data: Buffer, final: bool, size: int
+    ) -> tuple[bytes, Exception | None]:
+        """Segment ``index`` alone through :meth:`run_segments`, into ``size`` bytes of new
+        memory: where a :meth:`run_one` leaves what its kernel call cannot serve (a
+        failure, a rule of the format), so that its output and verdict are the batch
+        loop's."""
+        out = memoryview(bytearray(size))
+        written, error = self.run_segments(sealing, index, 1, data, final, out)
+        return bytes(out[:written]), error
+
     def full_plaintext(self, index: int) -> int:
         return self.first_segment_size if index == 0 else self.segment_size
 
@@ -250,9 +261,7 @@ class CounterCodec(BatchCodec):
                 return kernel.decrypt(nonce, data, None), None
             except Exception:  # judged below, as the batch loop judges it
                 pass
-        out = memoryview(bytearray(len(data) + self.overhead))
-        written, error = self.run_segments(sealing, index, 1, data, final, out)
-        return bytes(out[:written]), error
+        return self.run_one_batched(sealing, index, data, final, len(data) + self.overhead)
 
 
 @dataclass(slots=True, eq=False)

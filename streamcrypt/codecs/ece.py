@@ -313,9 +313,7 @@ class EceCodec(BatchCodec):
             plain = b""
         if plain and plain[-1] == (2 if final else 1):
             return plain[:-1], None
-        out = memoryview(bytearray(len(data)))
-        written, error = self._open_run(index, 1, memoryview(data), final, out)
-        return bytes(out[:written]), error
+        return self.run_one_batched(False, index, data, final, len(data))
 
     def _seal_run(
         self, first: int, count: int, src: memoryview, final: bool, out: memoryview

@@ -632,7 +632,7 @@ class OrderedBatches:
         await self.wait()
         out, error = self.pop()
         self._held_loop = 0 if yields else self._held_loop + sum(map(len, head.slots))
-        if self._held_loop >= INLINE_BATCH:
+        if self.turn_due:
             await self.checkpoint()
         if any(out):
             await emit(out)

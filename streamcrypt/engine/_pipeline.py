@@ -283,6 +283,13 @@ class _PlainStage(_Runner):
 _Stage: TypeAlias = _SegmentedStage | _PlainStage
 
 
+def _alone(runners: list[_Stage]) -> _SegmentedStage | None:
+    """The one segmented stage of a pipeline of one (what encrypt(), decrypt() and the
+    HTTP bodies run), whose inline pushes a driver hands out itself; else ``None``."""
+    first = runners[0]
+    return first if len(runners) == 1 and isinstance(first, _SegmentedStage) else None
+
+
 def _as_push(sink: Sink, kept: bool = False) -> tuple[_Push, bool]:
     """The push function for ``sink`` and whether it is done with each view on return
     (``kept``: a callable sink that keeps what it is given gets ``bytes``, not views)."""
@@ -416,7 +423,7 @@ class Pipeline:
         # One segmented stage (what encrypt() and decrypt() run): a push that runs inline
         # hands its pieces (new ``bytes``, reuse is off) straight out, no emit chain. The
         # pieces of _chunks are immutable, as inline() needs.
-        alone = first if len(runners) == 1 and isinstance(first, _SegmentedStage) else None
+        alone = _alone(runners)
         error: BaseException | None = None
         async with aclosing(_chunks(source, self._piece_size)) as pieces:
             async for piece in pieces:
@@ -486,8 +493,7 @@ class Feeder:
     def _start(cls, runners: list[_Stage], piece_size: int) -> Feeder:
         feeder = cls.__new__(cls)
         feeder._runners, feeder._piece, feeder._closed = runners, piece_size, False
-        first = runners[0]
-        feeder._alone = first if len(runners) == 1 and isinstance(first, _SegmentedStage) else None
+        feeder._alone = _alone(runners)
         return feeder
 
     async def send(self, data: Buffer) -> None:

@@ -178,9 +178,7 @@ class AwsFrameCodec(BatchCodec):
                 return self._kernel.decrypt(src[4:16], src[16:], aad), None
             except InvalidTag:
                 pass
-        out = memoryview(bytearray(size))
-        written, error = self.run_segments(False, index, 1, src, False, out)
-        return bytes(out[:written]), error
+        return self.run_one_batched(False, index, src, False, size)
 
     def __repr__(self) -> str:
         return f"AwsFrameCodec(frame_length={self.segment_size}, <key hidden>)"
