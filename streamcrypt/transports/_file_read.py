@@ -44,6 +44,12 @@ _SPAN = 2 << 20
 _READ = 1 << 20
 
 
+def _full_run(full0: int, full: int, index: int, count: int) -> int:
+    """Ciphertext bytes of ``count`` full segments from segment ``index`` (``full0`` and
+    ``full``: the ciphertext of a full segment 0 and of any other)."""
+    return count * full + (full0 - full if index == 0 else 0)
+
+
 def _pread_into(fd: int, offset: int, view: memoryview) -> int:
     """Fill ``view`` with the file's bytes from ``offset`` (fewer at its end); the count."""
     got = 0
@@ -242,7 +248,7 @@ class _PreadJob:
         try:
             while left:
                 n = min(per, left)
-                size = rest if n == left else n * full + (full0 - full if index == 0 else 0)
+                size = rest if n == left else _full_run(full0, full, index, n)
                 if len(buffer) < size:  # a final frame longer than a full one (AWS)
                     buffer = _borrow(pool, size)
                 data = memoryview(buffer)[:size]
@@ -411,8 +417,7 @@ class _RandomReader:
         end = last
         if (
             whole.count > 1
-            and length - (last - index) * full - (full0 - full if index == 0 else 0)
-            == codec.overhead
+            and length - _full_run(full0, full, index, last - index) == codec.overhead
         ):
             end = last - 1
         jobs: list[_PreadJob] = []
@@ -420,7 +425,7 @@ class _RandomReader:
             j = min(end, index + per_out - 1)
             j = last if j == end else j
             n = j - index + 1
-            size = length - at if j == last else n * full + (full0 - full if index == 0 else 0)
+            size = length - at if j == last else _full_run(full0, full, index, n)
             final = whole.final and j == last
             jobs.append(_PreadJob(self._fd, codec, index, n, pos + at, size, final, self._pool))
             at += size
@@ -520,8 +525,8 @@ class _RandomReader:
         loop is held for one span's jobs at a time, not for a window's."""
         if self._fd is None:
             return
-        depth = len(self._spans) < self._depth and not self._batches.window_full
-        if depth and self._queued_end < self.size:
+        room = len(self._spans) < self._depth and not self._batches.window_full
+        if room and self._queued_end < self.size:
             self._ahead_span = min(2 * self._ahead_span, self._span)
             self._queue_span(self._queued_end, self._ahead_span)
 
