@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import streamcrypt as sc
-from streamcrypt.codecs import FORMATS, FormatOptions
+from streamcrypt.codecs import FORMATS, FormatOptions, aws
 from streamcrypt.codecs.age import X25519Identity
 from streamcrypt.codecs.tink import AesGcmHkdfStreamingParams, TinkStreamingKey
 
@@ -26,9 +26,11 @@ SEG = 64 << 10
 
 
 def _formats() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    """Every ``_Segmenter``-based format on 64 KiB segments: encrypt() and decrypt()
-    keywords."""
+    """Every ``_Segmenter``-based format on 64 KiB segments, and the AWS SDK format
+    (unsigned: a signed message's frames are held whole until its signature), whose
+    decryptor holds frame starts by the same rule: encrypt() and decrypt() keywords."""
     age_id = X25519Identity.generate()
+    ring = aws.RawAesKeyring("test", "key", KEY)
     tink_key = TinkStreamingKey.generate(AesGcmHkdfStreamingParams(32, SEG + 16))
     return {
         "native": ({"key": KEY}, {"key": KEY}),
@@ -41,10 +43,14 @@ def _formats() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
             {"format": "ece", "key": KEY[:16]},
         ),
         "tink": ({"format": "tink", "key": tink_key}, {"format": "tink", "key": tink_key}),
+        "aws": (
+            {"format": "aws", "key": ring, "suite": "0x0478", "segment_size": SEG},
+            {"format": "aws", "key": ring},
+        ),
     }
 
 
-@pytest.mark.parametrize("name", ["native", "age", "ece", "tink"])
+@pytest.mark.parametrize("name", ["native", "age", "ece", "tink", "aws"])
 def test_a_held_tail_never_keeps_its_large_chunk_alive(name: str) -> None:
     """After ``update()`` with a chunk larger than a segment, the transform references
     the chunk no more: the bytes it holds for the next segment (at most a segment) are

@@ -264,6 +264,28 @@ class CounterCodec(BatchCodec):
         return self.run_one_batched(sealing, index, data, final, len(data) + self.overhead)
 
 
+def detached(view: memoryview, bound: int) -> memoryview:
+    """``view``, a part of a segment (or frame) held until the next push, as it may be
+    kept: itself when it is read-only and a view of an object of at most ``bound`` bytes;
+    else a copy (at most a segment), so that a hold never keeps a larger object alive nor
+    a writable buffer its owner may reuse.
+
+    Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk and its
+    join were made; without ``keep_freed_memory()``, glibc then trimmed its heap top and
+    faulted it back every chunk or two in some processes' layouts (decrypt() of 1 MiB
+    chunks: 70-230 page faults a MiB and ~10 us a segment, against 7-20; docs/ENGINE.md,
+    "Output memory"). The one rule for every decryptor's hold (:class:`_Segmenter`, the
+    AWS frames')."""
+    if view.readonly:
+        obj = view.obj
+        if (
+            obj is not None
+            and (len(obj) if type(obj) is bytes else memoryview(obj).nbytes) <= bound
+        ):
+            return view
+    return memoryview(bytes(view))
+
+
 @dataclass(slots=True, eq=False)
 class SegmentJob:
     """Seal or open ``count`` consecutive segments: a pure function, safe on any thread.
@@ -408,24 +430,11 @@ class _Segmenter(Lifecycle, HoldsSecrets):
 
     def _alone(self, view: memoryview) -> memoryview:
         """``view`` (of the segment being held) to hold until the next push: itself when
-        it is the whole segment (a job's input as it is, never copied) or a view of an
-        object of at most a full segment; else a copy (less than a segment, which the
-        next push joins anyway), so that a partial segment never keeps a larger chunk
-        alive.
-
-        Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk
-        and its join were made; without ``keep_freed_memory()``, glibc then trimmed its
-        heap top and faulted it back every chunk or two in some processes' layouts
-        (decrypt() of 1 MiB chunks: 70-230 page faults a MiB and ~10 us a segment,
-        against 7-20; docs/ENGINE.md, "Output memory")."""
+        it is the whole segment (a job's input as it is, never copied), else as
+        :func:`detached` keeps a part of one (less than a segment, which the next push
+        joins anyway)."""
         full = self._full0 if self._index == 0 else self._full1
-        if len(view) == full:
-            return view
-        obj = view.obj
-        if obj is None:  # memory no object owns: never kept
-            return memoryview(bytes(view))
-        size = len(obj) if type(obj) is bytes else memoryview(obj).nbytes
-        return view if size <= self._full1 else memoryview(bytes(view))
+        return view if len(view) == full else detached(view, self._full1)
 
     def _take_held(self, tail: memoryview | None = None) -> Buffer:
         """Everything held (plus ``tail``) as one buffer; the hold is emptied."""

@@ -19,7 +19,7 @@ from ...errors import (
     TruncatedStreamError,
 )
 from ...keys import HoldsSecrets, random_bytes
-from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob
+from .._segmented import SegmentCodec, SegmentedEncryptor, SegmentJob, detached
 from ._frames import (
     _FINAL,
     _FINAL_MARK,
@@ -390,11 +390,12 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         return jobs
 
     def _hold(self, view: memoryview, size: int) -> None:
-        """Keep the start of a frame: a read-only piece as it is, a writable one (which
-        its owner may reuse) as a copy. ``size``: :meth:`_frame_size` of what is held
-        with ``view`` (the frame's size once more than its first 24 bytes showed)."""
+        """Keep the start of a frame, as :func:`detached` keeps a part of one (a view of
+        an object of at most a regular frame, else a copy). ``size``: :meth:`_frame_size`
+        of what is held with ``view`` (the frame's size once more than its first 24 bytes
+        showed)."""
         if view:
-            self._held.append(view if view.readonly else memoryview(bytes(view)))
+            self._held.append(detached(view, self._regular))
             self._held_len += len(view)
             self._need = size if size > 24 else 0
 
