@@ -708,16 +708,44 @@ async def test_decrypt_response_refuses_plain() -> None:
 
 class _OneChunk:
     """What decrypt_response reads of a ClientResponse: its headers and one chunk of
-    content (aiohttp's readany hands over everything it has read as one chunk)."""
+    content (a chunked body's HTTP chunk can come as one large chunk)."""
 
     def __init__(self, body: bytes, *chunks: bytes) -> None:
         self.headers = CIMultiDict({"Content-Encoding": "aes128gcm"})
         self.content = self
         self._chunks = list(chunks) or [body]
 
-    async def iter_any(self) -> AsyncIterator[bytes]:
+    async def iter_chunks(self) -> AsyncIterator[tuple[bytes, bool]]:
         for chunk in self._chunks:
-            yield chunk
+            yield chunk, True
+
+
+@pytest.mark.parametrize("sized", [True, False])
+async def test_decrypt_response_takes_the_chunks_as_aiohttp_received_them(
+    sized: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """decrypt_response never reads with readany, which joins everything aiohttp has
+    buffered into one new object: a copy of the whole body into fresh memory (issue 28)."""
+    keys = ring()
+    plaintext = os.urandom(3 << 20)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = EncryptedStreamResponse()
+        if sized:
+            resp.content_length = len(plaintext)
+        await resp.prepare(request)
+        await resp.write(plaintext)
+        await resp.write_eof()
+        return resp
+
+    async def no_readany(self: object) -> bytes:
+        raise AssertionError("readany joins what was buffered")
+
+    async with served({"/s": stream}, keys) as (s, url), s.get(url + "/s") as r:
+        await asyncio.sleep(0.1)  # let aiohttp buffer several reads
+        monkeypatch.setattr(aiohttp.StreamReader, "readany", no_readany)
+        out = [c async for c in decrypt_response(r, keys)]
+    assert b"".join(out) == plaintext
 
 
 async def test_decrypt_response_opens_a_large_chunk_in_pieces_on_the_loop() -> None:
