@@ -42,7 +42,13 @@ from streamcrypt.transports import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
-from streamcrypt.transports._http import RESPONSE_PIECE, BodyCut, BodyFeed, EncryptionSettings
+from streamcrypt.transports._http import (
+    RESPONSE_PIECE,
+    BodyCut,
+    BodyFeed,
+    EncryptionSettings,
+    encrypted_feed,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -162,78 +168,137 @@ async def test_small_streamed_response_costs_its_size() -> None:
     assert streamcrypt.decrypt_bytes(r.content, keys, format="ece") == b"s" * 1024
 
 
+def _bounds(start: int, end: int, record: int) -> int:
+    """How many record boundaries of a body (multiples of ``record`` from where its
+    records start, 0 included) lie in its bytes ``[start, end)``: at most this many
+    records a push of those bytes releases (a record goes once the byte after it came:
+    RFC 8188's last record may be full)."""
+    return -(-end // record) - -(-start // record)
+
+
 async def test_a_streamed_response_leaves_in_pieces_of_whole_records() -> None:
-    """Each piece of a streamed body (RESPONSE_PIECE of whole records, counted from the start
-    of the body whatever the app's writes are) leaves as one body message: never a
-    message per record or a slice of a piece (issue 28: a server write costs ~25 us
-    whatever its size), and no record straddles two pieces."""
+    """Each piece of a streamed body leaves as one body message of whole records, at most
+    RESPONSE_PIECE of them (counted on the body's records whatever the app's writes
+    are): never a message per record or a slice of a piece (issue 28: a server write
+    costs ~25 us whatever its size), no record straddles two pieces, and a write goes
+    in as few pieces as that allows (a 1 MiB write of 64 KiB records was five pushes,
+    a 256 KiB one two, where four and one release the same records)."""
     keys = ring()
-    rs = 5000  # a 64 KiB slice of the ciphertext would not be whole records
-    writes = [os.urandom(n) for n in (1 << 20, 3, 70_001, 1 << 20, 262_143, 9)]
-    body = b"".join(writes)
+    for rs, writes_sizes in (
+        (5000, (1 << 20, 3, 70_001, 1 << 20, 262_143, 9)),
+        (1 << 16, (1 << 20, 1 << 18, 1 << 18, 1 << 20, 300_000)),
+    ):
+        writes = [os.urandom(n) for n in writes_sizes]
+        body = b"".join(writes)
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        for chunk in writes:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        async def app(scope: Any, receive: Any, send: Any, writes: list[bytes] = writes) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            for chunk in writes:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    sent: list[bytes] = []
+        sent: list[bytes] = []
 
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            assert isinstance(message["body"], bytes)
-            sent.append(message["body"])
+        async def send(message: dict[str, Any], sent: list[bytes] = sent) -> None:
+            if message["type"] == "http.response.body":
+                assert isinstance(message["body"], bytes)
+                sent.append(message["body"])
 
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
 
-    mw = EncryptionMiddleware(app, key=keys, record_size=rs)
-    await mw({"type": "http", "method": "GET", "path": "/", "headers": []}, receive, send)
-    assert streamcrypt.decrypt_bytes(b"".join(sent), keys, format="ece") == body
-    header = read_header(sent[0])
-    assert header is not None and len(sent[0]) == header.size  # the header, on its own
-    piece = (RESPONSE_PIECE - 1) // (rs - OVERHEAD) * rs  # the ciphertext of one piece
-    middle = [len(m) for m in sent[1:-1] if m]
-    # Whole records, at most a piece (a write's end may end a piece early); the last
-    # message carries the final, short record.
-    assert middle and all(n % rs == 0 and n <= piece for n in middle[:-1]), middle
-    assert middle[-1] % rs and middle[-1] <= piece + rs
-    assert len(middle) <= -(-len(body) // (piece // rs * (rs - OVERHEAD))) + len(writes)
+        mw = EncryptionMiddleware(app, key=keys, record_size=rs)
+        await mw({"type": "http", "method": "GET", "path": "/", "headers": []}, receive, send)
+        assert streamcrypt.decrypt_bytes(b"".join(sent), keys, format="ece") == body
+        header = read_header(sent[0])
+        assert header is not None and len(sent[0]) == header.size  # the header, on its own
+        most = RESPONSE_PIECE // rs  # records of one piece
+        middle = [len(m) for m in sent[1:-1] if m]
+        # Whole records, at most a piece's; the last message carries the final, short record.
+        assert middle and all(n % rs == 0 and n <= most * rs for n in middle[:-1]), middle
+        assert middle[-1] % rs and middle[-1] <= (most + 1) * rs
+        # As few pieces as whole records allow: each write's records go in the fewest
+        # pushes of at most ``most`` records each; the final record leaves at the end.
+        data = rs - OVERHEAD
+        fewest, start = 1, 0
+        for n in writes_sizes:
+            fewest += max(1, -(-_bounds(start, start + n, data) // most))
+            start += n
+        assert len(middle) <= fewest, (len(middle), fewest)
 
 
-async def test_a_body_feed_pushes_small_writes_whole_and_flushes_once_a_write() -> None:
-    """BodyFeed (both middlewares' one body feed) pushes a write no larger than its piece
-    size whole, cuts a larger one at multiples of the piece size counted from the body's
-    start, awaits ``pause`` (after a flush) before every piece after a write's first,
-    and without a pause flushes once a write, after its last piece (issue 28: a 64 KiB
-    request message was cut in two at a 128 KiB offset, and every piece flushed)."""
-    pushed: list[int] = []
+async def test_a_body_cut_releases_at_most_its_records_a_piece_in_the_fewest_pieces() -> None:
+    """BodyCut (both middlewares' one cut) ends a piece on a record boundary of the body
+    or where the write ends, each piece holding at most ``piece // record`` boundaries
+    (so releasing at most that many records: a record goes once the byte after it
+    came), and cuts a write into no more pieces than that needs: a write that holds no
+    more is pushed whole, as it came."""
+    record = 10
+    cut = BodyCut(30, record=record)  # three records a piece
+    fed = 0
+    for size in (5, 25, 41, 100, 0, 1, 29, 60, 333):
+        pieces = [len(p) for p in cut.pieces(b"x" * size)]
+        assert sum(pieces) == size
+        bounds = _bounds(fed, fed + size, record)
+        assert len(pieces) == max(1 if size else 0, -(-bounds // 3)), (size, pieces)
+        start = fed
+        for n in pieces:
+            assert _bounds(start, start + n, record) <= 3
+            start += n
+            assert start == fed + size or start % record == 0  # ends on a record end
+        fed += size
+
+
+async def test_a_body_feed_flushes_every_piece_before_the_next_goes_in() -> None:
+    """BodyFeed (both middlewares' one body feed) flushes after every piece, so a piece's
+    output leaves before the next piece is pushed whatever the policy (a piece the
+    scheduler queues, as it does pieces of at least the inline limit while it offloads,
+    would otherwise wait, with the pieces after it, for the write's end: memory of a
+    write, not a piece), and awaits ``pause`` before every piece after a write's
+    first."""
     events: list[str] = []
+
+    async def sink(data: bytes) -> None:
+        events.append("out")
+
+    encryptor = EceEncryptor(ring(), record_size=300_000)  # a piece: one 300 kB record
+    policy = OffloadPolicy(adaptive=False, max_in_flight=8, batch_size=4 << 20)
+    feed = encrypted_feed(encryptor, policy, sink)
+    real = feed.feeder
+
+    class Spy:
+        async def send(self, data: memoryview) -> None:
+            events.append("in")
+            await real.send(data)
+
+        async def flush(self) -> None:
+            await real.flush()
+
+    feed.feeder = Spy()  # type: ignore[assignment]
+    await feed.send(os.urandom(5 * 299_983 + 7))
+    await real.aclose()
+    # Six pieces of one record each (the first releases only the header: a record goes
+    # once the byte after it came), and every piece's output left before the next went in.
+    assert events.count("in") == 6, events
+    assert all(events[i + 1] == "out" for i, e in enumerate(events) if e == "in"), events
+
+    pauses: list[str] = []
 
     class Feeder:
         async def send(self, data: memoryview) -> None:
-            pushed.append(len(data))
-            events.append("send")
+            pauses.append(f"send {len(data)}")
 
         async def flush(self) -> None:
-            events.append("flush")
+            pauses.append("flush")
 
     async def pause() -> None:
-        events.append("pause")
+        pauses.append("pause")
 
-    feed = BodyFeed(Feeder(), BodyCut(100), pause)  # type: ignore[arg-type]
-    for size in (30, 90, 250, 20, 0, 100):
-        await feed.send(b"x" * size)
-    # 90 bytes at offset 30 cross 100 but go whole; 250 at offset 120 end at 200, 300, 370.
-    assert pushed == [30, 90, 80, 100, 70, 20, 100]
-    within = ["send", "flush", "pause", "send", "flush", "pause", "send", "flush"]
-    assert events == ["send", "flush"] * 2 + within + ["send", "flush"] * 2
-
-    events.clear()
-    feed = BodyFeed(Feeder(), BodyCut(100))  # type: ignore[arg-type]
-    await feed.send(b"x" * 250)
-    assert events == ["send", "send", "send", "flush"]
+    paused = BodyFeed(Feeder(), BodyCut(20, record=10), pause)  # type: ignore[arg-type]
+    await paused.send(b"x" * 15)  # record boundaries 0, 10: whole
+    await paused.send(b"x" * 65)  # bytes 15..80, boundaries 20, 30 | 40, 50 | 60, 70
+    within = ["send 25", "flush", "pause", "send 20", "flush", "pause", "send 20", "flush"]
+    assert pauses == ["send 15", "flush", *within], pauses
 
 
 async def _pushed_pieces(body: bytes, first: int, keys: KeyRing) -> tuple[bytes, list[int]]:
@@ -293,7 +358,11 @@ async def test_a_ciphertext_feed_pushes_its_header_alone_then_whole_records() ->
             assert pushed[0] == header.size
             ends = ends[1:]
         cuts = [e for e in ends[:-1] if e != first]  # a write's end cuts where it falls
-        assert cuts and all((c - header.size) % 2000 == 0 for c in cuts), pushed
+        assert cuts and all((c - header.size) % 1000 == 0 for c in cuts), pushed
+        # Each piece after the header holds at most two record boundaries (releases at
+        # most two records).
+        spans = itertools.pairwise(ends)
+        assert all(_bounds(a - header.size, b - header.size, 1000) <= 2 for a, b in spans)
 
 
 async def test_record_size_and_head() -> None:

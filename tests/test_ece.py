@@ -577,8 +577,8 @@ def test_wrong_delimiters() -> None:
 
 @pytest.mark.parametrize("index", [0, 5])
 def test_a_record_opened_alone_gets_the_batch_loops_output_and_verdict(index: int) -> None:
-    """A job of one record is opened by ``EceCodec.run_one`` (the kernel's decrypt, the
-    data sliced out: issue 28) and gives what the batch loop gives, the data or the
+    """A job of one record is opened by ``EceCodec.run_one`` (in scratch memory, the data
+    copied out into a new ``bytes``: issue 28) and gives what the batch loop gives, the data or the
     failure with its type and message, for every kind of record: plain, final, padded,
     a wrong or missing delimiter, the final one saying more follow, a record after the
     last, tampered, too short. Sealing a record alone is the batch loop's (None)."""
@@ -609,7 +609,7 @@ def test_a_record_opened_alone_gets_the_batch_loops_output_and_verdict(index: in
         assert one is not None
         out = memoryview(bytearray(len(ct) + 1))
         written, error = codec.run_segments(False, index, 1, ct, final, out)
-        assert one[0] == bytes(out[:written])
+        assert one[0] == bytes(out[:written]) and type(one[0]) is bytes
         assert type(one[1]) is type(error) and str(one[1]) == str(error)
         outcomes.add(type(error))
     assert outcomes == {type(None), FormatError, TruncatedStreamError, AuthenticationError}

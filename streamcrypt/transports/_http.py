@@ -10,11 +10,12 @@ Memory per request, by design: a request body is decrypted record by record, so 
 request can pin is one partial record (at most ``max_record_size``, 64 KiB by default)
 plus verified plaintext not yet read by the app (at most one body message's worth; the
 aiohttp reader stops decrypting above its 64 KiB limit) plus the framework's own read
-buffer; bodies go through the pipeline a piece at a time (:class:`BodyFeed`: 128 KiB of
-a request, :data:`REQUEST_PIECE`, 256 KiB of a response, :data:`RESPONSE_PIECE`), so its
-buffers hold one piece (a write no larger than a piece is one piece, as it came), and a
-response leaves as one write per piece, each awaited, so a slow client holds about that
-much queued (a 1 KiB body costs about 1 KiB).
+buffer; bodies go through the pipeline a piece at a time (:class:`BodyFeed`: the records
+of at most 128 KiB of a request, :data:`REQUEST_PIECE`, 256 KiB of a response,
+:data:`RESPONSE_PIECE`; a piece is a view of the write it came in, and its output leaves
+before the next piece goes in), so its buffers hold one piece's output, and a response
+leaves as one write per piece, each awaited, so a slow client holds about that much
+queued (a 1 KiB body costs about 1 KiB).
 A request body is cut (408) once it took longer than ``body_timeout`` seconds plus one
 per ``body_min_rate`` bytes it brought (:class:`BodyDeadline`): a client that stalls or
 trickles holds a request for about ``body_timeout``, not for as long as it likes.
@@ -79,7 +80,7 @@ DEFAULT_REQUEST_MAX_RECORD_SIZE = 1 << 16
 #: body is 1 KiB + 38 bytes), and a receiver buffers at most one record: 64 KiB, which
 #: is exactly what these middlewares accept from a request by default.
 DEFAULT_HTTP_RECORD_SIZE = 1 << 16
-#: Response bytes pushed through a pipeline at a time: the pipeline's output of one piece is
+#: Response ciphertext sealed through a pipeline at a time: the output of one piece is
 #: one body write to the server (a ``bytes`` the engine wrote in place, never copied nor
 #: sliced), so a piece bounds both the pipeline's buffers and what a slow client leaves
 #: queued. A response's pieces are cut at whole records of the stream
@@ -88,9 +89,9 @@ DEFAULT_HTTP_RECORD_SIZE = 1 << 16
 #: its size; against 128 KiB pieces cut per app write and sent as 64 KiB writes, a 64 MiB
 #: ASGI download (in process, no socket) fell from 0.52 to 0.43 CPU-s/GB (AES alone 0.29).
 RESPONSE_PIECE = 256 << 10
-#: Most ciphertext bytes of a request body pushed through its decrypting pipeline at a
-#: time, in whole records after the header (:class:`BodyCut`): under the engine's
-#: default inline limit (256 KiB), so a piece is opened at once, with no batch. Measured
+#: Most ciphertext of a request body opened through its decrypting pipeline at a time, in
+#: whole records after the header (:class:`BodyCut`): with 64 KiB records a piece is then
+#: under the engine's default inline limit (256 KiB), so it is opened at once. Measured
 #: against 256 KiB, server RSS per concurrent 1 MiB exchange fell from 0.20 to 0.09 MiB
 #: (uvicorn) and 1.45 to 0.98 MiB (aiohttp), throughput unchanged.
 REQUEST_PIECE = 128 << 10
@@ -416,33 +417,40 @@ class BodyDeadline:
 
 
 class BodyCut:
-    """Where a body is cut into the pieces pushed through its pipeline: at most ``piece``
-    bytes each. A write no larger than ``piece`` is one piece, as it came (cutting it
-    would split no record its own edges do not split already, and each piece costs a
-    push: issue 28, a 64 KiB request body message was 1.5 pushes); a larger write is cut
-    at multiples of ``piece`` counted from where the body's records start, not from the
-    write, so with ``piece`` a whole number of records no record straddles two of its
-    pieces (a record cut in two is joined before it is opened: a 64 KiB copy). A
-    ciphertext body (``decryptor`` given) pushes its header first, alone: the engine
+    """Where a body is cut into the pieces pushed through its pipeline: a piece ends on a
+    record boundary of the body (a multiple of ``record`` bytes from where its records
+    start, whatever the writes are) or where its write ends, and holds at most
+    ``piece // record`` boundaries (at least one). A segmented stage releases a record
+    once the byte after it came (an RFC 8188 record is known not to be the last only
+    then), so such a piece releases at most that many records, and no record straddles
+    two pieces of a write (a record cut in two is joined before it is run: a 64 KiB
+    copy). A write is pushed in as few pieces as that allows, whole when it holds no
+    more boundaries (issue 28: a 1 MiB response write of 64 KiB records was five pushes
+    and a 256 KiB one two, where four and one release the same records); a piece that
+    starts inside a record is then up to a record longer than its records, a view of
+    the write, never copied. A ciphertext body (``decryptor`` given; ``record``, its
+    record size, is read from the header) pushes its header first, alone: the engine
     reads a header on a worker and runs that push's records through its batches, so
-    records pushed with it would leave the loop; its pieces are then as many whole
-    records as ``piece`` bytes hold (at least one).
+    records pushed with it would leave the loop.
     """
 
-    __slots__ = ("_decryptor", "_fed", "_piece")
+    __slots__ = ("_count", "_decryptor", "_fed", "_piece", "_record")
 
-    def __init__(self, piece: int, decryptor: EceDecryptor | None = None) -> None:
+    def __init__(
+        self, piece: int, decryptor: EceDecryptor | None = None, *, record: int = 0
+    ) -> None:
         self._piece = piece
         self._decryptor = decryptor  # until the header was read
         self._fed = 0  # bytes fed: of the body, then (header read) after the header
+        self._record = record
+        self._count = max(1, piece // record) if record else 0
 
     @classmethod
     def for_records(cls, encryptor: EceEncryptor) -> BodyCut:
-        """The cut of a plaintext body into ``encryptor``'s pipeline: pieces of whole
-        records under :data:`RESPONSE_PIECE`, so under the engine's default inline limit
-        (a piece is sealed at once, with no batch; at least one record)."""
-        record = encryptor.header.record_size - OVERHEAD
-        return cls(max(1, (RESPONSE_PIECE - 1) // record) * record)
+        """The cut of a plaintext body into ``encryptor``'s pipeline: each piece releases
+        the records of at most :data:`RESPONSE_PIECE` of ciphertext (at least one)."""
+        rs = encryptor.header.record_size
+        return cls(max(1, RESPONSE_PIECE // rs) * (rs - OVERHEAD), record=rs - OVERHEAD)
 
     def pieces(self, data: Buffer) -> Iterator[memoryview]:
         """``data`` (the body's next bytes) as pieces; each must be pushed before the
@@ -450,17 +458,14 @@ class BodyCut:
         view = memoryview(data).cast("B")
         if self._decryptor is not None:
             view = yield from self._header(view, self._decryptor)
-        piece, off = self._piece, 0
-        if len(view) <= piece:
-            if view:
-                yield view
-            self._fed += len(view)
-            return
-        while off < len(view):
-            end = off + piece - (self._fed + off) % piece
-            yield view[off:end]
+        record, reach, fed = self._record, self._count * self._record, self._fed
+        size, off = len(view), 0
+        while off < size:
+            # The first record boundary at or after the piece's start, then ``count`` on.
+            end = -(-(fed + off) // record) * record + reach - fed
+            yield view[off:end] if off or end < size else view
             off = end
-        self._fed += len(view)
+        self._fed = fed + size
 
     def _header(
         self, view: memoryview, decryptor: EceDecryptor
@@ -482,8 +487,8 @@ class BodyCut:
             yield head
         known = decryptor.header
         if known is not None:
-            rs = known.record_size
-            self._piece = max(1, self._piece // rs) * rs
+            self._record = rs = known.record_size
+            self._count = max(1, self._piece // rs)
             self._fed -= known.size
             self._decryptor = None
         return view
@@ -497,11 +502,12 @@ class BodyCut:
 
 class BodyFeed:
     """A body pushed through a pipeline ``feeder`` in the pieces ``cut`` makes, so
-    complete records leave as the data comes, through bounded buffers. ``pause`` is
-    awaited before each piece after a write's first (a reader's backpressure), with what
-    the pieces before it gave flushed first; without one, a write is flushed once, after
-    its last piece (issue 28: a piece under the inline limit runs at once, and flushing
-    it again was four coroutine calls a piece that did nothing).
+    complete records leave as the data comes, through bounded buffers: each piece is
+    flushed before the next goes in, so its output has left whatever the policy (a piece
+    the engine ran inline left at once, and its flush returns at once; one it queued, as
+    it queues work of at least the inline limit while it offloads, would otherwise wait
+    with the pieces after it for the write's end). ``pause`` is awaited before each piece
+    after a write's first (a reader's backpressure).
     """
 
     __slots__ = ("_cut", "_pause", "feeder")
@@ -519,14 +525,10 @@ class BodyFeed:
     async def send(self, data: Buffer) -> None:
         """Push ``data`` (the body's next bytes) through, a piece at a time."""
         feeder, pause = self.feeder, self._pause
-        sent = False
-        for piece in self._cut.pieces(data):
-            if sent and pause is not None:
-                await feeder.flush()
+        for i, piece in enumerate(self._cut.pieces(data)):
+            if i and pause is not None:
                 await pause()
             await feeder.send(piece)
-            sent = True
-        if sent:
             await feeder.flush()
 
     async def aclose(self) -> None:
