@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -576,3 +577,30 @@ async def test_a_stream_keeps_no_reference_to_a_piece_it_handed_out(chunk: int) 
         # The comprehension's own reference and the argument's: 2.
         counts = [sys.getrefcount(piece) async for piece in pieces]
         assert len(counts) > 4 and set(counts) == {2}, counts
+
+
+async def test_a_cancelled_wait_for_a_worker_leaves_the_work_and_the_loop_alone() -> None:
+    """``wait_future``: a wait cancelled before the work ends leaves the work running, a
+    later wait gets its result, and the first wait's wake-up, arriving after it stopped
+    waiting, is dropped (on asyncio: resolving its cancelled future would hand the loop
+    an ``InvalidStateError``)."""
+    import sniffio
+
+    from streamcrypt.engine import wait_future
+    from streamcrypt.engine._offload import start
+
+    errors: list[object] = []
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    gate = threading.Event()
+    task = start(gate.wait, 5.0)
+    with anyio.move_on_after(0.05) as scope:
+        await wait_future(task)
+    assert scope.cancelled_caught and not task.done()
+    gate.set()
+    assert await wait_future(task) is True
+    await anyio.sleep(0.05)  # the loop runs the first wait's late wake-up
+    assert errors == []
+
