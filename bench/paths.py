@@ -638,6 +638,14 @@ def run(report: Report, quick: bool = False) -> None:
     _soak(report, (1 if quick else 4) << 30)
 
 
+def run_files(report: Report, quick: bool = False) -> None:
+    """The file table alone, as ``run`` measures it (``python -m bench files [--quick]``,
+    run by itself: it opts the process in to keep_freed_memory, as ``run`` does)."""
+    _as_an_application()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as d:
+        _files(report, (256 if quick else 1024) << 20, 3, Path(d))
+
+
 # ---------------------------------------------------------------------------------------
 # Issue 30: the per-file cost of an age plugin recipient
 # ---------------------------------------------------------------------------------------

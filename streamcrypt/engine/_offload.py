@@ -15,6 +15,7 @@ input; a finished future wakes the loop through the backend's own thread-safe sc
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from _queue import SimpleQueue  # C; the queue module would import more
 from collections.abc import Callable
@@ -25,9 +26,8 @@ from .._lazy import LazyModule
 from ..errors import BrokenTransformError, InvalidParameterError
 
 if TYPE_CHECKING:  # imported where used: synchronous callers (the command) need neither
+    import asyncio
     import concurrent.futures as futures
-
-    import anyio
 else:  # read by typing.get_type_hints, which imports it then (~10 ms with logging)
     futures = LazyModule("concurrent.futures")
 
@@ -444,44 +444,58 @@ async def run_io(fn: Callable[[Unpack[Ts]], T], *args: *Ts, abandon: bool = Fals
         raise
 
 
-def _waker(event: anyio.Event) -> Callable[[], None]:
-    """A function any thread may call to set ``event`` on the current event loop."""
-    import asyncio
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    """Wake the task awaiting ``waiter`` (on its loop), unless it stopped waiting."""
+    if not waiter.done():
+        waiter.set_result(None)
 
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: trio is the other backend anyio runs on
-        import trio
 
-        token = trio.lowlevel.current_trio_token()
+async def _wait_trio(future: Pending[Any]) -> None:
+    """Until ``future`` is done, on trio (anyio's other backend)."""
+    import anyio
+    import trio
 
-        def wake_trio() -> None:
-            try:
-                token.run_sync_soon(event.set)
-            except trio.RunFinishedError:
-                pass
+    event = anyio.Event()
+    token = trio.lowlevel.current_trio_token()
 
-        return wake_trio
-
-    def wake_asyncio() -> None:
+    def wake(_future: object) -> None:
         try:
-            loop.call_soon_threadsafe(event.set)
-        except RuntimeError:  # the loop closed while the work ran: nobody is waiting
+            token.run_sync_soon(event.set)
+        except trio.RunFinishedError:
             pass
 
-    return wake_asyncio
+    future.add_done_callback(wake)
+    await event.wait()
 
 
 async def wait_future(future: Pending[T]) -> T:
     """Await work started on a worker (:class:`Pending`) on asyncio or trio without blocking a thread.
 
-    Cancelling the wait does not stop the work; the caller must treat its state as broken.
+    On asyncio the waiting task awaits a future of its loop, which the worker resolves
+    through ``call_soon_threadsafe``: one hop, no event object. Cancelling the wait does
+    not stop the work; the caller must treat its state as broken.
     """
-    if not future.done():
-        import anyio
+    if future.done():
+        return future.result()
+    loop: asyncio.AbstractEventLoop | None = None
+    aio = sys.modules.get("asyncio")  # not imported: not running on asyncio
+    if aio is not None:
+        try:
+            loop = aio.get_running_loop()
+        except RuntimeError:  # trio, the other backend anyio runs on
+            pass
+    if loop is None:
+        await _wait_trio(future)
+        return future.result()
+    waiter: asyncio.Future[None] = loop.create_future()
+    call_soon = loop.call_soon_threadsafe
 
-        event = anyio.Event()
-        wake = _waker(event)
-        future.add_done_callback(lambda _f: wake())
-        await event.wait()
+    def wake(_future: object) -> None:
+        try:
+            call_soon(_resolve, waiter)
+        except RuntimeError:  # the loop closed while the work ran: nobody is waiting
+            pass
+
+    future.add_done_callback(wake)
+    await waiter
     return future.result()
