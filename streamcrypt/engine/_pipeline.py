@@ -24,6 +24,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
+    Sequence,
 )
 from contextlib import aclosing
 from typing import Any, NoReturn, TypeAlias, TypeVar
@@ -175,7 +176,8 @@ class _SegmentedStage(_Runner):
         try:
             jobs = stage.feed(data)
             header = stage.take_header()
-            parts, failure = batches.run_inline(jobs)
+            # A chunk that completed no segment is only held: nothing to run.
+            parts, failure = batches.run_inline(jobs) if jobs else ([], None)
         except BaseException as exc:
             self._failure = exc
             raise
@@ -330,18 +332,25 @@ async def _chunks(source: Source, size: int) -> AsyncGenerator[Buffer, None]:
                 if chunk:
                     yield chunk
                 continue
-            view = memoryview(chunk).cast("B")
-            if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
-                view = memoryview(bytes(view))
-            if len(view) <= size:
-                if len(view):
-                    yield view
-                continue
-            for off in range(0, len(view), size):
-                yield view[off : off + size]
+            for piece in _pieces_of(chunk, size):
+                yield piece
     finally:
         if isinstance(it, AsyncGenerator):
             await it.aclose()
+
+
+def _pieces_of(chunk: Buffer, size: int) -> Sequence[Buffer]:
+    """``chunk`` as pieces of at most ``size`` bytes that nobody changes (jobs keep views
+    of their input until they ran): a ``bytes`` as it is, views of it, or of a copy of a
+    writable buffer; none for an empty chunk."""
+    if type(chunk) is bytes and len(chunk) <= size:
+        return (chunk,) if chunk else ()
+    view = memoryview(chunk).cast("B")
+    if not view.readonly:  # never a view of a buffer its owner may reuse
+        view = memoryview(bytes(view))
+    if len(view) <= size:
+        return (view,) if view else ()
+    return [view[off : off + size] for off in range(0, len(view), size)]
 
 
 class Pipeline:
@@ -500,12 +509,8 @@ class Feeder:
         """Push ``data`` through the stages (large data in batch-sized pieces)."""
         if self._closed:
             raise AlreadyFinalizedError("this pipeline feeder was already closed")
-        view = memoryview(data).cast("B")
-        if not view.readonly:
-            view = memoryview(bytes(view))
-        alone, step = self._alone, self._piece
-        for off in range(0, len(view), step):
-            piece = view[off : off + step] if off or len(view) > step else view
+        alone = self._alone
+        for piece in _pieces_of(data, self._piece):
             # A push that runs inline is handed out here, as Pipeline.stream does: no
             # runner coroutines around it (issue 28: an HTTP body's piece each).
             if alone is not None:
