@@ -49,6 +49,10 @@ Source: TypeAlias = AsyncIterable[Buffer] | Buffer
 Sink: TypeAlias = ByteSendStream | Callable[[memoryview], Awaitable[Any]]
 
 _Push = Callable[[Buffer], Awaitable[object]]
+#: What :meth:`_SegmentedStage.inline` gives for a push that was only held: no job ran
+#: (so the loop is owed no turn for it) and nothing is to be handed out. One shared
+#: object, so a driver tells it by identity; its list is never added to.
+_HELD: tuple[list[Buffer], None] = ([], None)
 
 
 class _Runner:
@@ -167,7 +171,8 @@ class _SegmentedStage(_Runner):
         Synchronous, so that :meth:`Pipeline.stream` hands the pieces out itself (the
         coroutines of a push and its emits were 2 us of a 64 KiB chunk); a failure breaks
         the runner as :meth:`push` does, and the caller gives the loop its turn when the
-        scheduler says it is due."""
+        scheduler says it is due. A push that was only held (nothing ran, nothing to hand
+        out) gives :data:`_HELD`, which a driver may skip."""
         if self._failure is not None:
             self._refuse()
         stage, batches = self._stage, self._batches
@@ -176,8 +181,9 @@ class _SegmentedStage(_Runner):
         try:
             jobs = stage.feed(data)
             header = stage.take_header()
-            # A chunk that completed no segment is only held: nothing to run.
-            parts, failure = batches.run_inline(jobs) if jobs else ([], None)
+            if not jobs:  # a chunk that completed no segment is only held: nothing ran
+                return ([header], None) if header else _HELD
+            parts, failure = batches.run_inline(jobs)
         except BaseException as exc:
             self._failure = exc
             raise
@@ -209,6 +215,8 @@ class _SegmentedStage(_Runner):
             # (or an upstream stage) may reuse.
             data = as_bytes(data, "data")
         done = self.inline(data)
+        if done is _HELD:
+            return
         if done is not None:
             await self.pass_on(*done)
             return
@@ -438,6 +446,8 @@ class Pipeline:
             async for piece in pieces:
                 if alone is not None:
                     done = alone.inline(piece)  # raises only what verified nothing before it
+                    if done is _HELD:
+                        continue
                     if done is not None:
                         out, error = done
                         done = None
@@ -515,6 +525,8 @@ class Feeder:
             # runner coroutines around it (issue 28: an HTTP body's piece each).
             if alone is not None:
                 done = alone.inline(piece)
+                if done is _HELD:
+                    continue
                 if done is not None:
                     await alone.pass_on(*done)
                     continue
