@@ -581,7 +581,7 @@ def test_a_record_opened_alone_gets_the_batch_loops_output_and_verdict(index: in
     copied out into a new ``bytes``: issue 28) and gives what the batch loop gives, the data or the
     failure with its type and message, for every kind of record: plain, final, padded,
     a wrong or missing delimiter, the final one saying more follow, a record after the
-    last, tampered, too short. Sealing a record alone is the batch loop's (None)."""
+    last, tampered, too short; and sealed alone, the batch loop's bytes."""
     cek, nonce = ece._derive(KEY, SALT)
     aead, iv = AESGCM(cek), (int.from_bytes(nonce, "big") ^ index).to_bytes(12, "big")
     codec = ece.EceCodec(KEY, SALT, 25)
@@ -613,7 +613,20 @@ def test_a_record_opened_alone_gets_the_batch_loops_output_and_verdict(index: in
         assert type(one[1]) is type(error) and str(one[1]) == str(error)
         outcomes.add(type(error))
     assert outcomes == {type(None), FormatError, TruncatedStreamError, AuthenticationError}
-    assert codec.run_one(True, index, data, False) is None
+    # Sealing alone: the kernel's own object, byte for byte the batch loop's; record 0
+    # of a padded body (its padding goes behind the delimiter) is the batch loop's.
+    for plain in (b"", b"a", data):
+        for final in (False, True):
+            one = codec.run_one(True, index, plain, final)
+            assert one is not None
+            out = memoryview(bytearray(len(plain) + ece.OVERHEAD))
+            assert one == (
+                bytes(out[: codec.run_segments(True, index, 1, plain, final, out)[0]]),
+                None,
+            )
+            assert type(one[0]) is bytes
+    padded = ece.EceCodec(KEY, SALT, 25, first_padding=2)
+    assert (padded.run_one(True, index, bytes(2) + data[:6], True) is None) == (index == 0)
 
 
 def test_record_after_last_record() -> None:

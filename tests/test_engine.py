@@ -233,6 +233,57 @@ async def test_event_loop_never_waits_long(
     assert longest < elapsed / 2, f"the loop was held {longest * 1e3:.1f} of {elapsed * 1e3:.0f} ms"
 
 
+@pytest.mark.parametrize("policy", [sc.engine.DEFAULT_POLICY, None], ids=["default", "inline"])
+async def test_records_that_hand_out_nothing_still_give_the_loop_its_turn(
+    policy: OffloadPolicy | None,
+) -> None:
+    """An RFC 8188 body of 128 MiB of records that hold no data (each all padding: its
+    job runs and hands out nothing), read in chunks of a quarter record from a source
+    that never yields to the loop: the loop still gets its turn every inline batch of
+    work. A push that ran jobs is never taken for one that was only held (``_HELD``,
+    which drivers skip, turn check included: no job ran, no turn is owed), whatever it
+    hands out."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from streamcrypt.codecs import ece
+
+    rs, count, ikm, salt = 64 << 10, 2048, KEY[:16], bytes(16)
+    cek, nonce = ece._derive(ikm, salt)
+    aead, base = AESGCM(cek), int.from_bytes(nonce, "big")
+    records = [
+        aead.encrypt((base ^ i).to_bytes(12, "big"), pad, None)
+        for i, pad in enumerate([b"\x01" + bytes(rs - 17)] * (count - 1) + [b"\x02"])
+    ]
+    body = memoryview(b"".join([ece.EceHeader(salt, rs).to_bytes(), *records]))
+    chunk = rs // 4
+    gaps: list[float] = []
+
+    async def source() -> AsyncIterator[Buffer]:
+        for off in range(0, len(body), chunk):
+            yield body[off : off + chunk]
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while True:
+            await anyio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0.005)
+        gaps.clear()
+        started = time.perf_counter()
+        out = [c async for c in sc.pipeline(ece.EceDecryptor(ikm), policy=policy).stream(source())]
+        elapsed = time.perf_counter() - started
+        tg.cancel_scope.cancel()
+    assert out == []
+    assert len(gaps) > 10, f"the loop ran {len(gaps)} times in {elapsed * 1e3:.0f} ms"
+    longest = max(gaps)
+    assert longest < elapsed / 2, f"the loop was held {longest * 1e3:.1f} of {elapsed * 1e3:.0f} ms"
+
+
 @pytest.mark.parametrize("which", ["age", "envelope"])
 async def test_encryptor_kdf_runs_off_the_loop(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An encryptor's password KDF (scrypt for age, Argon2id for the envelope) runs where

@@ -264,11 +264,12 @@ class CounterCodec(BatchCodec):
         return self.run_one_batched(sealing, index, data, final, len(data) + self.overhead)
 
 
-def detached(view: memoryview, bound: int) -> memoryview:
-    """``view``, a part of a segment (or frame) held until the next push, as it may be
-    kept: itself when it is read-only and a view of an object of at most ``bound`` bytes;
-    else a copy (at most a segment), so that a hold never keeps a larger object alive nor
-    a writable buffer its owner may reuse.
+def detached(part: Buffer, bound: int) -> Buffer:
+    """``part``, a part of a segment (or frame) held until the next push, as it may be
+    kept: itself when it is a ``bytes`` (a whole object of its own, at most a segment),
+    or a read-only view of an object of at most ``bound`` bytes; else a copy (at most a
+    segment), so that a hold never keeps a larger object alive nor a writable buffer its
+    owner may reuse.
 
     Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk and its
     join were made; without ``keep_freed_memory()``, glibc then trimmed its heap top and
@@ -276,6 +277,9 @@ def detached(view: memoryview, bound: int) -> memoryview:
     chunks: 70-230 page faults a MiB and ~10 us a segment, against 7-20; docs/ENGINE.md,
     "Output memory"). The one rule for every decryptor's hold (:class:`_Segmenter`, the
     AWS frames')."""
+    if type(part) is bytes:
+        return part
+    view = part if type(part) is memoryview else memoryview(part)
     if view.readonly:
         obj = view.obj
         if (
@@ -376,7 +380,7 @@ class _Segmenter(Lifecycle, HoldsSecrets):
 
     Input not yet part of a complete segment is *held*: read-only pieces by reference
     (the engine hands over only immutable data), except a partial segment cut from a
-    larger object, which is copied (:meth:`_alone`), and writable ones, also copied. A
+    larger object, which is copied (:meth:`_keep`), and writable ones, also copied. A
     segment that lies whole inside one piece is never copied; one that straddles pieces
     is joined once.
     """
@@ -398,7 +402,7 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         self._init_lifecycle()
         self._codec = codec
         self._sealing = sealing
-        self._held: list[memoryview] = []
+        self._held: list[Buffer] = []
         self._held_len = 0
         self._index = 0
         #: The codec whose full segment sizes (``_full0``, ``_full1``) ``_cut`` knows.
@@ -423,20 +427,25 @@ class _Segmenter(Lifecycle, HoldsSecrets):
         self._index = first + count
         return first
 
-    def _hold(self, view: memoryview) -> None:
+    def _hold(self, view: Buffer) -> None:
+        """Hold ``view`` until the next push as it is when it is read-only, else a copy."""
         if view:
-            self._held.append(view if view.readonly else memoryview(bytes(view)))
+            self._held.append(view if memoryview(view).readonly else bytes(view))
             self._held_len += len(view)
 
-    def _alone(self, view: memoryview) -> memoryview:
-        """``view`` (of the segment being held) to hold until the next push: itself when
-        it is the whole segment (a job's input as it is, never copied), else as
-        :func:`detached` keeps a part of one (less than a segment, which the next push
-        joins anyway)."""
-        full = self._full0 if self._index == 0 else self._full1
-        return view if len(view) == full else detached(view, self._full1)
+    def _keep(self, part: Buffer) -> None:
+        """Hold ``part`` (not empty) of the segment being held until the next push: as it
+        is when it is the whole segment and read-only (a job's input as it is, never
+        copied), else as :func:`detached` keeps a part of one (less than a segment, which
+        the next push joins anyway)."""
+        if len(part) != (self._full0 if self._index == 0 else self._full1) or not (
+            type(part) is bytes or memoryview(part).readonly
+        ):
+            part = detached(part, self._full1)
+        self._held.append(part)
+        self._held_len += len(part)
 
-    def _take_held(self, tail: memoryview | None = None) -> Buffer:
+    def _take_held(self, tail: Buffer | None = None) -> Buffer:
         """Everything held (plus ``tail``) as one buffer; the hold is emptied."""
         parts = self._held
         if tail:
@@ -449,29 +458,32 @@ class _Segmenter(Lifecycle, HoldsSecrets):
     def _cut(self, data: Buffer) -> list[SegmentJob]:
         """Turn held bytes plus ``data`` (bytes-like of single bytes: :func:`as_buffer`'s)
         into jobs for every segment known to be non-final. Runs once a pushed chunk: the
-        sizes of a full segment are asked of the codec once, not per call."""
+        sizes of a full segment are asked of the codec once, not per call, and a chunk
+        that completes no segment is held as it is (no view made of it)."""
         codec = self._codec
         assert codec is not None
         if self._sized is not codec:
             self._sized = codec
             self._full0, self._full1 = self._full(codec, 0), self._full(codec, 1)
-        jobs: list[SegmentJob] = []
         hold = codec.final_may_be_full
-        view = data if type(data) is memoryview else memoryview(data)
+        size = len(data)
         index = self._index
+        jobs: list[SegmentJob] = []
+        view: Buffer = data
         if self._held_len:
             need = (self._full0 if index == 0 else self._full1) - self._held_len
-            if len(view) < need or (hold and len(view) == need):
-                self._hold(self._alone(view))
+            if size < need or (hold and size == need):
+                self._keep(data)
                 return jobs
+            view = memoryview(data)
             jobs.append(self._job(codec, self._take_held(view[:need]), 1))
             view = view[need:]
+            size -= need
             index += 1
         # Whole segments straight from the caller's buffer, no copy. Every segment but
         # segment 0 has the same size, so count them by division, not one by one: a
         # complete segment is taken when more bytes follow it, or (no hold) at the end.
         pos = count = 0
-        size = len(view)
         if index == 0:
             full = self._full0
             if size > full or (size == full and not hold):
@@ -483,10 +495,16 @@ class _Segmenter(Lifecycle, HoldsSecrets):
             if more > 0:
                 pos += more * full
                 count += more
-        if count:
-            jobs.append(self._job(codec, view[:pos] if pos < size else view, count))
+        if pos == 0:
+            if size:
+                self._keep(view)
+            return jobs
         if pos < size:
-            self._hold(self._alone(view[pos:]))
+            view = memoryview(view)
+            jobs.append(self._job(codec, view[:pos], count))
+            self._keep(view[pos:])
+        else:
+            jobs.append(self._job(codec, view, count))
         return jobs
 
     def _job(

@@ -548,8 +548,6 @@ class OrderedBatches:
     def _run_inline(self, jobs: Sequence[Job]) -> tuple[list[Buffer], Exception | None]:
         """:meth:`run_inline`'s work: the output pieces up to the first failure, and that
         failure; counts the bytes toward the loop's turn."""
-        if not jobs:  # a chunk that completed no segment: it is held, nothing to run
-            return [], None
         if len(jobs) == 1 and not self._reuse:
             # One job of a chunk (a segment or a few), one output object: no lists of
             # pieces, groups or slices. A job of one segment whose codec's kernel makes

@@ -24,6 +24,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
+    Sequence,
 )
 from contextlib import aclosing
 from typing import Any, NoReturn, TypeAlias, TypeVar
@@ -48,6 +49,10 @@ Source: TypeAlias = AsyncIterable[Buffer] | Buffer
 Sink: TypeAlias = ByteSendStream | Callable[[memoryview], Awaitable[Any]]
 
 _Push = Callable[[Buffer], Awaitable[object]]
+#: What :meth:`_SegmentedStage.inline` gives for a push that was only held: no job ran
+#: (so the loop is owed no turn for it) and nothing is to be handed out. One shared
+#: object, so a driver tells it by identity; its list is never added to.
+_HELD: tuple[list[Buffer], None] = ([], None)
 
 
 class _Runner:
@@ -166,7 +171,8 @@ class _SegmentedStage(_Runner):
         Synchronous, so that :meth:`Pipeline.stream` hands the pieces out itself (the
         coroutines of a push and its emits were 2 us of a 64 KiB chunk); a failure breaks
         the runner as :meth:`push` does, and the caller gives the loop its turn when the
-        scheduler says it is due."""
+        scheduler says it is due. A push that was only held (nothing ran, nothing to hand
+        out) gives :data:`_HELD`, which a driver may skip."""
         if self._failure is not None:
             self._refuse()
         stage, batches = self._stage, self._batches
@@ -175,6 +181,8 @@ class _SegmentedStage(_Runner):
         try:
             jobs = stage.feed(data)
             header = stage.take_header()
+            if not jobs:  # a chunk that completed no segment is only held: nothing ran
+                return ([header], None) if header else _HELD
             parts, failure = batches.run_inline(jobs)
         except BaseException as exc:
             self._failure = exc
@@ -207,6 +215,8 @@ class _SegmentedStage(_Runner):
             # (or an upstream stage) may reuse.
             data = as_bytes(data, "data")
         done = self.inline(data)
+        if done is _HELD:
+            return
         if done is not None:
             await self.pass_on(*done)
             return
@@ -330,18 +340,25 @@ async def _chunks(source: Source, size: int) -> AsyncGenerator[Buffer, None]:
                 if chunk:
                     yield chunk
                 continue
-            view = memoryview(chunk).cast("B")
-            if not view.readonly:  # jobs keep views of their input: never of a reusable buffer
-                view = memoryview(bytes(view))
-            if len(view) <= size:
-                if len(view):
-                    yield view
-                continue
-            for off in range(0, len(view), size):
-                yield view[off : off + size]
+            for piece in _pieces_of(chunk, size):
+                yield piece
     finally:
         if isinstance(it, AsyncGenerator):
             await it.aclose()
+
+
+def _pieces_of(chunk: Buffer, size: int) -> Sequence[Buffer]:
+    """``chunk`` as pieces of at most ``size`` bytes that nobody changes (jobs keep views
+    of their input until they ran): a ``bytes`` as it is, views of it, or of a copy of a
+    writable buffer; none for an empty chunk."""
+    if type(chunk) is bytes and len(chunk) <= size:
+        return (chunk,) if chunk else ()
+    view = memoryview(chunk).cast("B")
+    if not view.readonly:  # never a view of a buffer its owner may reuse
+        view = memoryview(bytes(view))
+    if len(view) <= size:
+        return (view,) if view else ()
+    return [view[off : off + size] for off in range(0, len(view), size)]
 
 
 class Pipeline:
@@ -429,6 +446,8 @@ class Pipeline:
             async for piece in pieces:
                 if alone is not None:
                     done = alone.inline(piece)  # raises only what verified nothing before it
+                    if done is _HELD:
+                        continue
                     if done is not None:
                         out, error = done
                         done = None
@@ -500,16 +519,14 @@ class Feeder:
         """Push ``data`` through the stages (large data in batch-sized pieces)."""
         if self._closed:
             raise AlreadyFinalizedError("this pipeline feeder was already closed")
-        view = memoryview(data).cast("B")
-        if not view.readonly:
-            view = memoryview(bytes(view))
-        alone, step = self._alone, self._piece
-        for off in range(0, len(view), step):
-            piece = view[off : off + step] if off or len(view) > step else view
+        alone = self._alone
+        for piece in _pieces_of(data, self._piece):
             # A push that runs inline is handed out here, as Pipeline.stream does: no
             # runner coroutines around it (issue 28: an HTTP body's piece each).
             if alone is not None:
                 done = alone.inline(piece)
+                if done is _HELD:
+                    continue
                 if done is not None:
                     await alone.pass_on(*done)
                     continue

@@ -239,7 +239,7 @@ class AwsBodyDecryptor(Lifecycle, HoldsSecrets):
         self._max_body = max_body_size
         self._parser: _HeaderParser | None = _HeaderParser(limits)
         self._pending = bytearray()
-        self._held: list[memoryview] = []  # the pieces of a frame begun, not yet complete
+        self._held: list[Buffer] = []  # the pieces of a frame begun, not yet complete
         self._held_len = 0
         self._need = 0  # the size of the frame held, once its start showed it
         self._regular = 0  # a regular frame's size
