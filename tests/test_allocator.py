@@ -161,3 +161,20 @@ def test_decrypting_without_keep_freed_memory_does_not_regrow_the_heap(name: str
         )
         per_mib = json.loads(out.stdout)
         assert max(per_mib.values()) < _FAULTS_PER_MIB, ((holes, freed), per_mib)
+
+
+def test_a_held_part_is_kept_only_when_it_keeps_nothing_larger_alive() -> None:
+    """``detached``, the one rule for every hold: a part is kept as it is only when it is
+    a ``bytes`` or a read-only view of an object of at most the bound; anything else (a
+    larger ``bytes``, a view of a larger object, a writable buffer) is copied."""
+    from streamcrypt.codecs._segmented import detached
+
+    small, large = bytes(SEG), bytes(4 * SEG)
+    assert detached(small, SEG) is small
+    view = memoryview(small)[10:]
+    assert detached(view, SEG) is view
+    for part in (large, memoryview(large)[: SEG // 2], bytearray(10), memoryview(bytearray(10))):
+        kept = detached(part, SEG)
+        assert kept is not part and bytes(kept) == bytes(part)
+        assert type(kept) is memoryview and kept.obj is not part
+        assert len(memoryview(kept).obj) == len(part)  # type: ignore[arg-type]

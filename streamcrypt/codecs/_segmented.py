@@ -266,9 +266,8 @@ class CounterCodec(BatchCodec):
 
 def detached(part: Buffer, bound: int) -> Buffer:
     """``part``, a part of a segment (or frame) held until the next push, as it may be
-    kept: itself when it is a ``bytes`` (a whole object of its own, at most a segment),
-    or a read-only view of an object of at most ``bound`` bytes; else a copy (at most a
-    segment), so that a hold never keeps a larger object alive nor a writable buffer its
+    kept: itself when it is a ``bytes`` or a read-only view of an object of at most
+    ``bound`` bytes; else a copy (at most a segment), so that a hold never keeps a larger object alive nor a writable buffer its
     owner may reuse.
 
     Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk and its
@@ -277,7 +276,7 @@ def detached(part: Buffer, bound: int) -> Buffer:
     chunks: 70-230 page faults a MiB and ~10 us a segment, against 7-20; docs/ENGINE.md,
     "Output memory"). The one rule for every decryptor's hold (:class:`_Segmenter`, the
     AWS frames')."""
-    if type(part) is bytes:
+    if type(part) is bytes and len(part) <= bound:
         return part
     view = part if type(part) is memoryview else memoryview(part)
     if view.readonly:
