@@ -21,6 +21,7 @@ token and goes on as in version 1.
 from __future__ import annotations
 
 import hmac
+import operator
 import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -103,6 +104,7 @@ _WRITES: dict[str, tuple[int, type[Aead], int]] = {
     name: (i, _SUITES[i], _SUITES[i].nonce_size - 5) for name, i in SUITE_IDS.items()
 }
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+_unpack_fixed = _FIXED.unpack_from
 #: Where a header's salt and nonce prefix start.
 _SALT_AT = _FIXED.size
 _PREFIX_AT = _SALT_AT + SALT_SIZE
@@ -257,8 +259,11 @@ def _writer_key(key: KeyLike) -> tuple[bytes | SecretKey, str, bytes]:
     names, and the token-wrapped data key (empty unless the key, or the ring's active
     key, is a :class:`Pkcs11Key`: then the master key is a fresh data key, wrapped in
     the token)."""
-    if type(key) is bytes or type(key) is SecretKey:  # in memory: no ring, no token
-        return (*_master_key(key), b"")
+    if type(key) is bytes:  # in memory (no ring, no token), of 32 bytes: taken at once
+        if len(key) == 32:
+            return key, "", b""
+    elif type(key) is SecretKey and len(key) == 32:
+        return key, key.key_id, b""
     chosen = key.active if isinstance(key, KeyRing) else key
     if isinstance(chosen, Pkcs11Key):
         data_key = random_bytes(32)
@@ -284,7 +289,6 @@ class _Header(NamedTuple):
 
     suite: type[Aead]
     segment_size: int
-    salt: bytes
     nonce_prefix: bytes
     key_id: str
     wrapped: bytes
@@ -305,18 +309,19 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     found = _parse(data)
     if found is None:
         return None
-    suite, size, salt, prefix, key_id, wrapped, end = found
+    suite, size, prefix, key_id, wrapped, end = found
+    salt = data[_SALT_AT:_PREFIX_AT]  # what a reader's keys take in the body, not alone
     return ContainerHeader(suite.name, size, salt, prefix, key_id, wrapped), end
 
 
 def _parse(data: bytes) -> _Header | None:
     """The header rule of a reader (docs/FORMAT.md, "Reading", step 1), written once: as
     :func:`read_header`."""
-    if len(data) < _FIXED.size:
+    if len(data) < _SALT_AT:  # the fixed part's size
         if not MAGIC.startswith(data[:4]):
             raise FormatError("not a streamcrypt container (bad magic)")
         return None
-    magic, version, suite_id, segment_size = _FIXED.unpack_from(data)
+    magic, version, suite_id, segment_size = _unpack_fixed(data)
     if magic != MAGIC:
         raise FormatError("not a streamcrypt container (bad magic)")
     if version != VERSION and version != WRAPPED_VERSION:
@@ -332,7 +337,6 @@ def _parse(data: bytes) -> _Header | None:
         )
     if len(data) <= pos:
         return None
-    salt = data[_SALT_AT:_PREFIX_AT]
     prefix = data[_PREFIX_AT:pos]
     kid_len = data[pos]
     pos += 1
@@ -359,7 +363,7 @@ def _parse(data: bytes) -> _Header | None:
             return None
         wrapped = bytes(data[pos : pos + wrapped_len])
         pos += wrapped_len
-    return _new_tuple(_Header, (suite, segment_size, salt, prefix, key_id, wrapped, pos))
+    return _new_tuple(_Header, (suite, segment_size, prefix, key_id, wrapped, pos))
 
 
 def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
@@ -574,7 +578,7 @@ FORMAT = SegmentedFormat(
     writes=frozenset({"key", "suite", "segment_size", "aad"}),
     reads=frozenset({"key", "aad"}),
     check=_check,
-    detect=lambda head: head.startswith(MAGIC),
+    detect=operator.methodcaller("startswith", MAGIC),  # no Python frame a detection
     header_size=_header_size,
     max_header_size=MAX_HEADER_SIZE,
     layout=_layout,
