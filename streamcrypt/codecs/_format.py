@@ -173,10 +173,6 @@ def or_default(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-def _no_check(options: FormatOptions, mode: str) -> None:
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class TextArmor:
     """A text wrapping a format may put around its bytes (age's ASCII armor).
@@ -201,7 +197,8 @@ class SegmentedFormat:
     :class:`FormatOptions` (they may be slow: a password KDF runs in the first
     ``feed``); ``writes`` / ``reads`` name the options each direction takes (the
     :class:`FormatOptions` fields); ``check`` validates their values for mode ``"wb"``
-    or ``"rb"`` (raises :class:`~streamcrypt.errors.InvalidParameterError`); ``derive``
+    or ``"rb"`` (raises :class:`~streamcrypt.errors.InvalidParameterError`; ``None``:
+    nothing to check beyond what ``check_options`` checks); ``derive``
     turns options keyed by a password into options keyed by its derived key (slow: the
     async calls run it off the event loop; ``None``: nothing to derive). ``detect``
     tells the format by the first bytes of a stream (``None``: nothing on the wire says
@@ -226,7 +223,7 @@ class SegmentedFormat:
     decryptor: Callable[[FormatOptions], Transform]
     writes: frozenset[str]
     reads: frozenset[str]
-    check: Callable[[FormatOptions, str], None] = _no_check
+    check: Callable[[FormatOptions, str], None] | None = None
     derive: Callable[[FormatOptions], FormatOptions] | None = None
     detect: Callable[[bytes], bool] | None = None
     header_size: Callable[[bytes], int | None] | None = None
@@ -284,7 +281,8 @@ class SegmentedFormat:
                     f"{'writing' if mode == 'wb' else 'reading'}; it takes "
                     f"{', '.join(f'{n}=' for n in _in_order(takes))}{_owners(name, mode)}"
                 )
-        self.check(options, mode)
+        if self.check is not None:
+            self.check(options, mode)
 
     def encryptors(self, options: FormatOptions) -> list[Transform]:
         """The stages that write this format: its encryptor, then its armor when
