@@ -24,7 +24,7 @@ import hmac
 import operator
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from ..abc import Buffer
 from ..errors import (
@@ -444,7 +444,7 @@ def _seal_message(options: FormatOptions, plaintext: Buffer) -> bytes | None:
         size = DEFAULT_SEGMENT_SIZE
     if len(plaintext) >= size:
         return None
-    key: KeyLike = options.key  # type: ignore[assignment]  # None: _start refuses it
+    key: KeyLike = options.key  # type: ignore[assignment]  # _check: there is one
     codec, header = _start(key, options.suite or "aes-256-gcm", size, options.aad)
     # as the engine runs a job of one segment: the kernel makes the output, a failure
     # is judged by the batch loop (CounterCodec.run_one)
@@ -459,7 +459,7 @@ def _open_message(options: FormatOptions, ciphertext: Buffer) -> bytes | None:
     ``None`` for anything else, a short or malformed one included, which the engine's
     path then refuses with its typed error. ``ciphertext`` as :func:`_seal_message`'s
     ``plaintext``."""
-    key = _reader_key(options.key)  # type: ignore[arg-type]  # None refused there
+    key = _reader_key(options.key)  # type: ignore[arg-type]  # _check: there is one
     # _parse reads slices as bytes: bytes as they are, else the header's bytes (a copy)
     head = ciphertext if type(ciphertext) is bytes else bytes(ciphertext[:MAX_HEADER_SIZE])
     header = _parse(head)
@@ -553,6 +553,17 @@ def sealing_layout(
     return SegmentLayout.for_plaintext(codec, size, plaintext_size)
 
 
+def _check(options: FormatOptions, mode: str) -> None:
+    """At the call (``streamcrypt.open`` makes its file's encryptor later): a missing
+    ``key=``, in the codec's own words for what a key must be."""
+    if options.key is None:
+        missing: Any = None
+        try:
+            as_secret_key(missing, 32, kinds=_KEY_KINDS)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f'format="native" needs key=: {exc}') from None
+
+
 def _header_size(head: bytes) -> int | None:
     parsed = read_header(head[:MAX_HEADER_SIZE])
     return None if parsed is None else parsed[1] + TAG_SIZE
@@ -575,6 +586,7 @@ FORMAT = SegmentedFormat(
     decryptor=lambda o: StreamDecryptor(cast("KeyLike", o.key), aad=o.aad),
     writes=frozenset({"key", "suite", "segment_size", "aad"}),
     reads=frozenset({"key", "aad"}),
+    check=_check,
     detect=operator.methodcaller("startswith", MAGIC),  # no Python frame a detection
     header_size=_header_size,
     max_header_size=MAX_HEADER_SIZE,
