@@ -496,3 +496,24 @@ def _flip(data: bytes, pos: int) -> bytes:
     out = bytearray(data)
     out[pos] ^= 1
     return bytes(out)
+
+
+def test_every_reader_refuses_a_key_of_another_size_before_deriving_with_it() -> None:
+    """A reader takes 32 bytes or a SecretKey of 32 as they are once _reader_key checked
+    them (an HMAC would take a key of any size): every way into a container's header
+    refuses a 16-byte key of each kind with InvalidKeySizeError, never an
+    AuthenticationError from keys derived with it."""
+    key = bytes(range(32))
+    ct = sc.encrypt_bytes(b"message", key)
+    header = StreamEncryptor(key).take_header()
+    entries = {
+        "decrypt_bytes": lambda k: sc.decrypt_bytes(ct, k),
+        "decrypt_bytes native": lambda k: sc.decrypt_bytes(ct, k, format="native"),
+        "StreamDecryptor": lambda k: StreamDecryptor(k).feed(ct),
+        "layout": lambda k: layout(k, ct, len(ct)),
+        "sealing_layout": lambda k: container.sealing_layout(k, header, 7),
+    }
+    for short in (key[:16], bytearray(key[:16]), SecretKey(key[:16])):
+        for entry in entries.values():
+            with pytest.raises(InvalidKeySizeError, match="32 bytes"):
+                entry(short)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ForwardRef, NamedTuple, TypeAlias, TypeVar, Union
 
 from .._lazy import LazyModule
@@ -173,10 +173,6 @@ def or_default(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-def _no_check(options: FormatOptions, mode: str) -> None:
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class TextArmor:
     """A text wrapping a format may put around its bytes (age's ASCII armor).
@@ -201,7 +197,8 @@ class SegmentedFormat:
     :class:`FormatOptions` (they may be slow: a password KDF runs in the first
     ``feed``); ``writes`` / ``reads`` name the options each direction takes (the
     :class:`FormatOptions` fields); ``check`` validates their values for mode ``"wb"``
-    or ``"rb"`` (raises :class:`~streamcrypt.errors.InvalidParameterError`); ``derive``
+    or ``"rb"`` (raises :class:`~streamcrypt.errors.InvalidParameterError`; ``None``:
+    nothing to check beyond what ``check_options`` checks); ``derive``
     turns options keyed by a password into options keyed by its derived key (slow: the
     async calls run it off the event loop; ``None``: nothing to derive). ``detect``
     tells the format by the first bytes of a stream (``None``: nothing on the wire says
@@ -226,7 +223,7 @@ class SegmentedFormat:
     decryptor: Callable[[FormatOptions], Transform]
     writes: frozenset[str]
     reads: frozenset[str]
-    check: Callable[[FormatOptions, str], None] = _no_check
+    check: Callable[[FormatOptions, str], None] | None = None
     derive: Callable[[FormatOptions], FormatOptions] | None = None
     detect: Callable[[bytes], bool] | None = None
     header_size: Callable[[bytes], int | None] | None = None
@@ -244,11 +241,22 @@ class SegmentedFormat:
         ]
         | None
     ) = None
+    #: For writing and for reading: a getter of the options not taken, and what it gets
+    #: from the defaults (made with the descriptor, so that a call checks in one
+    #: comparison).
+    _untaken_wb: tuple[Callable[[FormatOptions], object], object] = field(
+        init=False, repr=False, compare=False
+    )
+    _untaken_rb: tuple[Callable[[FormatOptions], object], object] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         unknown = (self.writes | self.reads) - {name for name, _ in _DEFAULTS}
         if unknown:
             raise InvalidParameterError(f"{self.name}: no such option {sorted(unknown)}")
+        object.__setattr__(self, "_untaken_wb", _untaken(self.writes))
+        object.__setattr__(self, "_untaken_rb", _untaken(self.reads))
 
     def check_options(self, options: FormatOptions, mode: str) -> None:
         """Raise :class:`~streamcrypt.errors.InvalidParameterError` for an option this
@@ -263,17 +271,18 @@ class SegmentedFormat:
         size = options.segment_size
         if size is not None and type(size) is not int:
             raise InvalidParameterError(f"segment_size= must be an int, not {type(size).__name__}")
-        takes = self.writes if mode == "wb" else self.reads
-        untaken, defaults = _UNTAKEN.get(takes) or _untaken(takes)  # made once per set
+        untaken, defaults = self._untaken_wb if mode == "wb" else self._untaken_rb
         # One native comparison in the common case; the rare other one names the option.
         for name in options.given() if untaken(options) != defaults else ():
+            takes = self.writes if mode == "wb" else self.reads
             if name not in takes:
                 raise InvalidParameterError(
                     f'format="{self.name}" does not take {name}= when '
                     f"{'writing' if mode == 'wb' else 'reading'}; it takes "
                     f"{', '.join(f'{n}=' for n in _in_order(takes))}{_owners(name, mode)}"
                 )
-        self.check(options, mode)
+        if self.check is not None:
+            self.check(options, mode)
 
     def encryptors(self, options: FormatOptions) -> list[Transform]:
         """The stages that write this format: its encryptor, then its armor when
@@ -319,29 +328,23 @@ class SegmentedFormat:
 #: What ``aad=`` may be (a tuple: ``isinstance`` checks it faster than the union).
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
-#: For each set of options a format takes: a getter of the other options, and what it
-#: gets from the defaults (made once per set, so that a call checks in one comparison).
-_UNTAKEN: dict[frozenset[str], tuple[Callable[[FormatOptions], object], object]] = {}
-
 
 def _untaken(takes: frozenset[str]) -> tuple[Callable[[FormatOptions], object], object]:
-    found = _UNTAKEN.get(takes)
-    if found is None:
-        # the other options as slices, one a run of consecutive fields (a tuple's slice
-        # is a copy in C; the native format's writes: one slice, 0.35 -> 0.2 us a check)
-        runs: list[slice] = []
-        for i, name in enumerate(_NAMES):
-            if name in takes:
-                continue
-            if runs and runs[-1].stop == i:
-                runs[-1] = slice(runs[-1].start, i + 1)
-            else:
-                runs.append(slice(i, i + 1))
-        getter: Callable[[FormatOptions], object] = (
-            operator.itemgetter(*runs) if runs else lambda options: ()
-        )
-        found = _UNTAKEN[takes] = (getter, getter(FormatOptions()))
-    return found
+    """A getter of the options not in ``takes``, and what it gets from the defaults."""
+    # the other options as slices, one a run of consecutive fields (a tuple's slice is a
+    # copy in C; the native format's writes: one slice, 0.35 -> 0.2 us a check)
+    runs: list[slice] = []
+    for i, name in enumerate(_NAMES):
+        if name in takes:
+            continue
+        if runs and runs[-1].stop == i:
+            runs[-1] = slice(runs[-1].start, i + 1)
+        else:
+            runs.append(slice(i, i + 1))
+    getter: Callable[[FormatOptions], object] = (
+        operator.itemgetter(*runs) if runs else lambda options: ()
+    )
+    return getter, getter(FormatOptions())
 
 
 def _owners(option: str, mode: str) -> str:

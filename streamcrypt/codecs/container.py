@@ -21,6 +21,7 @@ token and goes on as in version 1.
 from __future__ import annotations
 
 import hmac
+import operator
 import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -103,6 +104,7 @@ _WRITES: dict[str, tuple[int, type[Aead], int]] = {
     name: (i, _SUITES[i], _SUITES[i].nonce_size - 5) for name, i in SUITE_IDS.items()
 }
 _FIXED = struct.Struct(">4sBBI")  # magic, version, suite id, segment size
+_pack_fixed, _unpack_fixed = _FIXED.pack, _FIXED.unpack_from
 #: Where a header's salt and nonce prefix start.
 _SALT_AT = _FIXED.size
 _PREFIX_AT = _SALT_AT + SALT_SIZE
@@ -148,7 +150,7 @@ def _body(
     """The header bytes that precede the tag (docs/FORMAT.md), written once: version 2
     when there is a wrapped data key, which follows the key id. ``salt_prefix``: the salt
     and the nonce prefix, one after the other (as a writer draws them, in one call)."""
-    fixed = _FIXED.pack(MAGIC, WRAPPED_VERSION if wrapped else VERSION, suite_id, segment_size)
+    fixed = _pack_fixed(MAGIC, WRAPPED_VERSION if wrapped else VERSION, suite_id, segment_size)
     if not key_id and not wrapped:  # a bare key's header: an empty key id (0.2 us less)
         return fixed + salt_prefix + b"\x00"
     kid = key_id.encode()
@@ -252,20 +254,6 @@ def _master_key(key: KeyLike, header: _Header | None = None) -> tuple[bytes | Se
     return master if master is chosen else master.secret_bytes(), master.key_id
 
 
-def _writer_key(key: KeyLike) -> tuple[bytes | SecretKey, str, bytes]:
-    """A writer's master key (as :func:`_master_key` gives it), the key id its header
-    names, and the token-wrapped data key (empty unless the key, or the ring's active
-    key, is a :class:`Pkcs11Key`: then the master key is a fresh data key, wrapped in
-    the token)."""
-    if type(key) is bytes or type(key) is SecretKey:  # in memory: no ring, no token
-        return (*_master_key(key), b"")
-    chosen = key.active if isinstance(key, KeyRing) else key
-    if isinstance(chosen, Pkcs11Key):
-        data_key = random_bytes(32)
-        return data_key, chosen.key_id, chosen.wrap(data_key, aad=_WRAP_AAD)
-    return (*_master_key(key), b"")
-
-
 def _reader_key(key: KeyLike) -> SecretKey | bytes | Pkcs11Key | KeyRing:
     """A reader's key, checked at once, before any data (a wrong type or size): a ring,
     a token key, or 32 bytes as ``bytes`` or a :class:`SecretKey` as it is, else as the
@@ -284,12 +272,14 @@ class _Header(NamedTuple):
 
     suite: type[Aead]
     segment_size: int
-    salt: bytes
     nonce_prefix: bytes
     key_id: str
     wrapped: bytes
     end: int
 
+
+#: The constant-time comparison of a header tag.
+_equal = hmac.compare_digest
 
 #: Makes a tuple of a class: a :class:`_Header` positionally, 0.15 us less than its
 #: ``__new__``.
@@ -305,18 +295,19 @@ def read_header(data: bytes) -> tuple[ContainerHeader, int] | None:
     found = _parse(data)
     if found is None:
         return None
-    suite, size, salt, prefix, key_id, wrapped, end = found
+    suite, size, prefix, key_id, wrapped, end = found
+    salt = data[_SALT_AT:_PREFIX_AT]  # what a reader's keys take in the body, not alone
     return ContainerHeader(suite.name, size, salt, prefix, key_id, wrapped), end
 
 
 def _parse(data: bytes) -> _Header | None:
     """The header rule of a reader (docs/FORMAT.md, "Reading", step 1), written once: as
     :func:`read_header`."""
-    if len(data) < _FIXED.size:
+    if len(data) < _SALT_AT:  # the fixed part's size
         if not MAGIC.startswith(data[:4]):
             raise FormatError("not a streamcrypt container (bad magic)")
         return None
-    magic, version, suite_id, segment_size = _FIXED.unpack_from(data)
+    magic, version, suite_id, segment_size = _unpack_fixed(data)
     if magic != MAGIC:
         raise FormatError("not a streamcrypt container (bad magic)")
     if version != VERSION and version != WRAPPED_VERSION:
@@ -332,7 +323,6 @@ def _parse(data: bytes) -> _Header | None:
         )
     if len(data) <= pos:
         return None
-    salt = data[_SALT_AT:_PREFIX_AT]
     prefix = data[_PREFIX_AT:pos]
     kid_len = data[pos]
     pos += 1
@@ -359,12 +349,13 @@ def _parse(data: bytes) -> _Header | None:
             return None
         wrapped = bytes(data[pos : pos + wrapped_len])
         pos += wrapped_len
-    return _new_tuple(_Header, (suite, segment_size, salt, prefix, key_id, wrapped, pos))
+    return _new_tuple(_Header, (suite, segment_size, prefix, key_id, wrapped, pos))
 
 
 def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec, int] | None:
     """The keyed codec of the header at the start of ``head`` and the header's length,
-    its tag checked (:class:`AuthenticationError`); ``None`` while ``head`` is short."""
+    its tag checked (:class:`AuthenticationError`); ``None`` while ``head`` is short.
+    ``key`` as :func:`_reader_key` gives it."""
     header = _parse(head)
     if header is None or len(head) < header.end + TAG_SIZE:
         return None
@@ -373,11 +364,17 @@ def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec
 
 def _keyed(key: KeyLike, aad: Buffer, head: bytes, header: _Header) -> ContainerCodec:
     """The codec of a parsed ``header`` whose tag lies at ``head[header.end:]``, once the
-    tag checked: the one place a reader turns a header into keys."""
+    tag checked: the one place a reader turns a header into keys. ``key`` as
+    :func:`_reader_key` gives it (its type and size checked once, there): 32 bytes or a
+    :class:`SecretKey` of 32 take a version-1 header as they are, any other key (a ring,
+    a token's) or header goes through :func:`_master_key`."""
     pos = header.end
     body = head[:pos]
-    seg_key, tag = _derive(_master_key(key, header)[0], body, aad)
-    if not hmac.compare_digest(tag, head[pos : pos + TAG_SIZE]):
+    master = key if type(key) is bytes or type(key) is SecretKey else None
+    if master is None or header.wrapped:  # a ring's key, a token's, a version-2 header
+        master = _master_key(key, header)[0]
+    seg_key, tag = _derive(master, body, aad)
+    if not _equal(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
             "or a tampered header"
@@ -406,7 +403,21 @@ def _start(
             f"segment size must be an int of {MIN_SEGMENT_SIZE}..{MAX_SEGMENT_SIZE} bytes, "
             f"got {segment_size!r}"
         )
-    master, key_id, wrapped = _writer_key(key)
+    # the master key (as _master_key gives it), the id the header names, and the wrapped
+    # data key: empty unless the key, or the ring's active key, is a token's (then the
+    # master key is a fresh data key, wrapped in the token)
+    master: bytes | SecretKey
+    if type(key) is bytes and len(key) == 32:  # in memory, no ring, no token: at once
+        master, key_id, wrapped = key, "", b""
+    elif type(key) is SecretKey and len(key) == 32:
+        master, key_id, wrapped = key, key.key_id, b""
+    else:
+        chosen = key.active if isinstance(key, KeyRing) else key
+        if isinstance(chosen, Pkcs11Key):
+            master = random_bytes(32)
+            key_id, wrapped = chosen.key_id, chosen.wrap(master, aad=_WRAP_AAD)
+        else:
+            (master, key_id), wrapped = _master_key(key), b""
     if salt is None and nonce_prefix is None:
         fresh = random_bytes(SALT_SIZE + prefix_len)  # one system call for both
         prefix = fresh[SALT_SIZE:]
@@ -518,7 +529,7 @@ def layout(key: KeyLike, head: bytes, stream_size: int, *, aad: Buffer = b"") ->
 
     ``head`` must hold at least the whole header (:data:`MAX_HEADER_SIZE` bytes suffice).
     """
-    opened = _open_header(key, aad, head[:MAX_HEADER_SIZE])
+    opened = _open_header(_reader_key(key), aad, head[:MAX_HEADER_SIZE])
     if opened is None:
         raise FormatError("the data is shorter than a container header")
     codec, size = opened
@@ -535,7 +546,7 @@ def sealing_layout(
     Raises :class:`AuthenticationError` (wrong key or associated data),
     :class:`FormatError`, :class:`UnknownKeyError`.
     """
-    opened = _open_header(key, aad, header[:MAX_HEADER_SIZE])
+    opened = _open_header(_reader_key(key), aad, header[:MAX_HEADER_SIZE])
     if opened is None:
         raise FormatError("the data is shorter than a container header")
     codec, size = opened
@@ -543,9 +554,11 @@ def sealing_layout(
 
 
 def _check(options: FormatOptions, mode: str) -> None:
+    """At the call (``streamcrypt.open`` makes its file's encryptor later): a missing
+    ``key=``, in the codec's own words for what a key must be."""
     if options.key is None:
         missing: Any = None
-        try:  # the codec's own words for what a key must be
+        try:
             as_secret_key(missing, 32, kinds=_KEY_KINDS)
         except InvalidParameterError as exc:
             raise InvalidParameterError(f'format="native" needs key=: {exc}') from None
@@ -574,7 +587,7 @@ FORMAT = SegmentedFormat(
     writes=frozenset({"key", "suite", "segment_size", "aad"}),
     reads=frozenset({"key", "aad"}),
     check=_check,
-    detect=lambda head: head.startswith(MAGIC),
+    detect=operator.methodcaller("startswith", MAGIC),  # no Python frame a detection
     header_size=_header_size,
     max_header_size=MAX_HEADER_SIZE,
     layout=_layout,
