@@ -287,6 +287,8 @@ class _DecryptingReader(StreamReader):
             self.set_exception(exc)
         except Exception as exc:  # the connection failed under the body: the handler sees it
             self.set_exception(exc)
+        finally:
+            self._sc_deadline.close()  # its timer, however the pump ended
 
 
 async def _file_response(
