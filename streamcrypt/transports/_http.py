@@ -419,6 +419,7 @@ class BodyDeadline:
             if left <= 0:
                 raise timed_out(timeout, what)
         call = read()
+        piece: _T
         if clock is not None and type(call) is types.CoroutineType:
             piece = await clock.wait(call, now + left, left, what)
         else:
