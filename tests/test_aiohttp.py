@@ -882,3 +882,41 @@ async def test_bad_body_after_the_response_started_aborts() -> None:
                 assert r.status == 200
                 async for _ in decrypt_response(r, keys, policy=None):
                     pass
+
+
+async def test_the_handler_reads_each_piece_alone_when_the_body_is_already_there() -> None:
+    # The pump gives the handler a turn before it decrypts ciphertext that was already
+    # there, so a handler's readany takes each piece's plaintext as it came (at most two
+    # 64 KiB records), never several pieces joined into a new object (a copy). A read
+    # that waits gives it that turn anyway (issue 28: no turn of the loop for it then).
+    from aiohttp.test_utils import make_mocked_request
+
+    from streamcrypt.transports._aiohttp import _DecryptingReader, _pumped
+    from streamcrypt.transports._http import EncryptionSettings
+
+    keys = ring()
+    plain = os.urandom(1 << 20)
+    body = streamcrypt.encrypt_bytes(plain, keys, format="ece", segment_size=(1 << 16) - 17)
+    request = make_mocked_request("POST", "/", headers={"Content-Encoding": "aes128gcm"})
+    source = aiohttp.StreamReader(request.protocol, 1 << 22, loop=asyncio.get_running_loop())
+
+    async def arriving() -> None:  # a chunk each turn of the loop: there when it is read
+        for off in range(0, len(body), 200_000):
+            source.feed_data(body[off : off + 200_000])
+            await asyncio.sleep(0)
+        source.feed_eof()
+
+    request._payload = source  # the mocked request's body (no public setter)
+    reader = _DecryptingReader(request, EncryptionSettings(key=keys))
+    sizes: list[int] = []
+
+    async def handler(_: web.Request) -> web.StreamResponse:
+        while chunk := await reader.readany():
+            sizes.append(len(chunk))
+        return web.Response()
+
+    client = asyncio.ensure_future(arriving())
+    await _pumped(reader, handler, request)
+    await client
+    assert sum(sizes) == len(plain)
+    assert max(sizes) <= 2 * ((1 << 16) - 17)

@@ -35,16 +35,18 @@ from streamcrypt.codecs.ece import (
     read_header,
 )
 from streamcrypt.engine import DEFAULT_POLICY, OffloadPolicy, pipeline
-from streamcrypt.errors import AuthenticationError, InvalidParameterError
+from streamcrypt.errors import AuthenticationError, InvalidParameterError, PeerTimeoutError
 from streamcrypt.keys import KeyRing, SecretKey
 from streamcrypt.transports import (
     BODY_DECRYPTED,
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
+from streamcrypt.transports._deadline import LoopDeadline
 from streamcrypt.transports._http import (
     RESPONSE_PIECE,
     BodyCut,
+    BodyDeadline,
     BodyFeed,
     EncryptionSettings,
     encrypted_feed,
@@ -765,6 +767,119 @@ async def test_a_trickled_request_body_is_cut_by_its_minimum_rate() -> None:
     async with client(fast) as c:  # the same trickle is fine at a 10 bytes/s minimum
         r = await c.post("/echo", content=trickling(), headers=AES_HEADERS)
         assert r.status_code == 200
+
+
+class _CountedTimers:
+    """Keeps the handles of the loop timers a :class:`LoopDeadline` arms (``call_at``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        loop = asyncio.get_running_loop()
+        self.handles: list[asyncio.TimerHandle] = []
+        call_at = loop.call_at
+
+        def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
+            handle = call_at(when, callback, *args, **kwargs)
+            if isinstance(getattr(callback, "__self__", None), LoopDeadline):
+                self.handles.append(handle)
+            return handle
+
+        monkeypatch.setattr(loop, "call_at", counted)
+
+
+def _arriving(delays: list[float]) -> Callable[[], Awaitable[bytes]]:
+    """A body read whose pieces come after ``delays`` seconds each (every read waits)."""
+    pending = iter(delays)
+
+    async def read() -> bytes:
+        await asyncio.sleep(next(pending))
+        return b"x" * 100
+
+    return read
+
+
+async def test_a_body_whose_reads_all_wait_arms_one_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 28: a timer armed and cancelled on every read that waits cost ~2 us a read
+    # (0.036 CPU-s/GB on an aiohttp upload); the body's reads now share one.
+    deadline = BodyDeadline(30.0, 500.0)
+    read = _arriving([0.001] * 50)
+    timers = _CountedTimers(monkeypatch)
+    for _ in range(50):
+        await deadline.read(read, len)
+    assert len(timers.handles) == 1 and not timers.handles[0].cancelled()
+    deadline.close()
+    assert timers.handles[0].cancelled()  # the body is over: its timer with it
+
+
+async def test_a_stall_after_a_slow_piece_is_cut_at_its_own_deadline() -> None:
+    # The timer armed for the first wait (due at 0.3 s) fires during the second wait,
+    # whose deadline is 0.3 s from its own start: it is re-armed, not cut early, and the
+    # stall is still cut.
+    deadline = BodyDeadline(0.3, None)
+    read = _arriving([0.2, 3600.0])
+    await deadline.read(read, len)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(PeerTimeoutError):
+        await deadline.read(read, len)
+    assert 0.29 <= loop.time() - start < 1.0
+
+
+async def test_a_stall_after_a_pause_without_reads_is_cut() -> None:
+    # The timer fires while nothing waits (the app was busy, not reading): it is dropped,
+    # and the next wait that stalls arms one again.
+    deadline = BodyDeadline(0.2, None)
+    read = _arriving([0.01, 3600.0])
+    await deadline.read(read, len)
+    await asyncio.sleep(0.3)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(PeerTimeoutError):
+        await deadline.read(read, len)
+    assert 0.19 <= loop.time() - start < 1.0
+
+
+async def test_a_trickle_is_cut_by_the_body_deadline_with_one_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 100 bytes every 0.05 s (2,000 bytes/s) under a 20,000 bytes/s minimum: the body's
+    # deadline (0.3 s plus 1 s per 20,000 bytes) passes after about 0.35 s, though no
+    # single wait is long. One timer, re-armed as the deadline moves on.
+    deadline = BodyDeadline(0.3, 20_000.0)
+    read = _arriving([0.05] * 100)
+    timers = _CountedTimers(monkeypatch)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(PeerTimeoutError, match="slower than 20000 bytes/s"):
+        while True:
+            await deadline.read(read, len)
+    assert 0.3 <= loop.time() - start < 1.0
+    assert 1 <= len(timers.handles) <= 3
+
+
+async def test_data_that_comes_as_the_timer_fires_is_read_and_the_next_wait_is_not_cut() -> None:
+    # The timer fires in the same loop turn as the piece it guarded came: the piece is
+    # read, and the deadline is not spent on the next wait.
+    loop = asyncio.get_running_loop()
+    clock = LoopDeadline(loop)
+    came: asyncio.Future[bytes] = loop.create_future()
+
+    async def first() -> bytes:
+        return await came
+
+    task = asyncio.ensure_future(clock.wait(first(), loop.time() - 1, 1.0, "a piece"))
+    await asyncio.sleep(0)  # the wait is on ``came`` and the timer armed
+    came.set_result(b"piece")
+    clock._fire()  # due already, in the same turn as the data
+    assert await task == b"piece"
+
+    async def second() -> bytes:
+        await asyncio.sleep(0.01)
+        return b"next"
+
+    assert await clock.wait(second(), loop.time() + 5, 5.0, "a piece") == b"next"
+    clock.close()
 
 
 async def _path_app(scope: Any, receive: Any, send: Any) -> None:

@@ -270,11 +270,25 @@ class _DecryptingReader(StreamReader):
     async def _sc_put(self, plaintext: Buffer) -> None:
         self.feed_data(cast(bytes, plaintext))  # a kept feeder's sink gets bytes
 
+    async def _sc_next(self) -> bytes:
+        """The body's next ciphertext. Data already there is taken after a turn of the
+        loop, so the handler takes what the last piece gave first (a handler's
+        ``readany`` joins whatever is buffered into one new object: a copy of a piece
+        or more); a read that waits gives it that turn anyway."""
+        source = self._sc_source
+        chunk = source.read_nowait()
+        if chunk or source.at_eof():
+            await asyncio.sleep(0)
+            return chunk
+        return await source.readany()
+
     async def pump(self) -> None:
         try:
             while True:
-                await self._sc_control.room.wait()
-                chunk = await self._sc_deadline.read(self._sc_source.readany, len)
+                room = self._sc_control.room
+                if not room.is_set():  # (a set one would cost a turn of the loop)
+                    await room.wait()
+                chunk = await self._sc_deadline.read(self._sc_next, len)
                 if not chunk:
                     await self._sc_feed.aclose()
                     self.feed_eof()
@@ -287,6 +301,8 @@ class _DecryptingReader(StreamReader):
             self.set_exception(exc)
         except Exception as exc:  # the connection failed under the body: the handler sees it
             self.set_exception(exc)
+        finally:
+            self._sc_deadline.close()  # its timer, however the pump ended
 
 
 async def _file_response(

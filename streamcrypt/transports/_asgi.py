@@ -193,7 +193,7 @@ class _DecryptingReceive:
     def __init__(self, receive: Receive, mw: EncryptionMiddleware) -> None:
         self._receive = receive
         self._ready: deque[bytes] = deque()
-        self._feed, self._deadline = mw.settings.request_body(self._collect)
+        self._feed, self.deadline = mw.settings.request_body(self._collect)
         self._complete = False  # the whole body authenticated
         self._final_given = False
         self.error: StreamCryptError | None = None
@@ -206,7 +206,7 @@ class _DecryptingReceive:
             raise self.error
         while not self._ready and not self._complete:
             try:
-                message = await self._deadline.read(self._receive, _body_size)
+                message = await self.deadline.read(self._receive, _body_size)
             except PeerTimeoutError as exc:
                 self.error = exc
                 raise
@@ -303,6 +303,9 @@ class _Responder:
             if self.started:
                 raise  # the response is under way: let the server abort the connection
             await self._answer_error(exc)
+        finally:
+            if self.decrypting is not None:
+                self.decrypting.deadline.close()  # its timer, however the app left
 
     async def _answer_error(self, exc: StreamCryptError) -> None:
         await self._answer(*failure_text(exc))

@@ -1,11 +1,11 @@
-"""Timeouts on awaited calls, cheap on asyncio: :func:`with_timeout`.
+"""Timeouts on awaited calls, cheap on asyncio: :func:`with_timeout`, :class:`LoopDeadline`.
 
 Used by the encrypted stream (a transport call under ``idle_timeout`` /
-``record_timeout``) and by the HTTP middlewares (the next piece of a request body under
-``body_timeout``). On asyncio a deadline is armed only once the call really waits (a
-read of data already there arms nothing), as one loop timer that cancels the awaited
-future; elsewhere it is an anyio cancel scope, which costs about as much as sealing a
-1 KiB record.
+``record_timeout``: :func:`with_timeout`) and by the HTTP middlewares (the next piece of
+a request body under ``body_timeout``: :class:`LoopDeadline`, one timer for the whole
+body). On asyncio a deadline is armed only once the call really waits (a read of data
+already there arms nothing), as a loop timer that cancels the awaited future; elsewhere
+it is an anyio cancel scope, which costs about as much as sealing a 1 KiB record.
 """
 
 from __future__ import annotations
@@ -91,6 +91,89 @@ def _lazy_deadline(
     finally:
         if timer is not None:
             timer.cancel()
+
+
+#: How early a :class:`LoopDeadline` timer may fire and still count (uvloop's timers
+#: have millisecond steps): a timer earlier than that is re-armed.
+_EARLY: Final = 0.001
+
+
+class LoopDeadline:
+    """Deadlines on the successive awaited calls of one asyncio task (a request body's
+    reads: :meth:`wait`), as one loop timer for all of them. The timer is armed at the
+    first call that really waits and then left armed: a timer that fires before the
+    current wait's deadline (it was armed for an earlier one, and deadlines only move
+    on) is re-armed for it; one that fires while nothing waits is dropped until the
+    next wait arms it. So a body whose reads wait costs one timer per deadline that
+    passes, not a timer armed and cancelled per wait (:func:`with_timeout`: issue 28,
+    about 0.036 CPU-s/GB on an aiohttp upload of 256 KiB arrivals). :meth:`close` at
+    the body's end.
+    """
+
+    __slots__ = ("_due", "_fired", "_loop", "_timer", "_waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: Any = None  # the future the current wait is on
+        self._due = 0.0  # the current wait's deadline, loop time
+        self._fired = False
+
+    def now(self) -> float:
+        """The loop's clock, which the deadlines given to :meth:`wait` are read on."""
+        return self._loop.time()
+
+    @types.coroutine
+    def wait(
+        self, call: Coroutine[Any, Any, T], due: float, seconds: float, what: str
+    ) -> Generator[Any, Any, T]:
+        """Drive ``call``; waiting past ``due`` (:meth:`now`'s clock; it must not be
+        earlier than the last call's) raises :class:`PeerTimeoutError` naming
+        ``what`` and ``seconds``. A call that never waits arms nothing."""
+        try:
+            value = call.send(None)
+            while True:
+                if value is not None:  # a future: a real wait (None is a checkpoint)
+                    self._due, self._waiting = due, value
+                    if self._fired:
+                        value.cancel(_DEADLINE_MESSAGE)
+                    elif self._timer is None:
+                        self._timer = self._loop.call_at(due, self._fire)
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    call.close()
+                    raise
+                except BaseException as exc:  # a cancellation (or our deadline), for ``call``
+                    value = call.throw(exc)
+                else:
+                    value = call.send(sent)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        except asyncio.CancelledError as exc:
+            if self._fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
+                raise timed_out(seconds, what) from None
+            raise
+        finally:
+            self._waiting = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        waiting = self._waiting
+        if waiting is None or waiting.done():
+            return  # nothing waits (or what it waits for came): the next wait arms
+        if self._due - self._loop.time() > _EARLY:
+            self._timer = self._loop.call_at(self._due, self._fire)
+            return
+        self._fired = True
+        waiting.cancel(_DEADLINE_MESSAGE)
+
+    def close(self) -> None:
+        """Drop the timer (the calls are over)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 async def _scoped_timeout(seconds: float, what: str, call: Awaitable[T]) -> T:

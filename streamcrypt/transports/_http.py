@@ -23,11 +23,13 @@ trickles holds a request for about ``body_timeout``, not for as long as it likes
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import logging
 import os
 import time
+import types
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -56,7 +58,7 @@ from ..engine import DEFAULT_POLICY, INLINE_BATCH, Feeder, OffloadPolicy, Sink, 
 from ..errors import InvalidParameterError, StreamCryptError
 from ..keys import KeyRing
 from ._config import check_timeout
-from ._deadline import timed_out, with_timeout
+from ._deadline import LoopDeadline, timed_out, with_timeout
 from ._socket import on_asyncio
 
 _T = TypeVar("_T")
@@ -384,16 +386,18 @@ class BodyDeadline:
     one that keeps up the minimum rate is never cut, however long its body. With
     ``body_min_rate=None`` each wait is bounded by ``body_timeout`` alone; with
     ``body_timeout=None`` nothing is. Past the deadline raises :class:`PeerTimeoutError`
-    (408). On asyncio a piece already there arms no timer (:func:`with_timeout`).
+    (408). On asyncio a piece already there arms no timer, and the reads that wait share
+    one (:class:`LoopDeadline`); :meth:`close` drops it once the body is over.
     """
 
-    __slots__ = ("_rate", "_received", "_start", "_timeout")
+    __slots__ = ("_clock", "_rate", "_received", "_start", "_timeout")
 
     def __init__(self, timeout: float | None, min_rate: float | None) -> None:
         self._timeout = timeout
         self._rate = min_rate
         self._start: float | None = None
         self._received = 0
+        self._clock: LoopDeadline | None = None  # asyncio: the body's one timer
 
     async def read(self, read: Callable[[], Awaitable[_T]], size: Callable[[_T], int]) -> _T:
         """``await read()`` (the next piece of the body, of ``size(piece)`` bytes) within
@@ -401,7 +405,10 @@ class BodyDeadline:
         timeout = self._timeout
         if timeout is None:
             return await read()
-        now = time.monotonic()
+        clock = self._clock
+        if self._start is None and on_asyncio():
+            clock = self._clock = LoopDeadline(asyncio.get_running_loop())
+        now = clock.now() if clock is not None else time.monotonic()
         if self._start is None:
             self._start = now
         left, what = timeout, "the request body sent nothing"
@@ -411,9 +418,19 @@ class BodyDeadline:
                 left, what = overall, f"the request body came slower than {self._rate:g} bytes/s"
             if left <= 0:
                 raise timed_out(timeout, what)
-        piece = await with_timeout(left, what, read(), on_asyncio())
+        call = read()
+        piece: _T
+        if clock is not None and type(call) is types.CoroutineType:
+            piece = await clock.wait(call, now + left, left, what)
+        else:
+            piece = await with_timeout(left, what, call)
         self._received += size(piece)
         return piece
+
+    def close(self) -> None:
+        """The body is over (read to its end, failed, or left unread): drop its timer."""
+        if self._clock is not None:
+            self._clock.close()
 
 
 class BodyCut:
