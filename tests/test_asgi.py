@@ -42,7 +42,7 @@ from streamcrypt.transports import (
     DEFAULT_HTTP_RECORD_SIZE,
     EncryptionMiddleware,
 )
-from streamcrypt.transports._deadline import LoopDeadline
+from streamcrypt.transports._deadline import LoopDeadline, with_timeout
 from streamcrypt.transports._http import (
     RESPONSE_PIECE,
     BodyCut,
@@ -810,6 +810,30 @@ async def test_a_body_whose_reads_all_wait_arms_one_timer(
     assert len(timers.handles) == 1 and not timers.handles[0].cancelled()
     deadline.close()
     assert timers.handles[0].cancelled()  # the body is over: its timer with it
+
+
+async def test_a_transport_call_under_with_timeout_leaves_no_timer_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with_timeout (the encrypted stream's transport calls) and a body's reads share one
+    # driver (LoopDeadline): a call that never waits arms nothing, one that waits arms a
+    # timer of its own that is gone when the call is over, and a stall is still cut.
+    timers = _CountedTimers(monkeypatch)
+
+    async def ready() -> int:
+        return 7
+
+    assert await with_timeout(5.0, "x", ready(), True) == 7
+    assert timers.handles == []
+    read = _arriving([0.001] * 20)
+    for _ in range(20):
+        assert await with_timeout(5.0, "x", read(), True) == b"x" * 100
+    assert len(timers.handles) == 20 and all(h.cancelled() for h in timers.handles)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(PeerTimeoutError, match=r"made no progress for 0\.2 s"):
+        await with_timeout(0.2, "x", _arriving([3600.0])(), True)
+    assert 0.19 <= loop.time() - start < 1.0
 
 
 async def test_a_stall_after_a_slow_piece_is_cut_at_its_own_deadline() -> None:

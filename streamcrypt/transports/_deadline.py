@@ -25,72 +25,12 @@ T = TypeVar("T")
 _DEADLINE_MESSAGE: Final = "streamcrypt deadline"
 
 
-class _Deadline:
-    """A deadline on one awaited call, as one loop timer (asyncio): when it fires, the
-    future the call waits on is cancelled with :data:`_DEADLINE_MESSAGE`, the way
-    ``Task.cancel()`` wakes a task, but without a cancel scope (about a third of a small
-    receive's instructions on uvloop) and without touching the task's cancel count."""
-
-    __slots__ = ("fired", "waiting")
-
-    def __init__(self) -> None:
-        self.fired = False
-        self.waiting: Any = None
-
-    def fire(self) -> None:
-        self.fired = True
-        waiting = self.waiting
-        if waiting is not None and not waiting.done():
-            waiting.cancel(_DEADLINE_MESSAGE)
-
-
 def timed_out(seconds: float, what: str) -> PeerTimeoutError:
     """The error for a peer that made no progress for ``seconds`` (``what`` it owed)."""
     return PeerTimeoutError(
         f"the peer made no progress for {seconds} s ({what}): the connection is "
         "stalled or the peer is hostile; it was cut"
     )
-
-
-@types.coroutine
-def _lazy_deadline(
-    seconds: float, what: str, call: Coroutine[Any, Any, T]
-) -> Generator[Any, Any, T]:
-    """Drive ``call`` for an asyncio task, arming a :class:`_Deadline` at its first real
-    wait (a future; a bare ``None`` is a checkpoint, one turn of the loop, which cannot
-    stall): a send the transport takes at once or a read of data already there arms
-    nothing. Past ``seconds`` raise :class:`PeerTimeoutError` naming ``what``."""
-    deadline: _Deadline | None = None
-    timer: asyncio.TimerHandle | None = None
-    try:
-        value = call.send(None)
-        while True:
-            if value is not None:
-                if deadline is None:
-                    deadline = _Deadline()
-                    timer = asyncio.get_running_loop().call_later(seconds, deadline.fire)
-                deadline.waiting = value
-                if deadline.fired:
-                    value.cancel(_DEADLINE_MESSAGE)
-            try:
-                sent = yield value
-            except GeneratorExit:
-                call.close()
-                raise
-            except BaseException as exc:  # a cancellation (or our deadline), for ``call``
-                value = call.throw(exc)
-            else:
-                value = call.send(sent)
-    except StopIteration as stop:
-        result: T = stop.value  # (no typing.cast: a call on every transport operation)
-        return result
-    except asyncio.CancelledError as exc:
-        if deadline is not None and deadline.fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
-            raise timed_out(seconds, what) from None
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
 
 
 #: How early a :class:`LoopDeadline` timer may fire and still count (uvloop's timers
@@ -100,14 +40,17 @@ _EARLY: Final = 0.001
 
 class LoopDeadline:
     """Deadlines on the successive awaited calls of one asyncio task (a request body's
-    reads: :meth:`wait`), as one loop timer for all of them. The timer is armed at the
-    first call that really waits and then left armed: a timer that fires before the
-    current wait's deadline (it was armed for an earlier one, and deadlines only move
-    on) is re-armed for it; one that fires while nothing waits is dropped until the
-    next wait arms it. So a body whose reads wait costs one timer per deadline that
-    passes, not a timer armed and cancelled per wait (:func:`with_timeout`: issue 28,
-    about 0.036 CPU-s/GB on an aiohttp upload of 256 KiB arrivals). :meth:`close` at
-    the body's end.
+    reads, or one transport call of :func:`with_timeout`: :meth:`wait`), as one loop
+    timer for all of them. When it fires, the future the call waits on is cancelled with
+    :data:`_DEADLINE_MESSAGE`, the way ``Task.cancel()`` wakes a task, but without a
+    cancel scope (about a third of a small receive's instructions on uvloop) and
+    without touching the task's cancel count. The timer is armed at the first call that
+    really waits and then left armed: a timer that fires before the current wait's
+    deadline (it was armed for an earlier one, and deadlines only move on) is re-armed
+    for it; one that fires while nothing waits is dropped until the next wait arms it.
+    So a body whose reads wait costs one timer per deadline that passes, not a timer
+    armed and cancelled per wait (issue 28: about 0.036 CPU-s/GB on an aiohttp upload
+    of 256 KiB arrivals). :meth:`close` when the calls are over.
     """
 
     __slots__ = ("_due", "_fired", "_loop", "_timer", "_waiting")
@@ -123,40 +66,21 @@ class LoopDeadline:
         """The loop's clock, which the deadlines given to :meth:`wait` are read on."""
         return self._loop.time()
 
-    @types.coroutine
     def wait(
         self, call: Coroutine[Any, Any, T], due: float, seconds: float, what: str
-    ) -> Generator[Any, Any, T]:
-        """Drive ``call``; waiting past ``due`` (:meth:`now`'s clock; it must not be
-        earlier than the last call's) raises :class:`PeerTimeoutError` naming
+    ) -> Awaitable[T]:
+        """Drive ``call`` (awaitable); waiting past ``due`` (:meth:`now`'s clock; it must
+        not be earlier than the last call's) raises :class:`PeerTimeoutError` naming
         ``what`` and ``seconds``. A call that never waits arms nothing."""
-        try:
-            value = call.send(None)
-            while True:
-                if value is not None:  # a future: a real wait (None is a checkpoint)
-                    self._due, self._waiting = due, value
-                    if self._fired:
-                        value.cancel(_DEADLINE_MESSAGE)
-                    elif self._timer is None:
-                        self._timer = self._loop.call_at(due, self._fire)
-                try:
-                    sent = yield value
-                except GeneratorExit:
-                    call.close()
-                    raise
-                except BaseException as exc:  # a cancellation (or our deadline), for ``call``
-                    value = call.throw(exc)
-                else:
-                    value = call.send(sent)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        except asyncio.CancelledError as exc:
-            if self._fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
-                raise timed_out(seconds, what) from None
-            raise
-        finally:
-            self._waiting = None
+        return _driven(call, self, due, seconds, what)
+
+    def _arm(self, waiting: Any, due: float) -> None:
+        """A call waits on the future ``waiting`` until ``due`` at the latest."""
+        self._due, self._waiting = due, waiting
+        if self._fired:
+            waiting.cancel(_DEADLINE_MESSAGE)
+        elif self._timer is None:
+            self._timer = self._loop.call_at(due, self._fire)
 
     def _fire(self) -> None:
         self._timer = None
@@ -190,12 +114,59 @@ def with_timeout(
     naming ``what``.
 
     ``lazy`` (asyncio only): no deadline unless ``call`` really waits, and then one loop
-    timer (:func:`_lazy_deadline`), not a cancel scope: an anyio cancel scope and its
+    timer (:class:`LoopDeadline`), not a cancel scope: an anyio cancel scope and its
     timer cost about as much as a 1 KiB record's whole seal. A plain function, not a
     coroutine: one frame fewer on every transport call.
     """
     if seconds is None:
         return call
     if lazy and type(call) is types.CoroutineType:
-        return _lazy_deadline(seconds, what, call)
+        return _driven(call, None, None, seconds, what)
     return _scoped_timeout(seconds, what, call)
+
+
+@types.coroutine
+def _driven(
+    call: Coroutine[Any, Any, T],
+    deadline: LoopDeadline | None,
+    due: float | None,
+    seconds: float,
+    what: str,
+) -> Generator[Any, Any, T]:
+    """Drive ``call`` for an asyncio task under ``deadline`` (``None``: a deadline of its
+    own, made at its first real wait, ``seconds`` from then, and dropped at its end) or
+    ``due``: the one driver of both :func:`with_timeout` and :meth:`LoopDeadline.wait`.
+    A future it yields is a real wait and is armed; a bare ``None`` is a checkpoint, one
+    turn of the loop, which cannot stall: a send the transport takes at once or a read of
+    data already there arms nothing."""
+    own = deadline is None
+    try:
+        value = call.send(None)
+        while True:
+            if value is not None:
+                if deadline is None:
+                    deadline = LoopDeadline(asyncio.get_running_loop())
+                if due is None:
+                    due = deadline.now() + seconds
+                deadline._arm(value, due)
+            try:
+                sent = yield value
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # a cancellation (or our deadline), for ``call``
+                value = call.throw(exc)
+            else:
+                value = call.send(sent)
+    except StopIteration as stop:
+        result: T = stop.value  # (no typing.cast: a call on every transport operation)
+        return result
+    except asyncio.CancelledError as exc:
+        if deadline is not None and deadline._fired and exc.args[:1] == (_DEADLINE_MESSAGE,):
+            raise timed_out(seconds, what) from None
+        raise
+    finally:
+        if deadline is not None:
+            deadline._waiting = None
+            if own:
+                deadline.close()
