@@ -8,7 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import aclosing
 from typing import Any
 
@@ -239,6 +239,22 @@ async def test_the_loop_claims_what_a_slow_worker_has_not_reached() -> None:
     assert error is None and b"".join(parts) == expected(jobs)
     assert jobs[0].thread is not threading.current_thread()
     assert all(j.thread is threading.current_thread() for j in jobs[1:])
+
+
+async def test_blocking_jobs_run_on_workers_only() -> None:
+    """``blocking=True`` (jobs that read a file): the loop neither takes back a batch no
+    worker started nor claims what a worker has not reached; it waits (issue 28)."""
+    with ThreadPoolExecutor(1) as pool:
+        policy = OffloadPolicy(inline_limit=0, batch_size=1 << 20, adaptive=False, executor=pool)
+        sched = OrderedBatches(policy, site="test", blocking=True)
+        pool.submit(time.sleep, 0.2)  # the only worker is busy: the batch waits its turn
+        jobs = [FakeJob(i, CLAIM_SIZE, delay=0.01) for i in range(4)]
+        sched.queue(jobs)
+        sched.launch()
+        await sched.wait()
+        parts, error = sched.pop()
+    assert error is None and b"".join(parts) == expected(jobs)
+    assert all(j.thread is not None and j.thread is not threading.current_thread() for j in jobs)
 
 
 async def test_wait_survives_cancellation_with_a_running_worker() -> None:
