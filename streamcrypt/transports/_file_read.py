@@ -426,10 +426,10 @@ class _RandomReader:
         self._spans.append(start)
 
     def _queue_span(self, start: int, span: int) -> None:
-        """Queue, as one worker's task (:class:`_Span`), the whole segments of ``span``
-        plaintext bytes from ``start`` (a segment boundary): one job per output object,
-        each reading its own ciphertext (:class:`_PreadJob`). The span is planned once;
-        its jobs are cut from it by the segment sizes."""
+        """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
+        ``start`` (a segment boundary): one job per output object, each reading its own
+        ciphertext (:class:`_PreadJob`). The span is planned once; its jobs are cut from
+        it by the segment sizes; the span is one worker's task (:class:`_Span`)."""
         assert self._fd is not None
         planned = self._layout.plan(start, start + span)
         assert planned is not None
