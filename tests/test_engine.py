@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
@@ -655,40 +655,3 @@ async def test_a_cancelled_wait_for_a_worker_leaves_the_work_and_the_loop_alone(
     await anyio.sleep(0.05)  # the loop runs the first wait's late wake-up
     assert errors == []
 
-
-class _Piece:
-    """A job writing ``data`` (``out_size`` of it), or failing after ``good`` bytes."""
-
-    def __init__(self, data: bytes, good: int | None = None) -> None:
-        self.data = data
-        self.good = good
-        self.out_size = len(data)
-        self.ran = False
-
-    def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
-        self.ran = True
-        if self.good is None:
-            out[: len(self.data)] = self.data
-            return len(self.data), None
-        out[: self.good] = self.data[: self.good]
-        return self.good, AuthenticationError("forged")
-
-
-def test_run_each_gives_each_job_an_object_of_its_own_up_to_the_first_failure() -> None:
-    """``run_each`` (a worker's whole span of blocking jobs): one new object per job, in
-    order; a failure ends the run with the verified part of its job and nothing after;
-    an iterable that stops early (its owner dropped the work) stops the run there."""
-    from streamcrypt.engine import run_each
-
-    big = random.Random(3).randbytes(100_000)  # over the in-place size: a bytes filled in place
-    parts, error = run_each([_Piece(b"abc"), _Piece(big), _Piece(b"")])
-    assert parts == [b"abc", big] and all(type(p) is bytes for p in parts) and error is None
-    late = _Piece(b"never")
-    parts, error = run_each([_Piece(b"abc"), _Piece(big, good=40_000), late])
-    assert parts == [b"abc", big[:40_000]] and isinstance(error, AuthenticationError)
-    assert not late.ran
-
-    def dropped_after_one() -> Iterator[_Piece]:
-        yield _Piece(b"first")
-
-    assert run_each(dropped_after_one()) == ([b"first"], None)

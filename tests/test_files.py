@@ -476,39 +476,6 @@ async def test_read_ahead_deepens_only_when_the_workers_run_out_of_work(
         assert reader._depth <= policy.workers + 2, reader._depth
 
 
-async def test_a_dropped_span_stops_before_its_next_object() -> None:
-    """A span read ahead from a descriptor is one worker's task (``_Span``); a seek, a
-    failed span or close drops it: one no worker started never runs (its task is
-    cancelled), and one running stops before its next output object, so it neither reads
-    the file nor makes output past the object it is in."""
-    from streamcrypt.engine import WorkerCalls, wait_future
-
-    started, gate = threading.Event(), threading.Event()
-    ran: list[int] = []
-
-    class Job:
-        out_size = 3
-
-        def __init__(self, n: int) -> None:
-            self.n = n
-
-        def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
-            ran.append(self.n)
-            started.set()
-            gate.wait(5)
-            out[:3] = b"%03d" % self.n
-            return 3, None
-
-    calls = WorkerCalls(DEFAULT_POLICY)
-    running = _file_read._Span([Job(0), Job(1), Job(2)], calls)  # type: ignore[list-item]
-    assert await anyio.to_thread.run_sync(started.wait, 5)
-    running.drop()
-    gate.set()
-    assert await wait_future(running.task) == ([b"000"], None)
-    assert ran == [0]
-    await calls.settle()
-
-
 async def test_read_ahead_holds_the_loop_for_one_span_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

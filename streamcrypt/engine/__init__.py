@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ._batches import CLAIM_SIZE as CLAIM_SIZE
     from ._batches import OrderedBatches as OrderedBatches
     from ._batches import ordered_calls as ordered_calls
-    from ._batches import run_each as run_each
     from ._batches import run_segmented as run_segmented
     from ._batches import run_verified as run_verified
     from ._memory import keep_freed_memory
@@ -57,7 +56,6 @@ __getattr__, __dir__ = lazy_exports(
             "CLAIM_SIZE",
             "OrderedBatches",
             "ordered_calls",
-            "run_each",
             "run_segmented",
             "run_verified",
         ),

@@ -277,7 +277,10 @@ class OrderedBatches:
     recycled buffers instead of fresh ``bytes`` (the consumer must be done with each
     view before it asks for the next); ``fail`` turns a job's failure into what the
     owner raises (e.g. ``transform.fail``, which marks the transform broken);
-    ``always_offload`` sends every batch to a worker (blocking calls); ``piece``: the size of the new objects fresh output comes in (consecutive jobs share
+    ``always_offload`` sends every batch to a worker (blocking calls); ``blocking``
+    also keeps them there: jobs that read a file run on workers only, never on the loop
+    (it neither claims them nor takes back a batch no worker started; it waits);
+    ``piece``: the size of the new objects fresh output comes in (consecutive jobs share
     one; see docs/ENGINE.md for why about 256 KiB).
     """
 
@@ -289,11 +292,13 @@ class OrderedBatches:
         reuse: bool = False,
         fail: Callable[[BaseException], BaseException] = lambda exc: exc,
         always_offload: bool = False,
+        blocking: bool = False,
         piece: int = CLAIM_SIZE,
     ) -> None:
         self.piece = piece
         self._policy = policy
-        self._always = always_offload and policy is not None
+        self._always = (always_offload or blocking) and policy is not None
+        self._blocking = blocking and policy is not None
         self._control = (
             Controller(policy, site) if policy is not None and not self._always else None
         )
@@ -447,10 +452,14 @@ class OrderedBatches:
 
         While its worker has not started, the batch is taken back and run here; while
         the worker is busy with it, the loop claims what is left, an inline batch's worth
-        at a time with a checkpoint between, so the loop stays responsive.
+        at a time with a checkpoint between, so the loop stays responsive. Blocking jobs
+        (``blocking``) are only waited for.
         """
         batch = self._window[0]
         future = batch.future
+        if self._blocking and future is not None:
+            await wait_future(future)
+            return
         while future is not None and not future.done():
             if future.cancel():  # never started: the pool is busy elsewhere
                 batch.future = future = None
@@ -765,23 +774,6 @@ def _run_here(
     fresh.view[: len(head)] = head
     written, error = _run_in_turn(jobs, fresh.view[len(head) :])
     return fresh.finish(len(head) + written), error
-
-
-def run_each(jobs: Iterable[Job]) -> tuple[list[bytes], Exception | None]:
-    """Run ``jobs`` in order on this thread, each into a new output object of its own
-    (blocking jobs a worker runs whole, such as a file's read-ahead): the objects of
-    those that wrote something, the verified part of the first that failed last, and
-    that failure (``None`` when every job ran). An iterable that stops early (its owner
-    dropped the work) stops the run there."""
-    parts: list[bytes] = []
-    for job in jobs:
-        fresh = Fresh(job.out_size)
-        written, error = _run_job(job, fresh.view)
-        if written:
-            parts.append(fresh.finish(written))
-        if error is not None:
-            return parts, error
-    return parts, None
 
 
 def run_segmented(

@@ -8,12 +8,13 @@ that cannot seek is read front to back through the engine's pipeline
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import mmap
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -22,14 +23,7 @@ import anyio.lowlevel
 from anyio.abc import ByteReceiveStream
 
 from ..codecs import ReadAt, SegmentCodec, SegmentLayout
-from ..engine import (
-    OffloadPolicy,
-    OrderedBatches,
-    Pending,
-    WorkerCalls,
-    run_each,
-    wait_future,
-)
+from ..engine import OffloadPolicy, OrderedBatches, Pending, WorkerCalls, wait_future
 from ..errors import BrokenTransformError, InvalidParameterError, TruncatedStreamError
 
 #: Bytes per piece when the policy is None (no batch size to follow).
@@ -206,7 +200,8 @@ class _PreadJob:
     least one), each piece opened before the next is read, so the buffer stays about
     that size whatever the output's. The buffer goes back to the pool when the job ends,
     so the pool holds one buffer per job running at once (the workers'), whatever the
-    spans in flight: no span keeps ciphertext while it waits."""
+    spans in flight: no span keeps ciphertext while it waits. ``done`` is set once the
+    job has ended (on the worker; read by the loop to tell a worker is idle)."""
 
     __slots__ = (
         "_codec",
@@ -217,6 +212,7 @@ class _PreadJob:
         "_offset",
         "_pool",
         "_size",
+        "done",
         "out_size",
     )
 
@@ -239,6 +235,7 @@ class _PreadJob:
         self._size = size  # ciphertext bytes
         self._final = final  # the last segment is the stream's final one
         self._pool = pool
+        self.done = False
         self.out_size = max(0, size - count * codec.overhead)
 
     def run_into(self, out: memoryview) -> tuple[int, Exception | None]:
@@ -272,6 +269,7 @@ class _PreadJob:
             return written, None
         finally:
             pool.append(buffer)
+            self.done = True
 
 
 def _borrow(pool: list[mmap.mmap], size: int) -> mmap.mmap:
@@ -286,44 +284,16 @@ def _borrow(pool: list[mmap.mmap], size: int) -> mmap.mmap:
     return buffer if len(buffer) >= size else mmap.mmap(-1, size)
 
 
-class _Span:
-    """A read-ahead span from a descriptor in flight: its jobs (one per output object),
-    run in order by one worker (:func:`~streamcrypt.engine.run_each`) as one task.
-    Iterating it gives the jobs until it is dropped (a seek, a failed span, close): a
-    worker running it stops before the next output object."""
-
-    __slots__ = ("dropped", "jobs", "task")
-
-    def __init__(self, jobs: list[_PreadJob], threads: WorkerCalls) -> None:
-        self.jobs = jobs
-        self.dropped = False
-        self.task: Pending[tuple[list[bytes], Exception | None]] = threads.start(run_each, self)
-
-    def __iter__(self) -> Iterator[_PreadJob]:
-        for job in self.jobs:
-            if self.dropped:
-                return
-            yield job
-
-    def drop(self) -> None:
-        """No more of its jobs: one no worker started never runs; a running one stops
-        before its next output object (its task stays with the worker calls)."""
-        self.dropped = True
-        self.task.cancel()
-
-
 class _RandomReader:
     """Random access through a SegmentLayout, with read-ahead for sequential reads.
 
     A read is served from the *span* last opened (whole segments around the position),
     kept as output objects of about the read's size (whole segments), so that a read
     that continues the one before returns one of them uncopied. Past the span, the next
-    span comes from the engine. From a file descriptor, a span is one worker's task
-    (:class:`_Span`: one job per output object, ``pread`` into a buffer borrowed for the
-    job and the cipher straight into the object the read hands out, made on the worker;
-    the loop never runs one: it would read the file on the loop), and the loop's part
-    is to queue it and take its objects back; otherwise spans are batches of the engine's
-    scheduler, fetched by the loop. The first span after a seek is
+    span comes from the engine's scheduler. From a file descriptor, spans are read and
+    opened on workers only (one job per output object: ``pread`` into a buffer borrowed
+    for the job and the cipher straight into the object the read hands out; the loop
+    never runs one: it would read the file on the loop). The first span after a seek is
     one read's worth; a read that continues the one before (or starts the file) first
     queues the spans after it, then waits for its own, so workers read and open the next
     spans while this one is opened: *read-ahead*, spans of twice the read's size, each
@@ -366,26 +336,30 @@ class _RandomReader:
         self._out = self._segment  # plaintext bytes per output object (about a read)
         self._span = self._out  # plaintext bytes of a read-ahead span at most
         self._ahead_span = self._out  # plaintext bytes of the last span read ahead
-        # Spans in flight: from a descriptor, tasks of their own (_flight); else batches
-        # of the engine's scheduler.
         self._batches = self._new_batches()
         self._spans: deque[int] = deque()  # where the spans in flight start, in order
-        self._flight: deque[_Span] = deque()  # each span's task (from a descriptor)
-        # Spans in flight at most, learnt (see the class docstring), kept across seeks,
-        # and their cap (set with the span size).
+        self._ends: deque[_PreadJob] = deque()  # the last job of each (from a descriptor)
+        # Spans in flight at most, learnt (see the class docstring), kept across seeks.
         self._workers = policy.workers if policy is not None else 1
         self._depth = self._workers + 1
-        self._cap = 1
         self._queued_end = 0  # where the last span queued ends
         # Ciphertext buffers of the jobs not running (see _PreadJob), and with policy=None
         # the next span's ciphertext being read (offset, length, its buffer, the read).
         self._pool: list[mmap.mmap] = []
         self._ahead: tuple[int, int, mmap.mmap, Pending[int]] | None = None
 
-    def _new_batches(self) -> OrderedBatches | None:
-        """The scheduler of spans the loop fetches (a wrapped object, or ``policy=None``);
-        ``None`` from a descriptor, whose spans are tasks that read for themselves."""
-        return None if self._fd is not None else OrderedBatches(self._policy, site="file-read")
+    def _new_batches(self) -> OrderedBatches:
+        policy = self._policy
+        if self._fd is None:
+            return OrderedBatches(policy, site="file-read")
+        # Jobs that read the descriptor block: they run on workers only. Many spans of
+        # _SPAN rather than a few large ones: a span is one worker's, so the window's
+        # head waits for that worker alone while others, done, have nothing to take. The
+        # scheduler's window is the cap; the depth (at most the cap) decides.
+        assert policy is not None
+        cap = max(policy.max_in_flight, policy.batch_size * policy.max_in_flight // 2 // self._span)
+        policy = dataclasses.replace(policy, max_in_flight=cap)
+        return OrderedBatches(policy, site="file-read", blocking=True)
 
     async def read(self, n: int) -> bytes:
         start = self.position
@@ -416,12 +390,9 @@ class _RandomReader:
         return pos
 
     def _queue(self, start: int, jobs: list[Any]) -> None:
-        if self._batches is None:  # a descriptor's: one task
-            self._flight.append(_Span(jobs, self._threads))
-        else:
-            self._batches.queue(jobs)
-            self._batches.launch()
-            assert not self._batches.queued, "a span is one batch (at most a batch size)"
+        self._batches.queue(jobs)
+        self._batches.launch()
+        assert not self._batches.queued, "a span is one batch (at most a batch size)"
         self._queued_end = start + sum(job.out_size for job in jobs)
         self._spans.append(start)
 
@@ -429,7 +400,7 @@ class _RandomReader:
         """Queue, as one batch, the whole segments of ``span`` plaintext bytes from
         ``start`` (a segment boundary): one job per output object, each reading its own
         ciphertext (:class:`_PreadJob`). The span is planned once; its jobs are cut from
-        it by the segment sizes; the span is one worker's task (:class:`_Span`)."""
+        it by the segment sizes."""
         assert self._fd is not None
         planned = self._layout.plan(start, start + span)
         assert planned is not None
@@ -460,6 +431,7 @@ class _RandomReader:
             at += size
             index = j + 1
         self._queue(start, jobs)
+        self._ends.append(jobs[-1])
 
     async def _queue_direct(self, start: int) -> None:
         """Without workers that read for themselves: fetch the span's ciphertext (the
@@ -509,36 +481,28 @@ class _RandomReader:
                 self._queue_span(start, self._out)
             else:
                 await self._queue_direct(start)
-        # Reads going forward from a descriptor (this span continues the one before, or
-        # the file's start): the spans after it are queued before waiting for it, so
-        # they are read while it is opened.
-        ahead = start == self._cache_end and self._batches is None
-        if ahead:
+        # Reads going forward (this span continues the one before, or the file's start):
+        # the spans after it are queued before waiting for it, so they are read while
+        # it is opened.
+        sequential = start == self._cache_end
+        if sequential:
             self._deepen()
             self._read_ahead()
-        parts, error = await self._next()  # cancelled: the span stays in flight, unchanged
-        self._cache = parts
-        self._cache_start = self._spans.popleft()
-        self._cache_end = self._cache_start + sum(map(len, parts))
+        await self._batches.wait()  # cancelled: the span stays in flight, nothing changed
+        span_start = self._spans.popleft()
+        if self._ends:
+            self._ends.popleft()
+        parts, error = self._batches.pop()
+        self._cache = [part if isinstance(part, bytes) else bytes(part) for part in parts]
+        self._cache_start = span_start
+        self._cache_end = span_start + sum(map(len, self._cache))
         if error is not None:
             self._restart(want)
             if pos >= self._cache_end:
                 raise error
             return
-        if ahead:
+        if sequential:
             self._read_ahead()
-
-    async def _next(self) -> tuple[list[bytes], BaseException | None]:
-        """The output of the oldest span in flight once it has finished (taken off the
-        spans in flight), and its failure, to raise once its output was handed out."""
-        batches = self._batches
-        if batches is None:
-            parts, error = await wait_future(self._flight[0].task)
-            self._flight.popleft()
-            return parts, error
-        await batches.wait()
-        out, failure = batches.pop()
-        return [part if isinstance(part, bytes) else bytes(part) for part in out], failure
 
     def _deepen(self) -> None:
         """One span more in flight from now on if, as a read comes for its span, a
@@ -547,8 +511,8 @@ class _RandomReader:
         if (
             len(self._spans) >= self._depth
             and self._queued_end < self.size
-            and self._depth < self._cap
-            and sum(not span.task.done() for span in self._flight) < self._workers
+            and not self._batches.window_full
+            and sum(not job.done for job in self._ends) < self._workers
         ):
             self._depth += 1
 
@@ -559,37 +523,34 @@ class _RandomReader:
         ahead; a long run of reads soon moves whole spans). One span a call, twice a
         load (before waiting and after): the window grows by one span a load, and the
         loop is held for one span's jobs at a time, not for a window's."""
-        room = len(self._spans) < min(self._depth, self._cap)
+        if self._fd is None:
+            return
+        room = len(self._spans) < self._depth and not self._batches.window_full
         if room and self._queued_end < self.size:
             self._ahead_span = min(2 * self._ahead_span, self._span)
             self._queue_span(self._queued_end, self._ahead_span)
 
     def _restart(self, want: int) -> None:
         """Drop what is in flight (a seek, or a failed span) and size output for ``want``."""
-        # Abandoned (the span after a seek does not queue behind them). A descriptor's
-        # spans still running read it: the worker calls keep their tasks, for aclose.
-        for span in self._flight:
-            span.drop()
-        self._flight.clear()
         old = self._batches
-        if old is not None and (old.broken or not old.idle):
+        if old.broken or not old.idle:
+            # Abandoned (the span after a seek does not queue behind its batches); the
+            # jobs still running read the descriptor: the worker calls keep them, for
+            # aclose.
             for future in old.abandon(BrokenTransformError("dropped by a seek")):
                 self._threads.watch(future)
         self._spans.clear()
+        self._ends.clear()
         seg = self._segment
         self._out = min(max(-(-want // seg) * seg, seg), max(self.piece, seg))
         self._ahead_span = self._out
-        # Whole output objects, at most a batch size (a span is one batch, or one task).
+        # Whole output objects, at most a batch size: the scheduler launches a span's
+        # jobs as one batch.
         self._span = self._out * max(1, min(_SPAN, self.piece) // self._out)
-        policy = self._policy
-        if policy is not None:
-            cap = policy.batch_size * policy.max_in_flight // 2 // self._span
-            self._cap = max(policy.max_in_flight, cap)
         self._batches = self._new_batches()
-        if self._batches is not None:
-            # A group of jobs becomes one object once it holds more than out - seg
-            # bytes: at the end of each object, also one whose segment 0 is shorter (Tink).
-            self._batches.piece = self._out - seg + 1
+        # A group of jobs becomes one object once it holds more than out - seg bytes: at
+        # the end of each output object, also one whose segment 0 is shorter (Tink).
+        self._batches.piece = self._out - seg + 1
 
     async def seek(self, offset: int, whence: int) -> int:
         if whence == io.SEEK_SET:
@@ -607,18 +568,14 @@ class _RandomReader:
 
     async def aclose(self) -> None:
         # Jobs in flight, and those of spans a seek dropped, read the descriptor: they
-        # finish before it is closed (a descriptor's spans stop at their next object).
-        for span in self._flight:
-            span.drop()
-        if self._batches is not None:
-            await self._batches.settle()
+        # finish before it is closed.
+        await self._batches.settle()
         await self._threads.settle()
         # Plaintext and ciphertext buffers go with the file, not with the object a caller
         # may keep.
-        if self._batches is not None:
-            self._batches.abandon(BrokenTransformError("the file is closed"))  # drops the jobs
-        self._flight.clear()
+        self._batches.abandon(BrokenTransformError("the file is closed"))  # drops the jobs
         self._spans.clear()
+        self._ends.clear()
         self._pool.clear()  # the list the jobs share
         self._cache, self._ahead = [], None
         self._cache_start = self._cache_end = 0
