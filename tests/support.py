@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,17 +116,25 @@ def write_secret(path: Path, content: str | bytes) -> Path:
 @contextlib.contextmanager
 def local_cluster() -> Iterator[Any]:
     """A Dask client on a LocalCluster of two single-thread worker processes on loopback
-    (they inherit ``os.environ`` as it is when this starts)."""
+    (they inherit ``os.environ`` as it is when this starts). The environment is put back
+    afterwards: ``distributed`` writes its workers' settings into this process's own
+    (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS``...) and leaves them there, where
+    every later test's subprocesses would inherit them."""
     from distributed import Client, LocalCluster
 
-    with (
-        LocalCluster(
-            n_workers=2,
-            processes=True,
-            threads_per_worker=1,
-            host="127.0.0.1",
-            dashboard_address=":0",  # None means the fixed 8787, taken by a second run
-        ) as lc,
-        Client(lc) as client,
-    ):
-        yield client
+    saved = dict(os.environ)
+    try:
+        with (
+            LocalCluster(
+                n_workers=2,
+                processes=True,
+                threads_per_worker=1,
+                host="127.0.0.1",
+                dashboard_address=":0",  # None means the fixed 8787, taken by a second run
+            ) as lc,
+            Client(lc) as client,
+        ):
+            yield client
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
