@@ -267,8 +267,8 @@ class CounterCodec(BatchCodec):
 def detached(part: Buffer, bound: int) -> Buffer:
     """``part``, a part of a segment (or frame) held until the next push, as it may be
     kept: itself when it is a ``bytes`` or a read-only view of an object of at most
-    ``bound`` bytes; else a copy (at most a segment), so that a hold never keeps a larger object alive nor a writable buffer its
-    owner may reuse.
+    ``bound`` bytes; else a copy (at most a segment), so that a hold never keeps a larger
+    object alive nor a writable buffer its owner may reuse.
 
     Held as a view, the tail of a 1 MiB chunk kept the chunk until the next chunk and its
     join were made; without ``keep_freed_memory()``, glibc then trimmed its heap top and

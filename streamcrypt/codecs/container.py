@@ -365,15 +365,10 @@ def _open_header(key: KeyLike, aad: Buffer, head: bytes) -> tuple[ContainerCodec
 def _keyed(key: KeyLike, aad: Buffer, head: bytes, header: _Header) -> ContainerCodec:
     """The codec of a parsed ``header`` whose tag lies at ``head[header.end:]``, once the
     tag checked: the one place a reader turns a header into keys. ``key`` as
-    :func:`_reader_key` gives it (its type and size checked once, there): 32 bytes or a
-    :class:`SecretKey` of 32 take a version-1 header as they are, any other key (a ring,
-    a token's) or header goes through :func:`_master_key`."""
+    :func:`_reader_key` gives it."""
     pos = header.end
     body = head[:pos]
-    master = key if type(key) is bytes or type(key) is SecretKey else None
-    if master is None or header.wrapped:  # a ring's key, a token's, a version-2 header
-        master = _master_key(key, header)[0]
-    seg_key, tag = _derive(master, body, aad)
+    seg_key, tag = _derive(_master_key(key, header)[0], body, aad)
     if not _equal(tag, head[pos : pos + TAG_SIZE]):
         raise AuthenticationError(
             "container header did not authenticate: wrong key, wrong associated data, "
@@ -407,17 +402,12 @@ def _start(
     # data key: empty unless the key, or the ring's active key, is a token's (then the
     # master key is a fresh data key, wrapped in the token)
     master: bytes | SecretKey
-    if type(key) is bytes and len(key) == 32:  # in memory, no ring, no token: at once
-        master, key_id, wrapped = key, "", b""
-    elif type(key) is SecretKey and len(key) == 32:
-        master, key_id, wrapped = key, key.key_id, b""
+    chosen = key.active if isinstance(key, KeyRing) else key
+    if isinstance(chosen, Pkcs11Key):
+        master = random_bytes(32)
+        key_id, wrapped = chosen.key_id, chosen.wrap(master, aad=_WRAP_AAD)
     else:
-        chosen = key.active if isinstance(key, KeyRing) else key
-        if isinstance(chosen, Pkcs11Key):
-            master = random_bytes(32)
-            key_id, wrapped = chosen.key_id, chosen.wrap(master, aad=_WRAP_AAD)
-        else:
-            (master, key_id), wrapped = _master_key(key), b""
+        (master, key_id), wrapped = _master_key(key), b""
     if salt is None and nonce_prefix is None:
         fresh = random_bytes(SALT_SIZE + prefix_len)  # one system call for both
         prefix = fresh[SALT_SIZE:]
